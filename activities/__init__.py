@@ -1,0 +1,1 @@
+"""Temporal activities: all of Colony's IO, one module per system talked to."""

@@ -1,0 +1,1 @@
+"""Ready-made content Colony ships: cluster template names and the workspace chart catalog."""

@@ -1,0 +1,14 @@
+"""SIMULATOR. Simulated infrastructure for Colony: NOT a real Kubernetes, k0rdent or cloud.
+
+`sim/` is a product of its own: a Kubernetes API emulator served over real HTTPS (so the official
+`kubernetes` client and `kubectl` work unchanged), simulated controllers (k0rdent/KCM, Cluster API,
+kubelet, scheduler) and a simulated host provider. Colony's product code never imports it; it only
+receives the kubeconfig, URL and key the sim writes, exactly as it would for real infrastructure.
+
+Layout:
+    apiserver/    the emulator: object store, selectors, patches, schema validation, HTTP, auth
+    controllers/  what would run in a real system: kubelet, scheduler, daemonsets, k0rdent
+    hostprovider/ the HTTP API whole hosts are claimed from
+    faults.py     fault injection shared by every simulated endpoint
+    world.py      assembles the whole simulated world in one process (`python -m sim`)
+"""

@@ -1,0 +1,1 @@
+"""SIMULATOR. Simulated controllers (kubelet, scheduler, daemonsets, k0rdent) acting on emulator stores."""

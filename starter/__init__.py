@@ -1,0 +1,1 @@
+"""`colonyctl`, the command line that starts, steers and watches Colony's workflows."""

@@ -1,0 +1,1 @@
+"""Deterministic Temporal workflows: the durable plans of Colony's operations. No IO lives here."""

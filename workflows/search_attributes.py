@@ -1,0 +1,14 @@
+"""Custom search attributes Colony's workflows set, so the Web UI and `colonyctl list` can filter.
+
+Registered by `worker.py`/`starter.devenv` on the dev server and by the test harness.
+"""
+
+from temporalio.common import SearchAttributeKey
+
+COLONY_CLUSTER = SearchAttributeKey.for_keyword("ColonyCluster")
+"""The cluster name a workflow acts on."""
+
+COLONY_PHASE = SearchAttributeKey.for_keyword("ColonyPhase")
+"""The entity's current phase (creating, ready, deleting, deleted, failed)."""
+
+ALL = (COLONY_CLUSTER, COLONY_PHASE)
