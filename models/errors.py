@@ -1,0 +1,70 @@
+"""Colony's domain error types: the `type` of every `ApplicationError` activities and workflows raise.
+
+Activities translate library errors (`ApiException`, `httpx.HTTPStatusError`) into these at the
+boundary: a permanent failure becomes `ApplicationError(message, type=ErrorType.X, non_retryable=True)`,
+a temporary one is re-raised as is and left to the retry policy. Workflows list `NON_RETRYABLE` in
+every `RetryPolicy` so a permanent failure is never retried, whoever raised it.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from temporalio.exceptions import ApplicationError
+
+
+class ErrorType(StrEnum):
+    """The `type` of an `ApplicationError`; the value is what Temporal records."""
+
+    INVALID_SPEC = "InvalidSpec"
+    """A request or manifest breaks a rule (the message names the rule)."""
+    TEMPLATE_NOT_FOUND = "TemplateNotFound"
+    """The ClusterTemplate does not exist in the namespace."""
+    TEMPLATE_INVALID = "TemplateInvalid"
+    """The ClusterTemplate exists but its status is not valid."""
+    CREDENTIAL_NOT_FOUND = "CredentialNotFound"
+    """The Credential does not exist in the namespace."""
+    CREDENTIAL_NOT_READY = "CredentialNotReady"
+    """The Credential exists but is not ready."""
+    FORBIDDEN = "Forbidden"
+    """The API refused Colony's own identity (403/401): retrying cannot help."""
+    NOT_FOUND = "NotFound"
+    """An object the activity needs is gone (for example the kubeconfig Secret)."""
+    HOSTS_UNAVAILABLE = "HostsUnavailable"
+    """The host provider has fewer free hosts of the SKU in the location than asked for."""
+    UNKNOWN_SKU = "UnknownSku"
+    """The host provider does not offer the SKU (or the location) at all."""
+    CLUSTER_DEPLOYMENT_FAILED = "ClusterDeploymentFailed"
+    """The ClusterDeployment did not become ready (deadline or a failed condition)."""
+    NODES_DID_NOT_JOIN = "NodesDidNotJoin"
+    """Claimed hosts did not join the cluster within the join deadline."""
+    DRAIN_TIMEOUT = "DrainTimeout"
+    """A drain did not finish within the drain deadline; the message lists the blocking pods."""
+    OPERATION_REJECTED = "OperationRejected"
+    """An update validator refused an operation; nothing was written or queued."""
+    OPERATION_CANCELLED = "OperationCancelled"
+    """A queued operation was cancelled, because the cluster is being deleted."""
+
+
+NON_RETRYABLE: list[str] = [
+    ErrorType.INVALID_SPEC,
+    ErrorType.TEMPLATE_NOT_FOUND,
+    ErrorType.TEMPLATE_INVALID,
+    ErrorType.CREDENTIAL_NOT_FOUND,
+    ErrorType.CREDENTIAL_NOT_READY,
+    ErrorType.FORBIDDEN,
+    ErrorType.NOT_FOUND,
+    ErrorType.HOSTS_UNAVAILABLE,
+    ErrorType.UNKNOWN_SKU,
+]
+"""Error types no retry policy retries: permanent by nature, whoever raises them."""
+
+
+def permanent(error_type: ErrorType, message: str) -> ApplicationError:
+    """A non-retryable `ApplicationError` of a domain type, for activities to raise (`raise ... from exc`)."""
+    return ApplicationError(message, type=error_type, non_retryable=True)
+
+
+def rejected(message: str) -> ApplicationError:
+    """The error an update validator raises to refuse an operation with a message for the user."""
+    return ApplicationError(message, type=ErrorType.OPERATION_REJECTED, non_retryable=True)

@@ -1,0 +1,189 @@
+"""`make run`: the embedded default environment, started and explained in one command.
+
+Starts, as child processes with their logs under `.colony/`:
+  1. the Temporal dev server (Web UI, SQLite persistence in `.colony/temporal.db`),
+  2. the simulated infrastructure (`python -m sim`, clearly a SIMULATOR),
+  3. Colony's worker (`worker.py`), once it exists,
+then runs the demo scenario through `colonyctl` and keeps everything serving until Ctrl-C, so the
+workflows stay browsable in the Web UI. Anything already listening (a dev server from an earlier
+`make run`) is reused rather than started twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
+
+STATE_DIR = Path(".colony")
+SIM_DIR = STATE_DIR / "sim"
+TEMPORAL_HOST = "127.0.0.1"
+TEMPORAL_PORT = 7233
+UI_PORT = 8233
+STARTUP_DEADLINE_SECONDS = 60.0
+
+VENV_BIN = Path(sys.executable).parent
+
+
+def _port_open(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex((host, port)) == 0
+
+
+def _wait_until(
+    what: str, ready: Callable[[], bool], deadline_seconds: float = STARTUP_DEADLINE_SECONDS
+) -> None:
+    deadline = time.monotonic() + deadline_seconds
+    while not ready():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"colony: {what} did not come up within {deadline_seconds:.0f}s")
+        time.sleep(0.1)
+
+
+class Processes:
+    """The children `make run` started; all of them are stopped together on exit."""
+
+    def __init__(self) -> None:
+        self.children: list[tuple[str, subprocess.Popen[bytes]]] = []
+
+    def start(self, name: str, argv: Sequence[str], log: Path) -> subprocess.Popen[bytes]:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("ab") as sink:
+            child = subprocess.Popen(
+                list(argv), stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        self.children.append((name, child))
+        return child
+
+    def check_alive(self) -> None:
+        for name, child in self.children:
+            if child.poll() is not None:
+                raise SystemExit(
+                    f"colony: {name} exited with code {child.returncode}; see its log in {STATE_DIR}/"
+                )
+
+    def stop_all(self) -> None:
+        for _, child in reversed(self.children):
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        for _, child in reversed(self.children):
+            try:
+                child.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                child.kill()
+
+
+def start_temporal(processes: Processes) -> None:
+    if _port_open(TEMPORAL_HOST, TEMPORAL_PORT):
+        print(f"temporal: reusing the server already on {TEMPORAL_HOST}:{TEMPORAL_PORT}")
+        return
+    argv = [
+        str(VENV_BIN / "temporal"),
+        "server",
+        "start-dev",
+        "--ip",
+        TEMPORAL_HOST,
+        "--port",
+        str(TEMPORAL_PORT),
+        "--ui-port",
+        str(UI_PORT),
+        "--db-filename",
+        str(STATE_DIR / "temporal.db"),
+        "--ui-disable-news-fetch",
+        "--log-level",
+        "warn",
+    ]
+    for key in SEARCH_ATTRIBUTES:
+        argv += ["--search-attribute", f"{key.name}=Keyword"]
+    processes.start("temporal dev server", argv, STATE_DIR / "temporal.log")
+    _wait_until(
+        "the Temporal dev server",
+        lambda: _port_open(TEMPORAL_HOST, TEMPORAL_PORT) and _port_open(TEMPORAL_HOST, UI_PORT),
+    )
+
+
+def start_sim(processes: Processes) -> dict[str, object]:
+    world_file = SIM_DIR / "world.json"
+    world_file.unlink(missing_ok=True)
+    processes.start(
+        "simulator",
+        [sys.executable, "-m", "sim", "--state-dir", str(SIM_DIR)],
+        STATE_DIR / "sim.log",
+    )
+
+    def world_written() -> bool:
+        processes.check_alive()
+        return world_file.exists()
+
+    _wait_until("the simulator", world_written)
+    world: dict[str, object] = json.loads(world_file.read_text())
+    return world
+
+
+def start_worker(processes: Processes) -> bool:
+    if not Path("worker.py").exists():
+        return False
+    processes.start("worker", [sys.executable, "worker.py"], STATE_DIR / "worker.log")
+    return True
+
+
+def run_scenario() -> int:
+    scenario = Path(__file__).with_name("scenario.py")
+    if not scenario.exists():
+        return 0
+    return subprocess.call([sys.executable, "-m", "starter.scenario"])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="make run", description=__doc__)
+    parser.add_argument("--no-scenario", action="store_true", help="start everything, run nothing")
+    parser.add_argument(
+        "--exit", action="store_true", help="stop everything once the scenario has run"
+    )
+    args = parser.parse_args(argv)
+
+    STATE_DIR.mkdir(exist_ok=True)
+    os.environ.setdefault("TEMPORAL_ADDRESS", f"{TEMPORAL_HOST}:{TEMPORAL_PORT}")
+    processes = Processes()
+    try:
+        start_temporal(processes)
+        world = start_sim(processes)
+        worker_started = start_worker(processes)
+        print()
+        print(f"Temporal Web UI      http://{TEMPORAL_HOST}:{UI_PORT}")
+        print(f"Temporal frontend    {TEMPORAL_HOST}:{TEMPORAL_PORT} (namespace default)")
+        print(f"SIMULATED management cluster kubeconfig  {SIM_DIR / 'management.kubeconfig'}")
+        print(f"SIMULATED host provider                  {world.get('hostProviderUrl', '?')}")
+        print(f"Logs                 {STATE_DIR}/*.log")
+        if worker_started:
+            print(
+                f"Colony worker        task queue {os.environ.get('COLONY_TASK_QUEUE', 'colony')}"
+            )
+        print()
+        status = 0
+        if not args.no_scenario:
+            status = run_scenario()
+        if args.exit:
+            return status
+        print("Everything keeps running for the Web UI; press Ctrl-C to stop.")
+        while True:
+            processes.check_alive()
+            time.sleep(1)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        processes.stop_all()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
