@@ -459,11 +459,14 @@ def _prune(schema: dict[str, Any], value: Any, *, root: bool = False) -> Any:
         keep_meta = root or bool(schema.get("x-kubernetes-embedded-resource"))
         pruned: dict[str, Any] = {}
         for key, item in value.items():
-            if key in properties:
+            if keep_meta and key in _ALWAYS_KEPT:
+                # The apiserver owns these: ObjectMeta is validated on its own, never by the CRD.
+                pruned[key] = item
+            elif key in properties:
                 pruned[key] = _prune(properties[key], item)
             elif isinstance(additional, dict):
                 pruned[key] = _prune(additional, item)
-            elif preserve or additional is True or (keep_meta and key in _ALWAYS_KEPT):
+            elif preserve or additional is True:
                 pruned[key] = item
         return pruned
     if isinstance(value, list):

@@ -1,0 +1,211 @@
+"""Clusters: the create request (`ClusterSpec`), the status users read, and the workflow's state.
+
+`ClusterWorkflow` (workflows/cluster.py) takes a `ClusterWorkflowInput`, carries a `ClusterState`
+across continue-as-new, and answers its `status` query with a `ClusterStatus`. The CLI validates a
+create request through `ClusterSpec` before starting the workflow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Self
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from models.activity_api import Condition, Host, KubeconfigRef
+from models.base import ColonyModel
+from models.names import name_problem
+from models.node_pool import NodePoolSpec, NodePoolStatus
+from models.operations import Operation
+
+MAX_CREATE_NODE_POOLS = 10
+"""Up to 10 node pools in a create request, as the product documents."""
+
+KUBERNETES_VERSION = "v1.37.1"
+"""The only version offered; a cluster is not upgraded in place."""
+POD_CIDR = "10.244.0.0/14"
+SERVICE_CIDR = "10.96.0.0/16"
+"""Fixed networks, the same in every cluster."""
+
+DEFAULT_TEMPLATE = "remote-cluster-1-0-0"
+DEFAULT_CREDENTIAL = "remote-cluster-credential"
+DEFAULT_NAMESPACE = "kcm-system"
+"""k0rdent's defaults: the remote-cluster template and credential in the KCM system namespace."""
+
+DEFAULT_READY_DEADLINE = timedelta(minutes=30)
+"""How long a control plane may take to become Ready before the create fails."""
+DEFAULT_JOIN_DEADLINE = timedelta(minutes=15)
+"""How long a claimed host may take to boot and join; a bare-metal boot takes 5 to 10 minutes."""
+DEFAULT_DRAIN_DEADLINE = timedelta(hours=1)
+"""1 hour: the cap GKE applies to node-pool drains before it gives up respecting budgets."""
+DEFAULT_DRAIN_PARALLELISM = 2
+"""Nodes drained at once by one operation: small, so budgets and capacity keep up."""
+COMPLETED_OPERATIONS_KEPT = 20
+"""Finished operations the status keeps (enough for `--wait` to find its own)."""
+
+
+def cluster_workflow_id(name: str) -> str:
+    """The id of the one workflow that owns cluster `name`."""
+    return f"cluster/{name}"
+
+
+def kubeconfig_secret_name(name: str) -> str:
+    """The Secret k0rdent writes a cluster's kubeconfig to, on the management cluster."""
+    return f"{name}-kubeconfig"
+
+
+def cluster_without_free_node(pools: Iterable[tuple[int, bool]]) -> bool:
+    """True when the pools hold nodes but none free of the user's NoSchedule/NoExecute taints.
+
+    Args:
+        pools: (count, free of such taints) of every pool.
+
+    The managed GPU and MPI operators, cluster DNS, the Cilium operator and the local-path
+    provisioner need such a node; a cluster with no node at all has nothing to protect yet.
+    """
+    pools = list(pools)
+    has_nodes = any(count > 0 for count, _ in pools)
+    free = any(count > 0 and untainted for count, untainted in pools)
+    return has_nodes and not free
+
+
+FREE_NODE_MESSAGE = (
+    "cluster '{cluster}' would have no node free of NoSchedule and NoExecute taints; "
+    "the GPU operator, MPI operator and cluster DNS need one: keep at least one pool without such taints"
+)
+
+
+class ClusterSpec(ColonyModel):
+    """A create request: `{"name": "training", "locationId": "...", "nodePools": [...]}`."""
+
+    name: str
+    location_id: str
+    node_pools: list[NodePoolSpec] = Field(default_factory=list)
+    template: str = DEFAULT_TEMPLATE
+    credential: str = DEFAULT_CREDENTIAL
+    namespace: str = DEFAULT_NAMESPACE
+    ready_deadline: timedelta = DEFAULT_READY_DEADLINE
+    join_deadline: timedelta = DEFAULT_JOIN_DEADLINE
+    drain_deadline: timedelta = DEFAULT_DRAIN_DEADLINE
+    drain_parallelism: int = Field(default=DEFAULT_DRAIN_PARALLELISM, ge=1, le=20)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        problem = name_problem("cluster", name)
+        if problem:
+            raise PydanticCustomError("name", problem)
+        return name
+
+    @field_validator("location_id")
+    @classmethod
+    def _location(cls, location_id: str) -> str:
+        # Only presence here: the host provider's catalog is checked by the CLI and an activity.
+        if not location_id.strip():
+            raise PydanticCustomError("location", "locationId must not be empty")
+        return location_id
+
+    @model_validator(mode="after")
+    def _pools(self) -> Self:
+        if len(self.node_pools) > MAX_CREATE_NODE_POOLS:
+            raise PydanticCustomError(
+                "node_pools",
+                f"a create request takes at most {MAX_CREATE_NODE_POOLS} node pools, got {len(self.node_pools)}",
+            )
+        seen: set[str] = set()
+        for pool in self.node_pools:
+            if pool.name in seen:
+                raise PydanticCustomError(
+                    "node_pools",
+                    f"node pool '{pool.name}' is given twice; pool names are unique in a cluster",
+                )
+            seen.add(pool.name)
+        if cluster_without_free_node(
+            (pool.count, pool.schedulable_for_system_pods) for pool in self.node_pools
+        ):
+            raise PydanticCustomError("node_pools", FREE_NODE_MESSAGE.format(cluster=self.name))
+        return self
+
+    @property
+    def workflow_id(self) -> str:
+        return cluster_workflow_id(self.name)
+
+
+class ClusterPhase(StrEnum):
+    CREATING = "creating"
+    READY = "ready"
+    DELETING = "deleting"
+    DELETED = "deleted"
+    FAILED = "failed"
+
+
+class ClaimedHost(ColonyModel):
+    """A host the cluster holds, and the pool it serves; released when its node is removed."""
+
+    host: Host
+    pool: str
+
+
+class ClusterStatus(ColonyModel):
+    """What `colonyctl get cluster` shows: the answer of the workflow's `status` query."""
+
+    name: str
+    location_id: str
+    phase: ClusterPhase
+    reason: str = ""
+    """Why the cluster is failed, or what the control plane waits on while creating."""
+    conditions: list[Condition] = Field(default_factory=list)
+    """The ClusterDeployment's conditions, as last seen."""
+    node_pools: list[NodePoolStatus] = Field(default_factory=list)
+    current_operation: Operation | None = None
+    queued_operations: list[Operation] = Field(default_factory=list)
+    completed_operations: list[Operation] = Field(default_factory=list)
+    """The last finished operations, newest last (bounded)."""
+    kubeconfig: KubeconfigRef | None = None
+    """Where the kubeconfig Secret is (a reference; the kubeconfig itself never leaves it)."""
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+    def pool(self, name: str) -> NodePoolStatus | None:
+        return next((pool for pool in self.node_pools if pool.name == name), None)
+
+    def operation(self, operation_id: str) -> Operation | None:
+        """The operation with this id, wherever it is (running, queued or finished)."""
+        candidates = [self.current_operation, *self.queued_operations, *self.completed_operations]
+        return next((op for op in candidates if op is not None and op.id == operation_id), None)
+
+
+class ClusterState(ColonyModel):
+    """Everything `ClusterWorkflow` knows; carried whole across continue-as-new."""
+
+    phase: ClusterPhase = ClusterPhase.CREATING
+    reason: str = ""
+    conditions: list[Condition] = Field(default_factory=list)
+    owner: str = ""
+    """The key hosts are claimed under: the workflow id and its first run, so a reused name never
+    sweeps an earlier cluster's hosts."""
+    node_pools: list[NodePoolStatus] = Field(default_factory=list)
+    hosts: dict[str, ClaimedHost] = Field(default_factory=dict)
+    """Every host claimed and not yet released, by host id."""
+    kubeconfig: KubeconfigRef | None = None
+    deployment_created: bool = False
+    queue: list[Operation] = Field(default_factory=list)
+    completed: list[Operation] = Field(default_factory=list)
+    next_operation: int = 1
+    operations_run: int = 0
+    created_at: datetime | None = None
+
+    def pool(self, name: str) -> NodePoolStatus | None:
+        return next((pool for pool in self.node_pools if pool.name == name), None)
+
+
+class ClusterWorkflowInput(ColonyModel):
+    """The input of `ClusterWorkflow`: the spec, and the state when continuing as new."""
+
+    spec: ClusterSpec
+    state: ClusterState | None = None
+    continue_as_new_after_operations: int | None = None
+    """Test hook: continue as new after this many operations, whatever the history size."""

@@ -1,0 +1,68 @@
+"""Rules for the names users choose (clusters, node pools) and for Kubernetes labels and taints.
+
+Pure functions returning the message a user sees, or None when the value is fine; the models in
+`models/cluster.py` and `models/node_pool.py` call them from their validators.
+"""
+
+from __future__ import annotations
+
+import re
+
+NAME_MAX_LENGTH = 63
+"""63: a DNS label, so a name can be part of a hostname or a Kubernetes object name."""
+
+_NAME_CHARS = re.compile(r"^[a-z0-9-]+$")
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+RESERVED_LABEL_PREFIX = "colony.dev/"
+"""Labels and taints under this prefix are Colony's own (node pool, SKU, host), never a user's."""
+
+
+def name_problem(kind: str, name: str) -> str | None:
+    """Why `name` is not a valid cluster or node pool name, or None.
+
+    Args:
+        kind: what is being named, as the user knows it ("cluster", "node pool").
+        name: the proposed name.
+    """
+    if not name:
+        return f"{kind} name must not be empty"
+    if len(name) > NAME_MAX_LENGTH:
+        return f"{kind} name '{name}' is {len(name)} characters long; at most {NAME_MAX_LENGTH} are allowed"
+    if not _NAME_CHARS.match(name):
+        return f"{kind} name '{name}' may contain only lowercase letters, digits and hyphens"
+    if not name[0].isalpha():
+        return f"{kind} name '{name}' must start with a letter"
+    if name.endswith("-"):
+        return f"{kind} name '{name}' must not end with a hyphen"
+    return None
+
+
+def label_key_problem(key: str) -> str | None:
+    """Why `key` is not a valid Kubernetes label (or taint) key, or None."""
+    prefix, slash, name = key.rpartition("/")
+    if slash and not prefix:
+        return f"label key '{key}' has an empty prefix"
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return f"label key '{key}' has an invalid prefix: it must be a DNS subdomain"
+    if not name or len(name) > 63 or not _LABEL_NAME.match(name):
+        return (
+            f"label key '{key}' is invalid: the name part must be 1 to 63 characters, "
+            "alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
+        )
+    if key.startswith(RESERVED_LABEL_PREFIX):
+        return f"label key '{key}' uses the prefix '{RESERVED_LABEL_PREFIX}', which Colony reserves"
+    return None
+
+
+def label_value_problem(key: str, value: str) -> str | None:
+    """Why `value` is not a valid Kubernetes label (or taint) value for `key`, or None."""
+    if value == "":
+        return None
+    if len(value) > 63 or not _LABEL_NAME.match(value):
+        return (
+            f"label value '{value}' for key '{key}' is invalid: it must be at most 63 characters, "
+            "alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
+        )
+    return None

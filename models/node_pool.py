@@ -1,0 +1,181 @@
+"""Node pools: the request that creates or sizes one, and the status of a pool and its nodes.
+
+Validation of a single pool lives here; rules that need the whole cluster (unique pool names, the
+last schedulable node) live in `models/cluster.py` and `models/operations.py`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Self
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from models.base import ColonyModel
+from models.names import label_key_problem, label_value_problem, name_problem
+
+MIN_POOL_COUNT = 1
+MAX_POOL_COUNT = 100
+"""1 to 100 nodes per pool: the product's documented bounds (mix SKUs by adding pools)."""
+
+
+def count_problem(count: int) -> str | None:
+    """Why `count` is not a valid node pool size, or None."""
+    if MIN_POOL_COUNT <= count <= MAX_POOL_COUNT:
+        return None
+    return f"a node pool's count must be from {MIN_POOL_COUNT} to {MAX_POOL_COUNT}, got {count}"
+
+
+def _fail(code: str, message: str) -> PydanticCustomError:
+    # PydanticCustomError keeps the message as is (a ValueError would gain a "Value error, " prefix).
+    return PydanticCustomError(code, message)
+
+
+class TaintEffect(StrEnum):
+    """The effect of a Kubernetes taint."""
+
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+class Taint(ColonyModel):
+    """A taint Colony puts on every node of a pool."""
+
+    key: str
+    value: str = ""
+    effect: TaintEffect
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        problem = label_key_problem(self.key) or label_value_problem(self.key, self.value)
+        if problem:
+            raise _fail("taint", problem.replace("label", "taint", 1))
+        return self
+
+    @property
+    def keeps_system_pods_off(self) -> bool:
+        """True for the taints that keep the managed GPU/MPI operators off a node (NoSchedule, NoExecute)."""
+        return self.effect in (TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE)
+
+
+class NodeSku(ColonyModel):
+    """What every node of a pool is: one GPU model or one whole-host CPU SKU, exactly one of them."""
+
+    gpu_model_id: str | None = None
+    cpu_sku: str | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Self:
+        given = [value for value in (self.gpu_model_id, self.cpu_sku) if value is not None]
+        if len(given) != 1:
+            raise _fail("sku", "a node pool's sku needs exactly one of gpuModelId or cpuSku")
+        if not given[0].strip():
+            raise _fail("sku", "a node pool's sku must not be empty")
+        return self
+
+    @property
+    def id(self) -> str:
+        """The SKU id as the host provider knows it."""
+        return self.gpu_model_id or self.cpu_sku or ""
+
+    def __str__(self) -> str:
+        return f"gpu:{self.gpu_model_id}" if self.gpu_model_id else f"cpu:{self.cpu_sku}"
+
+
+class NodePoolSpec(ColonyModel):
+    """A node pool request: `{"name": "gpu", "sku": {"gpuModelId": "h100"}, "count": 2}`."""
+
+    name: str
+    sku: NodeSku
+    count: int
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[Taint] = Field(default_factory=list)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        problem = name_problem("node pool", name)
+        if problem:
+            raise _fail("name", problem)
+        return name
+
+    @field_validator("count")
+    @classmethod
+    def _count(cls, count: int) -> int:
+        problem = count_problem(count)
+        if problem:
+            raise _fail("count", problem)
+        return count
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        for key, value in labels.items():
+            problem = label_key_problem(key) or label_value_problem(key, value)
+            if problem:
+                raise _fail("labels", problem)
+        return labels
+
+    @field_validator("taints")
+    @classmethod
+    def _taints(cls, taints: list[Taint]) -> list[Taint]:
+        seen: set[tuple[str, str]] = set()
+        for taint in taints:
+            if (taint.key, taint.effect) in seen:
+                raise _fail("taints", f"taint '{taint.key}:{taint.effect}' is given twice")
+            seen.add((taint.key, taint.effect))
+        return taints
+
+    @property
+    def schedulable_for_system_pods(self) -> bool:
+        """True when the pool's nodes carry none of the user's NoSchedule/NoExecute taints."""
+        return not any(taint.keeps_system_pods_off for taint in self.taints)
+
+
+class NodeState(StrEnum):
+    """Where a node is in its life, as the product reports it."""
+
+    REGISTERED = "registered"
+    """The host is claimed and booting; it is not in the cluster yet."""
+    JOINED = "joined"
+    """The node is in the cluster (`kubernetesStatus` tells whether it is Ready)."""
+    CORDONED = "cordoned"
+    DRAINING = "draining"
+    REMOVING = "removing"
+
+
+class NodeStatus(ColonyModel):
+    """One node of a pool."""
+
+    name: str
+    """The Kubernetes node name once it joined; the host id while it is registered."""
+    host_id: str
+    address: str
+    state: NodeState = NodeState.REGISTERED
+    kubernetes_status: str = "Unknown"
+    """The node's Ready condition: "Ready", "NotReady" or "Unknown"."""
+    registered_at: datetime | None = None
+    removed_by: str = ""
+    """The id of the operation draining or removing this node; empty otherwise."""
+
+
+class NodePoolStatus(ColonyModel):
+    """A pool as it is: its asked-for count, how many nodes are ready, and its nodes."""
+
+    name: str
+    sku: NodeSku
+    count: int
+    ready_count: int = 0
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[Taint] = Field(default_factory=list)
+    nodes: list[NodeStatus] = Field(default_factory=list)
+
+    @property
+    def spec(self) -> NodePoolSpec:
+        """The pool as a request (what scaling it to `count` again would ask for)."""
+        return NodePoolSpec(
+            name=self.name, sku=self.sku, count=self.count, labels=self.labels, taints=self.taints
+        )

@@ -1,0 +1,160 @@
+"""Operations on a cluster: the update payloads users send, and how an operation is tracked.
+
+`ClusterWorkflow` accepts each request through a Temporal update (validated first, then queued),
+runs the queue one operation at a time, and reports every `Operation` in its `status` query.
+The CLI builds these requests, so the rules a single request carries are checked here, before
+anything is sent; the rules that need the cluster's state are in `models/rules.py`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+from pydantic_core import PydanticCustomError
+
+from models.base import ColonyModel
+from models.node_pool import NodePoolSpec, count_problem
+
+
+class OperationKind(StrEnum):
+    """What an operation does; also the name of the update that submits it (create aside)."""
+
+    CREATE_CLUSTER = "create_cluster"
+    ADD_NODE_POOL = "add_node_pool"
+    SCALE_NODE_POOL = "scale_node_pool"
+    DELETE_NODE_POOL = "delete_node_pool"
+    DELETE_NODE = "delete_node"
+    DELETE_CLUSTER = "delete_cluster"
+
+
+class CreateClusterRequest(ColonyModel):
+    """The cluster's own creation, queued by the workflow itself (the spec is the workflow's input)."""
+
+    kind: Literal[OperationKind.CREATE_CLUSTER] = OperationKind.CREATE_CLUSTER
+
+
+class AddNodePoolRequest(ColonyModel):
+    """Add a node pool to a ready cluster: `{"pool": {"name": "gpu", "sku": {...}, "count": 2}}`."""
+
+    kind: Literal[OperationKind.ADD_NODE_POOL] = OperationKind.ADD_NODE_POOL
+    pool: NodePoolSpec
+
+
+class ScaleNodePoolRequest(ColonyModel):
+    """Set a pool's count (1 to 100); scaling down drains the nodes it removes."""
+
+    kind: Literal[OperationKind.SCALE_NODE_POOL] = OperationKind.SCALE_NODE_POOL
+    pool: str
+    count: int
+    force: bool = False
+    """Remove the nodes even when their drain misses the deadline (remaining pods are deleted)."""
+    drain_parallelism: int | None = Field(default=None, ge=1, le=20)
+    """How many nodes drain at once; the cluster's default when None."""
+
+    @field_validator("count")
+    @classmethod
+    def _count(cls, count: int) -> int:
+        problem = count_problem(count)
+        if problem:
+            raise PydanticCustomError("count", problem)
+        return count
+
+
+class DeleteNodePoolRequest(ColonyModel):
+    """Drain and remove every node of a pool, then the pool."""
+
+    kind: Literal[OperationKind.DELETE_NODE_POOL] = OperationKind.DELETE_NODE_POOL
+    pool: str
+    force: bool = False
+    drain_parallelism: int | None = Field(default=None, ge=1, le=20)
+
+
+class DeleteNodeRequest(ColonyModel):
+    """Drain (unless `drain=False`) and remove one node; its pool's count drops by one."""
+
+    kind: Literal[OperationKind.DELETE_NODE] = OperationKind.DELETE_NODE
+    node: str
+    """The node's Kubernetes name, or its host id."""
+    drain: bool = True
+    force: bool = False
+
+
+class DeleteClusterRequest(ColonyModel):
+    """Delete the cluster: final. Repeating it finishes a delete that could not remove everything."""
+
+    kind: Literal[OperationKind.DELETE_CLUSTER] = OperationKind.DELETE_CLUSTER
+
+
+OperationRequest = Annotated[
+    CreateClusterRequest
+    | AddNodePoolRequest
+    | ScaleNodePoolRequest
+    | DeleteNodePoolRequest
+    | DeleteNodeRequest
+    | DeleteClusterRequest,
+    Field(discriminator="kind"),
+]
+
+
+class OperationState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in (self.SUCCEEDED, self.FAILED, self.CANCELLED)
+
+
+class NodeProgress(ColonyModel):
+    """How far an operation got with one node it drains or removes."""
+
+    node: str
+    host_id: str = ""
+    step: str = "pending"
+    """pending, cordoned, draining, drained, removing, removed, failed."""
+    cordoned: bool = False
+    pods_evicted: int = 0
+    pods_remaining: int = 0
+    blocking_pods: list[str] = Field(default_factory=list)
+    """`namespace/name: message` of pods a disruption budget keeps from being evicted."""
+
+
+class OperationProgress(ColonyModel):
+    """Progress of the running operation, for `colonyctl get` and `--wait`."""
+
+    hosts_claimed: int = 0
+    nodes_joined: int = 0
+    nodes_expected: int = 0
+    nodes: list[NodeProgress] = Field(default_factory=list)
+
+
+class Operation(ColonyModel):
+    """One accepted operation: queued, running or finished."""
+
+    id: str
+    request: OperationRequest
+    state: OperationState = OperationState.QUEUED
+    reason: str = ""
+    """Why it failed or was cancelled; empty on success."""
+    submitted_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    progress: OperationProgress = Field(default_factory=OperationProgress)
+
+    @property
+    def kind(self) -> OperationKind:
+        return self.request.kind
+
+
+class OperationAccepted(ColonyModel):
+    """What an update returns: the operation's id, and its place in the queue (1 = next)."""
+
+    operation_id: str
+    kind: OperationKind
+    position: int

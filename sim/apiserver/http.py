@@ -1,0 +1,413 @@
+"""REST onto the store: the aiohttp application of one emulated kube-apiserver.
+
+`create_app(store, faults=...)` returns an `aiohttp.web.Application` serving discovery, CRUD, watch,
+PATCH, the pods/eviction, pods/binding, serviceaccounts/token and status subresources, with bearer
+token authentication against the store's `TokenAuthority`. Every request first passes the
+`FaultInjector`, when one is given. `server.ClusterServer` wraps it in HTTPS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from sim.apiserver import discovery, errors, tables
+from sim.apiserver.errors import ApiError
+from sim.apiserver.patch import APPLY_PATCH
+from sim.apiserver.registry import CRDS, PODS, SERVICEACCOUNTS, ResourceType
+from sim.apiserver.store import ClusterStore, Obj, Watcher
+from sim.faults import FaultInjector, add_fault_routes
+
+log = logging.getLogger(__name__)
+
+# kube-apiserver's --min-request-timeout: watches without timeoutSeconds end after this long.
+DEFAULT_WATCH_TIMEOUT = 1800.0
+# How often an idle watch checks whether its client went away.
+_WATCH_POLL = 1.0
+_STORE_KEY = web.AppKey("store", ClusterStore)
+_JSON = "application/json"
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _json_response(body: Any, status: int = 200) -> web.Response:
+    return web.Response(text=_dumps(body), status=status, content_type=_JSON)
+
+
+def _error_response(error: ApiError) -> web.Response:
+    response = _json_response(error.status_body(), error.code)
+    retry = error.details.get("retryAfterSeconds")
+    if retry is not None:
+        response.headers["Retry-After"] = str(retry)
+    return response
+
+
+def _success(code: int = 200, details: dict[str, Any] | None = None) -> Obj:
+    body: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
+    if details:
+        body["details"] = details
+    body["code"] = code
+    return body
+
+
+class _Route:
+    """A parsed resource path."""
+
+    __slots__ = ("name", "namespace", "rt", "subresource", "version")
+
+    def __init__(
+        self,
+        rt: ResourceType,
+        version: str,
+        namespace: str | None,
+        name: str | None,
+        subresource: str | None,
+    ) -> None:
+        self.rt = rt
+        self.version = version
+        self.namespace = namespace
+        self.name = name
+        self.subresource = subresource
+
+
+def _not_found() -> ApiError:
+    return ApiError(404, "NotFound", "the server could not find the requested resource")
+
+
+class ApiHandler:
+    """Dispatches every request of one cluster."""
+
+    def __init__(self, store: ClusterStore, faults: FaultInjector | None) -> None:
+        self.store = store
+        self.faults = faults
+        self.watchers: set[Watcher] = set()
+
+    # ----------------------------------------------------------------- entry
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        try:
+            self._authenticate(request)
+            if self.faults is not None:
+                await self.faults.before_request(self.store.name, request.method, request.path)
+            return await self._dispatch(request)
+        except ApiError as error:
+            return _error_response(error)
+        except Exception as exc:
+            log.exception("internal error serving %s %s", request.method, request.path)
+            return _error_response(errors.internal(f"sim apiserver error: {exc!r}"))
+
+    def _authenticate(self, request: web.Request) -> None:
+        header = request.headers.get("Authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or self.store.tokens.authenticate(token.strip()) is None:
+            raise errors.unauthorized()
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        parts = [p for p in request.path.split("/") if p]
+        if not parts:
+            return _json_response({"paths": ["/api", "/api/v1", "/apis", "/version"]})
+        head = parts[0]
+        if head == "version" and len(parts) == 1:
+            return _json_response(discovery.KUBE_VERSION)
+        if head in ("healthz", "readyz", "livez"):
+            return web.Response(text="ok")
+        registry = self.store.registry
+        if head == "api":
+            if len(parts) == 1:
+                return _json_response(discovery.api_versions(request.host))
+            group, version, rest = "", parts[1], parts[2:]
+        elif head == "apis":
+            if len(parts) == 1:
+                return _json_response(discovery.api_group_list(registry))
+            if len(parts) == 2:
+                return _json_response(discovery.api_group(registry, parts[1]))
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            raise _not_found()
+        if not rest:
+            if request.method != "GET":
+                raise errors.method_not_allowed("discovery is read-only")
+            return _json_response(discovery.resource_list(registry, group, version))
+        return await self._resource(request, self._route(group, version, rest))
+
+    def _route(self, group: str, version: str, rest: list[str]) -> _Route:
+        namespace: str | None = None
+        if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
+            namespace, rest = rest[1], rest[2:]
+        if len(rest) > 3:
+            raise _not_found()
+        rt = self.store.registry.get(group, rest[0])
+        if version not in rt.served_versions:
+            raise _not_found()
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        if sub is not None and sub not in rt.subresources:
+            raise _not_found()
+        if namespace is not None and not rt.namespaced:
+            raise _not_found()
+        if rt.namespaced and namespace is None and name is not None:
+            raise _not_found()
+        return _Route(rt, version, namespace, name, sub)
+
+    # ----------------------------------------------------------------- resources
+
+    def _out(self, route: _Route, obj: Obj) -> Obj:
+        # CRDs serving several versions convert with strategy None: only apiVersion changes.
+        if route.version != route.rt.version:
+            return {**obj, "apiVersion": route.rt.api_version_for(route.version)}
+        return obj
+
+    async def _resource(self, request: web.Request, route: _Route) -> web.StreamResponse:
+        method = request.method
+        store = self.store
+        rt = route.rt
+        query = request.query
+        if route.name is None:
+            if method == "GET":
+                if query.get("watch") in ("true", "1"):
+                    return await self._watch(request, route)
+                return self._list(request, route)
+            if method == "POST":
+                body = await self._body(request)
+                created = store.create(rt, body, namespace=route.namespace)
+                return _json_response(self._out(route, created), 201)
+            if method == "DELETE":
+                options = await self._delete_options(request)
+                deleted = store.delete_collection(
+                    rt,
+                    route.namespace,
+                    label_selector=query.get("labelSelector"),
+                    field_selector=query.get("fieldSelector"),
+                    grace_period_seconds=options.get("gracePeriodSeconds"),
+                    propagation_policy=options.get("propagationPolicy"),
+                )
+                return _json_response(self._list_body(route, deleted, store.resource_version))
+            raise errors.method_not_allowed(f"{method} is not supported on collections")
+        name = route.name
+        sub = route.subresource
+        if method == "GET":
+            if sub not in (None, "status"):
+                raise errors.method_not_allowed(f"GET is not supported on {sub}")
+            obj = store.get(rt, route.namespace, name, copy_objects=False)
+            if _wants_table(request):
+                return _json_response(
+                    tables.table(rt, [obj], obj["metadata"]["resourceVersion"], store.clock())
+                )
+            return _json_response(self._out(route, obj))
+        if method == "POST":
+            return await self._post_subresource(request, route)
+        if method == "PUT":
+            body = await self._body(request)
+            if sub not in (None, "status"):
+                raise errors.method_not_allowed(f"PUT is not supported on {sub}")
+            updated = store.replace(rt, route.namespace, name, body, subresource=sub)
+            return _json_response(self._out(route, updated))
+        if method == "PATCH":
+            content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
+            raw = await request.read()
+            try:
+                patch = (
+                    yaml.safe_load(raw) if content_type == APPLY_PATCH else json.loads(raw or b"{}")
+                )
+            except (ValueError, yaml.YAMLError) as exc:
+                raise errors.bad_request(f"invalid patch body: {exc}") from None
+            if sub not in (None, "status"):
+                raise errors.method_not_allowed(f"PATCH is not supported on {sub}")
+            patched = store.patch(rt, route.namespace, name, patch, content_type, subresource=sub)
+            return _json_response(self._out(route, patched))
+        if method == "DELETE":
+            if sub is not None:
+                raise errors.method_not_allowed(f"DELETE is not supported on {sub}")
+            options = await self._delete_options(request)
+            last = store.delete(
+                rt,
+                route.namespace,
+                name,
+                grace_period_seconds=options.get("gracePeriodSeconds"),
+                propagation_policy=options.get("propagationPolicy"),
+                preconditions=options.get("preconditions"),
+            )
+            if store._peek(rt, route.namespace, name) is not None or rt.key in (
+                PODS.key,
+                CRDS.key,
+            ):
+                return _json_response(self._out(route, last))
+            meta = last["metadata"]
+            details = {"name": name, "kind": rt.plural, "uid": meta.get("uid")}
+            if rt.group:
+                details["group"] = rt.group
+            return _json_response(_success(200, details))
+        raise errors.method_not_allowed(f"{method} is not supported")
+
+    async def _post_subresource(self, request: web.Request, route: _Route) -> web.Response:
+        store = self.store
+        body = await self._body(request)
+        namespace = route.namespace or ""
+        name = route.name or ""
+        if route.rt.key == PODS.key and route.subresource == "eviction":
+            store.get(PODS, namespace, name, copy_objects=False)  # 404 before any fault
+            if self.faults is not None and self.faults.take_eviction_fault(
+                store.name, namespace, name
+            ):
+                raise errors.too_many_requests(
+                    "Cannot evict pod as it would violate the pod's disruption budget."
+                )
+            store.evict(namespace, name, body.get("deleteOptions"))
+            return _json_response(_success(201), 201)
+        if route.rt.key == PODS.key and route.subresource == "binding":
+            target = (body.get("target") or {}).get("name")
+            if not target:
+                raise errors.invalid(
+                    PODS, name, [("target.name", "Required value", "FieldValueRequired")]
+                )
+            store.bind(namespace, name, target)
+            return _json_response(_success(201), 201)
+        if route.rt.key == SERVICEACCOUNTS.key and route.subresource == "token":
+            return _json_response(store.request_token(namespace, name, body), 201)
+        raise errors.method_not_allowed(f"POST is not supported on {route.rt.plural}/{name}")
+
+    async def _body(self, request: web.Request) -> Obj:
+        raw = await request.read()
+        if not raw:
+            return {}
+        try:
+            if "yaml" in request.headers.get("Content-Type", ""):
+                body = yaml.safe_load(raw)
+            else:
+                body = json.loads(raw)
+        except (ValueError, yaml.YAMLError) as exc:
+            raise errors.bad_request(f"invalid request body: {exc}") from None
+        if not isinstance(body, dict):
+            raise errors.bad_request("request body must be a JSON object")
+        return body
+
+    async def _delete_options(self, request: web.Request) -> Obj:
+        options = await self._body(request) if request.can_read_body else {}
+        query = request.query
+        if "gracePeriodSeconds" in query:
+            try:
+                options["gracePeriodSeconds"] = int(query["gracePeriodSeconds"])
+            except ValueError:
+                raise errors.bad_request("gracePeriodSeconds must be an integer") from None
+        if "propagationPolicy" in query:
+            options["propagationPolicy"] = query["propagationPolicy"]
+        orphan = query.get("orphanDependents", options.get("orphanDependents"))
+        if orphan in (True, "true") and "propagationPolicy" not in options:
+            options["propagationPolicy"] = "Orphan"
+        if options.get("gracePeriodSeconds") is not None:
+            options["gracePeriodSeconds"] = int(options["gracePeriodSeconds"])
+        return options
+
+    def _list_body(self, route: _Route, items: list[Obj], rv: int) -> Obj:
+        rt = route.rt
+        return {
+            "kind": f"{rt.kind}List",
+            "apiVersion": rt.api_version_for(route.version),
+            "metadata": {"resourceVersion": str(rv)},
+            "items": [self._out(route, o) for o in items],
+        }
+
+    def _list(self, request: web.Request, route: _Route) -> web.Response:
+        items, rv = self.store.list(
+            route.rt,
+            route.namespace,
+            label_selector=request.query.get("labelSelector"),
+            field_selector=request.query.get("fieldSelector"),
+            copy_objects=False,
+        )
+        if _wants_table(request):
+            return _json_response(tables.table(route.rt, items, str(rv), self.store.clock()))
+        return _json_response(self._list_body(route, items, rv))
+
+    # ----------------------------------------------------------------- watch
+
+    async def _watch(self, request: web.Request, route: _Route) -> web.StreamResponse:
+        query = request.query
+        raw_rv = query.get("resourceVersion") or ""
+        try:
+            rv = int(raw_rv) if raw_rv else None
+            timeout = float(query.get("timeoutSeconds") or DEFAULT_WATCH_TIMEOUT)
+        except ValueError:
+            raise errors.bad_request("resourceVersion and timeoutSeconds must be numbers") from None
+        response = web.StreamResponse(status=200)
+        response.content_type = _JSON
+        response.enable_chunked_encoding()
+        try:
+            watcher = self.store.watch(
+                route.rt,
+                route.namespace,
+                resource_version=rv,
+                label_selector=query.get("labelSelector"),
+                field_selector=query.get("fieldSelector"),
+                copy_objects=False,
+            )
+        except ApiError as error:
+            if error.code != 410:
+                raise
+            # Like kube-apiserver: a 200 stream carrying one ERROR event with the 410 Status.
+            await response.prepare(request)
+            await response.write(
+                (_dumps({"type": "ERROR", "object": error.status_body()}) + "\n").encode()
+            )
+            await response.write_eof()
+            return response
+        self.watchers.add(watcher)
+        await response.prepare(request)
+        deadline = time.monotonic() + timeout
+        events = watcher.__aiter__()
+        try:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    event = await asyncio.wait_for(
+                        events.__anext__(), timeout=min(remaining, _WATCH_POLL)
+                    )
+                except TimeoutError:
+                    transport = request.transport
+                    if transport is None or transport.is_closing():
+                        break
+                    continue
+                except StopAsyncIteration:
+                    break
+                line = _dumps({"type": event.type, "object": self._out(route, event.object)})
+                await response.write(line.encode() + b"\n")
+        except (ConnectionResetError, asyncio.CancelledError):
+            watcher.close()
+            raise
+        finally:
+            watcher.close()
+            self.watchers.discard(watcher)
+        with contextlib.suppress(ConnectionResetError):
+            await response.write_eof()
+        return response
+
+    async def close_watches(self, _app: web.Application) -> None:
+        for watcher in list(self.watchers):
+            watcher.close()
+
+
+def _wants_table(request: web.Request) -> bool:
+    return "as=Table" in request.headers.get("Accept", "")
+
+
+def create_app(store: ClusterStore, *, faults: FaultInjector | None = None) -> web.Application:
+    """The aiohttp application serving `store` (and /sim/v1/faults when `faults` is given)."""
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    handler = ApiHandler(store, faults)
+    app[_STORE_KEY] = store
+    if faults is not None:
+        add_fault_routes(app, faults)
+    app.router.add_route("*", "/{tail:.*}", handler.handle)
+    app.on_shutdown.append(handler.close_watches)
+    return app

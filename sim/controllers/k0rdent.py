@@ -1,0 +1,228 @@
+"""SIMULATOR. k0rdent (KCM + Cluster API + Sveltos) for one management cluster, in one object.
+
+`K0rdentControllers.run()` runs every k0rdent controller of the sim on the management cluster's
+store (see `k0rdent_cluster` and `k0rdent_services` for what each does). Child clusters are
+`SimChildCluster`s: a fresh `ClusterStore` served by its own `ClusterServer` (own port, own admin
+token, shared CA) with the controllers a real cluster runs: kubelet, scheduler, DaemonSets,
+Deployments; k0s-like system workloads are preloaded in `kube-system`.
+
+Called by `sim.world.SimWorld`; tests may run it on a bare store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import yaml
+
+from sim.apiserver.auth import CertificateAuthority
+from sim.apiserver.errors import ApiError
+from sim.apiserver.registry import DAEMONSETS, DEPLOYMENTS
+from sim.apiserver.server import ClusterServer
+from sim.apiserver.store import ClusterStore
+from sim.charts import ChartCatalog
+from sim.controllers.daemonset import DaemonSetController, DeploymentController
+from sim.controllers.k0rdent_cluster import (
+    ChildCluster,
+    ChildClusters,
+    ChildFactory,
+    ClusterDeploymentController,
+    HostLookup,
+    TemplateCredentialController,
+)
+from sim.controllers.k0rdent_services import ServiceSetController, ServiceTemplateController
+from sim.controllers.kubelet import Kubelet
+from sim.controllers.scheduler import Scheduler
+from sim.faults import FaultInjector
+from sim.timing import SimTiming
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ChildClusters", "K0rdentControllers", "SimChildCluster", "system_workloads"]
+
+
+def system_workloads() -> list[tuple[Any, dict[str, Any]]]:
+    """What a fresh k0rdent child runs in kube-system: Cilium on every node and CoreDNS.
+
+    Small requests, so they matter to drains (a DaemonSet pod on every node, CoreDNS pods to
+    evict) but not to capacity.
+    """
+    cilium = {
+        "metadata": {"name": "cilium", "namespace": "kube-system", "labels": {"k8s-app": "cilium"}},
+        "spec": {
+            "selector": {"matchLabels": {"k8s-app": "cilium"}},
+            "template": {
+                "metadata": {"labels": {"k8s-app": "cilium"}},
+                "spec": {
+                    "priorityClassName": "system-node-critical",
+                    "tolerations": [{"operator": "Exists"}],
+                    "containers": [
+                        {
+                            "name": "cilium-agent",
+                            "image": "quay.io/cilium/cilium:v1.17.4",
+                            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+    coredns = {
+        "metadata": {
+            "name": "coredns",
+            "namespace": "kube-system",
+            "labels": {"k8s-app": "kube-dns"},
+        },
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"k8s-app": "kube-dns"}},
+            "template": {
+                "metadata": {"labels": {"k8s-app": "kube-dns"}},
+                "spec": {
+                    "priorityClassName": "system-cluster-critical",
+                    "tolerations": [
+                        {"key": "CriticalAddonsOnly", "operator": "Exists"},
+                        {"effect": "NoSchedule", "operator": "Exists"},
+                    ],
+                    "containers": [
+                        {
+                            "name": "coredns",
+                            "image": "registry.k8s.io/coredns/coredns:v1.12.1",
+                            "resources": {
+                                "requests": {"cpu": "100m", "memory": "70Mi"},
+                                "limits": {"memory": "170Mi"},
+                            },
+                        }
+                    ],
+                },
+            },
+        },
+    }
+    return [(DAEMONSETS, cilium), (DEPLOYMENTS, coredns)]
+
+
+class SimChildCluster:
+    """A child cluster: store, HTTPS server and the per-cluster controllers."""
+
+    def __init__(
+        self,
+        name: str,
+        ca: CertificateAuthority,
+        timing: SimTiming,
+        faults: FaultInjector | None = None,
+        *,
+        with_system_workloads: bool = True,
+    ) -> None:
+        self._store = ClusterStore(name)
+        self.server = ClusterServer(name, self._store, ca, faults=faults)
+        self.timing = timing
+        self._tasks: list[asyncio.Task[None]] = []
+        self._with_system_workloads = with_system_workloads
+
+    @property
+    def store(self) -> ClusterStore:
+        return self._store
+
+    @property
+    def kubeconfig(self) -> str:
+        return yaml.safe_dump(self.server.kubeconfig(), sort_keys=False)
+
+    async def start(self) -> None:
+        """Listen on a free loopback port and start the controllers."""
+        await self.server.start()
+        if self._with_system_workloads:
+            for rt, obj in system_workloads():
+                with contextlib.suppress(ApiError):
+                    self._store.create(rt, obj)
+        controllers = (
+            Kubelet(self._store, self.timing),
+            Scheduler(self._store),
+            DaemonSetController(self._store),
+            DeploymentController(self._store),
+        )
+        self._tasks = [
+            asyncio.create_task(c.run(), name=f"{self._store.name}-{type(c).__name__}")
+            for c in controllers
+        ]
+
+    async def stop(self) -> None:
+        """Stop the controllers and the server (idempotent)."""
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.server.stop()
+
+
+class K0rdentControllers:
+    """Every k0rdent controller of the sim for one management cluster.
+
+    Args:
+        store: the management cluster's store (its k0rdent CRDs installed, or installed later).
+        ca: signs the child clusters' serving certificates.
+        timing: delays of every step.
+        faults: consulted for injected ClusterDeployment/ServiceSet failures and never-ready nodes.
+        inventory: resolves `config.machines[].address` to hosts (None: no machine resolves).
+        catalog: the charts ServiceTemplates may name (default: `sim/charts.yaml`).
+        child_factory: replaces `SimChildCluster` (tests of the controllers alone).
+    """
+
+    def __init__(
+        self,
+        store: ClusterStore,
+        ca: CertificateAuthority,
+        timing: SimTiming,
+        faults: FaultInjector | None = None,
+        inventory: HostLookup | None = None,
+        *,
+        catalog: ChartCatalog | None = None,
+        child_factory: ChildFactory | None = None,
+    ) -> None:
+        self.store = store
+        self.ca = ca
+        self.timing = timing
+        self.faults = faults or FaultInjector()
+        self.children = ChildClusters()
+        factory = child_factory or self._start_child
+        self._controllers = (
+            TemplateCredentialController(store),
+            ServiceTemplateController(store, catalog),
+            ClusterDeploymentController(
+                store, timing, self.faults, inventory, self.children, factory
+            ),
+            ServiceSetController(store, timing, self.faults, self.children, catalog),
+        )
+
+    async def _start_child(self, namespace: str, name: str) -> ChildCluster:
+        child = SimChildCluster(name, self.ca, self.timing, self.faults)
+        await child.start()
+        log.info("child cluster %s/%s serving at %s", namespace, name, child.server.url)
+        return child
+
+    def child(self, namespace: str, name: str) -> ChildCluster | None:
+        """The running child cluster of ClusterDeployment namespace/name, if any."""
+        return self.children.get(namespace, name)
+
+    async def run(self) -> None:
+        """Run every controller until cancelled; child clusters are stopped on the way out."""
+        tasks = [
+            asyncio.create_task(c.run(), name=f"k0rdent-{type(c).__name__}")
+            for c in self._controllers
+        ]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            for key, child in self.children.items():
+                self.children.pop(*key)
+                with contextlib.suppress(Exception):
+                    await child.stop()

@@ -1,0 +1,961 @@
+"""SIMULATOR. KCM's cluster side: ClusterTemplate, Credential and ClusterDeployment controllers.
+
+Started by `sim.controllers.k0rdent.K0rdentControllers` on the management cluster's store.
+
+A ClusterDeployment progresses through the conditions KCM reports (type and reason names are KCM's,
+from k0rdent/kcm api/v1beta1): CredentialReady, TemplateReady, HelmChartReady, HelmReleaseReady,
+CAPIClusterSummary, then Ready=True (reason Succeeded) with `status.observedGeneration` equal to
+`metadata.generation`. A missing/unready template or credential gives Ready=False, reason Failed.
+Each step takes a `SimTiming` delay; the controller keeps, per object, when it first saw each
+generation and machine, and requeues itself for the next due step (level-triggered, so a restart of
+the reconcile at any point converges).
+
+When the control plane is "up", the child cluster exists: its own `ClusterStore` served by its own
+`ClusterServer` on a free loopback port, with its own token, running the kubelet, scheduler,
+DaemonSet and Deployment controllers; Secret `<name>-kubeconfig` (key `value`) holds its kubeconfig.
+Worker machines come from `spec.config.machines[]` ({address, port, user}, the k0rdent
+remote-cluster template's values): each becomes a Node labelled and sized from the inventory host
+at that address (never registering if the inventory has no such host), NotReady first, then Ready
+(unless the FaultInjector says `node_never_ready`). Templates sized by `config.workersNumber`
+(hosted control plane) get that many generic nodes.
+
+Deletion: the finalizer `k0rdent.mirantis.com/cluster-deployment` holds the object while the
+Deleting condition is set, its ServiceSets are deleted, the child cluster stops and its kubeconfig
+Secret goes; then the finalizer is removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from sim.apiserver.errors import ApiError
+from sim.apiserver.registry import EVENTS, NODES, PODS, SECRETS, ResourceType
+from sim.apiserver.store import ClusterStore, WatchEvent
+from sim.controllers.workqueue import ReconcileLoop
+from sim.faults import FaultInjector
+from sim.timing import SimTiming
+
+log = logging.getLogger(__name__)
+
+GROUP = "k0rdent.mirantis.com"
+API_VERSION = f"{GROUP}/v1beta1"
+CLUSTER_DEPLOYMENTS = (GROUP, "clusterdeployments")
+CLUSTER_TEMPLATES = (GROUP, "clustertemplates")
+CREDENTIALS = (GROUP, "credentials")
+SERVICE_TEMPLATES = (GROUP, "servicetemplates")
+SERVICE_SETS = (GROUP, "servicesets")
+
+# KCM's finalizer and condition vocabulary (k0rdent/kcm api/v1beta1 clusterdeployment_types.go,
+# credential_types.go, common.go).
+CLUSTER_DEPLOYMENT_FINALIZER = "k0rdent.mirantis.com/cluster-deployment"
+CREDENTIAL_READY = "CredentialReady"
+TEMPLATE_READY = "TemplateReady"
+HELM_CHART_READY = "HelmChartReady"
+HELM_RELEASE_READY = "HelmReleaseReady"
+CAPI_CLUSTER_SUMMARY = "CAPIClusterSummary"
+READY = "Ready"
+DELETING = "Deleting"
+SUCCEEDED = "Succeeded"
+FAILED = "Failed"
+PROGRESSING = "Progressing"
+DELETING_REASON = "Deleting"
+
+# What the sim reports as the child clusters' Kubernetes version (k0s naming, as KCM templates do).
+K8S_VERSION = "v1.32.5"
+KUBELET_VERSION = "v1.32.5+k0s"
+
+# Generic workers of hosted-control-plane templates (`config.workersNumber`): a mid-size VM.
+GENERIC_WORKER = {"cpu": "8", "memory": "32Gi", "instanceType": "sim-standard-8"}
+
+Key = tuple[str, str]
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def rt_for(store: ClusterStore, key: tuple[str, str]) -> ResourceType | None:
+    """The resource type for (group, plural), or None while its CRD is not installed."""
+    try:
+        return store.registry.get(*key)
+    except ApiError:
+        return None
+
+
+def set_condition(
+    conditions: list[dict[str, Any]],
+    type_: str,
+    status: str,
+    reason: str,
+    message: str,
+    generation: int | None = None,
+) -> None:
+    """metav1.Condition upsert: lastTransitionTime only moves when the status changes."""
+    for condition in conditions:
+        if condition.get("type") == type_:
+            if condition.get("status") != status:
+                condition["lastTransitionTime"] = now_iso()
+            condition.update(status=status, reason=reason, message=message)
+            if generation is not None:
+                condition["observedGeneration"] = generation
+            return
+    new: dict[str, Any] = {
+        "type": type_,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": now_iso(),
+    }
+    if generation is not None:
+        new["observedGeneration"] = generation
+    conditions.append(new)
+
+
+def get_condition(obj: Mapping[str, Any], type_: str) -> dict[str, Any] | None:
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == type_:
+            return dict(condition)
+    return None
+
+
+def _comparable(status: Mapping[str, Any]) -> Any:
+    """Status without timestamps, to skip writes that change nothing."""
+    out = dict(status)
+    out["conditions"] = [
+        {k: v for k, v in c.items() if k != "lastTransitionTime"}
+        for c in status.get("conditions") or []
+    ]
+    return out
+
+
+def write_status_if_changed(
+    store: ClusterStore, rt: ResourceType, obj: Mapping[str, Any], status: dict[str, Any]
+) -> None:
+    if _comparable(obj.get("status") or {}) != _comparable(status):
+        meta = obj["metadata"]
+        store.update_status(rt, meta.get("namespace"), meta["name"], status)
+
+
+def record_event(
+    store: ClusterStore,
+    obj: Mapping[str, Any],
+    reason: str,
+    message: str,
+    *,
+    type_: str = "Normal",
+    component: str = "kcm-controller-manager",
+) -> None:
+    """A core/v1 Event about `obj` (what `kubectl describe` shows)."""
+    meta = obj["metadata"]
+    now = now_iso()
+    event = {
+        "metadata": {
+            "name": f"{meta['name']}.{uuid.uuid4().hex[:16]}",
+            "namespace": meta.get("namespace") or "default",
+        },
+        "involvedObject": {
+            "apiVersion": obj.get("apiVersion"),
+            "kind": obj.get("kind"),
+            "name": meta["name"],
+            "namespace": meta.get("namespace"),
+            "uid": meta.get("uid"),
+        },
+        "reason": reason,
+        "message": message,
+        "type": type_,
+        "source": {"component": component},
+        "reportingComponent": component,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+    try:
+        store.create(EVENTS, event)
+    except ApiError as exc:
+        log.debug("event for %s not recorded: %s", meta["name"], exc)
+
+
+# --------------------------------------------------------------------------- child clusters
+
+
+class ChildCluster(Protocol):
+    """A running child cluster: its store and how to reach it."""
+
+    @property
+    def store(self) -> ClusterStore: ...
+
+    @property
+    def kubeconfig(self) -> str:
+        """Kubeconfig YAML with the server URL, CA and a bearer token of the child."""
+        ...
+
+    async def stop(self) -> None: ...
+
+
+ChildFactory = Callable[[str, str], Awaitable[ChildCluster]]
+"""Starts the child cluster of ClusterDeployment (namespace, name)."""
+
+
+class ChildClusters:
+    """The child clusters of one management cluster, by ClusterDeployment (namespace, name)."""
+
+    def __init__(self) -> None:
+        self._children: dict[Key, ChildCluster] = {}
+
+    def get(self, namespace: str, name: str) -> ChildCluster | None:
+        return self._children.get((namespace, name))
+
+    def add(self, namespace: str, name: str, child: ChildCluster) -> None:
+        self._children[(namespace, name)] = child
+
+    def pop(self, namespace: str, name: str) -> ChildCluster | None:
+        return self._children.pop((namespace, name), None)
+
+    def items(self) -> list[tuple[Key, ChildCluster]]:
+        return list(self._children.items())
+
+
+# --------------------------------------------------------------------------- inventory access
+
+
+class HostLookup(Protocol):
+    def host_by_address(self, address: str, port: int | None = None) -> Any: ...
+
+
+def host_field(host: Any, *names: str) -> Any:
+    """A field of an inventory host, whether it is a model, a dataclass or a dict."""
+    for name in names:
+        if isinstance(host, Mapping):
+            if host.get(name) is not None:
+                return host[name]
+        else:
+            value = getattr(host, name, None)
+            if value is not None:
+                return value
+    return None
+
+
+def _quantity(value: Any, unit: str) -> str:
+    """Inventory numbers without a unit are in `unit` (memory in Gi); strings pass through."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return f"{int(value)}{unit}"
+    return str(value)
+
+
+def _dns_name(text: str) -> str:
+    cleaned = "".join(c if c.isalnum() or c == "-" else "-" for c in text.lower()).strip("-")
+    return cleaned[:63] or "node"
+
+
+# --------------------------------------------------------------------------- ClusterTemplate, Credential
+
+
+class TemplateCredentialController:
+    """ClusterTemplate `status.valid` (+ providers, k8sVersion) and Credential `status.ready`."""
+
+    def __init__(self, store: ClusterStore) -> None:
+        self.store = store
+        self._loop: ReconcileLoop[tuple[str, str, str]] = ReconcileLoop(
+            store, "k0rdent-templates", self._keys_for, self._reconcile, self._all_keys
+        )
+
+    async def run(self) -> None:
+        await self._loop.run()
+
+    def _all_keys(self) -> list[tuple[str, str, str]]:
+        keys: list[tuple[str, str, str]] = []
+        for plural_key in (CLUSTER_TEMPLATES, CREDENTIALS):
+            rt = rt_for(self.store, plural_key)
+            if rt is not None:
+                items, _ = self.store.list(rt)
+                keys += [
+                    (rt.plural, o["metadata"]["namespace"], o["metadata"]["name"]) for o in items
+                ]
+        return keys
+
+    def _keys_for(self, event: WatchEvent) -> list[tuple[str, str, str]]:
+        if event.rt.key in (CLUSTER_TEMPLATES, CREDENTIALS):
+            meta = event.object["metadata"]
+            return [(event.rt.plural, meta["namespace"], meta["name"])]
+        if event.rt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
+            return self._all_keys()
+        return []
+
+    async def _reconcile(self, key: tuple[str, str, str]) -> float | None:
+        plural, namespace, name = key
+        rt = rt_for(self.store, (GROUP, plural))
+        if rt is None:
+            return None
+        obj = self.store.try_get(rt, namespace, name)
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            return None
+        status = dict(obj.get("status") or {})
+        generation = obj["metadata"].get("generation", 1)
+        if plural == "clustertemplates":
+            helm = (obj.get("spec") or {}).get("helm") or {}
+            chart = (helm.get("chartSpec") or {}).get("chart") or (helm.get("chartRef") or {}).get(
+                "name"
+            )
+            if chart:
+                status.update(valid=True, k8sVersion=K8S_VERSION, providers=_providers(str(chart)))
+                status.pop("validationError", None)
+                version = (helm.get("chartSpec") or {}).get("version")
+                if version:
+                    status["chartVersion"] = str(version)
+            else:
+                status.update(
+                    valid=False, validationError="spec.helm: chartSpec or chartRef must be set"
+                )
+        else:
+            conditions = list(status.get("conditions") or [])
+            if (obj.get("spec") or {}).get("identityRef"):
+                status["ready"] = True
+                set_condition(
+                    conditions,
+                    CREDENTIAL_READY,
+                    "True",
+                    SUCCEEDED,
+                    "Credential is ready",
+                    generation,
+                )
+            else:
+                status["ready"] = False
+                set_condition(
+                    conditions,
+                    CREDENTIAL_READY,
+                    "False",
+                    FAILED,
+                    "spec.identityRef is not set",
+                    generation,
+                )
+            status["conditions"] = conditions
+        status["observedGeneration"] = generation
+        write_status_if_changed(self.store, rt, obj, status)
+        return None
+
+
+def _providers(chart: str) -> list[str]:
+    """CAPI providers a cluster template chart needs (as KCM lists them in status.providers)."""
+    if "remote" in chart or "hosted" in chart or "k0smotron" in chart:
+        infra = "infrastructure-k0sproject-k0smotron"
+        if chart.startswith("docker"):
+            infra = "infrastructure-docker"
+        return ["bootstrap-k0sproject-k0smotron", "control-plane-k0sproject-k0smotron", infra]
+    provider = chart.split("-")[0]
+    return [
+        "bootstrap-k0sproject-k0smotron",
+        "control-plane-k0sproject-k0smotron",
+        f"infrastructure-{provider}",
+    ]
+
+
+# --------------------------------------------------------------------------- ClusterDeployment
+
+
+@dataclass
+class _Machine:
+    """One worker: a `config.machines[]` entry or a generic worker of `workersNumber`."""
+
+    key: str
+    node_name: str | None
+    first_seen: float
+    address: str | None = None
+    port: int | None = None
+    host: Any = None
+    registered: bool = False
+    ready: bool = False
+    reported_unknown: bool = False
+
+
+@dataclass
+class _ClusterState:
+    created: float
+    generation: int
+    generation_seen: float
+    control_plane_at: float | None = None
+    machines: dict[str, _Machine] = field(default_factory=dict)
+    deleting_since: float | None = None
+
+
+class ClusterDeploymentController:
+    """KCM + CAPI for ClusterDeployments of the management cluster (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: ClusterStore,
+        timing: SimTiming,
+        faults: FaultInjector,
+        inventory: HostLookup | None,
+        children: ChildClusters,
+        child_factory: ChildFactory,
+    ) -> None:
+        self.store = store
+        self.timing = timing
+        self.faults = faults
+        self.inventory = inventory
+        self.children = children
+        self.child_factory = child_factory
+        self._states: dict[Key, _ClusterState] = {}
+        self._loop: ReconcileLoop[Key] = ReconcileLoop(
+            store, "k0rdent-clusterdeployments", self._keys_for, self._reconcile, self._all_keys
+        )
+
+    async def run(self) -> None:
+        try:
+            await self._loop.run()
+        finally:
+            for key, child in self.children.items():
+                with contextlib.suppress(Exception):
+                    await child.stop()
+                self.children.pop(*key)
+
+    def _all_keys(self) -> list[Key]:
+        rt = rt_for(self.store, CLUSTER_DEPLOYMENTS)
+        if rt is None:
+            return []
+        items, _ = self.store.list(rt)
+        return [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in items]
+
+    def _in_namespace(self, namespace: str) -> list[Key]:
+        return [key for key in self._all_keys() if key[0] == namespace]
+
+    def _keys_for(self, event: WatchEvent) -> Iterable[Key]:
+        key = event.rt.key
+        meta = event.object.get("metadata") or {}
+        if key == CLUSTER_DEPLOYMENTS:
+            return [(meta["namespace"], meta["name"])]
+        if key in (CREDENTIALS, CLUSTER_TEMPLATES):
+            return self._in_namespace(meta.get("namespace", ""))
+        if key == SERVICE_SETS and event.type == "DELETED":
+            cluster = (event.object.get("spec") or {}).get("cluster")
+            return [(meta["namespace"], cluster)] if cluster else []
+        return []
+
+    # ------------------------------------------------------------------ reconcile
+
+    async def _reconcile(self, key: Key) -> float | None:
+        namespace, name = key
+        rt = rt_for(self.store, CLUSTER_DEPLOYMENTS)
+        if rt is None:
+            return None
+        obj = self.store.try_get(rt, namespace, name)
+        if obj is None:
+            self._states.pop(key, None)
+            child = self.children.pop(namespace, name)
+            if child is not None:
+                await child.stop()
+            return None
+        now = asyncio.get_running_loop().time()
+        meta = obj["metadata"]
+        if meta.get("deletionTimestamp"):
+            return await self._reconcile_delete(rt, obj, now)
+        if CLUSTER_DEPLOYMENT_FINALIZER not in (meta.get("finalizers") or []):
+            self.store.mutate(
+                rt,
+                namespace,
+                name,
+                lambda o: (
+                    o["metadata"].setdefault("finalizers", []).append(CLUSTER_DEPLOYMENT_FINALIZER)
+                ),
+            )
+            obj = self.store.get(rt, namespace, name)
+            meta = obj["metadata"]
+        generation = int(meta.get("generation", 1))
+        state = self._states.get(key)
+        if state is None:
+            state = self._states[key] = _ClusterState(now, generation, now)
+        if state.generation != generation:
+            state.generation, state.generation_seen = generation, now
+        return await self._progress(rt, obj, state, now)
+
+    async def _progress(
+        self, rt: ResourceType, obj: dict[str, Any], state: _ClusterState, now: float
+    ) -> float | None:
+        meta = obj["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        spec = obj.get("spec") or {}
+        generation = state.generation
+        status = dict(obj.get("status") or {})
+        conditions: list[dict[str, Any]] = [dict(c) for c in status.get("conditions") or []]
+        waits: list[float] = []
+
+        def due(at: float) -> bool:
+            if at <= now:
+                return True
+            waits.append(at - now)
+            return False
+
+        def finish(ready_reason: str, message: str, ready: bool = False) -> float | None:
+            set_condition(
+                conditions, READY, "True" if ready else "False", ready_reason, message, generation
+            )
+            status["conditions"] = conditions
+            if ready:
+                status["observedGeneration"] = generation
+            write_status_if_changed(self.store, rt, obj, status)
+            return min(waits) if waits else None
+
+        injected = self.faults.cluster_deployment_failure(namespace, name)
+        if injected is not None:
+            # Poll: faults change over HTTP without a store event.
+            waits.append(0.5)
+            return finish(FAILED, injected)
+
+        # CredentialReady
+        step = state.created + self.timing.delay("cluster.credential")
+        if not due(step):
+            set_condition(
+                conditions, READY, "False", PROGRESSING, "Checking credential", generation
+            )
+            return finish(PROGRESSING, "Checking credential")
+        credential_name = spec.get("credential") or ""
+        credential_problem = self._credential_problem(namespace, credential_name)
+        if credential_problem is not None:
+            set_condition(
+                conditions, CREDENTIAL_READY, "False", FAILED, credential_problem, generation
+            )
+            return finish(FAILED, credential_problem)
+        set_condition(
+            conditions,
+            CREDENTIAL_READY,
+            "True",
+            SUCCEEDED,
+            f"Credential {credential_name} is Ready",
+            generation,
+        )
+
+        # TemplateReady
+        step += self.timing.delay("cluster.template")
+        if not due(step):
+            return finish(PROGRESSING, "Validating template")
+        template_name = spec.get("template") or ""
+        template, template_problem = self._template(namespace, template_name)
+        if template_problem is not None:
+            set_condition(conditions, TEMPLATE_READY, "False", FAILED, template_problem, generation)
+            return finish(FAILED, template_problem)
+        set_condition(
+            conditions, TEMPLATE_READY, "True", SUCCEEDED, "Template is valid", generation
+        )
+        k8s_version = ((template or {}).get("status") or {}).get("k8sVersion")
+        if k8s_version:
+            status["k8sVersion"] = k8s_version
+
+        # HelmChartReady
+        step += self.timing.delay("cluster.helm_chart")
+        if not due(step):
+            set_condition(
+                conditions,
+                HELM_CHART_READY,
+                "False",
+                PROGRESSING,
+                "HelmChart is being fetched",
+                generation,
+            )
+            return finish(PROGRESSING, "Waiting for HelmChart")
+        set_condition(
+            conditions, HELM_CHART_READY, "True", SUCCEEDED, "Helm chart is valid", generation
+        )
+
+        # HelmReleaseReady (re-run for every new generation: KCM upgrades the release)
+        step += self.timing.delay("cluster.helm_release")
+        release_due = max(step, state.generation_seen + self.timing.delay("cluster.upgrade"))
+        if state.generation_seen == state.created:
+            release_due = step
+        if not due(release_due):
+            set_condition(
+                conditions,
+                HELM_RELEASE_READY,
+                "False",
+                PROGRESSING,
+                "Helm install/upgrade in progress",
+                generation,
+            )
+            return finish(PROGRESSING, "Waiting for HelmRelease")
+        set_condition(
+            conditions, HELM_RELEASE_READY, "True", SUCCEEDED,
+            f"Helm install succeeded for release {namespace}/{name}.v{generation}", generation,
+        )  # fmt: skip
+
+        # Control plane: the child cluster comes up, its kubeconfig Secret appears.
+        step += self.timing.delay("cluster.control_plane")
+        if not due(step):
+            set_condition(
+                conditions,
+                CAPI_CLUSTER_SUMMARY,
+                "False",
+                PROGRESSING,
+                "* ControlPlane: Waiting for control plane to be initialized",
+                generation,
+            )
+            return finish(PROGRESSING, "Waiting for control plane")
+        child = self.children.get(namespace, name)
+        if child is None:
+            child = await self.child_factory(namespace, name)
+            self.children.add(namespace, name, child)
+        if state.control_plane_at is None:
+            state.control_plane_at = now
+        self._ensure_kubeconfig_secret(obj, child)
+
+        # Workers
+        problems = self._reconcile_machines(obj, state, child, now, waits)
+        if problems:
+            message = "\n".join(f"* {p}" for p in problems)
+            set_condition(
+                conditions, CAPI_CLUSTER_SUMMARY, "False", PROGRESSING, message, generation
+            )
+            return finish(PROGRESSING, message)
+        set_condition(conditions, CAPI_CLUSTER_SUMMARY, "True", "Available", "", generation)
+        return finish(SUCCEEDED, "Object is ready", ready=True)
+
+    def _credential_problem(self, namespace: str, credential_name: str) -> str | None:
+        if not credential_name:
+            return "spec.credential is not set"
+        rt = rt_for(self.store, CREDENTIALS)
+        credential = None if rt is None else self.store.try_get(rt, namespace, credential_name)
+        if credential is None:
+            return (
+                f'failed to get Credential: credentials.k0rdent.mirantis.com "{credential_name}" '
+                "not found"
+            )
+        if not (credential.get("status") or {}).get("ready"):
+            return f"Credential {namespace}/{credential_name} is not in Ready state"
+        return None
+
+    def _template(
+        self, namespace: str, template_name: str
+    ) -> tuple[dict[str, Any] | None, str | None]:
+        rt = rt_for(self.store, CLUSTER_TEMPLATES)
+        template = None if rt is None else self.store.try_get(rt, namespace, template_name)
+        if template is None:
+            return None, (
+                f'failed to get ClusterTemplate: clustertemplates.k0rdent.mirantis.com "{template_name}" '
+                "not found"
+            )
+        template_status = template.get("status") or {}
+        if not template_status.get("valid"):
+            detail = template_status.get("validationError") or "not validated yet"
+            return (
+                template,
+                f"ClusterTemplate {namespace}/{template_name} is not marked as valid: {detail}",
+            )
+        return template, None
+
+    def _ensure_kubeconfig_secret(self, obj: Mapping[str, Any], child: ChildCluster) -> None:
+        meta = obj["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        secret_name = f"{name}-kubeconfig"
+        value = base64.b64encode(child.kubeconfig.encode()).decode()
+        existing = self.store.try_get(SECRETS, namespace, secret_name)
+        if existing is not None:
+            if (existing.get("data") or {}).get("value") != value:
+                self.store.mutate(
+                    SECRETS, namespace, secret_name, lambda s: s.update(data={"value": value})
+                )
+            return
+        self.store.create(
+            SECRETS,
+            {
+                "metadata": {
+                    "name": secret_name,
+                    "namespace": namespace,
+                    "labels": {"cluster.x-k8s.io/cluster-name": name},
+                },
+                "type": "cluster.x-k8s.io/secret",
+                "data": {"value": value},
+            },
+        )
+
+    # ------------------------------------------------------------------ machines -> nodes
+
+    def _desired_machines(self, obj: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        name = obj["metadata"]["name"]
+        config = (obj.get("spec") or {}).get("config") or {}
+        desired: dict[str, dict[str, Any]] = {}
+        for index, machine in enumerate(config.get("machines") or []):
+            if not isinstance(machine, Mapping):
+                continue
+            address = str(machine.get("address") or "")
+            port = int(machine.get("port") or 22)
+            desired[f"{address}:{port}"] = {"address": address, "port": port, "index": index}
+        workers = config.get("workersNumber")
+        if isinstance(workers, int) and not isinstance(workers, bool):
+            for index in range(workers):
+                desired[f"worker-{index}"] = {"node": f"{name}-md-{index}"}
+        return desired
+
+    def _reconcile_machines(
+        self,
+        obj: Mapping[str, Any],
+        state: _ClusterState,
+        child: ChildCluster,
+        now: float,
+        waits: list[float],
+    ) -> list[str]:
+        """Create, ready and remove nodes; the problems holding the cluster back (empty: done)."""
+        name = obj["metadata"]["name"]
+        desired = self._desired_machines(obj)
+        for key in [k for k in state.machines if k not in desired]:
+            removed = state.machines.pop(key)
+            if removed.node_name:
+                _remove_node(child.store, removed.node_name)
+        problems: list[str] = []
+        start = state.control_plane_at if state.control_plane_at is not None else now
+        for key, want in desired.items():
+            machine = state.machines.get(key)
+            if machine is None:
+                machine = self._new_machine(key, want, max(start, now))
+                state.machines[key] = machine
+            if machine.node_name is None:
+                if not machine.reported_unknown:
+                    machine.reported_unknown = True
+                    record_event(
+                        self.store, obj, "MachineUnreachable",
+                        f"Machine {name}-{key}: no host answers SSH at {machine.address}:{machine.port}",
+                        type_="Warning",
+                    )  # fmt: skip
+                problems.append(
+                    f"Machine {key}: waiting for SSH at {machine.address}:{machine.port}: "
+                    "no host with that address"
+                )
+                continue
+            register_at = machine.first_seen + self.timing.delay("node.register")
+            if now < register_at:
+                waits.append(register_at - now)
+                problems.append(f"Machine {key}: bootstrapping")
+                continue
+            node = child.store.try_get(NODES, None, machine.node_name)
+            if node is None:
+                child.store.create(NODES, self._node(obj, machine))
+                machine.registered, machine.ready = True, False
+            ready_at = register_at + self.timing.delay("node.ready")
+            if not machine.ready:
+                if self.faults.node_never_ready_matches(machine.node_name, machine.address):
+                    waits.append(0.5)  # the fault may be lifted over HTTP
+                elif now < ready_at:
+                    waits.append(ready_at - now)
+                else:
+                    _set_node_ready(child.store, machine.node_name)
+                    machine.ready = True
+        return problems
+
+    def _new_machine(self, key: str, want: Mapping[str, Any], first_seen: float) -> _Machine:
+        if "node" in want:
+            return _Machine(key=key, node_name=str(want["node"]), first_seen=first_seen)
+        address, port = str(want["address"]), int(want["port"])
+        host = None
+        if self.inventory is not None:
+            try:
+                host = self.inventory.host_by_address(address, port)
+            except (KeyError, LookupError, ValueError):
+                host = None
+        node_name = None
+        if host is not None:
+            node_name = _dns_name(
+                str(host_field(host, "hostname", "name", "id") or address.replace(".", "-"))
+            )
+        return _Machine(key, node_name, first_seen, address, port, host)
+
+    def _node(self, obj: Mapping[str, Any], machine: _Machine) -> dict[str, Any]:
+        cluster = obj["metadata"]["name"]
+        node_name = machine.node_name or ""
+        labels = {
+            "kubernetes.io/hostname": node_name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "beta.kubernetes.io/os": "linux",
+            "beta.kubernetes.io/arch": "amd64",
+        }
+        capacity: dict[str, str] = {"pods": "110", "ephemeral-storage": "1Ti"}
+        annotations = {
+            "cluster.x-k8s.io/cluster-name": cluster,
+            "cluster.x-k8s.io/cluster-namespace": obj["metadata"]["namespace"],
+            "cluster.x-k8s.io/machine": f"{cluster}-{machine.key.replace(':', '-').replace('.', '-')}",
+        }
+        host = machine.host
+        if host is not None:
+            capacity["cpu"] = _quantity(host_field(host, "cpu_cores", "cpu", "cpuCores") or 8, "")
+            capacity["memory"] = _quantity(host_field(host, "memory", "memoryGi") or 32, "Gi")
+            gpus = int(host_field(host, "gpu_count", "gpuCount") or 0)
+            gpu_model = host_field(host, "gpu_model_id", "gpuModelId")
+            instance = host_field(host, "gpu_model_id", "gpuModelId", "cpu_sku", "cpuSku")
+            if instance:
+                labels["node.kubernetes.io/instance-type"] = str(instance)
+            if gpus > 0 and gpu_model is not None:
+                capacity["nvidia.com/gpu"] = str(gpus)
+                labels["nvidia.com/gpu.present"] = "true"
+                labels["nvidia.com/gpu.count"] = str(gpus)
+                product = host_field(host, "gpu_product", "gpuProduct")
+                if product:
+                    labels["nvidia.com/gpu.product"] = str(product)
+            location = host_field(host, "location", "locationId")
+            if location:
+                labels["topology.kubernetes.io/region"] = str(location)
+                labels["topology.kubernetes.io/zone"] = str(location)
+            host_id = host_field(host, "id")
+            if host_id:
+                annotations["sim.colony.dev/host-id"] = str(host_id)
+        else:
+            capacity["cpu"] = GENERIC_WORKER["cpu"]
+            capacity["memory"] = GENERIC_WORKER["memory"]
+            labels["node.kubernetes.io/instance-type"] = GENERIC_WORKER["instanceType"]
+        addresses = [{"type": "Hostname", "address": node_name}]
+        if machine.address:
+            addresses.insert(0, {"type": "InternalIP", "address": machine.address})
+        now = now_iso()
+        return {
+            "metadata": {"name": node_name, "labels": labels, "annotations": annotations},
+            "spec": {
+                "providerID": f"k0smotron://{cluster}/{node_name}",
+                "taints": [
+                    {
+                        "key": "node.kubernetes.io/not-ready",
+                        "effect": "NoSchedule",
+                        "timeAdded": now,
+                    }
+                ],
+            },
+            "status": {
+                "capacity": capacity,
+                "allocatable": dict(capacity),
+                "addresses": addresses,
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "False",
+                        "reason": "KubeletNotReady",
+                        "message": "container runtime network not ready: NetworkReady=false "
+                        "reason:NetworkPluginNotReady message:Network plugin returns error: "
+                        "cni plugin not initialized",
+                        "lastHeartbeatTime": now,
+                        "lastTransitionTime": now,
+                    }
+                ],
+                "nodeInfo": {
+                    "kubeletVersion": KUBELET_VERSION,
+                    "containerRuntimeVersion": "containerd://1.7.27",
+                    "operatingSystem": "linux",
+                    "architecture": "amd64",
+                    "osImage": "Ubuntu 24.04.2 LTS",
+                },
+            },
+        }
+
+    # ------------------------------------------------------------------ deletion
+
+    async def _reconcile_delete(
+        self, rt: ResourceType, obj: dict[str, Any], now: float
+    ) -> float | None:
+        meta = obj["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        key = (namespace, name)
+        state = self._states.get(key)
+        if state is None:
+            state = self._states[key] = _ClusterState(now, int(meta.get("generation", 1)), now)
+        if state.deleting_since is None:
+            state.deleting_since = now
+        status = dict(obj.get("status") or {})
+        conditions = [dict(c) for c in status.get("conditions") or []]
+        set_condition(
+            conditions,
+            DELETING,
+            "True",
+            DELETING_REASON,
+            "Deleting the cluster",
+            meta.get("generation"),
+        )
+        set_condition(
+            conditions,
+            READY,
+            "False",
+            DELETING_REASON,
+            "ClusterDeployment is being deleted",
+            meta.get("generation"),
+        )
+        status["conditions"] = conditions
+        write_status_if_changed(self.store, rt, obj, status)
+
+        remaining = self._delete_service_sets(namespace, name)
+        done_at = state.deleting_since + self.timing.delay("cluster.delete")
+        if remaining or now < done_at:
+            return max(done_at - now, 0.05) if not remaining else 0.1
+        child = self.children.pop(namespace, name)
+        if child is not None:
+            await child.stop()
+        with contextlib.suppress(ApiError):
+            self.store.delete(SECRETS, namespace, f"{name}-kubeconfig")
+        if CLUSTER_DEPLOYMENT_FINALIZER in (meta.get("finalizers") or []):
+            self.store.mutate(
+                rt,
+                namespace,
+                name,
+                lambda o: o["metadata"].update(
+                    finalizers=[
+                        f
+                        for f in o["metadata"].get("finalizers") or []
+                        if f != CLUSTER_DEPLOYMENT_FINALIZER
+                    ]
+                ),
+            )
+        self._states.pop(key, None)
+        return None
+
+    def _delete_service_sets(self, namespace: str, cluster: str) -> int:
+        """Delete the cluster's ServiceSets; how many still exist."""
+        rt = rt_for(self.store, SERVICE_SETS)
+        if rt is None:
+            return 0
+        items, _ = self.store.list(rt, namespace)
+        remaining = 0
+        for service_set in items:
+            if (service_set.get("spec") or {}).get("cluster") != cluster:
+                continue
+            remaining += 1
+            if not service_set["metadata"].get("deletionTimestamp"):
+                with contextlib.suppress(ApiError):
+                    self.store.delete(rt, namespace, service_set["metadata"]["name"])
+            if self.store.try_get(rt, namespace, service_set["metadata"]["name"]) is None:
+                remaining -= 1
+        return remaining
+
+
+def _remove_node(store: ClusterStore, node_name: str) -> None:
+    """Delete a node and, as the pod GC does for pods of a vanished node, its pods at once."""
+    pods, _ = store.list(PODS, field_selector=f"spec.nodeName={node_name}")
+    for pod in pods:
+        meta = pod["metadata"]
+        with contextlib.suppress(ApiError):
+            store.delete(PODS, meta["namespace"], meta["name"], grace_period_seconds=0)
+    with contextlib.suppress(ApiError):
+        store.delete(NODES, None, node_name)
+
+
+def _set_node_ready(store: ClusterStore, node_name: str) -> None:
+    now = now_iso()
+
+    def ready(node: dict[str, Any]) -> None:
+        spec = node.setdefault("spec", {})
+        spec["taints"] = [
+            t for t in spec.get("taints") or [] if t.get("key") != "node.kubernetes.io/not-ready"
+        ]
+        if not spec["taints"]:
+            spec.pop("taints")
+        for condition in node.setdefault("status", {}).setdefault("conditions", []):
+            if condition.get("type") == "Ready":
+                condition.update(
+                    status="True",
+                    reason="KubeletReady",
+                    message="kubelet is posting ready status",
+                    lastHeartbeatTime=now,
+                    lastTransitionTime=now,
+                )
+
+    with contextlib.suppress(ApiError):
+        store.mutate(NODES, None, node_name, ready)

@@ -1,0 +1,524 @@
+"""SIMULATOR. KCM/Sveltos' service side: ServiceTemplate validation and ServiceSet installs.
+
+Started by `sim.controllers.k0rdent.K0rdentControllers` on the management cluster's store.
+
+ServiceTemplate: `status.valid` from a check of its chart source against the sim's chart catalog
+(`sim/charts.yaml`); invalid ones get `valid: false` and a `validationError`.
+
+ServiceSet (`spec.cluster` names a ClusterDeployment in the same namespace): each `spec.services[]`
+entry is "helm installed" into that cluster's child: the namespace is created unless
+`helmOptions.installOptions.createNamespace` is false, the chart's Deployments and Services are
+rendered from the merged values (see `sim.charts`), and the child's Deployment controller and
+scheduler turn them into bound, running pods. `status.services[].state` goes Pending (no child yet)
+-> Provisioning -> Deployed once every pod runs, or Failed with `failureMessage` when they are not
+all running within the Helm timeout (`helmOptions.timeout`, default 5m, scaled by
+`SimTiming.timeout`), with the scheduler's reason. A release's outcome sticks until its values or
+template change, as a Helm release revision does. Removing a service from the spec, or deleting the
+ServiceSet, uninstalls it (Deployments, their pods, Services, and the namespace if the sim created it).
+
+ServiceTemplates are looked up in the ServiceSet's namespace, then in `kcm-system` (the sim does not
+model template distribution between namespaces).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from sim.apiserver.errors import ApiError
+from sim.apiserver.registry import DEPLOYMENTS, NAMESPACES, PODS, SERVICES, ResourceType
+from sim.apiserver.store import ClusterStore, WatchEvent
+from sim.charts import INSTANCE_LABEL, ChartCatalog, ChartError, default_catalog, render
+from sim.controllers.daemonset import pod_is_ready
+from sim.controllers.k0rdent_cluster import (
+    CLUSTER_DEPLOYMENTS,
+    FAILED,
+    PROGRESSING,
+    SERVICE_SETS,
+    SERVICE_TEMPLATES,
+    SUCCEEDED,
+    ChildCluster,
+    ChildClusters,
+    now_iso,
+    rt_for,
+    set_condition,
+    write_status_if_changed,
+)
+from sim.controllers.workqueue import ReconcileLoop
+from sim.faults import FaultInjector
+from sim.timing import SimTiming
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]
+
+# Helm's default --timeout.
+DEFAULT_HELM_TIMEOUT_SECONDS = 300.0
+# How often a ServiceSet with an install in progress looks at the child's pods.
+PROVISIONING_POLL_SECONDS = 0.1
+TEMPLATE_FALLBACK_NAMESPACE = "kcm-system"
+MANAGED_NAMESPACE_LABEL = "sim.colony.dev/created-by-release"
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s)")
+_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def parse_duration(text: str) -> float:
+    """A Go duration ("5m", "1h30m", "90s") in seconds.
+
+    Raises:
+        ValueError: not a Go duration.
+    """
+    text = text.strip()
+    parts = _DURATION.findall(text)
+    if not text or "".join(f"{n}{u}" for n, u in parts) != text:
+        raise ValueError(f'time: invalid duration "{text}"')
+    return sum(float(number) * _UNITS[unit] for number, unit in parts)
+
+
+class ServiceTemplateController:
+    """`status.valid` of ServiceTemplates, checked against the chart catalog."""
+
+    def __init__(self, store: ClusterStore, catalog: ChartCatalog | None = None) -> None:
+        self.store = store
+        self.catalog = catalog or default_catalog()
+        self._loop: ReconcileLoop[Key] = ReconcileLoop(
+            store, "k0rdent-servicetemplates", self._keys_for, self._reconcile, self._all_keys
+        )
+
+    async def run(self) -> None:
+        await self._loop.run()
+
+    def _all_keys(self) -> list[Key]:
+        rt = rt_for(self.store, SERVICE_TEMPLATES)
+        if rt is None:
+            return []
+        items, _ = self.store.list(rt)
+        return [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in items]
+
+    def _keys_for(self, event: WatchEvent) -> list[Key]:
+        if event.rt.key == SERVICE_TEMPLATES:
+            meta = event.object["metadata"]
+            return [(meta["namespace"], meta["name"])]
+        if event.rt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
+            return self._all_keys()
+        return []
+
+    async def _reconcile(self, key: Key) -> float | None:
+        rt = rt_for(self.store, SERVICE_TEMPLATES)
+        if rt is None:
+            return None
+        obj = self.store.try_get(rt, *key)
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            return None
+        status = dict(obj.get("status") or {})
+        spec = obj.get("spec") or {}
+        try:
+            chart = self.catalog.resolve(spec)
+        except ChartError as exc:
+            status.update(valid=False, validationError=str(exc))
+            status.pop("chartVersion", None)
+        else:
+            status.update(valid=True, chartVersion=chart.version)
+            status.pop("validationError", None)
+        status["observedGeneration"] = obj["metadata"].get("generation", 1)
+        write_status_if_changed(self.store, rt, obj, status)
+        return None
+
+
+@dataclass
+class _Release:
+    """One installed (or installing) service of a ServiceSet in a child cluster."""
+
+    name: str
+    namespace: str
+    template: str
+    fingerprint: str
+    started: float
+    child: ChildCluster
+    state: str = "Provisioning"
+    failure: str | None = None
+    created_namespace: bool = False
+    applied: bool = False
+    objects: list[tuple[str, str]] = field(default_factory=list)  # (kind, name)
+    transition: str = field(default_factory=now_iso)
+    version: str = ""
+
+
+class ServiceSetController:
+    """Installs ServiceSet services into child clusters (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: ClusterStore,
+        timing: SimTiming,
+        faults: FaultInjector,
+        children: ChildClusters,
+        catalog: ChartCatalog | None = None,
+    ) -> None:
+        self.store = store
+        self.timing = timing
+        self.faults = faults
+        self.children = children
+        self.catalog = catalog or default_catalog()
+        self._releases: dict[Key, dict[tuple[str, str], _Release]] = {}
+        self._loop: ReconcileLoop[Key] = ReconcileLoop(
+            store, "k0rdent-servicesets", self._keys_for, self._reconcile, self._all_keys
+        )
+
+    async def run(self) -> None:
+        await self._loop.run()
+
+    def _all_keys(self) -> list[Key]:
+        rt = rt_for(self.store, SERVICE_SETS)
+        if rt is None:
+            return []
+        items, _ = self.store.list(rt)
+        return [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in items]
+
+    def _keys_for(self, event: WatchEvent) -> Iterable[Key]:
+        key = event.rt.key
+        meta = event.object.get("metadata") or {}
+        if key == SERVICE_SETS:
+            return [(meta["namespace"], meta["name"])]
+        if key == SERVICE_TEMPLATES:
+            return self._all_keys()
+        if key == CLUSTER_DEPLOYMENTS:
+            rt = rt_for(self.store, SERVICE_SETS)
+            if rt is None:
+                return []
+            items, _ = self.store.list(rt, meta.get("namespace"))
+            return [
+                (o["metadata"]["namespace"], o["metadata"]["name"])
+                for o in items
+                if (o.get("spec") or {}).get("cluster") == meta.get("name")
+            ]
+        return []
+
+    # ------------------------------------------------------------------ reconcile
+
+    async def _reconcile(self, key: Key) -> float | None:
+        import asyncio
+
+        now = asyncio.get_running_loop().time()
+        rt = rt_for(self.store, SERVICE_SETS)
+        obj = None if rt is None else self.store.try_get(rt, *key)
+        releases = self._releases.setdefault(key, {})
+        if rt is None or obj is None or obj["metadata"].get("deletionTimestamp"):
+            for release in list(releases.values()):
+                self._uninstall(release)
+            self._releases.pop(key, None)
+            return None
+        namespace = key[0]
+        spec = obj.get("spec") or {}
+        cluster = str(spec.get("cluster") or "")
+        child = self.children.get(namespace, cluster)
+        wanted = {
+            (str(s.get("name")), str(s.get("namespace") or "default")): s
+            for s in spec.get("services") or []
+            if s.get("helmAction", "Install") != "Uninstall"
+        }
+        for release_key in [k for k in releases if k not in wanted]:
+            self._uninstall(releases.pop(release_key))
+        for release_key, release in list(releases.items()):
+            if child is None or release.child is not child:
+                # The child cluster went away (or was replaced): nothing of the release is left.
+                releases.pop(release_key)
+
+        injected = self.faults.service_set_failure(namespace, key[1])
+        entries: list[dict[str, Any]] = []
+        waits: list[float] = []
+        for (svc_name, svc_ns), service in wanted.items():
+            template_name = str(service.get("template") or "")
+            entry: dict[str, Any] = {
+                "name": svc_name,
+                "namespace": svc_ns,
+                "template": template_name,
+                "type": "Helm",
+            }
+            previous: dict[str, Any] = next(
+                (
+                    e
+                    for e in (obj.get("status") or {}).get("services") or []
+                    if e.get("name") == svc_name and e.get("namespace") == svc_ns
+                ),
+                {},
+            )
+            if injected is not None:
+                self._set_state(entry, previous, "Failed", injected)
+            elif child is None:
+                self._set_state(
+                    entry, previous, "Pending",
+                    f"waiting for ClusterDeployment {namespace}/{cluster} to be ready",
+                )  # fmt: skip
+                waits.append(0.5)
+            else:
+                state, message, version, wait = self._reconcile_service(
+                    releases, (svc_name, svc_ns), service, child, namespace, now
+                )
+                if version:
+                    entry["version"] = version
+                self._set_state(entry, previous, state, message)
+                if wait is not None:
+                    waits.append(wait)
+            entries.append(entry)
+
+        self._write_status(rt, obj, entries, cluster)
+        return min(waits) if waits else None
+
+    def _set_state(
+        self, entry: dict[str, Any], previous: Mapping[str, Any], state: str, message: str | None
+    ) -> None:
+        entry["state"] = state
+        if state == "Failed" and message:
+            entry["failureMessage"] = message
+        elif message and state == "Pending":
+            entry["conditions"] = [
+                {
+                    "type": "Ready",
+                    "status": "False",
+                    "reason": "Pending",
+                    "message": message,
+                    "lastTransitionTime": previous.get("lastStateTransitionTime") or now_iso(),
+                }
+            ]
+        entry["lastStateTransitionTime"] = (
+            previous.get("lastStateTransitionTime")
+            if previous.get("state") == state and previous.get("lastStateTransitionTime")
+            else now_iso()
+        )
+
+    def _template(self, namespace: str, name: str) -> dict[str, Any] | None:
+        rt = rt_for(self.store, SERVICE_TEMPLATES)
+        if rt is None:
+            return None
+        for ns in (namespace, TEMPLATE_FALLBACK_NAMESPACE):
+            template = self.store.try_get(rt, ns, name)
+            if template is not None:
+                return template
+        return None
+
+    def _reconcile_service(
+        self,
+        releases: dict[tuple[str, str], _Release],
+        release_key: tuple[str, str],
+        service: Mapping[str, Any],
+        child: ChildCluster,
+        namespace: str,
+        now: float,
+    ) -> tuple[str, str | None, str, float | None]:
+        """(state, message, chart version, seconds until the next look or None)."""
+        name, target_ns = release_key
+        template_name = str(service.get("template") or "")
+        template = self._template(namespace, template_name)
+        if template is None:
+            return "Failed", f"ServiceTemplate {namespace}/{template_name} not found", "", None
+        template_status = template.get("status") or {}
+        if not template_status.get("valid"):
+            if "valid" not in template_status:
+                return "Provisioning", None, "", PROVISIONING_POLL_SECONDS
+            error = template_status.get("validationError") or "not valid"
+            return "Failed", f"ServiceTemplate {template_name} is not valid: {error}", "", None
+        try:
+            chart = self.catalog.resolve(template.get("spec") or {})
+            values = yaml.safe_load(service.get("values") or "") or {}
+            if not isinstance(values, dict):
+                raise ChartError("values must be a YAML map")
+            manifests = render(chart, name, target_ns, values)
+            helm_options = service.get("helmOptions") or {}
+            timeout = parse_duration(str(helm_options.get("timeout") or "5m"))
+        except (ChartError, ValueError, yaml.YAMLError) as exc:
+            return "Failed", f"Helm install failed: {exc}", "", None
+        fingerprint = hashlib.sha256(
+            json.dumps([template_name, values, target_ns], sort_keys=True, default=str).encode()
+        ).hexdigest()
+        release = releases.get(release_key)
+        if release is None or release.fingerprint != fingerprint:
+            release = _Release(
+                name, target_ns, template_name, fingerprint, now, child,
+                version=chart.version,
+                created_namespace=release.created_namespace if release else False,
+                objects=release.objects if release else [],
+            )  # fmt: skip
+            releases[release_key] = release
+        if release.state in ("Deployed", "Failed"):
+            return release.state, release.failure, release.version, None
+
+        install_at = release.started + self.timing.delay("service.install")
+        if now < install_at:
+            return "Provisioning", None, release.version, install_at - now
+        if not release.applied:
+            problem = self._apply(release, child, manifests, service)
+            if problem is not None:
+                release.state, release.failure = "Failed", problem
+                return "Failed", problem, release.version, None
+            release.applied = True
+
+        waiting = self._not_ready(child.store, release)
+        if not waiting:
+            release.state = "Deployed"
+            return "Deployed", None, release.version, None
+        deadline = release.started + self.timing.timeout(timeout)
+        if now >= deadline:
+            release.state = "Failed"
+            release.failure = (
+                f"Helm install failed for release {target_ns}/{name} with chart "
+                f"{chart.name}@{chart.version}: context deadline exceeded: {waiting}"
+            )
+            return "Failed", release.failure, release.version, None
+        return "Provisioning", None, release.version, min(PROVISIONING_POLL_SECONDS, deadline - now)
+
+    def _apply(
+        self,
+        release: _Release,
+        child: ChildCluster,
+        manifests: list[dict[str, Any]],
+        service: Mapping[str, Any],
+    ) -> str | None:
+        """Create or update the release's objects in the child; a failure message or None."""
+        store = child.store
+        helm_options = service.get("helmOptions") or {}
+        install_options = helm_options.get("installOptions") or {}
+        create_namespace = install_options.get(
+            "createNamespace", helm_options.get("createNamespace", True)
+        )
+        if store.try_get(NAMESPACES, None, release.namespace) is None:
+            if not create_namespace:
+                return (
+                    f"Helm install failed: create: failed to create: namespaces "
+                    f'"{release.namespace}" not found'
+                )
+            store.create(
+                NAMESPACES,
+                {
+                    "metadata": {
+                        "name": release.namespace,
+                        "labels": {MANAGED_NAMESPACE_LABEL: release.name},
+                    }
+                },
+            )
+            release.created_namespace = True
+        kinds: dict[str, ResourceType] = {"Deployment": DEPLOYMENTS, "Service": SERVICES}
+        rendered = {(m["kind"], m["metadata"]["name"]) for m in manifests}
+        for kind, obj_name in release.objects:
+            if (kind, obj_name) not in rendered:
+                with contextlib.suppress(ApiError):
+                    store.delete(kinds[kind], release.namespace, obj_name)
+        for manifest in manifests:
+            rt = kinds[manifest["kind"]]
+            obj_name = manifest["metadata"]["name"]
+            existing = store.try_get(rt, release.namespace, obj_name)
+            if existing is None:
+                store.create(rt, manifest, namespace=release.namespace)
+            else:
+
+                def update(obj: dict[str, Any], manifest: dict[str, Any] = manifest) -> None:
+                    obj["metadata"]["labels"] = manifest["metadata"]["labels"]
+                    spec = dict(manifest["spec"])
+                    for kept in ("clusterIP", "clusterIPs"):
+                        if kept in (obj.get("spec") or {}):
+                            spec[kept] = obj["spec"][kept]
+                    obj["spec"] = spec
+
+                store.mutate(rt, release.namespace, obj_name, update)
+        release.objects = sorted(rendered)
+        return None
+
+    @staticmethod
+    def _not_ready(store: ClusterStore, release: _Release) -> str:
+        """Why the release's pods are not all running yet ("" when they are)."""
+        for kind, obj_name in release.objects:
+            if kind != "Deployment":
+                continue
+            deployment = store.try_get(DEPLOYMENTS, release.namespace, obj_name)
+            if deployment is None:
+                return f"Deployment {release.namespace}/{obj_name} not found"
+            replicas = int((deployment.get("spec") or {}).get("replicas", 1))
+            pods, _ = store.list(
+                PODS, release.namespace, label_selector=f"{INSTANCE_LABEL}={release.name}"
+            )
+            uid = deployment["metadata"].get("uid")
+            owned = [
+                p
+                for p in pods
+                if any(r.get("uid") == uid for r in p["metadata"].get("ownerReferences") or [])
+                and not p["metadata"].get("deletionTimestamp")
+            ]
+            for pod in owned:
+                if pod_is_ready(pod):
+                    continue
+                for condition in (pod.get("status") or {}).get("conditions") or []:
+                    if (
+                        condition.get("type") == "PodScheduled"
+                        and condition.get("status") == "False"
+                    ):
+                        return (
+                            f"pod {pod['metadata']['name']} is {condition.get('reason')}: "
+                            f"{condition.get('message')}"
+                        )
+                return f"pod {pod['metadata']['name']} is not running yet"
+            ready = sum(1 for p in owned if pod_is_ready(p))
+            if ready < replicas:
+                return (
+                    f"Deployment {release.namespace}/{obj_name}: {ready}/{replicas} replicas ready"
+                )
+        return ""
+
+    def _uninstall(self, release: _Release) -> None:
+        store = release.child.store
+        kinds: dict[str, ResourceType] = {"Deployment": DEPLOYMENTS, "Service": SERVICES}
+        for kind, obj_name in release.objects:
+            with contextlib.suppress(ApiError):
+                store.delete(kinds[kind], release.namespace, obj_name)
+        if release.created_namespace:
+            with contextlib.suppress(ApiError):
+                store.delete(NAMESPACES, None, release.namespace)
+
+    def _write_status(
+        self,
+        rt: ResourceType | None,
+        obj: dict[str, Any],
+        entries: list[dict[str, Any]],
+        cluster: str,
+    ) -> None:
+        if rt is None:
+            return
+        meta = obj["metadata"]
+        status = dict(obj.get("status") or {})
+        deployed = sum(1 for e in entries if e["state"] == "Deployed")
+        failed = [e for e in entries if e["state"] == "Failed"]
+        status["services"] = entries
+        status["deployed"] = bool(entries) and deployed == len(entries)
+        status["provider"] = {"ready": True, "suspended": False}
+        cd_rt = rt_for(self.store, CLUSTER_DEPLOYMENTS)
+        cd = None if cd_rt is None else self.store.try_get(cd_rt, meta["namespace"], cluster)
+        if cd is not None:
+            status["cluster"] = {
+                "apiVersion": cd["apiVersion"],
+                "kind": cd["kind"],
+                "name": cluster,
+                "namespace": meta["namespace"],
+                "uid": cd["metadata"].get("uid"),
+            }
+        conditions = [dict(c) for c in status.get("conditions") or []]
+        if failed:
+            reason, state = FAILED, "False"
+        elif deployed == len(entries):
+            reason, state = SUCCEEDED, "True"
+        else:
+            reason, state = PROGRESSING, "False"
+        set_condition(
+            conditions, "ServicesInReadyState", state, reason, f"{deployed}/{len(entries)}",
+            meta.get("generation"),
+        )  # fmt: skip
+        status["conditions"] = conditions
+        status["observedGeneration"] = meta.get("generation", 1)
+        write_status_if_changed(self.store, rt, obj, status)
