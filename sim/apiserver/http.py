@@ -363,6 +363,7 @@ class ApiHandler:
         self.watchers.add(watcher)
         await response.prepare(request)
         deadline = time.monotonic() + timeout
+        as_table = _wants_table(request)
         events = watcher.__aiter__()
         try:
             while True:
@@ -380,7 +381,11 @@ class ApiHandler:
                     continue
                 except StopAsyncIteration:
                     break
-                line = _dumps({"type": event.type, "object": self._out(route, event.object)})
+                obj = self._out(route, event.object)
+                if as_table:
+                    rv = obj["metadata"].get("resourceVersion", "")
+                    obj = tables.table(route.rt, [obj], rv, self.store.clock())
+                line = _dumps({"type": event.type, "object": obj})
                 await response.write(line.encode() + b"\n")
         except (ConnectionResetError, asyncio.CancelledError):
             watcher.close()

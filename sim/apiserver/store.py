@@ -12,6 +12,7 @@ schema validation, watches with a bounded history (410 Gone past it), and TokenR
 from __future__ import annotations
 
 import asyncio
+import base64
 import builtins
 import contextlib
 import datetime as dt
@@ -33,6 +34,7 @@ from sim.apiserver.registry import (
     NAMESPACES,
     PDBS,
     PODS,
+    SECRETS,
     SERVICEACCOUNTS,
     SERVICES,
     ResourceRegistry,
@@ -523,6 +525,8 @@ class ClusterStore:
             obj.setdefault("status", {"loadBalancer": {}})
         elif key == CRDS.key:
             self._prepare_crd(obj)
+        elif key == SECRETS.key:
+            _fold_string_data(obj)
         elif rt.has_status and rt not in BUILTINS:
             # Custom resources with a status subresource ignore status on create, like kube.
             obj.pop("status", None)
@@ -689,6 +693,8 @@ class ClusterStore:
                     result.pop("status", None)
         result["apiVersion"] = rt.api_version
         result["kind"] = rt.kind
+        if rt.key == SECRETS.key:
+            _fold_string_data(result)
         meta = result["metadata"]
         meta["generation"] = old_meta.get("generation", 1)
         if _spec_changed(rt, old, result):
@@ -767,8 +773,8 @@ class ClusterStore:
         new_meta["deletionGracePeriodSeconds"] = max(grace, 0)
         if finalizers:
             new_meta["finalizers"] = finalizers
-        if grace > 0 or rt.has_status:
-            new_meta["generation"] = meta.get("generation", 1) + (1 if rt.has_status else 0)
+        # kube bumps the generation when it sets deletionTimestamp (rest.BeforeDelete).
+        new_meta["generation"] = meta.get("generation", 1) + 1
         stored = self._write(rt, new, old)
         if rt.key == PODS.key:
             self._refresh_pdbs(new_meta["namespace"])
@@ -989,6 +995,16 @@ class ClusterStore:
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _fold_string_data(secret: Obj) -> None:
+    """Secrets store `stringData` base64-encoded into `data`, as the real server does."""
+    string_data = secret.pop("stringData", None)
+    if string_data:
+        data = secret.setdefault("data", {}) or {}
+        for key, value in string_data.items():
+            data[key] = base64.b64encode(str(value).encode()).decode()
+        secret["data"] = data
 
 
 def _drop_finalizer(finalizer: str) -> Callable[[Obj], None]:

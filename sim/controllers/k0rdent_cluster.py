@@ -810,6 +810,7 @@ class ClusterDeploymentController:
         if machine.address:
             addresses.insert(0, {"type": "InternalIP", "address": machine.address})
         now = now_iso()
+        machine_id = uuid.uuid5(uuid.NAMESPACE_DNS, node_name).hex
         return {
             "metadata": {"name": node_name, "labels": labels, "annotations": annotations},
             "spec": {
@@ -838,7 +839,13 @@ class ClusterDeploymentController:
                         "lastTransitionTime": now,
                     }
                 ],
+                # Every field: the official client's models reject a partial NodeSystemInfo.
                 "nodeInfo": {
+                    "machineID": machine_id,
+                    "systemUUID": str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{cluster}.{node_name}")),
+                    "bootID": str(uuid.uuid4()),
+                    "kernelVersion": "6.8.0-60-generic",
+                    "kubeProxyVersion": KUBELET_VERSION,
                     "kubeletVersion": KUBELET_VERSION,
                     "containerRuntimeVersion": "containerd://1.7.27",
                     "operatingSystem": "linux",

@@ -32,7 +32,7 @@ def sim_ca() -> CertificateAuthority:
 def make_api_client(server: ClusterServer, token: str | None = None) -> client.ApiClient:
     """An official-client ApiClient for `server` (admin token unless `token` is given)."""
     configuration = client.Configuration()
-    config.load_kube_config_from_dict(
+    config.load_kube_config_from_dict(  # type: ignore[no-untyped-call]  # untyped in the client
         server.kubeconfig(token), client_configuration=configuration, persist_config=False
     )
     return client.ApiClient(configuration)
@@ -57,7 +57,7 @@ def api_client(cluster: ClusterServer) -> Iterator[client.ApiClient]:
     try:
         yield api
     finally:
-        api.close()
+        api.close()  # type: ignore[no-untyped-call]  # untyped in the client
 
 
 @pytest.fixture

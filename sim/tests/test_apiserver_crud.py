@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from sim.apiserver.server import ClusterServer
 
@@ -364,3 +364,11 @@ async def test_admin_store_shortcuts_emit_like_api(cluster: ClusterServer) -> No
     assert updated["data"] == {"k": "2"}
     again = store.mutate(CONFIGMAPS, "default", "s", lambda o: None)
     assert again["metadata"]["resourceVersion"] == updated["metadata"]["resourceVersion"]
+
+
+async def test_secret_string_data_is_encoded(api_client: client.ApiClient) -> None:
+    core = client.CoreV1Api(api_client)
+    body = {"metadata": {"name": "s"}, "stringData": {"token": "abc"}}
+    created = await call(core.create_namespaced_secret, "default", body)
+    assert created.data == {"token": "YWJj"}
+    assert created.string_data is None

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from sim.apiserver.server import ClusterServer
 from sim.controllers.kubelet import Kubelet

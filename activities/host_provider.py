@@ -1,0 +1,122 @@
+"""Activities on the host provider's HTTP API: claiming and releasing whole hosts.
+
+`HostProviderActivities` receives an `httpx.AsyncClient` whose base URL and API key `worker.py`
+set from the settings (the key lives in the client's headers, never in a request or a log line).
+Called by `ClusterWorkflow` when pools grow, shrink, fail to join and when a cluster is deleted.
+
+Idempotency: a claim carries the workflow's idempotency key, so a repeated call returns the same
+hosts; a release checks the host's owner first and treats free or foreign hosts as already
+released, so repeating it never frees a host someone else has claimed since.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.errors import http_error, transport_error
+from models.activity_api import (
+    ActivityName,
+    ClaimHostsRequest,
+    ClaimHostsResult,
+    Host,
+    ListClaimedHostsRequest,
+    ListClaimedHostsResult,
+    ReleaseHostsRequest,
+    ReleaseHostsResult,
+)
+from models.errors import ErrorType
+
+REQUEST_TIMEOUT = httpx.Timeout(20.0, connect=5.0)
+"""Below the one-minute start-to-close of a host-provider activity."""
+
+
+def host_of(data: dict[str, Any]) -> Host:
+    """A `Host` from the provider's JSON host."""
+    return Host(
+        id=str(data["id"]),
+        address=str(data["address"]),
+        ssh_port=int(data.get("sshPort") or 22),
+        ssh_user=str(data.get("sshUser") or "root"),
+        sku_id=str(data.get("gpuModelId") or data.get("cpuSku") or ""),
+        location_id=str(data.get("location") or ""),
+    )
+
+
+class HostProviderActivities:
+    """Claims and releases on the host provider."""
+
+    def __init__(self, http: httpx.AsyncClient) -> None:
+        self._http = http
+
+    async def _request(
+        self, what: str, method: str, path: str, *, json: Any = None, params: Any = None
+    ) -> httpx.Response:
+        try:
+            response = await self._http.request(
+                method, path, json=json, params=params, timeout=REQUEST_TIMEOUT
+            )
+            response.raise_for_status()
+        except httpx.HTTPStatusError as exc:
+            raise http_error(exc, what) from exc
+        except httpx.TransportError as exc:
+            raise transport_error(exc, what) from exc
+        return response
+
+    @activity.defn(name=ActivityName.CLAIM_HOSTS)
+    async def claim_hosts(self, request: ClaimHostsRequest) -> ClaimHostsResult:
+        """Claim `count` hosts of the SKU, all or none, under the request's idempotency key."""
+        sku = (
+            {"gpuModelId": request.sku.gpu_model_id}
+            if request.sku.gpu_model_id
+            else {"cpuSku": request.sku.cpu_sku}
+        )
+        response = await self._request(
+            f"claim {request.count} hosts of {request.sku} in {request.location_id}",
+            "POST",
+            "/v1/claims",
+            json={
+                "location": request.location_id,
+                "sku": sku,
+                "count": request.count,
+                "idempotencyKey": request.idempotency_key,
+                "owner": request.owner,
+            },
+        )
+        return ClaimHostsResult(hosts=[host_of(h) for h in response.json().get("hosts") or []])
+
+    @activity.defn(name=ActivityName.RELEASE_HOSTS)
+    async def release_hosts(self, request: ReleaseHostsRequest) -> ReleaseHostsResult:
+        """Give back the hosts `owner` holds among `host_ids`; the others count as released."""
+        result = ReleaseHostsResult()
+        for host_id in request.host_ids:
+            activity.heartbeat(host_id)
+            what = f"release host {host_id}"
+            try:
+                found = await self._request(f"read host {host_id}", "GET", f"/v1/hosts/{host_id}")
+            except ApplicationError as exc:
+                if exc.type != ErrorType.NOT_FOUND:
+                    raise
+                result.already_released.append(host_id)
+                continue
+            host = found.json()
+            if host.get("state") != "claimed" or host.get("owner") != request.owner:
+                result.already_released.append(host_id)
+                continue
+            await self._request(what, "POST", f"/v1/hosts/{host_id}/release")
+            result.released.append(host_id)
+        return result
+
+    @activity.defn(name=ActivityName.LIST_CLAIMED_HOSTS)
+    async def list_claimed_hosts(self, request: ListClaimedHostsRequest) -> ListClaimedHostsResult:
+        """Every host `owner` holds (the sweep of a cluster delete)."""
+        response = await self._request(
+            "list claimed hosts", "GET", "/v1/hosts", params={"state": "claimed"}
+        )
+        items = response.json().get("items") or []
+        return ListClaimedHostsResult(
+            hosts=[host_of(h) for h in items if h.get("owner") == request.owner]
+        )

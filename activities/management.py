@@ -1,0 +1,322 @@
+"""Activities on the management cluster: k0rdent's ClusterTemplates, Credentials and ClusterDeployments.
+
+`ManagementClusterActivities` receives an `ApiClient` for the management cluster (built by
+`worker.py` from the kubeconfig named in the settings) and is called by `ClusterWorkflow` through
+the names in `models.activity_api`. Every method is idempotent: creates tolerate an existing object
+that is ours, deletes tolerate absence, and machine changes are read-modify-write with the
+object's resourceVersion, so a lost answer or a concurrent writer never applies a change twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from temporalio import activity
+
+from activities.errors import kube_error
+from activities.kube import Obj, call, call_or_none, condition, conditions_of
+from models.activity_api import (
+    CLUSTER_LABEL,
+    WORKFLOW_ID_LABEL,
+    ActivityName,
+    AddClusterMachinesRequest,
+    CheckClusterPrerequisitesRequest,
+    CheckClusterPrerequisitesResult,
+    ClusterMachinesResult,
+    Condition,
+    CreateClusterDeploymentRequest,
+    CreateClusterDeploymentResult,
+    DeleteClusterDeploymentRequest,
+    DeleteClusterDeploymentResult,
+    GetClusterDeploymentStatusRequest,
+    GetClusterDeploymentStatusResult,
+    RemoveClusterMachinesRequest,
+)
+from models.errors import ErrorType, permanent
+
+GROUP = "k0rdent.mirantis.com"
+VERSION = "v1beta1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+WORKFLOW_ID_ANNOTATION = WORKFLOW_ID_LABEL
+"""The owning workflow id verbatim; the label holds it label-safe ("cluster/x" -> "cluster.x")."""
+
+MACHINE_UPDATE_ATTEMPTS = 5
+"""Read-modify-write attempts on a resourceVersion conflict before leaving it to the retry policy."""
+
+
+def label_safe(value: str) -> str:
+    """A workflow id as a label value: label values may not contain "/" (cluster names have no ".")."""
+    return value.replace("/", ".")[:63].strip("-_.")
+
+
+def _machine_key(machine: dict[str, Any]) -> tuple[str, int]:
+    return str(machine.get("address", "")), int(machine.get("port") or 22)
+
+
+def _machines(obj: Obj) -> list[dict[str, Any]]:
+    machines = ((obj.get("spec") or {}).get("config") or {}).get("machines") or []
+    return [m for m in machines if isinstance(m, dict)]
+
+
+def _removes(addresses: list[str]) -> Callable[[dict[str, Any]], bool]:
+    """Whether a machine is named by `addresses`: "address" names every machine at that address,
+    "address:port" only the one behind that SSH port (hosts behind one bastion share an address)."""
+    exact = set()
+    plain = set()
+    for entry in addresses:
+        host, sep, port = entry.rpartition(":")
+        if sep and port.isdigit() and "." in host:
+            exact.add((host, int(port)))
+        else:
+            plain.add(entry)
+    return lambda m: _machine_key(m) in exact or _machine_key(m)[0] in plain
+
+
+class ManagementClusterActivities:
+    """k0rdent objects on the management cluster, through the official client."""
+
+    def __init__(self, management_api: client.ApiClient) -> None:
+        self._custom = client.CustomObjectsApi(management_api)
+
+    # --- reads -------------------------------------------------------------------------------
+
+    async def _get(self, namespace: str, plural: str, name: str) -> Obj | None:
+        return await call_or_none(
+            f"read {plural} {namespace}/{name}",
+            self._custom.get_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            plural,
+            name,
+        )
+
+    @activity.defn(name=ActivityName.CHECK_CLUSTER_PREREQUISITES)
+    async def check_cluster_prerequisites(
+        self, request: CheckClusterPrerequisitesRequest
+    ) -> CheckClusterPrerequisitesResult:
+        """Facts about the ClusterTemplate and the Credential; the workflow decides what they mean."""
+        template = await self._get(request.namespace, "clustertemplates", request.template)
+        credential = await self._get(request.namespace, "credentials", request.credential)
+        template_status = (template or {}).get("status") or {}
+        credential_status = (credential or {}).get("status") or {}
+        ready_condition = condition(credential or {}, "CredentialReady") or {}
+        return CheckClusterPrerequisitesResult(
+            template_found=template is not None,
+            template_valid=bool(template_status.get("valid")),
+            template_message=str(
+                template_status.get("validationError")
+                or ("" if template_status.get("valid") else "not validated yet")
+            )
+            if template is not None
+            else "",
+            credential_found=credential is not None,
+            credential_ready=bool(credential_status.get("ready")),
+            credential_message=str(ready_condition.get("message") or "")
+            if credential is not None and not credential_status.get("ready")
+            else "",
+        )
+
+    @activity.defn(name=ActivityName.GET_CLUSTER_DEPLOYMENT_STATUS)
+    async def get_cluster_deployment_status(
+        self, request: GetClusterDeploymentStatusRequest
+    ) -> GetClusterDeploymentStatusResult:
+        """The ClusterDeployment's status summary; `exists=False` once it is gone."""
+        obj = await self._get(request.namespace, "clusterdeployments", request.name)
+        if obj is None:
+            return GetClusterDeploymentStatusResult(exists=False)
+        meta = obj.get("metadata") or {}
+        ready = condition(obj, "Ready") or {}
+        return GetClusterDeploymentStatusResult(
+            exists=True,
+            ready=ready.get("status") == "True",
+            generation=int(meta.get("generation") or 0),
+            observed_generation=int((obj.get("status") or {}).get("observedGeneration") or 0),
+            deleting=bool(meta.get("deletionTimestamp")),
+            conditions=[
+                Condition(
+                    type=str(c.get("type", "")),
+                    status=str(c.get("status", "Unknown")),
+                    reason=str(c.get("reason") or ""),
+                    message=str(c.get("message") or ""),
+                )
+                for c in conditions_of(obj)
+            ],
+            machine_addresses=[str(m.get("address", "")) for m in _machines(obj)],
+        )
+
+    # --- writes ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _body(request: CreateClusterDeploymentRequest) -> Obj:
+        """The ClusterDeployment of k0rdent's SSH "remote-cluster" template over claimed hosts.
+
+        `spec.config` holds the template chart's values (remote-cluster values.yaml): the machines
+        reached over SSH, the cluster's networks and labels, and the k0s version.
+        """
+        return {
+            "apiVersion": API_VERSION,
+            "kind": "ClusterDeployment",
+            "metadata": {
+                "name": request.name,
+                "namespace": request.namespace,
+                "labels": {
+                    CLUSTER_LABEL: request.name,
+                    WORKFLOW_ID_LABEL: label_safe(request.workflow_id),
+                },
+                "annotations": {WORKFLOW_ID_ANNOTATION: request.workflow_id},
+            },
+            "spec": {
+                "template": request.template,
+                "credential": request.credential,
+                "propagateCredentials": True,
+                "config": {
+                    "clusterLabels": {CLUSTER_LABEL: request.name},
+                    "clusterNetwork": {
+                        "pods": {"cidrBlocks": [request.pod_cidr]},
+                        "services": {"cidrBlocks": [request.service_cidr]},
+                    },
+                    "k0s": {"version": request.kubernetes_version},
+                    "k0smotron": {"service": {"type": "LoadBalancer"}},
+                    "machines": [m.model_dump(mode="json") for m in request.machines],
+                },
+            },
+        }
+
+    @activity.defn(name=ActivityName.CREATE_CLUSTER_DEPLOYMENT)
+    async def create_cluster_deployment(
+        self, request: CreateClusterDeploymentRequest
+    ) -> CreateClusterDeploymentResult:
+        """Create the ClusterDeployment; one that exists already is success when it is ours."""
+        what = f"create ClusterDeployment {request.namespace}/{request.name}"
+        try:
+            created = await call(
+                what,
+                self._custom.create_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                request.namespace,
+                "clusterdeployments",
+                self._body(request),
+            )
+            return CreateClusterDeploymentResult(
+                created=True, generation=int(created.get("metadata", {}).get("generation") or 1)
+            )
+        except ApiException as exc:
+            if exc.status != 409:
+                raise kube_error(exc, what) from exc
+            conflict = exc
+        existing = await self._get(request.namespace, "clusterdeployments", request.name)
+        if existing is None:
+            # Deleted between our create and our read: a retry will create it.
+            raise kube_error(conflict, what) from conflict
+        meta = existing.get("metadata") or {}
+        owner = (meta.get("annotations") or {}).get(WORKFLOW_ID_ANNOTATION)
+        if owner != request.workflow_id:
+            raise permanent(
+                ErrorType.INVALID_SPEC,
+                f"ClusterDeployment {request.namespace}/{request.name} already exists and is not "
+                f"Colony's cluster '{request.name}' (owner: {owner or 'none'})",
+            ) from conflict
+        if meta.get("deletionTimestamp"):
+            # Ours, but an earlier cluster of the same name is still being torn down.
+            raise kube_error(conflict, f"{what} (the previous one is still being deleted)")
+        return CreateClusterDeploymentResult(
+            created=False, generation=int(meta.get("generation") or 1)
+        )
+
+    async def _update_machines(
+        self, namespace: str, name: str, change: Callable[[list[dict[str, Any]]], list[Any]]
+    ) -> ClusterMachinesResult:
+        """Read-modify-write of `spec.config.machines`, guarded by resourceVersion."""
+        what = f"update machines of ClusterDeployment {namespace}/{name}"
+        for attempt in range(MACHINE_UPDATE_ATTEMPTS):
+            obj = await self._get(namespace, "clusterdeployments", name)
+            if obj is None:
+                raise permanent(
+                    ErrorType.NOT_FOUND, f"ClusterDeployment {namespace}/{name} not found"
+                )
+            current = _machines(obj)
+            wanted = change(current)
+            if wanted == current:
+                return ClusterMachinesResult(
+                    machine_addresses=[str(m.get("address")) for m in current],
+                    generation=int(obj["metadata"].get("generation") or 0),
+                )
+            patch = {
+                "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
+                "spec": {"config": {"machines": wanted}},
+            }
+            try:
+                updated = await call(
+                    what,
+                    self._custom.patch_namespaced_custom_object,
+                    GROUP,
+                    VERSION,
+                    namespace,
+                    "clusterdeployments",
+                    name,
+                    patch,
+                    _content_type="application/merge-patch+json",
+                )
+            except ApiException as exc:
+                if exc.status == 409 and attempt + 1 < MACHINE_UPDATE_ATTEMPTS:
+                    continue  # someone wrote in between: read again and reapply the change
+                raise kube_error(exc, what) from exc
+            return ClusterMachinesResult(
+                machine_addresses=[str(m.get("address")) for m in _machines(updated)],
+                generation=int(updated["metadata"].get("generation") or 0),
+            )
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @activity.defn(name=ActivityName.ADD_CLUSTER_MACHINES)
+    async def add_cluster_machines(
+        self, request: AddClusterMachinesRequest
+    ) -> ClusterMachinesResult:
+        """Append machines not present yet (by address and SSH port)."""
+
+        def add(current: list[dict[str, Any]]) -> list[Any]:
+            present = {_machine_key(m) for m in current}
+            new = [
+                m.model_dump(mode="json")
+                for m in request.machines
+                if (m.address, m.port) not in present
+            ]
+            return [*current, *new]
+
+        return await self._update_machines(request.namespace, request.name, add)
+
+    @activity.defn(name=ActivityName.REMOVE_CLUSTER_MACHINES)
+    async def remove_cluster_machines(
+        self, request: RemoveClusterMachinesRequest
+    ) -> ClusterMachinesResult:
+        """Remove machines by address ("address:port" for one behind a shared bastion)."""
+        removes = _removes(request.addresses)
+
+        def remove(current: list[dict[str, Any]]) -> list[Any]:
+            return [m for m in current if not removes(m)]
+
+        return await self._update_machines(request.namespace, request.name, remove)
+
+    @activity.defn(name=ActivityName.DELETE_CLUSTER_DEPLOYMENT)
+    async def delete_cluster_deployment(
+        self, request: DeleteClusterDeploymentRequest
+    ) -> DeleteClusterDeploymentResult:
+        """Delete the ClusterDeployment (k0rdent's finalizer then tears the cluster down)."""
+        what = f"delete ClusterDeployment {request.namespace}/{request.name}"
+        deleted = await call_or_none(
+            what,
+            self._custom.delete_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            request.namespace,
+            "clusterdeployments",
+            request.name,
+            propagation_policy="Background",
+        )
+        return DeleteClusterDeploymentResult(existed=deleted is not None)
+

@@ -1,0 +1,128 @@
+"""Where Colony finds its infrastructure: one settings model read from the environment.
+
+`worker.py` builds the activities' clients from it and `colonyctl` (starter/) uses the same values,
+so both sides of a deployment agree on the Temporal endpoint, the task queue, the management
+cluster's kubeconfig and the host provider. Nothing here knows whether the infrastructure is real or
+the simulator: the sim writes files in the same shapes a real deployment would provide.
+
+Environment:
+    Temporal: Temporal's own environment configuration (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`,
+        `TEMPORAL_API_KEY`, `TEMPORAL_PROFILE`, the TOML config file), default 127.0.0.1:7233.
+    COLONY_TASK_QUEUE: default `colony`.
+    COLONY_MANAGEMENT_KUBECONFIG: default `.colony/sim/management.kubeconfig`.
+    COLONY_HOST_PROVIDER_URL / COLONY_HOST_PROVIDER_API_KEY: default the `url`/`apiKey` of the
+        JSON file named by COLONY_HOST_PROVIDER_CONFIG (default `.colony/sim/hostprovider.json`).
+    COLONY_WEB_UI: base URL of the Temporal Web UI, default http://127.0.0.1:8233.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from pydantic import BaseModel, ConfigDict, SecretStr
+from temporalio.envconfig import ClientConfig
+
+DEFAULT_TEMPORAL_ADDRESS = "127.0.0.1:7233"
+DEFAULT_NAMESPACE = "default"
+DEFAULT_TASK_QUEUE = "colony"
+DEFAULT_MANAGEMENT_KUBECONFIG = ".colony/sim/management.kubeconfig"
+DEFAULT_HOST_PROVIDER_CONFIG = ".colony/sim/hostprovider.json"
+DEFAULT_WEB_UI = "http://127.0.0.1:8233"
+
+
+class SettingsError(Exception):
+    """The configuration is incomplete or unreadable; the message says what to set."""
+
+
+class ColonySettings(BaseModel):
+    """Colony's configuration (see the module docstring for the environment variables)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    temporal_connect: dict[str, Any]
+    """Keyword arguments for `temporalio.client.Client.connect`, from Temporal's env config."""
+    task_queue: str = DEFAULT_TASK_QUEUE
+    management_kubeconfig: Path = Path(DEFAULT_MANAGEMENT_KUBECONFIG)
+    host_provider_url: str = ""
+    host_provider_api_key: SecretStr = SecretStr("")
+    web_ui: str = DEFAULT_WEB_UI
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ColonySettings:
+        """Read the settings from `env` (default: the process environment).
+
+        The host provider's values are optional here; `require_host_provider` checks them where
+        they are needed, so `colonyctl cluster get` works without them.
+        """
+        environ = dict(os.environ if env is None else env)
+        connect = dict(ClientConfig.load_client_connect_config(override_env_vars=environ))
+        connect.setdefault("target_host", DEFAULT_TEMPORAL_ADDRESS)
+        connect.setdefault("namespace", DEFAULT_NAMESPACE)
+        url = environ.get("COLONY_HOST_PROVIDER_URL", "")
+        key = environ.get("COLONY_HOST_PROVIDER_API_KEY", "")
+        if not (url and key):
+            file_url, file_key = _read_host_provider_file(
+                Path(environ.get("COLONY_HOST_PROVIDER_CONFIG", DEFAULT_HOST_PROVIDER_CONFIG))
+            )
+            url, key = url or file_url, key or file_key
+        return cls(
+            temporal_connect=connect,
+            task_queue=environ.get("COLONY_TASK_QUEUE", DEFAULT_TASK_QUEUE),
+            management_kubeconfig=Path(
+                environ.get("COLONY_MANAGEMENT_KUBECONFIG", DEFAULT_MANAGEMENT_KUBECONFIG)
+            ),
+            host_provider_url=url.rstrip("/"),
+            host_provider_api_key=SecretStr(key),
+            web_ui=environ.get("COLONY_WEB_UI", DEFAULT_WEB_UI).rstrip("/"),
+        )
+
+    @property
+    def namespace(self) -> str:
+        """The Temporal namespace."""
+        return str(self.temporal_connect.get("namespace", DEFAULT_NAMESPACE))
+
+    @property
+    def temporal_address(self) -> str:
+        return str(self.temporal_connect.get("target_host", DEFAULT_TEMPORAL_ADDRESS))
+
+    def workflow_link(self, workflow_id: str) -> str:
+        """The Web UI page of a workflow (the id is URL-quoted: cluster ids contain a slash)."""
+        return f"{self.web_ui}/namespaces/{quote(self.namespace, safe='')}/workflows/{quote(workflow_id, safe='')}"
+
+    def require_host_provider(self) -> tuple[str, str]:
+        """The host provider's URL and API key, or a `SettingsError` saying what to set."""
+        key = self.host_provider_api_key.get_secret_value()
+        if not self.host_provider_url or not key:
+            raise SettingsError(
+                "the host provider is not configured: set COLONY_HOST_PROVIDER_URL and "
+                "COLONY_HOST_PROVIDER_API_KEY, or COLONY_HOST_PROVIDER_CONFIG to a JSON file "
+                "with url and apiKey"
+            )
+        return self.host_provider_url, key
+
+    def require_management_kubeconfig(self) -> Path:
+        """The management cluster's kubeconfig file, or a `SettingsError`."""
+        if not self.management_kubeconfig.is_file():
+            raise SettingsError(
+                f"management cluster kubeconfig {self.management_kubeconfig} does not exist: "
+                "set COLONY_MANAGEMENT_KUBECONFIG (or start the simulator: colonyctl sim up)"
+            )
+        return self.management_kubeconfig
+
+
+def _read_host_provider_file(path: Path) -> tuple[str, str]:
+    """`url` and `apiKey` of a host provider JSON file; empty strings when it does not exist."""
+    if not path.is_file():
+        return "", ""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SettingsError(f"host provider config {path} is not readable JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise SettingsError(f"host provider config {path} must be a JSON object")
+    return str(data.get("url", "")), str(data.get("apiKey", ""))

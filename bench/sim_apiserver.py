@@ -1,0 +1,334 @@
+"""Benchmark of the sim's Kubernetes API emulator: requests/s over real HTTPS, watch fan-out, memory.
+
+Run: `python -m bench.sim_apiserver` (or `make bench`). Everything is on loopback and every loop is
+bounded (by count and by time). One emulated cluster serves the request benchmarks; the client is
+one keep-alive aiohttp session in a separate process (as Colony would be), so client and
+server do not share the GIL.
+Watch fan-out opens N watch streams (aiohttp, in the loop) and counts events delivered per second
+while the store emits changes. Memory is the RSS growth (from /proc/self/status) of 10 child
+clusters (store + HTTPS server) with 100 nodes and 1,000 pods each, populated through the store.
+
+Targets (from the sim's brief): well over 1,000 simple requests/s; under 300 MB for the 10 clusters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import json
+import os
+import ssl
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from sim.apiserver.auth import CertificateAuthority
+from sim.apiserver.registry import CONFIGMAPS, NODES, PODS
+from sim.apiserver.server import ClusterServer
+from sim.apiserver.store import ClusterStore
+
+TARGET_RPS = 1000.0
+TARGET_MEMORY_MB = 300.0
+
+
+@dataclass
+class Row:
+    name: str
+    count: int
+    seconds: float
+    unit: str = "req/s"
+
+    @property
+    def rate(self) -> float:
+        return self.count / self.seconds if self.seconds else 0.0
+
+
+def rss_mb() -> float:
+    """Resident set size of this process in MB (Linux /proc; 0 elsewhere)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def node(name: str) -> dict[str, Any]:
+    capacity = {"cpu": "112", "memory": "2Ti", "pods": "110", "nvidia.com/gpu": "8"}
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+                "nvidia.com/gpu.count": "8",
+            },
+        },
+        "status": {
+            "capacity": capacity,
+            "allocatable": capacity,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+        },
+    }
+
+
+def pod(name: str, node_name: str, app: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": app, "tier": "bench"}},
+        "spec": {
+            "nodeName": node_name,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": "1", "memory": "4Gi"}},
+                }
+            ],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+def populate(store: ClusterStore, nodes: int, pods: int) -> None:
+    for i in range(nodes):
+        store.create(NODES, node(f"node-{i:03d}"))
+    for i in range(pods):
+        store.create(PODS, pod(f"pod-{i:04d}", f"node-{i % nodes:03d}", f"app-{i % 10}"))
+
+
+async def timed_loop(
+    call: Callable[[int], Awaitable[None]], max_count: int, max_seconds: float
+) -> Row:
+    """Await `call(i)` until `max_count` calls or `max_seconds` passed; count and time them."""
+    start = time.perf_counter()
+    count = 0
+    while count < max_count and time.perf_counter() - start < max_seconds:
+        await call(count)
+        count += 1
+    return Row("", count, time.perf_counter() - start)
+
+
+async def request_rows(
+    url: str, token: str, ca_file: str, max_count: int, seconds: float
+) -> list[Row]:
+    """The request benchmarks with one keep-alive aiohttp client (run in its own process)."""
+    ssl_context = ssl.create_default_context(cafile=ca_file)
+    connector = aiohttp.TCPConnector(ssl=ssl_context, limit=1)
+    headers = {"Authorization": f"Bearer {token}"}
+    rows: list[Row] = []
+    async with aiohttp.ClientSession(url, connector=connector, headers=headers) as http:
+
+        async def check(response: aiohttp.ClientResponse) -> None:
+            async with response:
+                await response.read()
+                if response.status >= 400:
+                    raise RuntimeError(f"{response.url}: {response.status}")
+
+        async def get(i: int) -> None:
+            await check(await http.get(f"/api/v1/namespaces/default/pods/pod-{i % 1000:04d}"))
+
+        async def get_node(i: int) -> None:
+            await check(await http.get(f"/api/v1/nodes/node-{i % 100:03d}"))
+
+        async def list_selected(i: int) -> None:
+            await check(
+                await http.get(
+                    "/api/v1/namespaces/default/pods",
+                    params={"labelSelector": f"app=app-{i % 10},tier=bench"},
+                )
+            )
+
+        async def patch(i: int) -> None:
+            await check(
+                await http.patch(
+                    f"/api/v1/namespaces/default/pods/pod-{i % 1000:04d}",
+                    data=json.dumps({"metadata": {"annotations": {"bench/iteration": str(i)}}}),
+                    headers={"Content-Type": "application/merge-patch+json"},
+                )
+            )
+
+        await get(0)  # connection and TLS handshake outside the measurement
+        operations: tuple[tuple[str, Callable[[int], Awaitable[None]], int], ...] = (
+            ("GET pod", get, max_count),
+            ("GET node", get_node, max_count),
+            ("LIST pods labelSelector (100 of 1000)", list_selected, max_count // 5),
+            ("PATCH pod (merge)", patch, max_count),
+        )
+        for name, call, count in operations:
+            row = await timed_loop(call, count, seconds)
+            row.name = name
+            rows.append(row)
+    return rows
+
+
+async def client_process(
+    url: str, token: str, ca_file: str, max_count: int, seconds: float
+) -> list[Row]:
+    """Run `request_rows` in a child process, as Colony would be: the client never shares the GIL."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.sim_apiserver", "--client", url, token, ca_file,
+        "--requests", str(max_count), "--seconds", str(seconds),
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, _ = await process.communicate()
+    if process.returncode != 0:
+        raise RuntimeError(f"benchmark client failed with exit code {process.returncode}")
+    return [Row(**row) for row in json.loads(out)]
+
+
+async def watch_fanout(server: ClusterServer, ca_file: str, watchers: int, events: int) -> Row:
+    """N watchers on configmaps; `events` store changes; events delivered per second in total."""
+    store = server.store
+    store.create(CONFIGMAPS, {"metadata": {"name": "bench-watch"}, "data": {"i": "0"}})
+    _, rv = store.list(CONFIGMAPS)
+    ssl_context = ssl.create_default_context(cafile=ca_file)
+    headers = {"Authorization": f"Bearer {server.admin_token}"}
+    url = (
+        f"{server.url}/api/v1/namespaces/default/configmaps"
+        f"?watch=true&resourceVersion={rv}&timeoutSeconds=60"
+    )
+    expected = watchers * events
+    received = 0
+    all_done = asyncio.Event()
+    connector = aiohttp.TCPConnector(ssl=ssl_context, limit=watchers + 10)
+    async with aiohttp.ClientSession(connector=connector, headers=headers) as session:
+        responses = [await session.get(url) for _ in range(watchers)]
+
+        async def consume(response: aiohttp.ClientResponse) -> None:
+            nonlocal received
+            seen = 0
+            async for _line in response.content:
+                seen += 1
+                received += 1
+                if received >= expected:
+                    all_done.set()
+                if seen >= events:
+                    return
+
+        tasks = [asyncio.create_task(consume(r)) for r in responses]
+        await asyncio.sleep(0.05)
+        start = time.perf_counter()
+        for i in range(events):
+            store.mutate(CONFIGMAPS, "default", "bench-watch", _set_counter(i + 1))
+            if i % 20 == 0:
+                await asyncio.sleep(0)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(all_done.wait(), timeout=60)
+        seconds = time.perf_counter() - start
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for response in responses:
+            response.close()
+    return Row(
+        f"WATCH fan-out ({watchers} watchers x {events} events)", received, seconds, "events/s"
+    )
+
+
+async def memory_of_children(
+    ca: CertificateAuthority, clusters: int, nodes: int, pods: int
+) -> tuple[float, float]:
+    """(RSS growth in MB, seconds) for `clusters` started child clusters populated via the store."""
+    gc.collect()
+    before = rss_mb()
+    start = time.perf_counter()
+    servers: list[ClusterServer] = []
+    for i in range(clusters):
+        store = ClusterStore(f"child-{i}")
+        populate(store, nodes, pods)
+        server = ClusterServer(store.name, store, ca)
+        await server.start()
+        servers.append(server)
+    seconds = time.perf_counter() - start
+    gc.collect()
+    grown = rss_mb() - before
+    for server in servers:
+        await server.stop()
+    return grown, seconds
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    ca = CertificateAuthority()
+    store = ClusterStore("bench")
+    populate(store, 100, 1000)
+    server = ClusterServer("bench", store, ca)
+    await server.start()
+    with tempfile.NamedTemporaryFile("w", suffix=".crt", delete=False) as handle:
+        handle.write(_ca_pem(server))
+        ca_file = handle.name
+    try:
+        rows = await client_process(
+            server.url, server.admin_token, ca_file, args.requests, args.seconds
+        )
+        rows.append(await watch_fanout(server, ca_file, args.watchers, args.events))
+    finally:
+        await server.stop()
+        os.unlink(ca_file)
+    grown, seconds = await memory_of_children(ca, args.clusters, args.nodes, args.pods)
+
+    print("SIMULATOR benchmark: sim/apiserver over HTTPS on loopback, one keep-alive client")
+    print(f"{'operation':<48} {'count':>8} {'seconds':>8} {'rate':>12}")
+    print("-" * 80)
+    for row in rows:
+        print(f"{row.name:<48} {row.count:>8} {row.seconds:>8.2f} {row.rate:>9.0f} {row.unit}")
+    print("-" * 80)
+    print(
+        f"memory: {args.clusters} child clusters x ({args.nodes} nodes + {args.pods} pods), "
+        f"populated in {seconds:.1f}s: RSS +{grown:.0f} MB (target < {TARGET_MEMORY_MB:.0f} MB)"
+    )
+    simple = [r for r in rows if r.unit == "req/s" and not r.name.startswith("LIST")]
+    slowest = min(r.rate for r in simple)
+    verdict = "OK" if slowest > TARGET_RPS and grown < TARGET_MEMORY_MB else "BELOW TARGET"
+    print(f"simple requests: slowest {slowest:.0f} req/s (target > {TARGET_RPS:.0f}): {verdict}")
+    return 0
+
+
+def _set_counter(value: int) -> Callable[[dict[str, Any]], None]:
+    def update(obj: dict[str, Any]) -> None:
+        obj["data"]["i"] = str(value)
+
+    return update
+
+
+def _ca_pem(server: ClusterServer) -> str:
+    import base64
+
+    return base64.b64decode(server.ca.cert_b64).decode()
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.sim_apiserver", description=__doc__)
+    parser.add_argument(
+        "--client", nargs=3, metavar=("URL", "TOKEN", "CA_FILE"), help=argparse.SUPPRESS
+    )
+    parser.add_argument("--requests", type=int, default=3000, help="max requests per operation")
+    parser.add_argument("--seconds", type=float, default=3.0, help="max seconds per operation")
+    parser.add_argument("--watchers", type=int, default=50)
+    parser.add_argument("--events", type=int, default=200)
+    parser.add_argument("--clusters", type=int, default=10)
+    parser.add_argument("--nodes", type=int, default=100)
+    parser.add_argument("--pods", type=int, default=1000)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.client:
+        url, token, ca_file = args.client
+        rows = asyncio.run(request_rows(url, token, ca_file, args.requests, args.seconds))
+        print(json.dumps([vars(row) for row in rows]))
+        return 0
+    return asyncio.run(main_async(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,83 @@
+"""The simulated world and Colony's real clients over it, for activity, CLI and end-to-end tests.
+
+Tests (and only tests) import `sim`: `started_world` runs a `SimWorld` in the test's event loop with
+instant timing, and the clients are built exactly as `worker.py` builds them, from the files the
+sim writes. Blocking Kubernetes calls made by tests go through `asyncio.to_thread`, so the sim,
+which shares the loop, keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+from kubernetes import client
+
+from activities.kube import api_client_from_dict, api_client_from_file, close_client
+from sim.timing import SimTiming
+from sim.world import SimWorld, WorldConfig
+from worker import host_provider_client
+
+NAMESPACE = "kcm-system"
+
+
+@asynccontextmanager
+async def started_world(state_dir: Path, **timing: float) -> AsyncIterator[SimWorld]:
+    """A `SimWorld` with instant timing (named delays may be overridden, e.g. pod_terminate=0.2)."""
+    sim_timing = SimTiming.instant()
+    if timing:
+        sim_timing = SimTiming(time_scale=1.0, delays=dict.fromkeys(sim_timing.delays, 0.0))
+        sim_timing = sim_timing.with_delays(**timing)
+    async with SimWorld(WorldConfig(state_dir=state_dir, timing=sim_timing)) as world:
+        yield world
+
+
+def colony_env(world: SimWorld, **extra: str) -> dict[str, str]:
+    """The environment a worker or `colonyctl` would be given for this world."""
+    return {
+        "COLONY_MANAGEMENT_KUBECONFIG": str(world.management_kubeconfig_path),
+        "COLONY_HOST_PROVIDER_CONFIG": str(world.hostprovider_json_path),
+        **extra,
+    }
+
+
+def management_api(world: SimWorld) -> client.ApiClient:
+    return api_client_from_file(world.management_kubeconfig_path)
+
+
+def host_provider(world: SimWorld) -> httpx.AsyncClient:
+    data = json.loads(world.hostprovider_json_path.read_text())
+    return host_provider_client(data["url"], data["apiKey"])
+
+
+async def child_api(api: client.ApiClient, cluster: str) -> client.ApiClient:
+    """An admin client of a child cluster, from its kubeconfig Secret (the test plays the admin)."""
+    secret = await asyncio.to_thread(
+        client.CoreV1Api(api).read_namespaced_secret, f"{cluster}-kubeconfig", NAMESPACE
+    )
+    kubeconfig = yaml.safe_load(base64.b64decode(secret.data["value"]))
+    return api_client_from_dict(kubeconfig)
+
+
+async def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """A blocking client call, off the loop the sim serves on."""
+    return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+__all__ = [
+    "NAMESPACE",
+    "call",
+    "child_api",
+    "close_client",
+    "colony_env",
+    "host_provider",
+    "management_api",
+    "started_world",
+]

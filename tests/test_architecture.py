@@ -1,0 +1,54 @@
+"""The layering STYLE.md promises, checked on every run: what each layer may import.
+
+- `workflows/` and `models/` are deterministic and sandbox-safe: no client library, no IO module.
+- Nothing outside `sim/` and `tests/` imports `sim` (the product cannot know it talks to a simulator).
+- `starter/` (the CLI) does not import `activities` or `workflows` implementations' IO.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CLIENT_LIBRARIES = {"kubernetes", "httpx", "aiohttp", "requests", "urllib3", "socket", "subprocess"}
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def python_files(*folders: str) -> list[Path]:
+    return [path for folder in folders for path in sorted((ROOT / folder).rglob("*.py"))]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [pytest.param(p, id=str(p.relative_to(ROOT))) for p in python_files("workflows", "models")],
+)
+def test_deterministic_layers_import_no_client_library(path: Path) -> None:
+    forbidden = imported_modules(path) & (CLIENT_LIBRARIES | {"sim", "activities", "starter"})
+    assert not forbidden, f"{path.relative_to(ROOT)} imports {sorted(forbidden)}"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(p, id=str(p.relative_to(ROOT)))
+        for p in python_files("workflows", "models", "activities", "starter", "catalog")
+        + [ROOT / "worker.py"]
+        if p.exists()
+    ],
+)
+def test_product_code_never_imports_the_simulator(path: Path) -> None:
+    assert "sim" not in imported_modules(path), f"{path.relative_to(ROOT)} imports sim"

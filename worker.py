@@ -1,0 +1,172 @@
+"""Colony's worker: the one place that wires clients, workflows and activities together.
+
+`python worker.py` (started by `make run`, or in a container) connects to Temporal with Temporal's
+environment configuration (default 127.0.0.1:7233), builds the management cluster's `ApiClient`
+from `COLONY_MANAGEMENT_KUBECONFIG` and the host provider's `httpx.AsyncClient` from
+`COLONY_HOST_PROVIDER_URL`/`_API_KEY` (see `activities.settings`), and runs every workflow and
+activity on `COLONY_TASK_QUEUE` until SIGINT or SIGTERM, when it drains gracefully.
+
+Tests build the same worker in-process with `build_worker(...)`, passing their own clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+import httpx
+from kubernetes import client as kube_client
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
+from temporalio.worker import Worker
+
+from activities.child_cluster import ChildClusterActivities
+from activities.host_provider import HostProviderActivities
+from activities.kube import api_client_from_file, close_client
+from activities.management import ManagementClusterActivities
+from activities.settings import ColonySettings, SettingsError
+from workflows.cluster import ClusterWorkflow
+from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
+
+log = logging.getLogger("colony.worker")
+
+WORKFLOWS: Sequence[type] = (ClusterWorkflow,)
+
+GRACEFUL_SHUTDOWN = timedelta(seconds=10)
+"""Running activities get this long to finish on SIGTERM; all are short Kubernetes or HTTP calls."""
+
+
+def host_provider_client(url: str, api_key: str) -> httpx.AsyncClient:
+    """The host provider's client; the key sits in its default headers and nowhere else."""
+    return httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {api_key}"})
+
+
+def activity_callables(
+    management_api: kube_client.ApiClient, host_provider: httpx.AsyncClient
+) -> tuple[list[Callable[..., Any]], ChildClusterActivities]:
+    """Every activity, bound to its clients (and the child-cluster instance, to close on exit)."""
+    management = ManagementClusterActivities(management_api)
+    child = ChildClusterActivities(management_api)
+    hosts = HostProviderActivities(host_provider)
+    activities: list[Callable[..., Any]] = [
+        management.check_cluster_prerequisites,
+        management.create_cluster_deployment,
+        management.get_cluster_deployment_status,
+        management.add_cluster_machines,
+        management.remove_cluster_machines,
+        management.delete_cluster_deployment,
+        child.list_nodes,
+        child.label_node,
+        child.cordon_node,
+        child.uncordon_node,
+        child.list_pods_on_node,
+        child.evict_pod,
+        child.delete_pod,
+        child.delete_node,
+        hosts.claim_hosts,
+        hosts.release_hosts,
+        hosts.list_claimed_hosts,
+    ]
+    return activities, child
+
+
+@contextlib.asynccontextmanager
+async def build_worker(
+    temporal: Client,
+    task_queue: str,
+    management_api: kube_client.ApiClient,
+    host_provider: httpx.AsyncClient,
+) -> AsyncIterator[Worker]:
+    """A `Worker` with every workflow and activity; closes the child clients it created on exit."""
+    activities, child = activity_callables(management_api, host_provider)
+    worker = Worker(
+        temporal,
+        task_queue=task_queue,
+        workflows=list(WORKFLOWS),
+        activities=activities,
+        graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+    )
+    try:
+        yield worker
+    finally:
+        child.close()
+
+
+async def ensure_search_attributes(temporal: Client, namespace: str) -> None:
+    """Register Colony's search attributes when the server lets us (a dev server does); a server
+    that has them, or refuses an operator call, is left as it is."""
+    try:
+        await temporal.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(
+                namespace=namespace,
+                search_attributes={
+                    key.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
+                    for key in SEARCH_ATTRIBUTES
+                },
+            )
+        )
+    except RPCError as exc:
+        log.debug("search attributes not added (%s): %s", exc.status.name, exc.message)
+
+
+async def run(settings: ColonySettings) -> None:
+    """Run the worker until SIGINT/SIGTERM."""
+    kubeconfig = settings.require_management_kubeconfig()
+    url, api_key = settings.require_host_provider()
+    temporal = await Client.connect(
+        **settings.temporal_connect, data_converter=pydantic_data_converter
+    )
+    await ensure_search_attributes(temporal, settings.namespace)
+    management_api = api_client_from_file(kubeconfig)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with host_provider_client(url, api_key) as host_provider:
+        try:
+            async with (
+                build_worker(
+                    temporal, settings.task_queue, management_api, host_provider
+                ) as worker,
+                worker,
+            ):
+                log.info(
+                    "worker on task queue %r (Temporal %s, namespace %s); management cluster from %s; "
+                    "host provider %s",
+                    settings.task_queue,
+                    settings.temporal_address,
+                    settings.namespace,
+                    kubeconfig,
+                    url,
+                )
+                await stop.wait()
+                log.info("stopping: waiting up to %s for running activities", GRACEFUL_SHUTDOWN)
+        finally:
+            close_client(management_api)
+    log.info("worker stopped")
+
+
+def main() -> int:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        settings = ColonySettings.from_env()
+        asyncio.run(run(settings))
+    except SettingsError as exc:
+        log.error("%s", exc)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
