@@ -313,7 +313,18 @@ class FaultInjector:
         """
         if path.startswith(FAULTS_PATH):
             return 0.0, None
-        rules = [self._config.global_rule(), *self._config.rules]
+        config = self._config
+        if not (
+            config.rules
+            or config.scripted
+            or config.error_rate
+            or config.throttle_rate
+            or config.latency_seconds
+        ):
+            # Nothing to inject (the usual case): skip building the global rule, a pydantic
+            # model, on every request of every sim server.
+            return 0.0, None
+        rules = [config.global_rule(), *config.rules]
         matching = [r for r in rules if r.matches(target, method, path)]
         latency = sum(r.latency_seconds for r in matching)
         for scripted in self._config.scripted:

@@ -4,8 +4,9 @@ Starts, in the current event loop: the management cluster (a `ClusterStore` serv
 `ClusterServer`), the host provider (`HostProviderServer` over an `Inventory`), the k0rdent
 controllers (which start a child cluster per ready ClusterDeployment) and one `FaultInjector` shared
 by all of them (settable at run time with GET/PUT /sim/v1/faults on every server). The management
-cluster is preloaded as a fresh k0rdent install would be: namespace `kcm-system`, the k0rdent CRDs,
-ClusterTemplates `remote-cluster-1-0-0` (SSH machines) and `docker-hosted-cp-1-0-0` (hosted control
+cluster is preloaded as a fresh k0rdent install would be: namespace `kcm-system`, the k0rdent CRDs
+(the sim's own, `sim/crds`, or k0rdent's real ones given as `WorldConfig.crd_paths`, the sim's kept
+for kinds those lack, such as StateManagementProvider), ClusterTemplates `remote-cluster-1-0-0` (SSH machines) and `docker-hosted-cp-1-0-0` (hosted control
 plane, `workersNumber`), Credentials `remote-cluster-credential` and `docker-stub-credential`, the
 StateManagementProvider `ksm-projectsveltos`, and the workspace hub's ServiceTemplates.
 
@@ -32,6 +33,7 @@ import logging
 import os
 import secrets
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -83,6 +85,9 @@ class WorldConfig:
         management_port: fixed port of the management cluster (0: any free port).
         hostprovider_port: fixed port of the host provider (0: any free port).
         hostprovider_api_key: the host provider's API key (default: random).
+        crd_paths: CRD YAML files, or folders of them (every `*.yaml`, sorted), installed instead
+            of the sim's own CRD of the same name (e.g. k0rdent's real CRDs); kinds they lack keep
+            the sim's CRD. None: the sim's CRDs only.
     """
 
     state_dir: Path = DEFAULT_STATE_DIR
@@ -93,6 +98,28 @@ class WorldConfig:
     management_port: int = 0
     hostprovider_port: int = 0
     hostprovider_api_key: str | None = None
+    crd_paths: Sequence[Path] | None = None
+
+
+def load_crd_files(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    """Every CustomResourceDefinition in `paths` (YAML files or folders of `*.yaml`), in order."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the real CRDs are large: ~10x faster
+    crds: list[dict[str, Any]] = []
+    for path in paths:
+        files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
+        for file in files:
+            for doc in yaml.load_all(file.read_text(encoding="utf-8"), Loader=loader):
+                if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                    crds.append(doc)
+    return crds
+
+
+def world_crds(crd_paths: Sequence[Path] | None = None) -> list[dict[str, Any]]:
+    """The CRDs a world installs: the sim's, each replaced by the one of the same name in
+    `crd_paths`, in the sim's order (templates and credentials first), then any others given."""
+    given = {crd["metadata"]["name"]: crd for crd in load_crd_files(crd_paths or ())}
+    crds = [given.pop(crd["metadata"]["name"], crd) for crd in load_colony_crds()]
+    return crds + list(given.values())
 
 
 def _meta(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
@@ -304,8 +331,9 @@ class SimWorld:
     def _preload_crds(self) -> None:
         if self.store.try_get(NAMESPACES, None, KCM_NAMESPACE) is None:
             self.store.create(NAMESPACES, {"metadata": {"name": KCM_NAMESPACE}})
-        for crd in load_colony_crds():
-            with contextlib.suppress(ApiError):
+        for crd in world_crds(self.config.crd_paths):
+            # A CRD the store refuses is a broken world: fail the start rather than serve without it.
+            if self.store.try_get(CRDS, None, crd["metadata"]["name"]) is None:
                 self.store.create(CRDS, crd)
 
     def _preload_objects(self) -> None:

@@ -163,7 +163,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"Temporal Web UI      http://{TEMPORAL_HOST}:{UI_PORT}")
         print(f"Temporal frontend    {TEMPORAL_HOST}:{TEMPORAL_PORT} (namespace default)")
         print(f"SIMULATED management cluster kubeconfig  {SIM_DIR / 'management.kubeconfig'}")
-        print(f"SIMULATED host provider                  {world.get('hostProviderUrl', '?')}")
+        host_provider = world.get("hostProvider")
+        host_provider_url = (
+            host_provider.get("url", "?") if isinstance(host_provider, dict) else "?"
+        )
+        print(f"SIMULATED host provider                  {host_provider_url}")
         print(f"Logs                 {STATE_DIR}/*.log")
         if worker_started:
             print(

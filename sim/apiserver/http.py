@@ -15,6 +15,7 @@ import logging
 import time
 from typing import Any
 
+import orjson
 import yaml
 from aiohttp import web
 
@@ -35,12 +36,25 @@ _STORE_KEY = web.AppKey("store", ClusterStore)
 _JSON = "application/json"
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
+def _encode(value: Any) -> bytes:
+    """Compact JSON. orjson is ~10x faster than json on the hot path (GET, LIST, watch); the
+    standard library takes what orjson refuses (integers beyond 64 bits, non-string keys)."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # orjson.JSONEncodeError
+        return json.dumps(value, separators=(",", ":")).encode()
+
+
+def _decode(raw: bytes) -> Any:
+    """JSON into Python values; what orjson refuses (NaN, huge integers) goes through json."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
 
 
 def _json_response(body: Any, status: int = 200) -> web.Response:
-    return web.Response(text=_dumps(body), status=status, content_type=_JSON)
+    return web.Response(body=_encode(body), status=status, content_type=_JSON, charset="utf-8")
 
 
 def _error_response(error: ApiError) -> web.Response:
@@ -216,7 +230,7 @@ class ApiHandler:
             raw = await request.read()
             try:
                 patch = (
-                    yaml.safe_load(raw) if content_type == APPLY_PATCH else json.loads(raw or b"{}")
+                    yaml.safe_load(raw) if content_type == APPLY_PATCH else _decode(raw or b"{}")
                 )
             except (ValueError, yaml.YAMLError) as exc:
                 raise errors.bad_request(f"invalid patch body: {exc}") from None
@@ -283,7 +297,7 @@ class ApiHandler:
             if "yaml" in request.headers.get("Content-Type", ""):
                 body = yaml.safe_load(raw)
             else:
-                body = json.loads(raw)
+                body = _decode(raw)
         except (ValueError, yaml.YAMLError) as exc:
             raise errors.bad_request(f"invalid request body: {exc}") from None
         if not isinstance(body, dict):
@@ -355,9 +369,7 @@ class ApiHandler:
                 raise
             # Like kube-apiserver: a 200 stream carrying one ERROR event with the 410 Status.
             await response.prepare(request)
-            await response.write(
-                (_dumps({"type": "ERROR", "object": error.status_body()}) + "\n").encode()
-            )
+            await response.write(_encode({"type": "ERROR", "object": error.status_body()}) + b"\n")
             await response.write_eof()
             return response
         self.watchers.add(watcher)
@@ -385,8 +397,7 @@ class ApiHandler:
                 if as_table:
                     rv = obj["metadata"].get("resourceVersion", "")
                     obj = tables.table(route.rt, [obj], rv, self.store.clock())
-                line = _dumps({"type": event.type, "object": obj})
-                await response.write(line.encode() + b"\n")
+                await response.write(_encode({"type": event.type, "object": obj}) + b"\n")
         except (ConnectionResetError, asyncio.CancelledError):
             watcher.close()
             raise

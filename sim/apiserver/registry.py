@@ -28,6 +28,8 @@ class ResourceType:
     categories: tuple[str, ...] = ()
     # Every served version (CRDs may serve several without conversion); `version` is the storage one.
     versions: tuple[str, ...] = ()
+    # A CRD's additionalPrinterColumns (storage version): the columns of `kubectl get`.
+    printer_columns: tuple[dict[str, Any], ...] = field(default=(), compare=False, hash=False)
 
     @property
     def api_version(self) -> str:
@@ -182,4 +184,5 @@ def resource_type_from_crd(crd: dict[str, Any]) -> ResourceType:
         schema=schema,
         categories=tuple(names.get("categories") or ()),
         versions=tuple(v.get("name", "") for v in versions),
+        printer_columns=tuple(storage.get("additionalPrinterColumns") or ()),
     )

@@ -8,6 +8,7 @@ which covers metadata.name, spec.nodeName, status.phase, spec.unschedulable, inv
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -70,6 +71,13 @@ class LabelSelector:
 
     def __init__(self, requirements: list[Requirement]) -> None:
         self.requirements = requirements
+        # `key=value` terms (the common case) as pairs, checked with one dict lookup each.
+        self._equals = tuple(
+            (r.key, next(iter(r.values)))
+            for r in requirements
+            if r.op == "in" and len(r.values) == 1
+        )
+        self._others = tuple(r for r in requirements if not (r.op == "in" and len(r.values) == 1))
 
     @classmethod
     def parse(cls, text: str | None) -> LabelSelector:
@@ -112,8 +120,15 @@ class LabelSelector:
         return not self.requirements
 
     def matches(self, labels: Mapping[str, str] | None) -> bool:
-        labels = labels or {}
-        return all(r.matches(labels) for r in self.requirements)
+        if not labels:
+            labels = {}
+        for key, value in self._equals:
+            if labels.get(key, _MISSING) != value:
+                return False
+        return not self._others or all(r.matches(labels) for r in self._others)
+
+
+_MISSING = object()
 
 
 def _field_value(obj: Mapping[str, Any], path: str) -> str:
@@ -169,14 +184,26 @@ class FieldSelector:
         return all((_field_value(obj, p) == v) == eq for p, eq, v in self.terms)
 
 
+@functools.lru_cache(maxsize=512)
 def object_filter(
     label_selector: str | None, field_selector: str | None
 ) -> Callable[[Mapping[str, Any]], bool] | None:
-    """One predicate for both selectors, or None when neither filters anything."""
+    """One predicate for both selectors, or None when neither filters anything.
+
+    Cached by selector text: controllers and clients repeat the same few selectors, and parsing
+    cost more than matching a thousand objects (a syntax error raises and is not cached).
+    """
     labels = LabelSelector.parse(label_selector)
     fields = FieldSelector.parse(field_selector)
     if labels.empty and fields.empty:
         return None
+    if fields.empty:
+        matches = labels.matches
+
+        def by_labels(obj: Mapping[str, Any]) -> bool:
+            return matches(obj["metadata"].get("labels"))
+
+        return by_labels
 
     def predicate(obj: Mapping[str, Any]) -> bool:
         meta = obj.get("metadata") or {}

@@ -16,6 +16,7 @@ import base64
 import builtins
 import contextlib
 import datetime as dt
+import logging
 import math
 import random
 import re
@@ -48,6 +49,8 @@ try:  # schema.py is written in parallel; without it CRD objects are stored unva
 except ImportError:  # pragma: no cover
     _schema = None  # type: ignore[assignment]
 
+log = logging.getLogger(__name__)
+
 Obj = dict[str, Any]
 _T = TypeVar("_T")
 Predicate = Callable[[Mapping[str, Any]], bool]
@@ -56,6 +59,8 @@ Predicate = Callable[[Mapping[str, Any]], bool]
 INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 # Watch events kept per cluster; a watch from an older resourceVersion gets 410 Gone.
 DEFAULT_HISTORY = 5000
+# Schema rejections kept in `ClusterStore.rejected_writes` (oldest dropped first).
+REJECTED_WRITES_KEPT = 1000
 # kube's default terminationGracePeriodSeconds.
 DEFAULT_POD_GRACE = 30
 FOREGROUND_FINALIZER = "foregroundDeletion"
@@ -99,6 +104,23 @@ class WatchEvent:
     type: str
     rt: ResourceType
     object: Obj
+
+
+@dataclass(frozen=True)
+class RejectedWrite:
+    """A custom-resource write refused by its CRD's schema (the writer got 422 Invalid).
+
+    `writer` is "client" for API writes (create, replace, patch, status subresource) and
+    "controller" for the in-process shortcuts `update_status` and `mutate`: a controller's rejected
+    write is a sim bug, so it is also logged as a warning (some controllers suppress ApiError).
+    """
+
+    kind: str
+    namespace: str | None
+    name: str
+    operation: str  # "create" | "update" | "status" | "mutate"
+    writer: str  # "client" | "controller"
+    causes: tuple[tuple[str, str, str], ...]  # (field path, message, reason)
 
 
 @dataclass(frozen=True)
@@ -200,6 +222,8 @@ class ClusterStore:
         self._watchers: dict[tuple[str, str], set[Watcher]] = {}
         self._subscribers: list[asyncio.Queue[WatchEvent]] = []
         self._ip_counter = 0
+        # Every schema rejection of a custom-resource write, newest last (see RejectedWrite).
+        self.rejected_writes: deque[RejectedWrite] = deque(maxlen=REJECTED_WRITES_KEPT)
         for ns in INITIAL_NAMESPACES:
             self.create(NAMESPACES, {"metadata": {"name": ns}})
 
@@ -248,8 +272,9 @@ class ClusterStore:
     ) -> tuple[list[Obj], int]:
         """Objects of `rt` (in `namespace`, or all) matching the selectors, and the list's rv."""
         predicate = object_filter(label_selector, field_selector)
-        items = [o for o in self._iter(rt, namespace) if predicate is None or predicate(o)]
-        items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+        candidates = self._iter(rt, namespace)
+        items = list(candidates) if predicate is None else list(filter(predicate, candidates))
+        items.sort(key=_list_order)
         if copy_objects:
             items = [clone(o) for o in items]
         return items, self.resource_version
@@ -479,7 +504,7 @@ class ClusterStore:
         meta["creationTimestamp"] = self._now()
         meta["generation"] = 1
         self._prepare_create(rt, new)
-        self._validate_custom(rt, new)
+        self._validate_custom(rt, new, "create", "client")
         stored = self._write(rt, new, None)
         self._after_write(rt, stored, None)
         return clone(stored)
@@ -561,19 +586,32 @@ class ClusterStore:
             ],
         }
 
-    def _validate_custom(self, rt: ResourceType, obj: Obj) -> None:
-        """Prune, default and validate a custom resource against its openAPIV3Schema (in place)."""
+    def _validate_custom(self, rt: ResourceType, obj: Obj, operation: str, writer: str) -> None:
+        """Prune, default and validate a custom resource against its openAPIV3Schema (in place).
+
+        Every write path comes here: create, replace, patch, the status subresource and the
+        controllers' `update_status` / `mutate`. A rejection is recorded in `rejected_writes`.
+        """
         if rt.schema is None or _schema is None:
             return
         pruned = _schema.prune(rt.schema, obj) if hasattr(_schema, "prune") else obj
         defaulted = _schema.apply_defaults(rt.schema, pruned)
         problems = _schema.validate(rt.schema, defaulted)
         if problems:
-            raise errors.invalid(
-                rt,
-                obj["metadata"].get("name", ""),
-                [(p.path, p.message, p.reason) for p in problems],
+            meta = obj["metadata"]
+            causes = tuple((p.path, p.message, p.reason) for p in problems)
+            self.rejected_writes.append(
+                RejectedWrite(
+                    rt.kind, meta.get("namespace"), meta.get("name", ""), operation, writer, causes
+                )
             )
+            if writer == "controller":
+                log.warning(
+                    "%s: controller %s of %s %s/%s rejected by its schema: %s",
+                    self.name, operation, rt.kind, meta.get("namespace") or "", meta.get("name"),
+                    "; ".join(f"{path}: {message}" for path, message, _ in causes),
+                )  # fmt: skip
+            raise errors.invalid(rt, meta.get("name", ""), list(causes))
         obj.clear()
         obj.update(defaulted)
 
@@ -643,7 +681,7 @@ class ClusterStore:
         new = clone(old)
         new["status"] = clone(status)
         new["metadata"].pop("resourceVersion", None)
-        return self._update(rt, old, new, "status")
+        return self._update(rt, old, new, "status", writer="controller")
 
     def mutate(
         self, rt: ResourceType, namespace: str | None, name: str, fn: Callable[[Obj], None]
@@ -653,9 +691,17 @@ class ClusterStore:
         new = clone(old)
         fn(new)
         new["metadata"].pop("resourceVersion", None)
-        return self._update(rt, old, new, _ALL)
+        return self._update(rt, old, new, _ALL, writer="controller")
 
-    def _update(self, rt: ResourceType, old: Obj, new: Obj, subresource: str | None) -> Obj:
+    def _update(
+        self,
+        rt: ResourceType,
+        old: Obj,
+        new: Obj,
+        subresource: str | None,
+        *,
+        writer: str = "client",
+    ) -> Obj:
         old_meta = old["metadata"]
         name = old_meta["name"]
         rv = new["metadata"].get("resourceVersion")
@@ -707,7 +753,8 @@ class ClusterStore:
                 (old_spec.get("names") or {}).get("plural"),
             ):
                 raise errors.invalid(CRDS, name, [("spec.names.plural", "Invalid value: field is immutable", "FieldValueInvalid")])  # fmt: skip
-        self._validate_custom(rt, result)
+        operation = {None: "update", _ALL: "mutate"}.get(subresource, subresource or "update")
+        self._validate_custom(rt, result, operation, writer)
         meta["resourceVersion"] = old_meta["resourceVersion"]
         if result == old:
             return clone(old)  # a no-op write changes nothing, like kube
@@ -995,6 +1042,11 @@ class ClusterStore:
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _list_order(obj: Obj) -> tuple[str, str]:
+    meta = obj["metadata"]
+    return (meta.get("namespace", ""), meta["name"])
 
 
 def _fold_string_data(secret: Obj) -> None:

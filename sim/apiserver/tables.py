@@ -1,12 +1,18 @@
 """Server-side printing: `meta.k8s.io/v1` Table responses for `kubectl get`.
 
 kubectl asks for `as=Table`; answering with the columns a real server prints keeps its output
-familiar (nodes show Ready/SchedulingDisabled, pods show Terminating).
+familiar (nodes show Ready/SchedulingDisabled, pods show Terminating). Custom resources get their
+CRD's additionalPrinterColumns, evaluated like apiextensions-apiserver's table convertor: a subset of
+JSONPath (fields, `[n]`, `[*]`, `[?(@.path=="value")]`), several matches joined with ", ", a
+missing value as an empty cell (kubectl prints `<none>`), `date` columns as ages.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -91,8 +97,134 @@ def _column(name: str, kind: str) -> dict[str, Any]:
     }
 
 
+# One step of a printer column's JSONPath: `.name`, `['name']`, `[3]`, `[*]`, `[?(@.a.b=="v")]`.
+_STEP = re.compile(
+    r"""\.(?P<field>[A-Za-z0-9_$-]+)"""
+    r"""|\[['"](?P<quoted>[^'"]+)['"]\]"""
+    r"""|\[(?P<index>-?\d+)\]"""
+    r"""|\[(?P<all>\*)\]"""
+    r"""|\[\?\(@(?P<path>(?:\.[A-Za-z0-9_$-]+)+)\s*==\s*['"](?P<value>[^'"]*)['"]\)\]"""
+)
+Step = tuple[str, Any]
+
+
+@functools.lru_cache(maxsize=256)
+def _compile_path(path: str) -> tuple[Step, ...] | None:
+    """The steps of a JSONPath like `.status.conditions[?(@.type=="Ready")].status` (None:
+    unsupported, the column stays empty)."""
+    text = path.strip()
+    if text.startswith("{") and text.endswith("}"):
+        text = text[1:-1]
+    steps: list[Step] = []
+    pos = 0
+    while pos < len(text):
+        match = _STEP.match(text, pos)
+        if match is None:
+            return None
+        if match["field"] is not None or match["quoted"] is not None:
+            steps.append(("field", match["field"] or match["quoted"]))
+        elif match["index"] is not None:
+            steps.append(("index", int(match["index"])))
+        elif match["all"] is not None:
+            steps.append(("all", None))
+        else:
+            steps.append(("filter", (tuple(match["path"].split(".")[1:]), match["value"])))
+        pos = match.end()
+    return tuple(steps)
+
+
+def _lookup(value: Any, fields: tuple[str, ...]) -> Any:
+    for name in fields:
+        if not isinstance(value, dict) or name not in value:
+            return None
+        value = value[name]
+    return value
+
+
+def evaluate_path(obj: Obj, path: str) -> list[Any]:
+    """Every value `path` selects in `obj` (empty when none, or the path is unsupported)."""
+    steps = _compile_path(path)
+    if steps is None:
+        return []
+    current: list[Any] = [obj]
+    for kind, arg in steps:
+        found: list[Any] = []
+        for value in current:
+            if kind == "field":
+                if isinstance(value, dict) and arg in value:
+                    found.append(value[arg])
+            elif kind == "index":
+                if isinstance(value, list) and -len(value) <= arg < len(value):
+                    found.append(value[arg])
+            elif kind == "all":
+                if isinstance(value, list):
+                    found.extend(value)
+                elif isinstance(value, dict):
+                    found.extend(value.values())
+            elif isinstance(value, list):
+                fields, wanted = arg
+                found.extend(
+                    item
+                    for item in value
+                    if isinstance(item, dict) and str(_lookup(item, fields)) == wanted
+                )
+        current = found
+    return current
+
+
+def _printer_cell(obj: Obj, column: dict[str, Any], now: dt.datetime) -> Any:
+    values = evaluate_path(obj, str(column.get("jsonPath", "")))
+    if not values:
+        return None
+    if column.get("type") == "date" and len(values) == 1 and isinstance(values[0], str):
+        try:
+            return human_age(values[0], now)
+        except ValueError:
+            return values[0]
+    if len(values) == 1 and not isinstance(values[0], dict | list):
+        return values[0]
+    return ", ".join(_text(v) for v in values)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict | list):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def _crd_table(
+    rt: ResourceType, objects: list[Obj], resource_version: str, now: dt.datetime
+) -> Obj:
+    columns = [_column("Name", "string")]
+    for column in rt.printer_columns:
+        definition = _column(str(column.get("name", "")), str(column.get("type", "string")))
+        definition["format"] = str(column.get("format", ""))
+        definition["description"] = str(column.get("description", ""))
+        definition["priority"] = int(column.get("priority", 0))
+        columns.append(definition)
+    rows = [
+        {
+            "cells": [obj["metadata"]["name"]]
+            + [_printer_cell(obj, column, now) for column in rt.printer_columns],
+            "object": obj,
+        }
+        for obj in objects
+    ]
+    return {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"resourceVersion": resource_version},
+        "columnDefinitions": columns,
+        "rows": rows,
+    }
+
+
 def table(rt: ResourceType, objects: list[Obj], resource_version: str, now: dt.datetime) -> Obj:
-    """A Table of `objects` with Name, the type's columns, and Age."""
+    """A Table of `objects` with Name, the type's columns, and Age (a CRD's printer columns)."""
+    if rt.printer_columns:
+        return _crd_table(rt, objects, resource_version, now)
     extra = _COLUMNS.get(rt.key, [])
     columns = [_column("Name", "string")]
     columns += [_column(name, kind) for name, kind, _ in extra]

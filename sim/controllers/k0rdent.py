@@ -83,9 +83,20 @@ def system_workloads() -> list[tuple[Any, dict[str, Any]]]:
                 "metadata": {"labels": {"k8s-app": "kube-dns"}},
                 "spec": {
                     "priorityClassName": "system-cluster-critical",
+                    # k0s's CoreDNS tolerations: not every NoSchedule taint, so an evicted
+                    # replica never lands back on a cordoned node (unschedulable taint).
                     "tolerations": [
                         {"key": "CriticalAddonsOnly", "operator": "Exists"},
-                        {"effect": "NoSchedule", "operator": "Exists"},
+                        {
+                            "key": "node-role.kubernetes.io/master",
+                            "operator": "Exists",
+                            "effect": "NoSchedule",
+                        },
+                        {
+                            "key": "node-role.kubernetes.io/control-plane",
+                            "operator": "Exists",
+                            "effect": "NoSchedule",
+                        },
                     ],
                     "containers": [
                         {
