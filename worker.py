@@ -159,6 +159,8 @@ def main() -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # One line per host-provider request is noise at INFO (and URLs are all it would show).
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         settings = ColonySettings.from_env()
         asyncio.run(run(settings))

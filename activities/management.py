@@ -319,4 +319,3 @@ class ManagementClusterActivities:
             propagation_policy="Background",
         )
         return DeleteClusterDeploymentResult(existed=deleted is not None)
-

@@ -14,7 +14,11 @@ from activities.errors import http_error_body
 from activities.settings import ColonySettings
 from starter.clusters import CliError
 
-CATALOG_PATHS = {"location": "/v1/locations", "gpu-model": "/v1/gpu-models", "cpu-sku": "/v1/cpu-skus"}
+CATALOG_PATHS = {
+    "location": "/v1/locations",
+    "gpu-model": "/v1/gpu-models",
+    "cpu-sku": "/v1/cpu-skus",
+}
 TIMEOUT = httpx.Timeout(10.0, connect=3.0)
 
 
@@ -40,4 +44,7 @@ async def fetch(settings: ColonySettings, kind: str) -> list[dict[str, Any]]:
 
 async def catalog_ids(settings: ColonySettings) -> dict[str, set[str]]:
     """The ids of every kind, for validation."""
-    return {kind: {str(item.get("id")) for item in await fetch(settings, kind)} for kind in CATALOG_PATHS}
+    return {
+        kind: {str(item.get("id")) for item in await fetch(settings, kind)}
+        for kind in CATALOG_PATHS
+    }

@@ -17,12 +17,15 @@ from typing import Any
 from pydantic import BaseModel
 from temporalio.client import (
     Client,
-    WorkflowExecutionStatus as ExecutionStatus,
     WorkflowHandle,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
+from temporalio.client import (
+    WorkflowExecutionStatus as ExecutionStatus,
+)
 from temporalio.common import (
+    SearchAttributePair,
     TypedSearchAttributes,
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
@@ -104,8 +107,8 @@ async def start_cluster(client: Client, settings: ColonySettings, spec: ClusterS
             id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
             search_attributes=TypedSearchAttributes(
                 [
-                    COLONY_CLUSTER.value_set(spec.name),
-                    COLONY_PHASE.value_set(ClusterPhase.CREATING.value),
+                    SearchAttributePair(COLONY_CLUSTER, spec.name),
+                    SearchAttributePair(COLONY_PHASE, ClusterPhase.CREATING.value),
                 ]
             ),
             static_summary=f"cluster {spec.name} in {spec.location_id}",
@@ -222,17 +225,17 @@ async def wait_for_operation(
     operation_id: str,
     on_status: Callable[[ClusterStatus, Operation | None], None],
     *,
-    timeout: float | None = None,
+    give_up_after: float | None = None,
 ) -> Operation | None:
     """Poll the status until the operation has finished; None when the cluster's workflow ended
     (a completed delete). `on_status` sees every status read, for a live display."""
-    handle = client.get_workflow_handle(workflow_id_of(name))
-    deadline = None if timeout is None else time.monotonic() + timeout
+    handle = client.get_workflow_handle(workflow_id_of(name), result_type=ClusterStatus)
+    deadline = None if give_up_after is None else time.monotonic() + give_up_after
     while True:
         description = await handle.describe()
         if description.status != ExecutionStatus.RUNNING:
             if description.status == ExecutionStatus.COMPLETED:
-                final: ClusterStatus = await handle.result(result_type=ClusterStatus)
+                final: ClusterStatus = await handle.result()
                 operation = final.operation(operation_id)
                 on_status(final, operation)
                 return operation
@@ -246,5 +249,5 @@ async def wait_for_operation(
         if operation is not None and operation.state.finished:
             return operation
         if deadline is not None and time.monotonic() > deadline:
-            raise CliError(f"{operation_id} did not finish within {timeout:.0f}s")
+            raise CliError(f"{operation_id} did not finish within {give_up_after:.0f}s")
         await asyncio.sleep(POLL_SECONDS)

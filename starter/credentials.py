@@ -153,7 +153,12 @@ def _issue_token(child: client.ApiClient) -> dict[str, Any]:
     _ensure(
         core.create_namespaced_service_account,
         SERVICE_ACCOUNT_NAMESPACE,
-        {"metadata": {"name": SERVICE_ACCOUNT, "labels": {"app.kubernetes.io/managed-by": "colony"}}},
+        {
+            "metadata": {
+                "name": SERVICE_ACCOUNT,
+                "labels": {"app.kubernetes.io/managed-by": "colony"},
+            }
+        },
     )
     binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -179,20 +184,23 @@ def _issue_token(child: client.ApiClient) -> dict[str, Any]:
         # every authenticated identity: there is nothing to bind there.
         if exc.status != 404:
             raise
-    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": TOKEN_SECONDS}}
+    request = client.AuthenticationV1TokenRequest(
+        api_version="authentication.k8s.io/v1",
+        kind="TokenRequest",
+        spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=TOKEN_SECONDS),
+    )
     response = core.create_namespaced_service_account_token(
         SERVICE_ACCOUNT, SERVICE_ACCOUNT_NAMESPACE, request
     )
     status = response.status
-    expires = status.expiration_timestamp
+    if status is None or not status.token or status.expiration_timestamp is None:
+        raise CliError("the cluster answered the TokenRequest without a token")
     return {
         "apiVersion": EXEC_API_VERSION,
         "kind": "ExecCredential",
         "status": {
             "token": status.token,
-            "expirationTimestamp": expires.strftime("%Y-%m-%dT%H:%M:%SZ")
-            if hasattr(expires, "strftime")
-            else str(expires),
+            "expirationTimestamp": status.expiration_timestamp.strftime("%Y-%m-%dT%H:%M:%SZ"),
         },
     }
 
@@ -203,7 +211,8 @@ def exec_credential(settings: ColonySettings, cluster: str, namespace: str) -> d
     try:
         return _issue_token(child)
     except ApiException as exc:
-        raise CliError(f"cannot issue a token for cluster '{cluster}': {exc.status} {exc.reason}") from exc
+        raise CliError(
+            f"cannot issue a token for cluster '{cluster}': {exc.status} {exc.reason}"
+        ) from exc
     finally:
         close_client(child)
-

@@ -290,7 +290,9 @@ async def test_cluster_lifecycle_through_management_and_child_activities(
     by_name = {p.name: p for p in pods.pods}
     assert {"free", "guarded"} <= set(by_name)
 
-    evict = EvictPodRequest(kubeconfig=ref, namespace="default", name="free", uid=by_name["free"].uid)
+    evict = EvictPodRequest(
+        kubeconfig=ref, namespace="default", name="free", uid=by_name["free"].uid
+    )
     assert (await run(child.evict_pod, evict)).outcome is EvictionOutcome.EVICTED
 
     async def free_gone() -> bool:
@@ -336,7 +338,8 @@ async def test_cluster_lifecycle_through_management_and_child_activities(
         chained=False,
     )
     released = await run(
-        hosts.release_hosts, ReleaseHostsRequest(host_ids=[h.id for h in claimed.hosts], owner=owner)
+        hosts.release_hosts,
+        ReleaseHostsRequest(host_ids=[h.id for h in claimed.hosts], owner=owner),
     )
     assert sorted(released.released) == sorted(h.id for h in claimed.hosts)
 
@@ -367,7 +370,9 @@ async def test_child_errors_are_classified(
     )
     world.faults.fail_next(403, target=name, path="/api/v1/nodes")
     await expect_error(
-        run(child.list_nodes, ListNodesRequest(kubeconfig=ref)), ErrorType.FORBIDDEN, retryable=False
+        run(child.list_nodes, ListNodesRequest(kubeconfig=ref)),
+        ErrorType.FORBIDDEN,
+        retryable=False,
     )
     await run(
         management.delete_cluster_deployment,
@@ -447,7 +452,9 @@ async def test_wrong_api_key_is_forbidden(world: SimWorld, tmp_path: Path) -> No
         base_url=world.hostprovider.url, headers={"Authorization": "Bearer wrong"}
     ) as http:
         error = await expect_error(
-            run(HostProviderActivities(http).list_claimed_hosts, ListClaimedHostsRequest(owner="o")),
+            run(
+                HostProviderActivities(http).list_claimed_hosts, ListClaimedHostsRequest(owner="o")
+            ),
             ErrorType.FORBIDDEN,
             retryable=False,
         )
@@ -457,7 +464,9 @@ async def test_wrong_api_key_is_forbidden(world: SimWorld, tmp_path: Path) -> No
 async def test_unreachable_host_provider_is_temporary() -> None:
     async with httpx.AsyncClient(base_url="http://127.0.0.1:9") as http:
         await expect_error(
-            run(HostProviderActivities(http).list_claimed_hosts, ListClaimedHostsRequest(owner="o")),
+            run(
+                HostProviderActivities(http).list_claimed_hosts, ListClaimedHostsRequest(owner="o")
+            ),
             "Unavailable",
             retryable=True,
         )

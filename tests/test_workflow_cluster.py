@@ -8,6 +8,7 @@ Timers are moved forward with `env.sleep` while polling the `status` query.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -384,6 +386,20 @@ async def env(time_env: WorkflowEnvironment) -> AsyncIterator[WorkflowEnvironmen
     yield time_env
 
 
+_started: list[WorkflowHandle[Any, Any]] = []
+
+
+@pytest.fixture(autouse=True)
+async def terminate_leftovers() -> AsyncIterator[None]:
+    """Terminate what a test left running: on the time-skipping server a workflow whose timers fire
+    with no worker left holds time still for every later test."""
+    yield
+    while _started:
+        handle = _started.pop()
+        with contextlib.suppress(RPCError):
+            await handle.terminate(reason="test finished")
+
+
 @dataclass
 class Run:
     """One workflow under test, with its world and a way to wait on its status."""
@@ -443,6 +459,7 @@ async def start(
         id=cluster_workflow_id(name),
         task_queue=task_queue,
     )
+    _started.append(handle)
     return Run(env=env, handle=handle, fake=fake, name=name)
 
 
@@ -905,6 +922,7 @@ async def test_delete_when_ready_cancels_the_queue_and_the_name_is_reusable(
             id=cluster_workflow_id(run.name),
             task_queue=task_queue,
         )
+        _started.append(second)
         reused = Run(env=env, handle=second, fake=fake, name=run.name)
         assert (await reused.ready()).phase is ClusterPhase.READY
         await second.execute_update(ClusterWorkflow.delete_cluster, DeleteClusterRequest())

@@ -1,0 +1,204 @@
+"""The demo `make run` plays: a GPU cluster's whole life, through `colonyctl` as a user would.
+
+Picks a location and a GPU model from the host provider's catalog, creates a cluster with a GPU
+pool of 2, scales it to 3, runs a small GPU workload in it (kubectl through the credential-free
+kubeconfig `colonyctl kubeconfig` writes), scales it to 1 (the drain evicts the workload's pods on
+the removed nodes) and deletes it. Every step prints its Web UI link (colonyctl does) and how long
+it took; the table at the end sums them up.
+
+Run it with the dev environment up (`make run` does it all): `python -m starter.scenario`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+console = Console(highlight=False)
+
+WORKLOAD_REPLICAS = 3
+GPUS_PER_POD = 4
+"""Half an 8-GPU host per pod, with a CPU request so the least-allocated scheduler spreads them."""
+KUBECONFIG = Path(".colony/demo.kubeconfig")
+
+
+def _colonyctl() -> list[str]:
+    beside = Path(sys.executable).parent / "colonyctl"
+    return [str(beside)] if beside.exists() else [sys.executable, "-m", "starter.cli"]
+
+
+def _kubectl() -> str:
+    beside = Path(sys.executable).parent / "kubectl"
+    found = str(beside) if beside.exists() else shutil.which("kubectl")
+    if not found:
+        raise SystemExit("scenario: kubectl not found (make installs it into .venv/bin)")
+    return found
+
+
+class StepFailed(Exception):
+    pass
+
+
+def ctl(*args: str, parse: bool = False) -> Any:
+    """Run colonyctl; its stderr (links, live progress) goes to the terminal, stdout is returned."""
+    command = [*_colonyctl(), *args]
+    console.print(f"[dim]$ colonyctl {' '.join(args)}[/dim]")
+    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
+    if done.returncode != 0:
+        raise StepFailed(f"colonyctl {' '.join(args)} exited {done.returncode}")
+    if parse:
+        return json.loads(done.stdout)
+    if done.stdout.strip():
+        console.print(done.stdout.rstrip(), markup=False)
+    return done.stdout
+
+
+def kubectl(*args: str, stdin: str | None = None) -> str:
+    command = [_kubectl(), "--kubeconfig", str(KUBECONFIG), *args]
+    console.print(f"[dim]$ kubectl {' '.join(args)}[/dim]")
+    done = subprocess.run(command, input=stdin, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise StepFailed(f"kubectl {' '.join(args)} failed: {done.stderr.strip()}")
+    return done.stdout
+
+
+def workload_manifest(gpu_model: str) -> str:
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "trainer", "namespace": "default"},
+        "spec": {
+            "replicas": WORKLOAD_REPLICAS,
+            "selector": {"matchLabels": {"app": "trainer"}},
+            "template": {
+                "metadata": {"labels": {"app": "trainer"}},
+                "spec": {
+                    "nodeSelector": {"colony.dev/sku": gpu_model},
+                    "containers": [
+                        {
+                            "name": "cuda",
+                            "image": "nvcr.io/nvidia/cuda:12.8.1-base-ubuntu24.04",
+                            "command": ["sleep", "infinity"],
+                            "resources": {
+                                "requests": {"cpu": "16", "memory": "64Gi"},
+                                "limits": {"nvidia.com/gpu": str(GPUS_PER_POD)},
+                            },
+                        }
+                    ],
+                },
+            },
+        },
+    }
+    return json.dumps(deployment)
+
+
+@dataclass
+class Scenario:
+    name: str = field(default_factory=lambda: f"demo-{uuid.uuid4().hex[:6]}")
+    timings: list[tuple[str, float, str]] = field(default_factory=list)
+
+    def step(self, title: str) -> _Step:
+        return _Step(self, title)
+
+
+class _Step:
+    def __init__(self, scenario: Scenario, title: str) -> None:
+        self.scenario = scenario
+        self.title = title
+        self.note = ""
+
+    def __enter__(self) -> _Step:
+        console.rule(f"[bold]{self.title}")
+        self.started = time.monotonic()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        elapsed = time.monotonic() - self.started
+        if exc[0] is None:
+            self.scenario.timings.append((self.title, elapsed, self.note))
+            console.print(f"[green]done[/green] in {elapsed:.1f}s {self.note}")
+
+
+def pods_evicted(operation: dict[str, Any]) -> int:
+    return sum(int(node.get("podsEvicted", 0)) for node in operation["progress"]["nodes"])
+
+
+def run() -> Scenario:
+    scenario = Scenario()
+    name = scenario.name
+    locations = ctl("catalog", "location", "list", "-o", "json", parse=True)
+    models = ctl("catalog", "gpu-model", "list", "-o", "json", parse=True)
+    location = next((loc["id"] for loc in locations if loc["id"] == "fra1"), locations[0]["id"])
+    gpu = models[0]["id"]
+    console.print(f"cluster [bold]{name}[/bold] in {location} with {gpu} nodes")
+
+    with scenario.step(f"create {name} with a GPU pool of 2") as step:
+        ctl(
+            "cluster", "create", name, "--location-id", location,
+            "--node-pool", f"name=gpu,count=2,gpuModelId={gpu}", "--wait",
+        )  # fmt: skip
+        step.note = "(control plane ready, 2 nodes Ready)"
+    ctl("node", "list", name)
+
+    with scenario.step("scale the GPU pool to 3") as step:
+        ctl("node-pool", "scale", name, "gpu", "--count", "3", "--wait")
+        step.note = "(3 nodes Ready)"
+
+    ctl("kubeconfig", "--cluster", name, "--output", str(KUBECONFIG))
+    console.print(kubectl("get", "nodes", "-L", "colony.dev/node-pool,colony.dev/sku"))
+    # --validate=false: the simulator serves no OpenAPI document to validate against.
+    kubectl("apply", "--validate=false", "-f", "-", stdin=workload_manifest(gpu))
+    deadline = time.monotonic() + 60
+    while True:
+        pods = json.loads(kubectl("get", "pods", "-l", "app=trainer", "-o", "json"))["items"]
+        running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+        if len(running) >= WORKLOAD_REPLICAS:
+            break
+        if time.monotonic() > deadline:
+            raise StepFailed("the workload did not start within 60s")
+        time.sleep(0.5)
+    console.print(kubectl("get", "pods", "-o", "wide"))
+
+    with scenario.step("scale the GPU pool to 1 (drain)") as step:
+        operation = ctl(
+            "node-pool", "scale", name, "gpu", "--count", "1", "--wait", "-o", "json", parse=True
+        )
+        evicted = pods_evicted(operation)
+        step.note = f"({len(operation['progress']['nodes'])} nodes drained, {evicted} pods evicted)"
+    console.print(kubectl("get", "pods", "-o", "wide"))
+
+    with scenario.step(f"delete {name}") as step:
+        ctl("cluster", "delete", name, "--wait")
+        step.note = "(ClusterDeployment gone, hosts released)"
+    KUBECONFIG.unlink(missing_ok=True)
+    return scenario
+
+
+def main() -> int:
+    try:
+        scenario = run()
+    except StepFailed as exc:
+        console.print(f"[red]scenario failed:[/red] {exc}")
+        return 1
+    summary = Table(title="scenario timings (simulated infrastructure)", title_justify="left")
+    summary.add_column("step")
+    summary.add_column("seconds", justify="right")
+    summary.add_column("")
+    for title, seconds, note in scenario.timings:
+        summary.add_row(title, f"{seconds:.1f}", note)
+    console.print(summary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
