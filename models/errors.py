@@ -40,6 +40,8 @@ class ErrorType(StrEnum):
     """Claimed hosts did not join the cluster within the join deadline."""
     DRAIN_TIMEOUT = "DrainTimeout"
     """A drain did not finish within the drain deadline; the message lists the blocking pods."""
+    NODE_REMOVAL_FAILED = "NodeRemovalFailed"
+    """A node could not be removed for a reason other than its drain deadline."""
     OPERATION_REJECTED = "OperationRejected"
     """An update validator refused an operation; nothing was written or queued."""
     OPERATION_CANCELLED = "OperationCancelled"

@@ -174,8 +174,6 @@ class NodePoolStatus(ColonyModel):
     nodes: list[NodeStatus] = Field(default_factory=list)
 
     @property
-    def spec(self) -> NodePoolSpec:
-        """The pool as a request (what scaling it to `count` again would ask for)."""
-        return NodePoolSpec(
-            name=self.name, sku=self.sku, count=self.count, labels=self.labels, taints=self.taints
-        )
+    def schedulable_for_system_pods(self) -> bool:
+        """True when the pool's nodes carry none of the user's NoSchedule/NoExecute taints."""
+        return not any(taint.keeps_system_pods_off for taint in self.taints)

@@ -49,6 +49,8 @@ class ScaleNodePoolRequest(ColonyModel):
     kind: Literal[OperationKind.SCALE_NODE_POOL] = OperationKind.SCALE_NODE_POOL
     pool: str
     count: int
+    """1 to 100: checked here (so `colonyctl` refuses it before sending) and again by
+    `models.rules.operation_problem`, for a request built without validation."""
     force: bool = False
     """Remove the nodes even when their drain misses the deadline (remaining pods are deleted)."""
     drain_parallelism: int | None = Field(default=None, ge=1, le=20)

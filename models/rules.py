@@ -15,6 +15,7 @@ from models.cluster import (
     ClusterState,
     cluster_without_free_node,
 )
+from models.node_pool import count_problem
 from models.operations import (
     AddNodePoolRequest,
     DeleteClusterRequest,
@@ -67,7 +68,7 @@ def plan(state: ClusterState, running: Operation | None) -> dict[str, PlannedPoo
         pool.name: PlannedPool(
             name=pool.name,
             count=pool.count,
-            untainted=pool.spec.schedulable_for_system_pods,
+            untainted=pool.schedulable_for_system_pods,
             nodes=[{node.name, node.host_id} for node in pool.nodes if not node.removed_by],
         )
         for pool in state.node_pools
@@ -105,6 +106,8 @@ def operation_problem(
     if state.phase is ClusterPhase.FAILED:
         return f"cluster '{cluster}' failed ({state.reason}): only delete is accepted"
 
+    if isinstance(request, ScaleNodePoolRequest) and (problem := count_problem(request.count)):
+        return problem
     before = plan(state, running)
     match request:
         case AddNodePoolRequest(pool=spec) if spec.name in before:

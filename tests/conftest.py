@@ -28,7 +28,9 @@ def venv_binary(name: str) -> str:
         return str(candidate)
     found = shutil.which(name)
     if found is None:
-        raise RuntimeError(f"{name} not found next to {sys.executable}; run `make test` to install it")
+        raise RuntimeError(
+            f"{name} not found next to {sys.executable}; run `make test` to install it"
+        )
     return found
 
 
@@ -58,7 +60,10 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
         data_converter=pydantic_data_converter,
         dev_server_existing_path=venv_binary("temporal"),
         search_attributes=SEARCH_ATTRIBUTES,
-        dev_server_extra_args=["--dynamic-config-value", "frontend.enableUpdateWorkflowExecution=true"],
+        dev_server_extra_args=[
+            "--dynamic-config-value",
+            "frontend.enableUpdateWorkflowExecution=true",
+        ],
     )
     try:
         yield env

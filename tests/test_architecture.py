@@ -45,8 +45,10 @@ def test_deterministic_layers_import_no_client_library(path: Path) -> None:
     "path",
     [
         pytest.param(p, id=str(p.relative_to(ROOT)))
-        for p in python_files("workflows", "models", "activities", "starter", "catalog")
-        + [ROOT / "worker.py"]
+        for p in [
+            *python_files("workflows", "models", "activities", "starter", "catalog"),
+            ROOT / "worker.py",
+        ]
         if p.exists()
     ],
 )

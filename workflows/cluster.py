@@ -584,21 +584,20 @@ class ClusterWorkflow:
             return_exceptions=True,
         )
         failures: list[str] = []
+        error_type = ErrorType.DRAIN_TIMEOUT
         for node, entry, result in zip(nodes, progress, results, strict=True):
             if result is None:
                 continue
             if not isinstance(result, ActivityError | ApplicationError):
                 raise result
+            cause = result.cause if isinstance(result, ActivityError) else result
+            if not isinstance(cause, ApplicationError) or cause.type != ErrorType.DRAIN_TIMEOUT:
+                error_type = ErrorType.NODE_REMOVAL_FAILED
             failures.append(f"node '{node.name}': {_reason(result)}")
             entry.step = "failed"
             await self._keep(pool, node)
         if failures:
-            kind = (
-                ErrorType.DRAIN_TIMEOUT
-                if any("drain" in f for f in failures)
-                else ErrorType.NOT_FOUND
-            )
-            raise permanent(kind, "; ".join(failures))
+            raise permanent(error_type, "; ".join(failures))
 
     async def _drain(
         self, node: NodeStatus, progress: NodeProgress, *, deadline: datetime, force: bool
