@@ -249,7 +249,10 @@ class AddClusterMachinesRequest(ColonyModel):
 
 
 class RemoveClusterMachinesRequest(ColonyModel):
-    """Remove machines from `spec.config.machines` by address; absent ones are fine."""
+    """Remove machines from `spec.config.machines`; absent ones are fine.
+
+    Each entry is `address:port` (one machine) or a bare `address` (every machine at it).
+    """
 
     namespace: str
     name: str

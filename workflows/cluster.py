@@ -104,10 +104,13 @@ with workflow.unsafe.imports_passed_through():
 
 ResultT = TypeVar("ResultT", bound=BaseModel)
 
+FIRST_POLL = timedelta(seconds=1)
+"""Every wait starts by looking again after a second (a small cluster answers in seconds) and
+backs off to its own cap (`_Poll`), so a thirty-minute wait costs tens of polls, not hundreds."""
 CONTROL_PLANE_POLL = timedelta(seconds=10)
-"""How often the create looks at the ClusterDeployment; a control plane takes minutes."""
+"""Cap between looks at the ClusterDeployment; a control plane takes minutes."""
 JOIN_POLL = timedelta(seconds=5)
-"""How often new nodes are looked for, so readyCount rises visibly as they join."""
+"""Cap between looks for new nodes, so readyCount rises visibly as they join."""
 EVICTION_RETRY = timedelta(seconds=5)
 """Evictions refused by a budget are retried, not failed: the budget may relax."""
 NODE_GONE_POLL = timedelta(seconds=5)
@@ -116,6 +119,27 @@ NODE_GONE_DEADLINE = timedelta(minutes=5)
 DELETE_POLL = timedelta(seconds=10)
 DELETE_DEADLINE = timedelta(minutes=30)
 """Tearing down a ClusterDeployment (machines reset over SSH) takes minutes, rarely more."""
+
+
+def _unique_addresses(nodes: Sequence[NodeInfo]) -> dict[str, NodeInfo]:
+    """Nodes by address, for the addresses exactly one node has."""
+    owners: dict[str, list[NodeInfo]] = {}
+    for node in nodes:
+        for address in node.addresses:
+            owners.setdefault(address, []).append(node)
+    return {address: found[0] for address, found in owners.items() if len(found) == 1}
+
+
+class _Poll:
+    """Workflow-timer waits between polls: 1 s, 2 s, 4 s ... up to `cap`."""
+
+    def __init__(self, cap: timedelta) -> None:
+        self._cap = cap
+        self._next = min(FIRST_POLL, cap)
+
+    async def wait(self) -> None:
+        await workflow.sleep(self._next)
+        self._next = min(self._next * 2, self._cap)
 
 
 @dataclass(frozen=True)
@@ -395,6 +419,7 @@ class ClusterWorkflow:
     async def _wait_control_plane_ready(self) -> None:
         spec = self._spec
         deadline = workflow.now() + spec.ready_deadline
+        poll = _Poll(CONTROL_PLANE_POLL)
         while True:
             status = await self._call(
                 ActivityName.GET_CLUSTER_DEPLOYMENT_STATUS,
@@ -420,7 +445,7 @@ class ClusterWorkflow:
                     f"the control plane was not ready within {_human(spec.ready_deadline)}: "
                     f"{waiting_on or 'no conditions reported'}",
                 )
-            await workflow.sleep(CONTROL_PLANE_POLL)
+            await poll.wait()
 
     # --- Scale up ------------------------------------------------------------------------------
 
@@ -470,12 +495,16 @@ class ClusterWorkflow:
         self, pool: NodePoolStatus, host_ids: list[str], operation: Operation
     ) -> None:
         deadline = workflow.now() + self._spec.join_deadline
+        poll = _Poll(JOIN_POLL)
         pending = [node for node in pool.nodes if node.host_id in host_ids]
         while True:
             found = await self._list_nodes()
-            by_address = {address: node for node in found for address in node.addresses}
+            by_name = {node.name: node for node in found}
+            by_address = _unique_addresses(found)
             for status in pending:
-                node = by_address.get(status.address)
+                # A node registers under its host's name; hosts behind one bastion share an
+                # address, so the address only identifies a node when no other node has it.
+                node = by_name.get(status.host_id) or by_address.get(status.address)
                 if node is None:
                     continue
                 if status.state is NodeState.REGISTERED:
@@ -496,7 +525,7 @@ class ClusterWorkflow:
                     f"{len(pending)} of {len(host_ids)} new nodes of node pool '{pool.name}' were not "
                     f"Ready within {_human(self._spec.join_deadline)}: {hosts}; their hosts were released",
                 )
-            await workflow.sleep(JOIN_POLL)
+            await poll.wait()
 
     async def _label(self, pool: NodePoolStatus, status: NodeStatus, node: NodeInfo) -> None:
         labels = {
@@ -522,7 +551,7 @@ class ClusterWorkflow:
             RemoveClusterMachinesRequest(
                 namespace=self._spec.namespace,
                 name=self._spec.name,
-                addresses=[node.address for node in nodes],
+                addresses=[self._machine_ref(node) for node in nodes],
             ),
             ClusterMachinesResult,
         )
@@ -579,6 +608,21 @@ class ClusterWorkflow:
                     await self._drain(node, progress, deadline=deadline, force=force)
                 await self._remove(pool, node, progress)
 
+        if drain:
+            # Every node leaving is cordoned before the first eviction, as `kubectl drain` does:
+            # otherwise a pod evicted from one of them may be rescheduled onto the next.
+            try:
+                await asyncio.gather(
+                    *(
+                        self._cordon(node, entry)
+                        for node, entry in zip(nodes, progress, strict=True)
+                        if node.state is not NodeState.REGISTERED
+                    )
+                )
+            except BaseException:
+                for node in nodes:
+                    await self._keep(pool, node)
+                raise
         results = await asyncio.gather(
             *(drain_and_remove(node, entry) for node, entry in zip(nodes, progress, strict=True)),
             return_exceptions=True,
@@ -605,15 +649,10 @@ class ClusterWorkflow:
         """Cordon the node, evict its pods (DaemonSet, mirror and cordon-tolerating pods excepted,
         and not waited for), retry what a budget refuses, and wait until the evicted pods are gone."""
         kubeconfig = self._kubeconfig()
-        await self._call(
-            ActivityName.CORDON_NODE,
-            CordonNodeRequest(kubeconfig=kubeconfig, node_name=node.name),
-            CordonNodeResult,
-        )
-        node.state = NodeState.CORDONED
-        progress.cordoned = True
-        progress.step = "cordoned"
+        if not progress.cordoned:
+            await self._cordon(node, progress)
         evicted: list[str] = []
+        poll = _Poll(EVICTION_RETRY)
         while True:
             listed = await self._call(
                 ActivityName.LIST_PODS_ON_NODE,
@@ -654,9 +693,19 @@ class ClusterWorkflow:
                         DeletePodResult,
                     )
                 break
-            await workflow.sleep(EVICTION_RETRY)
+            await poll.wait()
         progress.pods_remaining = 0
         progress.step = "drained"
+
+    async def _cordon(self, node: NodeStatus, progress: NodeProgress) -> None:
+        await self._call(
+            ActivityName.CORDON_NODE,
+            CordonNodeRequest(kubeconfig=self._kubeconfig(), node_name=node.name),
+            CordonNodeResult,
+        )
+        node.state = NodeState.CORDONED
+        progress.cordoned = True
+        progress.step = "cordoned"
 
     async def _evict(self, kubeconfig: KubeconfigRef, pod: PodInfo) -> EvictPodResult:
         return await self._call(
@@ -674,7 +723,9 @@ class ClusterWorkflow:
         await self._call(
             ActivityName.REMOVE_CLUSTER_MACHINES,
             RemoveClusterMachinesRequest(
-                namespace=self._spec.namespace, name=self._spec.name, addresses=[node.address]
+                namespace=self._spec.namespace,
+                name=self._spec.name,
+                addresses=[self._machine_ref(node)],
             ),
             ClusterMachinesResult,
         )
@@ -684,13 +735,14 @@ class ClusterWorkflow:
             DeleteNodeResult,
         )
         deadline = workflow.now() + NODE_GONE_DEADLINE
+        poll = _Poll(NODE_GONE_POLL)
         while any(found.name == node.name for found in await self._list_nodes()):
             if workflow.now() >= deadline:
                 raise permanent(
                     ErrorType.NOT_FOUND,
                     f"node '{node.name}' was still there {_human(NODE_GONE_DEADLINE)} after its deletion",
                 )
-            await workflow.sleep(NODE_GONE_POLL)
+            await poll.wait()
         await self._release([node.host_id])
         pool.nodes.remove(node)
         self._count_ready(pool)
@@ -724,6 +776,7 @@ class ClusterWorkflow:
                 DeleteClusterDeploymentResult,
             )
             deadline = workflow.now() + DELETE_DEADLINE
+            poll = _Poll(DELETE_POLL)
             while True:
                 status = await self._call(
                     ActivityName.GET_CLUSTER_DEPLOYMENT_STATUS,
@@ -737,7 +790,7 @@ class ClusterWorkflow:
                         ErrorType.CLUSTER_DEPLOYMENT_FAILED,
                         f"ClusterDeployment '{spec.name}' still exists {_human(DELETE_DEADLINE)} after its deletion",
                     )
-                await workflow.sleep(DELETE_POLL)
+                await poll.wait()
             # The sweep finds hosts claimed by a call whose answer was lost (an interrupted create).
             swept = await self._call(
                 ActivityName.LIST_CLAIMED_HOSTS,
@@ -895,6 +948,11 @@ class ClusterWorkflow:
             for node in pool.nodes
             if node.state is NodeState.JOINED and node.kubernetes_status == "Ready"
         )
+
+    def _machine_ref(self, node: NodeStatus) -> str:
+        """The node's machine entry as `address:port` (hosts behind one bastion share an address)."""
+        claimed = self._state.hosts.get(node.host_id)
+        return f"{claimed.host.address}:{claimed.host.ssh_port}" if claimed else node.address
 
     def _kubeconfig(self) -> KubeconfigRef:
         if self._state.kubeconfig is None:
