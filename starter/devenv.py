@@ -144,6 +144,10 @@ def run_scenario() -> int:
     return subprocess.call([sys.executable, "-m", "starter.scenario"])
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make run", description=__doc__)
     parser.add_argument("--no-scenario", action="store_true", help="start everything, run nothing")
@@ -153,6 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     STATE_DIR.mkdir(exist_ok=True)
+    # SIGTERM (a closed terminal, `timeout`, CI) must stop the children too, as Ctrl-C does.
+    signal.signal(signal.SIGTERM, _interrupt)
     os.environ.setdefault("TEMPORAL_ADDRESS", f"{TEMPORAL_HOST}:{TEMPORAL_PORT}")
     processes = Processes()
     try:
