@@ -6,6 +6,9 @@ from `COLONY_MANAGEMENT_KUBECONFIG` and the host provider's `httpx.AsyncClient` 
 `COLONY_HOST_PROVIDER_URL`/`_API_KEY` (see `activities.settings`), and runs every workflow and
 activity on `COLONY_TASK_QUEUE` until SIGINT or SIGTERM, when it drains gracefully.
 
+Tracing: every workflow, update and activity becomes an OpenTelemetry span (Temporal's
+`TracingInterceptor`); `COLONY_TRACE_EXPORT=console` prints them, the default keeps them in-process.
+
 Tests build the same worker in-process with `build_worker(...)`, passing their own clients.
 """
 
@@ -14,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -22,9 +26,13 @@ from typing import Any
 
 import httpx
 from kubernetes import client as kube_client
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client
+from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.worker import Worker
@@ -43,6 +51,20 @@ WORKFLOWS: Sequence[type] = (ClusterWorkflow,)
 
 GRACEFUL_SHUTDOWN = timedelta(seconds=10)
 """Running activities get this long to finish on SIGTERM; all are short Kubernetes or HTTP calls."""
+
+
+def tracing_interceptor(
+    export: str = "", provider: TracerProvider | None = None
+) -> TracingInterceptor:
+    """Spans for every workflow, update and activity, exported as `export` says ("console" or
+    nothing). Span attributes carry ids only, never payloads, so no secret can reach an exporter."""
+    if provider is None:
+        provider = TracerProvider(resource=Resource.create({"service.name": "colony-worker"}))
+        if export == "console":
+            provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
+        elif export:
+            raise SettingsError(f"COLONY_TRACE_EXPORT: unknown exporter {export!r} (use 'console')")
+    return TracingInterceptor(provider.get_tracer("colony"))
 
 
 def host_provider_client(url: str, api_key: str) -> httpx.AsyncClient:
@@ -118,12 +140,14 @@ async def ensure_search_attributes(temporal: Client, namespace: str) -> None:
         log.debug("search attributes not added (%s): %s", exc.status.name, exc.message)
 
 
-async def run(settings: ColonySettings) -> None:
+async def run(settings: ColonySettings, trace_export: str = "") -> None:
     """Run the worker until SIGINT/SIGTERM."""
     kubeconfig = settings.require_management_kubeconfig()
     url, api_key = settings.require_host_provider()
     temporal = await Client.connect(
-        **settings.temporal_connect, data_converter=pydantic_data_converter
+        **settings.temporal_connect,
+        data_converter=pydantic_data_converter,
+        interceptors=[tracing_interceptor(trace_export)],
     )
     await ensure_search_attributes(temporal, settings.namespace)
     management_api = api_client_from_file(kubeconfig)
@@ -163,7 +187,7 @@ def main() -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         settings = ColonySettings.from_env()
-        asyncio.run(run(settings))
+        asyncio.run(run(settings, trace_export=os.environ.get("COLONY_TRACE_EXPORT", "")))
     except SettingsError as exc:
         log.error("%s", exc)
         return 2
