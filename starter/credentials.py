@@ -177,13 +177,7 @@ def _issue_token(child: client.ApiClient) -> dict[str, Any]:
             }
         ],
     }
-    try:
-        _ensure(client.RbacAuthorizationV1Api(child).create_cluster_role_binding, binding)
-    except ApiException as exc:
-        # An API server without RBAC (the simulator serves no rbac.authorization.k8s.io) authorizes
-        # every authenticated identity: there is nothing to bind there.
-        if exc.status != 404:
-            raise
+    _ensure(client.RbacAuthorizationV1Api(child).create_cluster_role_binding, binding)
     request = client.AuthenticationV1TokenRequest(
         api_version="authentication.k8s.io/v1",
         kind="TokenRequest",

@@ -103,9 +103,24 @@ CRDS = ResourceType(
 # kubectl describe node reads the node's lease; serving the type keeps describe quiet.
 LEASES = ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, "lease")
 
+# RBAC objects are stored and served so clients can bind roles as on a real cluster; the sim does
+# not enforce them (every token the cluster issued is authorized, as documented in sim/README).
+CLUSTERROLES = ResourceType(
+    "rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False, "clusterrole"
+)
+CLUSTERROLEBINDINGS = ResourceType(
+    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False,
+    "clusterrolebinding",
+)  # fmt: skip
+ROLES = ResourceType("rbac.authorization.k8s.io", "v1", "roles", "Role", True, "role")
+ROLEBINDINGS = ResourceType(
+    "rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True, "rolebinding"
+)
+
 BUILTINS: tuple[ResourceType, ...] = (
     NAMESPACES, NODES, PODS, SECRETS, CONFIGMAPS, SERVICES, SERVICEACCOUNTS, EVENTS,
     DAEMONSETS, DEPLOYMENTS, PDBS, GATEWAYS, HTTPROUTES, CRDS, LEASES,
+    CLUSTERROLES, CLUSTERROLEBINDINGS, ROLES, ROLEBINDINGS,
 )  # fmt: skip
 
 

@@ -20,7 +20,7 @@ import yaml
 
 from sim.apiserver.auth import CertificateAuthority
 from sim.apiserver.errors import ApiError
-from sim.apiserver.registry import DAEMONSETS, DEPLOYMENTS
+from sim.apiserver.registry import CLUSTERROLES, DAEMONSETS, DEPLOYMENTS
 from sim.apiserver.server import ClusterServer
 from sim.apiserver.store import ClusterStore
 from sim.charts import ChartCatalog
@@ -42,6 +42,19 @@ from sim.timing import SimTiming
 log = logging.getLogger(__name__)
 
 __all__ = ["ChildClusters", "K0rdentControllers", "SimChildCluster", "system_workloads"]
+
+
+CLUSTER_ADMIN_ROLE: dict[str, Any] = {
+    "metadata": {
+        "name": "cluster-admin",
+        "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+    },
+    "rules": [
+        {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+        {"nonResourceURLs": ["*"], "verbs": ["*"]},
+    ],
+}
+"""The default role every Kubernetes cluster has; stored so bindings to it look as on a real one."""
 
 
 def system_workloads() -> list[tuple[Any, dict[str, Any]]]:
@@ -144,6 +157,8 @@ class SimChildCluster:
     async def start(self) -> None:
         """Listen on a free loopback port and start the controllers."""
         await self.server.start()
+        with contextlib.suppress(ApiError):
+            self._store.create(CLUSTERROLES, CLUSTER_ADMIN_ROLE)
         if self._with_system_workloads:
             for rt, obj in system_workloads():
                 with contextlib.suppress(ApiError):

@@ -372,3 +372,27 @@ async def test_secret_string_data_is_encoded(api_client: client.ApiClient) -> No
     created = await call(core.create_namespaced_secret, "default", body)
     assert created.data == {"token": "YWJj"}
     assert created.string_data is None
+
+
+async def test_rbac_objects_are_served(api_client: client.ApiClient) -> None:
+    """RBAC objects are stored and served (not enforced), so a client can bind cluster-admin."""
+    rbac = client.RbacAuthorizationV1Api(api_client)
+    binding = {
+        "metadata": {"name": "colony-admin"},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "cluster-admin",
+        },
+        "subjects": [
+            {"kind": "ServiceAccount", "name": "colony-admin", "namespace": "kube-system"}
+        ],
+    }
+    await asyncio.to_thread(rbac.create_cluster_role_binding, binding)
+    found = await asyncio.to_thread(rbac.read_cluster_role_binding, "colony-admin")
+    assert found.role_ref.name == "cluster-admin"
+    assert found.subjects[0].name == "colony-admin"
+    role = {"metadata": {"name": "reader", "namespace": "default"}, "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]}  # fmt: skip
+    await asyncio.to_thread(rbac.create_namespaced_role, "default", role)
+    roles = await asyncio.to_thread(rbac.list_namespaced_role, "default")
+    assert [r.metadata.name for r in roles.items] == ["reader"]
