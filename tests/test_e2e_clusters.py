@@ -177,6 +177,15 @@ async def test_cluster_life_create_scale_drain_delete(colony: Colony, tmp_path: 
     assert token["kind"] == "ExecCredential"
     assert token["status"]["expirationTimestamp"]
 
+    # The token belongs to a ServiceAccount bound to cluster-admin in that cluster only.
+    bound = await call(
+        client.RbacAuthorizationV1Api(
+            await child_api(colony.management, name)
+        ).read_cluster_role_binding,
+        "colony-admin",
+    )
+    assert bound.role_ref.name == "cluster-admin"
+
     # Scale up: readyCount rises to the new count.
     accepted = json.loads(
         (await colony.ctl("node-pool", "scale", name, "gpu", "--count", "3", "-o", "json")).stdout
