@@ -5,6 +5,10 @@
 kubelet, scheduler) and a simulated host provider. Colony's product code never imports it; it only
 receives the kubeconfig, URL and key the sim writes, exactly as it would for real infrastructure.
 
+Deliberate simplifications (each documented where it lives): authentication is real (bearer
+tokens a cluster issued, TLS with the sim's CA) but authorization is not: RBAC objects are stored
+and served, never enforced; CEL rules (`x-kubernetes-validations`) in CRDs are not evaluated.
+
 Layout:
     apiserver/    the emulator: object store, selectors, patches, schema validation, HTTP, auth
     controllers/  what would run in a real system: kubelet, scheduler, daemonsets, k0rdent

@@ -24,8 +24,11 @@ class ApiError(Exception):
         *,
         details: dict[str, Any] | None = None,
         causes: list[dict[str, Any]] | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
+        # The Status's ListMeta, e.g. {"continue": ...} on a 410 for an expired continue token.
+        self.metadata: dict[str, Any] = dict(metadata or {})
         self.code = code
         self.reason = reason
         self.message = message
@@ -38,7 +41,7 @@ class ApiError(Exception):
         body: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": dict(self.metadata),
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,

@@ -321,26 +321,48 @@ class ApiHandler:
             options["gracePeriodSeconds"] = int(options["gracePeriodSeconds"])
         return options
 
-    def _list_body(self, route: _Route, items: list[Obj], rv: int) -> Obj:
+    def _list_body(
+        self, route: _Route, items: list[Obj], rv: int, list_meta: Obj | None = None
+    ) -> Obj:
         rt = route.rt
         return {
             "kind": f"{rt.kind}List",
             "apiVersion": rt.api_version_for(route.version),
-            "metadata": {"resourceVersion": str(rv)},
+            "metadata": {"resourceVersion": str(rv), **(list_meta or {})},
             "items": [self._out(route, o) for o in items],
         }
 
     def _list(self, request: web.Request, route: _Route) -> web.Response:
-        items, rv = self.store.list(
+        query = request.query
+        try:
+            limit = int(query.get("limit") or 0)
+        except ValueError:
+            raise errors.bad_request(f"invalid limit: {query.get('limit')!r}") from None
+        continue_token = query.get("continue") or None
+        if continue_token and query.get("resourceVersion"):
+            raise errors.bad_request(
+                "specifying resource version is not allowed when using continue"
+            )
+        chunk = self.store.list_chunk(
             route.rt,
             route.namespace,
-            label_selector=request.query.get("labelSelector"),
-            field_selector=request.query.get("fieldSelector"),
+            label_selector=query.get("labelSelector"),
+            field_selector=query.get("fieldSelector"),
+            limit=limit,
+            continue_token=continue_token,
             copy_objects=False,
         )
+        list_meta: Obj = {}
+        if chunk.continue_token:
+            list_meta["continue"] = chunk.continue_token
+        if chunk.remaining_item_count is not None:
+            list_meta["remainingItemCount"] = chunk.remaining_item_count
+        rv = chunk.resource_version
         if _wants_table(request):
-            return _json_response(tables.table(route.rt, items, str(rv), self.store.clock()))
-        return _json_response(self._list_body(route, items, rv))
+            table = tables.table(route.rt, chunk.items, str(rv), self.store.clock())
+            table["metadata"].update(list_meta)
+            return _json_response(table)
+        return _json_response(self._list_body(route, chunk.items, rv, list_meta))
 
     # ----------------------------------------------------------------- watch
 

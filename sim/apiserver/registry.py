@@ -104,7 +104,7 @@ CRDS = ResourceType(
 LEASES = ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, "lease")
 
 # RBAC objects are stored and served so clients can bind roles as on a real cluster; the sim does
-# not enforce them (every token the cluster issued is authorized, as documented in sim/README).
+# not enforce them: every token the cluster issued is authorized (see the `sim` package docstring).
 CLUSTERROLES = ResourceType(
     "rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False, "clusterrole"
 )

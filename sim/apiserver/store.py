@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
+import bisect
 import builtins
+import json
 import contextlib
 import datetime as dt
 import logging
@@ -69,6 +72,14 @@ _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 # apimachinery's generateName alphabet (no vowels, no confusable characters).
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _ALL = "*"  # internal subresource marker: controller writes that may change spec and status
+# kube-apiserver's answer (etcd3 store) to a continue token whose revision etcd compacted.
+_INCONSISTENT_CONTINUE = (
+    "The provided continue parameter is too old to display a consistent list result. You can "
+    "start a new list without the continue parameter, or use the continue token in this response "
+    "to retrieve the remainder of the results. Continuing with the provided token results in an "
+    "inconsistent list - objects that were created, modified, or deleted between the time the "
+    "first chunk was returned and now may show up in the list."
+)
 
 
 def utc_now() -> dt.datetime:
@@ -104,6 +115,17 @@ class WatchEvent:
     type: str
     rt: ResourceType
     object: Obj
+
+
+@dataclass(frozen=True)
+class ListChunk:
+    """A page of a list: its items, the list's resourceVersion, and the continue token ("" on the
+    last page) with the count of objects after it (None when kube would not say: selectors)."""
+
+    items: list[Obj]
+    resource_version: int
+    continue_token: str
+    remaining_item_count: int | None
 
 
 @dataclass(frozen=True)
@@ -278,6 +300,55 @@ class ClusterStore:
         if copy_objects:
             items = [clone(o) for o in items]
         return items, self.resource_version
+
+    def list_chunk(
+        self,
+        rt: ResourceType,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+        copy_objects: bool = True,
+    ) -> ListChunk:
+        """One page of `list`: at most `limit` objects after the continue token's last key.
+
+        Like kube-apiserver over etcd, the token carries the first page's resourceVersion and the
+        last key served; later pages report that resourceVersion (so an informer's watch after the
+        last page replays what changed meanwhile) but read current objects: the sim keeps no
+        snapshots. A token older than the kept history answers 410 Expired with a token to
+        continue inconsistently, as kube does once etcd compacted the revision.
+        """
+        rv = self.resource_version
+        after: tuple[str, str] | None = None
+        if continue_token:
+            token_rv, after = _decode_continue(continue_token)
+            if token_rv > 0 and token_rv < self._evicted_upto:
+                raise errors.ApiError(
+                    410, "Expired", _INCONSISTENT_CONTINUE,
+                    metadata={"continue": _encode_continue(-1, after)},
+                )  # fmt: skip
+            if token_rv > 0:
+                rv = token_rv
+        items, _ = self.list(
+            rt, namespace, label_selector=label_selector, field_selector=field_selector,
+            copy_objects=False,
+        )  # fmt: skip
+        if after is not None:
+            start = bisect.bisect_right(items, after, key=_list_order)
+            items = items[start:]
+        token = ""
+        remaining: int | None = None
+        if limit and limit > 0 and len(items) > limit:
+            if not label_selector and not field_selector:
+                # etcd counts what is left only for unfiltered lists; kube omits it otherwise.
+                remaining = len(items) - limit
+            items = items[:limit]
+            token = _encode_continue(rv, _list_order(items[-1]))
+        if copy_objects:
+            items = [clone(o) for o in items]
+        return ListChunk(items, rv, token, remaining)
 
     # ------------------------------------------------------------------ events
 
@@ -454,8 +525,14 @@ class ClusterStore:
     def _now(self) -> str:
         return format_time(self.clock())
 
-    def create(self, rt: ResourceType, obj: Obj, *, namespace: str | None = None) -> Obj:
-        """Create `obj`; 409 AlreadyExists, 404 for a missing namespace, 422 Invalid."""
+    def create(
+        self, rt: ResourceType, obj: Obj, *, namespace: str | None = None, dry_run: bool = False
+    ) -> Obj:
+        """Create `obj`; 409 AlreadyExists, 404 for a missing namespace, 422 Invalid.
+
+        `dry_run` (dryRun=All) runs every check and default and answers what would be stored
+        (generated name and uid included, no resourceVersion), but stores and emits nothing.
+        """
         new = clone(obj)
         meta = new.get("metadata")
         if not isinstance(meta, dict):
@@ -503,8 +580,12 @@ class ClusterStore:
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = self._now()
         meta["generation"] = 1
+        ip_counter = self._ip_counter
         self._prepare_create(rt, new)
         self._validate_custom(rt, new, "create", "client")
+        if dry_run:
+            self._ip_counter = ip_counter  # the real server releases a dry run's allocations
+            return new
         stored = self._write(rt, new, None)
         self._after_write(rt, stored, None)
         return clone(stored)
@@ -645,6 +726,7 @@ class ClusterStore:
         obj: Obj,
         *,
         subresource: str | None = None,
+        dry_run: bool = False,
     ) -> Obj:
         """PUT: 409 Conflict when the body's resourceVersion is stale (none = unconditional)."""
         old = self._stored(rt, namespace, name)
@@ -656,7 +738,7 @@ class ClusterStore:
             raise errors.bad_request(
                 f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})"
             )
-        return self._update(rt, old, new, subresource)
+        return self._update(rt, old, new, subresource, dry_run=dry_run)
 
     def patch(
         self,
@@ -667,13 +749,14 @@ class ClusterStore:
         patch_type: str,
         *,
         subresource: str | None = None,
+        dry_run: bool = False,
     ) -> Obj:
         """PATCH by content type (merge, strategic merge, JSON patch)."""
         old = self._stored(rt, namespace, name)
         new = apply_patch(clone(old), patch, patch_type)
         if not isinstance(new.get("metadata"), dict):
             raise errors.bad_request("metadata must be an object")
-        return self._update(rt, old, new, subresource)
+        return self._update(rt, old, new, subresource, dry_run=dry_run)
 
     def update_status(self, rt: ResourceType, namespace: str | None, name: str, status: Obj) -> Obj:
         """Controller shortcut: replace the status, whatever the resourceVersion."""
@@ -701,7 +784,13 @@ class ClusterStore:
         subresource: str | None,
         *,
         writer: str = "client",
+        dry_run: bool = False,
     ) -> Obj:
+        """Every update path: PUT, PATCH, status, and the controllers' shortcuts.
+
+        A dry run answers what would be stored, under the old resourceVersion (as etcd3's
+        GuaranteedUpdate does), without storing or emitting anything.
+        """
         old_meta = old["metadata"]
         name = old_meta["name"]
         rv = new["metadata"].get("resourceVersion")
@@ -758,6 +847,8 @@ class ClusterStore:
         meta["resourceVersion"] = old_meta["resourceVersion"]
         if result == old:
             return clone(old)  # a no-op write changes nothing, like kube
+        if dry_run:
+            return clone(result)
         stored = self._write(rt, result, old)
         self._after_write(rt, stored, old)
         if _ready_to_remove(rt, stored):
@@ -775,8 +866,13 @@ class ClusterStore:
         grace_period_seconds: int | None = None,
         propagation_policy: str | None = None,
         preconditions: dict[str, Any] | None = None,
+        dry_run: bool = False,
     ) -> Obj:
-        """Delete (see the module docstring); returns the object as last seen."""
+        """Delete (see the module docstring); returns the object as last seen.
+
+        `dry_run` answers the same (with deletionTimestamp set when the deletion would be
+        graceful or wait for finalizers) but changes nothing: no dependents are touched.
+        """
         old = self._stored(rt, namespace, name)
         meta = old["metadata"]
         for field in ("uid", "resourceVersion"):
@@ -790,10 +886,10 @@ class ClusterStore:
         if policy not in ("Background", "Foreground", "Orphan"):
             raise errors.bad_request(f"unknown propagationPolicy {policy!r}")
         if meta.get("deletionTimestamp"):
-            if rt.key == PODS.key and grace_period_seconds == 0:
+            if rt.key == PODS.key and grace_period_seconds == 0 and not dry_run:
                 self.finalize_pod(meta["namespace"], name)
             return clone(self._peek(rt, namespace, name) or old)
-        if policy == "Orphan":
+        if policy == "Orphan" and not dry_run:
             for dep_uid in list(self._dependents.get(meta["uid"], ())):
                 self._collect(dep_uid, meta["uid"], orphan=True)
         grace = 0
@@ -809,6 +905,8 @@ class ClusterStore:
         if policy == "Foreground" and self._dependents.get(meta["uid"]):
             finalizers.append(FOREGROUND_FINALIZER)
         if grace <= 0 and not finalizers:
+            if dry_run:
+                return clone(old)
             self._remove(rt, old)
             final = clone(old)
             return final
@@ -822,6 +920,8 @@ class ClusterStore:
             new_meta["finalizers"] = finalizers
         # kube bumps the generation when it sets deletionTimestamp (rest.BeforeDelete).
         new_meta["generation"] = meta.get("generation", 1) + 1
+        if dry_run:
+            return new
         stored = self._write(rt, new, old)
         if rt.key == PODS.key:
             self._refresh_pdbs(new_meta["namespace"])
@@ -844,6 +944,7 @@ class ClusterStore:
         field_selector: str | None = None,
         grace_period_seconds: int | None = None,
         propagation_policy: str | None = None,
+        dry_run: bool = False,
     ) -> builtins.list[Obj]:
         items, _ = self.list(
             rt, namespace, label_selector=label_selector, field_selector=field_selector,
@@ -858,6 +959,7 @@ class ClusterStore:
                         rt, meta.get("namespace"), meta["name"],
                         grace_period_seconds=grace_period_seconds,
                         propagation_policy=propagation_policy,
+                        dry_run=dry_run,
                     )
                 )  # fmt: skip
         return deleted
@@ -876,7 +978,7 @@ class ClusterStore:
 
     # ------------------------------------------------------------------ pods: binding, eviction
 
-    def bind(self, namespace: str, name: str, node_name: str) -> Obj:
+    def bind(self, namespace: str, name: str, node_name: str, *, dry_run: bool = False) -> Obj:
         """The binding subresource: set spec.nodeName once; 409 if already bound."""
         pod = self._stored(PODS, namespace, name)
         current = (pod.get("spec") or {}).get("nodeName")
@@ -898,12 +1000,22 @@ class ClusterStore:
             conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": now})
             obj["status"]["conditions"] = conditions
 
+        if dry_run:
+            return clone(pod)
         return self.mutate(PODS, namespace, name, assign)
 
     def evict(
-        self, namespace: str, name: str, delete_options: Mapping[str, Any] | None = None
+        self,
+        namespace: str,
+        name: str,
+        delete_options: Mapping[str, Any] | None = None,
+        *,
+        dry_run: bool = False,
     ) -> None:
-        """The eviction subresource: honour PodDisruptionBudgets, then delete gracefully."""
+        """The eviction subresource: honour PodDisruptionBudgets, then delete gracefully.
+
+        A dry run (the request's or deleteOptions.dryRun ["All"]) checks the budgets only.
+        """
         pod = self._stored(PODS, namespace, name)
         options = delete_options or {}
         if not pod["metadata"].get("deletionTimestamp") and _pod_counts_for_budget(pod):
@@ -936,6 +1048,7 @@ class ClusterStore:
             grace_period_seconds=None if grace is None else int(grace),
             propagation_policy=options.get("propagationPolicy"),
             preconditions=options.get("preconditions"),
+            dry_run=dry_run or "All" in (options.get("dryRun") or ()),
         )  # fmt: skip
 
     def pdb_status(self, pdb: Obj) -> Obj:
@@ -1047,6 +1160,31 @@ class ClusterStore:
 def _list_order(obj: Obj) -> tuple[str, str]:
     meta = obj["metadata"]
     return (meta.get("namespace", ""), meta["name"])
+
+
+def _encode_continue(rv: int, last: tuple[str, str]) -> str:
+    """kube's continue token: base64url (unpadded) JSON of the list rv and the last key served."""
+    namespace, name = last
+    start = f"{namespace}/{name}\x00" if namespace else f"{name}\x00"
+    raw = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": start}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _decode_continue(token: str) -> tuple[int, tuple[str, str]]:
+    """(rv, last key) of a continue token; 400 BadRequest for anything else, like kube."""
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        decoded = json.loads(raw)
+        if not isinstance(decoded, dict) or decoded.get("v") != "meta.k8s.io/v1":
+            raise ValueError("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
+        rv, start = decoded.get("rv"), decoded.get("start")
+        if not isinstance(rv, int) or not isinstance(start, str) or not start:
+            raise ValueError("continue key is not valid: invalid start or resourceVersion")
+    except (binascii.Error, ValueError, UnicodeDecodeError) as exc:
+        message = str(exc) if str(exc).startswith("continue key") else f"continue key is not valid: {exc}"
+        raise errors.bad_request(message) from None
+    namespace, _, name = start.rstrip("\x00").rpartition("/")
+    return rv, (namespace, name)
 
 
 def _fold_string_data(secret: Obj) -> None:
