@@ -70,7 +70,15 @@ DELETING_REASON = "Deleting"
 
 # What the sim reports as the child clusters' Kubernetes version (k0s naming, as KCM templates do).
 K8S_VERSION = "v1.32.5"
-KUBELET_VERSION = "v1.32.5+k0s"
+"""The templates' default k0s version, used when a ClusterDeployment does not ask for one."""
+
+
+def _requested_k8s_version(spec: Mapping[str, Any]) -> str | None:
+    """The version `spec.config.k0s.version` asks for (the remote-cluster template's value)."""
+    k0s = ((spec.get("config") or {}).get("k0s")) or {}
+    version = k0s.get("version") if isinstance(k0s, Mapping) else None
+    return str(version) if version else None
+
 
 # Generic workers of hosted-control-plane templates (`config.workersNumber`): a mid-size VM.
 GENERIC_WORKER = {"cpu": "8", "memory": "32Gi", "instanceType": "sim-standard-8"}
@@ -544,7 +552,9 @@ class ClusterDeploymentController:
         set_condition(
             conditions, TEMPLATE_READY, "True", SUCCEEDED, "Template is valid", generation
         )
-        k8s_version = ((template or {}).get("status") or {}).get("k8sVersion")
+        k8s_version = _requested_k8s_version(spec) or ((template or {}).get("status") or {}).get(
+            "k8sVersion"
+        )
         if k8s_version:
             status["k8sVersion"] = k8s_version
 
@@ -765,6 +775,9 @@ class ClusterDeploymentController:
 
     def _node(self, obj: Mapping[str, Any], machine: _Machine) -> dict[str, Any]:
         cluster = obj["metadata"]["name"]
+        # Nodes run the k0s version the ClusterDeployment asks for, else the template's default.
+        version = _requested_k8s_version(obj.get("spec") or {}) or K8S_VERSION
+        kubelet_version = f"{version.split('+')[0]}+k0s"
         node_name = machine.node_name or ""
         labels = {
             "kubernetes.io/hostname": node_name,
@@ -845,8 +858,8 @@ class ClusterDeploymentController:
                     "systemUUID": str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{cluster}.{node_name}")),
                     "bootID": str(uuid.uuid4()),
                     "kernelVersion": "6.8.0-60-generic",
-                    "kubeProxyVersion": KUBELET_VERSION,
-                    "kubeletVersion": KUBELET_VERSION,
+                    "kubeProxyVersion": kubelet_version,
+                    "kubeletVersion": kubelet_version,
                     "containerRuntimeVersion": "containerd://1.7.27",
                     "operatingSystem": "linux",
                     "architecture": "amd64",

@@ -226,6 +226,27 @@ async def test_removing_a_machine_removes_its_node_and_reconciles_generation(env
     assert store.try_get(PODS, "default", "on-b") is None
 
 
+@pytest.mark.parametrize(
+    ("requested", "reported", "kubelet"),
+    [
+        pytest.param("v1.37.1", "v1.37.1", "v1.37.1+k0s", id="config-k0s-version"),
+        pytest.param(None, "v1.32.5", "v1.32.5+k0s", id="template-default"),
+    ],
+)
+async def test_nodes_run_the_requested_k0s_version(
+    env: Env, requested: str | None, reported: str, kubelet: str
+) -> None:
+    name = unique("version")
+    cd = cluster_deployment(name, [H100_A])
+    if requested:
+        cd["spec"]["config"]["k0s"] = {"version": requested}
+    env.create("clusterdeployments", cd)
+    ready = await wait_ready(env, name)
+    assert ready["status"]["k8sVersion"] == reported
+    (node,) = await ready_nodes(child_store(env, name), 1)
+    assert node["status"]["nodeInfo"]["kubeletVersion"] == kubelet
+
+
 async def test_unknown_machine_address_never_registers(env: Env) -> None:
     name = unique("lost")
     env.create("clusterdeployments", cluster_deployment(name, [H100_A, NOWHERE]))
