@@ -156,8 +156,7 @@ def run() -> Scenario:
 
     ctl("kubeconfig", "--cluster", name, "--output", str(KUBECONFIG))
     console.print(kubectl("get", "nodes", "-L", "colony.dev/node-pool,colony.dev/sku"))
-    # --validate=false: the simulator serves no OpenAPI document to validate against.
-    kubectl("apply", "--validate=false", "-f", "-", stdin=workload_manifest(gpu))
+    kubectl("apply", "-f", "-", stdin=workload_manifest(gpu))
     deadline = time.monotonic() + 60
     while True:
         pods = json.loads(kubectl("get", "pods", "-l", "app=trainer", "-o", "json"))["items"]

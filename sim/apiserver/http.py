@@ -19,7 +19,7 @@ import orjson
 import yaml
 from aiohttp import web
 
-from sim.apiserver import discovery, errors, tables
+from sim.apiserver import discovery, errors, openapi, tables
 from sim.apiserver.errors import ApiError
 from sim.apiserver.patch import APPLY_PATCH
 from sim.apiserver.registry import CRDS, PODS, SERVICEACCOUNTS, ResourceType
@@ -93,6 +93,28 @@ class _Route:
         self.subresource = subresource
 
 
+def _dry_run(request: web.Request, options_kind: str, body_values: Any = None) -> bool:
+    """Whether the request is a dry run: `?dryRun=All` (or DeleteOptions.dryRun ["All"]).
+
+    Like kube, any other value is 422 Invalid against the request's options kind.
+    """
+    values = list(request.query.getall("dryRun", ()))
+    if isinstance(body_values, list):
+        values += [str(v) for v in body_values]
+    unsupported = [v for v in values if v != "All"]
+    if unsupported:
+        shown = ", ".join(f'"{v}"' for v in values)
+        raise ApiError(
+            422, "Invalid",
+            f'{options_kind}.meta.k8s.io "" is invalid: dryRun: Unsupported value: []string{{{shown}}}: supported values: "All"',
+            details={"group": "meta.k8s.io", "kind": options_kind, "causes": [{
+                "reason": "FieldValueNotSupported", "field": "dryRun",
+                "message": f'Unsupported value: []string{{{shown}}}: supported values: "All"',
+            }]},
+        )  # fmt: skip
+    return bool(values)
+
+
 def _not_found() -> ApiError:
     return ApiError(404, "NotFound", "the server could not find the requested resource")
 
@@ -135,6 +157,8 @@ class ApiHandler:
         if head in ("healthz", "readyz", "livez"):
             return web.Response(text="ok")
         registry = self.store.registry
+        if head == "openapi" and request.method == "GET":
+            return self._openapi(parts[1:])
         if head == "api":
             if len(parts) == 1:
                 return _json_response(discovery.api_versions(request.host))
@@ -152,6 +176,17 @@ class ApiHandler:
                 raise errors.method_not_allowed("discovery is read-only")
             return _json_response(discovery.resource_list(registry, group, version))
         return await self._resource(request, self._route(group, version, rest))
+
+    def _openapi(self, parts: list[str]) -> web.Response:
+        """/openapi/v3 and its group-version documents; /openapi/v2 stays 404 (kubectl only
+        falls back to it when v3 is missing)."""
+        if parts[:1] != ["v3"]:
+            raise _not_found()
+        registry = self.store.registry
+        if len(parts) == 1:
+            return _json_response(openapi.discovery(registry))
+        crds = {crd["metadata"]["name"]: crd for crd in self.store._iter(CRDS, None)}
+        return _json_response(openapi.group_version(registry, "/".join(parts[1:]), crds))
 
     def _route(self, group: str, version: str, rest: list[str]) -> _Route:
         namespace: str | None = None
@@ -192,7 +227,10 @@ class ApiHandler:
                 return self._list(request, route)
             if method == "POST":
                 body = await self._body(request)
-                created = store.create(rt, body, namespace=route.namespace)
+                created = store.create(
+                    rt, body, namespace=route.namespace,
+                    dry_run=_dry_run(request, "CreateOptions"),
+                )  # fmt: skip
                 return _json_response(self._out(route, created), 201)
             if method == "DELETE":
                 options = await self._delete_options(request)
@@ -203,6 +241,7 @@ class ApiHandler:
                     field_selector=query.get("fieldSelector"),
                     grace_period_seconds=options.get("gracePeriodSeconds"),
                     propagation_policy=options.get("propagationPolicy"),
+                    dry_run=_dry_run(request, "DeleteOptions", options.get("dryRun")),
                 )
                 return _json_response(self._list_body(route, deleted, store.resource_version))
             raise errors.method_not_allowed(f"{method} is not supported on collections")
@@ -223,7 +262,10 @@ class ApiHandler:
             body = await self._body(request)
             if sub not in (None, "status"):
                 raise errors.method_not_allowed(f"PUT is not supported on {sub}")
-            updated = store.replace(rt, route.namespace, name, body, subresource=sub)
+            updated = store.replace(
+                rt, route.namespace, name, body, subresource=sub,
+                dry_run=_dry_run(request, "UpdateOptions"),
+            )  # fmt: skip
             return _json_response(self._out(route, updated))
         if method == "PATCH":
             content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
@@ -236,12 +278,16 @@ class ApiHandler:
                 raise errors.bad_request(f"invalid patch body: {exc}") from None
             if sub not in (None, "status"):
                 raise errors.method_not_allowed(f"PATCH is not supported on {sub}")
-            patched = store.patch(rt, route.namespace, name, patch, content_type, subresource=sub)
+            patched = store.patch(
+                rt, route.namespace, name, patch, content_type, subresource=sub,
+                dry_run=_dry_run(request, "PatchOptions"), copy_objects=False,
+            )  # fmt: skip
             return _json_response(self._out(route, patched))
         if method == "DELETE":
             if sub is not None:
                 raise errors.method_not_allowed(f"DELETE is not supported on {sub}")
             options = await self._delete_options(request)
+            dry_run = _dry_run(request, "DeleteOptions", options.get("dryRun"))
             last = store.delete(
                 rt,
                 route.namespace,
@@ -249,11 +295,16 @@ class ApiHandler:
                 grace_period_seconds=options.get("gracePeriodSeconds"),
                 propagation_policy=options.get("propagationPolicy"),
                 preconditions=options.get("preconditions"),
+                dry_run=dry_run,
             )
-            if store._peek(rt, route.namespace, name) is not None or rt.key in (
-                PODS.key,
-                CRDS.key,
-            ):
+            # Still there (graceful or finalizers): the object; gone: a Status (pods and CRDs
+            # answer with the object either way, as kube's registries do).
+            remains = (
+                bool(last["metadata"].get("deletionTimestamp"))
+                if dry_run
+                else store._peek(rt, route.namespace, name) is not None
+            )
+            if remains or rt.key in (PODS.key, CRDS.key):
                 return _json_response(self._out(route, last))
             meta = last["metadata"]
             details = {"name": name, "kind": rt.plural, "uid": meta.get("uid")}
@@ -275,7 +326,10 @@ class ApiHandler:
                 raise errors.too_many_requests(
                     "Cannot evict pod as it would violate the pod's disruption budget."
                 )
-            store.evict(namespace, name, body.get("deleteOptions"))
+            store.evict(
+                namespace, name, body.get("deleteOptions"),
+                dry_run=_dry_run(request, "CreateOptions"),
+            )  # fmt: skip
             return _json_response(_success(201), 201)
         if route.rt.key == PODS.key and route.subresource == "binding":
             target = (body.get("target") or {}).get("name")
@@ -283,7 +337,7 @@ class ApiHandler:
                 raise errors.invalid(
                     PODS, name, [("target.name", "Required value", "FieldValueRequired")]
                 )
-            store.bind(namespace, name, target)
+            store.bind(namespace, name, target, dry_run=_dry_run(request, "CreateOptions"))
             return _json_response(_success(201), 201)
         if route.rt.key == SERVICEACCOUNTS.key and route.subresource == "token":
             return _json_response(store.request_token(namespace, name, body), 201)

@@ -16,22 +16,21 @@ import base64
 import binascii
 import bisect
 import builtins
-import json
 import contextlib
 import datetime as dt
+import json
 import logging
 import math
 import random
-import re
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from sim.apiserver import errors
+from sim.apiserver import errors, validation
 from sim.apiserver.auth import TokenAuthority
-from sim.apiserver.patch import apply_patch
+from sim.apiserver.patch import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, apply_patch
 from sim.apiserver.registry import (
     BUILTINS,
     CRDS,
@@ -68,10 +67,10 @@ REJECTED_WRITES_KEPT = 1000
 DEFAULT_POD_GRACE = 30
 FOREGROUND_FINALIZER = "foregroundDeletion"
 ORPHAN_FINALIZER = "orphan"
-_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 # apimachinery's generateName alphabet (no vowels, no confusable characters).
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _ALL = "*"  # internal subresource marker: controller writes that may change spec and status
+_SHARING_PATCHES = frozenset({MERGE_PATCH, APPLY_PATCH, JSON_PATCH})
 # kube-apiserver's answer (etcd3 store) to a continue token whose revision etcd compacted.
 _INCONSISTENT_CONTINUE = (
     "The provided continue parameter is too old to display a consistent list result. You can "
@@ -570,7 +569,7 @@ class ClusterStore:
                     )
                 ],
             )
-        self._check_name(rt, name)
+        validation.check_name(rt, name)
         if self._peek(rt, meta.get("namespace"), name) is not None:
             raise errors.already_exists(rt, name)
         new["apiVersion"] = rt.api_version
@@ -582,6 +581,7 @@ class ClusterStore:
         meta["generation"] = 1
         ip_counter = self._ip_counter
         self._prepare_create(rt, new)
+        validation.check(rt, new)
         self._validate_custom(rt, new, "create", "client")
         if dry_run:
             self._ip_counter = ip_counter  # the real server releases a dry run's allocations
@@ -589,22 +589,6 @@ class ClusterStore:
         stored = self._write(rt, new, None)
         self._after_write(rt, stored, None)
         return clone(stored)
-
-    def _check_name(self, rt: ResourceType, name: str) -> None:
-        if len(name) > 253 or not _NAME_RE.match(name):
-            raise errors.invalid(
-                rt,
-                name,
-                [
-                    (
-                        "metadata.name",
-                        f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of '
-                        "lower case alphanumeric characters, '-' or '.', and must start and end "
-                        "with an alphanumeric character",
-                        "FieldValueInvalid",
-                    )
-                ],
-            )
 
     def _prepare_create(self, rt: ResourceType, obj: Obj) -> None:
         key = rt.key
@@ -750,13 +734,25 @@ class ClusterStore:
         *,
         subresource: str | None = None,
         dry_run: bool = False,
+        copy_objects: bool = True,
     ) -> Obj:
-        """PATCH by content type (merge, strategic merge, JSON patch)."""
+        """PATCH by content type (merge, strategic merge, JSON patch); the result is a copy unless
+        `copy_objects=False` (the HTTP layer, which only serializes it: never mutate it)."""
         old = self._stored(rt, namespace, name)
-        new = apply_patch(clone(old), patch, patch_type)
+        if patch_type in _SHARING_PATCHES and rt.key != SECRETS.key:
+            # Merge and JSON patches never modify their target (merge copies the dicts on the
+            # patched paths and shares the rest, JSON patch deep-copies): no clone of the stored
+            # object is needed. _update copies the two levels it writes (top, metadata); secrets
+            # also rewrite `data` in place, so they take the cloning path.
+            new = apply_patch(old, patch, patch_type)
+            if isinstance(new.get("metadata"), dict):
+                new = dict(new)
+                new["metadata"] = dict(new["metadata"])
+        else:
+            new = apply_patch(clone(old), patch, patch_type)
         if not isinstance(new.get("metadata"), dict):
             raise errors.bad_request("metadata must be an object")
-        return self._update(rt, old, new, subresource, dry_run=dry_run)
+        return self._update(rt, old, new, subresource, dry_run=dry_run, copy_objects=copy_objects)
 
     def update_status(self, rt: ResourceType, namespace: str | None, name: str, status: Obj) -> Obj:
         """Controller shortcut: replace the status, whatever the resourceVersion."""
@@ -785,6 +781,7 @@ class ClusterStore:
         *,
         writer: str = "client",
         dry_run: bool = False,
+        copy_objects: bool = True,
     ) -> Obj:
         """Every update path: PUT, PATCH, status, and the controllers' shortcuts.
 
@@ -843,17 +840,19 @@ class ClusterStore:
             ):
                 raise errors.invalid(CRDS, name, [("spec.names.plural", "Invalid value: field is immutable", "FieldValueInvalid")])  # fmt: skip
         operation = {None: "update", _ALL: "mutate"}.get(subresource, subresource or "update")
+        if subresource != "status":
+            validation.check(rt, result, old, pod_update=subresource is None)
         self._validate_custom(rt, result, operation, writer)
         meta["resourceVersion"] = old_meta["resourceVersion"]
         if result == old:
-            return clone(old)  # a no-op write changes nothing, like kube
+            return clone(old) if copy_objects else old  # a no-op write changes nothing, like kube
         if dry_run:
             return clone(result)
         stored = self._write(rt, result, old)
         self._after_write(rt, stored, old)
         if _ready_to_remove(rt, stored):
             self._remove(rt, stored)
-        return clone(stored)
+        return clone(stored) if copy_objects else stored
 
     # ------------------------------------------------------------------ delete
 
@@ -1176,12 +1175,16 @@ def _decode_continue(token: str) -> tuple[int, tuple[str, str]]:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         decoded = json.loads(raw)
         if not isinstance(decoded, dict) or decoded.get("v") != "meta.k8s.io/v1":
-            raise ValueError("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
+            raise ValueError(
+                "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"
+            )
         rv, start = decoded.get("rv"), decoded.get("start")
         if not isinstance(rv, int) or not isinstance(start, str) or not start:
             raise ValueError("continue key is not valid: invalid start or resourceVersion")
     except (binascii.Error, ValueError, UnicodeDecodeError) as exc:
-        message = str(exc) if str(exc).startswith("continue key") else f"continue key is not valid: {exc}"
+        message = (
+            str(exc) if str(exc).startswith("continue key") else f"continue key is not valid: {exc}"
+        )
         raise errors.bad_request(message) from None
     namespace, _, name = start.rstrip("\x00").rpartition("/")
     return rv, (namespace, name)

@@ -10,7 +10,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from sim.apiserver.registry import PODS
 from sim.apiserver.server import ClusterServer
+from sim.apiserver.store import clone
 
 call = asyncio.to_thread
 
@@ -232,8 +234,11 @@ async def test_patch_types(
 
 async def test_strategic_merge_lists_by_key(api_client: client.ApiClient) -> None:
     core = client.CoreV1Api(api_client)
-    await call(core.create_namespaced_pod, "default", _pod("sm"))
-    patch = {"spec": {"containers": [{"name": "c", "image": "nginx"}, {"name": "d", "image": "x"}]}}
+    pod = _pod("sm")
+    pod["spec"]["containers"].append({"name": "d", "image": "y"})
+    await call(core.create_namespaced_pod, "default", pod)
+    # Only images may change in a pod: the patch names one container, the other is kept.
+    patch = {"spec": {"containers": [{"name": "d", "image": "x"}]}}
     patched = await call(
         core.patch_namespaced_pod,
         "sm",
@@ -241,7 +246,7 @@ async def test_strategic_merge_lists_by_key(api_client: client.ApiClient) -> Non
         patch,
         _content_type="application/strategic-merge-patch+json",
     )
-    assert [(c.name, c.image) for c in patched.spec.containers] == [("c", "nginx"), ("d", "x")]
+    assert [(c.name, c.image) for c in patched.spec.containers] == [("c", "busybox"), ("d", "x")]
 
 
 async def test_status_subresource_and_generation(api_client: client.ApiClient) -> None:
@@ -396,3 +401,28 @@ async def test_rbac_objects_are_served(api_client: client.ApiClient) -> None:
     await asyncio.to_thread(rbac.create_namespaced_role, "default", role)
     roles = await asyncio.to_thread(rbac.list_namespaced_role, "default")
     assert [r.metadata.name for r in roles.items] == ["reader"]
+
+
+@pytest.mark.parametrize(
+    ("content_type", "patch"),
+    [
+        pytest.param("application/merge-patch+json", {"metadata": {"labels": {"a": "1"}}, "spec": {"activeDeadlineSeconds": 5}}, id="merge"),
+        pytest.param("application/json-patch+json", [{"op": "add", "path": "/metadata/labels", "value": {"a": "1"}}], id="json"),
+    ],
+)  # fmt: skip
+async def test_patches_leave_the_stored_versions_untouched(
+    cluster: ClusterServer, api_client: client.ApiClient, content_type: str, patch: Any
+) -> None:
+    # PATCH shares unpatched subtrees with the stored object instead of deep-copying it: the
+    # previous version (still in the watch history) must not change.
+    store = cluster.store
+    store.create(PODS, _pod("hist"), namespace="default")
+    before = store.get(PODS, "default", "hist", copy_objects=False)
+    snapshot = clone(before)
+    core = client.CoreV1Api(api_client)
+    patched = await call(
+        core.patch_namespaced_pod, "hist", "default", patch, _content_type=content_type
+    )
+    assert patched.metadata.labels == {"a": "1"}
+    assert before == snapshot
+    assert store.get(PODS, "default", "hist")["metadata"]["labels"] == {"a": "1"}

@@ -92,7 +92,17 @@ async def test_kubectl_node_workflow(
         },
     )  # fmt: skip
     store.create(PODS, _pod("agent-x", "worker-1", ds), namespace="kube-system")
-    deploy = store.create(DEPLOYMENTS, {"metadata": {"name": "app"}, "spec": {"replicas": 1}})
+    deploy = store.create(
+        DEPLOYMENTS,
+        {
+            "metadata": {"name": "app"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "app"}},
+                "template": {"metadata": {"labels": {"app": "app"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}},
+            },
+        },
+    )  # fmt: skip
     store.create(PODS, _pod("app", "worker-1", deploy), namespace="default")
 
     nodes = await kubectl(kubeconfig_file, "get", "nodes")

@@ -64,7 +64,9 @@ async def test_fault_injector_is_consulted(faulty: tuple[ClusterServer, FaultInj
 
 async def test_eviction_fault(faulty: tuple[ClusterServer, FaultInjector]) -> None:
     server, faults = faulty
-    server.store.create(PODS, {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}})
+    server.store.create(
+        PODS, {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    )
     faults.evict_429("default", "p")
     api = make_api_client(server)
     core = client.CoreV1Api(api)

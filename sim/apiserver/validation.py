@@ -1,0 +1,409 @@
+"""Validation of built-in types on create and update: the rules of kube-apiserver clients hit.
+
+Called by the store (`ClusterStore.create` and every update path) after defaulting, before CRD
+schema validation and before anything is stored; dry runs pass here too. Failures raise
+`ApiError` 422 Invalid with one cause per problem, worded like the real server (the messages of
+k8s.io/apimachinery/pkg/util/validation and pkg/apis/*/validation). What the real server refuses
+while decoding (a quantity that does not parse, a label value that is not a string) is 400
+BadRequest, as there.
+
+Covered: object names (DNS-1123 subdomain; DNS-1123 label for namespaces, DNS-1035 label for
+services, as `ValidateServiceName` does), label keys and values on every object, Pod specs
+(containers, names, images, restartPolicy, resource quantities) and pod update immutability,
+Service ports and type, PodDisruptionBudget minAvailable/maxUnavailable, Deployment and DaemonSet
+selectors and templates. Not covered: everything else kube validates (annotations, volumes,
+probes, affinity...): the sim stores those unchecked.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from sim.apiserver import errors
+from sim.apiserver.registry import (
+    DAEMONSETS,
+    DEPLOYMENTS,
+    NAMESPACES,
+    PDBS,
+    PODS,
+    SERVICES,
+    ResourceType,
+)
+from sim.apiserver.selectors import LabelSelector
+
+Obj = dict[str, Any]
+Cause = tuple[str, str, str]  # (field path, message, reason)
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+# The messages of k8s.io/apimachinery/pkg/util/validation.
+_SUBDOMAIN_MSG = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+    "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used "
+    "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+_LABEL_MSG = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
+    "must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex "
+    "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
+_DNS1035_MSG = (
+    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
+    "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or "
+    "'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
+)
+_QUALIFIED_NAME_MSG = (
+    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
+    "with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
+    "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+)
+_LABEL_VALUE_MSG = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or "
+    "'.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',"
+    "  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+)
+_QUANTITY_MSG = (
+    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+)
+# pkg/apis/core/validation: the one message for every forbidden pod spec change.
+POD_UPDATE_FORBIDDEN = (
+    "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,"
+    "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only "
+    "additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set "
+    "to 1 if it was previously negative)"
+)
+_RESTART_POLICIES = ("Always", "OnFailure", "Never")
+_SERVICE_TYPES = ("ClusterIP", "ExternalName", "LoadBalancer", "NodePort")
+_BINARY_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL_SUFFIXES = {
+    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
+    "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
+    "P": Decimal("1e15"), "E": Decimal("1e18"),
+}  # fmt: skip
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
+
+
+def parse_quantity(value: Any) -> Decimal | None:
+    """A resource.Quantity ("100m", "64Gi", "1e3", 2) as a Decimal; None if it does not parse."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return Decimal(str(value))
+    if not isinstance(value, str):
+        return None
+    match = _QUANTITY.match(value.strip())
+    if match is None:
+        return None
+    number, suffix = match.groups()
+    try:
+        amount = Decimal(number)
+    except InvalidOperation:
+        return None
+    if suffix in _BINARY_SUFFIXES:
+        return amount * _BINARY_SUFFIXES[suffix]
+    if suffix in _DECIMAL_SUFFIXES:
+        return amount * _DECIMAL_SUFFIXES[suffix]
+    if suffix[0] in "eE":
+        try:
+            return amount * Decimal(10) ** int(suffix[1:])
+        except ValueError:
+            return None
+    return None
+
+
+# ---------------------------------------------------------------------- names and labels
+
+
+def name_causes(rt: ResourceType, name: str) -> list[Cause]:
+    """Problems with an object name: the rule depends on the kind, as in kube."""
+    if rt.key == NAMESPACES.key:
+        return [("metadata.name", f'Invalid value: "{name}": {m}', "FieldValueInvalid") for m in _dns1123_label(name)]  # fmt: skip
+    messages = _dns1035_label(name) if rt.key == SERVICES.key else _dns1123_subdomain(name)
+    return [("metadata.name", f'Invalid value: "{name}": {m}', "FieldValueInvalid") for m in messages]  # fmt: skip
+
+
+def check_name(rt: ResourceType, name: str) -> None:
+    causes = name_causes(rt, name)
+    if causes:
+        raise errors.invalid(rt, name, causes)
+
+
+def _dns1123_label(value: str) -> list[str]:
+    out = []
+    if len(value) > 63:
+        out.append("must be no more than 63 characters")
+    if not _DNS1123_LABEL.match(value):
+        out.append(_LABEL_MSG)
+    return out
+
+
+def _dns1123_subdomain(value: str) -> list[str]:
+    out = []
+    if len(value) > 253:
+        out.append("must be no more than 253 characters")
+    if not _DNS1123_SUBDOMAIN.match(value):
+        out.append(_SUBDOMAIN_MSG)
+    return out
+
+
+def _dns1035_label(value: str) -> list[str]:
+    out = []
+    if len(value) > 63:
+        out.append("must be no more than 63 characters")
+    if not _DNS1035_LABEL.match(value):
+        out.append(_DNS1035_MSG)
+    return out
+
+
+def _qualified_name(key: str) -> list[str]:
+    parts = key.split("/")
+    if len(parts) == 1:
+        name = parts[0]
+        prefix_msgs: list[str] = []
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix:
+            prefix_msgs = ["prefix part must be non-empty"]
+        else:
+            prefix_msgs = [f"prefix part {m}" for m in _dns1123_subdomain(prefix)]
+    else:
+        return [
+            "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must "
+            "start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or "
+            "'123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') "
+            "with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+        ]
+    if not name:
+        return [*prefix_msgs, "name part must be non-empty"]
+    out = list(prefix_msgs)
+    if len(name) > 63:
+        out.append("name part must be no more than 63 characters")
+    if not _QUALIFIED_NAME.match(name):
+        out.append(_QUALIFIED_NAME_MSG)
+    return out
+
+
+def _label_causes(labels: Any, path: str) -> list[Cause]:
+    if labels is None:
+        return []
+    if not isinstance(labels, Mapping):
+        raise errors.bad_request(f"json: cannot unmarshal {type(labels).__name__} into Go struct field ObjectMeta.{path} of type map[string]string")  # fmt: skip
+    causes: list[Cause] = []
+    for key, value in labels.items():
+        if not isinstance(value, str):
+            raise errors.bad_request(
+                f"json: cannot unmarshal {_json_type(value)} into Go struct field "
+                f"ObjectMeta.{path} of type string"
+            )
+        for message in _qualified_name(key):
+            causes.append((path, f'Invalid value: "{key}": {message}', "FieldValueInvalid"))
+        if len(value) > 63:
+            causes.append((path, f'Invalid value: "{value}": must be no more than 63 characters', "FieldValueInvalid"))  # fmt: skip
+        if not _LABEL_VALUE.match(value):
+            causes.append((path, f'Invalid value: "{value}": {_LABEL_VALUE_MSG}', "FieldValueInvalid"))  # fmt: skip
+    return causes
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return "null" if value is None else "string"
+
+
+# ---------------------------------------------------------------------- pods
+
+
+def _pod_spec_causes(rt: ResourceType, spec: Any, path: str, *, restart: tuple[str, ...]) -> list[Cause]:  # fmt: skip
+    if not isinstance(spec, Mapping):
+        return [(path, "Required value", "FieldValueRequired")]
+    causes: list[Cause] = []
+    containers = spec.get("containers")
+    if not containers:
+        causes.append((f"{path}.containers", "Required value", "FieldValueRequired"))
+    seen: set[str] = set()
+    for key in ("initContainers", "containers"):
+        for i, container in enumerate(spec.get(key) or []):
+            causes += _container_causes(rt, container, f"{path}.{key}[{i}]", seen)
+    policy = spec.get("restartPolicy")
+    if policy is not None and policy not in restart:
+        supported = ", ".join(f'"{p}"' for p in restart)
+        causes.append((f"{path}.restartPolicy", f'Unsupported value: "{policy}": supported values: {supported}', "FieldValueNotSupported"))  # fmt: skip
+    return causes
+
+
+def _container_causes(rt: ResourceType, container: Any, path: str, seen: set[str]) -> list[Cause]:
+    if not isinstance(container, Mapping):
+        return [(path, "Invalid value: must be an object", "FieldValueTypeInvalid")]
+    causes: list[Cause] = []
+    name = container.get("name")
+    if not name:
+        causes.append((f"{path}.name", "Required value", "FieldValueRequired"))
+    else:
+        for message in _dns1123_label(str(name)):
+            causes.append((f"{path}.name", f'Invalid value: "{name}": {message}', "FieldValueInvalid"))  # fmt: skip
+        if name in seen:
+            causes.append((f"{path}.name", f'Duplicate value: "{name}"', "FieldValueDuplicate"))
+        seen.add(str(name))
+    if not container.get("image"):
+        causes.append((f"{path}.image", "Required value", "FieldValueRequired"))
+    resources = container.get("resources") or {}
+    parsed: dict[str, dict[str, Decimal]] = {}
+    for kind in ("limits", "requests"):
+        for resource, raw in (resources.get(kind) or {}).items():
+            amount = parse_quantity(raw)
+            if amount is None:
+                # The real server fails decoding the body: 400, not 422.
+                raise errors.bad_request(
+                    f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: {_QUANTITY_MSG}'
+                )
+            if amount < 0:
+                causes.append((f"{path}.resources.{kind}[{resource}]", f'Invalid value: "{raw}": must be greater than or equal to 0', "FieldValueInvalid"))  # fmt: skip
+            parsed.setdefault(kind, {})[resource] = amount
+    for resource, request in parsed.get("requests", {}).items():
+        limit = parsed.get("limits", {}).get(resource)
+        if limit is not None and request > limit:
+            raw = resources["requests"][resource]
+            causes.append((f"{path}.resources.requests", f'Invalid value: "{raw}": must be less than or equal to {resource} limit of {resources["limits"][resource]}', "FieldValueInvalid"))  # fmt: skip
+    return causes
+
+
+def _pod_update_causes(new: Obj, old: Obj) -> list[Cause]:
+    """kube's ValidatePodUpdate: only images, activeDeadlineSeconds, added tolerations and
+    removed scheduling gates may change in a pod's spec (nodeName is set through pods/binding)."""
+    new_spec = dict(new.get("spec") or {})
+    old_spec = old.get("spec") or {}
+    for key in ("containers", "initContainers"):
+        new_list, old_list = new_spec.get(key), old_spec.get(key)
+        if isinstance(new_list, list) and isinstance(old_list, list) and len(new_list) == len(old_list):  # fmt: skip
+            new_spec[key] = [
+                {**n, "image": o.get("image")} if isinstance(n, dict) and isinstance(o, dict) else n
+                for n, o in zip(new_list, old_list, strict=True)
+            ]
+    for key in ("activeDeadlineSeconds",):
+        if key in old_spec:
+            new_spec[key] = old_spec[key]
+        else:
+            new_spec.pop(key, None)
+    old_tolerations = old_spec.get("tolerations") or []
+    new_tolerations = new_spec.get("tolerations") or []
+    if all(t in new_tolerations for t in old_tolerations):
+        new_spec.pop("tolerations", None)
+        old_spec = {k: v for k, v in old_spec.items() if k != "tolerations"}
+    old_gates = old_spec.get("schedulingGates") or []
+    if all(g in old_gates for g in new_spec.get("schedulingGates") or []):
+        new_spec.pop("schedulingGates", None)
+        old_spec = {k: v for k, v in old_spec.items() if k != "schedulingGates"}
+    if new_spec != old_spec:
+        return [("spec", POD_UPDATE_FORBIDDEN, "FieldValueForbidden")]
+    return []
+
+
+# ---------------------------------------------------------------------- other kinds
+
+
+def _go_map(labels: Mapping[str, Any]) -> str:
+    inner = ", ".join(f'"{k}":"{v}"' for k, v in sorted(labels.items()))
+    return f"map[string]string{{{inner}}}"
+
+
+def _workload_causes(rt: ResourceType, obj: Obj, old: Obj | None) -> list[Cause]:
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        spec = {}
+    causes: list[Cause] = []
+    selector = spec.get("selector")
+    template = spec.get("template") or {}
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    if not selector:
+        causes.append(("spec.selector", "Required value", "FieldValueRequired"))
+    else:
+        parsed = LabelSelector.from_object(selector)
+        if parsed.empty:
+            causes.append(("spec.selector", f"Invalid value: {json.dumps(selector)}: empty selector is invalid for deployment", "FieldValueInvalid"))  # fmt: skip
+        elif not parsed.matches(labels):
+            causes.append(("spec.template.metadata.labels", f"Invalid value: {_go_map(labels)}: `selector` does not match template `labels`", "FieldValueInvalid"))  # fmt: skip
+        if old is not None and (old.get("spec") or {}).get("selector") not in (None, selector):
+            causes.append(("spec.selector", f"Invalid value: {json.dumps(selector)}: field is immutable", "FieldValueInvalid"))  # fmt: skip
+    replicas = spec.get("replicas")
+    if isinstance(replicas, int) and replicas < 0:
+        causes.append(("spec.replicas", f"Invalid value: {replicas}: must be greater than or equal to 0", "FieldValueInvalid"))  # fmt: skip
+    causes += _label_causes(labels, "spec.template.metadata.labels")
+    causes += _pod_spec_causes(rt, template.get("spec"), "spec.template.spec", restart=("Always",))
+    return causes
+
+
+def _service_causes(obj: Obj) -> list[Cause]:
+    spec = obj.get("spec") or {}
+    kind = spec.get("type") or "ClusterIP"
+    if kind not in _SERVICE_TYPES:
+        supported = ", ".join(f'"{t}"' for t in _SERVICE_TYPES)
+        return [("spec.type", f'Unsupported value: "{kind}": supported values: {supported}', "FieldValueNotSupported")]  # fmt: skip
+    causes: list[Cause] = []
+    ports = spec.get("ports") or []
+    if not ports and kind != "ExternalName" and spec.get("clusterIP") != "None":
+        causes.append(("spec.ports", "Required value", "FieldValueRequired"))
+    for i, port in enumerate(ports):
+        number = port.get("port") if isinstance(port, Mapping) else None
+        if not isinstance(number, int) or isinstance(number, bool) or not 1 <= number <= 65535:
+            causes.append((f"spec.ports[{i}].port", f"Invalid value: {json.dumps(number)}: must be between 1 and 65535, inclusive", "FieldValueInvalid"))  # fmt: skip
+    return causes
+
+
+def _pdb_causes(obj: Obj) -> list[Cause]:
+    spec = obj.get("spec") or {}
+    if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
+        return [("spec", f"Invalid value: {json.dumps(spec, sort_keys=True)}: minAvailable and maxUnavailable cannot be both set", "FieldValueInvalid")]  # fmt: skip
+    return []
+
+
+# ---------------------------------------------------------------------- entry points
+
+
+def _same(new: Any, old: Any) -> bool:
+    return new is old or new == old
+
+
+def check(rt: ResourceType, obj: Obj, old: Obj | None = None, *, pod_update: bool = False) -> None:
+    """Raise 422 Invalid (or 400 for undecodable values) if `obj` breaks a rule of its kind.
+
+    `old` is the stored object on updates; `pod_update` applies pod spec immutability (client
+    writes of the main resource: the binding subresource and controllers may set nodeName).
+    """
+    meta = obj.get("metadata") or {}
+    old_meta = (old.get("metadata") or {}) if old is not None else None
+    causes: list[Cause] = []
+    # The stored version passed these checks: parts an update leaves equal need no second look
+    # (merge patches share unchanged subtrees, so this is usually an identity test).
+    if old_meta is None or not _same(meta.get("labels"), old_meta.get("labels")):
+        causes += _label_causes(meta.get("labels"), "metadata.labels")
+    key = rt.key
+    if old is not None and _same(obj.get("spec"), old.get("spec")):
+        pass
+    elif key == PODS.key:
+        causes += _pod_spec_causes(rt, obj.get("spec"), "spec", restart=_RESTART_POLICIES)
+        if pod_update and old is not None:
+            causes += _pod_update_causes(obj, old)
+    elif key in (DEPLOYMENTS.key, DAEMONSETS.key):
+        causes += _workload_causes(rt, obj, old)
+    elif key == SERVICES.key:
+        causes += _service_causes(obj)
+    elif key == PDBS.key:
+        causes += _pdb_causes(obj)
+    if causes:
+        raise errors.invalid(rt, meta.get("name", ""), causes)
