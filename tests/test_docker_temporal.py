@@ -16,7 +16,7 @@ from tests.test_harness import _greet
 
 pytestmark = pytest.mark.docker
 
-TEMPORAL_IMAGE = "temporalio/temporal:1.5.1"
+TEMPORAL_IMAGE = "temporalio/temporal:1.9.1"
 
 
 async def test_workflow_runs_on_temporal_in_a_container(task_queue: str) -> None:
