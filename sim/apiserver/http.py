@@ -2,8 +2,10 @@
 
 `create_app(store, faults=...)` returns an `aiohttp.web.Application` serving discovery, CRUD, watch,
 PATCH, the pods/eviction, pods/binding, serviceaccounts/token and status subresources, with bearer
-token authentication against the store's `TokenAuthority`. Every request first passes the
-`FaultInjector`, when one is given. `server.ClusterServer` wraps it in HTTPS.
+token authentication against the store's `TokenAuthority`. Writes honour `dryRun` and
+`fieldValidation` (`fieldvalidation.py`; its warnings become `Warning` response headers). Every
+request first passes the `FaultInjector`, when one is given. `server.ClusterServer` wraps it in
+HTTPS.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from aiohttp import web
 
 from sim.apiserver import discovery, errors, openapi, tables
 from sim.apiserver.errors import ApiError
+from sim.apiserver.fieldvalidation import FieldValidation, warning_header
 from sim.apiserver.patch import APPLY_PATCH
 from sim.apiserver.registry import CRDS, PODS, SERVICEACCOUNTS, ResourceType
 from sim.apiserver.store import ClusterStore, Obj, Watcher
@@ -63,6 +66,17 @@ def _error_response(error: ApiError) -> web.Response:
     if retry is not None:
         response.headers["Retry-After"] = str(retry)
     return response
+
+
+def _with_warnings(response: web.Response, validation: FieldValidation) -> web.Response:
+    # One header per warning, as kube's warning recorder writes them; kubectl prints each one.
+    for text in validation.warnings:
+        response.headers.add("Warning", warning_header(text))
+    return response
+
+
+def _field_validation(request: web.Request, options_kind: str) -> FieldValidation:
+    return FieldValidation.from_query(request.query.get("fieldValidation"), options_kind)
 
 
 def _success(code: int = 200, details: dict[str, Any] | None = None) -> Obj:
@@ -227,11 +241,13 @@ class ApiHandler:
                 return self._list(request, route)
             if method == "POST":
                 body = await self._body(request)
+                dry_run = _dry_run(request, "CreateOptions")
+                validation = _field_validation(request, "CreateOptions")
                 created = store.create(
-                    rt, body, namespace=route.namespace,
-                    dry_run=_dry_run(request, "CreateOptions"),
+                    rt, body, namespace=route.namespace, dry_run=dry_run,
+                    field_validation=validation,
                 )  # fmt: skip
-                return _json_response(self._out(route, created), 201)
+                return _with_warnings(_json_response(self._out(route, created), 201), validation)
             if method == "DELETE":
                 options = await self._delete_options(request)
                 deleted = store.delete_collection(
@@ -262,11 +278,13 @@ class ApiHandler:
             body = await self._body(request)
             if sub not in (None, "status"):
                 raise errors.method_not_allowed(f"PUT is not supported on {sub}")
+            dry_run = _dry_run(request, "UpdateOptions")
+            validation = _field_validation(request, "UpdateOptions")
             updated = store.replace(
-                rt, route.namespace, name, body, subresource=sub,
-                dry_run=_dry_run(request, "UpdateOptions"),
+                rt, route.namespace, name, body, subresource=sub, dry_run=dry_run,
+                field_validation=validation,
             )  # fmt: skip
-            return _json_response(self._out(route, updated))
+            return _with_warnings(_json_response(self._out(route, updated)), validation)
         if method == "PATCH":
             content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
             raw = await request.read()
@@ -278,11 +296,13 @@ class ApiHandler:
                 raise errors.bad_request(f"invalid patch body: {exc}") from None
             if sub not in (None, "status"):
                 raise errors.method_not_allowed(f"PATCH is not supported on {sub}")
+            dry_run = _dry_run(request, "PatchOptions")
+            validation = _field_validation(request, "PatchOptions")
             patched = store.patch(
                 rt, route.namespace, name, patch, content_type, subresource=sub,
-                dry_run=_dry_run(request, "PatchOptions"), copy_objects=False,
+                dry_run=dry_run, copy_objects=False, field_validation=validation,
             )  # fmt: skip
-            return _json_response(self._out(route, patched))
+            return _with_warnings(_json_response(self._out(route, patched)), validation)
         if method == "DELETE":
             if sub is not None:
                 raise errors.method_not_allowed(f"DELETE is not supported on {sub}")

@@ -3,6 +3,8 @@
 Owned by the sim's API server: the store calls `prune`, `apply_defaults` and `validate` (in that
 order, like the real server) on every write of a custom resource, and turns the returned
 `FieldError`s into a 422 `Invalid` Status whose causes carry `reason`, `message` and `field`.
+`fieldvalidation.py` asks `unknown_fields` (the paths `prune` drops) for the `fieldValidation`
+parameter (Strict refuses them, Warn warns about them).
 
 Pure functions over plain JSON-shaped dicts; no IO.
 
@@ -36,10 +38,14 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "OBJECT_META_FIELDS",
     "FieldError",
     "apply_defaults",
     "prune",
+    "prune_with_paths",
     "structural_errors",
+    "unknown_fields",
+    "unknown_metadata_fields",
     "validate",
 ]
 
@@ -54,6 +60,16 @@ FORBIDDEN = "FieldValueForbidden"
 
 # Fields every object keeps whatever its schema says: the apiserver handles them itself.
 _ALWAYS_KEPT = ("apiVersion", "kind", "metadata")
+
+# The JSON fields of metav1.ObjectMeta (k8s.io/apimachinery/pkg/apis/meta/v1/types.go, 1.37);
+# anything else under `metadata` is an unknown field to server-side field validation.
+OBJECT_META_FIELDS = frozenset(
+    {
+        "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
+        "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels",
+        "annotations", "ownerReferences", "finalizers", "managedFields",
+    }
+)  # fmt: skip
 
 _JSON_TYPES = ("object", "array", "string", "integer", "number", "boolean")
 
@@ -448,31 +464,69 @@ def prune(schema: dict[str, Any], obj: Any) -> Any:
     are still pruned recursively), values of `additionalProperties`, and `apiVersion`, `kind`,
     `metadata` at the root and in embedded resources. Returns a new value.
     """
-    return _prune(schema, copy.deepcopy(obj), root=True)
+    return _prune(schema, copy.deepcopy(obj), "", None, root=True)
 
 
-def _prune(schema: dict[str, Any], value: Any, *, root: bool = False) -> Any:
+def prune_with_paths(schema: dict[str, Any], obj: Any) -> tuple[Any, list[str]]:
+    """`prune`, also answering the paths of the fields it dropped, for server-side field validation.
+
+    Paths are written like kube's structural pruning reports them (`spec.templte`,
+    `spec.machines[0].prot`, keys of `additionalProperties` maps joined with dots) and sorted, as
+    `PruneWithOptions` sorts them. Unknown fields of the ObjectMeta of embedded resources
+    (`x-kubernetes-embedded-resource`) are reported too, as kube's metadata coercion does; the
+    root's `metadata` is the caller's (the apiserver checks it apart from the schema).
+    """
+    dropped: list[str] = []
+    pruned = _prune(schema, copy.deepcopy(obj), "", dropped, root=True)
+    return pruned, sorted(dropped)
+
+
+def unknown_fields(schema: dict[str, Any], obj: Any) -> list[str]:
+    """The sorted paths `prune` would drop from `obj` (see `prune_with_paths`)."""
+    return prune_with_paths(schema, obj)[1]
+
+
+def unknown_metadata_fields(meta: Any, path: str = "metadata") -> list[str]:
+    """Paths of the keys of an ObjectMeta that metav1.ObjectMeta does not declare."""
+    if not isinstance(meta, dict):
+        return []
+    return [_child(path, key) for key in meta if key not in OBJECT_META_FIELDS]
+
+
+def _prune(
+    schema: dict[str, Any],
+    value: Any,
+    path: str,
+    dropped: list[str] | None,
+    *,
+    root: bool = False,
+) -> Any:
     if isinstance(value, dict):
         properties: dict[str, Any] = schema.get("properties") or {}
         additional = schema.get("additionalProperties")
         preserve = bool(schema.get("x-kubernetes-preserve-unknown-fields"))
-        keep_meta = root or bool(schema.get("x-kubernetes-embedded-resource"))
+        embedded = bool(schema.get("x-kubernetes-embedded-resource"))
+        keep_meta = root or embedded
         pruned: dict[str, Any] = {}
         for key, item in value.items():
             if keep_meta and key in _ALWAYS_KEPT:
                 # The apiserver owns these: ObjectMeta is validated on its own, never by the CRD.
                 pruned[key] = item
+                if dropped is not None and embedded and not root and key == "metadata":
+                    dropped.extend(unknown_metadata_fields(item, _child(path, key)))
             elif key in properties:
-                pruned[key] = _prune(properties[key], item)
+                pruned[key] = _prune(properties[key], item, _child(path, key), dropped)
             elif isinstance(additional, dict):
-                pruned[key] = _prune(additional, item)
+                pruned[key] = _prune(additional, item, _child(path, key), dropped)
             elif preserve or additional is True:
                 pruned[key] = item
+            elif dropped is not None:
+                dropped.append(_child(path, key))
         return pruned
     if isinstance(value, list):
         items = schema.get("items")
         if isinstance(items, dict):
-            return [_prune(items, item) for item in value]
+            return [_prune(items, item, _index(path, i), dropped) for i, item in enumerate(value)]
     return value
 
 

@@ -30,6 +30,7 @@ from typing import Any, TypeVar, cast
 
 from sim.apiserver import errors, validation
 from sim.apiserver.auth import TokenAuthority
+from sim.apiserver.fieldvalidation import FieldValidation
 from sim.apiserver.patch import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, apply_patch
 from sim.apiserver.registry import (
     BUILTINS,
@@ -525,13 +526,22 @@ class ClusterStore:
         return format_time(self.clock())
 
     def create(
-        self, rt: ResourceType, obj: Obj, *, namespace: str | None = None, dry_run: bool = False
+        self,
+        rt: ResourceType,
+        obj: Obj,
+        *,
+        namespace: str | None = None,
+        dry_run: bool = False,
+        field_validation: FieldValidation | None = None,
     ) -> Obj:
         """Create `obj`; 409 AlreadyExists, 404 for a missing namespace, 422 Invalid.
 
         `dry_run` (dryRun=All) runs every check and default and answers what would be stored
         (generated name and uid included, no resourceVersion), but stores and emits nothing.
+        `field_validation` (HTTP requests only) reports unknown fields first, as kube's decoder.
         """
+        if field_validation is not None:
+            obj = field_validation.check(rt, obj)
         new = clone(obj)
         meta = new.get("metadata")
         if not isinstance(meta, dict):
@@ -711,8 +721,13 @@ class ClusterStore:
         *,
         subresource: str | None = None,
         dry_run: bool = False,
+        field_validation: FieldValidation | None = None,
     ) -> Obj:
-        """PUT: 409 Conflict when the body's resourceVersion is stale (none = unconditional)."""
+        """PUT: 409 Conflict when the body's resourceVersion is stale (none = unconditional).
+
+        `field_validation` (HTTP requests only) reports the body's unknown fields first."""
+        if field_validation is not None:
+            obj = field_validation.check(rt, obj)
         old = self._stored(rt, namespace, name)
         new = clone(obj)
         meta = new.get("metadata")
@@ -735,9 +750,13 @@ class ClusterStore:
         subresource: str | None = None,
         dry_run: bool = False,
         copy_objects: bool = True,
+        field_validation: FieldValidation | None = None,
     ) -> Obj:
         """PATCH by content type (merge, strategic merge, JSON patch); the result is a copy unless
-        `copy_objects=False` (the HTTP layer, which only serializes it: never mutate it)."""
+        `copy_objects=False` (the HTTP layer, which only serializes it: never mutate it).
+
+        `field_validation` (HTTP requests only) reports the unknown fields of the patched object,
+        as kube decodes it after applying the patch."""
         old = self._stored(rt, namespace, name)
         if patch_type in _SHARING_PATCHES and rt.key != SECRETS.key:
             # Merge and JSON patches never modify their target (merge copies the dicts on the
@@ -752,6 +771,8 @@ class ClusterStore:
             new = apply_patch(clone(old), patch, patch_type)
         if not isinstance(new.get("metadata"), dict):
             raise errors.bad_request("metadata must be an object")
+        if field_validation is not None:
+            new = field_validation.check(rt, new, patch=True)
         return self._update(rt, old, new, subresource, dry_run=dry_run, copy_objects=copy_objects)
 
     def update_status(self, rt: ResourceType, namespace: str | None, name: str, status: Obj) -> Obj:
