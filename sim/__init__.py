@@ -7,7 +7,9 @@ receives the kubeconfig, URL and key the sim writes, exactly as it would for rea
 
 Deliberate simplifications (each documented where it lives): authentication is real (bearer
 tokens a cluster issued, TLS with the sim's CA) but authorization is not: RBAC objects are stored
-and served, never enforced; CEL rules (`x-kubernetes-validations`) in CRDs are not evaluated.
+and served, never enforced; CEL rules (`x-kubernetes-validations`) in CRDs are not evaluated; the
+wire format is JSON or YAML only (protobuf bodies, which kubectl's typed `create configmap|secret|
+namespace` generators send, get 415 Unsupported Media Type).
 
 Layout:
     apiserver/    the emulator: object store, selectors, patches, schema validation, HTTP, auth

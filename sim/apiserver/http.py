@@ -367,11 +367,18 @@ class ApiHandler:
         raw = await request.read()
         if not raw:
             return {}
+        content_type = request.headers.get("Content-Type", "")
+        if "protobuf" in content_type or "cbor" in content_type:
+            # The sim speaks JSON (and YAML) only. 415 is what a server that does not serve an
+            # encoding answers, and client-go then retries the request as JSON.
+            raise errors.ApiError(
+                415,
+                "UnsupportedMediaType",
+                f"the body of the request was in an unknown format - accepted media types "
+                f'include: application/json, application/yaml ("{content_type}" is not)',
+            )
         try:
-            if "yaml" in request.headers.get("Content-Type", ""):
-                body = yaml.safe_load(raw)
-            else:
-                body = _decode(raw)
+            body = yaml.safe_load(raw) if "yaml" in content_type else _decode(raw)
         except (ValueError, yaml.YAMLError) as exc:
             raise errors.bad_request(f"invalid request body: {exc}") from None
         if not isinstance(body, dict):

@@ -123,3 +123,35 @@ def test_store_memory_footprint() -> None:
     finally:
         tracemalloc.stop()
     assert used < 30_000_000, f"{used / 1e6:.1f} MB"
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        pytest.param("application/vnd.kubernetes.protobuf", id="protobuf"),
+        pytest.param("application/cbor", id="cbor"),
+    ],
+)
+async def test_binary_encodings_are_unsupported_media_type(
+    cluster: ClusterServer, content_type: str
+) -> None:
+    """The sim speaks JSON and YAML only; other encodings get 415 (kubectl's typed `create
+    configmap|secret|namespace` generators send protobuf, so they fail clearly against the sim)."""
+    with tempfile.NamedTemporaryFile(suffix=".crt") as ca_file:
+        ca_file.write(base64.b64decode(cluster.ca.cert_b64))
+        ca_file.flush()
+        pool = urllib3.PoolManager(ca_certs=ca_file.name, cert_reqs="CERT_REQUIRED")
+        response = await asyncio.to_thread(
+            pool.request,
+            "POST",
+            f"{cluster.url}/api/v1/namespaces/default/configmaps",
+            body=b"k8s\x00\x0a\x0f",
+            headers={
+                "Authorization": f"Bearer {cluster.admin_token}",
+                "Content-Type": content_type,
+            },
+        )
+    assert response.status == 415
+    status = json.loads(response.data)
+    assert status["reason"] == "UnsupportedMediaType"
+    assert content_type in status["message"]
