@@ -313,10 +313,11 @@ class FakeColony:
 
     @activity.defn(name=ActivityName.EVICT_POD)
     async def evict_pod(self, request: EvictPodRequest) -> EvictPodResult:
-        for pods in self.pods.values():
+        for node, pods in self.pods.items():
             for fake in pods:
                 if (fake.pod.namespace, fake.pod.name) != (request.namespace, request.name):
                     continue
+                self.calls.append(f"evict {node}")
                 if fake.budget_refusals != 0:
                     fake.budget_refusals -= 1
                     return EvictPodResult(
@@ -865,6 +866,42 @@ async def test_scale_down_drains_in_order_and_skips_daemonset_pods(
         assert [node.name for node in remaining.nodes] == [busy]
         assert (remaining.count, remaining.ready_count) == (1, 1)
         assert len(fake.released) == 2
+
+
+async def test_leaving_nodes_are_cordoned_first_and_drained_up_to_the_limit(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    fake = FakeColony()
+    async with worker(env, task_queue, fake):
+        run = await start(env, task_queue, fake, pool("gpu", 4))
+        status = await run.ready()
+        for node in pool_of(status, "gpu").nodes:
+            # A budget refuses each eviction twice, so the drains last long enough to overlap.
+            fake.add_pods(node.name, pod(f"web-{node.name}", budget_refusals=2))
+
+        accepted = await run.handle.execute_update(
+            ClusterWorkflow.scale_node_pool,
+            ScaleNodePoolRequest(pool="gpu", count=1, drain_parallelism=2),
+        )
+        done = await run.finished(accepted)
+        assert op_of(done, accepted.operation_id).state is OperationState.SUCCEEDED
+
+        drain_calls = [c for c in fake.calls if c.split()[0] in ("cordon", "evict", "delete")]
+        first_eviction = next(i for i, c in enumerate(drain_calls) if c.startswith("evict"))
+        cordoned = {c.split()[1] for c in drain_calls[:first_eviction] if c.startswith("cordon")}
+        assert len(cordoned) == 3, drain_calls  # like `kubectl drain`: all of them, first
+
+        # A node drains from its first eviction until its Node is deleted.
+        draining: set[str] = set()
+        most = 0
+        for call in drain_calls[first_eviction:]:
+            verb, node = call.split()
+            if verb == "evict":
+                draining.add(node)
+            elif verb == "delete":
+                draining.discard(node)
+            most = max(most, len(draining))
+        assert most == 2, drain_calls
 
 
 async def test_budget_refusals_are_retried_until_the_budget_relaxes(
