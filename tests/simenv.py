@@ -26,6 +26,10 @@ from sim.world import SimWorld, WorldConfig
 from worker import host_provider_client
 
 NAMESPACE = "kcm-system"
+REAL_K0RDENT_CRDS = Path(__file__).resolve().parents[1].parent / "shared" / "k0rdent-crds"
+"""k0rdent's own CRDs, beside the checkout where present (CI has them): every world the tests start
+serves those instead of the sim's, so each object Colony writes is validated against the real
+schemas (an invalid one is a 422 and the test fails)."""
 
 
 @asynccontextmanager
@@ -35,8 +39,13 @@ async def started_world(state_dir: Path, **timing: float) -> AsyncIterator[SimWo
     if timing:
         sim_timing = SimTiming(time_scale=1.0, delays=dict.fromkeys(sim_timing.delays, 0.0))
         sim_timing = sim_timing.with_delays(**timing)
-    async with SimWorld(WorldConfig(state_dir=state_dir, timing=sim_timing)) as world:
+    crds = [REAL_K0RDENT_CRDS] if REAL_K0RDENT_CRDS.is_dir() else None
+    config = WorldConfig(state_dir=state_dir, timing=sim_timing, crd_paths=crds)
+    async with SimWorld(config) as world:
         yield world
+        # Whatever a test sent on purpose, nothing the simulated k0rdent wrote may break the schema.
+        refused = [w for w in world.store.rejected_writes if w.writer != "client"]
+        assert not refused, f"the sim's controllers wrote invalid objects: {refused}"
 
 
 def colony_env(world: SimWorld, **extra: str) -> dict[str, str]:
