@@ -97,6 +97,8 @@ async def colony(
             )
             yield Colony(world, env, management)
         close_client(management)
+        # Every k0rdent object Colony wrote passed the schema (k0rdent's real one in CI).
+        assert not world.store.rejected_writes, list(world.store.rejected_writes)
 
 
 @pytest.fixture(autouse=True)
