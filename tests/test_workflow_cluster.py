@@ -20,6 +20,7 @@ import pytest
 from temporalio import activity
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
+from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
@@ -745,6 +746,15 @@ async def test_operations_run_in_arrival_order_and_status_shows_queue(
         assert status.current_operation.state is OperationState.RUNNING
         assert [op.id for op in status.queued_operations] == [b.operation_id, c.operation_id]
         assert (b.position, c.position) == (1, 2)
+        # The Web UI's "current details" say the same.
+        metadata = await run.handle.query(
+            "__temporal_workflow_metadata", result_type=WorkflowMetadata
+        )
+        assert f"running: {a.operation_id} scale_node_pool" in metadata.current_details
+        assert (
+            f"queued: {b.operation_id} add_node_pool, {c.operation_id} scale_node_pool"
+            in metadata.current_details
+        )
 
         done = await run.finished(c)
         finished = [op.id for op in done.completed_operations]

@@ -261,6 +261,7 @@ class ClusterWorkflow:
         operation.state = OperationState.RUNNING
         operation.started_at = workflow.now()
         self._running = operation
+        self._show_details()
         task: asyncio.Task[None] | None = None
         try:
             self._begin(operation)
@@ -282,6 +283,7 @@ class ClusterWorkflow:
         self._finish(operation)
 
     def _finish(self, operation: Operation) -> None:
+        self._show_details()
         operation.finished_at = workflow.now()
         self._state.completed = [*self._state.completed, operation][-COMPLETED_OPERATIONS_KEPT:]
         self._state.operations_run += 1
@@ -906,6 +908,7 @@ class ClusterWorkflow:
         )
         self._state.next_operation += 1
         self._state.queue.append(operation)
+        self._show_details()
         return OperationAccepted(
             operation_id=operation.id, kind=operation.kind, position=len(self._state.queue)
         )
@@ -914,6 +917,20 @@ class ClusterWorkflow:
         self._state.phase = phase
         self._state.reason = reason
         self._upsert_search_attributes()
+        self._show_details()
+
+    def _show_details(self) -> None:
+        """The Web UI's "current details" of this workflow: phase, running operation and queue
+        (metadata for people; it adds nothing to the history)."""
+        lines = [f"**{self._spec.name}** in `{self._spec.location_id}`: {self._state.phase.value}"]
+        if self._state.reason:
+            lines.append(self._state.reason)
+        if self._running is not None:
+            lines.append(f"running: {self._running.id} {self._running.kind.value}")
+        if self._state.queue:
+            queued = ", ".join(f"{op.id} {op.kind.value}" for op in self._state.queue)
+            lines.append(f"queued: {queued}")
+        workflow.set_current_details("\n\n".join(lines))
 
     def _upsert_search_attributes(self) -> None:
         workflow.upsert_search_attributes(
