@@ -91,6 +91,9 @@ class ClusterSpec(ColonyModel):
     join_deadline: timedelta = DEFAULT_JOIN_DEADLINE
     drain_deadline: timedelta = DEFAULT_DRAIN_DEADLINE
     drain_parallelism: int = Field(default=DEFAULT_DRAIN_PARALLELISM, ge=1, le=20)
+    wait_for_capacity: bool = False
+    """When the location has too few free hosts for a pool, wait for them (until the join
+    deadline) instead of failing with HostsUnavailable."""
 
     @field_validator("name")
     @classmethod

@@ -41,6 +41,9 @@ class AddNodePoolRequest(ColonyModel):
 
     kind: Literal[OperationKind.ADD_NODE_POOL] = OperationKind.ADD_NODE_POOL
     pool: NodePoolSpec
+    wait_for_capacity: bool = False
+    """When the location has too few free hosts, wait for them (until the join deadline) instead of
+    failing with HostsUnavailable."""
 
 
 class ScaleNodePoolRequest(ColonyModel):
@@ -55,6 +58,8 @@ class ScaleNodePoolRequest(ColonyModel):
     """Remove the nodes even when their drain misses the deadline (remaining pods are deleted)."""
     drain_parallelism: int | None = Field(default=None, ge=1, le=20)
     """How many nodes drain at once; the cluster's default when None."""
+    wait_for_capacity: bool = False
+    """Scaling up: wait for free hosts instead of failing with HostsUnavailable."""
 
     @field_validator("count")
     @classmethod
@@ -101,6 +106,18 @@ OperationRequest = Annotated[
 ]
 
 
+class CancelOperationRequest(ColonyModel):
+    """Cancel one queued or running operation (the `cancel_operation` update).
+
+    A queued one is dropped; a running one is interrupted and its compensation runs (what it cordoned
+    is uncordoned, hosts that never joined are released). A delete cannot be cancelled.
+    """
+
+    operation_id: str
+    reason: str = ""
+    """Shown on the cancelled operation (who asked and why)."""
+
+
 class OperationState(StrEnum):
     QUEUED = "queued"
     RUNNING = "running"
@@ -125,6 +142,10 @@ class NodeProgress(ColonyModel):
     pods_remaining: int = 0
     blocking_pods: list[str] = Field(default_factory=list)
     """`namespace/name: message` of pods a disruption budget keeps from being evicted."""
+    drain_started_at: datetime | None = None
+    drain_deadline: datetime | None = None
+    """This node's own deadline, counted from when its drain started (not from the operation's
+    start: a node waiting for a parallelism slot has not spent any of it)."""
 
 
 class OperationProgress(ColonyModel):
@@ -148,6 +169,9 @@ class Operation(ColonyModel):
     started_at: datetime | None = None
     finished_at: datetime | None = None
     progress: OperationProgress = Field(default_factory=OperationProgress)
+    update_id: str = ""
+    """The Temporal update id it was submitted with: the same id again returns this operation
+    instead of queueing another (across continue-as-new too)."""
 
     @property
     def kind(self) -> OperationKind:

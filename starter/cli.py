@@ -29,6 +29,7 @@ from pydantic import BaseModel, ValidationError
 from rich.live import Live
 
 from activities.settings import ColonySettings, SettingsError
+from models.base import user_input
 from models.cluster import DEFAULT_CREDENTIAL, DEFAULT_NAMESPACE, DEFAULT_TEMPLATE, ClusterSpec
 from models.node_pool import NodePoolSpec
 from models.operations import (
@@ -118,7 +119,7 @@ def run(coro: Callable[[], Coroutine[Any, Any, T]]) -> T:
 def validated(model: type[BaseModel], data: dict[str, Any]) -> Any:
     """`model` validated from `data`; a problem exits 2 with `error: <field>: <rule>`."""
     try:
-        return model.model_validate(data)
+        return user_input(model, data)
     except ValidationError as exc:
         fail(output.validation_message(exc), ExitCode.USAGE)
 

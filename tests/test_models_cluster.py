@@ -263,3 +263,28 @@ def test_scale_request_count_rule(count: int) -> None:
     with pytest.raises(ValidationError) as caught:
         ScaleNodePoolRequest(pool="gpu", count=count)
     assert only_message(caught.value) == f"a node pool's count must be from 1 to 100, got {count}"
+
+
+# --- Unknown fields: refused from users, ignored in history and state -------------------------
+
+
+def test_user_input_refuses_an_unknown_field_naming_it() -> None:
+    from models.base import user_input
+
+    data = {
+        "name": "a",
+        "locationId": "fra1",
+        "nodePools": [{"name": "g", "sku": {"cpuSku": "c"}, "count": 1, "cout": 2}],
+    }
+    with pytest.raises(ValidationError) as caught:
+        user_input(ClusterSpec, data)
+    error = caught.value.errors()[0]
+    assert error["loc"][:2] == ("nodePools", 0)
+    assert "unknown field 'cout'" in error["msg"]
+
+
+def test_state_written_by_another_release_still_loads() -> None:
+    from models.cluster import ClusterPhase, ClusterState
+
+    state = ClusterState.model_validate({"phase": "ready", "fieldFromTheFuture": {"x": 1}})
+    assert state.phase is ClusterPhase.READY
