@@ -50,7 +50,8 @@ log = logging.getLogger("colony.worker")
 WORKFLOWS: Sequence[type] = (ClusterWorkflow,)
 
 GRACEFUL_SHUTDOWN = timedelta(seconds=10)
-"""Running activities get this long to finish on SIGTERM; all are short Kubernetes or HTTP calls."""
+"""Running activities get this long to finish on SIGTERM; then they are cancelled, and the waits
+among them (which heartbeat) are retried on another worker from where they were."""
 
 
 def tracing_interceptor(
@@ -83,20 +84,21 @@ def activity_callables(
         management.check_cluster_prerequisites,
         management.create_cluster_deployment,
         management.get_cluster_deployment_status,
+        management.await_cluster_deployment,
         management.add_cluster_machines,
         management.remove_cluster_machines,
         management.delete_cluster_deployment,
         child.list_nodes,
+        child.await_nodes,
         child.label_node,
         child.cordon_node,
         child.uncordon_node,
-        child.list_pods_on_node,
-        child.evict_pod,
-        child.delete_pod,
+        child.drain_node,
         child.delete_node,
         hosts.claim_hosts,
         hosts.release_hosts,
         hosts.list_claimed_hosts,
+        hosts.await_free_hosts,
     ]
     return activities, child
 

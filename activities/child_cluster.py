@@ -8,14 +8,23 @@ history. `ApiClient`s are cached per kubeconfig content, so a recreated cluster 
 
 Called by `ClusterWorkflow` (create, scale, drain, delete). Each method is idempotent: patches are
 declarative, deletes tolerate absence, and an eviction of a pod already gone is a result.
+
+The long waits (`await_nodes`, `drain_node`, `delete_node` with a deadline) poll inside one
+heartbeating activity and report their progress in the heartbeat details: the workflow's history
+grows with what changes, never with how long a boot or a drain takes. What they return is what the
+workflow needs and no more: the expected nodes, one node's drain, one pool's nodes; never every
+pod of the cluster.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import threading
-from datetime import datetime
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import yaml
@@ -24,6 +33,7 @@ from kubernetes.client.exceptions import ApiException
 from temporalio import activity
 
 from activities.errors import kube_error, kube_status
+from activities.heartbeat import heartbeating, previous_details, report
 from activities.kube import (
     MERGE_PATCH,
     Obj,
@@ -34,30 +44,31 @@ from activities.kube import (
 )
 from models.activity_api import (
     ActivityName,
+    AwaitNodesRequest,
+    AwaitNodesResult,
     CordonNodeRequest,
     CordonNodeResult,
     DeleteNodeRequest,
     DeleteNodeResult,
-    DeletePodRequest,
-    DeletePodResult,
+    DrainNodeRequest,
+    DrainNodeResult,
+    DrainProgress,
     EvictionOutcome,
-    EvictPodRequest,
-    EvictPodResult,
+    ExpectedNode,
     KubeconfigRef,
     LabelNodeRequest,
     LabelNodeResult,
     ListNodesRequest,
     ListNodesResult,
-    ListPodsOnNodeRequest,
-    ListPodsOnNodeResult,
     NodeInfo,
     NodeTaint,
+    ObservedNode,
     PodInfo,
     Toleration,
     UncordonNodeRequest,
     UncordonNodeResult,
 )
-from models.drain import PodDrainClass, classify_pod
+from models.drain import PodDrainClass, classify_pod, pods_to_evict
 from models.errors import ErrorType, permanent
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
@@ -65,6 +76,57 @@ LABEL_ATTEMPTS = 5
 """Read-modify-write attempts of a node's taints on a resourceVersion conflict."""
 CLIENT_CACHE_SIZE = 64
 """Child clusters whose clients are kept; the oldest is closed beyond that."""
+NODE_POLL = 1.0
+"""Seconds between looks at the nodes while waiting for them to join or go: a small cluster
+answers in seconds, and polls cost the workflow's history nothing."""
+EVICTION_RETRY_FIRST = 1.0
+EVICTION_RETRY_CAP = 5.0
+"""Evictions refused by a budget are retried, not failed (the budget may relax): after 1 s,
+backing off to every 5 s, as `kubectl drain` retries every 5 s."""
+
+
+def _seconds_until(deadline: datetime) -> float:
+    return (deadline - datetime.now(UTC)).total_seconds()
+
+
+def _labelled(node: Obj, expected: ExpectedNode) -> bool:
+    """The expected labels and taints are on the node."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    if any(labels.get(key) != value for key, value in expected.labels.items()):
+        return False
+    taints = {
+        (str(t.get("key")), str(t.get("value") or ""), str(t.get("effect")))
+        for t in (node.get("spec") or {}).get("taints") or []
+        if isinstance(t, dict)
+    }
+    return all((t.key, t.value, t.effect) in taints for t in expected.taints)
+
+
+def _ready(node: Obj) -> bool:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def match_nodes(nodes: Sequence[Obj], expected: Sequence[ExpectedNode]) -> dict[str, Obj]:
+    """The Node of each expected host that has registered, by host id.
+
+    A node registers under its host's id (k0s names nodes after the host); otherwise an address
+    identifies a node only when no other node has it (hosts behind one bastion share one).
+    """
+    by_name = {str(n["metadata"]["name"]): n for n in nodes}
+    owners: dict[str, list[Obj]] = {}
+    for node in nodes:
+        for address in (node.get("status") or {}).get("addresses") or []:
+            if address.get("address"):
+                owners.setdefault(str(address["address"]), []).append(node)
+    found: dict[str, Obj] = {}
+    for want in expected:
+        match = by_name.get(want.host_id)
+        if match is None and len(owners.get(want.address, [])) == 1:
+            match = owners[want.address][0]
+        if match is not None:
+            found[want.host_id] = match
+    return found
 
 
 def _parse_time(value: Any) -> datetime | None:
@@ -196,28 +258,31 @@ class ChildClusterActivities:
     async def _core(self, ref: KubeconfigRef) -> client.CoreV1Api:
         return client.CoreV1Api(self._clients.get(await read_kubeconfig(self._management, ref)))
 
-    async def _pods(self, core: client.CoreV1Api, node_name: str | None = None) -> list[Obj]:
-        selector = f"spec.nodeName={node_name}" if node_name else None
-        what = f"list pods on node {node_name}" if node_name else "list pods"
-        listed = await call_or_none(what, core.list_pod_for_all_namespaces, field_selector=selector)
+    async def _pods_on(self, core: client.CoreV1Api, node_name: str) -> list[Obj]:
+        listed = await call_or_none(
+            f"list pods on node {node_name}",
+            core.list_pod_for_all_namespaces,
+            field_selector=f"spec.nodeName={node_name}",
+        )
+        return list((listed or {}).get("items") or [])
+
+    async def _nodes(self, core: client.CoreV1Api, selector: str = "") -> list[Obj]:
+        listed = await call_or_none("list nodes", core.list_node, label_selector=selector or None)
         return list((listed or {}).get("items") or [])
 
     @activity.defn(name=ActivityName.LIST_NODES)
+    @heartbeating
     async def list_nodes(self, request: ListNodesRequest) -> ListNodesResult:
-        """Every node (matching the selector), with its pod counts."""
+        """The nodes matching the selector; with `count_pods`, each with its own pods counted."""
         core = await self._core(request.kubeconfig)
-        listed = await call_or_none(
-            "list nodes", core.list_node, label_selector=request.label_selector or None
-        )
-        by_node: dict[str, list[PodInfo]] = {}
-        for pod in await self._pods(core):
-            node_name = (pod.get("spec") or {}).get("nodeName")
-            if node_name:
-                by_node.setdefault(node_name, []).append(pod_info(pod))
-        nodes = [
-            node_info(node, by_node.get(node["metadata"]["name"], []))
-            for node in (listed or {}).get("items") or []
-        ]
+        nodes = []
+        for node in await self._nodes(core, request.label_selector):
+            pods = (
+                [pod_info(p) for p in await self._pods_on(core, node["metadata"]["name"])]
+                if request.count_pods
+                else []
+            )
+            nodes.append(node_info(node, pods))
         return ListNodesResult(nodes=sorted(nodes, key=lambda n: n.name))
 
     async def _patch_node(
@@ -225,46 +290,101 @@ class ChildClusterActivities:
     ) -> Obj | None:
         return await call_or_none(what, core.patch_node, name, patch, _content_type=MERGE_PATCH)
 
-    @activity.defn(name=ActivityName.LABEL_NODE)
-    async def label_node(self, request: LabelNodeRequest) -> LabelNodeResult:
-        """Merge labels and taints into the node (others are kept; a taint is keyed by key+effect)."""
-        core = await self._core(request.kubeconfig)
-        what = f"label node {request.node_name}"
+    async def _label(
+        self,
+        core: client.CoreV1Api,
+        node_name: str,
+        labels: dict[str, str],
+        taints: list[NodeTaint],
+    ) -> bool:
+        """Merge labels and taints into the node (others kept; a taint is keyed by key+effect);
+        False when the node is gone."""
+        what = f"label node {node_name}"
         for attempt in range(LABEL_ATTEMPTS):
-            node = await call_or_none(
-                f"read node {request.node_name}", core.read_node, request.node_name
-            )
+            node = await call_or_none(f"read node {node_name}", core.read_node, node_name)
             if node is None:
-                return LabelNodeResult(found=False)
-            wanted = {(t.key, t.effect): t for t in request.taints}
-            taints = [
+                return False
+            wanted = {(t.key, t.effect): t for t in taints}
+            kept = [
                 t
                 for t in (node.get("spec") or {}).get("taints") or []
                 if (t.get("key"), t.get("effect")) not in wanted
             ]
-            taints += [t.model_dump(mode="json") for t in request.taints]
+            kept += [t.model_dump(mode="json") for t in taints]
             patch: Obj = {
                 "metadata": {
-                    "labels": request.labels,
+                    "labels": labels,
                     "resourceVersion": node["metadata"]["resourceVersion"],
                 },
             }
-            if request.taints:
-                patch["spec"] = {"taints": taints}
+            if taints:
+                patch["spec"] = {"taints": kept}
             try:
                 patched = await call(
-                    what, core.patch_node, request.node_name, patch, _content_type=MERGE_PATCH
+                    what, core.patch_node, node_name, patch, _content_type=MERGE_PATCH
                 )
             except ApiException as exc:
                 if exc.status == 404:
-                    return LabelNodeResult(found=False)
+                    return False
                 if exc.status == 409 and attempt + 1 < LABEL_ATTEMPTS:
                     continue  # the kubelet or a controller wrote in between: merge again
                 raise kube_error(exc, what) from exc
-            return LabelNodeResult(found=bool(patched))
+            return bool(patched)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    @activity.defn(name=ActivityName.LABEL_NODE)
+    @heartbeating
+    async def label_node(self, request: LabelNodeRequest) -> LabelNodeResult:
+        """Merge labels and taints into the node (others are kept; a taint is keyed by key+effect)."""
+        core = await self._core(request.kubeconfig)
+        found = await self._label(core, request.node_name, request.labels, request.taints)
+        return LabelNodeResult(found=found)
+
+    @activity.defn(name=ActivityName.AWAIT_NODES)
+    @heartbeating
+    async def await_nodes(self, request: AwaitNodesRequest) -> AwaitNodesResult:
+        """Label the expected nodes as they register; return on a change, when all are Ready, or
+        at the deadline (see `AwaitNodesRequest`)."""
+        core = await self._core(request.kubeconfig)
+        started = time.monotonic()
+        known = {o.host_id: o for o in request.known}
+        while True:
+            found = match_nodes(await self._nodes(core), request.expected)
+            observed: list[ObservedNode] = []
+            for want in request.expected:
+                node = found.get(want.host_id)
+                if node is None:
+                    observed.append(ObservedNode(host_id=want.host_id))
+                    continue
+                name = str(node["metadata"]["name"])
+                labelled = _labelled(node, want)
+                if not labelled:
+                    # Labelled as it registers, before it counts as joined: a pool's selector
+                    # and the GPU admission rely on these labels from the first moment.
+                    labelled = await self._label(core, name, want.labels, want.taints)
+                observed.append(
+                    ObservedNode(
+                        host_id=want.host_id, node_name=name, labelled=labelled, ready=_ready(node)
+                    )
+                )
+            report(AwaitNodesResult(observed=observed, all_ready=False))
+            all_ready = all(o.ready and o.labelled for o in observed)
+            left = _seconds_until(request.deadline)
+            changed = any(known.get(o.host_id) != o for o in observed)
+            if (
+                all_ready
+                or left <= 0
+                or (changed and time.monotonic() - started >= request.min_interval_seconds)
+            ):
+                return AwaitNodesResult(
+                    observed=observed,
+                    all_ready=all_ready,
+                    deadline_passed=not all_ready and left <= 0,
+                )
+            await asyncio.sleep(min(NODE_POLL, max(left, 0.05)))
+
     @activity.defn(name=ActivityName.CORDON_NODE)
+    @heartbeating
     async def cordon_node(self, request: CordonNodeRequest) -> CordonNodeResult:
         """Mark the node unschedulable; reports whether it already was."""
         core = await self._core(request.kubeconfig)
@@ -286,6 +406,7 @@ class ChildClusterActivities:
         return CordonNodeResult(found=True, was_cordoned=was)
 
     @activity.defn(name=ActivityName.UNCORDON_NODE)
+    @heartbeating
     async def uncordon_node(self, request: UncordonNodeRequest) -> UncordonNodeResult:
         """Make the node schedulable again."""
         core = await self._core(request.kubeconfig)
@@ -298,66 +419,106 @@ class ChildClusterActivities:
         )
         return UncordonNodeResult(found=patched is not None)
 
-    @activity.defn(name=ActivityName.LIST_PODS_ON_NODE)
-    async def list_pods_on_node(self, request: ListPodsOnNodeRequest) -> ListPodsOnNodeResult:
-        """Every pod bound to the node, terminating ones included."""
+    @activity.defn(name=ActivityName.DRAIN_NODE)
+    @heartbeating
+    async def drain_node(self, request: DrainNodeRequest) -> DrainNodeResult:
+        """Evict the node's pods (those a drain evicts), retry what budgets refuse, and wait until
+        they are gone, until the deadline; with `force`, delete what is left at the deadline."""
         core = await self._core(request.kubeconfig)
-        pods = [pod_info(pod) for pod in await self._pods(core, request.node_name)]
-        return ListPodsOnNodeResult(pods=sorted(pods, key=lambda p: (p.namespace, p.name)))
+        before = previous_details(DrainProgress)
+        progress = DrainProgress(pods_evicted=before.pods_evicted if before else 0)
+        pause = EVICTION_RETRY_FIRST
+        while True:
+            node = await call_or_none(
+                f"read node {request.node_name}", core.read_node, request.node_name
+            )
+            if node is None:
+                # Gone (removed by someone else): its pods went with it.
+                return DrainNodeResult(drained=True, node_found=False, progress=progress)
+            remaining = pods_to_evict(
+                [pod_info(p) for p in await self._pods_on(core, request.node_name)]
+            )
+            progress.pods_remaining = len(remaining)
+            if not remaining:
+                progress.blocking_pods = []
+                report(progress)
+                return DrainNodeResult(drained=True, progress=progress)
+            blocking: list[str] = []
+            for pod in remaining:
+                if pod.terminating:
+                    continue  # evicted already: waiting for it to go
+                outcome, message = await self._evict(core, pod)
+                if outcome is EvictionOutcome.BLOCKED_BY_BUDGET:
+                    blocking.append(f"{pod.ref}: {message}" if message else pod.ref)
+                elif outcome is EvictionOutcome.EVICTED:
+                    progress.pods_evicted += 1
+            progress.blocking_pods = blocking
+            report(progress)
+            left = _seconds_until(request.deadline)
+            if left <= 0:
+                if not request.force:
+                    return DrainNodeResult(drained=False, progress=progress)
+                # A forced drain deletes what the budgets protect, and does not wait for it.
+                for pod in remaining:
+                    if await self._delete_pod(core, pod.namespace, pod.name):
+                        progress.pods_deleted.append(pod.ref)
+                progress.blocking_pods = []
+                progress.pods_remaining = 0
+                report(progress)
+                return DrainNodeResult(drained=True, progress=progress)
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, EVICTION_RETRY_CAP)
 
-    @activity.defn(name=ActivityName.EVICT_POD)
-    async def evict_pod(self, request: EvictPodRequest) -> EvictPodResult:
+    async def _evict(self, core: client.CoreV1Api, pod: PodInfo) -> tuple[EvictionOutcome, str]:
         """Ask the Eviction API to remove the pod; a budget's refusal (429) is an outcome."""
-        core = await self._core(request.kubeconfig)
-        what = f"evict pod {request.namespace}/{request.name}"
+        what = f"evict pod {pod.namespace}/{pod.name}"
         body: Obj = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
-            "metadata": {"name": request.name, "namespace": request.namespace},
+            "metadata": {"name": pod.name, "namespace": pod.namespace},
         }
-        if request.uid:
-            body["deleteOptions"] = {"preconditions": {"uid": request.uid}}
+        if pod.uid:
+            body["deleteOptions"] = {"preconditions": {"uid": pod.uid}}
         try:
-            await call(
-                what, core.create_namespaced_pod_eviction, request.name, request.namespace, body
-            )
+            await call(what, core.create_namespaced_pod_eviction, pod.name, pod.namespace, body)
         except ApiException as exc:
             status = kube_status(exc)
             message = str(status.get("message") or "")
             causes = (status.get("details") or {}).get("causes") or []
             detail = "; ".join(str(c.get("message")) for c in causes if c.get("message"))
             if exc.status == 404:
-                return EvictPodResult(outcome=EvictionOutcome.GONE, message=message)
-            if exc.status == 409 and request.uid:
+                return EvictionOutcome.GONE, message
+            if exc.status == 409 and pod.uid:
                 # The uid precondition failed: the name now belongs to another pod.
-                return EvictPodResult(outcome=EvictionOutcome.GONE, message=message)
+                return EvictionOutcome.GONE, message
             if exc.status == 429 and ("disruption budget" in message or causes):
-                return EvictPodResult(
-                    outcome=EvictionOutcome.BLOCKED_BY_BUDGET,
-                    message=f"{message} {detail}".strip(),
-                )
+                return EvictionOutcome.BLOCKED_BY_BUDGET, f"{message} {detail}".strip()
             # A 429 without a budget is the API server throttling: retried like any overload.
             raise kube_error(exc, what) from exc
-        return EvictPodResult(outcome=EvictionOutcome.EVICTED)
+        return EvictionOutcome.EVICTED, ""
 
-    @activity.defn(name=ActivityName.DELETE_POD)
-    async def delete_pod(self, request: DeletePodRequest) -> DeletePodResult:
-        """Delete the pod without the Eviction API (a forced drain)."""
-        core = await self._core(request.kubeconfig)
+    async def _delete_pod(self, core: client.CoreV1Api, namespace: str, name: str) -> bool:
         deleted = await call_or_none(
-            f"delete pod {request.namespace}/{request.name}",
-            core.delete_namespaced_pod,
-            request.name,
-            request.namespace,
-            grace_period_seconds=request.grace_period_seconds,
+            f"delete pod {namespace}/{name}", core.delete_namespaced_pod, name, namespace
         )
-        return DeletePodResult(existed=deleted is not None)
+        return deleted is not None
 
     @activity.defn(name=ActivityName.DELETE_NODE)
+    @heartbeating
     async def delete_node(self, request: DeleteNodeRequest) -> DeleteNodeResult:
-        """Delete the Node object."""
+        """Delete the Node object; with `wait_until`, wait until it is gone or that time passes."""
         core = await self._core(request.kubeconfig)
-        deleted = await call_or_none(
-            f"delete node {request.node_name}", core.delete_node, request.node_name
-        )
-        return DeleteNodeResult(existed=deleted is not None)
+        what = f"delete node {request.node_name}"
+        deleted = await call_or_none(what, core.delete_node, request.node_name)
+        if request.wait_until is None:
+            return DeleteNodeResult(existed=deleted is not None)
+        while True:
+            node = await call_or_none(
+                f"read node {request.node_name}", core.read_node, request.node_name
+            )
+            if node is None:
+                return DeleteNodeResult(existed=deleted is not None, gone=True)
+            left = _seconds_until(request.wait_until)
+            if left <= 0:
+                return DeleteNodeResult(existed=True, gone=False)
+            await asyncio.sleep(min(NODE_POLL, left))

@@ -4,6 +4,10 @@
 set from the settings (the key lives in the client's headers, never in a request or a log line).
 Called by `ClusterWorkflow` when pools grow, shrink, fail to join and when a cluster is deleted.
 
+Every activity heartbeats (`activities.heartbeat`), and a request already sent is never abandoned:
+when the workflow cancels an activity, the request in flight is allowed to finish before the
+cancellation is reported, so a claim cannot land after the workflow's owner sweep has looked.
+
 Idempotency: a claim carries the workflow's idempotency key, so a repeated call returns the same
 hosts; a release checks the host's owner first and treats free or foreign hosts as already
 released, so repeating it never frees a host someone else has claimed since.
@@ -11,6 +15,9 @@ released, so repeating it never frees a host someone else has claimed since.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -18,8 +25,11 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.errors import http_error, transport_error
+from activities.heartbeat import heartbeating, report
 from models.activity_api import (
     ActivityName,
+    AwaitFreeHostsRequest,
+    AwaitFreeHostsResult,
     ClaimHostsRequest,
     ClaimHostsResult,
     Host,
@@ -32,6 +42,8 @@ from models.errors import ErrorType
 
 REQUEST_TIMEOUT = httpx.Timeout(20.0, connect=5.0)
 """Below the one-minute start-to-close of a host-provider activity."""
+FREE_HOSTS_POLL = 5.0
+"""Seconds between looks at the free hosts while waiting for capacity."""
 
 
 def host_of(data: dict[str, Any]) -> Host:
@@ -55,10 +67,18 @@ class HostProviderActivities:
     async def _request(
         self, what: str, method: str, path: str, *, json: Any = None, params: Any = None
     ) -> httpx.Response:
+        sent = asyncio.ensure_future(
+            self._http.request(method, path, json=json, params=params, timeout=REQUEST_TIMEOUT)
+        )
         try:
-            response = await self._http.request(
-                method, path, json=json, params=params, timeout=REQUEST_TIMEOUT
-            )
+            try:
+                response = await asyncio.shield(sent)
+            except asyncio.CancelledError:
+                # Cancelled by the workflow: the request is on the wire. Let it finish (within
+                # REQUEST_TIMEOUT) so that what it does lands before we report the cancellation.
+                with contextlib.suppress(Exception):
+                    await sent
+                raise
             response.raise_for_status()
         except httpx.HTTPStatusError as exc:
             raise http_error(exc, what) from exc
@@ -67,6 +87,7 @@ class HostProviderActivities:
         return response
 
     @activity.defn(name=ActivityName.CLAIM_HOSTS)
+    @heartbeating
     async def claim_hosts(self, request: ClaimHostsRequest) -> ClaimHostsResult:
         """Claim `count` hosts of the SKU, all or none, under the request's idempotency key."""
         sku = (
@@ -89,11 +110,11 @@ class HostProviderActivities:
         return ClaimHostsResult(hosts=[host_of(h) for h in response.json().get("hosts") or []])
 
     @activity.defn(name=ActivityName.RELEASE_HOSTS)
+    @heartbeating
     async def release_hosts(self, request: ReleaseHostsRequest) -> ReleaseHostsResult:
         """Give back the hosts `owner` holds among `host_ids`; the others count as released."""
         result = ReleaseHostsResult()
         for host_id in request.host_ids:
-            activity.heartbeat(host_id)
             what = f"release host {host_id}"
             try:
                 found = await self._request(f"read host {host_id}", "GET", f"/v1/hosts/{host_id}")
@@ -111,6 +132,7 @@ class HostProviderActivities:
         return result
 
     @activity.defn(name=ActivityName.LIST_CLAIMED_HOSTS)
+    @heartbeating
     async def list_claimed_hosts(self, request: ListClaimedHostsRequest) -> ListClaimedHostsResult:
         """Every host `owner` holds (the sweep of a cluster delete)."""
         response = await self._request(
@@ -120,3 +142,27 @@ class HostProviderActivities:
         return ListClaimedHostsResult(
             hosts=[host_of(h) for h in items if h.get("owner") == request.owner]
         )
+
+    @activity.defn(name=ActivityName.AWAIT_FREE_HOSTS)
+    @heartbeating
+    async def await_free_hosts(self, request: AwaitFreeHostsRequest) -> AwaitFreeHostsResult:
+        """Look at the free hosts of the SKU in the location until `count` are free or the deadline."""
+        params = {"state": "free", "location": request.location_id}
+        if request.sku.gpu_model_id:
+            params["gpuModelId"] = request.sku.gpu_model_id
+        else:
+            params["cpuSku"] = request.sku.cpu_sku or ""
+        while True:
+            response = await self._request(
+                f"list free hosts of {request.sku} in {request.location_id}",
+                "GET",
+                "/v1/hosts",
+                params=params,
+            )
+            free = len(response.json().get("items") or [])
+            result = AwaitFreeHostsResult(free=free, enough=free >= request.count)
+            report(result)
+            left = (request.deadline - datetime.now(UTC)).total_seconds()
+            if result.enough or left <= 0:
+                return result
+            await asyncio.sleep(min(FREE_HOSTS_POLL, left))

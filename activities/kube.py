@@ -1,13 +1,16 @@
 """Small helpers over the official `kubernetes` client, shared by the Kubernetes activities and the CLI.
 
 The client is blocking, so every call runs in a thread (`asyncio.to_thread`) and never stalls the
-worker's event loop. Responses are read as plain JSON dicts (`_preload_content=False`): the
+worker's event loop. A call is never abandoned half-way: when the activity is cancelled, the request
+in its thread is allowed to finish (within `REQUEST_TIMEOUT`) before the cancellation goes on, so
+nothing an interrupted activity asked for lands after the workflow was told it stopped. Responses are read as plain JSON dicts (`_preload_content=False`): the
 activities only pick a few fields, and dicts map straight onto `models/`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -70,8 +73,14 @@ async def call(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> 
         what: what the call does, for error messages ("read Node gpu-1").
         fn: a bound API method, e.g. `CoreV1Api(api).read_node`.
     """
+    running = asyncio.ensure_future(asyncio.to_thread(_call_blocking, fn, *args, **kwargs))
     try:
-        return await asyncio.to_thread(_call_blocking, fn, *args, **kwargs)
+        try:
+            return await asyncio.shield(running)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await running
+            raise
     except ApiException:
         raise
     except (urllib3.exceptions.HTTPError, OSError) as exc:

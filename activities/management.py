@@ -5,11 +5,20 @@
 the names in `models.activity_api`. Every method is idempotent: creates tolerate an existing object
 that is ours, deletes tolerate absence, and machine changes are read-modify-write with the
 object's resourceVersion, so a lost answer or a concurrent writer never applies a change twice.
+
+Ownership: what Colony creates carries its cluster's owner key (`colony.dev/owner`: workflow id and
+first run id); a delete only touches an object with the key it is given, so a cluster never deletes
+a ClusterDeployment it did not create (a name taken by someone else, or an earlier cluster's).
+
+`await_cluster_deployment` is the one long wait here: it polls inside a heartbeating activity and
+returns when the conditions change, the deployment is ready, failed or gone, or at the deadline.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client
@@ -17,12 +26,16 @@ from kubernetes.client.exceptions import ApiException
 from temporalio import activity
 
 from activities.errors import kube_error
+from activities.heartbeat import heartbeating, report
 from activities.kube import Obj, call, call_or_none, condition, conditions_of
 from models.activity_api import (
     CLUSTER_LABEL,
+    OWNER_ANNOTATION,
     WORKFLOW_ID_LABEL,
     ActivityName,
     AddClusterMachinesRequest,
+    AwaitClusterDeploymentRequest,
+    AwaitClusterDeploymentResult,
     CheckClusterPrerequisitesRequest,
     CheckClusterPrerequisitesResult,
     ClusterMachinesResult,
@@ -31,6 +44,8 @@ from models.activity_api import (
     CreateClusterDeploymentResult,
     DeleteClusterDeploymentRequest,
     DeleteClusterDeploymentResult,
+    DeploymentOutcome,
+    DeploymentWait,
     GetClusterDeploymentStatusRequest,
     GetClusterDeploymentStatusResult,
     RemoveClusterMachinesRequest,
@@ -46,6 +61,22 @@ WORKFLOW_ID_ANNOTATION = WORKFLOW_ID_LABEL
 
 MACHINE_UPDATE_ATTEMPTS = 5
 """Read-modify-write attempts on a resourceVersion conflict before leaving it to the retry policy."""
+POLL_FIRST = 1.0
+POLL_CAP = 5.0
+"""Seconds between looks at a ClusterDeployment while waiting: 1 s, doubling to 5 s. Polls cost the
+workflow's history nothing (they happen inside the activity); 5 s keeps the API's load small."""
+FAILED_REASON = "Failed"
+"""KCM's reason on the Ready condition when a step failed (a missing credential, a failed release)."""
+
+
+def _condition_key(conditions: list[Condition]) -> list[tuple[str, str, str]]:
+    # Messages carry counters and timestamps; a change worth a return changes status or reason.
+    return sorted((c.type, c.status, c.reason) for c in conditions)
+
+
+def _owner_of(obj: Obj) -> str:
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return str(annotations.get(OWNER_ANNOTATION) or "")
 
 
 def label_safe(value: str) -> str:
@@ -96,6 +127,7 @@ class ManagementClusterActivities:
         )
 
     @activity.defn(name=ActivityName.CHECK_CLUSTER_PREREQUISITES)
+    @heartbeating
     async def check_cluster_prerequisites(
         self, request: CheckClusterPrerequisitesRequest
     ) -> CheckClusterPrerequisitesResult:
@@ -122,11 +154,15 @@ class ManagementClusterActivities:
         )
 
     @activity.defn(name=ActivityName.GET_CLUSTER_DEPLOYMENT_STATUS)
+    @heartbeating
     async def get_cluster_deployment_status(
         self, request: GetClusterDeploymentStatusRequest
     ) -> GetClusterDeploymentStatusResult:
         """The ClusterDeployment's status summary; `exists=False` once it is gone."""
-        obj = await self._get(request.namespace, "clusterdeployments", request.name)
+        return await self._status(request.namespace, request.name)
+
+    async def _status(self, namespace: str, name: str) -> GetClusterDeploymentStatusResult:
+        obj = await self._get(namespace, "clusterdeployments", name)
         if obj is None:
             return GetClusterDeploymentStatusResult(exists=False)
         meta = obj.get("metadata") or {}
@@ -149,6 +185,46 @@ class ManagementClusterActivities:
             machine_addresses=[str(m.get("address", "")) for m in _machines(obj)],
         )
 
+    @activity.defn(name=ActivityName.AWAIT_CLUSTER_DEPLOYMENT)
+    @heartbeating
+    async def await_cluster_deployment(
+        self, request: AwaitClusterDeploymentRequest
+    ) -> AwaitClusterDeploymentResult:
+        """Wait until the ClusterDeployment is what the request wants, fails, changes, or the
+        deadline passes (see `AwaitClusterDeploymentRequest`)."""
+        known = _condition_key(request.known_conditions)
+        pause = POLL_FIRST
+        while True:
+            status = await self._status(request.namespace, request.name)
+            report(status)
+            outcome = self._outcome(request.want, status, known)
+            left = (request.deadline - datetime.now(UTC)).total_seconds()
+            if outcome is None and left <= 0:
+                outcome = DeploymentOutcome.DEADLINE
+            if outcome is not None:
+                return AwaitClusterDeploymentResult(outcome=outcome, status=status)
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, POLL_CAP)
+
+    @staticmethod
+    def _outcome(
+        want: DeploymentWait,
+        status: GetClusterDeploymentStatusResult,
+        known: list[tuple[str, str, str]],
+    ) -> DeploymentOutcome | None:
+        if not status.exists:
+            return DeploymentOutcome.GONE
+        if want is DeploymentWait.READY:
+            current = status.observed_generation == status.generation
+            if status.ready and current:
+                return DeploymentOutcome.READY
+            ready = next((c for c in status.conditions if c.type == "Ready"), None)
+            if ready is not None and ready.status == "False" and ready.reason == FAILED_REASON:
+                return DeploymentOutcome.FAILED
+        if _condition_key(status.conditions) != known:
+            return DeploymentOutcome.CHANGED
+        return None
+
     # --- writes ------------------------------------------------------------------------------
 
     @staticmethod
@@ -168,7 +244,10 @@ class ManagementClusterActivities:
                     CLUSTER_LABEL: request.name,
                     WORKFLOW_ID_LABEL: label_safe(request.workflow_id),
                 },
-                "annotations": {WORKFLOW_ID_ANNOTATION: request.workflow_id},
+                "annotations": {
+                    WORKFLOW_ID_ANNOTATION: request.workflow_id,
+                    **({OWNER_ANNOTATION: request.owner} if request.owner else {}),
+                },
             },
             "spec": {
                 "template": request.template,
@@ -188,6 +267,7 @@ class ManagementClusterActivities:
         }
 
     @activity.defn(name=ActivityName.CREATE_CLUSTER_DEPLOYMENT)
+    @heartbeating
     async def create_cluster_deployment(
         self, request: CreateClusterDeploymentRequest
     ) -> CreateClusterDeploymentResult:
@@ -215,12 +295,14 @@ class ManagementClusterActivities:
             # Deleted between our create and our read: a retry will create it.
             raise kube_error(conflict, what) from conflict
         meta = existing.get("metadata") or {}
-        owner = (meta.get("annotations") or {}).get(WORKFLOW_ID_ANNOTATION)
-        if owner != request.workflow_id:
+        workflow_id = (meta.get("annotations") or {}).get(WORKFLOW_ID_ANNOTATION)
+        owner = _owner_of(existing)
+        ours = owner == request.owner if request.owner else workflow_id == request.workflow_id
+        if not ours:
             raise permanent(
                 ErrorType.INVALID_SPEC,
                 f"ClusterDeployment {request.namespace}/{request.name} already exists and is not "
-                f"Colony's cluster '{request.name}' (owner: {owner or 'none'})",
+                f"this cluster's (owner: {owner or workflow_id or 'none'})",
             ) from conflict
         if meta.get("deletionTimestamp"):
             # Ours, but an earlier cluster of the same name is still being torn down.
@@ -274,6 +356,7 @@ class ManagementClusterActivities:
         raise AssertionError("unreachable")  # pragma: no cover
 
     @activity.defn(name=ActivityName.ADD_CLUSTER_MACHINES)
+    @heartbeating
     async def add_cluster_machines(
         self, request: AddClusterMachinesRequest
     ) -> ClusterMachinesResult:
@@ -291,6 +374,7 @@ class ManagementClusterActivities:
         return await self._update_machines(request.namespace, request.name, add)
 
     @activity.defn(name=ActivityName.REMOVE_CLUSTER_MACHINES)
+    @heartbeating
     async def remove_cluster_machines(
         self, request: RemoveClusterMachinesRequest
     ) -> ClusterMachinesResult:
@@ -303,11 +387,17 @@ class ManagementClusterActivities:
         return await self._update_machines(request.namespace, request.name, remove)
 
     @activity.defn(name=ActivityName.DELETE_CLUSTER_DEPLOYMENT)
+    @heartbeating
     async def delete_cluster_deployment(
         self, request: DeleteClusterDeploymentRequest
     ) -> DeleteClusterDeploymentResult:
         """Delete the ClusterDeployment (k0rdent's finalizer then tears the cluster down)."""
         what = f"delete ClusterDeployment {request.namespace}/{request.name}"
+        existing = await self._get(request.namespace, "clusterdeployments", request.name)
+        if existing is None:
+            return DeleteClusterDeploymentResult(existed=False)
+        if request.owner and _owner_of(existing) != request.owner:
+            return DeleteClusterDeploymentResult(existed=True, foreign=True)
         deleted = await call_or_none(
             what,
             self._custom.delete_namespaced_custom_object,
@@ -317,5 +407,8 @@ class ManagementClusterActivities:
             "clusterdeployments",
             request.name,
             propagation_policy="Background",
+            # Only the object we just read and judged ours: a replacement in between (409) is
+            # read and judged again on the retry.
+            body={"preconditions": {"uid": (existing.get("metadata") or {}).get("uid")}},
         )
         return DeleteClusterDeploymentResult(existed=deleted is not None)

@@ -5,8 +5,12 @@ result_type=ClaimHostsResult, ...)`), so the workflow sandbox never imports a cl
 implementations live in `activities/` (one class per system, registered in `worker.py`); tests
 register stand-ins under the same names.
 
-Every activity is small and idempotent: repeating it after a timeout or a worker crash does the same
-thing once. Permanent failures are raised as `ApplicationError(type=models.errors.ErrorType.X,
+Every activity is idempotent: repeating it after a timeout or a worker crash does the same thing once.
+Waits that can last minutes or hours (`await_*`, `drain_node`, `delete_node` with a deadline) run
+inside one heartbeating activity that polls the world and returns when what the workflow knows has
+changed, when the wait is over, or at its deadline: a workflow's history then grows with what
+happens, never with how long it waits. Their heartbeat details carry live progress (the Web UI
+shows them under pending activities; `colonyctl` merges them into status). Permanent failures are raised as `ApplicationError(type=models.errors.ErrorType.X,
 non_retryable=True)`; expected outcomes (a PodDisruptionBudget refusing an eviction, an object
 already gone) are results, not errors.
 
@@ -32,6 +36,7 @@ class ActivityName(StrEnum):
     CHECK_CLUSTER_PREREQUISITES = "check_cluster_prerequisites"
     CREATE_CLUSTER_DEPLOYMENT = "create_cluster_deployment"
     GET_CLUSTER_DEPLOYMENT_STATUS = "get_cluster_deployment_status"
+    AWAIT_CLUSTER_DEPLOYMENT = "await_cluster_deployment"
     ADD_CLUSTER_MACHINES = "add_cluster_machines"
     REMOVE_CLUSTER_MACHINES = "remove_cluster_machines"
     DELETE_CLUSTER_DEPLOYMENT = "delete_cluster_deployment"
@@ -40,14 +45,14 @@ class ActivityName(StrEnum):
     LABEL_NODE = "label_node"
     CORDON_NODE = "cordon_node"
     UNCORDON_NODE = "uncordon_node"
-    LIST_PODS_ON_NODE = "list_pods_on_node"
-    EVICT_POD = "evict_pod"
-    DELETE_POD = "delete_pod"
+    AWAIT_NODES = "await_nodes"
+    DRAIN_NODE = "drain_node"
     DELETE_NODE = "delete_node"
     # Host provider (HTTP).
     CLAIM_HOSTS = "claim_hosts"
     RELEASE_HOSTS = "release_hosts"
     LIST_CLAIMED_HOSTS = "list_claimed_hosts"
+    AWAIT_FREE_HOSTS = "await_free_hosts"
 
 
 # --- Shared shapes -------------------------------------------------------------------------------
@@ -55,13 +60,19 @@ class ActivityName(StrEnum):
 CLUSTER_LABEL = "colony.dev/cluster"
 """Label on the ClusterDeployment: the cluster's name."""
 WORKFLOW_ID_LABEL = "colony.dev/workflow-id"
-"""Label on the ClusterDeployment: the id of the workflow that owns it."""
+"""Label on the ClusterDeployment: the id of the workflow that owns it (label-safe)."""
+OWNER_ANNOTATION = "colony.dev/owner"
+"""Annotation on everything a cluster owns on the management cluster: its owner key (the workflow id
+and its first run id), the same key its host claims carry. Deletes and sweeps only ever touch
+objects with this cluster's key, so a reused name never touches an earlier cluster's objects."""
 NODE_POOL_LABEL = "colony.dev/node-pool"
 """Label on every node: the pool it belongs to."""
 SKU_LABEL = "colony.dev/sku"
 """Label on every node: its SKU id (GPU model or CPU SKU)."""
 HOST_ID_LABEL = "colony.dev/host-id"
 """Label on every node: the host provider's id of the host under it."""
+GPU_MODEL_LABEL = "exalsius.ai/gpu-model"
+"""Label on every GPU node: its GPU model id, the canonical label an exalsius `gpuType` matches."""
 
 
 class KubeconfigRef(ColonyModel):
@@ -208,6 +219,8 @@ class CreateClusterDeploymentRequest(ColonyModel):
     template: str
     credential: str
     workflow_id: str
+    owner: str = ""
+    """The cluster's owner key (`OWNER_ANNOTATION`)."""
     kubernetes_version: str
     pod_cidr: str
     service_cidr: str
@@ -267,22 +280,71 @@ class ClusterMachinesResult(ColonyModel):
 
 
 class DeleteClusterDeploymentRequest(ColonyModel):
-    """Delete the ClusterDeployment; idempotent (already gone or deleting is success)."""
+    """Delete the ClusterDeployment if it is this owner's; idempotent (already gone or deleting is
+    success). One that belongs to someone else is left alone (`foreign=True`)."""
 
     namespace: str
     name: str
+    owner: str = ""
+    """Only an object annotated with this owner key is deleted (empty: any, for old histories)."""
 
 
 class DeleteClusterDeploymentResult(ColonyModel):
     existed: bool
+    foreign: bool = False
+    """It exists but belongs to another owner; it was not touched."""
+
+
+class DeploymentWait(StrEnum):
+    """What `await_cluster_deployment` waits for."""
+
+    READY = "ready"
+    GONE = "gone"
+
+
+class DeploymentOutcome(StrEnum):
+    """Why `await_cluster_deployment` returned."""
+
+    READY = "ready"
+    """Ready=True for the latest generation."""
+    FAILED = "failed"
+    """A condition reports a terminal failure (Ready=False, reason Failed, for the latest spec)."""
+    GONE = "gone"
+    CHANGED = "changed"
+    """The conditions differ from `known_conditions`: the workflow records them and calls again."""
+    DEADLINE = "deadline"
+
+
+class AwaitClusterDeploymentRequest(ColonyModel):
+    """Poll the ClusterDeployment until it is `want`, fails, changes, or `deadline` passes.
+
+    Heartbeats the last conditions seen. A ClusterDeployment that does not exist while waiting for
+    READY is reported as GONE (someone deleted it).
+    """
+
+    namespace: str
+    name: str
+    want: DeploymentWait
+    deadline: datetime
+    known_conditions: list[Condition] = Field(default_factory=list)
+    """Return CHANGED as soon as the (type, status, reason) of the conditions differ from these."""
+
+
+class AwaitClusterDeploymentResult(ColonyModel):
+    outcome: DeploymentOutcome
+    status: GetClusterDeploymentStatusResult
 
 
 # --- Child cluster -------------------------------------------------------------------------------
 
 
 class ListNodesRequest(ColonyModel):
+    """Nodes matching the selector (one pool's: `colony.dev/node-pool=<pool>`), never the whole
+    cluster's pods: pod counts are read per listed node, and only when asked for."""
+
     kubeconfig: KubeconfigRef
     label_selector: str = ""
+    count_pods: bool = False
 
 
 class ListNodesResult(ColonyModel):
@@ -324,55 +386,93 @@ class UncordonNodeResult(ColonyModel):
     found: bool
 
 
-class ListPodsOnNodeRequest(ColonyModel):
+class ExpectedNode(ColonyModel):
+    """A host the workflow waits to see as a Node, and what to put on that Node when it registers."""
+
+    host_id: str
+    address: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[NodeTaint] = Field(default_factory=list)
+
+
+class ObservedNode(ColonyModel):
+    """What `await_nodes` saw of one expected host."""
+
+    host_id: str
+    node_name: str = ""
+    """Empty while no Node is registered for the host."""
+    labelled: bool = False
+    """The expected labels and taints are on the Node."""
+    ready: bool = False
+
+
+class AwaitNodesRequest(ColonyModel):
+    """Watch for the expected hosts' Nodes: label each as it registers, and return as soon as what
+    is seen differs from `known` (no sooner than `min_interval_seconds` after the call started, so
+    changes are batched), when every one is Ready, or at `deadline`.
+
+    A Node registers under its host's id (k0s names nodes after the host); when none has that name,
+    an address only identifies a Node when no other Node has it (hosts behind one bastion share one).
+    """
+
+    kubeconfig: KubeconfigRef
+    expected: list[ExpectedNode]
+    known: list[ObservedNode] = Field(default_factory=list)
+    deadline: datetime
+    min_interval_seconds: float = 0.0
+
+
+class AwaitNodesResult(ColonyModel):
+    observed: list[ObservedNode]
+    all_ready: bool
+    deadline_passed: bool = False
+
+
+class DrainProgress(ColonyModel):
+    """A drain's live progress: the heartbeat details of `drain_node` and part of its result."""
+
+    pods_evicted: int = 0
+    pods_remaining: int = 0
+    blocking_pods: list[str] = Field(default_factory=list)
+    """`namespace/name: message` of pods a disruption budget keeps from being evicted."""
+    pods_deleted: list[str] = Field(default_factory=list)
+    """Pods a forced drain deleted at the deadline."""
+
+
+class DrainNodeRequest(ColonyModel):
+    """Evict every pod of a (cordoned) node that a drain evicts (`models.drain.pods_to_evict`),
+    retry what a budget refuses, and wait until they are gone, until `deadline`.
+
+    With `force`, pods still there at the deadline are deleted without the Eviction API and the
+    drain succeeds. Heartbeats `DrainProgress`; a retry after a crash keeps the evicted count.
+    """
+
     kubeconfig: KubeconfigRef
     node_name: str
+    deadline: datetime
+    force: bool = False
 
 
-class ListPodsOnNodeResult(ColonyModel):
-    """Every pod bound to the node, terminating ones included (`PodInfo.terminating`)."""
-
-    pods: list[PodInfo]
-
-
-class EvictPodRequest(ColonyModel):
-    """Create an Eviction for the pod; a 429 from a budget is a result, not an error."""
-
-    kubeconfig: KubeconfigRef
-    namespace: str
-    name: str
-    uid: str = ""
-    """When set, evict only this incarnation (an Eviction precondition)."""
-
-
-class EvictPodResult(ColonyModel):
-    outcome: EvictionOutcome
-    message: str = ""
-    """The API's message, e.g. the budget that refused ("Cannot evict pod as it would violate ...")."""
-
-
-class DeletePodRequest(ColonyModel):
-    """Delete a pod without the Eviction API (a forced drain); already gone is success."""
-
-    kubeconfig: KubeconfigRef
-    namespace: str
-    name: str
-    grace_period_seconds: int | None = None
-
-
-class DeletePodResult(ColonyModel):
-    existed: bool
+class DrainNodeResult(ColonyModel):
+    drained: bool
+    """Every pod the drain evicts is gone (False: the deadline passed, see `progress`)."""
+    node_found: bool = True
+    progress: DrainProgress = Field(default_factory=DrainProgress)
 
 
 class DeleteNodeRequest(ColonyModel):
-    """Delete the Node object; already gone is success."""
+    """Delete the Node object; already gone is success. With `wait_until`, also wait (heartbeating)
+    until it is gone or that time passes."""
 
     kubeconfig: KubeconfigRef
     node_name: str
+    wait_until: datetime | None = None
 
 
 class DeleteNodeResult(ColonyModel):
     existed: bool
+    gone: bool = True
+    """False when the Node was still there at `wait_until`."""
 
 
 # --- Host provider -------------------------------------------------------------------------------
@@ -416,3 +516,17 @@ class ListClaimedHostsRequest(ColonyModel):
 
 class ListClaimedHostsResult(ColonyModel):
     hosts: list[Host]
+
+
+class AwaitFreeHostsRequest(ColonyModel):
+    """Poll the provider until `count` hosts of the SKU are free in the location, or `deadline`."""
+
+    location_id: str
+    sku: NodeSku
+    count: int
+    deadline: datetime
+
+
+class AwaitFreeHostsResult(ColonyModel):
+    free: int
+    enough: bool

@@ -19,7 +19,7 @@ from models.activity_api import Condition, Host, KubeconfigRef
 from models.base import ColonyModel
 from models.names import name_problem
 from models.node_pool import NodePoolSpec, NodePoolStatus
-from models.operations import Operation
+from models.operations import Operation, OperationBook
 
 MAX_CREATE_NODE_POOLS = 10
 """Up to 10 node pools in a create request, as the product documents."""
@@ -43,8 +43,6 @@ DEFAULT_DRAIN_DEADLINE = timedelta(hours=1)
 """1 hour: the cap GKE applies to node-pool drains before it gives up respecting budgets."""
 DEFAULT_DRAIN_PARALLELISM = 2
 """Nodes drained at once by one operation: small, so budgets and capacity keep up."""
-COMPLETED_OPERATIONS_KEPT = 20
-"""Finished operations the status keeps (enough for `--wait` to find its own)."""
 
 
 def cluster_workflow_id(name: str) -> str:
@@ -169,6 +167,8 @@ class ClusterStatus(ColonyModel):
     """The last finished operations, newest last (bounded)."""
     kubeconfig: KubeconfigRef | None = None
     """Where the kubeconfig Secret is (a reference; the kubeconfig itself never leaves it)."""
+    held_hosts: list[str] = Field(default_factory=list)
+    """Ids of the hosts the cluster holds (claimed, not released), whatever state their nodes are in."""
     created_at: datetime | None = None
     updated_at: datetime | None = None
 
@@ -197,8 +197,9 @@ class ClusterState(ColonyModel):
     deployment_created: bool = False
     queue: list[Operation] = Field(default_factory=list)
     completed: list[Operation] = Field(default_factory=list)
-    next_operation: int = 1
-    operations_run: int = 0
+    book: OperationBook = Field(default_factory=OperationBook)
+    node_versions: dict[str, str] = Field(default_factory=dict)
+    """The last resourceVersion a `node_event` reported per node, so an older event is ignored."""
     created_at: datetime | None = None
 
     def pool(self, name: str) -> NodePoolStatus | None:

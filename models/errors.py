@@ -36,6 +36,8 @@ class ErrorType(StrEnum):
     """The host provider does not offer the SKU (or the location) at all."""
     CLUSTER_DEPLOYMENT_FAILED = "ClusterDeploymentFailed"
     """The ClusterDeployment did not become ready (deadline or a failed condition)."""
+    NODE_POOLS_FAILED = "NodePoolsFailed"
+    """Several node pools of one create failed, for different reasons (the message lists each)."""
     NODES_DID_NOT_JOIN = "NodesDidNotJoin"
     """Claimed hosts did not join the cluster within the join deadline."""
     DRAIN_TIMEOUT = "DrainTimeout"
@@ -46,6 +48,8 @@ class ErrorType(StrEnum):
     """An update validator refused an operation; nothing was written or queued."""
     OPERATION_CANCELLED = "OperationCancelled"
     """A queued operation was cancelled, because the cluster is being deleted."""
+    COMPENSATION_FAILED = "CompensationFailed"
+    """Undoing part of a failed or cancelled operation failed (the message says what is left)."""
 
 
 NON_RETRYABLE: list[str] = [

@@ -178,6 +178,18 @@ class Operation(ColonyModel):
         return self.request.kind
 
 
+class OperationBook(ColonyModel):
+    """The entity engine's persisted bookkeeping (`workflows.engine`), part of every entity's state."""
+
+    next_operation: int = 1
+    operations_run: int = 0
+    update_ids: dict[str, str] = Field(default_factory=dict)
+    """Update id -> the id of the operation it queued (bounded, oldest dropped first), so a retried
+    update returns its operation instead of queueing another, across continue-as-new too."""
+    request_ids: list[str] = Field(default_factory=list)
+    """Signal request ids already acted on (bounded, oldest dropped first)."""
+
+
 class OperationAccepted(ColonyModel):
     """What an update returns: the operation's id, and its place in the queue (1 = next)."""
 

@@ -1,79 +1,21 @@
-"""ClusterWorkflow on the time-skipping server, with stand-in activities registered under the real names.
-
-`FakeColony` is an in-memory management cluster, child cluster and host provider in one: enough
-behaviour to drive every branch of the workflow (nodes joining one poll apart, budgets refusing
-evictions, hosts that never join, deletes that fail), and a record of what was claimed and released.
-Timers are moved forward with `env.sleep` while polling the `status` query.
+"""ClusterWorkflow on the time-skipping server, with stand-in activities registered under the real
+names (`tests/cluster_world.py`): create, validators, the queue, scale up, drain, delete and
+continue-as-new. Cancellation, interruption, signals and history bounds have their own modules.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import uuid
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
-from temporalio import activity
-from temporalio.api.enums.v1 import IndexedValueType
-from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.api.sdk.v1 import WorkflowMetadata
-from temporalio.client import (
-    WorkflowExecutionStatus,
-    WorkflowFailureError,
-    WorkflowHandle,
-    WorkflowUpdateFailedError,
-)
+from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
-from models.activity_api import (
-    ActivityName,
-    AddClusterMachinesRequest,
-    CheckClusterPrerequisitesRequest,
-    CheckClusterPrerequisitesResult,
-    ClaimHostsRequest,
-    ClaimHostsResult,
-    ClusterMachinesResult,
-    Condition,
-    CordonNodeRequest,
-    CordonNodeResult,
-    CreateClusterDeploymentRequest,
-    CreateClusterDeploymentResult,
-    DeleteClusterDeploymentRequest,
-    DeleteClusterDeploymentResult,
-    DeleteNodeRequest,
-    DeleteNodeResult,
-    DeletePodRequest,
-    DeletePodResult,
-    EvictionOutcome,
-    EvictPodRequest,
-    EvictPodResult,
-    GetClusterDeploymentStatusRequest,
-    GetClusterDeploymentStatusResult,
-    Host,
-    LabelNodeRequest,
-    LabelNodeResult,
-    ListClaimedHostsRequest,
-    ListClaimedHostsResult,
-    ListNodesRequest,
-    ListNodesResult,
-    ListPodsOnNodeRequest,
-    ListPodsOnNodeResult,
-    NodeInfo,
-    PodInfo,
-    ReleaseHostsRequest,
-    ReleaseHostsResult,
-    RemoveClusterMachinesRequest,
-    Toleration,
-    UncordonNodeRequest,
-    UncordonNodeResult,
-)
+from models.activity_api import ActivityName, DrainProgress, Toleration
 from models.cluster import (
     ClusterPhase,
     ClusterSpec,
@@ -81,452 +23,39 @@ from models.cluster import (
     ClusterWorkflowInput,
     cluster_workflow_id,
 )
-from models.drain import PodDrainClass, classify_pod
 from models.errors import ErrorType
-from models.node_pool import NodePoolSpec, NodePoolStatus, NodeSku, NodeState, Taint, TaintEffect
+from models.node_pool import NodeState, Taint, TaintEffect
 from models.operations import (
     AddNodePoolRequest,
     DeleteClusterRequest,
     DeleteNodePoolRequest,
-    Operation,
-    OperationAccepted,
     OperationState,
     ScaleNodePoolRequest,
 )
-from models.operations import (
-    DeleteNodeRequest as DeleteNodeOperation,
+from models.operations import DeleteNodeRequest as DeleteNodeOperation
+from tests.cluster_world import (
+    BUDGET_MESSAGE,
+    CPU,
+    FakeColony,
+    Run,
+    _started,
+    op_of,
+    pod,
+    pool,
+    pool_of,
+    registered,
+    start,
+    worker,
 )
-from tests.helpers import eventually, unique
+from tests.helpers import eventually
 from workflows.cluster import ClusterWorkflow
-from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
 
 pytestmark = pytest.mark.slow
-
-GPU = NodeSku(gpu_model_id="h100")
-CPU = NodeSku(cpu_sku="cpu-32")
-
-
-# --- The stand-in world -------------------------------------------------------------------------
-
-
-@dataclass
-class FakeNode:
-    info: NodeInfo
-    polls_until_visible: int
-    polls_until_ready: int
-
-
-@dataclass
-class FakePod:
-    pod: PodInfo
-    budget_refusals: int = 0
-    """How many evictions a PodDisruptionBudget refuses before it relaxes (-1: forever)."""
-
-
-@dataclass
-class FakeColony:
-    """Management cluster, child cluster and host provider, in memory."""
-
-    template_found: bool = True
-    credential_ready: bool = True
-    control_plane_ready_after: int = 1
-    """Status polls before the control plane is Ready (a large number: never)."""
-    join_delay: int = 1
-    """list_nodes calls before a new machine's node shows up; each next machine one call later."""
-    never_join: set[str] = field(default_factory=set)
-    """Addresses whose node never appears."""
-    fail_delete_times: int = 0
-    """delete_cluster_deployment raises Forbidden this many times."""
-    hosts_per_sku: int = 20
-
-    deployments: dict[str, dict[str, Any]] = field(default_factory=dict)
-    free: dict[str, list[Host]] = field(default_factory=dict)
-    claims: dict[str, list[Host]] = field(default_factory=dict)
-    owners: dict[str, str] = field(default_factory=dict)
-    released: list[str] = field(default_factory=list)
-    nodes: dict[str, FakeNode] = field(default_factory=dict)
-    pods: dict[str, list[FakePod]] = field(default_factory=dict)
-    calls: list[str] = field(default_factory=list)
-    evicted: list[str] = field(default_factory=list)
-    deleted_pods: list[str] = field(default_factory=list)
-    labels: dict[str, dict[str, str]] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        for index, sku in enumerate(("h100", "cpu-32")):
-            self.free[sku] = [
-                Host(
-                    id=f"{sku}-{n:03d}", address=f"10.{index}.0.{n}", sku_id=sku, location_id="fra"
-                )
-                for n in range(1, self.hosts_per_sku + 1)
-            ]
-
-    def held(self) -> list[str]:
-        """Hosts claimed and not released."""
-        return sorted(self.owners)
-
-    def add_pods(self, node: str, *pods: FakePod) -> None:
-        self.pods.setdefault(node, []).extend(pods)
-
-    # Management cluster
-
-    @activity.defn(name=ActivityName.CHECK_CLUSTER_PREREQUISITES)
-    async def check_cluster_prerequisites(
-        self, request: CheckClusterPrerequisitesRequest
-    ) -> CheckClusterPrerequisitesResult:
-        return CheckClusterPrerequisitesResult(
-            template_found=self.template_found,
-            template_valid=self.template_found,
-            credential_found=True,
-            credential_ready=self.credential_ready,
-            credential_message="" if self.credential_ready else "secret missing",
-        )
-
-    @activity.defn(name=ActivityName.CREATE_CLUSTER_DEPLOYMENT)
-    async def create_cluster_deployment(
-        self, request: CreateClusterDeploymentRequest
-    ) -> CreateClusterDeploymentResult:
-        created = request.name not in self.deployments
-        self.deployments.setdefault(
-            request.name, {"machines": [], "polls": 0, "deleting": False, "gone": False}
-        )
-        return CreateClusterDeploymentResult(created=created)
-
-    @activity.defn(name=ActivityName.GET_CLUSTER_DEPLOYMENT_STATUS)
-    async def get_cluster_deployment_status(
-        self, request: GetClusterDeploymentStatusRequest
-    ) -> GetClusterDeploymentStatusResult:
-        deployment = self.deployments.get(request.name)
-        if deployment is None or deployment["deleting"]:
-            if deployment is not None:
-                del self.deployments[request.name]
-            return GetClusterDeploymentStatusResult(exists=False)
-        deployment["polls"] += 1
-        ready = deployment["polls"] >= self.control_plane_ready_after
-        condition = Condition(
-            type="Ready",
-            status="True" if ready else "False",
-            reason="" if ready else "Provisioning",
-            message="" if ready else "waiting for control plane",
-        )
-        return GetClusterDeploymentStatusResult(
-            exists=True, ready=ready, generation=1, observed_generation=1, conditions=[condition]
-        )
-
-    @activity.defn(name=ActivityName.ADD_CLUSTER_MACHINES)
-    async def add_cluster_machines(
-        self, request: AddClusterMachinesRequest
-    ) -> ClusterMachinesResult:
-        machines: list[str] = self.deployments[request.name]["machines"]
-        for offset, machine in enumerate(request.machines):
-            if machine.address in machines:
-                continue
-            machines.append(machine.address)
-            if machine.address in self.never_join:
-                continue
-            name = "node-" + machine.address.replace(".", "-")
-            self.nodes[name] = FakeNode(
-                info=NodeInfo(
-                    name=name,
-                    addresses=[machine.address],
-                    created_at=datetime(2025, 1, 1, tzinfo=UTC)
-                    + timedelta(minutes=len(self.nodes)),
-                ),
-                polls_until_visible=self.join_delay + offset,
-                polls_until_ready=self.join_delay + offset,
-            )
-        return ClusterMachinesResult(machine_addresses=list(machines))
-
-    @activity.defn(name=ActivityName.REMOVE_CLUSTER_MACHINES)
-    async def remove_cluster_machines(
-        self, request: RemoveClusterMachinesRequest
-    ) -> ClusterMachinesResult:
-        machines: list[str] = self.deployments[request.name]["machines"]
-        # Entries are `address:port` or a bare `address`; the fake's hosts all have their own address.
-        removed = {entry.split(":")[0] for entry in request.addresses}
-        machines[:] = [address for address in machines if address not in removed]
-        return ClusterMachinesResult(machine_addresses=list(machines))
-
-    @activity.defn(name=ActivityName.DELETE_CLUSTER_DEPLOYMENT)
-    async def delete_cluster_deployment(
-        self, request: DeleteClusterDeploymentRequest
-    ) -> DeleteClusterDeploymentResult:
-        if self.fail_delete_times > 0:
-            self.fail_delete_times -= 1
-            raise ApplicationError(
-                "clusterdeployments is forbidden", type=ErrorType.FORBIDDEN, non_retryable=True
-            )
-        deployment = self.deployments.get(request.name)
-        if deployment is not None:
-            deployment["deleting"] = True
-        self.nodes.clear()
-        return DeleteClusterDeploymentResult(existed=deployment is not None)
-
-    # Child cluster
-
-    @activity.defn(name=ActivityName.LIST_NODES)
-    async def list_nodes(self, request: ListNodesRequest) -> ListNodesResult:
-        self.calls.append("list_nodes")
-        visible = []
-        for fake in self.nodes.values():
-            fake.polls_until_visible -= 1
-            fake.polls_until_ready -= 1
-            if fake.polls_until_visible < 0:
-                pods = self.pods.get(fake.info.name, [])
-                evictable = sum(1 for p in pods if classify_pod(p.pod) is PodDrainClass.EVICT)
-                visible.append(
-                    fake.info.model_copy(
-                        update={
-                            "ready": fake.polls_until_ready < 0,
-                            "labels": self.labels.get(fake.info.name, {}),
-                            "evictable_pod_count": evictable,
-                        }
-                    )
-                )
-        return ListNodesResult(nodes=visible)
-
-    @activity.defn(name=ActivityName.LABEL_NODE)
-    async def label_node(self, request: LabelNodeRequest) -> LabelNodeResult:
-        self.labels[request.node_name] = request.labels
-        return LabelNodeResult(found=request.node_name in self.nodes)
-
-    @activity.defn(name=ActivityName.CORDON_NODE)
-    async def cordon_node(self, request: CordonNodeRequest) -> CordonNodeResult:
-        self.calls.append(f"cordon {request.node_name}")
-        node = self.nodes.get(request.node_name)
-        if node is not None:
-            node.info.unschedulable = True
-        return CordonNodeResult(found=node is not None)
-
-    @activity.defn(name=ActivityName.UNCORDON_NODE)
-    async def uncordon_node(self, request: UncordonNodeRequest) -> UncordonNodeResult:
-        self.calls.append(f"uncordon {request.node_name}")
-        node = self.nodes.get(request.node_name)
-        if node is not None:
-            node.info.unschedulable = False
-        return UncordonNodeResult(found=node is not None)
-
-    @activity.defn(name=ActivityName.LIST_PODS_ON_NODE)
-    async def list_pods_on_node(self, request: ListPodsOnNodeRequest) -> ListPodsOnNodeResult:
-        pods = self.pods.get(request.node_name, [])
-        # Evicted pods terminate between two looks.
-        pods[:] = [p for p in pods if not p.pod.terminating]
-        return ListPodsOnNodeResult(pods=[p.pod for p in pods])
-
-    @activity.defn(name=ActivityName.EVICT_POD)
-    async def evict_pod(self, request: EvictPodRequest) -> EvictPodResult:
-        for node, pods in self.pods.items():
-            for fake in pods:
-                if (fake.pod.namespace, fake.pod.name) != (request.namespace, request.name):
-                    continue
-                self.calls.append(f"evict {node}")
-                if fake.budget_refusals != 0:
-                    fake.budget_refusals -= 1
-                    return EvictPodResult(
-                        outcome=EvictionOutcome.BLOCKED_BY_BUDGET,
-                        message="Cannot evict pod as it would violate the pod's disruption budget.",
-                    )
-                fake.pod.terminating = True
-                self.evicted.append(fake.pod.ref)
-                return EvictPodResult(outcome=EvictionOutcome.EVICTED)
-        return EvictPodResult(outcome=EvictionOutcome.GONE)
-
-    @activity.defn(name=ActivityName.DELETE_POD)
-    async def delete_pod(self, request: DeletePodRequest) -> DeletePodResult:
-        for pods in self.pods.values():
-            for fake in pods:
-                if (fake.pod.namespace, fake.pod.name) == (request.namespace, request.name):
-                    fake.pod.terminating = True
-                    self.deleted_pods.append(fake.pod.ref)
-                    return DeletePodResult(existed=True)
-        return DeletePodResult(existed=False)
-
-    @activity.defn(name=ActivityName.DELETE_NODE)
-    async def delete_node(self, request: DeleteNodeRequest) -> DeleteNodeResult:
-        self.calls.append(f"delete {request.node_name}")
-        existed = self.nodes.pop(request.node_name, None) is not None
-        self.pods.pop(request.node_name, None)
-        return DeleteNodeResult(existed=existed)
-
-    # Host provider
-
-    @activity.defn(name=ActivityName.CLAIM_HOSTS)
-    async def claim_hosts(self, request: ClaimHostsRequest) -> ClaimHostsResult:
-        if request.idempotency_key in self.claims:
-            return ClaimHostsResult(hosts=self.claims[request.idempotency_key])
-        free = self.free[request.sku.id]
-        if len(free) < request.count:
-            raise ApplicationError(
-                f"only {len(free)} hosts of {request.sku.id} are free in {request.location_id}",
-                type=ErrorType.HOSTS_UNAVAILABLE,
-                non_retryable=True,
-            )
-        hosts, self.free[request.sku.id] = free[: request.count], free[request.count :]
-        self.claims[request.idempotency_key] = hosts
-        for host in hosts:
-            self.owners[host.id] = request.owner
-        return ClaimHostsResult(hosts=hosts)
-
-    @activity.defn(name=ActivityName.RELEASE_HOSTS)
-    async def release_hosts(self, request: ReleaseHostsRequest) -> ReleaseHostsResult:
-        released = [host_id for host_id in request.host_ids if self.owners.pop(host_id, None)]
-        self.released.extend(released)
-        return ReleaseHostsResult(released=released)
-
-    @activity.defn(name=ActivityName.LIST_CLAIMED_HOSTS)
-    async def list_claimed_hosts(self, request: ListClaimedHostsRequest) -> ListClaimedHostsResult:
-        hosts = [
-            host
-            for claimed in self.claims.values()
-            for host in claimed
-            if self.owners.get(host.id) == request.owner
-        ]
-        return ListClaimedHostsResult(hosts=hosts)
-
-    def activities(self) -> list[Callable[..., Any]]:
-        return [getattr(self, name.value) for name in ActivityName]
-
-
-# --- Harness -------------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
 async def env(time_env: WorkflowEnvironment) -> WorkflowEnvironment:
-    """The time-skipping server with Colony's search attributes registered (it has no visibility)."""
-    try:
-        await time_env.client.operator_service.add_search_attributes(
-            AddSearchAttributesRequest(
-                namespace=time_env.client.namespace,
-                search_attributes={
-                    key.name: IndexedValueType.ValueType(key.indexed_value_type.value)
-                    for key in SEARCH_ATTRIBUTES
-                },
-            )
-        )
-    except RPCError as error:
-        if error.status is not RPCStatusCode.ALREADY_EXISTS:
-            raise
-    return time_env
-
-
-_started: list[WorkflowHandle[Any, Any]] = []
-
-
-@contextlib.asynccontextmanager
-async def worker(
-    env: WorkflowEnvironment, task_queue: str, fake: FakeColony
-) -> AsyncIterator[Worker]:
-    """A worker for the test's task queue. On the way out, every cluster the test started is
-    deleted (or terminated, when that fails) while the worker still runs: on the time-skipping
-    server a workflow left with pending tasks and no worker holds time still for later tests."""
-    async with Worker(
-        env.client, task_queue=task_queue, workflows=[ClusterWorkflow], activities=fake.activities()
-    ) as running:
-        try:
-            yield running
-        finally:
-            while _started:
-                handle = _started.pop()
-                try:
-                    if (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
-                        await handle.execute_update(
-                            ClusterWorkflow.delete_cluster, DeleteClusterRequest()
-                        )
-                        await asyncio.wait_for(handle.result(), timeout=10)
-                except (RPCError, WorkflowUpdateFailedError, WorkflowFailureError, TimeoutError):
-                    with contextlib.suppress(RPCError):
-                        await handle.terminate(reason="test finished")
-
-
-@dataclass
-class Run:
-    """One workflow under test, with its world and a way to wait on its status."""
-
-    env: WorkflowEnvironment
-    handle: WorkflowHandle[ClusterWorkflow, ClusterStatus]
-    fake: FakeColony
-    name: str
-
-    async def status(self) -> ClusterStatus:
-        return await self.handle.query(ClusterWorkflow.status)
-
-    async def until(
-        self,
-        check: Callable[[ClusterStatus], bool],
-        *,
-        what: str,
-        step: float = 5.0,
-        timeout: float = 30.0,
-    ) -> ClusterStatus:
-        """Move time forward `step` seconds at a time until `check(status)` holds."""
-
-        async def probe() -> ClusterStatus:
-            await self.env.sleep(step)
-            return await self.status()
-
-        return await eventually(probe, until=check, timeout=timeout, interval=0.01, what=what)
-
-    async def ready(self) -> ClusterStatus:
-        return await self.until(
-            lambda s: (
-                s.phase is ClusterPhase.READY
-                and s.current_operation is None
-                and not s.queued_operations
-            ),
-            what="cluster ready and idle",
-        )
-
-    async def finished(self, accepted: OperationAccepted) -> ClusterStatus:
-        def done(status: ClusterStatus) -> bool:
-            op = status.operation(accepted.operation_id)
-            return op is not None and op.state.finished
-
-        return await self.until(done, what=f"operation {accepted.operation_id} finished")
-
-
-def pool_of(status: ClusterStatus, name: str) -> NodePoolStatus:
-    found = status.pool(name)
-    assert found is not None, f"no pool {name!r} in {status.node_pools}"
-    return found
-
-
-def op_of(status: ClusterStatus, operation_id: str) -> Operation:
-    found = status.operation(operation_id)
-    assert found is not None, f"no operation {operation_id!r}"
-    return found
-
-
-def pool(name: str, count: int, sku: NodeSku = GPU, **extra: Any) -> NodePoolSpec:
-    return NodePoolSpec(name=name, sku=sku, count=count, **extra)
-
-
-async def start(
-    env: WorkflowEnvironment,
-    task_queue: str,
-    fake: FakeColony,
-    *pools: NodePoolSpec,
-    continue_as_new_after: int | None = None,
-    **spec: Any,
-) -> Run:
-    name = unique("c")
-    handle = await env.client.start_workflow(
-        ClusterWorkflow.run,
-        ClusterWorkflowInput(
-            spec=ClusterSpec(name=name, location_id="fra", node_pools=list(pools), **spec),
-            continue_as_new_after_operations=continue_as_new_after,
-        ),
-        id=cluster_workflow_id(name),
-        task_queue=task_queue,
-    )
-    _started.append(handle)
-    return Run(env=env, handle=handle, fake=fake, name=name)
-
-
-def pod(name: str, **extra: Any) -> FakePod:
-    budget = extra.pop("budget_refusals", 0)
-    return FakePod(
-        pod=PodInfo(namespace="default", name=name, uid=uuid.uuid4().hex, **extra),
-        budget_refusals=budget,
-    )
+    return await registered(time_env)
 
 
 async def rejected(run: Run, update: Any, request: Any) -> str:
@@ -565,6 +94,7 @@ async def test_create_adds_pools_in_parallel_and_reports_ready(
         assert create.progress.nodes_joined == 3
         # Both pools were claimed by the same create operation, before any node joined: in parallel.
         assert len(fake.claims) == 2
+        assert fake.labels[gpu.nodes[0].name]["exalsius.ai/gpu-model"] == "h100"
         labelled = fake.labels[cpu.nodes[0].name]
         assert labelled["colony.dev/node-pool"] == "cpu"
         assert labelled["colony.dev/sku"] == "cpu-32"
@@ -574,7 +104,7 @@ async def test_create_adds_pools_in_parallel_and_reports_ready(
 async def test_control_plane_never_ready_fails_at_the_deadline(
     env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    fake = FakeColony(control_plane_ready_after=10_000)
+    fake = FakeColony(control_plane_ready_after=100_000, latency=0.5)
     async with worker(env, task_queue, fake):
         run = await start(env, task_queue, fake, ready_deadline=timedelta(minutes=2))
         creating = await run.until(
@@ -583,7 +113,10 @@ async def test_control_plane_never_ready_fails_at_the_deadline(
         assert creating.phase is ClusterPhase.CREATING
         assert "Ready=False (Provisioning: waiting for control plane)" in creating.reason
 
-        status = await run.until(lambda s: s.phase is ClusterPhase.FAILED, what="failed", step=20)
+        status = await run.until(
+            lambda s: s.phase is ClusterPhase.FAILED,
+            what="failed",
+        )
         assert status.reason == (
             "the control plane was not ready within 2m: "
             "Ready=False (Provisioning: waiting for control plane)"
@@ -730,6 +263,7 @@ async def test_operations_run_in_arrival_order_and_status_shows_queue(
     async with worker(env, task_queue, fake):
         run = await start(env, task_queue, fake, pool("gpu", 1))
         await run.ready()
+        fake.latency = 0.5  # each join step takes half a second: the queue builds up behind it
         a = await run.handle.execute_update(
             ClusterWorkflow.scale_node_pool, ScaleNodePoolRequest(pool="gpu", count=3)
         )
@@ -773,6 +307,7 @@ async def test_scale_up_reports_ready_count_rising(
     async with worker(env, task_queue, fake):
         run = await start(env, task_queue, fake, pool("gpu", 1))
         await run.ready()
+        fake.latency = 0.3
         accepted = await run.handle.execute_update(
             ClusterWorkflow.scale_node_pool, ScaleNodePoolRequest(pool="gpu", count=4)
         )
@@ -785,7 +320,10 @@ async def test_scale_up_reports_ready_count_rising(
                 seen.append(gpu.ready_count)
             return gpu.ready_count == 4
 
-        status = await run.until(record, what="4 ready", step=1)
+        status = await run.until(
+            record,
+            what="4 ready",
+        )
         assert seen == sorted(seen)
         assert len(seen) >= 3, seen  # it rose in steps, not at once
         assert pool_of(status, "gpu").count == 4
@@ -886,8 +424,8 @@ async def test_leaving_nodes_are_cordoned_first_and_drained_up_to_the_limit(
         run = await start(env, task_queue, fake, pool("gpu", 4))
         status = await run.ready()
         for node in pool_of(status, "gpu").nodes:
-            # A budget refuses each eviction twice, so the drains last long enough to overlap.
             fake.add_pods(node.name, pod(f"web-{node.name}", budget_refusals=2))
+        fake.latency = 0.3  # each drain lasts long enough for them to overlap
 
         accepted = await run.handle.execute_update(
             ClusterWorkflow.scale_node_pool,
@@ -900,21 +438,11 @@ async def test_leaving_nodes_are_cordoned_first_and_drained_up_to_the_limit(
         first_eviction = next(i for i, c in enumerate(drain_calls) if c.startswith("evict"))
         cordoned = {c.split()[1] for c in drain_calls[:first_eviction] if c.startswith("cordon")}
         assert len(cordoned) == 3, drain_calls  # like `kubectl drain`: all of them, first
-
-        # A node drains from its first eviction until its Node is deleted.
-        draining: set[str] = set()
-        most = 0
-        for call in drain_calls[first_eviction:]:
-            verb, node = call.split()
-            if verb == "evict":
-                draining.add(node)
-            elif verb == "delete":
-                draining.discard(node)
-            most = max(most, len(draining))
-        assert most == 2, drain_calls
+        # A node drains from its drain's start until its Node is deleted: never more than 2.
+        assert fake.most_draining == 2, drain_calls
 
 
-async def test_budget_refusals_are_retried_until_the_budget_relaxes(
+async def test_budget_refusals_are_retried_and_blockers_show_live(
     env: WorkflowEnvironment, task_queue: str
 ) -> None:
     fake = FakeColony()
@@ -923,27 +451,41 @@ async def test_budget_refusals_are_retried_until_the_budget_relaxes(
         status = await run.ready()
         target = pool_of(status, "gpu").nodes[1].name
         fake.add_pods(target, pod("db-0", budget_refusals=3))
+        gate = fake.gate(ActivityName.DRAIN_NODE)  # hold the drain after its first round
 
         accepted = await run.handle.execute_update(
             ClusterWorkflow.delete_node, DeleteNodeOperation(node=target)
         )
-        blocked = await run.until(
-            lambda s: (
-                s.current_operation is not None
-                and bool(s.current_operation.progress.nodes)
-                and bool(s.current_operation.progress.nodes[0].blocking_pods)
-            ),
-            what="blocked by a budget",
-            step=1,
-        )
+        await asyncio.wait_for(gate.entered.wait(), 10)
+        blocked = await run.status()
         entry = op_of(blocked, accepted.operation_id).progress.nodes[0]
-        assert entry.blocking_pods == [
-            "default/db-0: Cannot evict pod as it would violate the pod's disruption budget."
-        ]
-        assert entry.pods_remaining == 1
-        node = pool_of(blocked, "gpu").nodes[1]
-        assert node.state is NodeState.DRAINING
+        assert entry.step == "draining"
+        assert entry.drain_deadline is not None
+        assert entry.drain_started_at is not None
+        assert entry.drain_deadline - entry.drain_started_at == timedelta(hours=1)
+        assert pool_of(blocked, "gpu").nodes[1].state is NodeState.DRAINING
 
+        # The live blockers are the drain's heartbeat details, among the pending activities
+        # (where the Web UI shows them, and where `colonyctl` reads them).
+        async def heartbeat() -> DrainProgress | None:
+            pending = (await run.handle.describe()).raw_description.pending_activities
+            for activity in pending:
+                if activity.activity_id == f"{accepted.operation_id}/drain/{target}" and (
+                    activity.heartbeat_details.payloads
+                ):
+                    details = run.env.client.data_converter.payload_converter.from_payload(
+                        activity.heartbeat_details.payloads[0], DrainProgress
+                    )
+                    assert isinstance(details, DrainProgress)
+                    return details
+            return None
+
+        live = await eventually(heartbeat, what="drain heartbeat with blockers")
+        assert live is not None
+        assert live.blocking_pods == [f"default/db-0: {BUDGET_MESSAGE}"]
+        assert live.pods_remaining == 1
+
+        gate.opened.set()
         done = await run.finished(accepted)
         assert op_of(done, accepted.operation_id).state is OperationState.SUCCEEDED
         assert fake.evicted == ["default/db-0"]
@@ -968,7 +510,6 @@ async def test_drain_deadline_fails_with_the_blocking_pods(
         done = await run.until(
             lambda s: (op := s.operation(accepted.operation_id)) is not None and op.state.finished,
             what="drain failed",
-            step=10,
         )
         op = done.operation(accepted.operation_id)
         assert op is not None
@@ -977,6 +518,9 @@ async def test_drain_deadline_fails_with_the_blocking_pods(
             f"node '{target}': drain did not finish within 1m; blocked by: "
             "default/db-0: Cannot evict pod as it would violate the pod's disruption budget."
         )
+        entry = op.progress.nodes[0]
+        assert entry.step == "failed"
+        assert entry.blocking_pods == [f"default/db-0: {BUDGET_MESSAGE}"]
         gpu = pool_of(done, "gpu")
         assert gpu is not None
         # The node is given back: schedulable again, counted again.
@@ -1004,7 +548,6 @@ async def test_forced_drain_deletes_what_budgets_protect(
         done = await run.until(
             lambda s: (op := s.operation(accepted.operation_id)) is not None and op.state.finished,
             what="forced drain done",
-            step=10,
         )
         assert op_of(done, accepted.operation_id).state is OperationState.SUCCEEDED
         assert fake.deleted_pods == ["default/db-0"]
@@ -1054,10 +597,11 @@ async def test_delete_node_pool_removes_every_node(
 async def test_delete_while_creating_interrupts_and_releases_everything(
     env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    fake = FakeColony(join_delay=1000)
+    fake = FakeColony()
+    gate = fake.gate(ActivityName.AWAIT_NODES)
     async with worker(env, task_queue, fake):
         run = await start(env, task_queue, fake, pool("gpu", 2))
-        await run.until(lambda s: len(pool_of(s, "gpu").nodes) == 2, what="hosts claimed")
+        await asyncio.wait_for(gate.entered.wait(), 10)
         accepted = await run.handle.execute_update(
             ClusterWorkflow.delete_cluster, DeleteClusterRequest()
         )
@@ -1076,11 +620,12 @@ async def test_delete_while_creating_interrupts_and_releases_everything(
 async def test_delete_when_ready_cancels_the_queue_and_the_name_is_reusable(
     env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    fake = FakeColony(join_delay=1000)
+    fake = FakeColony()
+    gate = fake.gate(ActivityName.AWAIT_NODES)
     async with worker(env, task_queue, fake):
         run = await start(env, task_queue, fake, pool("gpu", 1), join_deadline=timedelta(hours=1))
         await run.until(lambda s: s.phase is ClusterPhase.READY, what="ready")
-        fake.join_delay = 1
+        await asyncio.wait_for(gate.entered.wait(), 10)
         # The create still waits for its node; two more operations queue behind it.
         queued = await run.handle.execute_update(
             ClusterWorkflow.add_node_pool, AddNodePoolRequest(pool=pool("cpu", 1, CPU))
@@ -1107,6 +652,7 @@ async def test_delete_when_ready_cancels_the_queue_and_the_name_is_reusable(
             task_queue=task_queue,
         )
         _started.append(second)
+        gate.opened.set()
         reused = Run(env=env, handle=second, fake=fake, name=run.name)
         assert (await reused.ready()).phase is ClusterPhase.READY
         await second.execute_update(ClusterWorkflow.delete_cluster, DeleteClusterRequest())

@@ -1,81 +1,73 @@
 """`ClusterWorkflow`: one durable workflow per cluster, id `cluster/<name>`, from create to delete.
 
 It owns the cluster's state. Users change the cluster through updates (`add_node_pool`,
-`scale_node_pool`, `delete_node_pool`, `delete_node`, `delete_cluster`); each is checked at once by
-its validator against the state the queue will produce (`models.rules`), then queued. The main loop
-runs the queue one operation at a time, in arrival order, and the `status` query shows the running
-operation, the queue and the last results. `delete_cluster` jumps the queue: it cancels what is
-queued, interrupts what runs (a create included) and removes everything.
+`scale_node_pool`, `delete_node_pool`, `delete_node`, `delete_cluster`, `cancel_operation`); each
+is checked at once by its validator against the state the queue will produce (`models.rules`), then
+queued with its update id (a retried update returns the operation it queued). The entity engine
+(`workflows.engine`) runs the queue one operation at a time and carries the state across
+continue-as-new; the `status` query shows the running operation, the queue and recent results.
 
-All IO happens in activities, called by name (`models.activity_api`); waiting is done with workflow
-timers between short polling activities, so progress shows in `status` while it happens.
+Plans, by concern: create and delete are here; growing a pool is `workflows.cluster_scale_up`;
+draining and removing nodes is `workflows.cluster_drain`. All IO is in activities
+(`workflows.activity_calls`); every wait is a heartbeating activity, so the history grows with what
+happens, not with how long anything takes.
+
+Stopping: `delete_cluster` jumps the queue: the queue is cancelled, the running operation is
+interrupted and settles (its compensation runs, every activity it started has stopped), then the
+delete runs and sweeps by owner whatever landed late. A workflow cancel (Web UI, `temporal workflow
+cancel`) interrupts the running operation the same way and drops the queue, but the cluster stays
+and can still be managed: only a delete removes it. A delete cannot be cancelled, and a second
+delete joins the first.
+
+Signals (`models.signals`): `refresh` looks at the nodes now; `node_event` records a Node's change
+reported by a watcher. Both carry a request id; a repeated id is ignored.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import TypeVar
+from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+
+from workflows.activity_calls import (
+    AWAIT_CLUSTER_DEPLOYMENT,
+    CHECK_CLUSTER_PREREQUISITES,
+    CREATE_CLUSTER_DEPLOYMENT,
+    DELETE_CLUSTER_DEPLOYMENT,
+    LIST_NODES,
+)
+from workflows.cluster_context import ClusterContext, human
+from workflows.cluster_drain import NodeRemoval
+from workflows.cluster_scale_up import ScaleUp
+from workflows.engine import (
+    EntityEngine,
+    Interruption,
+    error_type_of,
+    is_failure,
+    reason_of,
+    settle,
+    upsert_search_attributes,
+)
+from workflows.search_attributes import COLONY_CLUSTER, COLONY_KIND, COLONY_PHASE
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import BaseModel
-
     from models.activity_api import (
-        HOST_ID_LABEL,
         NODE_POOL_LABEL,
-        SKU_LABEL,
-        ActivityName,
-        AddClusterMachinesRequest,
+        AwaitClusterDeploymentRequest,
         CheckClusterPrerequisitesRequest,
-        CheckClusterPrerequisitesResult,
-        ClaimHostsRequest,
-        ClaimHostsResult,
-        ClusterMachinesResult,
-        CordonNodeRequest,
-        CordonNodeResult,
+        Condition,
         CreateClusterDeploymentRequest,
-        CreateClusterDeploymentResult,
         DeleteClusterDeploymentRequest,
-        DeleteClusterDeploymentResult,
-        DeleteNodeRequest,
-        DeleteNodeResult,
-        DeletePodRequest,
-        DeletePodResult,
-        EvictionOutcome,
-        EvictPodRequest,
-        EvictPodResult,
-        GetClusterDeploymentStatusRequest,
-        GetClusterDeploymentStatusResult,
+        DeploymentOutcome,
+        DeploymentWait,
         KubeconfigRef,
-        LabelNodeRequest,
-        LabelNodeResult,
-        ListClaimedHostsRequest,
-        ListClaimedHostsResult,
         ListNodesRequest,
-        ListNodesResult,
-        ListPodsOnNodeRequest,
-        ListPodsOnNodeResult,
-        NodeInfo,
-        NodeTaint,
-        PodInfo,
-        ReleaseHostsRequest,
-        ReleaseHostsResult,
-        RemoveClusterMachinesRequest,
-        UncordonNodeRequest,
-        UncordonNodeResult,
     )
     from models.cluster import (
-        COMPLETED_OPERATIONS_KEPT,
         KUBERNETES_VERSION,
         POD_CIDR,
         SERVICE_CIDR,
-        ClaimedHost,
         ClusterPhase,
         ClusterSpec,
         ClusterState,
@@ -83,15 +75,14 @@ with workflow.unsafe.imports_passed_through():
         ClusterWorkflowInput,
         kubeconfig_secret_name,
     )
-    from models.drain import choose_nodes_to_remove, pods_to_evict
-    from models.errors import NON_RETRYABLE, ErrorType, permanent, rejected
-    from models.node_pool import NodePoolStatus, NodeState, NodeStatus
+    from models.errors import ErrorType, permanent, rejected
+    from models.node_pool import NodePoolStatus, NodeState
     from models.operations import (
         AddNodePoolRequest,
+        CancelOperationRequest,
         CreateClusterRequest,
         DeleteClusterRequest,
         DeleteNodePoolRequest,
-        NodeProgress,
         Operation,
         OperationAccepted,
         OperationRequest,
@@ -100,100 +91,20 @@ with workflow.unsafe.imports_passed_through():
     )
     from models.operations import DeleteNodeRequest as DeleteNodeOperation
     from models.rules import operation_problem
-    from workflows.search_attributes import COLONY_CLUSTER, COLONY_PHASE
+    from models.signals import NodeEvent, NodeEventType, RefreshRequest, SignalName
 
-ResultT = TypeVar("ResultT", bound=BaseModel)
-
-FIRST_POLL = timedelta(seconds=1)
-"""Every wait starts by looking again after a second (a small cluster answers in seconds) and
-backs off to its own cap (`_Poll`), so a thirty-minute wait costs tens of polls, not hundreds."""
-CONTROL_PLANE_POLL = timedelta(seconds=10)
-"""Cap between looks at the ClusterDeployment; a control plane takes minutes."""
-JOIN_POLL = timedelta(seconds=5)
-"""Cap between looks for new nodes, so readyCount rises visibly as they join."""
-EVICTION_RETRY = timedelta(seconds=5)
-"""Evictions refused by a budget are retried, not failed: the budget may relax."""
-NODE_GONE_POLL = timedelta(seconds=5)
-NODE_GONE_DEADLINE = timedelta(minutes=5)
-"""A deleted Node disappears in seconds; five minutes means something holds it."""
-DELETE_POLL = timedelta(seconds=10)
 DELETE_DEADLINE = timedelta(minutes=30)
 """Tearing down a ClusterDeployment (machines reset over SSH) takes minutes, rarely more."""
+KIND = "cluster"
+"""The `ColonyKind` search attribute of cluster workflows."""
 
 
-def _unique_addresses(nodes: Sequence[NodeInfo]) -> dict[str, NodeInfo]:
-    """Nodes by address, for the addresses exactly one node has."""
-    owners: dict[str, list[NodeInfo]] = {}
-    for node in nodes:
-        for address in node.addresses:
-            owners.setdefault(address, []).append(node)
-    return {address: found[0] for address, found in owners.items() if len(found) == 1}
-
-
-class _Poll:
-    """Workflow-timer waits between polls: 1 s, 2 s, 4 s ... up to `cap`."""
-
-    def __init__(self, cap: timedelta) -> None:
-        self._cap = cap
-        self._next = min(FIRST_POLL, cap)
-
-    async def wait(self) -> None:
-        await workflow.sleep(self._next)
-        self._next = min(self._next * 2, self._cap)
-
-
-@dataclass(frozen=True)
-class _Profile:
-    """Timeouts of one kind of activity call."""
-
-    start_to_close: timedelta
-    schedule_to_close: timedelta
-
-
-_KUBE = _Profile(start_to_close=timedelta(seconds=30), schedule_to_close=timedelta(minutes=5))
-"""One Kubernetes API round trip (or a list): seconds; retried for up to five minutes."""
-_HOSTS = _Profile(start_to_close=timedelta(minutes=1), schedule_to_close=timedelta(minutes=10))
-"""The host provider answers claims after it has reserved the hosts: slower, retried longer."""
-
-_PROFILES: dict[ActivityName, _Profile] = {
-    ActivityName.CLAIM_HOSTS: _HOSTS,
-    ActivityName.RELEASE_HOSTS: _HOSTS,
-    ActivityName.LIST_CLAIMED_HOSTS: _HOSTS,
-}
-"""Activities not listed are single Kubernetes calls (`_KUBE`). None runs long: every wait is a
-workflow timer between polls, so no activity needs a heartbeat."""
-
-_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=30),
-    non_retryable_error_types=NON_RETRYABLE,
-)
-"""Temporary failures are retried until `schedule_to_close`; permanent ones never are."""
-
-
-def _human(duration: timedelta) -> str:
-    """`timedelta(minutes=30)` as "30m", for messages."""
-    seconds = int(duration.total_seconds())
-    hours, rest = divmod(seconds, 3600)
-    minutes, seconds = divmod(rest, 60)
-    parts = [
-        f"{hours}h" if hours else "",
-        f"{minutes}m" if minutes else "",
-        f"{seconds}s" if seconds else "",
-    ]
-    return "".join(parts) or "0s"
-
-
-def _reason(error: BaseException) -> str:
-    """The message a user should read for a failed operation."""
-    if isinstance(error, ActivityError) and isinstance(error.cause, ApplicationError):
-        return f"{error.activity_type}: {error.cause.message}"
-    if isinstance(error, ActivityError) and error.cause is not None:
-        return f"{error.activity_type}: {error.cause}"
-    if isinstance(error, ApplicationError):
-        return error.message
-    return str(error)
+def _waiting_on(conditions: list[Condition]) -> str:
+    return "; ".join(
+        f"{c.type}={c.status}" + (f" ({c.reason}: {c.message})" if c.reason or c.message else "")
+        for c in conditions
+        if c.status != "True"
+    )
 
 
 @workflow.defn
@@ -204,30 +115,33 @@ class ClusterWorkflow:
     def __init__(self, input: ClusterWorkflowInput) -> None:
         self._spec: ClusterSpec = input.spec
         self._continue_as_new_after = input.continue_as_new_after_operations
-        self._operations_this_run = 0
-        self._running: Operation | None = None
-        self._running_task: asyncio.Task[None] | None = None
+        self._refresh_requested = False
         if input.state is not None:
             self._state = input.state
-            return
-        # A fresh cluster: its pools are known from the start (so validators see them), and
-        # its creation is the first operation, queued before any update can arrive.
-        info = workflow.info()
-        self._state = ClusterState(
-            owner=f"{info.workflow_id}/{info.run_id}",
-            created_at=workflow.now(),
-            node_pools=[
-                NodePoolStatus(
-                    name=pool.name,
-                    sku=pool.sku,
-                    count=pool.count,
-                    labels=pool.labels,
-                    taints=pool.taints,
-                )
-                for pool in self._spec.node_pools
-            ],
+        else:
+            # A fresh cluster: its pools are known from the start (so validators see them), and
+            # its creation is the first operation, queued before any update can arrive.
+            info = workflow.info()
+            self._state = ClusterState(
+                owner=f"{info.workflow_id}/{info.run_id}",
+                created_at=workflow.now(),
+                node_pools=[
+                    NodePoolStatus(
+                        name=pool.name,
+                        sku=pool.sku,
+                        count=pool.count,
+                        labels=pool.labels,
+                        taints=pool.taints,
+                    )
+                    for pool in self._spec.node_pools
+                ],
+            )
+        self._cluster = ClusterContext(self._spec, self._state)
+        self._engine: EntityEngine[Operation] = EntityEngine(
+            self._state.book, self._state.queue, self._state.completed, headline=self._headline
         )
-        self._enqueue(CreateClusterRequest())
+        if input.state is None:
+            self._engine.enqueue(lambda op_id: Operation(id=op_id, request=CreateClusterRequest()))
 
     # --- The main loop -------------------------------------------------------------------------
 
@@ -235,65 +149,64 @@ class ClusterWorkflow:
     async def run(self, input: ClusterWorkflowInput) -> ClusterStatus:
         """Run queued operations one at a time until the cluster is deleted."""
         self._upsert_search_attributes()
-        while self._state.phase is not ClusterPhase.DELETED:
-            if self._should_continue_as_new():
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(
-                    ClusterWorkflowInput(
-                        spec=self._spec,
-                        state=self._state,
-                        continue_as_new_after_operations=self._continue_as_new_after,
-                    )
-                )
-            await workflow.wait_condition(lambda: bool(self._state.queue))
-            await self._run_operation(self._state.queue.pop(0))
+        self._engine.show_details()
+        while True:
+            await self._engine.run_until(
+                lambda: self._state.phase is ClusterPhase.DELETED or self._refresh_requested,
+                self._execute,
+                continue_as_new=self._continue_as_new,
+                on_workflow_cancel=self._on_workflow_cancel,
+                continue_as_new_after=self._continue_as_new_after,
+            )
+            if self._state.phase is ClusterPhase.DELETED:
+                break
+            # Idle, and asked to look at the world: between operations, never during one.
+            self._refresh_requested = False
+            await self._observe_nodes()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self.status()
 
-    def _should_continue_as_new(self) -> bool:
-        if self._operations_this_run == 0:
-            return False
-        if self._continue_as_new_after is not None:
-            return self._operations_this_run >= self._continue_as_new_after
-        return workflow.info().is_continue_as_new_suggested()
+    def _continue_as_new(self) -> None:
+        workflow.continue_as_new(
+            ClusterWorkflowInput(
+                spec=self._spec,
+                state=self._state,
+                continue_as_new_after_operations=self._continue_as_new_after,
+            )
+        )
 
-    async def _run_operation(self, operation: Operation) -> None:
-        operation.state = OperationState.RUNNING
-        operation.started_at = workflow.now()
-        self._running = operation
-        self._show_details()
-        task: asyncio.Task[None] | None = None
+    def _on_workflow_cancel(self, running: Operation | None) -> bool:
+        """A workflow cancel stops the running operation (not a delete) and drops the queue (but a
+        delete); the cluster stays."""
+        reason = "cancelled: the workflow was cancelled"
+        self._engine.cancel_queue(
+            reason, keep=lambda op: isinstance(op.request, DeleteClusterRequest)
+        )
+        return running is not None and not isinstance(running.request, DeleteClusterRequest)
+
+    async def _execute(self, operation: Operation) -> None:
+        """The plan of every kind of operation."""
+        request = operation.request
+        if isinstance(request, DeleteClusterRequest):
+            await self._delete()
+            return
+        claims = isinstance(
+            request, CreateClusterRequest | AddNodePoolRequest | ScaleNodePoolRequest
+        )
         try:
-            self._begin(operation)
-            task = asyncio.create_task(self._execute(operation))
-            self._running_task = task
-            await task
-            operation.state = OperationState.SUCCEEDED
-        except asyncio.CancelledError:
-            if task is None or not task.cancelled():
-                raise  # the workflow itself is cancelled, not the operation
-            operation.state = OperationState.CANCELLED
-        except (ActivityError, ApplicationError) as error:
-            operation.state = OperationState.FAILED
-            operation.reason = _reason(error)
-            workflow.logger.warning("operation %s failed: %s", operation.id, operation.reason)
-        finally:
-            self._running = None
-            self._running_task = None
-        self._finish(operation)
+            await self._plan(operation)
+        except BaseException as error:
+            if claims:
+                # Every branch has settled: a claim that landed after an interruption is swept.
+                await settle(self._sweep_after(operation, error))
+            raise
 
-    def _finish(self, operation: Operation) -> None:
-        self._show_details()
-        operation.finished_at = workflow.now()
-        self._state.completed = [*self._state.completed, operation][-COMPLETED_OPERATIONS_KEPT:]
-        self._state.operations_run += 1
-        self._operations_this_run += 1
-
-    def _begin(self, operation: Operation) -> None:
-        """Mark what the operation is about to change, before its first await, so that the
-        validators of operations arriving meanwhile see it (see `models.rules.plan`)."""
+    async def _plan(self, operation: Operation) -> None:
+        cluster = self._cluster
         match operation.request:
-            case AddNodePoolRequest(pool=spec):
+            case CreateClusterRequest():
+                await self._create(operation)
+            case AddNodePoolRequest(pool=spec, wait_for_capacity=wait):
                 self._state.node_pools.append(
                     NodePoolStatus(
                         name=spec.name,
@@ -303,100 +216,121 @@ class ClusterWorkflow:
                         taints=spec.taints,
                     )
                 )
-            case ScaleNodePoolRequest(pool=name, count=count):
-                self._pool(name).count = count
-            case DeleteNodeOperation(node=node):
-                pool, status = self._find_node(node)
-                pool.count -= 1
-                status.removed_by = operation.id
-            case _:
-                pass
-
-    async def _execute(self, operation: Operation) -> None:
-        """The plan of every kind of operation."""
-        match operation.request:
-            case CreateClusterRequest():
-                await self._create(operation)
-            case AddNodePoolRequest(pool=spec):
-                await self._scale_up(spec.name, operation)
-            case ScaleNodePoolRequest(pool=name, count=count, force=force, drain_parallelism=limit):
-                pool = self._pool(name)
-                if count >= len(pool.nodes):
-                    await self._scale_up(name, operation)
+                try:
+                    await ScaleUp(cluster, operation).run(spec.name, wait_for_capacity=wait)
+                finally:
+                    self._drop_if_empty(spec.name)
+            case ScaleNodePoolRequest(
+                pool=name, count=count, force=force, drain_parallelism=limit, wait_for_capacity=wait
+            ):
+                pool = cluster.pool(name)
+                pool.count = count
+                present = len([n for n in pool.nodes if not n.removed_by])
+                if count >= present:
+                    await ScaleUp(cluster, operation).run(name, wait_for_capacity=wait)
                 else:
-                    victims = await self._choose_victims(pool, len(pool.nodes) - count)
-                    await self._remove_nodes(
-                        pool, victims, operation, drain=True, force=force, limit=limit
+                    removal = NodeRemoval(
+                        cluster, operation, pool, drain=True, force=force, parallelism=limit
                     )
+                    await removal.run(await removal.choose(present - count))
             case DeleteNodePoolRequest(pool=name, force=force, drain_parallelism=limit):
-                pool = self._pool(name)
+                pool = cluster.pool(name)
                 pool.count = 0
-                await self._remove_nodes(
-                    pool, list(pool.nodes), operation, drain=True, force=force, limit=limit
+                removal = NodeRemoval(
+                    cluster, operation, pool, drain=True, force=force, parallelism=limit
                 )
-                self._state.node_pools.remove(pool)
+                try:
+                    await removal.run(list(pool.nodes))
+                finally:
+                    self._drop_if_empty(name)
             case DeleteNodeOperation(node=node, drain=drain, force=force):
-                pool, status = self._find_node(node)
-                await self._remove_nodes(
-                    pool, [status], operation, drain=drain, force=force, limit=1
+                pool, status = cluster.find_node(node)
+                pool.count -= 1
+                removal = NodeRemoval(
+                    cluster, operation, pool, drain=drain, force=force, parallelism=1
                 )
-            case DeleteClusterRequest():
-                await self._delete(operation)
+                await removal.run([status])
+
+    async def _sweep_after(self, operation: Operation, error: BaseException) -> None:
+        try:
+            strays = await self._cluster.sweep_unrecorded_hosts()
+        except BaseException as sweep_error:
+            if not is_failure(sweep_error):
+                raise
+            operation.reason = f"could not check for hosts claimed late: {reason_of(sweep_error)}"
+            return
+        if strays:
+            workflow.logger.info("released hosts claimed late: %s", ", ".join(strays))
+
+    def _drop_if_empty(self, pool_name: str) -> None:
+        """A pool whose nodes are all gone (its add failed, or it was deleted) is not a pool: it is
+        removed, so the same request can be sent again and status says what exists."""
+        pool = self._state.pool(pool_name)
+        if pool is not None and not pool.nodes:
+            self._state.node_pools.remove(pool)
 
     # --- Create --------------------------------------------------------------------------------
 
     async def _create(self, operation: Operation) -> None:
         """Check the template and credential, create the ClusterDeployment, wait for its control
         plane, then add the pools of the create request in parallel."""
-        spec = self._spec
         try:
             await self._check_prerequisites()
-            await self._call(
-                ActivityName.CREATE_CLUSTER_DEPLOYMENT,
-                CreateClusterDeploymentRequest(
-                    namespace=spec.namespace,
-                    name=spec.name,
-                    template=spec.template,
-                    credential=spec.credential,
-                    workflow_id=workflow.info().workflow_id,
-                    kubernetes_version=KUBERNETES_VERSION,
-                    pod_cidr=POD_CIDR,
-                    service_cidr=SERVICE_CIDR,
-                ),
-                CreateClusterDeploymentResult,
-            )
-            self._state.deployment_created = True
+            await self._create_deployment()
             await self._wait_control_plane_ready()
-        except (ActivityError, ApplicationError) as error:
-            self._set_phase(ClusterPhase.FAILED, _reason(error))
+        except BaseException as error:
+            if is_failure(error):
+                self._set_phase(ClusterPhase.FAILED, reason_of(error))
+            else:
+                self._set_phase(
+                    ClusterPhase.FAILED,
+                    "the create was cancelled before the control plane was ready: delete the "
+                    "cluster to remove what it created",
+                )
+            self._state.node_pools = []
             raise
         # By reference only: activities read the Secret; the kubeconfig never enters history.
         self._state.kubeconfig = KubeconfigRef(
-            namespace=spec.namespace, secret_name=kubeconfig_secret_name(spec.name)
+            namespace=self._spec.namespace, secret_name=kubeconfig_secret_name(self._spec.name)
         )
         self._set_phase(ClusterPhase.READY)
-
         pools = [pool.name for pool in self._state.node_pools]
-        results = await asyncio.gather(
-            *(self._scale_up(pool, operation) for pool in pools), return_exceptions=True
-        )
-        failures = [_reason(result) for result in results if isinstance(result, BaseException)]
-        for result in results:
-            if isinstance(result, BaseException) and not isinstance(
-                result, ActivityError | ApplicationError
-            ):
+        scale_up = ScaleUp(self._cluster, operation)
+        try:
+            results = await asyncio.gather(
+                *(
+                    scale_up.run(pool, wait_for_capacity=self._spec.wait_for_capacity)
+                    for pool in pools
+                ),
+                return_exceptions=True,
+            )
+        finally:
+            for name in pools:
+                self._drop_if_empty(name)
+        failures = [(name, r) for name, r in zip(pools, results, strict=True) if r is not None]
+        for _, result in failures:
+            if isinstance(result, BaseException) and not is_failure(result):
                 raise result
         if failures:
-            raise permanent(ErrorType.NODES_DID_NOT_JOIN, "; ".join(failures))
+            # One reason for every failed pool keeps its type (HostsUnavailable stays that).
+            types = {error_type_of(r) for _, r in failures if isinstance(r, BaseException)}
+            only = next(iter(types)) if len(types) == 1 else None
+            known = {str(member) for member in ErrorType}
+            raise permanent(
+                ErrorType(only) if only in known else ErrorType.NODE_POOLS_FAILED,
+                "; ".join(
+                    f"node pool '{name}': {reason_of(result)}"
+                    for name, result in failures
+                    if isinstance(result, BaseException)
+                ),
+            )
 
     async def _check_prerequisites(self) -> None:
         spec = self._spec
-        found = await self._call(
-            ActivityName.CHECK_CLUSTER_PREREQUISITES,
+        found = await CHECK_CLUSTER_PREREQUISITES(
             CheckClusterPrerequisitesRequest(
                 namespace=spec.namespace, template=spec.template, credential=spec.credential
-            ),
-            CheckClusterPrerequisitesResult,
+            )
         )
         where = f"in namespace '{spec.namespace}'"
         if not found.template_found:
@@ -418,415 +352,190 @@ class ClusterWorkflow:
                 f"Credential '{spec.credential}' {where} is not ready: {found.credential_message}",
             )
 
+    async def _create_deployment(self) -> None:
+        spec = self._spec
+        await CREATE_CLUSTER_DEPLOYMENT(
+            CreateClusterDeploymentRequest(
+                namespace=spec.namespace,
+                name=spec.name,
+                template=spec.template,
+                credential=spec.credential,
+                workflow_id=workflow.info().workflow_id,
+                owner=self._state.owner,
+                kubernetes_version=KUBERNETES_VERSION,
+                pod_cidr=POD_CIDR,
+                service_cidr=SERVICE_CIDR,
+            )
+        )
+        self._state.deployment_created = True
+
     async def _wait_control_plane_ready(self) -> None:
+        """Wait (inside one heartbeating activity per change of conditions) until Ready; a terminal
+        failure fails at once with the condition's reason and message."""
         spec = self._spec
         deadline = workflow.now() + spec.ready_deadline
-        poll = _Poll(CONTROL_PLANE_POLL)
+        known: list[Condition] = []
         while True:
-            status = await self._call(
-                ActivityName.GET_CLUSTER_DEPLOYMENT_STATUS,
-                GetClusterDeploymentStatusRequest(namespace=spec.namespace, name=spec.name),
-                GetClusterDeploymentStatusResult,
-            )
-            self._state.conditions = status.conditions
-            # Ready counts only once the controller has seen the latest spec.
-            if status.ready and status.observed_generation == status.generation:
-                return
-            waiting_on = "; ".join(
-                f"{c.type}={c.status}"
-                + (f" ({c.reason}: {c.message})" if c.reason or c.message else "")
-                for c in status.conditions
-                if c.status != "True"
-            )
-            self._state.reason = (
-                f"waiting for the control plane: {waiting_on or 'no conditions yet'}"
-            )
-            if workflow.now() >= deadline:
-                raise permanent(
-                    ErrorType.CLUSTER_DEPLOYMENT_FAILED,
-                    f"the control plane was not ready within {_human(spec.ready_deadline)}: "
-                    f"{waiting_on or 'no conditions reported'}",
-                )
-            await poll.wait()
-
-    # --- Scale up ------------------------------------------------------------------------------
-
-    async def _scale_up(self, pool_name: str, operation: Operation) -> None:
-        """Claim hosts until the pool has `count` nodes, add them as machines, label them as they
-        register, and wait until they are Ready; hosts that do not join in time are given back."""
-        pool = self._pool(pool_name)
-        missing = pool.count - len(pool.nodes)
-        if missing <= 0:
-            return
-        try:
-            claimed = await self._call(
-                ActivityName.CLAIM_HOSTS,
-                ClaimHostsRequest(
-                    location_id=self._spec.location_id,
-                    sku=pool.sku,
-                    count=missing,
-                    # Same key on every retry of this claim: the provider hands out the same hosts.
-                    idempotency_key=f"{self._state.owner}/{operation.id}/{pool.name}",
-                    owner=self._state.owner,
+            left = max(deadline - workflow.now(), timedelta(seconds=1))
+            seen = await AWAIT_CLUSTER_DEPLOYMENT(
+                AwaitClusterDeploymentRequest(
+                    namespace=spec.namespace,
+                    name=spec.name,
+                    want=DeploymentWait.READY,
+                    deadline=deadline,
+                    known_conditions=known,
                 ),
-                ClaimHostsResult,
+                wait=left,
             )
-        except BaseException:
-            pool.count = len(pool.nodes)
-            raise
-        now = workflow.now()
-        for host in claimed.hosts:
-            self._state.hosts[host.id] = ClaimedHost(host=host, pool=pool.name)
-            pool.nodes.append(
-                NodeStatus(name=host.id, host_id=host.id, address=host.address, registered_at=now)
-            )
-        operation.progress.hosts_claimed += len(claimed.hosts)
-        operation.progress.nodes_expected += len(claimed.hosts)
-        await self._call(
-            ActivityName.ADD_CLUSTER_MACHINES,
-            AddClusterMachinesRequest(
-                namespace=self._spec.namespace,
-                name=self._spec.name,
-                machines=[host.machine for host in claimed.hosts],
-            ),
-            ClusterMachinesResult,
-        )
-        await self._wait_nodes_joined(pool, [host.id for host in claimed.hosts], operation)
-
-    async def _wait_nodes_joined(
-        self, pool: NodePoolStatus, host_ids: list[str], operation: Operation
-    ) -> None:
-        deadline = workflow.now() + self._spec.join_deadline
-        poll = _Poll(JOIN_POLL)
-        pending = [node for node in pool.nodes if node.host_id in host_ids]
-        while True:
-            found = await self._list_nodes()
-            by_name = {node.name: node for node in found}
-            by_address = _unique_addresses(found)
-            for status in pending:
-                # A node registers under its host's name; hosts behind one bastion share an
-                # address, so the address only identifies a node when no other node has it.
-                node = by_name.get(status.host_id) or by_address.get(status.address)
-                if node is None:
-                    continue
-                if status.state is NodeState.REGISTERED:
-                    await self._label(pool, status, node)
-                    status.name = node.name
-                    status.state = NodeState.JOINED
-                    operation.progress.nodes_joined += 1
-                status.kubernetes_status = "Ready" if node.ready else "NotReady"
-            self._count_ready(pool)
-            pending = [status for status in pending if status.kubernetes_status != "Ready"]
-            if not pending:
-                return
-            if workflow.now() >= deadline:
-                await self._give_back(pool, pending)
-                hosts = ", ".join(f"{status.host_id} ({status.address})" for status in pending)
-                raise permanent(
-                    ErrorType.NODES_DID_NOT_JOIN,
-                    f"{len(pending)} of {len(host_ids)} new nodes of node pool '{pool.name}' were not "
-                    f"Ready within {_human(self._spec.join_deadline)}: {hosts}; their hosts were released",
-                )
-            await poll.wait()
-
-    async def _label(self, pool: NodePoolStatus, status: NodeStatus, node: NodeInfo) -> None:
-        labels = {
-            **pool.labels,
-            NODE_POOL_LABEL: pool.name,
-            SKU_LABEL: pool.sku.id,
-            HOST_ID_LABEL: status.host_id,
-        }
-        taints = [NodeTaint(key=t.key, value=t.value, effect=t.effect.value) for t in pool.taints]
-        await self._call(
-            ActivityName.LABEL_NODE,
-            LabelNodeRequest(
-                kubeconfig=self._kubeconfig(), node_name=node.name, labels=labels, taints=taints
-            ),
-            LabelNodeResult,
-        )
-
-    async def _give_back(self, pool: NodePoolStatus, nodes: Sequence[NodeStatus]) -> None:
-        """Remove nodes that never became Ready without a drain (nothing runs there) and release
-        their hosts, so the pool's count is what is really there."""
-        await self._call(
-            ActivityName.REMOVE_CLUSTER_MACHINES,
-            RemoveClusterMachinesRequest(
-                namespace=self._spec.namespace,
-                name=self._spec.name,
-                addresses=[self._machine_ref(node) for node in nodes],
-            ),
-            ClusterMachinesResult,
-        )
-        for node in nodes:
-            if node.state is not NodeState.REGISTERED:
-                await self._call(
-                    ActivityName.DELETE_NODE,
-                    DeleteNodeRequest(kubeconfig=self._kubeconfig(), node_name=node.name),
-                    DeleteNodeResult,
-                )
-        await self._release([node.host_id for node in nodes])
-        for node in nodes:
-            pool.nodes.remove(node)
-        pool.count = len(pool.nodes)
-        self._count_ready(pool)
-
-    # --- Scale down, node and pool delete: drain, then remove ----------------------------------
-
-    async def _choose_victims(self, pool: NodePoolStatus, count: int) -> list[NodeStatus]:
-        """Not-Ready nodes first, then the fewest evictable pods, then the newest
-        (`models.drain.removal_order`); nodes still booting count as not Ready."""
-        found = {node.name: node for node in await self._list_nodes()}
-        candidates = [node for node in pool.nodes if not node.removed_by]
-        infos = [
-            found.get(node.name)
-            or NodeInfo(name=node.name, ready=False, created_at=node.registered_at)
-            for node in candidates
-        ]
-        chosen = [info.name for info in choose_nodes_to_remove(infos, count)]
-        return [node for name in chosen for node in candidates if node.name == name]
-
-    async def _remove_nodes(
-        self,
-        pool: NodePoolStatus,
-        nodes: list[NodeStatus],
-        operation: Operation,
-        *,
-        drain: bool,
-        force: bool,
-        limit: int | None,
-    ) -> None:
-        """Drain (unless told not to) and remove `nodes`, up to `limit` at once. Nodes whose drain
-        misses the deadline are made schedulable again and stay; the operation then fails."""
-        deadline = workflow.now() + self._spec.drain_deadline
-        slots = asyncio.Semaphore(limit or self._spec.drain_parallelism)
-        progress = [NodeProgress(node=node.name, host_id=node.host_id) for node in nodes]
-        operation.progress.nodes = progress
-        for node in nodes:
-            node.removed_by = operation.id
-
-        async def drain_and_remove(node: NodeStatus, progress: NodeProgress) -> None:
-            async with slots:
-                if drain and node.state is not NodeState.REGISTERED:
-                    await self._drain(node, progress, deadline=deadline, force=force)
-                await self._remove(pool, node, progress)
-
-        if drain:
-            # Every node leaving is cordoned before the first eviction, as `kubectl drain` does:
-            # otherwise a pod evicted from one of them may be rescheduled onto the next.
-            try:
-                await asyncio.gather(
-                    *(
-                        self._cordon(node, entry)
-                        for node, entry in zip(nodes, progress, strict=True)
-                        if node.state is not NodeState.REGISTERED
-                    )
-                )
-            except BaseException:
-                for node in nodes:
-                    await self._keep(pool, node)
-                raise
-        results = await asyncio.gather(
-            *(drain_and_remove(node, entry) for node, entry in zip(nodes, progress, strict=True)),
-            return_exceptions=True,
-        )
-        failures: list[str] = []
-        error_type = ErrorType.DRAIN_TIMEOUT
-        for node, entry, result in zip(nodes, progress, results, strict=True):
-            if result is None:
-                continue
-            if not isinstance(result, ActivityError | ApplicationError):
-                raise result
-            cause = result.cause if isinstance(result, ActivityError) else result
-            if not isinstance(cause, ApplicationError) or cause.type != ErrorType.DRAIN_TIMEOUT:
-                error_type = ErrorType.NODE_REMOVAL_FAILED
-            failures.append(f"node '{node.name}': {_reason(result)}")
-            entry.step = "failed"
-            await self._keep(pool, node)
-        if failures:
-            raise permanent(error_type, "; ".join(failures))
-
-    async def _drain(
-        self, node: NodeStatus, progress: NodeProgress, *, deadline: datetime, force: bool
-    ) -> None:
-        """Cordon the node, evict its pods (DaemonSet, mirror and cordon-tolerating pods excepted,
-        and not waited for), retry what a budget refuses, and wait until the evicted pods are gone."""
-        kubeconfig = self._kubeconfig()
-        if not progress.cordoned:
-            await self._cordon(node, progress)
-        evicted: list[str] = []
-        poll = _Poll(EVICTION_RETRY)
-        while True:
-            listed = await self._call(
-                ActivityName.LIST_PODS_ON_NODE,
-                ListPodsOnNodeRequest(kubeconfig=kubeconfig, node_name=node.name),
-                ListPodsOnNodeResult,
-            )
-            remaining = pods_to_evict(listed.pods)
-            progress.pods_remaining = len(remaining)
-            if not remaining:
-                break
-            node.state = NodeState.DRAINING
-            progress.step = "draining"
-            to_evict = [pod for pod in remaining if not pod.terminating]
-            outcomes = await asyncio.gather(*(self._evict(kubeconfig, pod) for pod in to_evict))
-            blocking: list[str] = []
-            for pod, outcome in zip(to_evict, outcomes, strict=True):
-                if outcome.outcome is EvictionOutcome.BLOCKED_BY_BUDGET:
-                    blocking.append(f"{pod.ref}: {outcome.message}" if outcome.message else pod.ref)
-                elif pod.ref not in evicted:
-                    evicted.append(pod.ref)
-            progress.pods_evicted = len(evicted)
-            progress.blocking_pods = blocking
-            if workflow.now() >= deadline:
-                if not force:
-                    left = blocking or [pod.ref for pod in remaining]
+            known = seen.status.conditions
+            self._state.conditions = known
+            waiting_on = _waiting_on(known)
+            match seen.outcome:
+                case DeploymentOutcome.READY:
+                    self._state.reason = ""
+                    return
+                case DeploymentOutcome.FAILED:
                     raise permanent(
-                        ErrorType.DRAIN_TIMEOUT,
-                        f"drain did not finish within {_human(self._spec.drain_deadline)}; "
-                        f"blocked by: {', '.join(left)}",
+                        ErrorType.CLUSTER_DEPLOYMENT_FAILED,
+                        f"ClusterDeployment '{spec.name}' failed: {waiting_on or 'no conditions'}",
                     )
-                # A forced drain deletes what the budgets protect, and does not wait for it.
-                for pod in remaining:
-                    await self._call(
-                        ActivityName.DELETE_POD,
-                        DeletePodRequest(
-                            kubeconfig=kubeconfig, namespace=pod.namespace, name=pod.name
-                        ),
-                        DeletePodResult,
+                case DeploymentOutcome.GONE:
+                    raise permanent(
+                        ErrorType.CLUSTER_DEPLOYMENT_FAILED,
+                        f"ClusterDeployment '{spec.name}' was deleted while the cluster was created",
                     )
-                break
-            await poll.wait()
-        progress.pods_remaining = 0
-        progress.step = "drained"
-
-    async def _cordon(self, node: NodeStatus, progress: NodeProgress) -> None:
-        await self._call(
-            ActivityName.CORDON_NODE,
-            CordonNodeRequest(kubeconfig=self._kubeconfig(), node_name=node.name),
-            CordonNodeResult,
-        )
-        node.state = NodeState.CORDONED
-        progress.cordoned = True
-        progress.step = "cordoned"
-
-    async def _evict(self, kubeconfig: KubeconfigRef, pod: PodInfo) -> EvictPodResult:
-        return await self._call(
-            ActivityName.EVICT_POD,
-            EvictPodRequest(
-                kubeconfig=kubeconfig, namespace=pod.namespace, name=pod.name, uid=pod.uid
-            ),
-            EvictPodResult,
-        )
-
-    async def _remove(self, pool: NodePoolStatus, node: NodeStatus, progress: NodeProgress) -> None:
-        """Remove the machine, delete the Node and wait until it is gone, then release the host."""
-        node.state = NodeState.REMOVING
-        progress.step = "removing"
-        await self._call(
-            ActivityName.REMOVE_CLUSTER_MACHINES,
-            RemoveClusterMachinesRequest(
-                namespace=self._spec.namespace,
-                name=self._spec.name,
-                addresses=[self._machine_ref(node)],
-            ),
-            ClusterMachinesResult,
-        )
-        await self._call(
-            ActivityName.DELETE_NODE,
-            DeleteNodeRequest(kubeconfig=self._kubeconfig(), node_name=node.name),
-            DeleteNodeResult,
-        )
-        deadline = workflow.now() + NODE_GONE_DEADLINE
-        poll = _Poll(NODE_GONE_POLL)
-        while any(found.name == node.name for found in await self._list_nodes()):
-            if workflow.now() >= deadline:
-                raise permanent(
-                    ErrorType.NOT_FOUND,
-                    f"node '{node.name}' was still there {_human(NODE_GONE_DEADLINE)} after its deletion",
-                )
-            await poll.wait()
-        await self._release([node.host_id])
-        pool.nodes.remove(node)
-        self._count_ready(pool)
-        progress.step = "removed"
-
-    async def _keep(self, pool: NodePoolStatus, node: NodeStatus) -> None:
-        """Give a node whose removal failed back to its pool, schedulable again."""
-        if node.state in (NodeState.CORDONED, NodeState.DRAINING):
-            await self._call(
-                ActivityName.UNCORDON_NODE,
-                UncordonNodeRequest(kubeconfig=self._kubeconfig(), node_name=node.name),
-                UncordonNodeResult,
-            )
-        if node in pool.nodes and node.state is not NodeState.REGISTERED:
-            node.state = NodeState.JOINED
-        node.removed_by = ""
-        pool.count = len(pool.nodes)
+                case DeploymentOutcome.DEADLINE:
+                    raise permanent(
+                        ErrorType.CLUSTER_DEPLOYMENT_FAILED,
+                        f"the control plane was not ready within "
+                        f"{human(spec.ready_deadline.total_seconds())}: "
+                        f"{waiting_on or 'no conditions reported'}",
+                    )
+                case _:
+                    self._state.reason = (
+                        f"waiting for the control plane: {waiting_on or 'no conditions yet'}"
+                    )
+                    self._engine.show_details()
 
     # --- Delete --------------------------------------------------------------------------------
 
-    async def _delete(self, operation: Operation) -> None:
-        """Tear down workspaces, delete the ClusterDeployment and wait until it is gone, release
-        every host (those recorded and any the provider still lists for this cluster)."""
-        spec = self._spec
+    async def _delete(self) -> None:
+        """Tear down workspaces, delete the ClusterDeployment (if it is this cluster's) and wait
+        until it is gone, then release every host: those recorded and any the provider still lists
+        for this cluster's owner key."""
+        spec, state = self._spec, self._state
         self._set_phase(ClusterPhase.DELETING)
         try:
             await self._tear_down_workspaces()
-            await self._call(
-                ActivityName.DELETE_CLUSTER_DEPLOYMENT,
-                DeleteClusterDeploymentRequest(namespace=spec.namespace, name=spec.name),
-                DeleteClusterDeploymentResult,
-            )
-            deadline = workflow.now() + DELETE_DEADLINE
-            poll = _Poll(DELETE_POLL)
-            while True:
-                status = await self._call(
-                    ActivityName.GET_CLUSTER_DEPLOYMENT_STATUS,
-                    GetClusterDeploymentStatusRequest(namespace=spec.namespace, name=spec.name),
-                    GetClusterDeploymentStatusResult,
+            deleted = await DELETE_CLUSTER_DEPLOYMENT(
+                DeleteClusterDeploymentRequest(
+                    namespace=spec.namespace, name=spec.name, owner=state.owner
                 )
-                if not status.exists:
-                    break
-                if workflow.now() >= deadline:
-                    raise permanent(
-                        ErrorType.CLUSTER_DEPLOYMENT_FAILED,
-                        f"ClusterDeployment '{spec.name}' still exists {_human(DELETE_DEADLINE)} after its deletion",
-                    )
-                await poll.wait()
-            # The sweep finds hosts claimed by a call whose answer was lost (an interrupted create).
-            swept = await self._call(
-                ActivityName.LIST_CLAIMED_HOSTS,
-                ListClaimedHostsRequest(owner=self._state.owner),
-                ListClaimedHostsResult,
             )
-            host_ids = list(self._state.hosts)
-            host_ids += [host.id for host in swept.hosts if host.id not in self._state.hosts]
-            await self._release(host_ids)
-        except (ActivityError, ApplicationError) as error:
+            if deleted.existed and not deleted.foreign:
+                await self._wait_deployment_gone()
+            # The ClusterDeployment is gone, and every node with it: status says so even if
+            # releasing the hosts fails below.
+            state.node_pools = []
+            state.kubeconfig = None
+            await self._cluster.release(state.hosts)
+            await self._cluster.sweep_unrecorded_hosts()
+        except BaseException as error:
+            if not is_failure(error):
+                raise
             self._set_phase(
                 ClusterPhase.FAILED,
-                f"delete did not finish: {_reason(error)}; repeat the delete to finish it",
+                f"delete did not finish: {reason_of(error)}; repeat the delete to finish it",
             )
             raise
-        self._state.node_pools = []
-        self._state.kubeconfig = None
         self._set_phase(ClusterPhase.DELETED)
+
+    async def _wait_deployment_gone(self) -> None:
+        spec = self._spec
+        deadline = workflow.now() + DELETE_DEADLINE
+        known: list[Condition] = []
+        while True:
+            left = max(deadline - workflow.now(), timedelta(seconds=1))
+            seen = await AWAIT_CLUSTER_DEPLOYMENT(
+                AwaitClusterDeploymentRequest(
+                    namespace=spec.namespace,
+                    name=spec.name,
+                    want=DeploymentWait.GONE,
+                    deadline=deadline,
+                    known_conditions=known,
+                ),
+                wait=left,
+            )
+            if seen.outcome is DeploymentOutcome.GONE:
+                return
+            if seen.outcome is DeploymentOutcome.DEADLINE:
+                raise permanent(
+                    ErrorType.CLUSTER_DEPLOYMENT_FAILED,
+                    f"ClusterDeployment '{spec.name}' still exists "
+                    f"{human(DELETE_DEADLINE.total_seconds())} after its deletion",
+                )
+            known = seen.status.conditions
+            self._state.conditions = known
 
     async def _tear_down_workspaces(self) -> None:
         """Hook: workspaces running on the cluster are torn down before it goes. A no-op until
         workspaces exist."""
 
-    # --- Updates and queries -------------------------------------------------------------------
+    # --- Observing the world -------------------------------------------------------------------
+
+    async def _observe_nodes(self) -> None:
+        """`refresh`: read every node of the cluster's pools and record whether each is Ready."""
+        if self._state.kubeconfig is None or self._state.phase is not ClusterPhase.READY:
+            return
+        try:
+            listed = await LIST_NODES(
+                ListNodesRequest(kubeconfig=self._state.kubeconfig, label_selector=NODE_POOL_LABEL)
+            )
+        except BaseException as error:
+            if not is_failure(error):
+                raise
+            workflow.logger.warning("refresh failed: %s", reason_of(error))
+            return
+        found = {node.name: node for node in listed.nodes}
+        for pool in self._state.node_pools:
+            for node in pool.nodes:
+                if node.state is NodeState.REGISTERED:
+                    continue
+                info = found.get(node.name)
+                node.kubernetes_status = (
+                    "NotFound" if info is None else "Ready" if info.ready else "NotReady"
+                )
+            self._cluster.count_ready(pool)
+        self._engine.show_details()
+
+    # --- Updates -------------------------------------------------------------------------------
+
+    def _accepted(self, operation: Operation) -> OperationAccepted:
+        return OperationAccepted(
+            operation_id=operation.id,
+            kind=operation.kind,
+            position=self._engine.position(operation),
+        )
 
     def _validate(self, request: OperationRequest) -> None:
-        problem = operation_problem(self._spec.name, self._state, self._running, request)
+        if self._engine.known_update() is not None:
+            return  # a retried update: it was accepted once, it is answered the same way
+        problem = operation_problem(self._spec.name, self._state, self._engine.running, request)
         if problem:
             raise rejected(problem)
+
+    def _submit(self, request: OperationRequest) -> OperationAccepted:
+        known = self._engine.known_update()
+        if known is not None:
+            return self._accepted(known)
+        return self._accepted(
+            self._engine.enqueue(lambda op_id: Operation(id=op_id, request=request))
+        )
 
     @workflow.update
     async def add_node_pool(self, request: AddNodePoolRequest) -> OperationAccepted:
         """Queue a new node pool."""
-        return self._enqueue(request)
+        return self._submit(request)
 
     @add_node_pool.validator
     def _validate_add_node_pool(self, request: AddNodePoolRequest) -> None:
@@ -835,7 +544,7 @@ class ClusterWorkflow:
     @workflow.update
     async def scale_node_pool(self, request: ScaleNodePoolRequest) -> OperationAccepted:
         """Queue a change of a pool's count."""
-        return self._enqueue(request)
+        return self._submit(request)
 
     @scale_node_pool.validator
     def _validate_scale_node_pool(self, request: ScaleNodePoolRequest) -> None:
@@ -844,7 +553,7 @@ class ClusterWorkflow:
     @workflow.update
     async def delete_node_pool(self, request: DeleteNodePoolRequest) -> OperationAccepted:
         """Queue the deletion of a pool and its nodes."""
-        return self._enqueue(request)
+        return self._submit(request)
 
     @delete_node_pool.validator
     def _validate_delete_node_pool(self, request: DeleteNodePoolRequest) -> None:
@@ -853,7 +562,7 @@ class ClusterWorkflow:
     @workflow.update
     async def delete_node(self, request: DeleteNodeOperation) -> OperationAccepted:
         """Queue the deletion of one node."""
-        return self._enqueue(request)
+        return self._submit(request)
 
     @delete_node.validator
     def _validate_delete_node(self, request: DeleteNodeOperation) -> None:
@@ -862,24 +571,93 @@ class ClusterWorkflow:
     @workflow.update
     async def delete_cluster(self, request: DeleteClusterRequest) -> OperationAccepted:
         """Delete the cluster now: cancel the queue, interrupt the running operation, then remove
-        everything. While a delete runs, asking again returns that delete."""
-        running = self._running
-        if running is not None and isinstance(running.request, DeleteClusterRequest):
-            return OperationAccepted(operation_id=running.id, kind=running.kind, position=0)
-        for queued in self._state.queue:
-            queued.state = OperationState.CANCELLED
-            queued.reason = f"cancelled: cluster '{self._spec.name}' is being deleted"
-            self._finish(queued)
-        self._state.queue = []
-        if running is not None and self._running_task is not None:
-            running.reason = f"interrupted: cluster '{self._spec.name}' is being deleted"
-            self._running_task.cancel()
+        everything. While a delete is queued or runs, asking again returns that delete."""
+        engine = self._engine
+        known = engine.known_update()
+        if known is not None:
+            return self._accepted(known)
+        pending = [
+            op
+            for op in [engine.running, *engine.queue]
+            if op is not None and isinstance(op.request, DeleteClusterRequest)
+        ]
+        if pending:
+            return self._accepted(pending[0])
+        reason = f"cancelled: cluster '{self._spec.name}' is being deleted"
+        engine.cancel_queue(reason)
+        engine.interrupt(Interruption(f"interrupted: cluster '{self._spec.name}' is being deleted"))
         self._set_phase(ClusterPhase.DELETING)
-        return self._enqueue(request)
+        operation = engine.enqueue(lambda op_id: Operation(id=op_id, request=request), front=True)
+        return self._accepted(operation)
 
     @delete_cluster.validator
     def _validate_delete_cluster(self, request: DeleteClusterRequest) -> None:
         self._validate(request)
+
+    @workflow.update
+    async def cancel_operation(self, request: CancelOperationRequest) -> Operation:
+        """Cancel a queued operation (dropped) or the running one (interrupted, its compensation
+        runs); answers once it has settled."""
+        operation = self._engine.find(request.operation_id)
+        if operation is None:
+            raise rejected(f"operation '{request.operation_id}' not found")
+        if not operation.state.finished:
+            reason = f"cancelled: {request.reason}" if request.reason else "cancelled on request"
+            self._engine.cancel(operation, reason)
+            await workflow.wait_condition(lambda: operation.state.finished)
+        return operation
+
+    @cancel_operation.validator
+    def _validate_cancel_operation(self, request: CancelOperationRequest) -> None:
+        operation = self._engine.find(request.operation_id)
+        if operation is None:
+            raise rejected(
+                f"operation '{request.operation_id}' does not exist in cluster '{self._spec.name}'"
+            )
+        if isinstance(operation.request, DeleteClusterRequest) and not operation.state.finished:
+            raise rejected(
+                f"operation '{operation.id}' deletes cluster '{self._spec.name}' and cannot be "
+                "cancelled: a delete is final (repeat it to finish one that failed)"
+            )
+        if operation.state.finished and operation.state is not OperationState.CANCELLED:
+            raise rejected(f"operation '{operation.id}' has already {operation.state.value}")
+
+    # --- Signals -------------------------------------------------------------------------------
+
+    @workflow.signal(name=SignalName.REFRESH)
+    def refresh(self, request: RefreshRequest) -> None:
+        """Look at the nodes now (between operations), instead of at the next operation."""
+        if self._engine.request_ids.first_time(request.request_id):
+            self._refresh_requested = True
+
+    @workflow.signal(name=SignalName.NODE_EVENT)
+    def node_event(self, event: NodeEvent) -> None:
+        """Record a Node's change (Ready, NotReady, gone) reported by a watcher."""
+        if not self._engine.request_ids.first_time(event.request_id):
+            return
+        last = self._state.node_versions.get(event.node, "")
+        if event.resource_version and last and _older(event.resource_version, last):
+            return  # an older event arriving late never overwrites a newer one
+        for pool in self._state.node_pools:
+            for node in pool.nodes:
+                if (
+                    event.node not in (node.name, node.host_id)
+                    or node.state is NodeState.REGISTERED
+                ):
+                    continue
+                if event.resource_version:
+                    self._state.node_versions[event.node] = event.resource_version
+                if event.type is NodeEventType.DELETED:
+                    node.kubernetes_status = "NotFound"
+                else:
+                    node.kubernetes_status = {"True": "Ready", "False": "NotReady"}.get(
+                        event.ready_status, "Unknown"
+                    )
+                self._cluster.count_ready(pool)
+                self._engine.show_details()
+                return
+
+    # --- Queries -------------------------------------------------------------------------------
 
     @workflow.query
     def status(self) -> ClusterStatus:
@@ -892,122 +670,44 @@ class ClusterWorkflow:
             reason=state.reason,
             conditions=state.conditions,
             node_pools=state.node_pools,
-            current_operation=self._running,
+            current_operation=self._engine.running,
             queued_operations=state.queue,
             completed_operations=state.completed,
             kubeconfig=state.kubeconfig,
+            held_hosts=sorted(state.hosts),
             created_at=state.created_at,
             updated_at=workflow.now(),
         )
 
     # --- Small helpers -------------------------------------------------------------------------
 
-    def _enqueue(self, request: OperationRequest) -> OperationAccepted:
-        operation = Operation(
-            id=f"op-{self._state.next_operation:04d}", request=request, submitted_at=workflow.now()
+    def _headline(self) -> list[str]:
+        lines = [f"**{self._spec.name}** in `{self._spec.location_id}`: {self._state.phase.value}"]
+        pools = ", ".join(
+            f"{pool.name} {pool.ready_count}/{pool.count}" for pool in self._state.node_pools
         )
-        self._state.next_operation += 1
-        self._state.queue.append(operation)
-        self._show_details()
-        return OperationAccepted(
-            operation_id=operation.id, kind=operation.kind, position=len(self._state.queue)
-        )
+        if pools:
+            lines.append(f"pools (ready/count): {pools}")
+        if self._state.reason:
+            lines.append(self._state.reason)
+        return lines
 
     def _set_phase(self, phase: ClusterPhase, reason: str = "") -> None:
         self._state.phase = phase
         self._state.reason = reason
         self._upsert_search_attributes()
-        self._show_details()
-
-    def _show_details(self) -> None:
-        """The Web UI's "current details" of this workflow: phase, running operation and queue
-        (metadata for people; it adds nothing to the history)."""
-        lines = [f"**{self._spec.name}** in `{self._spec.location_id}`: {self._state.phase.value}"]
-        if self._state.reason:
-            lines.append(self._state.reason)
-        if self._running is not None:
-            lines.append(f"running: {self._running.id} {self._running.kind.value}")
-        if self._state.queue:
-            queued = ", ".join(f"{op.id} {op.kind.value}" for op in self._state.queue)
-            lines.append(f"queued: {queued}")
-        workflow.set_current_details("\n\n".join(lines))
+        self._engine.show_details()
 
     def _upsert_search_attributes(self) -> None:
-        workflow.upsert_search_attributes(
-            [
-                COLONY_CLUSTER.value_set(self._spec.name),
-                COLONY_PHASE.value_set(self._state.phase.value),
-            ]
+        upsert_search_attributes(
+            COLONY_KIND.value_set(KIND),
+            COLONY_CLUSTER.value_set(self._spec.name),
+            COLONY_PHASE.value_set(self._state.phase.value),
         )
 
-    def _pool(self, name: str) -> NodePoolStatus:
-        pool = self._state.pool(name)
-        if pool is None:
-            # Validators refuse unknown pools; reaching this means the pool went away meanwhile.
-            raise permanent(
-                ErrorType.NOT_FOUND,
-                f"node pool '{name}' does not exist in cluster '{self._spec.name}'",
-            )
-        return pool
 
-    def _find_node(self, node: str) -> tuple[NodePoolStatus, NodeStatus]:
-        for pool in self._state.node_pools:
-            for status in pool.nodes:
-                if node in (status.name, status.host_id):
-                    return pool, status
-        raise permanent(
-            ErrorType.NOT_FOUND, f"node '{node}' does not exist in cluster '{self._spec.name}'"
-        )
-
-    def _count_ready(self, pool: NodePoolStatus) -> None:
-        pool.ready_count = sum(
-            1
-            for node in pool.nodes
-            if node.state is NodeState.JOINED and node.kubernetes_status == "Ready"
-        )
-
-    def _machine_ref(self, node: NodeStatus) -> str:
-        """The node's machine entry as `address:port` (hosts behind one bastion share an address)."""
-        claimed = self._state.hosts.get(node.host_id)
-        return f"{claimed.host.address}:{claimed.host.ssh_port}" if claimed else node.address
-
-    def _kubeconfig(self) -> KubeconfigRef:
-        if self._state.kubeconfig is None:
-            raise permanent(
-                ErrorType.NOT_FOUND, f"cluster '{self._spec.name}' has no kubeconfig yet"
-            )
-        return self._state.kubeconfig
-
-    async def _list_nodes(self) -> list[NodeInfo]:
-        listed = await self._call(
-            ActivityName.LIST_NODES,
-            ListNodesRequest(kubeconfig=self._kubeconfig()),
-            ListNodesResult,
-        )
-        return listed.nodes
-
-    async def _release(self, host_ids: list[str]) -> None:
-        if not host_ids:
-            return
-        await self._call(
-            ActivityName.RELEASE_HOSTS,
-            ReleaseHostsRequest(host_ids=host_ids, owner=self._state.owner),
-            ReleaseHostsResult,
-        )
-        for host_id in host_ids:
-            self._state.hosts.pop(host_id, None)
-
-    async def _call(
-        self, name: ActivityName, request: BaseModel, result_type: type[ResultT]
-    ) -> ResultT:
-        """Run one activity with its explicit timeouts and retry policy (see `_PROFILES`)."""
-        profile = _PROFILES.get(name, _KUBE)
-        result: ResultT = await workflow.execute_activity(
-            name,
-            request,
-            result_type=result_type,
-            start_to_close_timeout=profile.start_to_close,
-            schedule_to_close_timeout=profile.schedule_to_close,
-            retry_policy=_RETRY,
-        )
-        return result
+def _older(version: str, than: str) -> bool:
+    """resourceVersions are opaque, but Kubernetes' are integers: compare them when they are."""
+    if version.isdigit() and than.isdigit():
+        return int(version) < int(than)
+    return False

@@ -5,10 +5,13 @@ Registered by `worker.py`/`starter.devenv` on the dev server and by the test har
 
 from temporalio.common import SearchAttributeKey
 
+COLONY_KIND = SearchAttributeKey.for_keyword("ColonyKind")
+"""What a workflow is: cluster, workspace, capacity, colony, prereq."""
+
 COLONY_CLUSTER = SearchAttributeKey.for_keyword("ColonyCluster")
 """The cluster name a workflow acts on."""
 
 COLONY_PHASE = SearchAttributeKey.for_keyword("ColonyPhase")
 """The entity's current phase (creating, ready, deleting, deleted, failed)."""
 
-ALL = (COLONY_CLUSTER, COLONY_PHASE)
+ALL = (COLONY_KIND, COLONY_CLUSTER, COLONY_PHASE)

@@ -1,0 +1,93 @@
+"""Heartbeats for every activity, and the progress long waits report through them.
+
+`@heartbeating` (under `@activity.defn`) runs a beat every `BEAT_EVERY` seconds for as long as the
+activity runs, so that:
+- a worker killed mid-activity is noticed within the heartbeat timeout the workflows set
+  (`workflows.activity_calls.HEARTBEAT`, 10 s) and the attempt is retried elsewhere at once,
+  instead of after its whole start-to-close;
+- a cancel requested by the workflow reaches the activity (Temporal delivers cancellation with
+  the answer to a heartbeat), so an interrupted operation's waits stop within seconds.
+
+A wait reports its progress with `report(details)`: the model becomes the heartbeat's details,
+which the Web UI shows under the workflow's pending activities and `colonyctl` merges into status,
+and which the next attempt reads back with `previous_details(...)` after a crash.
+
+This is the pattern of samples-python's `custom_decorator` (auto-heartbeater), with progress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from temporalio import activity
+
+BEAT_EVERY = 2.0
+"""Seconds between heartbeats: well inside the workflows' 10 s heartbeat timeout."""
+
+P = ParamSpec("P")
+R = TypeVar("R")
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+@dataclass
+class _Progress:
+    details: BaseModel | None = None
+
+
+_PROGRESS: contextvars.ContextVar[_Progress | None] = contextvars.ContextVar(
+    "colony_activity_progress", default=None
+)
+
+
+def heartbeating(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """Beat for as long as `fn` runs, with the last `report`ed details."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        progress = _Progress()
+        token = _PROGRESS.set(progress)
+        beats = asyncio.create_task(_beat(progress))
+        try:
+            return await fn(*args, **kwargs)
+        finally:
+            beats.cancel()
+            _PROGRESS.reset(token)
+
+    return wrapper
+
+
+async def _beat(progress: _Progress) -> None:
+    while True:
+        if progress.details is None:
+            activity.heartbeat()
+        else:
+            activity.heartbeat(progress.details)
+        await asyncio.sleep(BEAT_EVERY)
+
+
+def report(details: BaseModel) -> None:
+    """Make `details` the activity's progress, and send it now."""
+    progress = _PROGRESS.get()
+    if progress is not None:
+        progress.details = details
+    activity.heartbeat(details)
+
+
+def previous_details(model: type[ModelT]) -> ModelT | None:
+    """The progress the previous attempt of this activity reported last, if any (after a crash)."""
+    details = activity.info().heartbeat_details
+    if not details:
+        return None
+    first: Any = details[0]
+    if isinstance(first, model):
+        return first
+    try:
+        return model.model_validate(first)
+    except ValidationError:
+        return None

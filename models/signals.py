@@ -1,0 +1,61 @@
+"""The signal contract of Colony's entity workflows: what other services (a watcher, a scheduler, the
+workspace and capacity workflows) may send them, one model per signal.
+
+Every signal carries a `request_id` chosen by the sender: a workflow acts on an id once and ignores
+it when it arrives again (a sender that is unsure whether its signal landed simply sends it again).
+The ids seen are kept, bounded, across continue-as-new (`workflows.engine.RequestIds`).
+
+Workflow to workflow, the pattern is the same in both directions: signal with a request id (and the
+id of the workflow to answer, where an answer is expected), and answer by a signal carrying that
+request id, or let the caller poll a query.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from models.base import ColonyModel
+
+
+class SignalName(StrEnum):
+    """The names signals are registered under (`temporal workflow signal --name ...`)."""
+
+    REFRESH = "refresh"
+    NODE_EVENT = "node_event"
+
+
+class RefreshRequest(ColonyModel):
+    """Look at the world now (nodes and their readiness), instead of at the next operation.
+
+    `temporal workflow signal --workflow-id cluster/training --name refresh --input '{"requestId": "r1"}'`
+    """
+
+    request_id: str
+    reason: str = ""
+    """Who asks and why, for the log ("watcher reconnected", "operator")."""
+
+
+class NodeEventType(StrEnum):
+    """What happened to a Node, as a Kubernetes watch reports it."""
+
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+
+
+class NodeEvent(ColonyModel):
+    """A Node of the cluster changed: sent by the watcher (or any service watching the cluster).
+
+    `temporal workflow signal --workflow-id cluster/training --name node_event --input
+    '{"requestId": "n-42", "node": "h100-003", "type": "MODIFIED", "readyStatus": "False"}'`
+    """
+
+    request_id: str
+    node: str
+    """The Node's name (Colony's nodes are named after their host id)."""
+    type: NodeEventType = NodeEventType.MODIFIED
+    ready_status: str = "Unknown"
+    """The Node's Ready condition: "True", "False" or "Unknown"."""
+    unschedulable: bool = False
+    resource_version: str = ""
+    """The Node's resourceVersion, so a late, older event never overwrites a newer one."""

@@ -1,0 +1,482 @@
+"""The entity engine: what every long-lived entity workflow (a cluster, a workspace, a capacity
+ledger) shares, so none of them re-implements it with its own weak points.
+
+It owns:
+- the **operation queue**: operations accepted by updates (each with its update id, so a retried
+  update returns the operation it queued instead of queueing another, across continue-as-new too),
+  run one at a time in arrival order, kept with their outcome (bounded);
+- **running, finishing and cancelling** an operation: `cancel(op)` drops a queued one or interrupts
+  the running one; a workflow cancel request (Web UI, `temporal workflow cancel`) interrupts the
+  running operation and drops the queue, and the entity **keeps running** (only its own delete ends
+  it); `interrupt_for(delete)` is how a delete jumps the queue;
+- **interruption that never orphans**: interrupting cancels the operation's task; every activity is
+  called with `WAIT_CANCELLATION_COMPLETED` (workflows.activity_calls), so its await returns only
+  once the activity has really stopped; because an activity that finished anyway still returns its
+  result, the operation's forward path stops at the next activity call it makes (`ActivityCall`
+  asks `check_interrupted()`), and its compensation runs under `settle()`, which a second interrupt
+  cannot stop. What a late-finishing call did is then found by the entity's sweep by owner;
+- **continue-as-new** between operations, when Temporal suggests it or the history passes
+  `CONTINUE_AS_NEW_EVENTS` / `CONTINUE_AS_NEW_BYTES`, carrying state, queue and the ids seen. Waits
+  happen inside heartbeating activities, so an operation's own events grow with what it does (nodes,
+  pools), never with how long it waits; continue-as-new between operations then bounds every run;
+- the **Web UI**: current details as short markdown (headline, running operation, queue), and the
+  search attributes (`ColonyKind`, `ColonyPhase`, ...) upserted on every phase change;
+- **request ids** of signals (`RequestIds`), so a repeated signal is acted on once.
+
+The entity supplies what differs: how to execute an operation, which operations may be cancelled,
+its headline and its continue-as-new input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Generic, Protocol, TypeVar
+
+from temporalio import workflow
+from temporalio.common import SearchAttributeUpdate
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic import BaseModel
+
+    from models.operations import OperationBook, OperationState
+
+T = TypeVar("T")
+
+CONTINUE_AS_NEW_EVENTS = 4_000
+"""Continue as new between operations past this many events: well below the 10,000 a run may have,
+leaving room for the longest single operation (a 100-node pool drained and removed is about 3,000)."""
+CONTINUE_AS_NEW_BYTES = 2 * 1024 * 1024
+"""... or past 2 MB of history (the hard limit is 50 MB; Colony's bound is 4 MB per run)."""
+COMPLETED_KEPT = 20
+"""Finished operations kept in state (enough for `--wait` to find its own)."""
+UPDATE_IDS_KEPT = 500
+"""Update ids remembered (with the operation each queued) for deduplication."""
+REQUEST_IDS_KEPT = 1_000
+"""Signal request ids remembered for deduplication: a watcher resends within seconds, not days."""
+INTERRUPT_DELAY = timedelta(milliseconds=1)
+"""An interrupt cancels the operation's task from a timer, not from the update handler that asked
+for it. Updates and signals run before the activity results of the same workflow task are applied,
+so cancelling at once may request the cancel of an activity whose completion is already in
+history; Temporal's time-skipping test server then rejects the workflow task forever
+(`ACTIVITY_UNKNOWN`; temporalio/sdk-java#2391, sdk-typescript#1058). A timer fires in a later
+task, together with any result that arrived with it, so the cancel only reaches activities still
+running. Cost: one timer (two events) per interruption."""
+
+
+class EntityOperation(Protocol):
+    """What the engine needs of an operation model (see `models.operations.Operation`)."""
+
+    id: str
+    state: OperationState
+    reason: str
+    submitted_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    update_id: str
+
+    @property
+    def kind(self) -> Any: ...
+
+
+OpT = TypeVar("OpT", bound=BaseModel)
+
+
+# --- Interruption scope --------------------------------------------------------------------------
+
+
+@dataclass
+class _Scope:
+    interrupted: bool = False
+
+
+_SCOPE: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar("colony_scope", default=None)
+
+
+def check_interrupted() -> None:
+    """Raise `asyncio.CancelledError` when the running operation was interrupted.
+
+    Called by every activity call before it starts and after it returns, so a forward path stops
+    at its next step even when an activity completed despite the cancel (its result is returned
+    under `WAIT_CANCELLATION_COMPLETED`). Code under `settle()` is never interrupted this way.
+    """
+    scope = _SCOPE.get()
+    if scope is not None and scope.interrupted:
+        raise asyncio.CancelledError()
+
+
+def _uncancel() -> None:
+    # A caught cancellation leaves the task "cancelling" on Python 3.11+; clear it so the next
+    # await does not raise again.
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
+
+
+async def settle(work: Coroutine[Any, Any, T]) -> T:
+    """Run `work` (a compensation or a clean-up) to its end, whatever interrupts the caller.
+
+    It runs in its own task, outside the interruption scope, and a cancel of the caller while it
+    runs is swallowed (and re-raised after it): nothing can stop a compensation half-way.
+    """
+    context = contextvars.copy_context()
+    context.run(_SCOPE.set, None)
+    task: asyncio.Task[T] = context.run(asyncio.create_task, work)
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(task)
+            break
+        except asyncio.CancelledError:
+            if task.done():
+                raise
+            cancelled = True
+            _uncancel()
+    if cancelled:
+        raise asyncio.CancelledError()
+    return result
+
+
+async def settle_all(*works: Coroutine[Any, Any, Any]) -> list[BaseException]:
+    """Run every clean-up on its own (one failing does not stop the others); return the failures."""
+    results = await settle(_gather_all(*works))
+    return [result for result in results if isinstance(result, BaseException)]
+
+
+async def _gather_all(*works: Coroutine[Any, Any, Any]) -> list[Any]:
+    return list(await asyncio.gather(*works, return_exceptions=True))
+
+
+# --- Errors ---------------------------------------------------------------------------------------
+
+
+def reason_of(error: BaseException) -> str:
+    """The message a user should read for a failed step."""
+    if isinstance(error, ActivityError) and isinstance(error.cause, ApplicationError):
+        return f"{error.activity_type}: {error.cause.message}"
+    if isinstance(error, ActivityError) and error.cause is not None:
+        return f"{error.activity_type}: {error.cause}"
+    if isinstance(error, ApplicationError):
+        return error.message
+    return str(error) or type(error).__name__
+
+
+def error_type_of(error: BaseException) -> str | None:
+    """The domain error type (`models.errors.ErrorType` value) of a failed step, if it has one."""
+    cause = error.cause if isinstance(error, ActivityError) else error
+    return cause.type if isinstance(cause, ApplicationError) else None
+
+
+def is_failure(error: BaseException) -> bool:
+    """A step's failure the plan handles (an activity or domain error), as opposed to a bug or a
+    cancellation, which propagate."""
+    if isinstance(error, ActivityError) and isinstance(error.cause, CancelledError):
+        return False
+    return isinstance(error, ActivityError | ApplicationError)
+
+
+# --- Request ids ----------------------------------------------------------------------------------
+
+
+class RequestIds:
+    """Signal request ids seen, bounded; `first_time(id)` is True once per id."""
+
+    def __init__(self, book: OperationBook) -> None:
+        self._book = book
+        self._seen = set(book.request_ids)
+
+    def first_time(self, request_id: str) -> bool:
+        if not request_id:
+            return True  # an id-less signal cannot be deduplicated; act on it
+        if request_id in self._seen:
+            return False
+        self._seen.add(request_id)
+        self._book.request_ids.append(request_id)
+        if len(self._book.request_ids) > REQUEST_IDS_KEPT:
+            dropped = self._book.request_ids.pop(0)
+            self._seen.discard(dropped)
+        return True
+
+
+# --- The engine -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Interruption:
+    """Why the running operation is being interrupted."""
+
+    reason: str
+    by_workflow_cancel: bool = False
+
+
+class EntityEngine(Generic[OpT]):
+    """The operation queue and runner of one entity workflow (see the module docstring).
+
+    Args:
+        book: the persisted bookkeeping (lives in the entity's state).
+        queue: the persisted queue of accepted operations (lives in the entity's state).
+        completed: the persisted list of finished operations (lives in the entity's state).
+        headline: the first lines of the Web UI details (name, phase, reason).
+    """
+
+    def __init__(
+        self,
+        book: OperationBook,
+        queue: list[OpT],
+        completed: list[OpT],
+        *,
+        headline: Callable[[], list[str]],
+    ) -> None:
+        self.book = book
+        self.queue = queue
+        self.completed = completed
+        self.request_ids = RequestIds(book)
+        self.running: OpT | None = None
+        self._headline = headline
+        self._task: asyncio.Task[None] | None = None
+        self._scope: _Scope | None = None
+        self._interruption: Interruption | None = None
+        self._canceller: asyncio.Task[None] | None = None
+        self._operations_this_run = 0
+        self._cancelled_by_workflow = False
+
+    # --- Accepting --------------------------------------------------------------------------
+
+    def known_update(self) -> OpT | None:
+        """The operation an update with the current update id already queued, if any."""
+        info = workflow.current_update_info()
+        if info is None or info.id not in self.book.update_ids:
+            return None
+        return self.find(self.book.update_ids[info.id])
+
+    def enqueue(self, make: Callable[[str], OpT], *, front: bool = False) -> OpT:
+        """Queue a new operation built by `make(operation_id)`, remembering the update id."""
+        operation = make(f"op-{self.book.next_operation:04d}")
+        self.book.next_operation += 1
+        op: Any = operation
+        op.submitted_at = workflow.now()
+        info = workflow.current_update_info()
+        if info is not None:
+            op.update_id = info.id
+            self.book.update_ids[info.id] = op.id
+            while len(self.book.update_ids) > UPDATE_IDS_KEPT:
+                self.book.update_ids.pop(next(iter(self.book.update_ids)))
+        if front:
+            self.queue.insert(0, operation)
+        else:
+            self.queue.append(operation)
+        self.show_details()
+        return operation
+
+    def position(self, operation: OpT) -> int:
+        """1-based place in the queue; 0 when it runs or has finished."""
+        for index, queued in enumerate(self.queue):
+            if queued is operation:
+                return index + 1
+        return 0
+
+    def find(self, operation_id: str) -> OpT | None:
+        """The operation with this id: running, queued or finished."""
+        for candidate in [self.running, *self.queue, *self.completed]:
+            if candidate is not None and candidate.id == operation_id:  # type: ignore[attr-defined]
+                return candidate
+        return None
+
+    # --- Cancelling -------------------------------------------------------------------------
+
+    def cancel(self, operation: OpT, reason: str) -> None:
+        """Drop a queued operation, or interrupt the running one (its compensation then runs)."""
+        if operation is self.running:
+            self.interrupt(Interruption(reason))
+            return
+        if operation in self.queue:
+            self.queue.remove(operation)
+            self._finish(operation, OperationState.CANCELLED, reason)
+
+    def cancel_queue(self, reason: str, *, keep: Callable[[OpT], bool] = lambda _: False) -> None:
+        """Cancel every queued operation (but those `keep` says to keep)."""
+        for queued in list(self.queue):
+            if not keep(queued):
+                self.cancel(queued, reason)
+
+    def interrupt(self, interruption: Interruption) -> None:
+        """Interrupt the running operation (idempotent: the first reason stays)."""
+        if self._task is None or self._task.done() or self._scope is None:
+            return
+        if self._interruption is None:
+            self._interruption = interruption
+        if not self._scope.interrupted:
+            # No new activity starts from here on (`check_interrupted`); those in flight are
+            # cancelled from the timer (see INTERRUPT_DELAY).
+            self._scope.interrupted = True
+            self._canceller = asyncio.create_task(self._cancel_later(self._task))
+
+    @staticmethod
+    async def _cancel_later(task: asyncio.Task[None]) -> None:
+        await workflow.sleep(INTERRUPT_DELAY)
+        if not task.done():
+            task.cancel()
+
+    @property
+    def interrupted(self) -> bool:
+        return self._interruption is not None
+
+    # --- Running ----------------------------------------------------------------------------
+
+    async def run_until(
+        self,
+        done: Callable[[], bool],
+        execute: Callable[[OpT], Awaitable[None]],
+        *,
+        continue_as_new: Callable[[], None],
+        on_workflow_cancel: Callable[[OpT | None], bool],
+        continue_as_new_after: int | None = None,
+    ) -> None:
+        """Run queued operations one at a time until `done()`.
+
+        Args:
+            done: True once the entity is gone (the loop then returns).
+            execute: the plan of one operation; raising fails it, `CancelledError` cancels it.
+            continue_as_new: called between operations when the run should end; it must call
+                `workflow.continue_as_new(...)` with the entity's state.
+            on_workflow_cancel: called when the workflow is cancelled, with the running operation
+                (or None while idle); it drops what it wants dropped from the queue and answers
+                whether the running operation is to be interrupted (a delete is not).
+            continue_as_new_after: test hook, continue as new after this many operations.
+        """
+        while not done():
+            if self._should_continue_as_new(continue_as_new_after):
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                continue_as_new()
+            try:
+                await workflow.wait_condition(
+                    lambda: (
+                        bool(self.queue)
+                        or done()
+                        or self._should_continue_as_new(continue_as_new_after)
+                    )
+                )
+            except asyncio.CancelledError:
+                _uncancel()
+                self._workflow_cancelled(None, on_workflow_cancel)
+                continue
+            if self.queue and not done():
+                await self._run(self.queue.pop(0), execute, on_workflow_cancel)
+
+    def _should_continue_as_new(self, after: int | None) -> bool:
+        if after is not None:
+            return self._operations_this_run >= after
+        # No operation needed: signals alone (a watcher's node events) also grow an idle run.
+        info = workflow.info()
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() > CONTINUE_AS_NEW_EVENTS
+            or info.get_current_history_size() > CONTINUE_AS_NEW_BYTES
+        )
+
+    def _workflow_cancelled(
+        self, running: OpT | None, on_workflow_cancel: Callable[[OpT | None], bool]
+    ) -> None:
+        workflow.logger.info("workflow cancel requested: stopping the running operation")
+        if on_workflow_cancel(running) and running is not None:
+            self.interrupt(
+                Interruption(
+                    "cancelled: the workflow was cancelled (its operations stop; the entity stays)",
+                    by_workflow_cancel=True,
+                )
+            )
+
+    async def _run(
+        self,
+        operation: OpT,
+        execute: Callable[[OpT], Awaitable[None]],
+        on_workflow_cancel: Callable[[OpT | None], bool],
+    ) -> None:
+        op: Any = operation
+        op.state = OperationState.RUNNING
+        op.started_at = workflow.now()
+        self.running = operation
+        self._interruption = None
+        self._scope = _Scope()
+        self.show_details()
+        context = contextvars.copy_context()
+        context.run(_SCOPE.set, self._scope)
+        task: asyncio.Task[None] = context.run(
+            asyncio.create_task, _as_coroutine(execute(operation))
+        )
+        self._task = task
+        while not task.done():
+            try:
+                # Shielded: a workflow cancel must not cancel the operation behind our back; it is
+                # turned into an interruption with a reason, below.
+                await asyncio.shield(task)
+            except asyncio.CancelledError:
+                if task.done():
+                    break
+                _uncancel()
+                self._workflow_cancelled(operation, on_workflow_cancel)
+            except BaseException:
+                break  # the outcome is read from the task below
+        state, reason = OperationState.SUCCEEDED, ""
+        if task.cancelled():
+            state = OperationState.CANCELLED
+            reason = self._interruption.reason if self._interruption else "cancelled"
+        else:
+            error = task.exception()
+            if error is not None:
+                if isinstance(error, asyncio.CancelledError):
+                    state = OperationState.CANCELLED
+                    reason = self._interruption.reason if self._interruption else "cancelled"
+                elif is_failure(error):
+                    state, reason = OperationState.FAILED, reason_of(error)
+                    workflow.logger.warning("operation %s failed: %s", op.id, reason)
+                else:
+                    raise error  # a bug: fail the workflow task, so a fixed worker retries it
+        self.running = None
+        self._task = None
+        self._scope = None
+        # The plan may have written notes on the operation (a compensation that failed, pools that
+        # could not be added); they follow the outcome's own reason.
+        notes = op.reason
+        if notes and notes not in reason:
+            reason = f"{reason}; {notes}" if reason else notes
+        self._finish(operation, state, reason)
+        self._interruption = None
+
+    def _finish(self, operation: OpT, state: OperationState, reason: str) -> None:
+        op: Any = operation
+        op.state = state
+        op.reason = reason
+        op.finished_at = workflow.now()
+        self.completed.append(operation)
+        del self.completed[:-COMPLETED_KEPT]
+        self.book.operations_run += 1
+        self._operations_this_run += 1
+        self.show_details()
+
+    # --- Web UI -----------------------------------------------------------------------------
+
+    def show_details(self) -> None:
+        """The Web UI's "current details": headline, running operation, queue (metadata, adds
+        nothing to the history)."""
+        lines = list(self._headline())
+        if self.running is not None:
+            running: Any = self.running
+            lines.append(f"running: {running.id} {running.kind}")
+        if self.queue:
+            queued = ", ".join(f"{op.id} {op.kind}" for op in self.queue)  # type: ignore[attr-defined]
+            lines.append(f"queued: {queued}")
+        workflow.set_current_details("\n\n".join(lines))
+
+
+def upsert_search_attributes(*updates: SearchAttributeUpdate[Any]) -> None:
+    """Set the entity's search attributes (kind, phase, ...) so the Web UI and `list` can filter."""
+    workflow.upsert_search_attributes(list(updates))
+
+
+async def _as_coroutine(awaitable: Awaitable[None]) -> None:
+    await awaitable
