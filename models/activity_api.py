@@ -439,6 +439,18 @@ class DrainProgress(ColonyModel):
     """Pods a forced drain deleted at the deadline."""
 
 
+def drain_activity_id(operation_id: str, node: str) -> str:
+    """The activity id of one node's drain, so a client finds its heartbeat among the pending
+    activities (`colonyctl` merges it into the status it shows)."""
+    return f"{operation_id}/drain/{node}"
+
+
+def parse_drain_activity_id(activity_id: str) -> tuple[str, str] | None:
+    """(operation id, node) of a drain's activity id, or None for any other activity."""
+    operation_id, sep, node = activity_id.partition("/drain/")
+    return (operation_id, node) if sep and operation_id and node else None
+
+
 class DrainNodeRequest(ColonyModel):
     """Evict every pod of a (cordoned) node that a drain evicts (`models.drain.pods_to_evict`),
     retry what a budget refuses, and wait until they are gone, until `deadline`.

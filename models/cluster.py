@@ -15,7 +15,7 @@ from typing import Self
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from models.activity_api import Condition, Host, KubeconfigRef
+from models.activity_api import Condition, DrainProgress, Host, KubeconfigRef
 from models.base import ColonyModel
 from models.names import name_problem
 from models.node_pool import NodePoolSpec, NodePoolStatus
@@ -179,6 +179,33 @@ class ClusterStatus(ColonyModel):
         """The operation with this id, wherever it is (running, queued or finished)."""
         candidates = [self.current_operation, *self.queued_operations, *self.completed_operations]
         return next((op for op in candidates if op is not None and op.id == operation_id), None)
+
+    def with_live_drains(self, live: dict[tuple[str, str], DrainProgress]) -> ClusterStatus:
+        """This status with the running drains' live progress (their heartbeat details, keyed by
+        operation id and node) merged into the running operation's node progress.
+
+        The workflow records a drain's counts and blockers when the drain ends; while it runs they
+        live in the drain activity's heartbeat, so that an hour-long drain adds nothing to history.
+        """
+        running = self.current_operation
+        if running is None or not live:
+            return self
+        nodes = []
+        for entry in running.progress.nodes:
+            found = live.get((running.id, entry.node))
+            if found is not None and entry.step == "draining":
+                entry = entry.model_copy(
+                    update={
+                        "pods_evicted": found.pods_evicted,
+                        "pods_remaining": found.pods_remaining,
+                        "blocking_pods": found.blocking_pods,
+                    }
+                )
+            nodes.append(entry)
+        progress = running.progress.model_copy(update={"nodes": nodes})
+        return self.model_copy(
+            update={"current_operation": running.model_copy(update={"progress": progress})}
+        )
 
 
 class ClusterState(ColonyModel):

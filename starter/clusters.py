@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 from temporalio.client import (
     Client,
+    WorkflowExecutionDescription,
     WorkflowHandle,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
@@ -35,6 +36,7 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.settings import ColonySettings
+from models.activity_api import DrainProgress, parse_drain_activity_id
 from models.cluster import ClusterPhase, ClusterSpec, ClusterStatus, ClusterWorkflowInput
 from models.cluster import cluster_workflow_id as workflow_id_of
 from models.errors import ErrorType
@@ -130,9 +132,11 @@ async def start_cluster(client: Client, settings: ColonySettings, spec: ClusterS
     return Started(spec.workflow_id, create.id if create else "")
 
 
-async def _running_handle(client: Client, name: str) -> WorkflowHandle[Any, Any]:
-    """The handle of the cluster's workflow when it runs; not found otherwise (a deleted cluster's
-    workflow has completed)."""
+async def _describe_running(
+    client: Client, name: str
+) -> tuple[WorkflowHandle[Any, Any], WorkflowExecutionDescription]:
+    """The handle and description of the cluster's workflow when it runs; not found otherwise (a
+    deleted cluster's workflow has completed)."""
     handle = client.get_workflow_handle(workflow_id_of(name))
     try:
         description = await handle.describe()
@@ -142,12 +146,37 @@ async def _running_handle(client: Client, name: str) -> WorkflowHandle[Any, Any]
         raise CliError(f"cannot read cluster '{name}': {exc.message}") from exc
     if description.status != ExecutionStatus.RUNNING:
         raise not_found(name)
-    return handle
+    return handle, description
+
+
+async def _running_handle(client: Client, name: str) -> WorkflowHandle[Any, Any]:
+    return (await _describe_running(client, name))[0]
+
+
+def live_drains(
+    client: Client, description: WorkflowExecutionDescription
+) -> dict[tuple[str, str], DrainProgress]:
+    """The running drains' progress, from their heartbeat details among the pending activities."""
+    converter = client.data_converter.payload_converter
+    live: dict[tuple[str, str], DrainProgress] = {}
+    for pending in description.raw_description.pending_activities:
+        key = parse_drain_activity_id(pending.activity_id)
+        payloads = pending.heartbeat_details.payloads
+        if key is None or not payloads:
+            continue
+        try:
+            details = converter.from_payload(payloads[0], DrainProgress)
+        except Exception:  # a heartbeat of another shape (another release): show what we know
+            continue
+        if isinstance(details, DrainProgress):
+            live[key] = details
+    return live
 
 
 async def query_status(client: Client, name: str) -> ClusterStatus:
-    """The cluster's status, from its workflow's `status` query."""
-    handle = await _running_handle(client, name)
+    """The cluster's status, from its workflow's `status` query, with the running drains' live
+    progress from their heartbeats."""
+    handle, description = await _describe_running(client, name)
     try:
         status: ClusterStatus = await handle.query(STATUS_QUERY, result_type=ClusterStatus)
     except WorkflowQueryFailedError as exc:
@@ -158,7 +187,7 @@ async def query_status(client: Client, name: str) -> ClusterStatus:
         raise CliError(f"cannot read cluster '{name}': {exc.message}") from exc
     if status.phase is ClusterPhase.DELETED:
         raise not_found(name)
-    return status
+    return status.with_live_drains(live_drains(client, description))
 
 
 def _rejection_code(message: str) -> ExitCode:

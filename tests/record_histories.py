@@ -1,7 +1,7 @@
 """Record the ClusterWorkflow histories that `tests/test_replay.py` replays: `python -m tests.record_histories`.
 
 Each scenario runs on a fresh time-skipping server against the `FakeColony` stand-in activities
-(tests/test_workflow_cluster.py) and writes every run's history to `tests/histories/<name>.json`.
+(tests/cluster_world.py) and writes every run's history to `tests/histories/<name>.json`.
 Regenerate them only on purpose: a change to the workflow that makes a committed history fail to
 replay would break every workflow already running in production, so the old files are the test.
 When a change is deliberately incompatible (guarded by `workflow.patched` or a new workflow
@@ -31,16 +31,16 @@ from models.operations import (
     OperationState,
     ScaleNodePoolRequest,
 )
+from tests.cluster_world import FakeColony, pod
 from tests.conftest import venv_binary
-from tests.test_workflow_cluster import FakeColony, pod
 from workflows.cluster import ClusterWorkflow
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
 
 HISTORIES = Path(__file__).parent / "histories"
 GPU = NodeSku(gpu_model_id="h100")
-STEP_SECONDS = 5.0
-"""Time skipped between two looks at the status: a little more than a poll's cap."""
-MAX_STEPS = 200
+STEP_SECONDS = 0.05
+"""Real seconds between two looks at the status (the workflow has no timers to skip)."""
+MAX_STEPS = 600
 
 
 @dataclass
@@ -52,13 +52,13 @@ class Scenario:
     handle: WorkflowHandle[ClusterWorkflow, ClusterStatus]
 
     async def until(self, check: Callable[[ClusterStatus], bool], what: str) -> ClusterStatus:
-        """Skip time until `check(status)` holds (the status query follows continue-as-new)."""
+        """Poll until `check(status)` holds (the status query follows continue-as-new)."""
         latest = self.env.client.get_workflow_handle_for(ClusterWorkflow.run, self.handle.id)
         for _ in range(MAX_STEPS):
             status = await latest.query(ClusterWorkflow.status)
             if check(status):
                 return status
-            await self.env.sleep(STEP_SECONDS)
+            await asyncio.sleep(STEP_SECONDS)
         raise RuntimeError(f"{self.handle.id}: {what} not reached")
 
     async def finished(self, accepted: OperationAccepted) -> ClusterStatus:

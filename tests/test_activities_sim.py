@@ -7,7 +7,9 @@ would build from the sim's files.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,22 +24,25 @@ from activities.host_provider import HostProviderActivities
 from activities.management import ManagementClusterActivities
 from models.activity_api import (
     AddClusterMachinesRequest,
+    AwaitClusterDeploymentRequest,
+    AwaitFreeHostsRequest,
+    AwaitNodesRequest,
     CheckClusterPrerequisitesRequest,
     ClaimHostsRequest,
     CordonNodeRequest,
     CreateClusterDeploymentRequest,
     DeleteClusterDeploymentRequest,
     DeleteNodeRequest,
-    DeletePodRequest,
-    EvictionOutcome,
-    EvictPodRequest,
+    DeploymentOutcome,
+    DeploymentWait,
+    DrainNodeRequest,
+    ExpectedNode,
     GetClusterDeploymentStatusRequest,
     Host,
     KubeconfigRef,
     LabelNodeRequest,
     ListClaimedHostsRequest,
     ListNodesRequest,
-    ListPodsOnNodeRequest,
     NodeTaint,
     ReleaseHostsRequest,
     RemoveClusterMachinesRequest,
@@ -111,6 +116,10 @@ async def run(fn: Any, request: Any) -> Any:
     return await ActivityEnvironment().run(fn, request)
 
 
+def soon(seconds: float) -> datetime:
+    return datetime.now(UTC) + timedelta(seconds=seconds)
+
+
 def create_request(name: str, hosts: list[Host] | None = None) -> CreateClusterDeploymentRequest:
     return CreateClusterDeploymentRequest(
         namespace=NAMESPACE,
@@ -118,6 +127,7 @@ def create_request(name: str, hosts: list[Host] | None = None) -> CreateClusterD
         template=DEFAULT_TEMPLATE,
         credential=DEFAULT_CREDENTIAL,
         workflow_id=f"cluster/{name}",
+        owner=f"cluster/{name}/run-1",
         kubernetes_version="v1.37.1",
         pod_cidr=POD_CIDR,
         service_cidr=SERVICE_CIDR,
@@ -165,7 +175,9 @@ async def test_create_is_idempotent_and_refuses_a_foreign_deployment(
     first = await run(management.create_cluster_deployment, request)
     again = await run(management.create_cluster_deployment, request)
     assert (first.created, again.created) == (True, False)
-    foreign = request.model_copy(update={"workflow_id": "cluster/someone-else"})
+    foreign = request.model_copy(
+        update={"workflow_id": "cluster/someone-else", "owner": "cluster/someone-else/run"}
+    )
     await expect_error(
         run(management.create_cluster_deployment, foreign), ErrorType.INVALID_SPEC, retryable=False
     )
@@ -225,8 +237,27 @@ async def test_cluster_lifecycle_through_management_and_child_activities(
     async def status() -> Any:
         return await run(management.get_cluster_deployment_status, status_request)
 
-    ready = await eventually(status, until=lambda s: s.ready, what="control plane ready")
-    assert ready.machine_addresses == [claimed.hosts[0].address]
+    # The control-plane wait returns on each change of conditions, then once Ready.
+    known: list[Any] = []
+    outcomes = []
+    for _ in range(20):
+        waited = await run(
+            management.await_cluster_deployment,
+            AwaitClusterDeploymentRequest(
+                namespace=NAMESPACE,
+                name=name,
+                want=DeploymentWait.READY,
+                deadline=soon(30),
+                known_conditions=known,
+            ),
+        )
+        outcomes.append(waited.outcome)
+        known = waited.status.conditions
+        if waited.outcome is not DeploymentOutcome.CHANGED:
+            break
+    # (With the sim's instant timing it may be Ready at the first look.)
+    assert outcomes[-1] is DeploymentOutcome.READY, outcomes
+    assert waited.status.machine_addresses == [claimed.hosts[0].address]
 
     # Machines: adding is idempotent by address, removing tolerates absent ones.
     add = AddClusterMachinesRequest(
@@ -238,35 +269,53 @@ async def test_cluster_lifecycle_through_management_and_child_activities(
 
     ref = KubeconfigRef(namespace=NAMESPACE, secret_name=f"{name}-kubeconfig")
 
-    async def nodes() -> Any:
-        return (await run(child.list_nodes, ListNodesRequest(kubeconfig=ref))).nodes
+    # The join wait labels each node as it registers and returns once all are Ready.
+    expected = [
+        ExpectedNode(
+            host_id=h.id,
+            address=h.address,
+            labels={"colony.dev/node-pool": "gpu", "colony.dev/host-id": h.id},
+            taints=[NodeTaint(key="dedicated", value="x", effect="NoSchedule")],
+        )
+        for h in claimed.hosts
+    ]
+    joined = None
+    for _ in range(20):
+        joined = await run(
+            child.await_nodes,
+            AwaitNodesRequest(
+                kubeconfig=ref,
+                expected=expected,
+                known=joined.observed if joined else [],
+                deadline=soon(30),
+            ),
+        )
+        if joined.all_ready:
+            break
+    assert joined is not None
+    assert joined.all_ready, joined
+    assert all(o.labelled and o.node_name for o in joined.observed)
 
-    listed = await eventually(
-        nodes, until=lambda ns: len(ns) == 2 and all(n.ready for n in ns), what="2 nodes ready"
-    )
+    async def nodes(selector: str = "", count_pods: bool = False) -> Any:
+        listed = await run(
+            child.list_nodes,
+            ListNodesRequest(kubeconfig=ref, label_selector=selector, count_pods=count_pods),
+        )
+        return listed.nodes
+
+    listed = await nodes("colony.dev/node-pool=gpu")
+    assert len(listed) == 2
     node = listed[0].name
-    assert claimed.hosts[0].address in listed[0].addresses
-
-    label = LabelNodeRequest(
-        kubeconfig=ref,
-        node_name=node,
-        labels={"colony.dev/node-pool": "gpu"},
-        taints=[NodeTaint(key="dedicated", value="x", effect="NoSchedule")],
-    )
+    assert [t.key for t in listed[0].taints].count("dedicated") == 1
+    label = LabelNodeRequest(kubeconfig=ref, node_name=node, labels={"team": "ml"})
     assert (await run(child.label_node, label)).found
-    assert (await run(child.label_node, label)).found
-    labelled = next(n for n in await nodes() if n.name == node)
-    assert labelled.labels["colony.dev/node-pool"] == "gpu"
-    assert [t.key for t in labelled.taints].count("dedicated") == 1
+    assert (await nodes("team=ml"))[0].name == node
 
     cordon = CordonNodeRequest(kubeconfig=ref, node_name=node)
     first, second = await run(child.cordon_node, cordon), await run(child.cordon_node, cordon)
     assert (first.was_cordoned, second.was_cordoned) == (False, True)
-    assert (
-        await run(child.uncordon_node, UncordonNodeRequest(kubeconfig=ref, node_name=node))
-    ).found
 
-    # Pods: an eviction empties the node once; a second is GONE; a budget blocks.
+    # Pods: the drain evicts what it may, a budget blocks the rest until the deadline.
     admin = await child_api(mgmt, name)
     core = client.CoreV1Api(admin)
     for pod_name in ("free", "guarded"):
@@ -275,7 +324,11 @@ async def test_cluster_lifecycle_through_management_and_child_activities(
             "default",
             {
                 "metadata": {"name": pod_name, "labels": {"app": pod_name}},
-                "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]},
+                "spec": {
+                    "nodeName": node,
+                    "containers": [{"name": "c", "image": "busybox"}],
+                    "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+                },
             },
         )
     await call(
@@ -286,50 +339,69 @@ async def test_cluster_lifecycle_through_management_and_child_activities(
             "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}},
         },
     )
-    pods = await run(child.list_pods_on_node, ListPodsOnNodeRequest(kubeconfig=ref, node_name=node))
-    by_name = {p.name: p for p in pods.pods}
-    assert {"free", "guarded"} <= set(by_name)
+    counted = {n.name: n for n in await nodes("colony.dev/node-pool=gpu", count_pods=True)}
+    assert counted[node].evictable_pod_count >= 2
 
-    evict = EvictPodRequest(
-        kubeconfig=ref, namespace="default", name="free", uid=by_name["free"].uid
+    beats: list[Any] = []
+    environment = ActivityEnvironment()
+    environment.on_heartbeat = lambda *details: beats.extend(details)
+    drained = await environment.run(
+        child.drain_node, DrainNodeRequest(kubeconfig=ref, node_name=node, deadline=soon(3))
     )
-    assert (await run(child.evict_pod, evict)).outcome is EvictionOutcome.EVICTED
+    assert not drained.drained
+    assert drained.progress.pods_evicted >= 1
+    assert [b.split(":")[0] for b in drained.progress.blocking_pods] == ["default/guarded"]
+    assert "disruption budget" in drained.progress.blocking_pods[0]
+    assert any(getattr(b, "blocking_pods", None) for b in beats), "progress was heartbeated"
 
-    async def free_gone() -> bool:
-        listed = await run(
-            child.list_pods_on_node, ListPodsOnNodeRequest(kubeconfig=ref, node_name=node)
-        )
-        return all(p.name != "free" for p in listed.pods)
-
-    await eventually(free_gone, what="evicted pod gone")
-    assert (await run(child.evict_pod, evict)).outcome is EvictionOutcome.GONE
-    blocked = await run(
-        child.evict_pod, EvictPodRequest(kubeconfig=ref, namespace="default", name="guarded")
+    forced = await run(
+        child.drain_node,
+        DrainNodeRequest(kubeconfig=ref, node_name=node, deadline=soon(0), force=True),
     )
-    assert blocked.outcome is EvictionOutcome.BLOCKED_BY_BUDGET
-    assert "disruption budget" in blocked.message
+    assert forced.drained
+    assert forced.progress.pods_deleted == ["default/guarded"]
+    assert (
+        await run(child.uncordon_node, UncordonNodeRequest(kubeconfig=ref, node_name=node))
+    ).found
 
-    delete_pod = DeletePodRequest(kubeconfig=ref, namespace="default", name="guarded")
-    assert (await run(child.delete_pod, delete_pod)).existed
-    await eventually(
-        lambda: run(child.delete_pod, delete_pod), until=lambda r: not r.existed, what="pod gone"
-    )
-
-    # Node removal: machine removed by address (absent ones fine), Node deleted twice.
+    # Node removal: machine removed by address (absent ones fine), Node deleted and waited for.
     remove = RemoveClusterMachinesRequest(
         namespace=NAMESPACE, name=name, addresses=[claimed.hosts[1].address, "198.51.100.250"]
     )
     removed = await run(management.remove_cluster_machines, remove)
     assert removed.machine_addresses == [claimed.hosts[0].address]
-    delete_node = DeleteNodeRequest(kubeconfig=ref, node_name=listed[1].name)
-    await run(child.delete_node, delete_node)
+    delete_node = DeleteNodeRequest(kubeconfig=ref, node_name=listed[1].name, wait_until=soon(20))
+    deleted = await run(child.delete_node, delete_node)
+    assert deleted.gone
     assert not (await run(child.delete_node, delete_node)).existed
     close_client(admin)
 
-    # Delete: idempotent; the kubeconfig Secret goes with the cluster.
-    delete = DeleteClusterDeploymentRequest(namespace=NAMESPACE, name=name)
+    # Delete: only with the owner key; idempotent; the kubeconfig Secret goes with the cluster.
+    foreign = DeleteClusterDeploymentRequest(namespace=NAMESPACE, name=name, owner="someone-else")
+    assert (await run(management.delete_cluster_deployment, foreign)).foreign
+    assert (await status()).exists
+    delete = DeleteClusterDeploymentRequest(
+        namespace=NAMESPACE, name=name, owner=f"cluster/{name}/run-1"
+    )
     assert (await run(management.delete_cluster_deployment, delete)).existed
-    await eventually(status, until=lambda s: not s.exists, what="ClusterDeployment gone")
+    gone = await run(
+        management.await_cluster_deployment,
+        AwaitClusterDeploymentRequest(
+            namespace=NAMESPACE, name=name, want=DeploymentWait.GONE, deadline=soon(30)
+        ),
+    )
+    while gone.outcome is DeploymentOutcome.CHANGED:
+        gone = await run(
+            management.await_cluster_deployment,
+            AwaitClusterDeploymentRequest(
+                namespace=NAMESPACE,
+                name=name,
+                want=DeploymentWait.GONE,
+                deadline=soon(30),
+                known_conditions=gone.status.conditions,
+            ),
+        )
+    assert gone.outcome is DeploymentOutcome.GONE
     assert not (await run(management.delete_cluster_deployment, delete)).existed
     await expect_error(
         run(child.list_nodes, ListNodesRequest(kubeconfig=ref)),
@@ -342,6 +414,109 @@ async def test_cluster_lifecycle_through_management_and_child_activities(
         ReleaseHostsRequest(host_ids=[h.id for h in claimed.hosts], owner=owner),
     )
     assert sorted(released.released) == sorted(h.id for h in claimed.hosts)
+
+
+async def test_a_failed_cluster_deployment_is_reported_at_once(
+    world: SimWorld, management: ManagementClusterActivities
+) -> None:
+    name = unique("fails")
+    world.faults.fail_cluster_deployment(NAMESPACE, name, "machine 10.0.0.9: ssh: handshake failed")
+    await run(management.create_cluster_deployment, create_request(name))
+    waited = await run(
+        management.await_cluster_deployment,
+        AwaitClusterDeploymentRequest(
+            namespace=NAMESPACE, name=name, want=DeploymentWait.READY, deadline=soon(60)
+        ),
+    )
+    while waited.outcome is DeploymentOutcome.CHANGED:
+        waited = await run(
+            management.await_cluster_deployment,
+            AwaitClusterDeploymentRequest(
+                namespace=NAMESPACE,
+                name=name,
+                want=DeploymentWait.READY,
+                deadline=soon(60),
+                known_conditions=waited.status.conditions,
+            ),
+        )
+    assert waited.outcome is DeploymentOutcome.FAILED
+    ready = next(c for c in waited.status.conditions if c.type == "Ready")
+    assert (ready.reason, ready.message) == ("Failed", "machine 10.0.0.9: ssh: handshake failed")
+    world.faults.clear()
+    await run(
+        management.delete_cluster_deployment,
+        DeleteClusterDeploymentRequest(namespace=NAMESPACE, name=name),
+    )
+
+
+async def test_a_cancelled_wait_stops_within_a_heartbeat(
+    world: SimWorld, management: ManagementClusterActivities
+) -> None:
+    environment = ActivityEnvironment()
+    waiting = asyncio.ensure_future(
+        environment.run(
+            management.await_cluster_deployment,
+            AwaitClusterDeploymentRequest(
+                namespace=NAMESPACE,
+                name=unique("never"),
+                want=DeploymentWait.GONE,
+                deadline=soon(600),
+                known_conditions=[],
+            ),
+        )
+    )
+    # A ClusterDeployment that does not exist is GONE at once: wait for one that never readies.
+    result = await waiting
+    assert result.outcome is DeploymentOutcome.GONE
+
+    name = unique("hang")
+    await run(management.create_cluster_deployment, create_request(name))
+    world.faults.fail_cluster_deployment(NAMESPACE, name, "stuck")
+    known = (
+        await run(
+            management.get_cluster_deployment_status,
+            GetClusterDeploymentStatusRequest(namespace=NAMESPACE, name=name),
+        )
+    ).conditions
+    environment = ActivityEnvironment()
+    waiting = asyncio.ensure_future(
+        environment.run(
+            management.await_cluster_deployment,
+            AwaitClusterDeploymentRequest(
+                namespace=NAMESPACE,
+                name=name,
+                want=DeploymentWait.GONE,
+                deadline=soon(600),
+                known_conditions=known,
+            ),
+        )
+    )
+    await asyncio.sleep(1.5)
+    started = asyncio.get_running_loop().time()
+    environment.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert asyncio.get_running_loop().time() - started < 2
+    world.faults.clear()
+    await run(
+        management.delete_cluster_deployment,
+        DeleteClusterDeploymentRequest(namespace=NAMESPACE, name=name),
+    )
+
+
+async def test_free_hosts_wait_reports_the_count(hosts: HostProviderActivities) -> None:
+    enough = await run(
+        hosts.await_free_hosts,
+        AwaitFreeHostsRequest(location_id="fra1", sku=GPU, count=1, deadline=soon(5)),
+    )
+    assert enough.enough
+    assert enough.free >= 1
+    short = await run(
+        hosts.await_free_hosts,
+        AwaitFreeHostsRequest(location_id="fra1", sku=GPU, count=10_000, deadline=soon(0)),
+    )
+    assert not short.enough
+    assert short.free == enough.free
 
 
 async def test_child_errors_are_classified(
@@ -358,9 +533,10 @@ async def test_child_errors_are_classified(
         what="ready",
     )
     ref = KubeconfigRef(namespace=NAMESPACE, secret_name=f"{name}-kubeconfig")
-    world.faults.fail_next(429, target=name, path="/eviction")
+    # (urllib3 itself retries a GET answered 429 with Retry-After; a PATCH reaches us.)
+    world.faults.fail_next(429, target=name, path="/api/v1/nodes", method="PATCH")
     await expect_error(
-        run(child.evict_pod, EvictPodRequest(kubeconfig=ref, namespace="default", name="x")),
+        run(child.uncordon_node, UncordonNodeRequest(kubeconfig=ref, node_name="any")),
         "Throttled",
         retryable=True,
     )

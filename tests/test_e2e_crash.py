@@ -1,9 +1,10 @@
 """End to end: the worker dies in the middle of an operation and a new one finishes it.
 
 Temporal dev server + `SimWorld` + the real worker. The first worker is `python worker.py`, killed
-with SIGKILL after the create has claimed its hosts and before their nodes join; the second runs
-in-process (`build_worker`) with fresh clients and is cancelled in the middle of a drain; a third
-finishes it. Each replacement replays the workflow from its history and must finish the operation
+with SIGKILL while the create's `await_nodes` activity runs (hosts claimed, nodes not joined yet);
+the second runs in-process (`build_worker`) with fresh clients and is cancelled while a `drain_node`
+activity runs; a third finishes it. Every activity heartbeats, so a killed worker's attempt is
+retried on the next worker within the heartbeat timeout (10 s), not after its start-to-close. Each replacement replays the workflow from its history and must finish the operation
 exactly once: the hosts claimed before the crash are the ones the cluster ends up with (no second
 claim, no leak), the ClusterDeployment lists each machine once, and delete releases everything.
 
@@ -18,6 +19,7 @@ import asyncio
 import contextlib
 import os
 import sys
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +39,7 @@ from models.operations import (
     ScaleNodePoolRequest,
 )
 from sim.world import SimWorld
+from starter.clusters import live_drains
 from tests.helpers import eventually, unique
 from tests.simenv import (
     NAMESPACE,
@@ -250,35 +253,36 @@ async def test_worker_crashes_during_create_and_drain(
     cluster = Cluster(world, management, handle, name)
     workers: list[Worker] = [first]
     try:
-        # 1. Kill the worker process after the hosts are claimed and added as machines, before
-        # their nodes join, at a moment no activity runs (one that did would be retried only
-        # after its start-to-close timeout, which is not what this test is about).
-        async def between_polls() -> ClusterStatus | None:
+        # 1. Kill the worker process in the middle of the join wait (an activity in flight).
+        async def waiting_for_nodes() -> ClusterStatus | None:
             status = await cluster.status()
             running = status.current_operation
             if running is None or running.progress.hosts_claimed != 2:
                 return None
-            with contextlib.suppress(client.exceptions.ApiException):
-                if len(await cluster.machines()) != 2:
-                    return None
             pending = (await handle.describe()).raw_description.pending_activities
-            return None if pending else status
+            joining = [a for a in pending if a.activity_type.name == "await_nodes"]
+            return status if joining and joining[0].attempt == 1 else None
 
         claimed = await eventually(
-            between_polls, timeout=60, interval=0.05, what="hosts claimed, no activity running"
+            waiting_for_nodes, timeout=60, interval=0.05, what="join wait in flight"
         )
         assert claimed is not None
         assert claimed.current_operation is not None
         assert claimed.current_operation.progress.nodes_joined == 0, "crash came too late"
         await first.crash()
+        killed_at = time.monotonic()
         workers.append(await start_worker(dev_env, world, task_queue))
 
         ready = await cluster.until(
             lambda s: s.phase is ClusterPhase.READY and s.current_operation is None,
             what="create finished by the second worker",
         )
+        recovered = time.monotonic() - killed_at
         create = ready.completed_operations[-1]
         assert create.state is OperationState.SUCCEEDED, create
+        # The killed attempt was noticed by its missing heartbeats (10 s), not by its
+        # start-to-close (the join deadline, 15 minutes).
+        assert recovered < 40, f"the create took {recovered:.1f}s to finish after the kill"
         pool = gpu_pool(ready)
         assert (pool.count, pool.ready_count) == (2, 2)
         await cluster.assert_holds(pool, 2)
@@ -314,15 +318,19 @@ async def test_worker_crashes_during_create_and_drain(
             accepted = await handle.execute_update(
                 ClusterWorkflow.scale_node_pool, ScaleNodePoolRequest(pool="gpu", count=1)
             )
-            blocked = await cluster.until(
-                lambda s: (
-                    s.current_operation is not None
-                    and any(n.blocking_pods for n in s.current_operation.progress.nodes)
-                ),
-                what="drain blocked by the budget",
-            )
-            assert blocked.current_operation is not None
-            victim = blocked.current_operation.progress.nodes[0]
+
+            async def blocked() -> ClusterStatus | None:
+                description = await handle.describe()
+                live = live_drains(dev_env.client, description)
+                if not any(progress.blocking_pods for progress in live.values()):
+                    return None
+                return (await cluster.status()).with_live_drains(live)
+
+            held = await eventually(blocked, timeout=60, what="drain blocked by the budget")
+            assert held is not None
+            assert held.current_operation is not None
+            victim = held.current_operation.progress.nodes[0]
+            assert victim.blocking_pods
             await workers[-1].crash()
             workers.append(await start_worker(dev_env, world, task_queue))
             await call(policy.delete_namespaced_pod_disruption_budget, "train", "default")

@@ -42,6 +42,7 @@ from workflows.cluster_drain import NodeRemoval
 from workflows.cluster_scale_up import ScaleUp
 from workflows.engine import (
     EntityEngine,
+    Interrupted,
     Interruption,
     error_type_of,
     is_failure,
@@ -195,7 +196,7 @@ class ClusterWorkflow:
         )
         try:
             await self._plan(operation)
-        except BaseException as error:
+        except Interrupted as error:
             if claims:
                 # Every branch has settled: a claim that landed after an interruption is swept.
                 await settle(self._sweep_after(operation, error))
@@ -254,7 +255,7 @@ class ClusterWorkflow:
     async def _sweep_after(self, operation: Operation, error: BaseException) -> None:
         try:
             strays = await self._cluster.sweep_unrecorded_hosts()
-        except BaseException as sweep_error:
+        except Interrupted as sweep_error:
             if not is_failure(sweep_error):
                 raise
             operation.reason = f"could not check for hosts claimed late: {reason_of(sweep_error)}"
@@ -278,7 +279,7 @@ class ClusterWorkflow:
             await self._check_prerequisites()
             await self._create_deployment()
             await self._wait_control_plane_ready()
-        except BaseException as error:
+        except Interrupted as error:
             if is_failure(error):
                 self._set_phase(ClusterPhase.FAILED, reason_of(error))
             else:
@@ -440,7 +441,7 @@ class ClusterWorkflow:
             state.kubeconfig = None
             await self._cluster.release(state.hosts)
             await self._cluster.sweep_unrecorded_hosts()
-        except BaseException as error:
+        except Interrupted as error:
             if not is_failure(error):
                 raise
             self._set_phase(
@@ -491,7 +492,7 @@ class ClusterWorkflow:
             listed = await LIST_NODES(
                 ListNodesRequest(kubeconfig=self._state.kubeconfig, label_selector=NODE_POOL_LABEL)
             )
-        except BaseException as error:
+        except Interrupted as error:
             if not is_failure(error):
                 raise
             workflow.logger.warning("refresh failed: %s", reason_of(error))

@@ -33,7 +33,7 @@ from workflows.activity_calls import (
     UNCORDON_NODE,
 )
 from workflows.cluster_context import ClusterContext, human
-from workflows.engine import error_type_of, is_failure, reason_of, settle, settle_all
+from workflows.engine import Interrupted, error_type_of, is_failure, reason_of, settle, settle_all
 
 with workflow.unsafe.imports_passed_through():
     from models.activity_api import (
@@ -45,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
         NodeInfo,
         RemoveClusterMachinesRequest,
         UncordonNodeRequest,
+        drain_activity_id,
     )
     from models.drain import choose_nodes_to_remove
     from models.errors import ErrorType, permanent
@@ -115,7 +116,7 @@ class NodeRemoval:
                 *(self._one(node, entry) for node, entry in zip(nodes, progress, strict=True)),
                 return_exceptions=True,
             )
-        except BaseException:
+        except Interrupted:
             await settle(self._undo(nodes, progress))
             raise
         failed = [
@@ -170,7 +171,7 @@ class NodeRemoval:
                 force=self._force,
             ),
             # A stable id, so `colonyctl` finds this drain's heartbeat among the pending activities.
-            activity_id=f"{self._operation.id}/drain/{node.name}",
+            activity_id=drain_activity_id(self._operation.id, node.name),
             wait=cluster.spec.drain_deadline,
         )
         progress.pods_evicted = result.progress.pods_evicted
@@ -254,7 +255,7 @@ class NodeRemoval:
                 await UNCORDON_NODE(
                     UncordonNodeRequest(kubeconfig=self._cluster.kubeconfig(), node_name=node.name)
                 )
-            except BaseException as error:
+            except Interrupted as error:
                 node.state = NodeState.CORDONED  # what is really there
                 self._note(f"node '{node.name}' stays cordoned: {reason_of(error)}")
                 raise
@@ -263,7 +264,7 @@ class NodeRemoval:
     async def _finish_or_report(self, node: NodeStatus, progress: NodeProgress) -> None:
         try:
             await self._finish_removal(node, progress)
-        except BaseException as error:
+        except Interrupted as error:
             self._note(
                 f"node '{node.name}' could not be removed ({reason_of(error)}); its machine is gone "
                 "and it is listed as removing until a later delete finishes it"

@@ -30,7 +30,7 @@ from workflows.activity_calls import (
     REMOVE_CLUSTER_MACHINES,
 )
 from workflows.cluster_context import ClusterContext, human
-from workflows.engine import error_type_of, is_failure, settle
+from workflows.engine import Interrupted, error_type_of, is_failure, settle
 
 with workflow.unsafe.imports_passed_through():
     from models.activity_api import (
@@ -83,7 +83,7 @@ class ScaleUp:
                 )
             )
             await self._await_joined(pool, new)
-        except BaseException as error:
+        except Interrupted as error:
             # Only nodes that never joined are undone: joined nodes are part of the cluster.
             if not is_failure(error) or error_type_of(error) != ErrorType.NODES_DID_NOT_JOIN:
                 never_joined = [n for n in new if n.state is NodeState.REGISTERED]
@@ -109,7 +109,7 @@ class ScaleUp:
             try:
                 claimed = await CLAIM_HOSTS(request)
                 return claimed.hosts
-            except BaseException as error:
+            except Interrupted as error:
                 unavailable = error_type_of(error) == ErrorType.HOSTS_UNAVAILABLE
                 if not (wait_for_capacity and unavailable and workflow.now() < deadline):
                     raise

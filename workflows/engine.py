@@ -47,6 +47,11 @@ with workflow.unsafe.imports_passed_through():
 
 T = TypeVar("T")
 
+Interrupted = (Exception, asyncio.CancelledError)
+"""What a plan's compensation handlers catch: failures and interruptions, but never what the SDK
+uses to tear a workflow down (eviction from the worker's cache) nor `GeneratorExit` (a suspended
+coroutine being closed): compensating then would start work that can no longer run."""
+
 CONTINUE_AS_NEW_EVENTS = 4_000
 """Continue as new between operations past this many events: well below the 10,000 a run may have,
 leaving room for the longest single operation (a 100-node pool drained and removed is about 3,000)."""
@@ -242,7 +247,7 @@ class EntityEngine(Generic[OpT]):
         self._interruption: Interruption | None = None
         self._canceller: asyncio.Task[None] | None = None
         self._operations_this_run = 0
-        self._cancelled_by_workflow = False
+        self._workflow_cancel_handled = False
 
     # --- Accepting --------------------------------------------------------------------------
 
@@ -361,6 +366,8 @@ class EntityEngine(Generic[OpT]):
                     )
                 )
             except asyncio.CancelledError:
+                if not self._take_workflow_cancel():
+                    raise  # the worker is evicting the workflow: nothing to handle
                 _uncancel()
                 self._workflow_cancelled(None, on_workflow_cancel)
                 continue
@@ -377,6 +384,15 @@ class EntityEngine(Generic[OpT]):
             or info.get_current_history_length() > CONTINUE_AS_NEW_EVENTS
             or info.get_current_history_size() > CONTINUE_AS_NEW_BYTES
         )
+
+    def _take_workflow_cancel(self) -> bool:
+        """True once, for the run's workflow cancel request. The main task is cancelled only by
+        that request (Temporal delivers it once per run) or by the worker evicting the workflow
+        from its cache, which must be let through."""
+        if self._workflow_cancel_handled or workflow.cancellation_reason() is None:
+            return False
+        self._workflow_cancel_handled = True
+        return True
 
     def _workflow_cancelled(
         self, running: OpT | None, on_workflow_cancel: Callable[[OpT | None], bool]
@@ -417,6 +433,8 @@ class EntityEngine(Generic[OpT]):
             except asyncio.CancelledError:
                 if task.done():
                     break
+                if not self._take_workflow_cancel():
+                    raise  # the worker is evicting the workflow: nothing to handle
                 _uncancel()
                 self._workflow_cancelled(operation, on_workflow_cancel)
             except BaseException:
