@@ -39,6 +39,7 @@ from typing import Any, Protocol
 from sim.apiserver.errors import ApiError
 from sim.apiserver.registry import EVENTS, NODES, PODS, SECRETS, ResourceType
 from sim.apiserver.store import ClusterStore, WatchEvent
+from sim.controllers.gpus import GPU_RESOURCE, gfd_labels
 from sim.controllers.workqueue import ReconcileLoop
 from sim.faults import FaultInjector
 from sim.timing import SimTiming
@@ -802,12 +803,15 @@ class ClusterDeploymentController:
             if instance:
                 labels["node.kubernetes.io/instance-type"] = str(instance)
             if gpus > 0 and gpu_model is not None:
-                capacity["nvidia.com/gpu"] = str(gpus)
-                labels["nvidia.com/gpu.present"] = "true"
-                labels["nvidia.com/gpu.count"] = str(gpus)
+                # The GPU operator's device plugin advertises every GPU of the host; GPU Feature
+                # Discovery labels the node with what NVML reports.
+                capacity[GPU_RESOURCE] = str(gpus)
                 product = host_field(host, "gpu_product", "gpuProduct")
-                if product:
-                    labels["nvidia.com/gpu.product"] = str(product)
+                model = getattr(self.inventory, "gpu_models", {}).get(str(gpu_model))
+                memory_gib = host_field(model, "memory_gib", "memoryGib") if model else None
+                labels.update(
+                    gfd_labels(str(product or gpu_model), gpus, int(memory_gib or 0) or None)
+                )
             location = host_field(host, "location", "locationId")
             if location:
                 labels["topology.kubernetes.io/region"] = str(location)

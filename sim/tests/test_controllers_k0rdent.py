@@ -196,6 +196,11 @@ async def test_happy_path_conditions_secret_and_gpu_nodes(env: Env) -> None:
     assert h100.metadata.labels["kubernetes.io/hostname"] == "fra1-h100-80gb-01"
     assert h100.metadata.labels["node.kubernetes.io/instance-type"] == "h100-80gb"
     assert by_name["fra1-l40s-48gb-01"].metadata.labels["nvidia.com/gpu.product"] == "NVIDIA-L40S"
+    # GPU Feature Discovery's inventory facts: framebuffer in MiB as NVML reports it, family.
+    assert h100.metadata.labels["nvidia.com/gpu.memory"] == "81559"
+    assert h100.metadata.labels["nvidia.com/gpu.family"] == "hopper"
+    assert h100.metadata.labels["nvidia.com/gpu.present"] == "true"
+    assert by_name["fra1-l40s-48gb-01"].metadata.labels["nvidia.com/gpu.memory"] == "46068"
 
 
 async def test_removing_a_machine_removes_its_node_and_reconciles_generation(env: Env) -> None:
