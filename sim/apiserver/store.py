@@ -32,6 +32,7 @@ from sim.apiserver import errors, validation
 from sim.apiserver.auth import TokenAuthority
 from sim.apiserver.fieldvalidation import FieldValidation
 from sim.apiserver.patch import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, apply_patch
+from sim.apiserver.podlogs import ContainerLogs
 from sim.apiserver.registry import (
     BUILTINS,
     CRDS,
@@ -244,6 +245,8 @@ class ClusterStore:
         self._watchers: dict[tuple[str, str], set[Watcher]] = {}
         self._subscribers: list[asyncio.Queue[WatchEvent]] = []
         self._ip_counter = 0
+        # The nodes' container log files, written by the kubelet, read by pods/log.
+        self.container_logs = ContainerLogs()
         # Every schema rejection of a custom-resource write, newest last (see RejectedWrite).
         self.rejected_writes: deque[RejectedWrite] = deque(maxlen=REJECTED_WRITES_KEPT)
         for ns in INITIAL_NAMESPACES:
@@ -467,6 +470,7 @@ class ClusterStore:
             self._unserve_crd(obj)
         elif rt.key == PODS.key:
             self._refresh_pdbs(meta.get("namespace", ""))
+            self.container_logs.drop_pod(uid)
         for dep_uid in list(self._dependents.get(uid, ())):
             self._collect(dep_uid, uid, orphan=orphan)
         self._dependents.pop(uid, None)

@@ -143,6 +143,7 @@ class SimChildCluster:
         self._store = ClusterStore(name)
         self.server = ClusterServer(name, self._store, ca, faults=faults)
         self.timing = timing
+        self.faults = faults
         self._tasks: list[asyncio.Task[None]] = []
         self._with_system_workloads = with_system_workloads
 
@@ -164,7 +165,7 @@ class SimChildCluster:
                 with contextlib.suppress(ApiError):
                     self._store.create(rt, obj)
         controllers = (
-            Kubelet(self._store, self.timing),
+            Kubelet(self._store, self.timing, faults=self.faults),
             Scheduler(self._store),
             DaemonSetController(self._store),
             DeploymentController(self._store),
