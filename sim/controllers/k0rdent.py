@@ -3,8 +3,8 @@
 `K0rdentControllers.run()` runs every k0rdent controller of the sim on the management cluster's
 store (see `k0rdent_cluster` and `k0rdent_services` for what each does). Child clusters are
 `SimChildCluster`s: a fresh `ClusterStore` served by its own `ClusterServer` (own port, own admin
-token, shared CA) with the controllers a real cluster runs: kubelet, scheduler, DaemonSets,
-Deployments; k0s-like system workloads are preloaded in `kube-system`.
+token, shared CA) with the controllers a real cluster runs: kubelet, node lifecycle (with its
+taint manager), scheduler, DaemonSets, Deployments; k0s-like system workloads are preloaded in `kube-system`.
 
 Called by `sim.world.SimWorld`; tests may run it on a bare store.
 """
@@ -35,6 +35,7 @@ from sim.controllers.k0rdent_cluster import (
 )
 from sim.controllers.k0rdent_services import ServiceSetController, ServiceTemplateController
 from sim.controllers.kubelet import Kubelet
+from sim.controllers.nodelifecycle import NodeLifecycleController
 from sim.controllers.scheduler import Scheduler
 from sim.faults import FaultInjector
 from sim.timing import SimTiming
@@ -166,6 +167,7 @@ class SimChildCluster:
                     self._store.create(rt, obj)
         controllers = (
             Kubelet(self._store, self.timing, faults=self.faults),
+            NodeLifecycleController(self._store, self.timing, self.faults),
             Scheduler(self._store),
             DaemonSetController(self._store),
             DeploymentController(self._store),

@@ -382,6 +382,7 @@ class _Machine:
     registered: bool = False
     ready: bool = False
     reported_unknown: bool = False
+    lost: bool = False
 
 
 @dataclass
@@ -418,9 +419,12 @@ class ClusterDeploymentController:
         )
 
     async def run(self) -> None:
+        # Faults change over HTTP without a store event: a lost or restored node must be seen.
+        unsubscribe = self.faults.on_change(self._requeue_all)
         try:
             await self._loop.run()
         finally:
+            unsubscribe()
             for key, child in self.children.items():
                 with contextlib.suppress(Exception):
                     await child.stop()
@@ -432,6 +436,10 @@ class ClusterDeploymentController:
             return []
         items, _ = self.store.list(rt)
         return [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in items]
+
+    def _requeue_all(self) -> None:
+        for key in self._all_keys():
+            self._loop.queue.add(key)
 
     def _in_namespace(self, namespace: str) -> list[Key]:
         return [key for key in self._all_keys() if key[0] == namespace]
@@ -737,6 +745,23 @@ class ClusterDeploymentController:
                     "no host with that address"
                 )
                 continue
+            if self.faults.node_lost(child.store.name, machine.node_name):
+                if not machine.lost:
+                    # The machine vanished: CAPI loses its node, the pod GC its pods.
+                    machine.lost = True
+                    _remove_node(child.store, machine.node_name)
+                    record_event(
+                        self.store, obj, "MachineLost",
+                        f"Machine {name}-{key}: node {machine.node_name} is gone",
+                        type_="Warning",
+                    )  # fmt: skip
+                machine.registered = machine.ready = False
+                problems.append(f"Machine {key}: node {machine.node_name} is unreachable")
+                continue
+            if machine.lost:
+                # Back from the dead: it boots and registers again from scratch.
+                machine.lost = False
+                machine.first_seen = now
             register_at = machine.first_seen + self.timing.delay("node.register")
             if now < register_at:
                 waits.append(register_at - now)
