@@ -4,7 +4,8 @@
 store (see `k0rdent_cluster` and `k0rdent_services` for what each does). Child clusters are
 `SimChildCluster`s: a fresh `ClusterStore` served by its own `ClusterServer` (own port, own admin
 token, shared CA) with the controllers a real cluster runs: kubelet, node lifecycle (with its
-taint manager), scheduler, DaemonSets, Deployments; k0s-like system workloads are preloaded in `kube-system`.
+taint manager), scheduler, DaemonSets, Deployments and a Gateway API implementation
+(`sim.colony.dev/gateway-controller`); k0s-like system workloads are preloaded in `kube-system`.
 
 Called by `sim.world.SimWorld`; tests may run it on a bare store.
 """
@@ -25,6 +26,7 @@ from sim.apiserver.server import ClusterServer
 from sim.apiserver.store import ClusterStore
 from sim.charts import ChartCatalog
 from sim.controllers.daemonset import DaemonSetController, DeploymentController
+from sim.controllers.gateway import GatewayController
 from sim.controllers.k0rdent_cluster import (
     ChildCluster,
     ChildClusters,
@@ -168,6 +170,7 @@ class SimChildCluster:
         controllers = (
             Kubelet(self._store, self.timing, faults=self.faults),
             NodeLifecycleController(self._store, self.timing, self.faults),
+            GatewayController(self._store),
             Scheduler(self._store),
             DaemonSetController(self._store),
             DeploymentController(self._store),
@@ -222,7 +225,13 @@ class K0rdentControllers:
             TemplateCredentialController(store),
             ServiceTemplateController(store, catalog),
             ClusterDeploymentController(
-                store, timing, self.faults, inventory, self.children, factory
+                store,
+                timing,
+                self.faults,
+                inventory,
+                self.children,
+                factory,
+                issue_cert=ca.issue_server_cert,
             ),
             ServiceSetController(store, timing, self.faults, self.children, catalog),
         )

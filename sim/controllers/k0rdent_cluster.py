@@ -19,6 +19,10 @@ at that address (never registering if the inventory has no such host), NotReady 
 (unless the FaultInjector says `node_never_ready`). Templates sized by `config.workersNumber`
 (hosted control plane) get that many generic nodes.
 
+Tenant gateway: a ClusterDeployment labelled `colony.dev/tenant-gateway-domain: <domain>` gets, in
+its child once the control plane is up, the Gateway `colony-gateway/tenant` standing in for the
+platform's regional gateway (see `sim.controllers.tenant_gateway`).
+
 Deletion: the finalizer `k0rdent.mirantis.com/cluster-deployment` holds the object while the
 Deleting condition is set, its ServiceSets are deleted, the child cluster stops and its kubeconfig
 Secret goes; then the finalizer is removed.
@@ -40,6 +44,7 @@ from sim.apiserver.errors import ApiError
 from sim.apiserver.registry import EVENTS, NODES, PODS, SECRETS, ResourceType
 from sim.apiserver.store import ClusterStore, WatchEvent
 from sim.controllers.gpus import GPU_RESOURCE, gfd_labels
+from sim.controllers.tenant_gateway import CertIssuer, ensure_tenant_gateway
 from sim.controllers.workqueue import ReconcileLoop
 from sim.faults import FaultInjector
 from sim.timing import SimTiming
@@ -393,6 +398,7 @@ class _ClusterState:
     control_plane_at: float | None = None
     machines: dict[str, _Machine] = field(default_factory=dict)
     deleting_since: float | None = None
+    gateway_problem: str | None = None
 
 
 class ClusterDeploymentController:
@@ -406,8 +412,10 @@ class ClusterDeploymentController:
         inventory: HostLookup | None,
         children: ChildClusters,
         child_factory: ChildFactory,
+        issue_cert: CertIssuer | None = None,
     ) -> None:
         self.store = store
+        self.issue_cert = issue_cert
         self.timing = timing
         self.faults = faults
         self.inventory = inventory
@@ -622,6 +630,10 @@ class ClusterDeploymentController:
         if state.control_plane_at is None:
             state.control_plane_at = now
         self._ensure_kubeconfig_secret(obj, child)
+        gateway_problem = ensure_tenant_gateway(child.store, obj, self.issue_cert)
+        if gateway_problem is not None and state.gateway_problem != gateway_problem:
+            record_event(self.store, obj, "InvalidTenantGateway", gateway_problem, type_="Warning")
+        state.gateway_problem = gateway_problem
 
         # Workers
         problems = self._reconcile_machines(obj, state, child, now, waits)
