@@ -18,9 +18,10 @@ Started per child cluster (and by tests on a bare store). For each pod bound to 
    program ends `terminated` with its exit code (`Completed` / `Error`, or `StartError` 128 when
    the executable is missing), and `restartPolicy` decides: `Always` restarts any exit,
    `OnFailure` non-zero ones, `Never` none. The first restart is immediate, later ones wait in
-   `CrashLoopBackOff` (10 s doubling to 5 min, scaled by the timing like every sim delay, and never
-   below `MIN_BACKOFF_SECONDS`). When every container is done for good the pod is `Succeeded`
-   (all exited 0) or `Failed`, and its GPUs are free again.
+   `CrashLoopBackOff` (10 s doubling to 5 min, times `time_scale / 100` like the other delays,
+   never below a floor that starts at `MIN_BACKOFF_SECONDS` and doubles up to 5 s). When every
+   container is done for good the pod is `Succeeded` (all exited 0) or `Failed`, and its GPUs are
+   free again.
 4. A pod deleted with a grace period is removed with `store.finalize_pod` once the grace period,
    multiplied by `grace_scale`, has passed.
 
@@ -65,6 +66,7 @@ BACKOFF_CAP_SECONDS = 300
 # spins faster than this, even in instant mode, so it cannot flood the watch history.
 BACKOFF_SCALE = 0.01
 MIN_BACKOFF_SECONDS = 0.2
+MAX_FLOOR_SECONDS = 5.0
 # How often a worker of a node whose kubelet is stopped checks again (besides fault changes).
 STOPPED_POLL_SECONDS = 0.5
 _EPOCH = "1970-01-01T00:00:00Z"
@@ -477,7 +479,10 @@ class _PodWorker:
             run.ready = run.started = False
             await self._post()
             delay = seconds * BACKOFF_SCALE * self.kubelet.timing.time_scale
-            await asyncio.sleep(max(delay, MIN_BACKOFF_SECONDS))
+            # The floor doubles too, so a long crash loop in instant mode slows down as kube's
+            # does instead of writing a few statuses a second forever.
+            floor = min(MIN_BACKOFF_SECONDS * 2 ** (failures - 1), MAX_FLOOR_SECONDS)
+            await asyncio.sleep(max(delay, floor))
         run.restart_count += 1
 
     async def _once(self, run: _Run) -> int:
