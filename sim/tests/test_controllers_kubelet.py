@@ -407,6 +407,13 @@ async def test_kubectl_logs(env: Env) -> None:
     assert await eventually(shown, until=lambda out: out == "a\nb\nc\n") == "a\nb\nc\n"
     assert (await kubectl("logs", "talker", "--tail=1"))[1] == "c\n"
     assert (await kubectl("logs", "talker", "-c", "main", "--limit-bytes=3"))[1] == "a\nb"
+    await call(
+        env.core.create_namespaced_pod, "default",
+        pod("counter", ["sh", "-c", "echo 1; sleep 0.2; echo 2; sleep 0.2; echo 3"]),
+    )  # fmt: skip
+    await settled(env, "counter", running)
+    # -f returns once the container ends, with everything it printed.
+    assert (await kubectl("logs", "-f", "counter"))[1] == "1\n2\n3\n"
     code, _, err = await kubectl("logs", "talker", "--previous")
     assert code != 0
     assert 'previous terminated container "main" in pod "talker" not found' in err

@@ -250,6 +250,18 @@ async def test_gpu_check_walkthrough(world: SimWorld) -> None:
     assert line.startswith("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-"), printed
     assert line.endswith(")")
 
+    described = await kubectl(child, "describe", "pod", "gpu-check")
+    fields = {
+        key.strip(): value.strip()
+        for key, _, value in (line.partition(":") for line in described.splitlines())
+        if value.strip()
+    }
+    assert fields["State"] == "Terminated"
+    assert fields["Reason"] == "Completed"
+    assert fields["Exit Code"] == "0"
+    assert fields["nvidia.com/gpu"] == "1"
+    assert fields["QoS Class"] == "BestEffort"  # GPUs do not count for QoS, cpu/memory do
+
     table = await kubectl(child, "get", "pod", "gpu-check", "-o", "wide")
     header, row = table.splitlines()
     assert header.split()[:7] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE"]
