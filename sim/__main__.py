@@ -91,6 +91,7 @@ def banner(world: SimWorld) -> str:
             f"   url + apiKey      {world.hostprovider_json_path}",
             f" world info          {world.world_json_path}",
             f" faults              GET/PUT <any server>{info['faultsPath']}",
+            "                     (rates, scripted errors, evictions, kubelets_stopped, nodes_lost)",
             f" time scale          {info['timeScale']}",
             "",
             f" export KUBECONFIG={world.management_kubeconfig_path}",

@@ -13,8 +13,10 @@ Value keys the sim understands (later ones override earlier ones):
    - `_exalsius.resources.perReplica.cpu` / `.memory` (requests = limits)
    - `_exalsius.resources.perReplica.gpuCount` with `.gpuResourceName` (default `nvidia.com/gpu`)
    - `_exalsius.scheduling.nodeSelector`, `_exalsius.scheduling.tolerations`
-3. Chart-specific `valuePaths` (llm-d-model: `ms.decode.replicas`, `ms.decode.parallelism.tensor`
-   as GPUs per replica, the targets of its WorkspaceClass resourceInjection).
+3. Chart-specific `valuePaths` for replicas, cpu, memory and gpuCount (llm-d-model:
+   `ms.decode.replicas`, `ms.decode.parallelism.tensor` as GPUs per replica, the targets of its
+   WorkspaceClass resourceInjection; Colony's charts: `replicas`, `resources.cpu`,
+   `resources.memory`, `resources.gpu`).
 4. Plain keys, honoured by every chart (sim conveniences, closest to a generic chart):
    - `replicas` (int, overrides pinning)
    - `resources` (`{requests: {...}, limits: {...}}` verbatim, any resource names)
@@ -22,12 +24,15 @@ Value keys the sim understands (later ones override earlier ones):
 
 Only the chart's primary workload takes these values; the others keep their defaults.
 Anything else in the values (passwords, model URIs) is accepted and ignored.
+
+Charts may `require` another chart on the cluster (colony-vllm needs colony-inference-stack's
+Deployment `inference-gateway`); `missing_requirement` says what an install would fail on.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -37,6 +42,7 @@ import yaml
 
 CATALOG_PATH = Path(__file__).with_name("charts.yaml")
 HUB_REPOSITORY = "exalsius-workspace-hub"
+COLONY_REPOSITORY = "colony-charts"
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 
 # Label Helm and the hub charts put on everything of a release; uninstall selects by it.
@@ -74,6 +80,16 @@ class WorkloadSpec:
 
 
 @dataclass(frozen=True)
+class Requirement:
+    """A chart that must already be installed on the cluster, known by an object it creates."""
+
+    chart: str
+    version: str
+    kind: str
+    name: str
+
+
+@dataclass(frozen=True)
 class ChartSpec:
     """One chart version of one repository."""
 
@@ -82,6 +98,7 @@ class ChartSpec:
     version: str
     workloads: tuple[WorkloadSpec, ...]
     value_paths: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    requires: tuple[Requirement, ...] = ()
 
     @property
     def ref(self) -> str:
@@ -130,6 +147,12 @@ class ChartCatalog:
                         value_paths={
                             k: tuple(v) for k, v in (chart.get("valuePaths") or {}).items()
                         },
+                        requires=tuple(
+                            Requirement(
+                                str(r["chart"]), str(r["version"]), str(r["kind"]), str(r["name"])
+                            )
+                            for r in chart.get("requires") or []
+                        ),
                     )
                 )
         return cls(charts)
@@ -267,6 +290,16 @@ def _resolve_primary(
         if found is not None:
             gpu_count = found
             break
+    for path in chart.value_paths.get("cpu", ()):
+        found = _lookup(values, path)
+        if found is not None:
+            cpu = found
+            break
+    for path in chart.value_paths.get("memory", ()):
+        found = _lookup(values, path)
+        if found is not None:
+            memory = found
+            break
 
     if values.get("replicas") is not None:
         replicas = values["replicas"]
@@ -299,6 +332,22 @@ def _resolve_primary(
             requests = {str(k): str(v) for k, v in (explicit.get("requests") or {}).items()}
             limits = {str(k): str(v) for k, v in (explicit.get("limits") or {}).items()}
     return _Resolved(replicas, requests, limits, node_selector, tolerations)
+
+
+def missing_requirement(chart: ChartSpec, find: Callable[[Requirement], bool]) -> str | None:
+    """Helm's error for the first requirement `find` says is not on the cluster, or None.
+
+    Worded as a template's `fail` after a `lookup`: what the user sees of such charts.
+    """
+    for requirement in chart.requires:
+        if not find(requirement):
+            return (
+                f"execution error at ({chart.name}/templates/prerequisites.yaml:4:6): "
+                f"{chart.name} {chart.version} needs {requirement.chart} {requirement.version} "
+                f"installed on the cluster first: no {requirement.kind} {requirement.name} "
+                f"labelled helm.sh/chart={requirement.chart}-{requirement.version} found"
+            )
+    return None
 
 
 def render(

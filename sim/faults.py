@@ -9,7 +9,14 @@ One `FaultInjector` is shared in-process by every sim server and controller:
   ServiceUnavailable) that the layer renders in its own error format;
 - the API server's eviction handler calls `take_eviction_fault(cluster, namespace, pod)`;
 - controllers ask `node_never_ready_matches(...)`, `cluster_deployment_failure(...)` and
-  `service_set_failure(...)`.
+  `service_set_failure(...)`;
+- nodes changing outside any operation: `stop_kubelet(node)` makes a node's kubelet stop posting
+  status (the child's node lifecycle controller then marks it Ready=Unknown/NodeStatusUnknown and
+  taints it `node.kubernetes.io/unreachable` after the grace period), `start_kubelet(node)` brings
+  it back; `lose_node(node)` makes the machine vanish (its Node object is deleted and its pods are
+  garbage-collected; it registers again after `restore_node(node)`). Controllers ask
+  `kubelet_stopped(cluster, node)` and `node_lost(cluster, node)`, and `on_change(callback)` tells
+  them when the configuration changed (the HTTP endpoint changes it without any store event).
 
 Probabilistic faults draw from one seeded `random.Random`, so a run with a seed repeats itself.
 The configuration is a `FaultConfig` (pydantic): loaded at start (`FaultInjector.from_config`, e.g.
@@ -34,6 +41,7 @@ __all__ = [
     "EvictionFault",
     "FaultConfig",
     "FaultInjector",
+    "NodeFault",
     "ObjectFailure",
     "RequestFault",
     "ScriptedResponse",
@@ -113,6 +121,16 @@ class ObjectFailure(_Model):
     message: str = "injected failure"
 
 
+class NodeFault(_Model):
+    """A node of a child cluster (`cluster` is the ClusterDeployment name; None: every cluster)."""
+
+    node: str
+    cluster: str | None = None
+
+    def matches(self, cluster: str, node: str) -> bool:
+        return self.node == node and (self.cluster is None or self.cluster == cluster)
+
+
 class FaultConfig(_Model):
     """Everything the injector does; the body of GET/PUT /sim/v1/faults and the start-up YAML.
 
@@ -134,6 +152,8 @@ class FaultConfig(_Model):
     nodes_never_ready: list[str] = Field(default_factory=list)
     cluster_deployment_failures: list[ObjectFailure] = Field(default_factory=list)
     service_set_failures: list[ObjectFailure] = Field(default_factory=list)
+    kubelets_stopped: list[NodeFault] = Field(default_factory=list)
+    nodes_lost: list[NodeFault] = Field(default_factory=list)
 
     def global_rule(self) -> RequestFault:
         return RequestFault(
@@ -179,6 +199,7 @@ class FaultInjector:
         self._sleep = sleep
         self._config = FaultConfig()
         self._rng = random.Random()
+        self._listeners: list[Callable[[], None]] = []
         self.replace(config or FaultConfig())
 
     @classmethod
@@ -200,10 +221,26 @@ class FaultInjector:
         self._config = config.model_copy(deep=True)
         if config.seed is not None:
             self._rng.seed(config.seed)
+        self._changed()
 
     def clear(self) -> None:
         """Remove every fault (the random generator keeps its state)."""
         self._config = FaultConfig(seed=self._config.seed)
+        self._changed()
+
+    def on_change(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call `callback` after every configuration change; returns the unsubscribe function."""
+        self._listeners.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._listeners:
+                self._listeners.remove(callback)
+
+        return unsubscribe
+
+    def _changed(self) -> None:
+        for callback in list(getattr(self, "_listeners", ())):
+            callback()
 
     def seed(self, seed: int) -> None:
         self._config.seed = seed
@@ -259,6 +296,7 @@ class FaultInjector:
         """The node with this name or address (a host's IP) never becomes Ready."""
         if name_or_address not in self._config.nodes_never_ready:
             self._config.nodes_never_ready.append(name_or_address)
+        self._changed()
 
     def fail_cluster_deployment(
         self, namespace: str, name: str, message: str = "injected failure"
@@ -267,6 +305,7 @@ class FaultInjector:
         self._config.cluster_deployment_failures.append(
             ObjectFailure(namespace=namespace, name=name, message=message)
         )
+        self._changed()
 
     def fail_service_set(
         self, namespace: str, name: str, message: str = "injected failure"
@@ -275,8 +314,45 @@ class FaultInjector:
         self._config.service_set_failures.append(
             ObjectFailure(namespace=namespace, name=name, message=message)
         )
+        self._changed()
+
+    def stop_kubelet(self, node: str, *, cluster: str | None = None) -> None:
+        """The kubelet of `node` stops posting status (a crash, a network partition)."""
+        if not any(f.node == node and f.cluster == cluster for f in self._config.kubelets_stopped):
+            self._config.kubelets_stopped.append(NodeFault(node=node, cluster=cluster))
+        self._changed()
+
+    def start_kubelet(self, node: str, *, cluster: str | None = None) -> None:
+        """Undo `stop_kubelet`: the kubelet posts Ready again."""
+        self._config.kubelets_stopped = [
+            f
+            for f in self._config.kubelets_stopped
+            if not (f.node == node and f.cluster == cluster)
+        ]
+        self._changed()
+
+    def lose_node(self, node: str, *, cluster: str | None = None) -> None:
+        """The machine behind `node` vanishes: its Node is deleted and it does not register."""
+        if not any(f.node == node and f.cluster == cluster for f in self._config.nodes_lost):
+            self._config.nodes_lost.append(NodeFault(node=node, cluster=cluster))
+        self._changed()
+
+    def restore_node(self, node: str, *, cluster: str | None = None) -> None:
+        """Undo `lose_node`: the machine boots again and its node registers anew."""
+        self._config.nodes_lost = [
+            f for f in self._config.nodes_lost if not (f.node == node and f.cluster == cluster)
+        ]
+        self._changed()
 
     # ---------------------------------------------------------------- queries (controllers)
+
+    def kubelet_stopped(self, cluster: str, node: str) -> bool:
+        """True while the kubelet of `node` in `cluster` posts nothing."""
+        return any(f.matches(cluster, node) for f in self._config.kubelets_stopped)
+
+    def node_lost(self, cluster: str, node: str) -> bool:
+        """True while the machine of `node` in `cluster` is gone."""
+        return any(f.matches(cluster, node) for f in self._config.nodes_lost)
 
     def take_eviction_fault(self, cluster: str, namespace: str, pod: str) -> bool:
         """True when this eviction must answer 429; uses up one of the scripted times."""

@@ -33,6 +33,8 @@ DEFAULT_DELAYS: Mapping[str, float] = MappingProxyType(
         # ServiceSet (Sveltos installing a Helm release).
         "service.install": 0.5,
         "service.uninstall": 0.3,
+        # Sveltos retrying a failed install (a missing prerequisite chart).
+        "service.retry": 2.0,
         # Kubelet: container start and graceful termination.
         "pod.start": 0.5,
         "pod.terminate": 0.5,

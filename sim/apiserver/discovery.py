@@ -30,6 +30,7 @@ _SUBRESOURCE_KINDS: dict[str, tuple[str, str, str, list[str]]] = {
     "eviction": ("policy", "v1", "Eviction", ["create"]),
     "binding": ("", "v1", "Binding", ["create"]),
     "token": ("authentication.k8s.io", "v1", "TokenRequest", ["create"]),
+    "log": ("", "v1", "Pod", ["get"]),
 }
 
 

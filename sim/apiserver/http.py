@@ -1,7 +1,7 @@
 """REST onto the store: the aiohttp application of one emulated kube-apiserver.
 
 `create_app(store, faults=...)` returns an `aiohttp.web.Application` serving discovery, CRUD, watch,
-PATCH, the pods/eviction, pods/binding, serviceaccounts/token and status subresources, with bearer
+PATCH, the pods/eviction, pods/binding, pods/log, serviceaccounts/token and status subresources, with bearer
 token authentication against the store's `TokenAuthority`. Writes honour `dryRun` and
 `fieldValidation` (`fieldvalidation.py`; its warnings become `Warning` response headers). Every
 request first passes the `FaultInjector`, when one is given. `server.ClusterServer` wraps it in
@@ -21,11 +21,11 @@ import orjson
 import yaml
 from aiohttp import web
 
-from sim.apiserver import discovery, errors, openapi, tables
+from sim.apiserver import discovery, errors, openapi, podlogs, tables
 from sim.apiserver.errors import ApiError
 from sim.apiserver.fieldvalidation import FieldValidation, warning_header
 from sim.apiserver.patch import APPLY_PATCH
-from sim.apiserver.registry import CRDS, PODS, SERVICEACCOUNTS, ResourceType
+from sim.apiserver.registry import CRDS, NODES, PODS, SERVICEACCOUNTS, ResourceType
 from sim.apiserver.store import ClusterStore, Obj, Watcher
 from sim.faults import FaultInjector, add_fault_routes
 
@@ -264,6 +264,8 @@ class ApiHandler:
         name = route.name
         sub = route.subresource
         if method == "GET":
+            if rt.key == PODS.key and sub == "log":
+                return await self._pod_log(request, route)
             if sub not in (None, "status"):
                 raise errors.method_not_allowed(f"GET is not supported on {sub}")
             obj = store.get(rt, route.namespace, name, copy_objects=False)
@@ -444,6 +446,53 @@ class ApiHandler:
             table["metadata"].update(list_meta)
             return _json_response(table)
         return _json_response(self._list_body(route, chunk.items, rv, list_meta))
+
+    # ----------------------------------------------------------------- pods/log
+
+    async def _pod_log(self, request: web.Request, route: _Route) -> web.StreamResponse:
+        """GET pods/{name}/log: what kube-apiserver proxies from the node's kubelet
+        (`podlogs.py` has the checks and their messages)."""
+        namespace, name = route.namespace or "default", route.name or ""
+        options = podlogs.parse_options(request.query, name)
+        pod = self.store.get(PODS, namespace, name, copy_objects=False)
+        container = podlogs.resolve_container(pod, options.container)
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        if not node_name:
+            # LogLocation has no kubelet to ask: kube answers 200 with nothing.
+            return web.Response(body=b"", content_type="text/plain")
+        if self.faults is not None and self.faults.kubelet_stopped(self.store.name, node_name):
+            node = self.store.try_get(NODES, None, node_name) or {}
+            addresses = (node.get("status") or {}).get("addresses") or []
+            ip = next((a["address"] for a in addresses if a.get("type") == "InternalIP"), node_name)
+            raise podlogs.kubelet_unreachable(ip, namespace, name, container)
+        container_id = podlogs.container_id_for_logs(pod, container, options.previous)
+        log_file = self.store.container_logs.get(container_id)
+        if not options.follow or log_file is None or log_file.finished:
+            body, _ = podlogs.render(log_file, options, self.store.clock())
+            return web.Response(body=body, content_type="text/plain")
+        response = web.StreamResponse(status=200)
+        response.content_type = "text/plain"
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        uid = pod["metadata"]["uid"]
+
+        def still_wanted() -> bool:
+            transport = request.transport
+            current = self.store._peek(PODS, namespace, name)
+            return (
+                transport is not None
+                and not transport.is_closing()
+                and current is not None
+                and current["metadata"]["uid"] == uid
+            )
+
+        with contextlib.suppress(ConnectionResetError):
+            await podlogs.follow(
+                log_file, options, self.store.clock, response.write,
+                still_wanted=still_wanted, poll=_WATCH_POLL,
+            )  # fmt: skip
+            await response.write_eof()
+        return response
 
     # ----------------------------------------------------------------- watch
 

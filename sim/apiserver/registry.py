@@ -63,7 +63,7 @@ PODS = ResourceType(
     True,
     "pod",
     ("po",),
-    frozenset({"status", "eviction", "binding"}),
+    frozenset({"status", "eviction", "binding", "log"}),
     categories=("all",),
 )
 SECRETS = ResourceType("", "v1", "secrets", "Secret", True, "secret")
@@ -88,13 +88,50 @@ PDBS = ResourceType(
     "policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, "poddisruptionbudget",
     ("pdb",), _STATUS,
 )  # fmt: skip
+# Gateway API (gateway.networking.k8s.io), served as built-ins with the printer columns, versions
+# and short names of its standard-channel CRDs (TCPRoute from the experimental channel). The sim
+# has no schemas for them: nothing is defaulted or validated server-side (see CONTRACT.md).
+_GATEWAY_API = "gateway.networking.k8s.io"
+
+
+def _column(name: str, json_path: str, type_: str = "string", priority: int = 0) -> dict[str, Any]:
+    return {"name": name, "type": type_, "jsonPath": json_path, "priority": priority}
+
+
+_AGE_COLUMN = _column("Age", ".metadata.creationTimestamp", "date")
+GATEWAYCLASSES = ResourceType(
+    _GATEWAY_API, "v1", "gatewayclasses", "GatewayClass", False, "gatewayclass", ("gc",), _STATUS,
+    categories=("gateway-api",), versions=("v1", "v1beta1"),
+    printer_columns=(
+        _column("Controller", ".spec.controllerName"),
+        _column("Accepted", '.status.conditions[?(@.type=="Accepted")].status'),
+        _AGE_COLUMN,
+        _column("Description", ".spec.description", priority=1),
+    ),
+)  # fmt: skip
 GATEWAYS = ResourceType(
-    "gateway.networking.k8s.io", "v1", "gateways", "Gateway", True, "gateway", ("gtw",), _STATUS,
-    categories=("gateway-api",),
+    _GATEWAY_API, "v1", "gateways", "Gateway", True, "gateway", ("gtw",), _STATUS,
+    categories=("gateway-api",), versions=("v1", "v1beta1"),
+    printer_columns=(
+        _column("Class", ".spec.gatewayClassName"),
+        _column("Address", ".status.addresses[*].value"),
+        _column("Programmed", '.status.conditions[?(@.type=="Programmed")].status'),
+        _AGE_COLUMN,
+    ),
 )  # fmt: skip
 HTTPROUTES = ResourceType(
-    "gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute", True, "httproute", (), _STATUS,
-    categories=("gateway-api",),
+    _GATEWAY_API, "v1", "httproutes", "HTTPRoute", True, "httproute", (), _STATUS,
+    categories=("gateway-api",), versions=("v1", "v1beta1"),
+    printer_columns=(_column("Hostnames", ".spec.hostnames"), _AGE_COLUMN),
+)  # fmt: skip
+TCPROUTES = ResourceType(
+    _GATEWAY_API, "v1alpha2", "tcproutes", "TCPRoute", True, "tcproute", (), _STATUS,
+    categories=("gateway-api",), printer_columns=(_AGE_COLUMN,),
+)  # fmt: skip
+REFERENCEGRANTS = ResourceType(
+    _GATEWAY_API, "v1beta1", "referencegrants", "ReferenceGrant", True, "referencegrant",
+    ("refgrant",), categories=("gateway-api",), versions=("v1beta1", "v1alpha2"),
+    printer_columns=(_AGE_COLUMN,),
 )  # fmt: skip
 CRDS = ResourceType(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False,
@@ -119,7 +156,8 @@ ROLEBINDINGS = ResourceType(
 
 BUILTINS: tuple[ResourceType, ...] = (
     NAMESPACES, NODES, PODS, SECRETS, CONFIGMAPS, SERVICES, SERVICEACCOUNTS, EVENTS,
-    DAEMONSETS, DEPLOYMENTS, PDBS, GATEWAYS, HTTPROUTES, CRDS, LEASES,
+    DAEMONSETS, DEPLOYMENTS, PDBS, GATEWAYCLASSES, GATEWAYS, HTTPROUTES, TCPROUTES,
+    REFERENCEGRANTS, CRDS, LEASES,
     CLUSTERROLES, CLUSTERROLEBINDINGS, ROLES, ROLEBINDINGS,
 )  # fmt: skip
 

@@ -32,6 +32,7 @@ from sim.apiserver import errors, validation
 from sim.apiserver.auth import TokenAuthority
 from sim.apiserver.fieldvalidation import FieldValidation
 from sim.apiserver.patch import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, apply_patch
+from sim.apiserver.podlogs import ContainerLogs
 from sim.apiserver.registry import (
     BUILTINS,
     CRDS,
@@ -244,6 +245,8 @@ class ClusterStore:
         self._watchers: dict[tuple[str, str], set[Watcher]] = {}
         self._subscribers: list[asyncio.Queue[WatchEvent]] = []
         self._ip_counter = 0
+        # The nodes' container log files, written by the kubelet, read by pods/log.
+        self.container_logs = ContainerLogs()
         # Every schema rejection of a custom-resource write, newest last (see RejectedWrite).
         self.rejected_writes: deque[RejectedWrite] = deque(maxlen=REJECTED_WRITES_KEPT)
         for ns in INITIAL_NAMESPACES:
@@ -467,6 +470,7 @@ class ClusterStore:
             self._unserve_crd(obj)
         elif rt.key == PODS.key:
             self._refresh_pdbs(meta.get("namespace", ""))
+            self.container_logs.drop_pod(uid)
         for dep_uid in list(self._dependents.get(uid, ())):
             self._collect(dep_uid, uid, orphan=orphan)
         self._dependents.pop(uid, None)
@@ -606,9 +610,12 @@ class ClusterStore:
             spec = obj.setdefault("spec", {})
             spec.setdefault("terminationGracePeriodSeconds", DEFAULT_POD_GRACE)
             spec.setdefault("restartPolicy", "Always")
+            if isinstance(spec, dict):
+                _default_pod_resources(spec)
+                _admit_default_tolerations(spec)
             status = obj.setdefault("status", {})
             status.setdefault("phase", "Pending")
-            status.setdefault("qosClass", "BestEffort")
+            status.setdefault("qosClass", _qos_class(spec))
         elif key == NAMESPACES.key:
             obj.setdefault("spec", {"finalizers": ["kubernetes"]})
             obj["status"] = {"phase": "Active"}
@@ -1172,6 +1179,93 @@ class ClusterStore:
             "spec": spec,
             "status": {"token": token, "expirationTimestamp": format_time(expires)},
         }  # fmt: skip
+
+
+# ---------------------------------------------------------------------- pod defaulting, admission
+
+# DefaultTolerationSeconds admission plugin (on by default): every pod tolerates a not-ready or
+# unreachable node for 300 s before the taint manager evicts it.
+DEFAULT_TOLERATION_SECONDS = 300
+_DEFAULT_TOLERATION_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
+def _default_pod_resources(spec: Obj) -> None:
+    """SetDefaults_Pod: a container's limits without requests default its requests (pods only,
+    not pod templates)."""
+    for key in ("initContainers", "containers"):
+        for container in spec.get(key) or []:
+            if not isinstance(container, dict):
+                continue
+            resources = container.get("resources")
+            if not isinstance(resources, dict) or not isinstance(resources.get("limits"), dict):
+                continue
+            requests = resources.get("requests")
+            if not isinstance(requests, dict):
+                requests = resources["requests"] = {}
+            for name, quantity in resources["limits"].items():
+                requests.setdefault(name, quantity)
+
+
+def _admit_default_tolerations(spec: Obj) -> None:
+    tolerations = spec.get("tolerations")
+    if tolerations is not None and not isinstance(tolerations, list):
+        return
+    current = list(tolerations or [])
+    for taint in _DEFAULT_TOLERATION_TAINTS:
+        tolerated = any(
+            isinstance(t, dict)
+            and t.get("effect") in (None, "", "NoExecute")
+            and (t.get("key") == taint or (not t.get("key") and t.get("operator") == "Exists"))
+            for t in current
+        )
+        if not tolerated:
+            current.append(
+                {
+                    "key": taint,
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": DEFAULT_TOLERATION_SECONDS,
+                }
+            )
+    spec["tolerations"] = current
+
+
+def _qos_class(spec: Any) -> str:
+    """The pod's QoS class from its containers' cpu and memory (kube's GetPodQOS)."""
+    if not isinstance(spec, dict):
+        return "BestEffort"
+    containers = [
+        c
+        for key in ("initContainers", "containers")
+        for c in spec.get(key) or []
+        if isinstance(c, dict)
+    ]
+    any_set = False
+    guaranteed = bool(containers)
+    for container in containers:
+        raw = container.get("resources")
+        resources: Obj = raw if isinstance(raw, dict) else {}
+        requests = resources.get("requests") or {}
+        limits = resources.get("limits") or {}
+        for name in ("cpu", "memory"):
+            request, limit = requests.get(name), limits.get(name)
+            if _nonzero(request) or _nonzero(limit):
+                any_set = True
+            if not _nonzero(limit) or (
+                request is not None
+                and validation.parse_quantity(request) != validation.parse_quantity(limit)
+            ):
+                guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def _nonzero(quantity: Any) -> bool:
+    if quantity is None:
+        return False
+    amount = validation.parse_quantity(quantity)
+    return amount is not None and amount != 0
 
 
 # ---------------------------------------------------------------------- helpers

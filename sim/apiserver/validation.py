@@ -275,12 +275,34 @@ def _container_causes(rt: ResourceType, container: Any, path: str, seen: set[str
             if amount < 0:
                 causes.append((f"{path}.resources.{kind}[{resource}]", f'Invalid value: "{raw}": must be greater than or equal to 0', "FieldValueInvalid"))  # fmt: skip
             parsed.setdefault(kind, {})[resource] = amount
+    for kind in ("limits", "requests"):
+        for resource, amount in parsed.get(kind, {}).items():
+            # Extended resources (nvidia.com/gpu) are counted in whole devices.
+            if _is_extended(resource) and amount != amount.to_integral_value():
+                raw = resources[kind][resource]
+                causes.append((f"{path}.resources.{kind}[{resource}]", f'Invalid value: "{raw}": must be an integer', "FieldValueInvalid"))  # fmt: skip
     for resource, request in parsed.get("requests", {}).items():
         limit = parsed.get("limits", {}).get(resource)
-        if limit is not None and request > limit:
-            raw = resources["requests"][resource]
+        raw = resources["requests"][resource]
+        if limit is not None and request != limit and _is_extended(resource):
+            # ValidateResourceRequirements: a GPU can be neither overcommitted nor undercommitted.
+            causes.append((f"{path}.resources.requests", f'Invalid value: "{raw}": must be equal to {resource} limit of {resources["limits"][resource]}', "FieldValueInvalid"))  # fmt: skip
+        elif limit is not None and request > limit:
             causes.append((f"{path}.resources.requests", f'Invalid value: "{raw}": must be less than or equal to {resource} limit of {resources["limits"][resource]}', "FieldValueInvalid"))  # fmt: skip
+        elif limit is None and _is_extended(resource):
+            causes.append((f"{path}.resources.limits", "Required value: Limit must be set for non overcommitable resources", "FieldValueRequired"))  # fmt: skip
     return causes
+
+
+def _is_extended(resource: str) -> bool:
+    """Extended resources: names outside kube's own namespace (v1helper.IsExtendedResourceName),
+    the ones that cannot be overcommitted."""
+    if "/" not in resource:
+        return False
+    prefix = resource.split("/", 1)[0]
+    return not (
+        prefix == "kubernetes.io" or prefix.endswith(".kubernetes.io")
+    ) and not resource.startswith("requests.")
 
 
 def _pod_update_causes(new: Obj, old: Obj) -> list[Cause]:

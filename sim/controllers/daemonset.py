@@ -188,6 +188,24 @@ class DaemonSetController:
         tolerations = [*(pod_spec.get("tolerations") or []), *DAEMON_TOLERATIONS]
         return not untolerated_taints(tolerations, (node.get("spec") or {}).get("taints") or [])
 
+    @staticmethod
+    def may_stay(ds: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
+        """Whether a pod already on `node` keeps running (nodeShouldRunDaemonPod's
+        shouldContinueRunning): readiness and NoSchedule taints do not matter, NoExecute ones do,
+        so an unreachable node keeps its daemon pods, as on a real cluster."""
+        if (node.get("metadata") or {}).get("deletionTimestamp"):
+            return False
+        pod_spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+        if not node_matches_selector(pod_spec, node):
+            return False
+        tolerations = [*(pod_spec.get("tolerations") or []), *DAEMON_TOLERATIONS]
+        taints = [
+            t
+            for t in (node.get("spec") or {}).get("taints") or []
+            if t.get("effect") == "NoExecute"
+        ]
+        return not untolerated_taints(tolerations, taints)
+
     async def _reconcile(self, key: Key) -> float | None:
         namespace, name = key
         ds = self.store.try_get(DAEMONSETS, namespace, name)
@@ -198,6 +216,7 @@ class DaemonSetController:
         revision = template_hash(template)
         nodes, _ = self.store.list(NODES)
         wanted = {n["metadata"]["name"] for n in nodes if self.eligible(ds, n)}
+        staying = {n["metadata"]["name"] for n in nodes if self.may_stay(ds, n)}
         pods, _ = self.store.list(PODS, namespace)
         owned = [p for p in pods if controller_uid(p) == uid]
         by_node: dict[str, list[dict[str, Any]]] = {}
@@ -208,7 +227,7 @@ class DaemonSetController:
                 continue
             target = self._target_node(pod)
             stale = pod["metadata"].get("labels", {}).get("controller-revision-hash") != revision
-            if target not in wanted or stale:
+            if (target not in wanted and target not in staying) or stale:
                 _delete_pod(self.store, pod)
                 continue
             by_node.setdefault(target, []).append(pod)

@@ -3,8 +3,9 @@
 `K0rdentControllers.run()` runs every k0rdent controller of the sim on the management cluster's
 store (see `k0rdent_cluster` and `k0rdent_services` for what each does). Child clusters are
 `SimChildCluster`s: a fresh `ClusterStore` served by its own `ClusterServer` (own port, own admin
-token, shared CA) with the controllers a real cluster runs: kubelet, scheduler, DaemonSets,
-Deployments; k0s-like system workloads are preloaded in `kube-system`.
+token, shared CA) with the controllers a real cluster runs: kubelet, node lifecycle (with its
+taint manager), scheduler, DaemonSets, Deployments and a Gateway API implementation
+(`sim.colony.dev/gateway-controller`); k0s-like system workloads are preloaded in `kube-system`.
 
 Called by `sim.world.SimWorld`; tests may run it on a bare store.
 """
@@ -25,6 +26,7 @@ from sim.apiserver.server import ClusterServer
 from sim.apiserver.store import ClusterStore
 from sim.charts import ChartCatalog
 from sim.controllers.daemonset import DaemonSetController, DeploymentController
+from sim.controllers.gateway import GatewayController
 from sim.controllers.k0rdent_cluster import (
     ChildCluster,
     ChildClusters,
@@ -35,6 +37,7 @@ from sim.controllers.k0rdent_cluster import (
 )
 from sim.controllers.k0rdent_services import ServiceSetController, ServiceTemplateController
 from sim.controllers.kubelet import Kubelet
+from sim.controllers.nodelifecycle import NodeLifecycleController
 from sim.controllers.scheduler import Scheduler
 from sim.faults import FaultInjector
 from sim.timing import SimTiming
@@ -143,6 +146,7 @@ class SimChildCluster:
         self._store = ClusterStore(name)
         self.server = ClusterServer(name, self._store, ca, faults=faults)
         self.timing = timing
+        self.faults = faults
         self._tasks: list[asyncio.Task[None]] = []
         self._with_system_workloads = with_system_workloads
 
@@ -164,7 +168,9 @@ class SimChildCluster:
                 with contextlib.suppress(ApiError):
                     self._store.create(rt, obj)
         controllers = (
-            Kubelet(self._store, self.timing),
+            Kubelet(self._store, self.timing, faults=self.faults),
+            NodeLifecycleController(self._store, self.timing, self.faults),
+            GatewayController(self._store),
             Scheduler(self._store),
             DaemonSetController(self._store),
             DeploymentController(self._store),
@@ -219,7 +225,13 @@ class K0rdentControllers:
             TemplateCredentialController(store),
             ServiceTemplateController(store, catalog),
             ClusterDeploymentController(
-                store, timing, self.faults, inventory, self.children, factory
+                store,
+                timing,
+                self.faults,
+                inventory,
+                self.children,
+                factory,
+                issue_cert=ca.issue_server_cert,
             ),
             ServiceSetController(store, timing, self.faults, self.children, catalog),
         )

@@ -19,6 +19,10 @@ at that address (never registering if the inventory has no such host), NotReady 
 (unless the FaultInjector says `node_never_ready`). Templates sized by `config.workersNumber`
 (hosted control plane) get that many generic nodes.
 
+Tenant gateway: a ClusterDeployment labelled `colony.dev/tenant-gateway-domain: <domain>` gets, in
+its child once the control plane is up, the Gateway `colony-gateway/tenant` standing in for the
+platform's regional gateway (see `sim.controllers.tenant_gateway`).
+
 Deletion: the finalizer `k0rdent.mirantis.com/cluster-deployment` holds the object while the
 Deleting condition is set, its ServiceSets are deleted, the child cluster stops and its kubeconfig
 Secret goes; then the finalizer is removed.
@@ -39,6 +43,8 @@ from typing import Any, Protocol
 from sim.apiserver.errors import ApiError
 from sim.apiserver.registry import EVENTS, NODES, PODS, SECRETS, ResourceType
 from sim.apiserver.store import ClusterStore, WatchEvent
+from sim.controllers.gpus import GPU_RESOURCE, gfd_labels
+from sim.controllers.tenant_gateway import CertIssuer, ensure_tenant_gateway
 from sim.controllers.workqueue import ReconcileLoop
 from sim.faults import FaultInjector
 from sim.timing import SimTiming
@@ -381,6 +387,7 @@ class _Machine:
     registered: bool = False
     ready: bool = False
     reported_unknown: bool = False
+    lost: bool = False
 
 
 @dataclass
@@ -391,6 +398,7 @@ class _ClusterState:
     control_plane_at: float | None = None
     machines: dict[str, _Machine] = field(default_factory=dict)
     deleting_since: float | None = None
+    gateway_problem: str | None = None
 
 
 class ClusterDeploymentController:
@@ -404,8 +412,10 @@ class ClusterDeploymentController:
         inventory: HostLookup | None,
         children: ChildClusters,
         child_factory: ChildFactory,
+        issue_cert: CertIssuer | None = None,
     ) -> None:
         self.store = store
+        self.issue_cert = issue_cert
         self.timing = timing
         self.faults = faults
         self.inventory = inventory
@@ -417,9 +427,12 @@ class ClusterDeploymentController:
         )
 
     async def run(self) -> None:
+        # Faults change over HTTP without a store event: a lost or restored node must be seen.
+        unsubscribe = self.faults.on_change(self._requeue_all)
         try:
             await self._loop.run()
         finally:
+            unsubscribe()
             for key, child in self.children.items():
                 with contextlib.suppress(Exception):
                     await child.stop()
@@ -431,6 +444,10 @@ class ClusterDeploymentController:
             return []
         items, _ = self.store.list(rt)
         return [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in items]
+
+    def _requeue_all(self) -> None:
+        for key in self._all_keys():
+            self._loop.queue.add(key)
 
     def _in_namespace(self, namespace: str) -> list[Key]:
         return [key for key in self._all_keys() if key[0] == namespace]
@@ -613,6 +630,10 @@ class ClusterDeploymentController:
         if state.control_plane_at is None:
             state.control_plane_at = now
         self._ensure_kubeconfig_secret(obj, child)
+        gateway_problem = ensure_tenant_gateway(child.store, obj, self.issue_cert)
+        if gateway_problem is not None and state.gateway_problem != gateway_problem:
+            record_event(self.store, obj, "InvalidTenantGateway", gateway_problem, type_="Warning")
+        state.gateway_problem = gateway_problem
 
         # Workers
         problems = self._reconcile_machines(obj, state, child, now, waits)
@@ -736,6 +757,23 @@ class ClusterDeploymentController:
                     "no host with that address"
                 )
                 continue
+            if self.faults.node_lost(child.store.name, machine.node_name):
+                if not machine.lost:
+                    # The machine vanished: CAPI loses its node, the pod GC its pods.
+                    machine.lost = True
+                    _remove_node(child.store, machine.node_name)
+                    record_event(
+                        self.store, obj, "MachineLost",
+                        f"Machine {name}-{key}: node {machine.node_name} is gone",
+                        type_="Warning",
+                    )  # fmt: skip
+                machine.registered = machine.ready = False
+                problems.append(f"Machine {key}: node {machine.node_name} is unreachable")
+                continue
+            if machine.lost:
+                # Back from the dead: it boots and registers again from scratch.
+                machine.lost = False
+                machine.first_seen = now
             register_at = machine.first_seen + self.timing.delay("node.register")
             if now < register_at:
                 waits.append(register_at - now)
@@ -802,12 +840,15 @@ class ClusterDeploymentController:
             if instance:
                 labels["node.kubernetes.io/instance-type"] = str(instance)
             if gpus > 0 and gpu_model is not None:
-                capacity["nvidia.com/gpu"] = str(gpus)
-                labels["nvidia.com/gpu.present"] = "true"
-                labels["nvidia.com/gpu.count"] = str(gpus)
+                # The GPU operator's device plugin advertises every GPU of the host; GPU Feature
+                # Discovery labels the node with what NVML reports.
+                capacity[GPU_RESOURCE] = str(gpus)
                 product = host_field(host, "gpu_product", "gpuProduct")
-                if product:
-                    labels["nvidia.com/gpu.product"] = str(product)
+                model = getattr(self.inventory, "gpu_models", {}).get(str(gpu_model))
+                memory_gib = host_field(model, "memory_gib", "memoryGib") if model else None
+                labels.update(
+                    gfd_labels(str(product or gpu_model), gpus, int(memory_gib or 0) or None)
+                )
             location = host_field(host, "location", "locationId")
             if location:
                 labels["topology.kubernetes.io/region"] = str(location)

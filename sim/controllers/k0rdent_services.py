@@ -5,16 +5,33 @@ Started by `sim.controllers.k0rdent.K0rdentControllers` on the management cluste
 ServiceTemplate: `status.valid` from a check of its chart source against the sim's chart catalog
 (`sim/charts.yaml`); invalid ones get `valid: false` and a `validationError`.
 
-ServiceSet (`spec.cluster` names a ClusterDeployment in the same namespace): each `spec.services[]`
-entry is "helm installed" into that cluster's child: the namespace is created unless
-`helmOptions.installOptions.createNamespace` is false, the chart's Deployments and Services are
-rendered from the merged values (see `sim.charts`), and the child's Deployment controller and
-scheduler turn them into bound, running pods. `status.services[].state` goes Pending (no child yet)
--> Provisioning -> Deployed once every pod runs, or Failed with `failureMessage` when they are not
-all running within the Helm timeout (`helmOptions.timeout`, default 5m, scaled by
-`SimTiming.timeout`), with the scheduler's reason. A release's outcome sticks until its values or
-template change, as a Helm release revision does. Removing a service from the spec, or deleting the
-ServiceSet, uninstalls it (Deployments, their pods, Services, and the namespace if the sim created it).
+ServiceSet (`spec.cluster` names a ClusterDeployment in the same namespace), as KCM and Sveltos
+run it: the finalizer `k0rdent.mirantis.com/service-set` is added first; each `spec.services[]`
+entry is "helm installed" into that cluster's child as release `name` in namespace `namespace`:
+
+- values: `values` (a YAML string), then every `valuesFrom` ConfigMap/Secret of the ServiceSet's
+  namespace on the management cluster, read at install time, each data key a YAML map merged over
+  what came before (deep, later wins: Sveltos' mergo.Merge WithOverride). A missing one fails the
+  service with Sveltos' "Referenced resource: ConfigMap ns/name does not exist"; creating or
+  changing it re-evaluates the ServiceSet (changed values upgrade the release);
+- the namespace is created unless `helmOptions.installOptions.createNamespace` is false, the
+  chart's Deployments and Services are rendered from the values (see `sim.charts`), and the
+  child's Deployment controller, scheduler and kubelet turn them into pods;
+- a chart that `requires` another on the cluster (colony-vllm needs colony-inference-stack) fails
+  with the error its template's `fail` gives until that chart is installed, and is retried (as
+  Sveltos retries failed installs) every `service.retry` delay;
+- `status.services[].state`: Pending (no child yet) -> Provisioning (install delay) -> Deployed as
+  soon as the objects exist, as `helm install` without `--wait` reports it: pods that cannot be
+  scheduled (not enough GPUs) stay Pending and the release is still Deployed. With
+  `helmOptions.wait: true` (or `atomic: true`, which implies it) the install waits for every pod to
+  be ready and fails after `helmOptions.timeout` (default 5m, scaled by `SimTiming.timeout`) with
+  Helm's "context deadline exceeded" and the scheduler's reason; `atomic` then uninstalls it.
+  A release's outcome sticks until its values or template change, as a Helm revision does;
+- removing a service from the spec (or `helmAction: Uninstall`) shows it `Deleting` for the
+  `service.uninstall` delay, then uninstalls it (Deployments, their pods, Services, and the
+  namespace if the install created it) and drops its entry; deleting the ServiceSet does the same
+  for every service and removes the finalizer last, so the ServiceSet disappears only after the
+  uninstall. A ServiceSet whose child cluster is gone has nothing left to uninstall.
 
 ServiceTemplates are looked up in the ServiceSet's namespace, then in `kcm-system` (the sim does not
 model template distribution between namespaces).
@@ -22,6 +39,8 @@ model template distribution between namespaces).
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import contextlib
 import hashlib
 import json
@@ -34,9 +53,25 @@ from typing import Any
 import yaml
 
 from sim.apiserver.errors import ApiError
-from sim.apiserver.registry import DEPLOYMENTS, NAMESPACES, PODS, SERVICES, ResourceType
+from sim.apiserver.registry import (
+    CONFIGMAPS,
+    DEPLOYMENTS,
+    NAMESPACES,
+    PODS,
+    SECRETS,
+    SERVICES,
+    ResourceType,
+)
 from sim.apiserver.store import ClusterStore, WatchEvent
-from sim.charts import INSTANCE_LABEL, ChartCatalog, ChartError, default_catalog, render
+from sim.charts import (
+    INSTANCE_LABEL,
+    ChartCatalog,
+    ChartError,
+    Requirement,
+    default_catalog,
+    missing_requirement,
+    render,
+)
 from sim.controllers.daemonset import pod_is_ready
 from sim.controllers.k0rdent_cluster import (
     CLUSTER_DEPLOYMENTS,
@@ -65,6 +100,10 @@ DEFAULT_HELM_TIMEOUT_SECONDS = 300.0
 # How often a ServiceSet with an install in progress looks at the child's pods.
 PROVISIONING_POLL_SECONDS = 0.1
 TEMPLATE_FALLBACK_NAMESPACE = "kcm-system"
+# k0rdent's ServiceSet finalizer (k0rdent/kcm api/v1beta1 serviceset_types.go).
+SERVICE_SET_FINALIZER = "k0rdent.mirantis.com/service-set"
+# The shortest retry of an install waiting for a prerequisite chart, even in instant mode.
+PREREQUISITE_RETRY_FLOOR_SECONDS = 0.2
 MANAGED_NAMESPACE_LABEL = "sim.colony.dev/created-by-release"
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s)")
@@ -151,6 +190,12 @@ class _Release:
     objects: list[tuple[str, str]] = field(default_factory=list)  # (kind, name)
     transition: str = field(default_factory=now_iso)
     version: str = ""
+    # When the service left the spec (or the ServiceSet is being deleted): Helm uninstalls it.
+    uninstall_at: float | None = None
+
+
+class _Retry(Exception):
+    """A failure Sveltos retries (or re-evaluates when what it waits for appears)."""
 
 
 class ServiceSetController:
@@ -191,51 +236,80 @@ class ServiceSetController:
             return [(meta["namespace"], meta["name"])]
         if key == SERVICE_TEMPLATES:
             return self._all_keys()
-        if key == CLUSTER_DEPLOYMENTS:
+        if key in (CLUSTER_DEPLOYMENTS, CONFIGMAPS.key, SECRETS.key):
+            # A ClusterDeployment, or a ConfigMap/Secret a service's valuesFrom may name: Sveltos
+            # tracks referenced objects and re-evaluates on their changes.
             rt = rt_for(self.store, SERVICE_SETS)
             if rt is None:
                 return []
             items, _ = self.store.list(rt, meta.get("namespace"))
+            if key == CLUSTER_DEPLOYMENTS:
+                return [
+                    (o["metadata"]["namespace"], o["metadata"]["name"])
+                    for o in items
+                    if (o.get("spec") or {}).get("cluster") == meta.get("name")
+                ]
+            kind = "ConfigMap" if key == CONFIGMAPS.key else "Secret"
             return [
                 (o["metadata"]["namespace"], o["metadata"]["name"])
                 for o in items
-                if (o.get("spec") or {}).get("cluster") == meta.get("name")
+                if any(
+                    ref.get("kind") == kind and ref.get("name") == meta.get("name")
+                    for svc in (o.get("spec") or {}).get("services") or []
+                    for ref in svc.get("valuesFrom") or []
+                )
             ]
         return []
 
     # ------------------------------------------------------------------ reconcile
 
     async def _reconcile(self, key: Key) -> float | None:
-        import asyncio
-
         now = asyncio.get_running_loop().time()
         rt = rt_for(self.store, SERVICE_SETS)
         obj = None if rt is None else self.store.try_get(rt, *key)
         releases = self._releases.setdefault(key, {})
-        if rt is None or obj is None or obj["metadata"].get("deletionTimestamp"):
+        if rt is None or obj is None:
+            # Gone without our finalizer's say (finalizer removed by hand): uninstall now.
             for release in list(releases.values()):
                 self._uninstall(release)
             self._releases.pop(key, None)
             return None
+        meta = obj["metadata"]
         namespace = key[0]
         spec = obj.get("spec") or {}
         cluster = str(spec.get("cluster") or "")
         child = self.children.get(namespace, cluster)
-        wanted = {
-            (str(s.get("name")), str(s.get("namespace") or "default")): s
-            for s in spec.get("services") or []
-            if s.get("helmAction", "Install") != "Uninstall"
-        }
-        for release_key in [k for k in releases if k not in wanted]:
-            self._uninstall(releases.pop(release_key))
         for release_key, release in list(releases.items()):
             if child is None or release.child is not child:
                 # The child cluster went away (or was replaced): nothing of the release is left.
                 releases.pop(release_key)
+        deleting = bool(meta.get("deletionTimestamp"))
+        if not deleting and SERVICE_SET_FINALIZER not in (meta.get("finalizers") or []):
+            self.store.mutate(
+                rt, namespace, key[1],
+                lambda o: o["metadata"].setdefault("finalizers", []).append(SERVICE_SET_FINALIZER),
+            )  # fmt: skip
+            obj = self.store.get(rt, *key)
+        wanted = {} if deleting else {
+            (str(s.get("name")), str(s.get("namespace") or "default")): s
+            for s in spec.get("services") or []
+            if s.get("helmAction", "Install") != "Uninstall"
+        }  # fmt: skip
+        waits: list[float] = []
+        for release_key, release in list(releases.items()):
+            if release_key in wanted:
+                release.uninstall_at = None
+                continue
+            if release.uninstall_at is None:
+                release.uninstall_at = now + self.timing.delay("service.uninstall")
+            if now >= release.uninstall_at:
+                self._uninstall(releases.pop(release_key))
+            else:
+                waits.append(release.uninstall_at - now)
 
         injected = self.faults.service_set_failure(namespace, key[1])
+        previous_entries = (obj.get("status") or {}).get("services") or []
         entries: list[dict[str, Any]] = []
-        waits: list[float] = []
         for (svc_name, svc_ns), service in wanted.items():
             template_name = str(service.get("template") or "")
             entry: dict[str, Any] = {
@@ -244,14 +318,7 @@ class ServiceSetController:
                 "template": template_name,
                 "type": "Helm",
             }
-            previous: dict[str, Any] = next(
-                (
-                    e
-                    for e in (obj.get("status") or {}).get("services") or []
-                    if e.get("name") == svc_name and e.get("namespace") == svc_ns
-                ),
-                {},
-            )
+            previous = _previous_entry(previous_entries, svc_name, svc_ns)
             if injected is not None:
                 self._set_state(entry, previous, "Failed", injected)
             elif child is None:
@@ -270,8 +337,27 @@ class ServiceSetController:
                 if wait is not None:
                     waits.append(wait)
             entries.append(entry)
+        for (svc_name, svc_ns), release in releases.items():
+            if release.uninstall_at is None:
+                continue
+            entry = {"name": svc_name, "namespace": svc_ns, "template": release.template, "type": "Helm"}  # fmt: skip
+            if release.version:
+                entry["version"] = release.version
+            self._set_state(entry, _previous_entry(previous_entries, svc_name, svc_ns), "Deleting", None)  # fmt: skip
+            entries.append(entry)
 
         self._write_status(rt, obj, entries, cluster)
+        if deleting and not releases:
+            # Everything is uninstalled: let the ServiceSet go.
+            self.store.mutate(
+                rt, namespace, key[1],
+                lambda o: o["metadata"].__setitem__(
+                    "finalizers",
+                    [f for f in o["metadata"].get("finalizers") or [] if f != SERVICE_SET_FINALIZER],
+                ),
+            )  # fmt: skip
+            self._releases.pop(key, None)
+            return None
         return min(waits) if waits else None
 
     def _set_state(
@@ -306,6 +392,39 @@ class ServiceSetController:
                 return template
         return None
 
+    def _values(self, namespace: str, service: Mapping[str, Any]) -> dict[str, Any]:
+        """`values`, then every `valuesFrom` object merged over it, as Sveltos merges them.
+
+        Raises:
+            ChartError: values that are not a YAML map.
+            _Retry: a referenced ConfigMap or Secret is missing (Sveltos' message).
+        """
+        try:
+            values = yaml.safe_load(service.get("values") or "") or {}
+        except yaml.YAMLError as exc:
+            raise ChartError(f"values are not valid YAML: {exc}") from exc
+        if not isinstance(values, dict):
+            raise ChartError("values must be a YAML map")
+        for ref in service.get("valuesFrom") or []:
+            kind, name = str(ref.get("kind") or ""), str(ref.get("name") or "")
+            rt = CONFIGMAPS if kind == "ConfigMap" else SECRETS
+            source = self.store.try_get(rt, namespace, name)
+            if source is None:
+                raise _Retry(f"Referenced resource: {kind} {namespace}/{name} does not exist")
+            data = dict(source.get("data") or {})
+            for data_key in sorted(data):
+                text = data[data_key]
+                if rt is SECRETS:
+                    text = base64.b64decode(text).decode()
+                try:
+                    more = yaml.safe_load(text) or {}
+                except yaml.YAMLError as exc:
+                    raise ChartError(f"{kind} {namespace}/{name} key {data_key}: {exc}") from exc
+                if not isinstance(more, dict):
+                    raise ChartError(f"{kind} {namespace}/{name} key {data_key} is not a YAML map")
+                values = _merge(values, more)
+        return values
+
     def _reconcile_service(
         self,
         releases: dict[tuple[str, str], _Release],
@@ -327,18 +446,23 @@ class ServiceSetController:
                 return "Provisioning", None, "", PROVISIONING_POLL_SECONDS
             error = template_status.get("validationError") or "not valid"
             return "Failed", f"ServiceTemplate {template_name} is not valid: {error}", "", None
+        helm_options = service.get("helmOptions") or {}
         try:
             chart = self.catalog.resolve(template.get("spec") or {})
-            values = yaml.safe_load(service.get("values") or "") or {}
-            if not isinstance(values, dict):
-                raise ChartError("values must be a YAML map")
+            values = self._values(namespace, service)
             manifests = render(chart, name, target_ns, values)
-            helm_options = service.get("helmOptions") or {}
             timeout = parse_duration(str(helm_options.get("timeout") or "5m"))
-        except (ChartError, ValueError, yaml.YAMLError) as exc:
+        except _Retry as exc:
+            # Sveltos: a non-retriable error, re-evaluated when the referenced object appears.
+            return "Failed", str(exc), "", None
+        except (ChartError, ValueError) as exc:
             return "Failed", f"Helm install failed: {exc}", "", None
+        # --atomic implies --wait (Helm); Sveltos passes both through.
+        wait = bool(helm_options.get("wait") or helm_options.get("atomic"))
         fingerprint = hashlib.sha256(
-            json.dumps([template_name, values, target_ns], sort_keys=True, default=str).encode()
+            json.dumps(
+                [template_name, values, target_ns, wait], sort_keys=True, default=str
+            ).encode()
         ).hexdigest()
         release = releases.get(release_key)
         if release is None or release.fingerprint != fingerprint:
@@ -356,11 +480,27 @@ class ServiceSetController:
         if now < install_at:
             return "Provisioning", None, release.version, install_at - now
         if not release.applied:
+            missing = missing_requirement(chart, lambda r: _installed(child.store, r))
+            if missing is not None:
+                # Sveltos retries a failed install: it goes through once the prerequisite is there.
+                release.started = now
+                return (
+                    "Failed",
+                    f"Helm install failed for release {target_ns}/{name} with chart "
+                    f"{chart.name}@{chart.version}: {missing}",
+                    release.version,
+                    max(self.timing.delay("service.retry"), PREREQUISITE_RETRY_FLOOR_SECONDS),
+                )
             problem = self._apply(release, child, manifests, service)
             if problem is not None:
                 release.state, release.failure = "Failed", problem
                 return "Failed", problem, release.version, None
             release.applied = True
+        if not wait:
+            # Helm without --wait: the release is deployed once its objects are created, whether
+            # or not their pods can be scheduled (a Pending pod is the Deployment's business).
+            release.state = "Deployed"
+            return "Deployed", None, release.version, None
 
         waiting = self._not_ready(child.store, release)
         if not waiting:
@@ -373,6 +513,14 @@ class ServiceSetController:
                 f"Helm install failed for release {target_ns}/{name} with chart "
                 f"{chart.name}@{chart.version}: context deadline exceeded: {waiting}"
             )
+            if helm_options.get("atomic"):
+                self._uninstall(release)
+                release.objects, release.created_namespace = [], False
+                release.failure = (
+                    f"Helm install failed for release {target_ns}/{name} with chart "
+                    f"{chart.name}@{chart.version}: release {name} failed, and has been "
+                    f"uninstalled due to atomic being set: context deadline exceeded: {waiting}"
+                )
             return "Failed", release.failure, release.version, None
         return "Provisioning", None, release.version, min(PROVISIONING_POLL_SECONDS, deadline - now)
 
@@ -522,3 +670,27 @@ class ServiceSetController:
         status["conditions"] = conditions
         status["observedGeneration"] = meta.get("generation", 1)
         write_status_if_changed(self.store, rt, obj, status)
+
+
+def _previous_entry(entries: Iterable[Mapping[str, Any]], name: str, namespace: str) -> Mapping[str, Any]:  # fmt: skip
+    return next((e for e in entries if e.get("name") == name and e.get("namespace") == namespace), {})  # fmt: skip
+
+
+def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep merge, `override` winning (mergo.Merge with WithOverride, as Sveltos merges)."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _installed(store: ClusterStore, requirement: Requirement) -> bool:
+    """Whether a chart is installed on the cluster: an object of it, labelled by Helm, exists."""
+    if requirement.kind != "Deployment":
+        return False
+    chart_label = f"helm.sh/chart={requirement.chart}-{requirement.version}"
+    items, _ = store.list(DEPLOYMENTS, label_selector=chart_label, copy_objects=False)
+    return any(o["metadata"]["name"] == requirement.name for o in items)

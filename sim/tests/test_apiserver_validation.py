@@ -144,12 +144,19 @@ async def test_pod_spec_is_immutable_but_images_and_added_tolerations_may_change
     api_client: client.ApiClient,
 ) -> None:
     core = client.CoreV1Api(api_client)
-    await call(core.create_namespaced_pod, "default", pod())
+    created = await call(core.create_namespaced_pod, "default", pod())
+    # Tolerations have no merge key: the patch replaces the list, so it keeps the ones the
+    # DefaultTolerationSeconds admission added and appends one.
+    existing = [api_client.sanitize_for_serialization(t) for t in created.spec.tolerations]
     patched = await call(
         core.patch_namespaced_pod, "web", "default",
-        {"spec": {"containers": [{"name": "c", "image": "busybox:2"}], "tolerations": [{"key": "k", "operator": "Exists"}]}},
+        {"spec": {"containers": [{"name": "c", "image": "busybox:2"}], "tolerations": [*existing, {"key": "k", "operator": "Exists"}]}},
     )  # fmt: skip
     assert patched.spec.containers[0].image == "busybox:2"
+    assert len(patched.spec.tolerations) == 3
+    with pytest.raises(ApiException) as dropped:
+        await call(core.patch_namespaced_pod, "web", "default", {"spec": {"tolerations": []}})
+    assert dropped.value.status == 422
     with pytest.raises(ApiException) as err:
         await call(
             core.patch_namespaced_pod, "web", "default", {"spec": {"nodeSelector": {"a": "b"}}}

@@ -19,6 +19,7 @@ from kubernetes import client, config
 
 from sim.apiserver.auth import CertificateAuthority
 from sim.apiserver.registry import (
+    CONFIGMAPS,
     CRDS,
     DEPLOYMENTS,
     EVENTS,
@@ -31,6 +32,7 @@ from sim.apiserver.registry import (
 from sim.apiserver.store import ClusterStore
 from sim.controllers.k0rdent import K0rdentControllers
 from sim.controllers.k0rdent_cluster import CLUSTER_DEPLOYMENT_FINALIZER, GROUP
+from sim.controllers.k0rdent_services import SERVICE_SET_FINALIZER
 from sim.crds import load_colony_crds
 from sim.crds.samples import cluster_template, credential, service_set, service_template
 from sim.faults import FaultInjector
@@ -196,6 +198,11 @@ async def test_happy_path_conditions_secret_and_gpu_nodes(env: Env) -> None:
     assert h100.metadata.labels["kubernetes.io/hostname"] == "fra1-h100-80gb-01"
     assert h100.metadata.labels["node.kubernetes.io/instance-type"] == "h100-80gb"
     assert by_name["fra1-l40s-48gb-01"].metadata.labels["nvidia.com/gpu.product"] == "NVIDIA-L40S"
+    # GPU Feature Discovery's inventory facts: framebuffer in MiB as NVML reports it, family.
+    assert h100.metadata.labels["nvidia.com/gpu.memory"] == "81559"
+    assert h100.metadata.labels["nvidia.com/gpu.family"] == "hopper"
+    assert h100.metadata.labels["nvidia.com/gpu.present"] == "true"
+    assert by_name["fra1-l40s-48gb-01"].metadata.labels["nvidia.com/gpu.memory"] == "46068"
 
 
 async def test_removing_a_machine_removes_its_node_and_reconciles_generation(env: Env) -> None:
@@ -540,20 +547,165 @@ async def test_service_set_deploys_then_uninstalls_on_removal(env: Env) -> None:
     await eventually(uninstalled, what="release uninstalled")
 
 
-async def test_service_set_fails_when_gpus_cannot_be_scheduled(env: Env) -> None:
+@pytest.mark.parametrize(
+    ("helm_options", "state", "message"),
+    [
+        # helm install without --wait: the release is deployed, its pod stays Pending.
+        pytest.param({}, "Deployed", None, id="no-wait"),
+        pytest.param({"wait": True}, "Failed", "context deadline exceeded", id="wait"),
+        pytest.param({"atomic": True}, "Failed", "has been uninstalled due to atomic being set", id="atomic"),
+    ],
+)  # fmt: skip
+async def test_service_set_when_gpus_cannot_be_scheduled(
+    env: Env, helm_options: dict[str, Any], state: str, message: str | None
+) -> None:
     cluster = unique("small")
     env.create("clusterdeployments", cluster_deployment(cluster, [L40S]))
     await wait_ready(env, cluster)
+    store = child_store(env, cluster)
     name, release, target = unique("ss"), unique("big"), unique("ws-ns")
     values = {"_exalsius": {"resources": {"perReplica": {"gpuCount": 16}}}}
-    env.create(
-        "servicesets",
-        service_set(name, cluster=cluster, services=[jupyter(release, target, values, "30s")]),
-    )
+    service = jupyter(release, target, values, "30s")
+    service["helmOptions"].update(helm_options)
+    env.create("servicesets", service_set(name, cluster=cluster, services=[service]))
+    entry = await service_state(env, name, release)
+    assert entry["state"] == state, entry
+    pods, _ = store.list(PODS, target)
+    if message is None:
+        (pod,) = pods
+        scheduled = condition(pod, "PodScheduled")
+        assert (scheduled["status"], scheduled["reason"]) == ("False", "Unschedulable")
+        assert "Insufficient nvidia.com/gpu" in scheduled["message"]
+        assert pod["status"]["phase"] == "Pending"
+    else:
+        assert message in entry["failureMessage"]
+        assert "Insufficient nvidia.com/gpu" in entry["failureMessage"]
+        if helm_options.get("atomic"):
+            assert store.try_get(DEPLOYMENTS, target, release) is None
+
+
+def colony_template(chart: str) -> dict[str, Any]:
+    """A ServiceTemplate of Colony's catalog (HelmRepository colony-charts)."""
+    return {
+        "apiVersion": f"{GROUP}/v1beta1",
+        "kind": "ServiceTemplate",
+        "metadata": {"name": f"{chart}-1-0-0"},
+        "spec": {"helm": {"chartSpec": {
+            "chart": chart, "version": "1.0.0", "interval": "10m",
+            "sourceRef": {"kind": "HelmRepository", "name": "colony-charts"},
+        }}},
+    }  # fmt: skip
+
+
+def colony_service(release: str, namespace: str, chart: str, values: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+    return {
+        "name": release,
+        "namespace": namespace,
+        "template": f"{chart}-1-0-0",
+        "values": yaml.safe_dump(values or {}),
+    }
+
+
+def primary_container(store: ClusterStore, namespace: str, name: str) -> dict[str, Any]:
+    deployment = store.get(DEPLOYMENTS, namespace, name)
+    return dict(deployment["spec"]["template"]["spec"]["containers"][0])
+
+
+async def test_values_from_config_maps_and_secrets(env: Env) -> None:
+    cluster = unique("vf")
+    env.create("clusterdeployments", cluster_deployment(cluster, [H100_A]))
+    await wait_ready(env, cluster)
+    store = child_store(env, cluster)
+    for chart in ("colony-jupyter",):
+        env.create("servicetemplates", colony_template(chart))
+    name, release, target = unique("ss"), unique("nb"), unique("ws")
+    service = colony_service(release, target, "colony-jupyter", {"resources": {"cpu": "1", "memory": "2Gi"}, "replicas": 1})  # fmt: skip
+    service["valuesFrom"] = [{"kind": "ConfigMap", "name": "sizes"}, {"kind": "Secret", "name": "gpus"}]  # fmt: skip
+    env.create("servicesets", service_set(name, cluster=cluster, services=[service]))
+
+    # Sveltos: a missing referenced object fails the service until it exists.
     entry = await service_state(env, name, release)
     assert entry["state"] == "Failed"
-    assert "Insufficient nvidia.com/gpu" in entry["failureMessage"]
-    assert "context deadline exceeded" in entry["failureMessage"]
+    assert entry["failureMessage"] == f"Referenced resource: ConfigMap {env.namespace}/sizes does not exist"  # fmt: skip
+
+    env.store.create(CONFIGMAPS, {
+        "metadata": {"name": "sizes", "namespace": env.namespace},
+        "data": {"values.yaml": "resources:\n  memory: 6Gi\n"},
+    })  # fmt: skip
+    env.store.create(SECRETS, {
+        "metadata": {"name": "gpus", "namespace": env.namespace},
+        "stringData": {"gpu.yaml": "resources:\n  gpu: 2\n"},
+    })  # fmt: skip
+
+    async def deployed() -> dict[str, Any]:
+        return await service_state(env, name, release)
+
+    assert (await eventually(deployed, until=lambda e: e.get("state") == "Deployed"))["state"] == "Deployed"  # fmt: skip
+    limits = primary_container(store, target, release)["resources"]["limits"]
+    # values first, each valuesFrom merged over them: cpu from values, memory and gpu from the refs.
+    assert limits == {"cpu": "1", "memory": "6Gi", "nvidia.com/gpu": "2"}
+
+    # A changed referenced object upgrades the release.
+    env.store.patch(CONFIGMAPS, env.namespace, "sizes", {"data": {"values.yaml": "resources:\n  memory: 12Gi\n"}}, "application/merge-patch+json")  # fmt: skip
+
+    async def memory() -> str:
+        return str(primary_container(store, target, release)["resources"]["limits"]["memory"])
+
+    await eventually(memory, until=lambda m: m == "12Gi", what="upgraded release")
+
+
+async def test_colony_charts(env: Env) -> None:
+    cluster = unique("colony")
+    env.create("clusterdeployments", cluster_deployment(cluster, [H100_A]))
+    await wait_ready(env, cluster)
+    store = child_store(env, cluster)
+    for chart in ("colony-jupyter", "colony-vllm", "colony-inference-stack", "colony-devbox"):
+        env.create("servicetemplates", colony_template(chart))
+    name = unique("ss")
+    services = [
+        colony_service("nb", "ws-nb", "colony-jupyter", {"resources": {"gpu": 1}}),
+        colony_service("dev", "ws-dev", "colony-devbox"),
+        colony_service("llm", "ws-llm", "colony-vllm", {"resources": {"gpu": 2}}),
+    ]
+    env.create("servicesets", service_set(name, cluster=cluster, services=services))
+    assert (await service_state(env, name, "nb"))["state"] == "Deployed"
+    assert (await service_state(env, name, "dev"))["state"] == "Deployed"
+    vllm = await service_state(env, name, "llm")
+    assert vllm["state"] == "Failed"
+    assert "colony-vllm 1.0.0 needs colony-inference-stack 1.0.0 installed on the cluster first" in vllm["failureMessage"]  # fmt: skip
+    assert primary_container(store, "ws-nb", "nb")["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert store.get(SERVICES, "ws-nb", "nb")["spec"]["ports"][0]["port"] == 8888
+    assert store.get(SERVICES, "ws-dev", "dev")["spec"]["ports"][0]["port"] == 22
+
+    # Installing the stack lets the retried vllm install through.
+    env.create("servicesets", service_set(unique("stack"), cluster=cluster, services=[colony_service("stack", "colony-inference", "colony-inference-stack")]))  # fmt: skip
+    assert store.try_get(DEPLOYMENTS, "ws-llm", "llm") is None
+
+    async def llm() -> dict[str, Any]:
+        return await service_state(env, name, "llm")
+
+    await eventually(llm, until=lambda e: e.get("state") == "Deployed", what="vllm installed")
+    assert store.get(DEPLOYMENTS, "colony-inference", "inference-gateway")
+    assert primary_container(store, "ws-llm", "llm")["resources"]["limits"]["nvidia.com/gpu"] == "2"
+
+
+async def test_removed_service_is_deleting_then_gone(env: Env) -> None:
+    cluster = unique("rm")
+    env.create("clusterdeployments", cluster_deployment(cluster, [H100_A]))
+    await wait_ready(env, cluster)
+    name, keep, drop = unique("ss"), unique("keep"), unique("drop")
+    env.create("servicesets", service_set(name, cluster=cluster, services=[jupyter(keep, keep, {}), jupyter(drop, drop, {})]))  # fmt: skip
+    await service_state(env, name, drop)
+    ss = env.get("servicesets", name) or {}
+    assert SERVICE_SET_FINALIZER in ss["metadata"]["finalizers"]
+    env.store.patch(env.rt("servicesets"), env.namespace, name, {"spec": {"services": [jupyter(keep, keep, {})]}}, "application/merge-patch+json")  # fmt: skip
+
+    async def names() -> list[str]:
+        status = (env.get("servicesets", name) or {}).get("status") or {}
+        return [e["name"] for e in status.get("services") or []]
+
+    await eventually(names, until=lambda n: n == [keep], what="dropped service gone from status")
+    assert child_store(env, cluster).try_get(NAMESPACES, None, drop) is None
 
 
 async def test_deleting_service_set_uninstalls(env: Env) -> None:
@@ -567,11 +719,17 @@ async def test_deleting_service_set_uninstalls(env: Env) -> None:
     )
     assert (await service_state(env, name, release))["state"] == "Deployed"
     env.store.delete(env.rt("servicesets"), env.namespace, name)
+    # The finalizer holds the ServiceSet until the release is uninstalled.
+    held = env.get("servicesets", name)
+    assert held is not None
+    assert held["metadata"]["deletionTimestamp"]
 
-    async def uninstalled() -> bool:
-        return store.try_get(NAMESPACES, None, target) is None
+    async def gone() -> bool:
+        return env.get("servicesets", name) is None
 
-    await eventually(uninstalled, what="namespace removed")
+    await eventually(gone, what="ServiceSet removed")
+    assert store.try_get(NAMESPACES, None, target) is None, "uninstalled before the ServiceSet went"
+    assert store.try_get(DEPLOYMENTS, target, release) is None
 
 
 async def test_fail_service_set_fault(env: Env) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from sim.apiserver.errors import ApiError
 from sim.apiserver.registry import NODES, PODS
 from sim.apiserver.store import ClusterStore
 from sim.controllers.scheduler import Scheduler, parse_quantity, pod_requests
@@ -273,3 +274,76 @@ async def test_least_allocated_spreads_pods(store: ClusterStore) -> None:
     store.create(PODS, pod("p2", cpu="4"))
     second = await bound_node(store, "p2")
     assert {first, second} == {"a", "b"}
+
+
+async def test_gpus_of_pods_placed_by_others_are_accounted(store: ClusterStore) -> None:
+    """GPUs held by pods the scheduler never placed (spec.nodeName set by their creator, or by
+    another scheduler) count against the node like any other, and so do pods still terminating."""
+    store.create(NODES, node("gpu-1", gpus=8))
+    direct = pod("direct", gpus=5)
+    direct["spec"]["nodeName"] = "gpu-1"
+    store.create(PODS, direct)
+    other = pod("other-scheduler", gpus=2)
+    other["spec"]["schedulerName"] = "volcano"
+    store.create(PODS, other)
+    store.bind("default", "other-scheduler", "gpu-1")
+    store.create(PODS, pod("wants-two", gpus=2))
+    message = await unschedulable_message(store, "wants-two")
+    assert "1 Insufficient nvidia.com/gpu" in message
+    store.create(PODS, pod("wants-one", gpus=1))
+    assert await bound_node(store, "wants-one") == "gpu-1"
+
+
+@pytest.mark.parametrize(
+    ("resources", "message"),
+    [
+        pytest.param(
+            {"requests": {"nvidia.com/gpu": "1"}},
+            "Required value: Limit must be set for non overcommitable resources",
+            id="request-without-limit",
+        ),
+        pytest.param(
+            {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "2"}},
+            'Invalid value: "1": must be equal to nvidia.com/gpu limit of 2',
+            id="request-below-limit",
+        ),
+        pytest.param(
+            {"limits": {"nvidia.com/gpu": "500m"}},
+            'Invalid value: "500m": must be an integer',
+            id="fraction",
+        ),
+    ],
+)
+def test_gpu_requests_are_validated_like_kube(resources: dict[str, Any], message: str) -> None:
+    cluster = ClusterStore(unique("validate"))
+    spec = {"containers": [{"name": "c", "image": "x", "resources": resources}]}
+    with pytest.raises(ApiError) as err:
+        cluster.create(PODS, {"metadata": {"name": "p"}, "spec": spec})
+    assert err.value.code == 422
+    assert message in err.value.message
+
+
+@pytest.mark.parametrize(
+    ("resources", "qos"),
+    [
+        pytest.param({}, "BestEffort", id="best-effort"),
+        pytest.param({"limits": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}}, "Guaranteed", id="limits-only"),
+        pytest.param({"requests": {"cpu": "1"}}, "Burstable", id="requests-only"),
+        pytest.param({"limits": {"nvidia.com/gpu": "1"}}, "BestEffort", id="gpu-only"),
+    ],
+)  # fmt: skip
+def test_limits_default_requests_and_set_the_qos_class(resources: dict[str, Any], qos: str) -> None:
+    cluster = ClusterStore(unique("defaults"))
+    spec = {"containers": [{"name": "c", "image": "x", "resources": resources}]}
+    created = cluster.create(PODS, {"metadata": {"name": "p"}, "spec": spec})
+    got = created["spec"]["containers"][0]["resources"]
+    assert got.get("requests", {}) == {
+        **resources.get("limits", {}),
+        **resources.get("requests", {}),
+    }
+    assert created["status"]["qosClass"] == qos
+    # DefaultTolerationSeconds: 300 s on a not-ready or unreachable node before eviction.
+    assert {(t["key"], t["tolerationSeconds"]) for t in created["spec"]["tolerations"]} == {
+        ("node.kubernetes.io/not-ready", 300),
+        ("node.kubernetes.io/unreachable", 300),
+    }

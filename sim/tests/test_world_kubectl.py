@@ -211,3 +211,59 @@ async def test_kubectl_drains_a_child_node(world: SimWorld) -> None:
     assert f"node/{target} uncordoned" in uncordoned
     node = await kubectl_json(child, "get", "node", target)
     assert not node["spec"].get("unschedulable")
+
+
+# The seed's walk-through ("Run on a GPU"), word for word: the manifest and the two commands.
+GPU_CHECK_YAML = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: gpu-check
+spec:
+  restartPolicy: Never
+  containers:
+    - name: cuda
+      image: nvcr.io/nvidia/cuda:12.8.1-base-ubuntu24.04
+      command: ["nvidia-smi", "-L"]
+      resources:
+        limits:
+          nvidia.com/gpu: 1
+"""
+
+
+async def test_gpu_check_walkthrough(world: SimWorld) -> None:
+    child = await ready_cluster(world, unique("gpu"))
+    manifest = world.state_dir / "gpu-check.yaml"
+    manifest.write_text(GPU_CHECK_YAML)
+
+    applied = await kubectl(child, "apply", "-f", str(manifest))
+    assert applied.strip() == "pod/gpu-check created"
+
+    async def phase() -> str:
+        return str((await kubectl_json(child, "get", "pod", "gpu-check"))["status"].get("phase"))
+
+    # A user would wait for the pod to complete; `kubectl logs` before that can only say that the
+    # container is waiting to start.
+    await eventually(phase, until=lambda p: p == "Succeeded", what="gpu-check Succeeded")
+    printed = await kubectl(child, "logs", "gpu-check")
+    (line,) = printed.splitlines()
+    assert line.startswith("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-"), printed
+    assert line.endswith(")")
+
+    described = await kubectl(child, "describe", "pod", "gpu-check")
+    fields = {
+        key.strip(): value.strip()
+        for key, _, value in (line.partition(":") for line in described.splitlines())
+        if value.strip()
+    }
+    assert fields["State"] == "Terminated"
+    assert fields["Reason"] == "Completed"
+    assert fields["Exit Code"] == "0"
+    assert fields["nvidia.com/gpu"] == "1"
+    assert fields["QoS Class"] == "BestEffort"  # GPUs do not count for QoS, cpu/memory do
+
+    table = await kubectl(child, "get", "pod", "gpu-check", "-o", "wide")
+    header, row = table.splitlines()
+    assert header.split()[:7] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE"]
+    assert row.split()[:4] == ["gpu-check", "0/1", "Completed", "0"]
+    assert row.split()[6].startswith("fra1-h100-80gb-")

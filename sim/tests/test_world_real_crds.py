@@ -140,6 +140,8 @@ def service_set(name: str, cluster: str) -> Obj:
                     "namespace": "workspaces",
                     "template": NOTEBOOK_TEMPLATE,
                     "values": yaml.safe_dump(NOTEBOOK_VALUES),
+                    # The real CRD's valuesFrom: a ConfigMap in the ServiceSet's namespace.
+                    "valuesFrom": [{"kind": "ConfigMap", "name": f"{name}-values"}],
                     "helmOptions": {"timeout": "5m", "wait": True},
                 }
             ],
@@ -237,6 +239,13 @@ def drive_lifecycle(world: SimWorld, kubeconfig: Path) -> None:
                 return None
             raise
 
+    client.CoreV1Api(api.api_client).create_namespaced_config_map(
+        KCM_NAMESPACE,
+        {  # type: ignore[arg-type]  # the client accepts dicts where it hints V1ConfigMap
+            "metadata": {"name": f"{ss_name}-values"},
+            "data": {"values.yaml": "notebookPassword: from-config-map\n"},
+        },
+    )
     api.create_namespaced_custom_object(
         GROUP, VERSION, KCM_NAMESPACE, "servicesets", service_set(ss_name, name)
     )

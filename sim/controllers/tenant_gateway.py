@@ -1,0 +1,176 @@
+"""SIMULATOR. The tenant gateway of a child cluster: the sim's stand-in for the platform's
+per-tenant regional gateway, which in production lives outside the child and forwards
+`*.<domain>` to it.
+
+Called by the ClusterDeployment controller once a child cluster is up. A ClusterDeployment that
+carries the label `colony.dev/tenant-gateway-domain: <domain>` (a label, so selectors work; the
+value is a DNS name such as `acme.colony.example`) gets in its child:
+
+- Namespace `colony-gateway`;
+- GatewayClass `colony-sim`, controllerName `sim.colony.dev/gateway-controller` (the child's
+  simulated Gateway API implementation, `sim.controllers.gateway`);
+- Secret `colony-gateway/tenant-tls` (kubernetes.io/tls): a certificate for `*.<domain>` and
+  `<domain>` signed by the sim's CA;
+- Gateway `colony-gateway/tenant`, label `colony.dev/tenant-gateway: "true"`, annotation
+  `colony.dev/domain: <domain>`, `spec.addresses: [{type: Hostname, value: <domain>}]` (so its
+  status.addresses is that hostname), listeners, all `allowedRoutes.namespaces.from: All`:
+    `https`  HTTPS 443, hostname `*.<domain>`, TLS Terminate with certificateRef `tenant-tls`;
+    `http`   HTTP 80, hostname `*.<domain>`;
+    `tcp-<port>` TCP for every port of the pool, 30000-30009 unless the ClusterDeployment's
+    annotation `colony.dev/tenant-gateway-tcp-ports: "<first>-<last>"` says otherwise.
+
+The objects follow the label: a changed domain or pool updates them, a removed label removes them
+(they carry `app.kubernetes.io/managed-by: colony-sim`, and only those are removed).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sim.apiserver.errors import ApiError
+from sim.apiserver.registry import GATEWAYCLASSES, GATEWAYS, NAMESPACES, SECRETS, ResourceType
+from sim.apiserver.store import ClusterStore
+from sim.controllers.gateway import CONTROLLER_NAME
+
+DOMAIN_LABEL = "colony.dev/tenant-gateway-domain"
+TCP_PORTS_ANNOTATION = "colony.dev/tenant-gateway-tcp-ports"
+GATEWAY_LABEL = "colony.dev/tenant-gateway"
+DOMAIN_ANNOTATION = "colony.dev/domain"
+NAMESPACE = "colony-gateway"
+GATEWAY_CLASS = "colony-sim"
+GATEWAY = "tenant"
+TLS_SECRET = "tenant-tls"
+DEFAULT_TCP_PORTS = (30000, 30009)
+MANAGED = {"app.kubernetes.io/managed-by": "colony-sim"}
+# Listener ports must be valid and a pool must fit the Gateway's 64 listeners with https and http.
+MAX_TCP_LISTENERS = 62
+
+CertIssuer = Callable[[tuple[str, ...]], tuple[bytes, bytes]]
+_RANGE = re.compile(r"^\s*(\d{1,5})\s*-\s*(\d{1,5})\s*$")
+
+
+def tcp_ports(annotation: str | None) -> tuple[tuple[int, int], str | None]:
+    """The pool (first, last) an annotation asks for, and a problem when it cannot be used (then
+    the default pool)."""
+    if not annotation:
+        return DEFAULT_TCP_PORTS, None
+    match = _RANGE.match(annotation)
+    if match is None:
+        return DEFAULT_TCP_PORTS, f'{TCP_PORTS_ANNOTATION} must be "<first>-<last>", not "{annotation}"'  # fmt: skip
+    first, last = int(match.group(1)), int(match.group(2))
+    if not 1 <= first <= last <= 65535 or last - first + 1 > MAX_TCP_LISTENERS:
+        return DEFAULT_TCP_PORTS, (
+            f"{TCP_PORTS_ANNOTATION}: {annotation} is not a range of 1 to {MAX_TCP_LISTENERS} "
+            "ports within 1-65535"
+        )
+    return (first, last), None
+
+
+def desired_gateway(domain: str, ports: tuple[int, int]) -> dict[str, Any]:
+    """The tenant Gateway for `domain` with TCP listeners on `ports` (inclusive)."""
+    everyone = {"namespaces": {"from": "All"}}
+    listeners: list[dict[str, Any]] = [
+        {
+            "name": "https", "protocol": "HTTPS", "port": 443, "hostname": f"*.{domain}",
+            "tls": {"mode": "Terminate", "certificateRefs": [{"group": "", "kind": "Secret", "name": TLS_SECRET}]},
+            "allowedRoutes": everyone,
+        },
+        {"name": "http", "protocol": "HTTP", "port": 80, "hostname": f"*.{domain}", "allowedRoutes": everyone},
+    ]  # fmt: skip
+    for port in range(ports[0], ports[1] + 1):
+        listeners.append(
+            {"name": f"tcp-{port}", "protocol": "TCP", "port": port, "allowedRoutes": everyone}
+        )
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "Gateway",
+        "metadata": {
+            "name": GATEWAY,
+            "namespace": NAMESPACE,
+            "labels": {GATEWAY_LABEL: "true", **MANAGED},
+            "annotations": {DOMAIN_ANNOTATION: domain},
+        },
+        "spec": {
+            "gatewayClassName": GATEWAY_CLASS,
+            "addresses": [{"type": "Hostname", "value": domain}],
+            "listeners": listeners,
+        },
+    }
+
+
+def ensure_tenant_gateway(
+    store: ClusterStore, cluster_deployment: Mapping[str, Any], issue_cert: CertIssuer | None
+) -> str | None:
+    """Make the child's tenant gateway match the ClusterDeployment's label and annotation.
+
+    Returns a problem worth a Warning event (an unusable port annotation), else None.
+    """
+    meta = cluster_deployment.get("metadata") or {}
+    domain = str((meta.get("labels") or {}).get(DOMAIN_LABEL) or "")
+    if not domain:
+        _remove(store)
+        return None
+    ports, problem = tcp_ports((meta.get("annotations") or {}).get(TCP_PORTS_ANNOTATION))
+    if store.try_get(NAMESPACES, None, NAMESPACE) is None:
+        store.create(NAMESPACES, {"metadata": {"name": NAMESPACE, "labels": dict(MANAGED)}})
+    _apply(
+        store, GATEWAYCLASSES, None,
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+            "metadata": {"name": GATEWAY_CLASS, "labels": dict(MANAGED)},
+            "spec": {
+                "controllerName": CONTROLLER_NAME,
+                "description": "SIMULATOR stand-in for the platform's per-tenant regional gateway",
+            },
+        },
+    )  # fmt: skip
+    secret = store.try_get(SECRETS, NAMESPACE, TLS_SECRET)
+    issued_for = ((secret or {}).get("metadata") or {}).get("annotations", {}).get(DOMAIN_ANNOTATION)  # fmt: skip
+    if secret is None or issued_for != domain:
+        cert, key = issue_cert((f"*.{domain}", domain)) if issue_cert else (b"SIMULATOR", b"SIMULATOR")  # fmt: skip
+        _apply(
+            store, SECRETS, NAMESPACE,
+            {
+                "metadata": {
+                    "name": TLS_SECRET, "namespace": NAMESPACE, "labels": dict(MANAGED),
+                    "annotations": {DOMAIN_ANNOTATION: domain},
+                },
+                "type": "kubernetes.io/tls",
+                "data": {"tls.crt": base64.b64encode(cert).decode(), "tls.key": base64.b64encode(key).decode()},
+            },
+        )  # fmt: skip
+    _apply(store, GATEWAYS, NAMESPACE, desired_gateway(domain, ports))
+    return problem
+
+
+def _apply(store: ClusterStore, rt: ResourceType, namespace: str | None, desired: dict[str, Any]) -> None:  # fmt: skip
+    """Create the object, or bring its labels, annotations, spec (and data) to `desired`."""
+    name = desired["metadata"]["name"]
+    current = store.try_get(rt, namespace, name)
+    if current is None:
+        store.create(rt, desired)
+        return
+
+    def update(obj: dict[str, Any]) -> None:
+        for key in ("labels", "annotations"):
+            if key in desired["metadata"]:
+                obj["metadata"][key] = {**(obj["metadata"].get(key) or {}), **desired["metadata"][key]}  # fmt: skip
+        for key in ("spec", "data", "type"):
+            if key in desired:
+                obj[key] = desired[key]
+
+    store.mutate(rt, namespace, name, update)
+
+
+def _remove(store: ClusterStore) -> None:
+    gateway_class = store.try_get(GATEWAYCLASSES, None, GATEWAY_CLASS)
+    namespace = store.try_get(NAMESPACES, None, NAMESPACE)
+    for obj, rt in ((gateway_class, GATEWAYCLASSES), (namespace, NAMESPACES)):
+        labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
+        if obj is not None and all(labels.get(k) == v for k, v in MANAGED.items()):
+            with contextlib.suppress(ApiError):
+                store.delete(rt, None, obj["metadata"]["name"])
