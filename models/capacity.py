@@ -85,6 +85,57 @@ class GpuNode(ColonyModel):
         return self.labels
 
 
+GPU_VENDOR_LABEL = "exalsius.ai/gpu-vendor"
+"""The node label that names a node's GPU vendor when set (exalsius-operator internal/gpu)."""
+GPU_RESOURCES: dict[str, GpuVendor] = {
+    "nvidia.com/gpu": GpuVendor.NVIDIA,
+    "amd.com/gpu": GpuVendor.AMD,
+}
+"""The whole-GPU extended resources the ledger counts, and their vendors."""
+
+
+def gpu_node(
+    name: str,
+    labels: dict[str, str],
+    allocatable: dict[str, int],
+    *,
+    ready: bool = True,
+    schedulable: bool = True,
+    foreign_used: int = 0,
+) -> GpuNode:
+    """A node as the ledger sees it, from what the Kubernetes API says about it.
+
+    For the inventory activity: the vendor comes from `exalsius.ai/gpu-vendor`, else from the GPU
+    resource the node advertises; the model from `exalsius.ai/gpu-model` (Colony labels every GPU
+    node with it). A node without GPUs is a `GpuNode` with `allocatable=0`.
+
+    Args:
+        name: the node's name.
+        labels: its labels.
+        allocatable: its allocatable extended resources, by name (`{"nvidia.com/gpu": 8}`).
+        ready: its Ready condition is True.
+        schedulable: it is not cordoned.
+        foreign_used: GPUs requested by pods Colony did not place.
+    """
+    resource, count = next(
+        ((r, allocatable[r]) for r in GPU_RESOURCES if allocatable.get(r, 0) > 0),
+        (DEFAULT_GPU_RESOURCE, 0),
+    )
+    vendor_label = labels.get(GPU_VENDOR_LABEL, "")
+    vendor = GpuVendor(vendor_label) if vendor_label in {v.value for v in GpuVendor} else None
+    return GpuNode(
+        name=name,
+        model=labels.get(GPU_MODEL_LABEL, ""),
+        vendor=vendor or (GPU_RESOURCES[resource] if count else None),
+        resource_name=resource,
+        allocatable=count,
+        labels=dict(labels),
+        ready=ready,
+        schedulable=schedulable,
+        foreign_used=foreign_used,
+    )
+
+
 class GpuSelector(ColonyModel):
     """Which GPUs a request accepts: exact node labels, and optionally a vendor. Empty: any GPU."""
 
@@ -198,6 +249,9 @@ class CapacityAnswer(ColonyModel):
     """Waiting: 1 = next in its selector's queue."""
     selector: str = "*"
     """The queue (`GpuSelector.key`)."""
+    resource_name: str = ""
+    """Admitted: the extended resource its GPUs are requested by (`nvidia.com/gpu`), for the
+    chart's `_exalsius.resources.perReplica.gpuResourceName`."""
     message: str = ""
 
     @property
@@ -441,12 +495,16 @@ class CapacityLedger:
     def _admitted_answer(self, reservation: Reservation) -> CapacityAnswer:
         request = reservation.request
         nodes = ", ".join(dict.fromkeys(p.node for p in reservation.placements))
+        first = next(
+            (n for n in self.state.nodes if n.name == reservation.placements[0].node), None
+        )
         return CapacityAnswer(
             request_id=request.request_id,
             workspace=request.workspace,
             decision=Decision.ADMITTED,
             placements=list(reservation.placements),
             selector=request.selector.key,
+            resource_name=first.resource_name if first else "",
             message=f"{request.describe()} reserved on {nodes}",
         )
 

@@ -424,8 +424,8 @@ class WorkspaceState(ColonyModel):
     prerequisites: list[PrerequisiteStatus] = Field(default_factory=list)
     admission: AdmissionStatus | None = None
     admissions_requested: int = 0
-    """How many capacity requests this workspace made: the next request id is derived from it, so a
-    resume is a new request while a retry of the same one keeps its id."""
+    """How many capacity requests this workspace made (`capacity_request_id`'s attempt): a resume
+    is a new request, a retry of the same one keeps its id."""
     access: list[AccessEntry] = Field(default_factory=list)
     tcp_ports: dict[str, int] = Field(default_factory=dict)
     """Gateway pool ports held, by endpoint name (returned to the pool on delete)."""
@@ -446,9 +446,12 @@ class WorkspaceWorkflowInput(ColonyModel):
     state: WorkspaceState | None = None
 
 
-def capacity_request_id(workspace: str, attempt: int) -> str:
-    """The id of a workspace's `attempt`-th GPU request (1-based): stable across retries."""
-    return f"{workspace}#{attempt}"
+def capacity_request_id(workspace: str, incarnation: str, attempt: int) -> str:
+    """The id of a workspace's `attempt`-th GPU request (1-based): the same for every retry of one
+    request, different for a resume (the next attempt) and for a workspace deleted and created
+    again under the same name (another `incarnation`: the workflow's first execution run id, which
+    continue-as-new keeps). The ledger never admits a released id again, so ids must not repeat."""
+    return f"{workspace}/{incarnation}#{attempt}"
 
 
 # --- Names ----------------------------------------------------------------------------------------

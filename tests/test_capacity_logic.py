@@ -17,6 +17,7 @@ from models.capacity import (
     Decision,
     GpuNode,
     GpuSelector,
+    gpu_node,
     scale_down_problem,
 )
 from models.workspace_class import GPU_MODEL_LABEL, GpuVendor
@@ -134,6 +135,44 @@ def test_infeasible_fails_at_once(
     assert answer.message == message
     assert not book.state.waiting
     assert not book.state.reservations
+
+
+@pytest.mark.parametrize(
+    ("labels", "allocatable", "expected"),
+    [
+        pytest.param(
+            {"exalsius.ai/gpu-model": "H100", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+            {"nvidia.com/gpu": 8, "cpu": 64},
+            ("H100", GpuVendor.NVIDIA, "nvidia.com/gpu", 8),
+            id="nvidia",
+        ),
+        pytest.param(
+            {"exalsius.ai/gpu-model": "MI300X"},
+            {"amd.com/gpu": 8},
+            ("MI300X", GpuVendor.AMD, "amd.com/gpu", 8),
+            id="amd",
+        ),
+        pytest.param(
+            {"exalsius.ai/gpu-vendor": "AMD"},
+            {"nvidia.com/gpu": 0},
+            ("", GpuVendor.AMD, "nvidia.com/gpu", 0),
+            id="vendor-label",
+        ),
+        pytest.param({}, {"cpu": 16}, ("", None, "nvidia.com/gpu", 0), id="cpu-node"),
+    ],
+)
+def test_gpu_node_from_the_api(
+    labels: dict[str, str], allocatable: dict[str, int], expected: tuple[Any, ...]
+) -> None:
+    found = gpu_node("n1", labels, allocatable, ready=False, foreign_used=1)
+    assert (found.model, found.vendor, found.resource_name, found.allocatable) == expected
+    assert (found.ready, found.schedulable, found.foreign_used) == (False, True, 1)
+
+
+def test_admitted_answers_name_the_gpu_resource() -> None:
+    book = ledger(gpu_node("amd-1", {"exalsius.ai/gpu-model": "MI300X"}, {"amd.com/gpu": 8}))
+    answer = ask(book, "r1", selector=GpuSelector(vendor=GpuVendor.AMD)).answer
+    assert (answer.decision, answer.resource_name) == (Decision.ADMITTED, "amd.com/gpu")
 
 
 def test_selectors_match_canonical_label_and_raw_labels() -> None:
@@ -404,9 +443,9 @@ def fits(book: CapacityLedger, request: CapacityRequest) -> bool:
     """An independent check that a request could be placed now (not the ledger's own code)."""
     held = reserved(book)
     room = 0
-    for gpu_node in book.state.nodes:
-        if gpu_node.ready and gpu_node.schedulable and request.selector.matches(gpu_node):
-            free = gpu_node.allocatable - gpu_node.foreign_used - held.get(gpu_node.name, 0)
+    for candidate in book.state.nodes:
+        if candidate.ready and candidate.schedulable and request.selector.matches(candidate):
+            free = candidate.allocatable - candidate.foreign_used - held.get(candidate.name, 0)
             room += max(0, free) // request.gpus_per_replica
     return room >= request.replicas
 

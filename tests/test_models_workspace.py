@@ -178,7 +178,7 @@ def test_ids_and_namespace() -> None:
     assert workspace_namespace("nb") == "ws-nb"
     assert workspace_namespace("n" * 60) == "ws-" + "n" * 60
     assert len(workspace_namespace("n" * 60)) == 63
-    assert capacity_request_id("nb", 2) == "nb#2"
+    assert capacity_request_id("nb", "0f3a-run", 2) == "nb/0f3a-run#2"
 
 
 def test_short_names_are_kept() -> None:
