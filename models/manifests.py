@@ -21,7 +21,7 @@ Pure: parsing YAML text is the only thing done here; nothing is applied.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -440,7 +440,11 @@ def _convert(index: int, document: Any) -> Manifest | list[ManifestProblem]:
 
 
 def _workspace_deployment(
-    index: int, kind: str, name: str, spec: Mapping[str, Any], made: Any
+    index: int,
+    kind: str,
+    name: str,
+    spec: Mapping[str, Any],
+    made: Callable[[ManifestRequest], Manifest],
 ) -> Manifest | list[ManifestProblem]:
     try:
         crd = user_input(_ExalsiusWorkspaceDeploymentSpec, spec)
@@ -456,7 +460,7 @@ def _workspace_deployment(
     if crd.resources is not None:
         data["resources"] = crd.resources
     try:
-        return made(user_input(WorkspaceSpec, data))  # type: ignore[no-any-return]
+        return made(user_input(WorkspaceSpec, data))
     except ValidationError as exc:
         renames = {
             "name": "metadata.name",
@@ -473,7 +477,7 @@ def _colony(
     namespace: str,
     api_version: str,
     spec: Mapping[str, Any],
-    made: Any,
+    made: Callable[[ManifestRequest], Manifest],
 ) -> Manifest | list[ManifestProblem]:
     if api_version == EXALSIUS_INFRA:
         # The CRD's own fields first, so an exalsius manifest cannot use Colony's extensions.
@@ -485,9 +489,7 @@ def _colony(
     if naming:
         return [ManifestProblem(index, kind, name, "metadata.name", naming)]
     try:
-        return made(  # type: ignore[no-any-return]
-            user_input(ColonySpec, {**spec, "name": name, "namespace": namespace})
-        )
+        return made(user_input(ColonySpec, {**spec, "name": name, "namespace": namespace}))
     except ValidationError as exc:
         return _problems(exc, index, kind, name)
 

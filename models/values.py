@@ -532,14 +532,13 @@ def inject_resources(
     for name, value in fields:
         for path in by_field.get(name, []):
             previous = set_path(values, parse_value_path(path), value)
-            if previous not in (MISSING, None) and previous != value:
-                warnings.append(
-                    f"Colony overwrote values.{path} ({previous!r}) with the resolved {name} "
-                    f"({value!r}): use resources.perReplica.{name} instead"
-                    if name != "replicas"
-                    else f"Colony overwrote values.{path} ({previous!r}) with the resolved replicas "
-                    f"({value!r}): use resources.replicas instead"
-                )
+            if previous in (MISSING, None) or previous == value:
+                continue
+            instead = "resources.replicas" if name == "replicas" else f"resources.perReplica.{name}"
+            warnings.append(
+                f"Colony overwrote values.{path} ({previous!r}) with the resolved {name} "
+                f"({value!r}): use {instead} instead"
+            )
     return warnings
 
 
