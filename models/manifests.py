@@ -1,0 +1,556 @@
+"""Manifests users already have, as Colony requests: `colonyctl apply -f` and the HTTP API call this.
+
+One YAML file may hold several documents (and `kind: List`). Each becomes one validated request:
+
+| apiVersion | kind | becomes |
+| --- | --- | --- |
+| `workspaces.exalsius.ai/v1` | WorkspaceClass | `WorkspaceClassSpec` |
+| `workspaces.exalsius.ai/v1` | WorkspaceDeployment | `WorkspaceSpec` (cluster = the ClusterDeployment's name) |
+| `k0rdent.mirantis.com/v1beta1` | ServiceTemplate | `ServiceTemplateManifest` (shape-checked, passed through) |
+| `infra.exalsius.ai/v1` | Colony | `ColonySpec` (`spec.colonyClusters[]`) |
+| `colony.dev/v1` | Cluster | `models.cluster.ClusterSpec` |
+| `colony.dev/v1` | WorkspaceClass | `WorkspaceClassSpec` (the exalsius spec, same fields) |
+| `colony.dev/v1` | Workspace | `WorkspaceSpec` (`class`, `cluster`, `resources`, `values`, `answers`, ...) |
+| `colony.dev/v1` | Colony | `ColonySpec`, whose clusters may give `locationId` and `nodePools` |
+
+Validation is strict, as `kubectl apply` (strict field validation) and the CRDs would be: unknown
+fields are refused, and every refusal names the document and the field, e.g.
+`document 2 (WorkspaceClass jupyter): spec.accessEndpoints[0].port: port must be from 1 to 65535`.
+Pure: parsing YAML text is the only thing done here; nothing is applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from models.base import ColonyModel, user_input
+from models.cluster import DEFAULT_NAMESPACE, ClusterSpec
+from models.names import label_key_problem, label_value_problem, name_problem
+from models.node_pool import NodePoolSpec
+from models.workspace import WorkspaceSpec
+from models.workspace_class import WorkspaceClassSpec, dns_label_problem, object_name_problem
+
+EXALSIUS_WORKSPACES = "workspaces.exalsius.ai/v1"
+EXALSIUS_INFRA = "infra.exalsius.ai/v1"
+K0RDENT = "k0rdent.mirantis.com/v1beta1"
+COLONY = "colony.dev/v1"
+
+TOP_LEVEL_FIELDS = {"apiVersion", "kind", "metadata", "spec", "status"}
+"""`status` is accepted and ignored, as an API server ignores it on the main resource."""
+
+
+class ManifestKind(StrEnum):
+    """What a document asks for, whichever API spelled it."""
+
+    WORKSPACE_CLASS = "WorkspaceClass"
+    WORKSPACE = "Workspace"
+    SERVICE_TEMPLATE = "ServiceTemplate"
+    COLONY = "Colony"
+    CLUSTER = "Cluster"
+
+
+SUPPORTED: dict[tuple[str, str], ManifestKind] = {
+    (EXALSIUS_WORKSPACES, "WorkspaceClass"): ManifestKind.WORKSPACE_CLASS,
+    (EXALSIUS_WORKSPACES, "WorkspaceDeployment"): ManifestKind.WORKSPACE,
+    (K0RDENT, "ServiceTemplate"): ManifestKind.SERVICE_TEMPLATE,
+    (EXALSIUS_INFRA, "Colony"): ManifestKind.COLONY,
+    (COLONY, "Cluster"): ManifestKind.CLUSTER,
+    (COLONY, "WorkspaceClass"): ManifestKind.WORKSPACE_CLASS,
+    (COLONY, "Workspace"): ManifestKind.WORKSPACE,
+    (COLONY, "Colony"): ManifestKind.COLONY,
+}
+
+
+def _fail(code: str, message: str) -> PydanticCustomError:
+    return PydanticCustomError(code, message)
+
+
+def _labels_problem(labels: Mapping[str, str], what: str) -> str | None:
+    for key, value in labels.items():
+        problem = label_key_problem(key) or label_value_problem(key, value)
+        if problem:
+            return f"{what}: {problem}"
+    return None
+
+
+# --- Pass-through and Colony shapes -------------------------------------------------------------
+
+
+class ServiceTemplateManifest(ColonyModel):
+    """A k0rdent ServiceTemplate, shape-checked and kept as written (Colony applies it unchanged)."""
+
+    name: str
+    namespace: str = DEFAULT_NAMESPACE
+    labels: dict[str, str] = Field(default_factory=dict)
+    spec: dict[str, Any]
+
+    @property
+    def chart(self) -> tuple[str, str, str] | None:
+        """(HelmRepository, chart, version) of a `helm.chartSpec` template, else None."""
+        chart_spec = (self.spec.get("helm") or {}).get("chartSpec")
+        if not isinstance(chart_spec, Mapping):
+            return None
+        source = chart_spec.get("sourceRef") or {}
+        return (
+            str(source.get("name", "")),
+            str(chart_spec["chart"]),
+            str(chart_spec.get("version", "")),
+        )
+
+    def to_object(self) -> dict[str, Any]:
+        """The ServiceTemplate object to create on the management cluster."""
+        metadata: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
+        if self.labels:
+            metadata["labels"] = dict(self.labels)
+        return {
+            "apiVersion": K0RDENT,
+            "kind": "ServiceTemplate",
+            "metadata": metadata,
+            "spec": self.spec,
+        }
+
+
+_SOURCE_KINDS = ("HelmRepository", "GitRepository", "Bucket")
+_CHART_REF_KINDS = ("OCIRepository", "HelmChart", "ExternalArtifact")
+
+
+def service_template_spec_problem(spec: Any) -> tuple[str, str] | None:
+    """(field, message) of the first thing k0rdent's ServiceTemplate schema refuses, or None.
+
+    The structural rules of k0rdent's CRD that decide whether a template can deploy anything:
+    exactly one of helm, kustomize or resources; exactly one chart source; a chart and a source.
+    """
+    if not isinstance(spec, Mapping):
+        return "spec", "spec must be a map"
+    sources = [key for key in ("helm", "kustomize", "resources") if spec.get(key) is not None]
+    if len(sources) != 1:
+        return "spec", (
+            "one of helm, kustomize or resources must be set"
+            if not sources
+            else f"helm, kustomize and resources are mutually exclusive; got {', '.join(sources)}"
+        )
+    helm = spec.get("helm")
+    if helm is None:
+        return None
+    if not isinstance(helm, Mapping):
+        return "spec.helm", "spec.helm must be a map"
+    charts = [key for key in ("chartSpec", "chartRef", "chartSource") if helm.get(key) is not None]
+    if len(charts) != 1:
+        return "spec.helm", (
+            "one of chartSpec, chartRef or chartSource must be set"
+            if not charts
+            else f"chartSpec, chartRef and chartSource are mutually exclusive; got {', '.join(charts)}"
+        )
+    if "chartSpec" in charts:
+        chart_spec = helm["chartSpec"]
+        if (
+            not isinstance(chart_spec, Mapping)
+            or not isinstance(chart_spec.get("chart"), str)
+            or not chart_spec["chart"]
+        ):
+            return "spec.helm.chartSpec.chart", "the chart's name is required"
+        if "version" in chart_spec and not isinstance(chart_spec["version"], str):
+            return "spec.helm.chartSpec.version", 'version must be a string (quote it: "1.0.0")'
+        source = chart_spec.get("sourceRef")
+        if not isinstance(source, Mapping) or not source.get("name"):
+            return "spec.helm.chartSpec.sourceRef", "sourceRef with kind and name is required"
+        if source.get("kind") not in _SOURCE_KINDS:
+            return (
+                "spec.helm.chartSpec.sourceRef.kind",
+                f"kind must be one of {', '.join(_SOURCE_KINDS)}",
+            )
+    if "chartRef" in charts:
+        chart_ref = helm["chartRef"]
+        if not isinstance(chart_ref, Mapping) or not chart_ref.get("name"):
+            return "spec.helm.chartRef.name", "the referenced object's name is required"
+        if chart_ref.get("kind") not in _CHART_REF_KINDS:
+            return "spec.helm.chartRef.kind", f"kind must be one of {', '.join(_CHART_REF_KINDS)}"
+    return None
+
+
+class ColonyClusterSpec(ColonyModel):
+    """One cluster of a Colony (an exalsius `spec.colonyClusters[]` entry, plus Colony's pools)."""
+
+    cluster_name: str
+    cluster_deployment_spec: dict[str, Any] = Field(default_factory=dict)
+    """A k0rdent ClusterDeployment spec (template, credential, config), as exalsius stores it."""
+    cluster_labels: dict[str, str] = Field(default_factory=dict)
+    cluster_annotations: dict[str, str] = Field(default_factory=dict)
+    location_id: str | None = None
+    """Colony: where its hosts are claimed (with `nodePools`)."""
+    node_pools: list[NodePoolSpec] = Field(default_factory=list)
+    """Colony: whole hosts per pool, claimed from the host provider."""
+
+    @field_validator("cluster_name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        problem = name_problem("cluster", name)
+        if problem:
+            raise _fail("cluster_name", problem)
+        return name
+
+    @field_validator("cluster_labels")
+    @classmethod
+    def _labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        problem = _labels_problem(labels, "clusterLabels")
+        if problem:
+            raise _fail("cluster_labels", problem)
+        return labels
+
+    @model_validator(mode="after")
+    def _something_to_build(self) -> ColonyClusterSpec:
+        if self.node_pools and not self.location_id:
+            raise _fail(
+                "location_id",
+                "locationId is required with nodePools: it says where hosts are claimed",
+            )
+        if not self.cluster_deployment_spec and not self.location_id:
+            raise _fail(
+                "cluster_deployment_spec",
+                f"cluster '{self.cluster_name}' gives neither clusterDeploymentSpec nor "
+                "locationId and nodePools: there is nothing to build it from",
+            )
+        return self
+
+    def to_cluster_spec(self) -> ClusterSpec | None:
+        """The Colony cluster request this entry describes, when it gives a location; else None
+        (an exalsius entry is a raw ClusterDeployment spec, applied as written)."""
+        if not self.location_id:
+            return None
+        template = self.cluster_deployment_spec.get("template")
+        credential = self.cluster_deployment_spec.get("credential")
+        data: dict[str, Any] = {
+            "name": self.cluster_name,
+            "locationId": self.location_id,
+            "nodePools": [pool.model_dump(mode="json") for pool in self.node_pools],
+        }
+        if isinstance(template, str):
+            data["template"] = template
+        if isinstance(credential, str):
+            data["credential"] = credential
+        return ClusterSpec.model_validate(data)
+
+
+class ColonySpec(ColonyModel):
+    """A group of clusters (the exalsius `Colony`): each entry becomes one cluster."""
+
+    name: str
+    namespace: str = "default"
+    colony_clusters: list[ColonyClusterSpec] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique(self) -> ColonySpec:
+        seen: set[str] = set()
+        for cluster in self.colony_clusters:
+            if cluster.cluster_name in seen:
+                raise _fail("colony_clusters", f"cluster '{cluster.cluster_name}' is given twice")
+            seen.add(cluster.cluster_name)
+        return self
+
+
+# --- The exalsius CRD shapes (strict: their fields only) ----------------------------------------
+
+
+class _ExalsiusColonyCluster(ColonyModel):
+    cluster_name: str
+    cluster_deployment_spec: dict[str, Any] | None = None
+    cluster_labels: dict[str, str] = Field(default_factory=dict)
+    cluster_annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class _ExalsiusColonySpec(ColonyModel):
+    colony_clusters: list[_ExalsiusColonyCluster] = Field(default_factory=list)
+
+
+class _ClusterDeploymentRef(ColonyModel):
+    name: str
+    namespace: str
+
+
+class _ExalsiusWorkspaceDeploymentSpec(ColonyModel):
+    workspace_class_ref: str
+    cluster_deployment_ref: _ClusterDeploymentRef
+    resources: dict[str, Any] | None = None
+    values: dict[str, Any] | None = None
+    suspend: bool = False
+
+
+# --- Parsing ------------------------------------------------------------------------------------
+
+ManifestRequest = (
+    WorkspaceClassSpec | WorkspaceSpec | ServiceTemplateManifest | ColonySpec | ClusterSpec
+)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One accepted document: what it was and the request it became."""
+
+    index: int
+    """Its position in the file, from 1."""
+    api_version: str
+    kind: ManifestKind
+    name: str
+    request: ManifestRequest
+
+
+@dataclass(frozen=True)
+class ManifestProblem:
+    """Why one document is refused."""
+
+    index: int
+    kind: str
+    name: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        what = " ".join(part for part in (self.kind, self.name) if part)
+        return f"document {self.index}{f' ({what})' if what else ''}: {self.field}: {self.message}"
+
+
+class ManifestError(ValueError):
+    """At least one document is refused; `problems` names each, with its field."""
+
+    def __init__(self, problems: list[ManifestProblem], source: str = "") -> None:
+        prefix = f"{source}: " if source else ""
+        super().__init__("\n".join(f"{prefix}{problem}" for problem in problems))
+        self.problems = problems
+
+
+def _path(loc: tuple[int | str, ...], prefix: str, renames: Mapping[str, str]) -> str:
+    if not loc:
+        return prefix
+    head = renames.get(str(loc[0]))
+    parts = [head] if head else [prefix, str(loc[0])]
+    text = ".".join(p for p in parts if p)
+    for item in loc[1:]:
+        text += f"[{item}]" if isinstance(item, int) else f".{item}"
+    return text
+
+
+def _problems(
+    error: ValidationError,
+    index: int,
+    kind: str,
+    name: str,
+    prefix: str = "spec",
+    renames: Mapping[str, str] | None = None,
+) -> list[ManifestProblem]:
+    found: list[ManifestProblem] = []
+    for item in error.errors():
+        loc = tuple(part for part in item["loc"] if not str(part).startswith("function-"))
+        message = str(item["msg"])
+        if item["type"] == "missing":
+            message = "required"
+        found.append(ManifestProblem(index, kind, name, _path(loc, prefix, renames or {}), message))
+    return found
+
+
+def _convert(index: int, document: Any) -> Manifest | list[ManifestProblem]:
+    if not isinstance(document, Mapping):
+        return [
+            ManifestProblem(index, "", "", "document", "must be a map with apiVersion and kind")
+        ]
+    api_version = str(document.get("apiVersion") or "")
+    kind = str(document.get("kind") or "")
+    metadata = document.get("metadata") or {}
+    name = str(metadata.get("name") or "") if isinstance(metadata, Mapping) else ""
+
+    def problem(field: str, message: str) -> list[ManifestProblem]:
+        return [ManifestProblem(index, kind, name, field, message)]
+
+    if not api_version:
+        return problem("apiVersion", "required")
+    if not kind:
+        return problem("kind", "required")
+    target = SUPPORTED.get((api_version, kind))
+    if target is None:
+        known = ", ".join(f"{a} {k}" for a, k in SUPPORTED)
+        return problem("kind", f"Colony does not take {api_version} {kind}; it takes {known}")
+    unknown = sorted(str(key) for key in document if key not in TOP_LEVEL_FIELDS)
+    if unknown:
+        return problem(
+            unknown[0], "unknown field (a document has apiVersion, kind, metadata and spec)"
+        )
+    if not isinstance(metadata, Mapping):
+        return problem("metadata", "must be a map")
+    if not name:
+        return problem("metadata.name", "required")
+    spec = document.get("spec")
+    if spec is None:
+        spec = {}
+    if not isinstance(spec, Mapping):
+        return problem("spec", "must be a map")
+    namespace = metadata.get("namespace")
+
+    def made(request: ManifestRequest) -> Manifest:
+        return Manifest(index, api_version, target, name, request)
+
+    try:
+        match target:
+            case ManifestKind.WORKSPACE_CLASS:
+                if "name" in spec:
+                    return problem("spec.name", "unknown field (the class's name is metadata.name)")
+                return made(user_input(WorkspaceClassSpec, {**spec, "name": name}))
+            case ManifestKind.SERVICE_TEMPLATE:
+                naming = object_name_problem("ServiceTemplate", name)
+                if naming:
+                    return problem("metadata.name", naming)
+                shape = service_template_spec_problem(spec)
+                if shape:
+                    return problem(*shape)
+                labels = metadata.get("labels") or {}
+                return made(
+                    ServiceTemplateManifest(
+                        name=name,
+                        namespace=str(namespace or DEFAULT_NAMESPACE),
+                        labels={str(k): str(v) for k, v in labels.items()},
+                        spec=dict(spec),
+                    )
+                )
+            case ManifestKind.CLUSTER:
+                if "name" in spec:
+                    return problem(
+                        "spec.name", "unknown field (the cluster's name is metadata.name)"
+                    )
+                return made(user_input(ClusterSpec, {**spec, "name": name}))
+            case ManifestKind.WORKSPACE if api_version == COLONY:
+                if "name" in spec:
+                    return problem(
+                        "spec.name", "unknown field (the workspace's name is metadata.name)"
+                    )
+                return made(user_input(WorkspaceSpec, {**spec, "name": name}))
+            case ManifestKind.WORKSPACE:
+                return _workspace_deployment(index, kind, name, spec, made)
+            case ManifestKind.COLONY:
+                return _colony(
+                    index, kind, name, str(namespace or "default"), api_version, spec, made
+                )
+    except ValidationError as exc:
+        return _problems(exc, index, kind, name, renames={"name": "metadata.name"})
+    raise AssertionError(f"unhandled manifest kind {target}")  # pragma: no cover
+
+
+def _workspace_deployment(
+    index: int,
+    kind: str,
+    name: str,
+    spec: Mapping[str, Any],
+    made: Callable[[ManifestRequest], Manifest],
+) -> Manifest | list[ManifestProblem]:
+    try:
+        crd = user_input(_ExalsiusWorkspaceDeploymentSpec, spec)
+    except ValidationError as exc:
+        return _problems(exc, index, kind, name)
+    data: dict[str, Any] = {
+        "name": name,
+        "class": crd.workspace_class_ref,
+        "cluster": crd.cluster_deployment_ref.name,
+        "values": crd.values or {},
+        "suspend": crd.suspend,
+    }
+    if crd.resources is not None:
+        data["resources"] = crd.resources
+    try:
+        return made(user_input(WorkspaceSpec, data))
+    except ValidationError as exc:
+        renames = {
+            "name": "metadata.name",
+            "class": "spec.workspaceClassRef",
+            "cluster": "spec.clusterDeploymentRef.name",
+        }
+        return _problems(exc, index, kind, name, renames=renames)
+
+
+def _colony(
+    index: int,
+    kind: str,
+    name: str,
+    namespace: str,
+    api_version: str,
+    spec: Mapping[str, Any],
+    made: Callable[[ManifestRequest], Manifest],
+) -> Manifest | list[ManifestProblem]:
+    if api_version == EXALSIUS_INFRA:
+        # The CRD's own fields first, so an exalsius manifest cannot use Colony's extensions.
+        try:
+            user_input(_ExalsiusColonySpec, spec)
+        except ValidationError as exc:
+            return _problems(exc, index, kind, name)
+    naming = dns_label_problem("colony", name)
+    if naming:
+        return [ManifestProblem(index, kind, name, "metadata.name", naming)]
+    try:
+        return made(user_input(ColonySpec, {**spec, "name": name, "namespace": namespace}))
+    except ValidationError as exc:
+        return _problems(exc, index, kind, name)
+
+
+def _documents(loaded: list[Any]) -> list[Any]:
+    # `kind: List` (what `kubectl get -o yaml` writes) holds its documents in `items`.
+    flat: list[Any] = []
+    for document in loaded:
+        if isinstance(document, Mapping) and document.get("kind") == "List" and "items" in document:
+            flat.extend(document.get("items") or [])
+        elif document is not None:
+            flat.append(document)
+    return flat
+
+
+def parse_manifests(text: str, source: str = "") -> list[Manifest]:
+    """Every document of a YAML text as a validated Colony request, in order.
+
+    Args:
+        text: one or more YAML documents (`---` separated); empty documents are skipped.
+        source: the file's name, for messages.
+
+    Raises:
+        ManifestError: any document refused (all refusals are listed, none is returned).
+    """
+    try:
+        loaded = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as exc:
+        raise ManifestError([ManifestProblem(0, "", "", "yaml", str(exc))], source) from exc
+    manifests: list[Manifest] = []
+    problems: list[ManifestProblem] = []
+    for index, document in enumerate(_documents(loaded), start=1):
+        result = _convert(index, document)
+        if isinstance(result, Manifest):
+            manifests.append(result)
+        else:
+            problems.extend(result)
+    if problems:
+        raise ManifestError(problems, source)
+    return manifests
+
+
+# --- Objects Colony writes ----------------------------------------------------------------------
+
+
+def workspace_class_object(
+    spec: WorkspaceClassSpec, labels: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The exalsius `WorkspaceClass` object that stores a class on the management cluster.
+
+    Classes are kept as the exalsius CRD has them, so `kubectl get wsc` shows Colony's catalog and
+    the exalsius tooling reads it.
+    """
+    body = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    body.pop("name")
+    metadata: dict[str, Any] = {"name": spec.name}
+    if labels:
+        metadata["labels"] = dict(labels)
+    return {
+        "apiVersion": EXALSIUS_WORKSPACES,
+        "kind": "WorkspaceClass",
+        "metadata": metadata,
+        "spec": body,
+    }

@@ -1,0 +1,642 @@
+"""Workspaces: the deploy request (`WorkspaceSpec`), the status users read, the workflow's state, names.
+
+A workspace is one instance of a workspace class on one Colony cluster, owned by one
+`WorkspaceWorkflow` (id `workspace/<name>`). The request mirrors the exalsius `WorkspaceDeployment`
+spec (class pinned by exact name, cluster, resource overrides with `gpuType` or `gpuNodeSelector`,
+values) and adds prompt answers, secret ones sealed (`models/sealed.py`). Phases, conditions,
+reasons, the failure context and the access list follow the exalsius status shape, so a client of
+either reads the other.
+
+The CLI validates a request with `user_input(WorkspaceSpec, ...)` before starting anything;
+`models/manifests.py` builds it from manifests; the workflow carries a `WorkspaceState` and answers
+its `status` query with a `WorkspaceStatus`. The naming functions at the end are the one place
+that decides the Kubernetes names a workspace uses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Self
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from models.base import ColonyModel
+from models.capacity import ReplicaPlacement
+from models.names import name_problem
+from models.sealed import SealedValue
+from models.value_paths import value_path_problem
+from models.workspace_class import (
+    DNS_LABEL_MAX,
+    RESERVED_VALUES_KEY,
+    AccessEndpoint,
+    EndpointProtocol,
+    WorkspaceClassSpec,
+    WorkspaceResources,
+    dns_label_problem,
+)
+
+WORKSPACE_NAME_MAX = 60
+"""60: the workspace namespace `ws-<name>` must fit a 63-character namespace name (the exalsius
+WorkspaceDeployment CRD's own rule)."""
+NAMESPACE_PREFIX = "ws-"
+HELM_RELEASE_NAME_MAX = 53
+"""53: Helm's limit on release names (it appends suffixes to reach the 63 of a label)."""
+RECENT_EVENTS_KEPT = 10
+"""Events kept in the state and the failure context (the newest)."""
+
+
+def _fail(code: str, message: str) -> PydanticCustomError:
+    return PydanticCustomError(code, message)
+
+
+def workspace_name_problem(name: str) -> str | None:
+    """Why `name` cannot name a workspace (it becomes a namespace and a hostname), or None."""
+    return dns_label_problem("workspace", name, WORKSPACE_NAME_MAX)
+
+
+class WorkspaceSpec(ColonyModel):
+    """A deploy request: `{"name": "nb", "class": "colony-jupyter-1-0-0", "cluster": "training"}`.
+
+    Secret prompts are answered in `sealedAnswers` only: a plaintext answer to a secret prompt is
+    refused when values are merged (`models/values.py`), and `colonyctl` seals them before sending.
+    """
+
+    name: str
+    class_name: str = Field(alias="class")
+    """The exact, versioned class name (`colony-jupyter-1-0-0`): a workspace pins its class."""
+    cluster: str
+    """The Colony cluster (the name of its ClusterDeployment)."""
+    resources: WorkspaceResources | None = None
+    """Overrides of the class's default resources, field by field; GPU model or node selector."""
+    values: dict[str, Any] = Field(default_factory=dict)
+    """Helm values, deep-merged over the class's default values."""
+    answers: dict[str, Any] = Field(default_factory=dict)
+    """Answers to the class's prompts, by their Helm value path (plain ones)."""
+    sealed_answers: dict[str, SealedValue] = Field(default_factory=dict)
+    """Answers to secret prompts, sealed with Colony's public key, by Helm value path."""
+    suspend: bool = False
+    """Deploy suspended: keep the definition, hold no GPUs, install nothing (`spec.suspend`)."""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        problem = workspace_name_problem(name)
+        if problem:
+            raise _fail("name", problem)
+        return name
+
+    @field_validator("class_name")
+    @classmethod
+    def _class(cls, name: str) -> str:
+        problem = dns_label_problem("workspace class", name)
+        if problem:
+            raise _fail("class", problem)
+        return name
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, name: str) -> str:
+        problem = name_problem("cluster", name)
+        if problem:
+            raise _fail("cluster", problem)
+        return name
+
+    @field_validator("values")
+    @classmethod
+    def _values(cls, values: dict[str, Any]) -> dict[str, Any]:
+        if RESERVED_VALUES_KEY in values:
+            raise _fail(
+                "values",
+                f"values must not set '{RESERVED_VALUES_KEY}': Colony writes it from the resources; "
+                "set resources instead",
+            )
+        return values
+
+    @field_validator("answers", "sealed_answers")
+    @classmethod
+    def _answer_paths(cls, answers: dict[str, Any]) -> dict[str, Any]:
+        for path in answers:
+            problem = value_path_problem(path)
+            if problem:
+                raise _fail("answers", f"answer '{path}': {problem}")
+        return answers
+
+    @model_validator(mode="after")
+    def _one_answer_each(self) -> Self:
+        both = sorted(set(self.answers) & set(self.sealed_answers))
+        if both:
+            raise _fail(
+                "answers",
+                f"prompt '{both[0]}' is answered both in answers and in sealedAnswers; give one",
+            )
+        return self
+
+    @property
+    def workflow_id(self) -> str:
+        return workspace_workflow_id(self.name)
+
+
+# --- Status vocabulary (the exalsius WorkspaceDeployment's, plus Colony's) ------------------------
+
+
+class WorkspacePhase(StrEnum):
+    """Where a workspace is in its life."""
+
+    PENDING = "Pending"
+    """Resolving its class and waiting for its cluster to be ready."""
+    INSTALLING_PREREQUISITES = "InstallingPrerequisites"
+    WAITING = "Waiting"
+    """Queued for GPUs (`WaitingForGpuCapacity`, with its position)."""
+    DEPLOYING = "Deploying"
+    RUNNING = "Running"
+    SUSPENDED = "Suspended"
+    """Release uninstalled, namespace and volumes kept, GPUs freed."""
+    FAILED = "Failed"
+    DELETING = "Deleting"
+    DELETED = "Deleted"
+
+    @property
+    def finished(self) -> bool:
+        return self is WorkspacePhase.DELETED
+
+
+class ConditionType(StrEnum):
+    """The workspace's conditions (exalsius WorkspaceDeployment condition types)."""
+
+    READY = "Ready"
+    CLASS_RESOLVED = "ClassResolved"
+    CLUSTER_DEPLOYMENT_RESOLVED = "ClusterDeploymentResolved"
+    PREREQUISITES_MET = "PrerequisitesMet"
+    FEASIBLE = "Feasible"
+    RESOURCES_INJECTED = "ResourcesInjected"
+    HELM_RELEASE_READY = "HelmReleaseReady"
+    ROUTES_READY = "RoutesReady"
+
+
+class ConditionReason(StrEnum):
+    """Machine-readable reasons on conditions and in the failure context.
+
+    The exalsius operator's reasons, and Colony's for what it adds (GPU admission, timeouts,
+    prompts, sealing, suspension).
+    """
+
+    CLASS_RESOLVED = "ClassResolved"
+    CLASS_NOT_FOUND = "ClassNotFound"
+    INVALID_WORKSPACE_CLASS = "InvalidWorkspaceClass"
+    CLUSTER_DEPLOYMENT_RESOLVED = "ClusterDeploymentResolved"
+    CLUSTER_DEPLOYMENT_NOT_FOUND = "ClusterDeploymentNotFound"
+    CLUSTER_NOT_READY = "ClusterNotReady"
+    INSTALLING_PREREQUISITES = "InstallingPrerequisites"
+    PREREQUISITES_MET = "PrerequisitesMet"
+    PREREQUISITES_NOT_READY = "PrerequisitesNotReady"
+    PREREQUISITE_FAILED = "PrerequisiteFailed"
+    PREREQUISITE_NAMESPACE_CONFLICT = "PrerequisiteNamespaceConflict"
+    INVALID_PREREQUISITE = "InvalidPrerequisite"
+    RESOURCES_AVAILABLE = "ResourcesAvailable"
+    GPU_CAPACITY_RESERVED = "GpuCapacityReserved"
+    WAITING_FOR_GPU_CAPACITY = "WaitingForGpuCapacity"
+    GPU_OFFERING_UNAVAILABLE = "GpuOfferingUnavailable"
+    GPU_CAPACITY_LOST = "GpuCapacityLost"
+    """Its GPUs' node left the cluster (a forced scale-down): back to Waiting."""
+    RESOURCES_INJECTED = "ResourcesInjected"
+    USER_PATHS_OVERWRITTEN = "UserPathsOverwritten"
+    INVALID_VALUES = "InvalidValues"
+    """Prompts unanswered or mistyped, bad `--set`, a secret in plaintext."""
+    HELM_RELEASE_NOT_READY = "HelmReleaseNotReady"
+    HELM_RELEASE_DEPLOYED = "HelmReleaseDeployed"
+    HELM_RELEASE_FAILED = "HelmReleaseFailed"
+    DEPLOY_TIMEOUT = "DeployTimeout"
+    DEPLOYMENT_READY = "DeploymentReady"
+    ROUTES_READY = "RoutesReady"
+    ROUTING_IN_PROGRESS = "RoutingInProgress"
+    ROUTING_ERROR = "RoutingError"
+    ROUTING_INFRA_NOT_READY = "RoutingInfraNotReady"
+    NO_GATEWAY = "NoGateway"
+    """No tenant gateway: endpoints are reached with `kubectl port-forward`."""
+    PORT_POOL_EXHAUSTED = "PortPoolExhausted"
+    SUSPENDED = "Suspended"
+    DELETION_IN_PROGRESS = "DeletionInProgress"
+    INTERNAL_ERROR = "InternalError"
+
+
+class ConditionStatus(StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class WorkspaceCondition(ColonyModel):
+    """A status condition (the `metav1.Condition` shape)."""
+
+    type: str
+    status: ConditionStatus
+    reason: str
+    message: str = ""
+    last_transition_time: datetime | None = None
+
+
+def set_condition(
+    conditions: list[WorkspaceCondition],
+    condition_type: ConditionType,
+    status: ConditionStatus,
+    reason: ConditionReason,
+    message: str,
+    now: datetime,
+) -> list[WorkspaceCondition]:
+    """The conditions with one set; its transition time moves only when its status changes.
+
+    Args:
+        conditions: the current conditions (not modified).
+        condition_type: which condition.
+        status: True, False or Unknown.
+        reason: why.
+        message: for people.
+        now: the workflow's time (`workflow.now()`), never the wall clock.
+    """
+    updated: list[WorkspaceCondition] = []
+    found = False
+    for condition in conditions:
+        if condition.type != condition_type:
+            updated.append(condition)
+            continue
+        found = True
+        moved = condition.status != status
+        updated.append(
+            WorkspaceCondition(
+                type=condition_type,
+                status=status,
+                reason=reason,
+                message=message,
+                last_transition_time=now if moved else condition.last_transition_time,
+            )
+        )
+    if not found:
+        updated.append(
+            WorkspaceCondition(
+                type=condition_type,
+                status=status,
+                reason=reason,
+                message=message,
+                last_transition_time=now,
+            )
+        )
+    return updated
+
+
+def condition(
+    conditions: list[WorkspaceCondition], condition_type: ConditionType
+) -> WorkspaceCondition | None:
+    """The condition of a type, or None."""
+    return next((c for c in conditions if c.type == condition_type), None)
+
+
+class AccessEntry(ColonyModel):
+    """One way to reach an endpoint (exalsius `status.access[]`, plus the port-forward command)."""
+
+    name: str
+    protocol: EndpointProtocol
+    url: str = ""
+    """`https://<workspace>.<domain>`, `ssh://<domain>:<port>`; empty while unresolved."""
+    ready: bool = False
+    """The platform side (route, port) is programmed; the app's health is its chart's business."""
+    message: str = ""
+    """Why it is not ready (e.g. the port pool is exhausted), or how to reach it."""
+    command: str = ""
+    """Without a gateway: the `kubectl port-forward` command that makes `url` work locally."""
+
+
+class ServiceStateSummary(ColonyModel):
+    """One service of a ServiceSet, as k0rdent reports it."""
+
+    name: str
+    state: str = ""
+    """Deployed, Provisioning, Failed, ..."""
+    failure_message: str = ""
+
+
+class ServiceSetStatusSummary(ColonyModel):
+    """A snapshot of the workspace's ServiceSet status."""
+
+    name: str
+    deployed: bool = False
+    services: list[ServiceStateSummary] = Field(default_factory=list)
+
+
+class EventSummary(ColonyModel):
+    """A compact Kubernetes event, or one of the workflow's own."""
+
+    last_seen: datetime | None = None
+    type: str = "Normal"
+    """Normal or Warning."""
+    reason: str
+    message: str = ""
+
+
+class FailureContext(ColonyModel):
+    """What the workspace was doing when it failed, for people and agents to act on."""
+
+    phase_when_failed: WorkspacePhase
+    reason: str
+    service_set_status: ServiceSetStatusSummary | None = None
+    recent_events: list[EventSummary] = Field(default_factory=list)
+    """Newest first."""
+
+
+class PrerequisitePhase(StrEnum):
+    PENDING = "Pending"
+    INSTALLING = "Installing"
+    SATISFIED = "Satisfied"
+    FAILED = "Failed"
+
+
+class PrerequisiteSource(StrEnum):
+    """Who provides a prerequisite."""
+
+    WORKSPACE = "workspace"
+    """Installed by Colony for workspaces (workflow `prereq/<cluster>/<template>`)."""
+    COLONY = "colony"
+    """Found already deployed on the cluster by other means."""
+
+
+class PrerequisiteStatus(ColonyModel):
+    """One prerequisite of the workspace's class on its cluster."""
+
+    name: str
+    """The ServiceTemplate."""
+    phase: PrerequisitePhase = PrerequisitePhase.PENDING
+    namespace: str = ""
+    source: PrerequisiteSource | None = None
+    message: str = ""
+
+
+class AdmissionState(StrEnum):
+    WAITING = "waiting"
+    ADMITTED = "admitted"
+
+
+class AdmissionStatus(ColonyModel):
+    """The workspace's place in its cluster's GPU ledger (`capacity/<cluster>`)."""
+
+    request_id: str
+    state: AdmissionState
+    position: int = 0
+    """1 = next in its GPU selector's queue; 0 once admitted."""
+    placements: list[ReplicaPlacement] = Field(default_factory=list)
+    message: str = ""
+
+
+class WorkspaceStatus(ColonyModel):
+    """What `colonyctl workspace get` shows: the answer of the workflow's `status` query."""
+
+    name: str
+    class_name: str = Field(alias="class")
+    cluster: str
+    phase: WorkspacePhase
+    message: str = ""
+    conditions: list[WorkspaceCondition] = Field(default_factory=list)
+    resolved_resources: WorkspaceResources | None = None
+    prerequisites: list[PrerequisiteStatus] = Field(default_factory=list)
+    admission: AdmissionStatus | None = None
+    access: list[AccessEntry] = Field(default_factory=list)
+    failure_context: FailureContext | None = None
+    namespace: str = ""
+    """`ws-<name>` in the child cluster."""
+    service_set: str = ""
+    """The ServiceSet's name on the management cluster."""
+    suspended: bool = False
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+class WorkspaceState(ColonyModel):
+    """Everything `WorkspaceWorkflow` knows beyond its spec; carried across continue-as-new.
+
+    Lenient like every persisted model (unknown fields are ignored), so a later release replays it.
+    """
+
+    phase: WorkspacePhase = WorkspacePhase.PENDING
+    message: str = ""
+    conditions: list[WorkspaceCondition] = Field(default_factory=list)
+    resolved_resources: WorkspaceResources | None = None
+    prerequisites: list[PrerequisiteStatus] = Field(default_factory=list)
+    admission: AdmissionStatus | None = None
+    admissions_requested: int = 0
+    """How many capacity requests this workspace made (`capacity_request_id`'s attempt): a resume
+    is a new request, a retry of the same one keeps its id."""
+    access: list[AccessEntry] = Field(default_factory=list)
+    tcp_ports: dict[str, int] = Field(default_factory=dict)
+    """Gateway pool ports held, by endpoint name (returned to the pool on delete)."""
+    failure_context: FailureContext | None = None
+    recent_events: list[EventSummary] = Field(default_factory=list)
+    namespace_created: bool = False
+    values_secret_written: bool = False
+    service_set_created: bool = False
+    suspended: bool = False
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+class WorkspaceWorkflowInput(ColonyModel):
+    """The input of `WorkspaceWorkflow`: the request, and the state when continuing as new."""
+
+    spec: WorkspaceSpec
+    state: WorkspaceState | None = None
+
+
+def capacity_request_id(workspace: str, incarnation: str, attempt: int) -> str:
+    """The id of a workspace's `attempt`-th GPU request (1-based): the same for every retry of one
+    request, different for a resume (the next attempt) and for a workspace deleted and created
+    again under the same name (another `incarnation`: the workflow's first execution run id, which
+    continue-as-new keeps). The ledger never admits a released id again, so ids must not repeat."""
+    return f"{workspace}/{incarnation}#{attempt}"
+
+
+# --- Names ----------------------------------------------------------------------------------------
+
+
+def workspace_workflow_id(name: str) -> str:
+    """The id of the one workflow that owns workspace `name`."""
+    return f"workspace/{name}"
+
+
+def capacity_workflow_id(cluster: str) -> str:
+    """The id of the GPU ledger workflow of `cluster`."""
+    return f"capacity/{cluster}"
+
+
+def prerequisite_workflow_id(cluster: str, template: str) -> str:
+    """The id of the workflow installing prerequisite `template` on `cluster` (one per pair)."""
+    return f"prereq/{cluster}/{template}"
+
+
+def workspace_namespace(name: str) -> str:
+    """The workspace's namespace in the child cluster (and on a regional gateway cluster)."""
+    return f"{NAMESPACE_PREFIX}{name}"
+
+
+def shorten_name(name: str, limit: int = DNS_LABEL_MAX) -> str:
+    """`name` if it fits `limit`, else its head and a stable hash of all of it (still unique).
+
+    `wsd-<a very long cluster>-<a very long workspace>` becomes `wsd-<head>-<8 hex digits>`:
+    the same input always gives the same name, so retries and restarts find their objects.
+    """
+    if len(name) <= limit:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    head = name[: limit - len(digest) - 1].rstrip("-.")
+    return f"{head}-{digest}"
+
+
+def helm_release_name(cluster: str, workspace: str) -> str:
+    """The workspace's Helm release (the ServiceSet service's name), as the exalsius operator names
+    it: `wsd-<cluster>-<workspace>`, at most 53 characters. Charts name Services after it."""
+    return shorten_name(f"wsd-{cluster}-{workspace}", HELM_RELEASE_NAME_MAX)
+
+
+def service_set_name(cluster: str, workspace: str) -> str:
+    """The workspace's ServiceSet on the management cluster: `wsd-<cluster>-<workspace>`, <= 63."""
+    return shorten_name(f"wsd-{cluster}-{workspace}")
+
+
+def values_secret_name(cluster: str, workspace: str) -> str:
+    """The Secret beside the ServiceSet holding the unsealed secret values (`valuesFrom`)."""
+    return shorten_name(f"wsd-{cluster}-{workspace}-values")
+
+
+def prerequisite_service_set_name(cluster: str, template: str) -> str:
+    """The ServiceSet of a prerequisite on a cluster (exalsius' `wsprereq-` prefix), <= 63."""
+    return shorten_name(f"wsprereq-{cluster}-{template}")
+
+
+def endpoint_service_name(cluster: str, workspace: str, endpoint: AccessEndpoint) -> str:
+    """The child-cluster Service behind an endpoint: the class's `serviceName`, else
+    `<release>-<endpoint>` (the exalsius chart convention)."""
+    return endpoint.service_name or f"{helm_release_name(cluster, workspace)}-{endpoint.name}"
+
+
+# --- Access ---------------------------------------------------------------------------------------
+
+
+class GatewayInfo(ColonyModel):
+    """The tenant gateway a cluster is attached to, as routing needs it."""
+
+    domain: str
+    """The wildcard listener's domain (`*.dos-lab.example` -> `dos-lab.example`)."""
+    https: bool = True
+    """True when the wildcard listener is HTTPS (production); HTTP in dev."""
+    tcp_ports: list[int] = Field(default_factory=list)
+    """The port pool: the gateway's TCP listeners, for SSH and TCP endpoints."""
+
+
+def http_hostname(workspace: str, endpoint: str, domain: str, *, primary: bool) -> str:
+    """`<workspace>.<domain>` for the first HTTP endpoint, `<workspace>-<endpoint>.<domain>` for others.
+
+    One label deep, so every hostname is under the tenant's wildcard certificate (exalsius ADR-0001).
+    """
+    label = workspace if primary else f"{workspace}-{endpoint}"
+    return f"{label}.{domain}"
+
+
+def allocate_pool_port(pool: list[int], taken: set[int]) -> int | None:
+    """The lowest free port of the gateway's pool, or None when it is exhausted (deterministic)."""
+    return next((port for port in sorted(pool) if port not in taken), None)
+
+
+def local_port(port: int) -> int:
+    """The local port a port-forward uses: the same when unprivileged, else 8000 + port (80 -> 8080,
+    22 -> 8022), so no root is needed on the user's machine."""
+    return port if port >= 1024 else 8000 + port
+
+
+def port_forward_command(
+    cluster: str, workspace: str, endpoint: AccessEndpoint, kubeconfig: str | None = None
+) -> str:
+    """The `kubectl port-forward` command reaching an endpoint when the cluster has no gateway.
+
+    Args:
+        cluster: the workspace's cluster.
+        workspace: the workspace's name.
+        endpoint: the class's endpoint.
+        kubeconfig: the kubeconfig path to name (`colonyctl kubeconfig --cluster X --output ...`).
+    """
+    service = endpoint_service_name(cluster, workspace, endpoint)
+    config = f" --kubeconfig {kubeconfig}" if kubeconfig else ""
+    return (
+        f"kubectl{config} port-forward -n {workspace_namespace(workspace)} "
+        f"svc/{service} {local_port(endpoint.port)}:{endpoint.port}"
+    )
+
+
+def _scheme(protocol: EndpointProtocol, https: bool) -> str:
+    if protocol is EndpointProtocol.HTTP:
+        return "https" if https else "http"
+    return protocol.value.lower()
+
+
+def plan_access(
+    workspace: str,
+    cluster: str,
+    workspace_class: WorkspaceClassSpec,
+    gateway: GatewayInfo | None,
+    tcp_ports: dict[str, int] | None = None,
+    kubeconfig: str | None = None,
+) -> list[AccessEntry]:
+    """The access list of a workspace before its routes are confirmed.
+
+    With a gateway: HTTP endpoints get their hostnames (not ready until the route is accepted),
+    SSH/TCP endpoints the pool port in `tcp_ports` (`ssh://<domain>:<port>`), or a message when the
+    pool had none left. Without one: every endpoint is ready through `kubectl port-forward`, the
+    command in `command` and the local URL in `url`.
+
+    Args:
+        workspace: the workspace's name.
+        cluster: its cluster.
+        workspace_class: its class (the endpoints, in order: the first HTTP one is the primary).
+        gateway: the cluster's tenant gateway, or None.
+        tcp_ports: pool ports allocated so far, by endpoint name.
+        kubeconfig: a kubeconfig path to put in port-forward commands.
+    """
+    entries: list[AccessEntry] = []
+    ports = tcp_ports or {}
+    primary_taken = False
+    for endpoint in workspace_class.access_endpoints:
+        entry = AccessEntry(name=endpoint.name, protocol=endpoint.protocol)
+        if gateway is None:
+            command = port_forward_command(cluster, workspace, endpoint, kubeconfig)
+            entry.url = (
+                f"{_scheme(endpoint.protocol, False)}://localhost:{local_port(endpoint.port)}"
+            )
+            entry.ready = True
+            entry.command = command
+            entry.message = f"no gateway: reach it with `{command}`"
+        elif endpoint.protocol is EndpointProtocol.HTTP:
+            host = http_hostname(
+                workspace, endpoint.name, gateway.domain, primary=not primary_taken
+            )
+            label = host.split(".", 1)[0]
+            primary_taken = True
+            if len(label) > DNS_LABEL_MAX:
+                entry.message = (
+                    f"hostname label '{label}' exceeds {DNS_LABEL_MAX} characters; "
+                    "shorten the workspace or endpoint name"
+                )
+            else:
+                entry.url = f"{_scheme(endpoint.protocol, gateway.https)}://{host}"
+                entry.message = "waiting for the gateway to accept the route"
+        elif endpoint.name in ports:
+            entry.url = f"{_scheme(endpoint.protocol, gateway.https)}://{gateway.domain}:{ports[endpoint.name]}"
+            entry.message = "waiting for the gateway to accept the route"
+        elif not gateway.tcp_ports:
+            entry.message = (
+                "the tenant gateway has no TCP listeners (port pool); ask an administrator for one"
+            )
+        else:
+            entry.message = (
+                f"port pool exhausted: all {len(gateway.tcp_ports)} TCP listeners of the tenant "
+                "gateway are in use; ask an administrator to widen the pool"
+            )
+        entries.append(entry)
+    return entries
