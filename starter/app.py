@@ -41,11 +41,14 @@ DEBUG_ENV = "COLONY_DEBUG"
 _CAMEL = re.compile(r"-([a-z0-9])")
 
 
+def _camel(name: str) -> str:
+    return _CAMEL.sub(lambda match: match.group(1).upper(), name.replace("_", "-"))
+
+
 def field_of(param: Any) -> str:
     """The request field a parameter stands for: `--location-id` -> `locationId`, NAME -> `name`."""
     options = [opt for opt in getattr(param, "opts", []) if opt.startswith("--")]
-    name = options[0][2:] if options else str(getattr(param, "name", "") or "argument")
-    return _CAMEL.sub(lambda match: match.group(1).upper(), name.replace("_", "-"))
+    return _camel(options[0][2:] if options else str(getattr(param, "name", "") or "argument"))
 
 
 def _given_value(args: Sequence[str], param: Any) -> str | None:
@@ -87,8 +90,7 @@ def usage_message(error: click_exceptions.UsageError, args: Sequence[str]) -> st
         )
         return f"{error.option_name}: no such option{suggestion}"
     if isinstance(error, click_exceptions.BadOptionUsage):
-        name = error.option_name.lstrip("-")
-        return f"{field_of(type('P', (), {'opts': [error.option_name], 'name': name}))}: {_sentence(error.message)}"
+        return f"{_camel(error.option_name.lstrip('-'))}: {_sentence(error.message)}"
     message = _sentence(error.message)
     if message.startswith("no such command"):
         # "No such command 'x'. Did you mean 'y'?" on one line: "no such command 'x' (did ...)".

@@ -27,7 +27,8 @@ def watch_cluster(conf: ColonySettings, name: str, fmt: OutputFormat) -> None:
         if fmt is OutputFormat.TABLE and output.stdout_is_terminal():
             from rich.live import Live
 
-            live = Live(console=output.console(), refresh_per_second=4, transient=False)
+            # Redrawn when the status changes only (auto-refresh would repaint an unchanged view).
+            live = Live(console=output.console(), auto_refresh=False, transient=False)
         first = True
         try:
             async for status in colony.watch_status(client, name):
