@@ -9,7 +9,8 @@ Temporary (left to the workflow's retry policy):
     409 Conflict, 429 throttling, 5xx, timeouts and refused connections. A 429 that names a
     `Retry-After` sets the next retry delay to it.
 
-Messages never include request headers (they carry credentials), only the API's own message.
+Messages never include request headers (they carry credentials), only the API's own message, and
+name the failure as the system gave it: `<HTTP status> <reason>: <message>` (see `status_name`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,43 @@ THROTTLED = "Throttled"
 SERVER_ERROR = "ServerError"
 UNAVAILABLE = "Unavailable"
 """Types of the retryable errors (not in `NON_RETRYABLE`): they show in the Web UI's attempts."""
+
+
+GENERIC_REASONS: dict[str, frozenset[int]] = {
+    "BadRequest": frozenset({400}),
+    "Unauthorized": frozenset({401}),
+    "Forbidden": frozenset({403}),
+    "NotFound": frozenset({404}),
+    "MethodNotAllowed": frozenset({405}),
+    "NotAcceptable": frozenset({406}),
+    "AlreadyExists": frozenset({409}),
+    "Conflict": frozenset({409}),
+    "Gone": frozenset({410}),
+    "Expired": frozenset({410}),
+    "RequestEntityTooLarge": frozenset({413}),
+    "UnsupportedMediaType": frozenset({415}),
+    "Invalid": frozenset({422}),
+    "UnprocessableEntity": frozenset({422}),
+    "TooManyRequests": frozenset({429}),
+    "InternalError": frozenset({500}),
+    "ServerTimeout": frozenset({500, 504}),
+    "ServiceUnavailable": frozenset({503}),
+    "Timeout": frozenset({504}),
+}
+"""Kubernetes' generic `StatusReason`s (apimachinery metav1) and the HTTP statuses each goes with;
+the host provider's error codes use the same names for the same cases."""
+
+
+def status_name(status: int, reason: str | None, phrase: str | None) -> str:
+    """`<status> <reason>`: the body's reason when it fits the status, else the status line's.
+
+    A body whose generic reason contradicts the HTTP status (a proxy's or a fault injector's
+    `InternalError` on a 403) is not believed: the status line is what the system answered, so a
+    403 reads "403 Forbidden", never "403 InternalError". A specific reason the body gives
+    (`AlreadyExists` on a 409, `InsufficientCapacity`) is kept: it says more than the status line.
+    """
+    fits = reason and status in GENERIC_REASONS.get(reason, frozenset({status}))
+    return f"{status} {reason if fits else (phrase or reason or 'Error')}"
 
 
 def _temporary(message: str, error_type: str, retry_after: float | None = None) -> ApplicationError:
@@ -65,7 +103,7 @@ def kube_message(exc: ApiException) -> str:
     """The API's own message for a Kubernetes error (never headers)."""
     status = kube_status(exc)
     message = str(status.get("message") or exc.reason or "")
-    return f"{exc.status} {status.get('reason') or exc.reason}: {message}"
+    return f"{status_name(exc.status or 0, status.get('reason'), exc.reason)}: {message}"
 
 
 def kube_error(exc: ApiException, what: str) -> ApplicationError:
@@ -118,9 +156,8 @@ def http_error(exc: httpx.HTTPStatusError, what: str) -> ApplicationError:
     response = exc.response
     error = http_error_body(response)
     code = str(error.get("code") or response.reason_phrase)
-    message = (
-        f"{what}: {response.status_code} {code}: {error.get('message') or response.text[:200]}"
-    )
+    name = status_name(response.status_code, code, response.reason_phrase)
+    message = f"{what}: {name}: {error.get('message') or response.text[:200]}"
     status = response.status_code
     if status in (401, 403):
         return permanent(ErrorType.FORBIDDEN, message)

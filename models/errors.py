@@ -71,6 +71,20 @@ def permanent(error_type: ErrorType, message: str) -> ApplicationError:
     return ApplicationError(message, type=error_type, non_retryable=True)
 
 
-def rejected(message: str) -> ApplicationError:
-    """The error an update validator raises to refuse an operation with a message for the user."""
-    return ApplicationError(message, type=ErrorType.OPERATION_REJECTED, non_retryable=True)
+REJECTED_NOT_FOUND = "NotFound"
+"""The `reason` in a refusal's details when what the request names does not exist (clients map it
+to "not found", exit code 3, without reading the message)."""
+
+
+def rejected(message: str, *, not_found: bool = False) -> ApplicationError:
+    """The error an update validator raises to refuse an operation with a message for the user.
+
+    Args:
+        message: the rule broken, for the user.
+        not_found: the request names a pool, node or operation that does not exist; the details
+            then carry `{"reason": "NotFound"}`.
+    """
+    details = [{"reason": REJECTED_NOT_FOUND}] if not_found else []
+    return ApplicationError(
+        message, *details, type=ErrorType.OPERATION_REJECTED, non_retryable=True
+    )

@@ -8,6 +8,7 @@ not together are refused at once rather than failing later.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from models.cluster import (
     FREE_NODE_MESSAGE,
@@ -78,13 +79,20 @@ def plan(state: ClusterState, running: Operation | None) -> dict[str, PlannedPoo
     return pools
 
 
+class Problem(NamedTuple):
+    """Why an operation is refused, and whether it is because what it names does not exist."""
+
+    message: str
+    not_found: bool = False
+
+
 def _without_free_node(pools: dict[str, PlannedPool]) -> bool:
     return cluster_without_free_node((pool.count, pool.untainted) for pool in pools.values())
 
 
 def operation_problem(
     cluster: str, state: ClusterState, running: Operation | None, request: OperationRequest
-) -> str | None:
+) -> Problem | None:
     """Why `request` is refused for the cluster in `state`, or None when it may be queued.
 
     Args:
@@ -94,34 +102,34 @@ def operation_problem(
         request: the operation asked for.
     """
     if state.phase is ClusterPhase.DELETED:
-        return f"cluster '{cluster}' is deleted"
+        return Problem(f"cluster '{cluster}' is deleted", not_found=True)
     if isinstance(request, DeleteClusterRequest):
         return None
     if state.phase is ClusterPhase.DELETING:
-        return f"cluster '{cluster}' is being deleted: no other operation is accepted"
+        return Problem(f"cluster '{cluster}' is being deleted: no other operation is accepted")
     if state.phase is ClusterPhase.CREATING:
-        return (
+        return Problem(
             f"cluster '{cluster}' is still being created: only delete is accepted until it is ready"
         )
     if state.phase is ClusterPhase.FAILED:
-        return f"cluster '{cluster}' failed ({state.reason}): only delete is accepted"
+        return Problem(f"cluster '{cluster}' failed ({state.reason}): only delete is accepted")
 
     if isinstance(request, ScaleNodePoolRequest) and (problem := count_problem(request.count)):
-        return problem
+        return Problem(problem)
     before = plan(state, running)
     match request:
         case AddNodePoolRequest(pool=spec) if spec.name in before:
-            return f"node pool '{spec.name}' already exists in cluster '{cluster}'"
+            return Problem(f"node pool '{spec.name}' already exists in cluster '{cluster}'")
         case ScaleNodePoolRequest(pool=name) | DeleteNodePoolRequest(pool=name) if (
             name not in before
         ):
-            return f"node pool '{name}' does not exist in cluster '{cluster}'"
+            return Problem(f"node pool '{name}' does not exist in cluster '{cluster}'", not_found=True)
         case DeleteNodeRequest(node=node):
             owner = next((p for p in before.values() if any(node in ids for ids in p.nodes)), None)
             if owner is None:
-                return f"node '{node}' does not exist in cluster '{cluster}'"
+                return Problem(f"node '{node}' does not exist in cluster '{cluster}'", not_found=True)
             if owner.count <= 1:
-                return (
+                return Problem(
                     f"node '{node}' is the last node of node pool '{owner.name}' and cannot be "
                     "deleted on its own: delete the pool"
                 )
@@ -131,5 +139,5 @@ def operation_problem(
     after = plan(state, running)
     _apply(after, request)
     if _without_free_node(after) and not _without_free_node(before):
-        return FREE_NODE_MESSAGE.format(cluster=cluster)
+        return Problem(FREE_NODE_MESSAGE.format(cluster=cluster))
     return None

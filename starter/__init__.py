@@ -1,1 +1,14 @@
-"""`colonyctl`, the command line that starts, steers and watches Colony's workflows."""
+"""`colonyctl`, the command line that starts, steers and watches Colony's workflows.
+
+- `cli.py`: the entry point (start-up, the token fast path, exit codes, `os._exit`);
+- `app.py`: the Typer application and the one place errors become lines and exit codes;
+- `commands/`: one module per noun (cluster and `apply`, node-pool, node, operation, credentials,
+  catalog, sim);
+- `client.py`: every call to Temporal (`ClusterWorkflow`), shared with the coming HTTP API;
+  `catalog.py`: the host provider's catalog and stock; `checks.py`: catalog checks before sending;
+- `parsing.py`: flags and files to models; `submit.py`: send, follow and finish an operation;
+  `watch.py`: `cluster get -w`; `output.py`: tables, JSON/YAML and live views;
+- `errors.py`: the typed errors and their exit codes;
+- `credentials.py` and `token_cache.py`: the kubeconfig and the cached exec-plugin token;
+- `devenv.py` and `scenario.py`: `make run` and its demo.
+"""

@@ -1,45 +1,62 @@
-"""The host provider's read-only catalog (locations, GPU models, CPU SKUs), for `colonyctl catalog`
-and for checking a create request's locationId and SKUs before anything starts.
+"""The host provider's catalog as Colony's clients see it: locations, GPU models, CPU SKUs, and what
+each location stocks (hosts per SKU, free now).
 
-Plain HTTP with httpx, straight to the provider: the catalog is not Kubernetes and not a workflow.
+Plain HTTP with httpx, straight to the provider (the catalog is neither Kubernetes nor a
+workflow). Stock is computed from the provider's `GET /v1/hosts?location=...`, which lists every
+host with its state; the provider has no stock endpoint. Used by `colonyctl catalog`, by the checks
+`cluster create` and `node-pool create/scale` run before anything starts (`starter.checks`), and by
+the coming HTTP API. Raises `starter.errors` types; no Typer or rich here.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any
 
 import httpx
 
 from activities.errors import http_error_body
 from activities.settings import ColonySettings
-from starter.clusters import CliError
+from models.catalog import LocationStock, SkuKind, SkuStock
+from starter.errors import NotFoundError, UnavailableError
 
 CATALOG_PATHS = {
     "location": "/v1/locations",
     "gpu-model": "/v1/gpu-models",
     "cpu-sku": "/v1/cpu-skus",
 }
+HOSTS_PATH = "/v1/hosts"
 TIMEOUT = httpx.Timeout(10.0, connect=3.0)
 
 
-async def fetch(settings: ColonySettings, kind: str) -> list[dict[str, Any]]:
-    """The catalog's items of one kind ("location", "gpu-model", "cpu-sku")."""
+async def _get(settings: ColonySettings, path: str, params: dict[str, str] | None = None) -> Any:
     url, key = settings.require_host_provider()
     async with httpx.AsyncClient(
         base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=TIMEOUT
     ) as http:
         try:
-            response = await http.get(CATALOG_PATHS[kind])
+            response = await http.get(path, params=params)
             response.raise_for_status()
         except httpx.HTTPStatusError as exc:
             error = http_error_body(exc.response)
-            raise CliError(
-                f"host provider: {exc.response.status_code} {error.get('message') or exc.response.reason_phrase}"
+            raise UnavailableError(
+                f"host provider: {exc.response.status_code} "
+                f"{error.get('code') or exc.response.reason_phrase}: "
+                f"{error.get('message') or exc.response.text[:200]}"
             ) from exc
         except httpx.TransportError as exc:
-            raise CliError(f"cannot reach the host provider at {url}: {exc}") from exc
-    items = response.json().get("items") or []
-    return [item for item in items if isinstance(item, dict)]
+            raise UnavailableError(f"cannot reach the host provider at {url}: {exc}") from exc
+    return response.json()
+
+
+def _items(body: Any) -> list[dict[str, Any]]:
+    items = body.get("items") if isinstance(body, dict) else None
+    return [item for item in items or [] if isinstance(item, dict)]
+
+
+async def fetch(settings: ColonySettings, kind: str) -> list[dict[str, Any]]:
+    """The catalog's items of one kind ("location", "gpu-model", "cpu-sku")."""
+    return _items(await _get(settings, CATALOG_PATHS[kind]))
 
 
 async def catalog_ids(settings: ColonySettings) -> dict[str, set[str]]:
@@ -48,3 +65,49 @@ async def catalog_ids(settings: ColonySettings) -> dict[str, set[str]]:
         kind: {str(item.get("id")) for item in await fetch(settings, kind)}
         for kind in CATALOG_PATHS
     }
+
+
+def stock_of(location: dict[str, Any], hosts: list[dict[str, Any]]) -> LocationStock:
+    """A location's stock from the provider's hosts (those of other locations are ignored)."""
+    counts: dict[tuple[SkuKind, str], list[int]] = defaultdict(lambda: [0, 0])
+    for host in hosts:
+        if host.get("location") != location.get("id"):
+            continue
+        if host.get("gpuModelId"):
+            key = (SkuKind.GPU, str(host["gpuModelId"]))
+        elif host.get("cpuSku"):
+            key = (SkuKind.CPU, str(host["cpuSku"]))
+        else:
+            continue
+        counts[key][0] += 1
+        counts[key][1] += host.get("state") == "free"
+    return LocationStock(
+        id=str(location.get("id")),
+        name=str(location.get("name") or ""),
+        country=str(location.get("country") or ""),
+        skus=[
+            SkuStock(kind=kind, id=sku, total=total, free=free)
+            # GPU models first, as the catalog lists them; then CPU SKUs.
+            for (kind, sku), (total, free) in sorted(
+                counts.items(), key=lambda item: (item[0][0] is not SkuKind.GPU, item[0][1])
+            )
+        ],
+    )
+
+
+async def stock(settings: ColonySettings) -> list[LocationStock]:
+    """Every location with its stock (two requests: the locations, then every host)."""
+    locations = await fetch(settings, "location")
+    hosts = _items(await _get(settings, HOSTS_PATH))
+    return [stock_of(location, hosts) for location in locations]
+
+
+async def location_stock(settings: ColonySettings, location_id: str) -> LocationStock:
+    """One location with its stock; `NotFoundError` when the catalog has no such location."""
+    locations = await fetch(settings, "location")
+    location = next((loc for loc in locations if loc.get("id") == location_id), None)
+    if location is None:
+        known = ", ".join(sorted(str(loc.get("id")) for loc in locations))
+        raise NotFoundError(f"location: unknown location '{location_id}' (catalog: {known})")
+    hosts = _items(await _get(settings, HOSTS_PATH, {"location": location_id}))
+    return stock_of(location, hosts)

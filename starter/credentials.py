@@ -1,30 +1,31 @@
-"""`colonyctl kubeconfig` and `colonyctl token`: the documented exception where the CLI talks to
-Kubernetes itself.
+"""`colonyctl kubeconfig` and the issuing half of `colonyctl token`: the documented exception
+where the CLI talks to Kubernetes itself.
 
 The kubeconfig it writes holds no credential: the child cluster's server and CA, and an `exec`
 user that runs `colonyctl token`, which asks the child for a one-hour ServiceAccount token
 (TokenRequest) of `colony-admin`, bound to cluster-admin. The child's admin kubeconfig is read from
 the `<name>-kubeconfig` Secret on the management cluster and used only in this process; neither it
-nor the tokens ever pass through a workflow.
+nor the tokens ever pass through a workflow. `starter.token_cache` calls `issue_token` only when it
+has no usable token cached; it imports this module (and the Kubernetes client) only then.
 """
 
 from __future__ import annotations
 
 import base64
 import os
-import shutil
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import urllib3
 import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from activities.kube import api_client_from_dict, api_client_from_file, close_client
-from activities.settings import ColonySettings
 from models.cluster import DEFAULT_NAMESPACE, kubeconfig_secret_name
-from starter.clusters import CliError, ExitCode
+from starter.errors import ColonyError, InvalidRequestError, NotFoundError, UnavailableError
 
 SERVICE_ACCOUNT = "colony-admin"
 SERVICE_ACCOUNT_NAMESPACE = "kube-system"
@@ -32,30 +33,43 @@ BINDING = "colony-admin"
 TOKEN_SECONDS = 3600
 """One hour: what the product promises ("a cluster token ... which expires after one hour")."""
 EXEC_API_VERSION = "client.authentication.k8s.io/v1"
+"""Also in `starter.token_cache`, which must not import this module on a cache hit."""
 
 
-def _admin_kubeconfig(settings: ColonySettings, cluster: str, namespace: str) -> dict[str, Any]:
+def _management_client(management_kubeconfig: Path) -> client.ApiClient:
+    if not management_kubeconfig.is_file():
+        raise InvalidRequestError(
+            f"management cluster kubeconfig {management_kubeconfig} does not exist: "
+            "set COLONY_MANAGEMENT_KUBECONFIG (or start the simulator: colonyctl sim up)"
+        )
+    return api_client_from_file(management_kubeconfig)
+
+
+def _admin_kubeconfig(management_kubeconfig: Path, cluster: str, namespace: str) -> dict[str, Any]:
     """The child's admin kubeconfig from its Secret (kept in memory only)."""
-    management = api_client_from_file(settings.require_management_kubeconfig())
+    management = _management_client(management_kubeconfig)
     try:
         secret = client.CoreV1Api(management).read_namespaced_secret(
             kubeconfig_secret_name(cluster), namespace
         )
     except ApiException as exc:
         if exc.status == 404:
-            raise CliError(
-                f"cluster: cluster '{cluster}' has no kubeconfig (not found, or not ready yet)",
-                ExitCode.NOT_FOUND,
+            raise NotFoundError(
+                f"cluster: cluster '{cluster}' has no kubeconfig (not found, or not ready yet)"
             ) from exc
-        raise CliError(f"cannot read the kubeconfig of cluster '{cluster}': {exc.reason}") from exc
+        raise UnavailableError(
+            f"cannot read the kubeconfig of cluster '{cluster}': {exc.status} {exc.reason}"
+        ) from exc
+    except urllib3.exceptions.HTTPError as exc:
+        raise UnavailableError(f"cannot reach the management cluster: {exc}") from exc
     finally:
         close_client(management)
     value = (secret.data or {}).get("value")
     if not value:
-        raise CliError(f"the kubeconfig Secret of cluster '{cluster}' is empty")
+        raise ColonyError(f"the kubeconfig Secret of cluster '{cluster}' is empty")
     loaded = yaml.safe_load(base64.b64decode(value))
     if not isinstance(loaded, dict):
-        raise CliError(f"the kubeconfig Secret of cluster '{cluster}' holds no kubeconfig")
+        raise ColonyError(f"the kubeconfig Secret of cluster '{cluster}' holds no kubeconfig")
     return loaded
 
 
@@ -66,45 +80,46 @@ def _current_cluster(kubeconfig: dict[str, Any]) -> dict[str, Any]:
     context = contexts.get(kubeconfig.get("current-context", ""), {})
     entry = clusters.get(context.get("cluster", "")) or next(iter(clusters.values()), None)
     if not entry:
-        raise CliError("the cluster's kubeconfig names no cluster")
+        raise ColonyError("the cluster's kubeconfig names no cluster")
     return dict(entry)
 
 
-def colonyctl_command() -> tuple[str, list[str]]:
-    """How kubectl should run `colonyctl`: its absolute path, or this Python with `-m starter.cli`."""
-    argv0 = Path(sys.argv[0])
-    if argv0.name == "colonyctl" and argv0.exists():
-        return str(argv0.resolve()), []
-    beside = Path(sys.executable).parent / "colonyctl"
-    if beside.exists():
-        return str(beside), []
-    found = shutil.which("colonyctl")
-    if found:
-        return str(Path(found).resolve()), []
-    return sys.executable, ["-m", "starter.cli"]
+PLUGIN_CODE = "import starter.token_cache as t; t.main()"
+"""What the plugin's Python runs (`-c`, not `-m`: runpy's imports cost more than the module)."""
 
 
-def build_kubeconfig(settings: ColonySettings, cluster: str, namespace: str) -> dict[str, Any]:
+def token_plugin(cluster: str, namespace: str) -> tuple[str, list[str], dict[str, str]]:
+    """How kubectl runs `colonyctl token`: command, args and environment.
+
+    This Python, without `site` (`-S`) and without the working directory on its path (`-P`),
+    runs `starter.token_cache` found through `PYTHONPATH`: a cached token is then handed out in a
+    few milliseconds, where the `colonyctl` console script pays for `site` and every installed
+    package's start-up hooks before its first line (see `starter.token_cache`). A miss re-executes
+    the full `colonyctl` with `site`.
+    """
+    import starter
+
+    package_parent = Path(starter.__file__).resolve().parent.parent
+    args = ["-S", "-P", "-c", PLUGIN_CODE, "token", "--cluster", cluster]
+    if namespace != DEFAULT_NAMESPACE:
+        args += ["--namespace", namespace]
+    return sys.executable, args, {"PYTHONPATH": str(package_parent)}
+
+
+def build_kubeconfig(management_kubeconfig: Path, cluster: str, namespace: str) -> dict[str, Any]:
     """A kubeconfig for the cluster without any credential (exec plugin: `colonyctl token`)."""
-    entry = _current_cluster(_admin_kubeconfig(settings, cluster, namespace))
+    entry = _current_cluster(_admin_kubeconfig(management_kubeconfig, cluster, namespace))
     ca_data = entry.get("certificate-authority-data")
     if not ca_data and entry.get("certificate-authority"):
         ca_data = base64.b64encode(Path(entry["certificate-authority"]).read_bytes()).decode()
     cluster_entry: dict[str, Any] = {"server": entry["server"]}
     if ca_data:
         cluster_entry["certificate-authority-data"] = ca_data
-    command, prefix = colonyctl_command()
-    args = [*prefix, "token", "--cluster", cluster]
-    if namespace != DEFAULT_NAMESPACE:
-        args += ["--namespace", namespace]
+    command, args, plugin_env = token_plugin(cluster, namespace)
     # Where `colonyctl token` finds the management cluster, wherever kubectl runs it from: a path
     # to a kubeconfig, not a credential.
-    env = [
-        {
-            "name": "COLONY_MANAGEMENT_KUBECONFIG",
-            "value": str(settings.management_kubeconfig.resolve()),
-        }
-    ]
+    plugin_env["COLONY_MANAGEMENT_KUBECONFIG"] = str(management_kubeconfig.resolve())
+    env = [{"name": name, "value": value} for name, value in plugin_env.items()]
     user = f"colony-{cluster}"
     return {
         "apiVersion": "v1",
@@ -148,7 +163,7 @@ def _ensure(create: Any, *args: Any) -> None:
             raise
 
 
-def _issue_token(child: client.ApiClient) -> dict[str, Any]:
+def _issue(child: client.ApiClient) -> tuple[str, datetime]:
     core = client.CoreV1Api(child)
     _ensure(
         core.create_namespaced_service_account,
@@ -188,25 +203,22 @@ def _issue_token(child: client.ApiClient) -> dict[str, Any]:
     )
     status = response.status
     if status is None or not status.token or status.expiration_timestamp is None:
-        raise CliError("the cluster answered the TokenRequest without a token")
-    return {
-        "apiVersion": EXEC_API_VERSION,
-        "kind": "ExecCredential",
-        "status": {
-            "token": status.token,
-            "expirationTimestamp": status.expiration_timestamp.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        },
-    }
+        raise ColonyError("the cluster answered the TokenRequest without a token")
+    return status.token, status.expiration_timestamp
 
 
-def exec_credential(settings: ColonySettings, cluster: str, namespace: str) -> dict[str, Any]:
-    """An ExecCredential with a one-hour token that only this cluster accepts."""
-    child = api_client_from_dict(_admin_kubeconfig(settings, cluster, namespace))
+def issue_token(
+    management_kubeconfig: Path | str, cluster: str, namespace: str
+) -> tuple[str, datetime]:
+    """A new one-hour token that only this cluster accepts, and when it expires."""
+    child = api_client_from_dict(_admin_kubeconfig(Path(management_kubeconfig), cluster, namespace))
     try:
-        return _issue_token(child)
+        return _issue(child)
     except ApiException as exc:
-        raise CliError(
+        raise UnavailableError(
             f"cannot issue a token for cluster '{cluster}': {exc.status} {exc.reason}"
         ) from exc
+    except urllib3.exceptions.HTTPError as exc:
+        raise UnavailableError(f"cannot reach cluster '{cluster}': {exc}") from exc
     finally:
         close_client(child)

@@ -1,34 +1,40 @@
-"""How `colonyctl` shows things: `-o table|json|yaml`, one-line errors, and the live `--wait` view.
+"""How `colonyctl` shows things: `-o table|json|yaml`, one-line errors, and the live views.
 
-Tables and progress are rich renderables on the terminal; JSON and YAML are the models' own
-camelCase shapes (the same as the API's), so scripts read what the workflow reports.
+JSON and YAML are the models' own camelCase shapes (the same as the API's), written as plain text.
+Tables follow kubectl: when stdout is not a terminal every cell is printed whole, in columns padded
+to the widest cell (a pipe or a file never gets truncated or wrapped cells); only a terminal gets
+rich's fitted, coloured columns. rich is imported only for a terminal and the live `--wait` and
+`-w` views: piped output and the JSON path stay cheap.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
-from enum import StrEnum
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
-import yaml
-from pydantic import BaseModel, ValidationError
-from pydantic.alias_generators import to_camel
-from rich.console import Console, Group
-from rich.table import Table
-from rich.text import Text
+from pydantic import BaseModel
 
 from models.cluster import ClusterStatus
+from models.node_pool import NodePoolStatus, Taint
 from models.operations import Operation, OperationState
+from starter.options import OutputFormat
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+
+COLUMN_GAP = "   "
+"""Three spaces between columns, as kubectl's printers use."""
+NODE_COLUMNS = ("NAME", "POOL", "HOST", "ADDRESS", "STATE", "KUBERNETES")
+OPERATION_COLUMNS = (
+    "ID", "KIND", "STATE", "SUBMITTED", "STARTED", "FINISHED", "DURATION", "DETAIL",
+)  # fmt: skip
+PHASE_STYLES = {"ready": "green", "failed": "red", "deleting": "yellow", "creating": "cyan"}
 
 
-class OutputFormat(StrEnum):
-    TABLE = "table"
-    JSON = "json"
-    YAML = "yaml"
+# --- plain text ------------------------------------------------------------------------------
 
 
 def plain(data: Any) -> Any:
@@ -42,89 +48,118 @@ def plain(data: Any) -> Any:
     return data
 
 
-def emit(data: Any, fmt: OutputFormat) -> bool:
-    """Print `data` as JSON or YAML; False for the table format (the caller draws the table)."""
-    if fmt is OutputFormat.JSON:
-        out.print_json(json.dumps(plain(data)), highlight=False)
-        return True
-    if fmt is OutputFormat.YAML:
-        out.print(yaml.safe_dump(plain(data), sort_keys=False).rstrip(), markup=False)
-        return True
-    return False
+def write(text: str = "") -> None:
+    """A line on stdout."""
+    sys.stdout.write(text + "\n")
+
+
+def info(text: str) -> None:
+    """A line on stderr: links and notes that must not mix with what scripts parse."""
+    sys.stderr.write(text + "\n")
 
 
 def error_line(message: str) -> None:
     """One line on stderr: `error: <message>` (newlines folded, for scripts that read one line)."""
-    err.print(Text(f"error: {' '.join(message.split())}"))
+    sys.stderr.write(f"error: {' '.join(message.split())}\n")
 
 
-def _field(location: Sequence[int | str]) -> str:
-    path = ""
-    for part in location:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        else:
-            path += ("." if path else "") + to_camel(part)
-    return path
+def emit(data: Any, fmt: OutputFormat, *, compact: bool = False) -> bool:
+    """Print `data` as JSON or YAML; False for the table format (the caller draws the table).
+
+    Args:
+        compact: one JSON document per line (a stream of changes, as `-w -o json`).
+    """
+    if fmt is OutputFormat.JSON:
+        write(json.dumps(plain(data), indent=None if compact else 2))
+        return True
+    if fmt is OutputFormat.YAML:
+        import yaml  # only -o yaml needs it
+
+        if compact:
+            write("---")
+        write(yaml.safe_dump(plain(data), sort_keys=False).rstrip())
+        return True
+    return False
 
 
-def validation_message(exc: ValidationError) -> str:
-    """The first problem of a validation error as `<field>: <rule>`."""
-    first = exc.errors(include_url=False)[0]
-    location = [part for part in first["loc"] if not str(part).startswith("function-")]
-    field = _field(location) or to_camel(str(first["type"]))
-    return f"{field}: {first['msg']}"
+def stdout_is_terminal() -> bool:
+    return sys.stdout.isatty()
 
 
-def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:
+def cell(value: Any) -> str:
+    """A table cell on one line (a reason may hold newlines)."""
+    return " ".join(str(value).split()) if value not in (None, "") else "-"
+
+
+def plain_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Whole cells in columns padded to the widest one; the last column is not padded."""
+    text_rows = [list(columns), *([cell(value) for value in row] for row in rows)]
+    widths = [max(len(row[i]) for row in text_rows) for i in range(len(columns))]
+    lines = []
+    for row in text_rows:
+        padded = [value.ljust(widths[i]) for i, value in enumerate(row[:-1])]
+        lines.append(COLUMN_GAP.join([*padded, row[-1]]).rstrip())
+    return "\n".join(lines)
+
+
+# --- rich, for terminals and live views ------------------------------------------------------
+
+
+def console(*, stderr: bool = False) -> Console:
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+
+def rich_table(
+    title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+) -> RenderableType:
+    from rich.table import Table
+
     view = Table(title=title, title_justify="left", box=None, header_style="bold", pad_edge=False)
     for column in columns:
         view.add_column(column)
     for row in rows:
-        view.add_row(*(str(cell) for cell in row))
+        view.add_row(*(cell(value) for value in row))
     return view
 
 
-def cluster_table(status: ClusterStatus) -> Group:
-    """`colonyctl cluster get` as text."""
-    head = Text.assemble(
-        ("cluster ", "bold"),
-        (status.name, "bold cyan"),
-        f"  location {status.location_id}  phase ",
-        (status.phase.value, _phase_style(status.phase.value)),
-    )
-    parts: list[Any] = [head]
-    if status.reason:
-        parts.append(Text(f"reason: {status.reason}", style="yellow"))
-    parts.append(
-        table(
-            "node pools",
-            ["NAME", "SKU", "COUNT", "READY", "LABELS", "TAINTS"],
-            [
-                (
-                    pool.name,
-                    str(pool.sku),
-                    pool.count,
-                    pool.ready_count,
-                    ",".join(f"{k}={v}" for k, v in pool.labels.items()) or "-",
-                    ",".join(f"{t.key}={t.value}:{t.effect}" for t in pool.taints) or "-",
-                )
-                for pool in status.node_pools
-            ],
+def print_table(
+    columns: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str | None = None
+) -> None:
+    """A table on stdout: fitted on a terminal, whole cells otherwise."""
+    if stdout_is_terminal():
+        console().print(rich_table(title, columns, rows))
+        return
+    if title:
+        write(title.upper())
+    write(plain_table(columns, rows))
+
+
+# --- what the commands show ------------------------------------------------------------------
+
+
+def taint_text(taint: Taint) -> str:
+    """As kubectl prints a taint: `key=value:Effect`, or `key:Effect` without a value."""
+    head = f"{taint.key}={taint.value}" if taint.value else taint.key
+    return f"{head}:{taint.effect.value}"
+
+
+def pool_rows(pools: Sequence[NodePoolStatus]) -> list[tuple[Any, ...]]:
+    return [
+        (
+            pool.name,
+            str(pool.sku),
+            pool.count,
+            pool.ready_count,
+            ",".join(f"{k}={v}" for k, v in pool.labels.items()) or "-",
+            ",".join(taint_text(t) for t in pool.taints) or "-",
         )
-    )
-    operations = [
-        op
-        for op in [
-            *status.completed_operations[-5:],
-            status.current_operation,
-            *status.queued_operations,
-        ]
-        if op is not None
+        for pool in pools
     ]
-    if operations:
-        parts.append(operation_table(operations))
-    return Group(*parts)
+
+
+POOL_COLUMNS = ("NAME", "SKU", "COUNT", "READY", "LABELS", "TAINTS")
 
 
 def node_rows(status: ClusterStatus) -> list[tuple[str, ...]]:
@@ -135,15 +170,23 @@ def node_rows(status: ClusterStatus) -> list[tuple[str, ...]]:
     ]
 
 
-NODE_COLUMNS = ("NAME", "POOL", "HOST", "ADDRESS", "STATE", "KUBERNETES")
+def timestamp(moment: datetime | None) -> str:
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z") if moment else "-"
 
 
-def operation_table(operations: Sequence[Operation]) -> Table:
-    return table(
-        "operations",
-        ["ID", "KIND", "STATE", "DETAIL"],
-        [(op.id, op.kind.value, op.state.value, describe(op)) for op in operations],
-    )
+def duration_text(operation: Operation, now: datetime | None = None) -> str:
+    """How long the operation ran (or has been running, given `now`); "-" before it started."""
+    if operation.started_at is None:
+        return "-"
+    end = operation.finished_at or now
+    if end is None:
+        return "-"
+    seconds = int((end - operation.started_at).total_seconds())
+    minutes, seconds = divmod(max(seconds, 0), 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
 
 
 def describe(op: Operation) -> str:
@@ -164,8 +207,135 @@ def describe(op: Operation) -> str:
     return ", ".join(bits)
 
 
-def live_view(status: ClusterStatus, operation: Operation | None, elapsed: float) -> Group:
+def operation_rows(
+    operations: Sequence[Operation], now: datetime | None = None
+) -> list[tuple[str, ...]]:
+    return [
+        (
+            op.id,
+            op.kind.value,
+            op.state.value,
+            timestamp(op.submitted_at),
+            timestamp(op.started_at),
+            timestamp(op.finished_at),
+            duration_text(op, now),
+            describe(op) or "-",
+        )
+        for op in operations
+    ]
+
+
+def recent_operations(status: ClusterStatus) -> list[Operation]:
+    """The last five finished, the running and the queued operations."""
+    return [
+        op
+        for op in [
+            *status.completed_operations[-5:],
+            status.current_operation,
+            *status.queued_operations,
+        ]
+        if op is not None
+    ]
+
+
+def cluster_head(status: ClusterStatus) -> str:
+    return f"cluster {status.name}  location {status.location_id}  phase {status.phase.value}"
+
+
+def print_cluster(status: ClusterStatus) -> None:
+    """`colonyctl cluster get` as text on stdout."""
+    if stdout_is_terminal():
+        console().print(cluster_view(status))
+        return
+    write(cluster_head(status))
+    if status.reason:
+        write(f"reason: {cell(status.reason)}")
+    write()
+    write("NODE POOLS")
+    write(plain_table(POOL_COLUMNS, pool_rows(status.node_pools)))
+    operations = recent_operations(status)
+    if operations:
+        write()
+        write("OPERATIONS")
+        write(plain_table(OPERATION_COLUMNS, operation_rows(operations, status.updated_at)))
+
+
+def cluster_view(status: ClusterStatus) -> RenderableType:
+    """The cluster as rich renderables, for a terminal (and the live `-w` view)."""
+    from rich.console import Group
+    from rich.text import Text
+
+    head = Text.assemble(
+        ("cluster ", "bold"),
+        (status.name, "bold cyan"),
+        f"  location {status.location_id}  phase ",
+        (status.phase.value, PHASE_STYLES.get(status.phase.value, "")),
+    )
+    parts: list[RenderableType] = [head]
+    if status.reason:
+        parts.append(Text(f"reason: {status.reason}", style="yellow"))
+    parts.append(rich_table("node pools", POOL_COLUMNS, pool_rows(status.node_pools)))
+    operations = recent_operations(status)
+    if operations:
+        parts.append(
+            rich_table(
+                "operations", OPERATION_COLUMNS, operation_rows(operations, status.updated_at)
+            )
+        )
+    return Group(*parts)
+
+
+def operation_fields(operation: Operation, now: datetime | None = None) -> list[tuple[str, str]]:
+    """`colonyctl operation get` as (label, value) lines."""
+    request = operation.request.model_dump(mode="json", by_alias=True, exclude={"kind"})
+    return [
+        ("ID", operation.id),
+        ("KIND", operation.kind.value),
+        ("STATE", operation.state.value),
+        ("REQUEST", json.dumps(request, separators=(", ", ": "))),
+        ("SUBMITTED", timestamp(operation.submitted_at)),
+        ("STARTED", timestamp(operation.started_at)),
+        ("FINISHED", timestamp(operation.finished_at)),
+        ("DURATION", duration_text(operation, now)),
+        ("REASON", operation.reason or "-"),
+        ("PROGRESS", describe(operation) or "-"),
+        ("UPDATE ID", operation.update_id or "-"),
+    ]
+
+
+NODE_PROGRESS_COLUMNS = ("NODE", "STEP", "EVICTED", "REMAINING", "DEADLINE", "BLOCKED BY")
+
+
+def node_progress_rows(operation: Operation) -> list[tuple[Any, ...]]:
+    return [
+        (
+            node.node,
+            node.step,
+            node.pods_evicted,
+            node.pods_remaining,
+            timestamp(node.drain_deadline),
+            "; ".join(node.blocking_pods) or "-",
+        )
+        for node in operation.progress.nodes
+    ]
+
+
+def print_operation(operation: Operation, now: datetime | None = None) -> None:
+    """One operation in detail, as `kubectl describe` lays out an object."""
+    fields = operation_fields(operation, now)
+    width = max(len(label) for label, _ in fields) + 2
+    for label, value in fields:
+        write(f"{label + ':':<{width}}{cell(value)}")
+    if operation.progress.nodes:
+        write()
+        print_table(NODE_PROGRESS_COLUMNS, node_progress_rows(operation), title="nodes")
+
+
+def live_view(status: ClusterStatus, operation: Operation | None, elapsed: float) -> RenderableType:
     """What `--wait` shows while it waits."""
+    from rich.console import Group
+    from rich.text import Text
+
     state = operation.state.value if operation else "?"
     head = Text.assemble(
         (
@@ -173,41 +343,23 @@ def live_view(status: ClusterStatus, operation: Operation | None, elapsed: float
             "bold",
         ),
         f"  {state}  ",
-        (f"cluster {status.name} {status.phase.value}", _phase_style(status.phase.value)),
+        (
+            f"cluster {status.name} {status.phase.value}",
+            PHASE_STYLES.get(status.phase.value, ""),
+        ),
         f"  {elapsed:.0f}s",
     )
-    parts: list[Any] = [head]
+    parts: list[RenderableType] = [head]
     if status.reason and status.phase.value != "ready":
         parts.append(Text(status.reason, style="dim"))
     if status.node_pools:
         parts.append(
-            table(
+            rich_table(
                 None,
                 ["POOL", "COUNT", "READY"],
                 [(pool.name, pool.count, pool.ready_count) for pool in status.node_pools],
             )
         )
     if operation is not None and operation.progress.nodes:
-        parts.append(
-            table(
-                None,
-                ["NODE", "STEP", "EVICTED", "REMAINING", "BLOCKED BY"],
-                [
-                    (
-                        node.node,
-                        node.step,
-                        node.pods_evicted,
-                        node.pods_remaining,
-                        "; ".join(node.blocking_pods) or "-",
-                    )
-                    for node in operation.progress.nodes
-                ],
-            )
-        )
+        parts.append(rich_table(None, NODE_PROGRESS_COLUMNS, node_progress_rows(operation)))
     return Group(*parts)
-
-
-def _phase_style(phase: str) -> str:
-    return {"ready": "green", "failed": "red", "deleting": "yellow", "creating": "cyan"}.get(
-        phase, ""
-    )

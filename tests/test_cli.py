@@ -1,19 +1,35 @@
 """`colonyctl` without any server: input is validated through `models/` before anything starts.
 
-Every refusal is one line on stderr (`error: <field>: <rule>`) and exit code 2; nothing here needs
-Temporal, the host provider or Kubernetes (the host provider config points nowhere, so the catalog
-check is skipped, and validation fails before any connection would be made).
+Every refusal is one line on stderr (`error: <field>: <rule>`) and exit code 2, the parser's own
+(a bad `--count`, a missing `--name`) included; nothing here needs Temporal, the host provider or
+Kubernetes (the host provider config points nowhere, so the catalog check is skipped, and
+validation fails before any connection would be made). Exit codes are decided by error type.
 """
 
 from __future__ import annotations
 
+import os
+import pty
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
 from typer.testing import CliRunner
 
 from activities.settings import ColonySettings
 from starter.cli import app, normalize_argv
+from starter.client import update_error
+from starter.errors import (
+    ExitCode,
+    InvalidRequestError,
+    NotFoundError,
+    OperationFailedError,
+)
+
+COLONYCTL = str(Path(sys.executable).parent / "colonyctl")
 
 NO_SERVERS = {
     "COLONY_HOST_PROVIDER_CONFIG": "/nonexistent/hostprovider.json",
@@ -154,6 +170,136 @@ def test_invalid_requests_are_refused_on_one_line(args: tuple[str, ...], message
     assert len(stderr.strip().splitlines()) == 1, stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        pytest.param(
+            ("node-pool", "scale", "x", "gpu", "--count", "two"),
+            "error: count: 'two' is not a whole number",
+            id="count-two",
+        ),
+        pytest.param(
+            ("node-pool", "create", "c", "--count", "1", "--cpu-sku", "x"),
+            "error: name: required (--name)",
+            id="missing-name",
+        ),
+        pytest.param(("cluster", "get"), "error: name: required (NAME)", id="missing-argument"),
+        pytest.param(
+            ("cluster", "get", "c", "-o", "xml"),
+            "error: output: 'xml' is not one of 'table', 'json', 'yaml'",
+            id="bad-output",
+        ),
+        pytest.param(
+            ("cluster", "get", "c", "--bogus"), "error: --bogus: no such option", id="no-option"
+        ),
+        pytest.param(
+            ("node-pool", "scale", "x", "gpu", "--count"),
+            "error: count: option '--count' requires an argument",
+            id="no-value",
+        ),
+        pytest.param(
+            ("clusters",),
+            "error: command: no such command 'clusters' (did you mean 'cluster'?)",
+            id="no-command",
+        ),
+        pytest.param(
+            ("cluster", "get", "a", "b"),
+            "error: arguments: got unexpected extra argument(s) (b)",
+            id="extra-argument",
+        ),
+        pytest.param(
+            ("cluster", "create", "ok", "--location-id", "fra1", "--bogus", "1"),
+            "error: --bogus: no such option",
+            id="create-no-option",
+        ),
+    ],
+)
+def test_parser_refusals_are_one_line(args: tuple[str, ...], line: str) -> None:
+    code, stderr = invoke(*args)
+    assert (code, stderr) == (2, line + "\n")
+
+
+def test_a_help_hint_follows_a_refusal_only_on_a_terminal() -> None:
+    args = [COLONYCTL, "node-pool", "scale", "x", "gpu", "--count", "two"]
+    piped = subprocess.run(args, capture_output=True, text=True, env={**os.environ, **NO_SERVERS})
+    assert (piped.returncode, piped.stderr) == (2, "error: count: 'two' is not a whole number\n")
+
+    leader, follower = pty.openpty()
+    try:
+        process = subprocess.run(
+            args, stdout=subprocess.DEVNULL, stderr=follower, env={**os.environ, **NO_SERVERS}
+        )
+        os.close(follower)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # EIO: the terminal's last writer has gone
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        os.close(leader)
+    lines = seen.decode().splitlines()
+    assert process.returncode == 2
+    assert lines == [
+        "error: count: 'two' is not a whole number",
+        "Try 'colonyctl node-pool scale --help' for help.",
+    ]
+
+
+def update_failed(error: ApplicationError) -> WorkflowUpdateFailedError:
+    return WorkflowUpdateFailedError(error)
+
+
+@pytest.mark.parametrize(
+    ("cause", "expected", "code"),
+    [
+        pytest.param(
+            ApplicationError("node pool 'x' does not exist", type="NotFound"),
+            NotFoundError,
+            ExitCode.NOT_FOUND,
+            id="type-not-found",
+        ),
+        pytest.param(
+            ApplicationError(
+                "node pool 'x' does not exist", {"reason": "NotFound"}, type="OperationRejected"
+            ),
+            NotFoundError,
+            ExitCode.NOT_FOUND,
+            id="details-not-found",
+        ),
+        pytest.param(
+            # The text alone decides nothing (it used to: "does not exist" meant exit 3).
+            ApplicationError("node pool 'x' does not exist", type="OperationRejected"),
+            InvalidRequestError,
+            ExitCode.USAGE,
+            id="rejected",
+        ),
+        pytest.param(
+            ApplicationError("bad spec", type="InvalidSpec"),
+            InvalidRequestError,
+            ExitCode.USAGE,
+            id="invalid-spec",
+        ),
+        pytest.param(
+            ApplicationError("Update handler for 'cancel_operation' expected but not found"),
+            OperationFailedError,
+            ExitCode.FAILED,
+            id="other",
+        ),
+    ],
+)
+def test_update_refusals_map_to_exit_codes_by_type(
+    cause: ApplicationError, expected: type[Exception], code: ExitCode
+) -> None:
+    error = update_error("scale_node_pool", update_failed(cause))
+    assert type(error) is expected
+    assert error.exit_code is code
+    assert error.message == f"scale_node_pool: {cause.message}"
+
+
 def test_a_file_is_validated_like_flags(tmp_path: Path) -> None:
     spec = tmp_path / "cluster.yaml"
     spec.write_text(
@@ -173,6 +319,15 @@ def test_unreachable_temporal_is_a_failure_not_a_crash() -> None:
     code, stderr = invoke("cluster", "get", "training")
     assert code == 1
     assert stderr.startswith("error: cannot reach Temporal at 127.0.0.1:1")
+
+
+def test_a_file_may_not_carry_unknown_fields(tmp_path: Path) -> None:
+    spec = tmp_path / "cluster.yaml"
+    spec.write_text("name: training\nlocationId: fra1\nnodePool: []\n")
+    code, stderr = invoke("cluster", "create", "-f", str(spec))
+    assert code == 2
+    assert stderr.startswith("error: ")
+    assert "unknown field 'nodePool'" in stderr
 
 
 @pytest.mark.parametrize(

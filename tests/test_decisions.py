@@ -307,7 +307,10 @@ FREE = (
 def test_operation_problem(
     cluster: ClusterState, request_: OperationRequest, message: str | None
 ) -> None:
-    assert operation_problem("c", cluster, None, request_) == message
+    problem = operation_problem("c", cluster, None, request_)
+    assert (problem.message if problem else None) == message
+    # A refusal because something does not exist says so in a form clients read without parsing.
+    assert (problem.not_found if problem else False) == ("does not exist" in (message or ""))
 
 
 @pytest.mark.parametrize(

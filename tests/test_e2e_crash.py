@@ -39,7 +39,7 @@ from models.operations import (
     ScaleNodePoolRequest,
 )
 from sim.world import SimWorld
-from starter.clusters import live_drains
+from starter.client import live_drains
 from tests.helpers import eventually, unique
 from tests.simenv import (
     NAMESPACE,

@@ -523,7 +523,7 @@ class ClusterWorkflow:
             return  # a retried update: it was accepted once, it is answered the same way
         problem = operation_problem(self._spec.name, self._state, self._engine.running, request)
         if problem:
-            raise rejected(problem)
+            raise rejected(problem.message, not_found=problem.not_found)
 
     def _submit(self, request: OperationRequest) -> OperationAccepted:
         known = self._engine.known_update()
@@ -613,7 +613,8 @@ class ClusterWorkflow:
         operation = self._engine.find(request.operation_id)
         if operation is None:
             raise rejected(
-                f"operation '{request.operation_id}' does not exist in cluster '{self._spec.name}'"
+                f"operation '{request.operation_id}' does not exist in cluster '{self._spec.name}'",
+                not_found=True,
             )
         if isinstance(operation.request, DeleteClusterRequest) and not operation.state.finished:
             raise rejected(

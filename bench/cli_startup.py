@@ -1,0 +1,102 @@
+"""Benchmark: how long `colonyctl` takes to answer what needs no server, beside `kubectl version
+--client` (issue 10: every call took 1.2-1.4 s; target under 0.3 s for help and refusals).
+
+Each command runs as a user runs it (the console script, a fresh process), in rounds that
+alternate the commands so machine noise hits them alike; medians and the 90th percentile are
+reported. No server is started: TEMPORAL_ADDRESS points nowhere, and the token is a cached one.
+
+Run: `python -m bench.cli_startup` (`--runs 30`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+
+from bench.stack import VENV_BIN, colonyctl
+from starter import token_cache
+from starter.credentials import token_plugin
+
+TARGET_SECONDS = 0.3
+
+
+def commands(env: dict[str, str]) -> dict[str, tuple[list[str], dict[str, str], int]]:
+    """name -> (argv, environment, expected exit code)."""
+    command, args, plugin_env = token_plugin("bench", "kcm-system")
+    return {
+        "kubectl version --client": ([str(VENV_BIN / "kubectl"), "version", "--client"], env, 0),
+        "colonyctl --help": ([colonyctl(), "--help"], env, 0),
+        "colonyctl cluster create --help": ([colonyctl(), "cluster", "create", "--help"], env, 0),
+        "refused by the parser (--count two)": (
+            [colonyctl(), "node-pool", "scale", "c", "gpu", "--count", "two"], env, 2,
+        ),
+        "refused by the model (bad name)": (
+            [colonyctl(), "cluster", "create", "Training", "--location-id", "fra1"], env, 2,
+        ),
+        "colonyctl token (cached)": ([colonyctl(), "token", "--cluster", "bench"], env, 0),
+        "token as kubectl runs it (cached)": (
+            [command, *args], {**env, **plugin_env, "KUBERNETES_EXEC_INFO": "{}"}, 0,
+        ),
+    }  # fmt: skip
+
+
+def seed_token(env: dict[str, str]) -> None:
+    """A cached token for the cluster `bench`, valid for a day."""
+    expires = int(time.time()) + 86400
+    token_cache.write(
+        token_cache.cache_path(env, "bench", "kcm-system"),
+        {
+            "cluster": "bench",
+            "namespace": "kcm-system",
+            "management": token_cache.management_kubeconfig(env),
+            "token": "bench-token",
+            "expirationTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires)),
+            "expires": str(expires),
+            "handedTo": "",
+        },
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.cli_startup", description=__doc__)
+    parser.add_argument("--runs", type=int, default=30)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="colony-startup-") as scratch:
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("COLONY_")},
+            "TEMPORAL_ADDRESS": "127.0.0.1:1",
+            "COLONY_CACHE_DIR": scratch,
+            "COLONY_MANAGEMENT_KUBECONFIG": os.path.join(scratch, "management.kubeconfig"),
+            "COLONY_HOST_PROVIDER_CONFIG": os.path.join(scratch, "none.json"),
+        }
+        seed_token(env)
+        table = commands(env)
+        times: dict[str, list[float]] = {name: [] for name in table}
+        for _ in range(args.runs + 1):  # the first round warms the caches and is dropped
+            for name, (command, command_env, expected) in table.items():
+                started = time.perf_counter()
+                done = subprocess.run(command, env=command_env, capture_output=True, check=False)
+                times[name].append(time.perf_counter() - started)
+                if done.returncode != expected:
+                    raise RuntimeError(f"{name} exited {done.returncode}: {done.stderr!r}")
+    print(f"start-up, median and p90 of {args.runs} runs each (alternating), on this machine:")
+    failed = False
+    for name, samples in times.items():
+        samples = samples[1:]
+        median = statistics.median(samples)
+        p90 = statistics.quantiles(samples, n=10)[-1]
+        over = name.startswith(("colonyctl --help", "refused")) and median > TARGET_SECONDS
+        failed |= over
+        print(f"  {name:40} {median * 1000:6.0f} ms  (p90 {p90 * 1000:4.0f} ms){'  OVER' * over}")
+    print(f"  target for help and refusals: under {TARGET_SECONDS * 1000:.0f} ms")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

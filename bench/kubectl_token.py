@@ -1,0 +1,102 @@
+"""Benchmark: `kubectl get nodes` through Colony's kubeconfig (exec plugin `colonyctl token`) with
+a cached token, side by side with the same command with a static token in the kubeconfig.
+
+Both kubeconfigs point at the same simulated child cluster (server, CA); the static one holds the
+token `colonyctl token` issued, the exec one runs the plugin as `colonyctl kubeconfig` wrote it.
+Runs alternate (exec, static, exec, ...) so machine noise hits both alike; medians are compared.
+A few runs with the token cache emptied before each show what every kubectl call used to cost.
+
+Run: `python -m bench.kubectl_token` (`--runs 40`); target: exec/static median ratio <= 1.5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
+
+from bench.stack import VENV_BIN, Stack, stack
+
+CLUSTER = "tokenbench"
+TARGET_RATIO = 1.5
+
+
+def kubectl(stack: Stack, kubeconfig: Path) -> float:
+    """Seconds one `kubectl get nodes` took; fails loudly when kubectl does."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        [str(VENV_BIN / "kubectl"), "--kubeconfig", str(kubeconfig), "get", "nodes"],
+        env=stack.env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"kubectl failed ({kubeconfig.name}): {done.stderr.strip()}")
+    return elapsed
+
+
+def kubeconfigs(stack: Stack) -> tuple[Path, Path]:
+    """The exec-plugin kubeconfig `colonyctl kubeconfig` writes, and a static-token twin."""
+    exec_path = stack.workdir / "exec.kubeconfig"
+    written = stack.ctl("kubeconfig", "--cluster", CLUSTER, "--output", str(exec_path))
+    if written.returncode != 0:
+        raise RuntimeError(f"colonyctl kubeconfig failed: {written.stderr}")
+    issued = stack.ctl("token", "--cluster", CLUSTER)
+    if issued.returncode != 0:
+        raise RuntimeError(f"colonyctl token failed: {issued.stderr}")
+    token = json.loads(issued.stdout)["status"]["token"]
+    static = yaml.safe_load(exec_path.read_text())
+    static["users"][0]["user"] = {"token": token}
+    static_path = stack.workdir / "static.kubeconfig"
+    static_path.write_text(yaml.safe_dump(static))
+    static_path.chmod(0o600)
+    return exec_path, static_path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.kubectl_token", description=__doc__)
+    parser.add_argument("--runs", type=int, default=40, help="runs of each (cached and static)")
+    parser.add_argument("--uncached-runs", type=int, default=5)
+    parser.add_argument("--existing", action="store_true")
+    args = parser.parse_args(argv)
+    with stack(args.existing) as target:
+        if not args.existing:
+            target.create_cluster(CLUSTER)
+        exec_path, static_path = kubeconfigs(target)
+        for path in (exec_path, static_path):  # warm: discovery cache, token cache
+            kubectl(target, path)
+        cached: list[float] = []
+        static: list[float] = []
+        for _ in range(args.runs):
+            cached.append(kubectl(target, exec_path))
+            static.append(kubectl(target, static_path))
+        cache_dir = Path(target.env["COLONY_CACHE_DIR"])
+        uncached: list[float] = []
+        for _ in range(args.uncached_runs):
+            shutil.rmtree(cache_dir, ignore_errors=True)
+            uncached.append(kubectl(target, exec_path))
+    med_cached, med_static = statistics.median(cached), statistics.median(static)
+    ratio = med_cached / med_static
+    print(f"kubectl get nodes, median of {args.runs} runs each, alternating:")
+    print(f"  static token in the kubeconfig:      {med_static * 1000:6.0f} ms")
+    print(f"  exec plugin, cached token:           {med_cached * 1000:6.0f} ms")
+    print(
+        f"  exec plugin, no cache (new token):   {statistics.median(uncached) * 1000:6.0f} ms "
+        f"(median of {args.uncached_runs})"
+    )
+    print(f"  ratio cached/static: {ratio:.2f} (target <= {TARGET_RATIO})")
+    return 0 if ratio <= TARGET_RATIO else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

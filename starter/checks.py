@@ -1,0 +1,129 @@
+"""Checks against the host provider's catalog that run before anything starts: the location and
+SKUs exist, the location stocks each SKU, and it has enough free hosts now (unless the request
+waits for capacity).
+
+The catalog is only advice here (the workflow's claim is what counts), so when the host provider
+is not configured or cannot be reached the checks are skipped with a warning rather than blocking
+the request. Called by `cluster create`/`apply` and `node-pool create/scale`; the HTTP API will
+call the same functions. Raises `InvalidRequestError` with the field named.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Awaitable, Callable
+
+from activities.settings import ColonySettings
+from models.catalog import LocationStock, stock_problem
+from models.cluster import ClusterSpec, ClusterStatus
+from models.node_pool import NodePoolSpec, NodeSku
+from models.operations import AddNodePoolRequest, ScaleNodePoolRequest
+from starter import catalog, output
+from starter.errors import InvalidRequestError, NotFoundError, UnavailableError
+
+Check = Callable[[ColonySettings, ClusterStatus], Awaitable[None]]
+"""A check of an operation against the cluster's status, run before the operation is sent."""
+
+
+def _unknown_sku(ids: dict[str, set[str]], sku: NodeSku, field: str) -> None:
+    if sku.gpu_model_id and sku.gpu_model_id not in ids["gpu-model"]:
+        raise InvalidRequestError(
+            f"{field}.gpuModelId: unknown GPU model '{sku.gpu_model_id}' "
+            f"(catalog: {', '.join(sorted(ids['gpu-model']))})"
+        )
+    if sku.cpu_sku and sku.cpu_sku not in ids["cpu-sku"]:
+        raise InvalidRequestError(
+            f"{field}.cpuSku: unknown CPU SKU '{sku.cpu_sku}' "
+            f"(catalog: {', '.join(sorted(ids['cpu-sku']))})"
+        )
+
+
+async def _stock(
+    conf: ColonySettings, location_id: str, field: str
+) -> tuple[dict[str, set[str]], LocationStock] | None:
+    """The catalog's ids and the location's stock; None (checks skipped) without a provider."""
+    if not conf.host_provider_url:
+        return None
+    try:
+        ids = await catalog.catalog_ids(conf)
+        if location_id not in ids["location"]:
+            raise InvalidRequestError(
+                f"{field}: unknown location '{location_id}' "
+                f"(catalog: {', '.join(sorted(ids['location']))})"
+            )
+        return ids, await catalog.location_stock(conf, location_id)
+    except (UnavailableError, NotFoundError) as exc:
+        output.info(f"warning: catalog not checked: {exc.message}")
+        return None
+
+
+async def check_cluster(conf: ColonySettings, spec: ClusterSpec) -> None:
+    """Refuse a create whose location or SKUs the catalog does not offer, or cannot serve now."""
+    found = await _stock(conf, spec.location_id, "locationId")
+    if found is None:
+        return
+    ids, stock = found
+    # Pools of one SKU draw on the same free hosts: each is checked against their sum.
+    wanted: Counter[str] = Counter()
+    for pool in spec.node_pools:
+        wanted[pool.sku.id] += pool.count
+    for index, pool in enumerate(spec.node_pools):
+        _unknown_sku(ids, pool.sku, f"nodePools[{index}].sku")
+        problem = stock_problem(
+            stock, pool.sku, wanted[pool.sku.id], wait_for_capacity=spec.wait_for_capacity
+        )
+        if problem:
+            field, rule = problem
+            raise InvalidRequestError(f"nodePools[{index}].{field}: {rule}")
+
+
+async def check_new_pool(
+    conf: ColonySettings, status: ClusterStatus, pool: NodePoolSpec, *, wait_for_capacity: bool
+) -> None:
+    """Refuse a pool the cluster's location does not stock, or has too few free hosts for."""
+    found = await _stock(conf, status.location_id, "locationId")
+    if found is None:
+        return
+    ids, stock = found
+    _unknown_sku(ids, pool.sku, "sku")
+    problem = stock_problem(stock, pool.sku, pool.count, wait_for_capacity=wait_for_capacity)
+    if problem:
+        raise InvalidRequestError(": ".join(problem))
+
+
+async def check_scale(
+    conf: ColonySettings, status: ClusterStatus, request: ScaleNodePoolRequest
+) -> None:
+    """Refuse a scale-up the location has too few free hosts for; scaling down needs none."""
+    pool = status.pool(request.pool)
+    if pool is None or request.count <= pool.count:
+        return  # an unknown pool is the workflow's to refuse (not found)
+    found = await _stock(conf, status.location_id, "locationId")
+    if found is None:
+        return
+    _, stock = found
+    problem = stock_problem(
+        stock, pool.sku, request.count - pool.count, wait_for_capacity=request.wait_for_capacity
+    )
+    if problem:
+        raise InvalidRequestError(": ".join(problem))
+
+
+def new_pool_check(request: AddNodePoolRequest) -> Check:
+    """The check `node-pool create` runs once it knows the cluster's location."""
+
+    async def check(conf: ColonySettings, status: ClusterStatus) -> None:
+        await check_new_pool(
+            conf, status, request.pool, wait_for_capacity=request.wait_for_capacity
+        )
+
+    return check
+
+
+def scale_check(request: ScaleNodePoolRequest) -> Check:
+    """The check `node-pool scale` runs once it knows the pool's current count and SKU."""
+
+    async def check(conf: ColonySettings, status: ClusterStatus) -> None:
+        await check_scale(conf, status, request)
+
+    return check

@@ -1,0 +1,7 @@
+"""`colonyctl`'s commands, one module per noun: cluster (and `apply`), node-pool, node, operation,
+credentials (`kubeconfig`, `token`), catalog and sim.
+
+Each module's top level imports only Typer, the standard library and `starter.options`: the parser
+is built from these at every start, so `colonyctl --help` and a refused flag stay fast. Models,
+Temporal, httpx, the Kubernetes client and rich are imported inside the command that needs them.
+"""

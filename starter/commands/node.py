@@ -1,0 +1,68 @@
+"""`colonyctl node list|delete`: the nodes of a cluster.
+
+Imports beyond Typer happen inside each command (see `starter/commands/__init__.py`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from starter.options import (
+    ClusterArgument,
+    OutputFormat,
+    OutputOption,
+    RequestIdOption,
+    TimeoutOption,
+    WaitOption,
+)
+
+app = typer.Typer(help="List and delete nodes.", no_args_is_help=True)
+
+
+@app.command("list")
+def list_(cluster: ClusterArgument, fmt: OutputOption = OutputFormat.TABLE) -> None:
+    """List a cluster's nodes: registered while the host boots, joined once in the cluster."""
+    from models.cluster import ClusterStatus
+    from starter import client as colony
+    from starter import output
+    from starter.session import run, settings
+
+    conf = settings()
+
+    async def go() -> ClusterStatus:
+        return await colony.query_status(await colony.connect(conf), cluster)
+
+    rows = output.node_rows(run(go))
+    keys = ("name", "pool", "hostId", "address", "state", "kubernetesStatus")
+    if not output.emit([dict(zip(keys, row, strict=True)) for row in rows], fmt):
+        output.print_table(output.NODE_COLUMNS, rows)
+
+
+@app.command("delete")
+def delete(
+    cluster: ClusterArgument,
+    node: Annotated[str, typer.Argument(help="Node name or host id.", show_default=False)],
+    drain: Annotated[
+        bool,
+        typer.Option("--drain/--no-drain", help="Drain first (default); --drain=false also works."),
+    ] = True,
+    force: Annotated[
+        bool, typer.Option(help="Remove it even when the drain misses the deadline.")
+    ] = False,
+    wait: WaitOption = False,
+    timeout: TimeoutOption = None,
+    request_id: RequestIdOption = None,
+    fmt: OutputOption = OutputFormat.TABLE,
+) -> None:
+    """Delete one node (its pool's count drops by one, so it is not replaced)."""
+    from models.operations import DeleteNodeRequest
+    from starter.parsing import validated
+    from starter.submit import submit
+
+    request = validated(DeleteNodeRequest, {"node": node, "drain": drain, "force": force})
+    submit(
+        cluster, "delete_node", request, wait=wait, timeout=timeout, fmt=fmt,
+        request_id=request_id,
+    )  # fmt: skip

@@ -1,0 +1,126 @@
+"""`colonyctl node-pool create|scale|delete`: operations on one pool of a ready cluster.
+
+Imports beyond Typer happen inside each command (see `starter/commands/__init__.py`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from starter.options import (
+    ClusterArgument,
+    OutputFormat,
+    OutputOption,
+    RequestIdOption,
+    TimeoutOption,
+    WaitForCapacityOption,
+    WaitOption,
+)
+
+app = typer.Typer(help="Add, scale and delete node pools.", no_args_is_help=True)
+
+PoolArgument = Annotated[str, typer.Argument(help="Pool name.", show_default=False)]
+
+
+@app.command("create")
+def create(
+    cluster: ClusterArgument,
+    name: Annotated[str, typer.Option("--name", help="Pool name.", show_default=False)],
+    count: Annotated[int, typer.Option("--count", help="Nodes, 1 to 100.", show_default=False)],
+    sku: Annotated[
+        str | None,
+        typer.Option("--sku", help='JSON: {"gpuModelId": "<id>"} or {"cpuSku": "<sku>"}.'),
+    ] = None,
+    gpu_model_id: Annotated[str | None, typer.Option("--gpu-model-id")] = None,
+    cpu_sku: Annotated[str | None, typer.Option("--cpu-sku")] = None,
+    label: Annotated[
+        list[str] | None, typer.Option("--label", help="key=value, repeatable.")
+    ] = None,
+    taint: Annotated[
+        list[str] | None, typer.Option("--taint", help="key[=value]:Effect, repeatable.")
+    ] = None,
+    wait_for_capacity: WaitForCapacityOption = False,
+    wait: WaitOption = False,
+    timeout: TimeoutOption = None,
+    request_id: RequestIdOption = None,
+    fmt: OutputOption = OutputFormat.TABLE,
+) -> None:
+    """Add a node pool to a ready cluster."""
+    from models.node_pool import NodePoolSpec
+    from models.operations import AddNodePoolRequest
+    from starter.checks import new_pool_check
+    from starter.parsing import parse_labels, parse_sku, parse_taints, validated
+    from starter.submit import submit
+
+    pool = {
+        "name": name,
+        "count": count,
+        "sku": parse_sku(sku, gpu_model_id, cpu_sku),
+        "labels": parse_labels(label or []),
+        "taints": parse_taints(taint or []),
+    }
+    # The pool is validated on its own so that fields are named as the flags are (`sku`, not
+    # `pool.sku`); the request around it holds nothing else from the user but a flag.
+    request = AddNodePoolRequest(
+        pool=validated(NodePoolSpec, pool), wait_for_capacity=wait_for_capacity
+    )
+    submit(
+        cluster, "add_node_pool", request, wait=wait, timeout=timeout, fmt=fmt,
+        request_id=request_id, check=new_pool_check(request),
+    )  # fmt: skip
+
+
+@app.command("scale")
+def scale(
+    cluster: ClusterArgument,
+    pool: PoolArgument,
+    count: Annotated[int, typer.Option("--count", help="Nodes, 1 to 100.", show_default=False)],
+    force: Annotated[
+        bool, typer.Option(help="Remove nodes even when their drain misses the deadline.")
+    ] = False,
+    wait_for_capacity: WaitForCapacityOption = False,
+    wait: WaitOption = False,
+    timeout: TimeoutOption = None,
+    request_id: RequestIdOption = None,
+    fmt: OutputOption = OutputFormat.TABLE,
+) -> None:
+    """Set a pool's count; scaling down drains the nodes it removes."""
+    from models.operations import ScaleNodePoolRequest
+    from starter.checks import scale_check
+    from starter.parsing import validated
+    from starter.submit import submit
+
+    request = validated(
+        ScaleNodePoolRequest,
+        {"pool": pool, "count": count, "force": force, "waitForCapacity": wait_for_capacity},
+    )
+    submit(
+        cluster, "scale_node_pool", request, wait=wait, timeout=timeout, fmt=fmt,
+        request_id=request_id, check=scale_check(request),
+    )  # fmt: skip
+
+
+@app.command("delete")
+def delete(
+    cluster: ClusterArgument,
+    pool: PoolArgument,
+    force: Annotated[
+        bool, typer.Option(help="Remove nodes even when a drain misses the deadline.")
+    ] = False,
+    wait: WaitOption = False,
+    timeout: TimeoutOption = None,
+    request_id: RequestIdOption = None,
+    fmt: OutputOption = OutputFormat.TABLE,
+) -> None:
+    """Drain and remove every node of a pool, then the pool."""
+    from models.operations import DeleteNodePoolRequest
+    from starter.parsing import validated
+    from starter.submit import submit
+
+    request = validated(DeleteNodePoolRequest, {"pool": pool, "force": force})
+    submit(
+        cluster, "delete_node_pool", request, wait=wait, timeout=timeout, fmt=fmt,
+        request_id=request_id,
+    )  # fmt: skip

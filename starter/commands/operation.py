@@ -1,0 +1,101 @@
+"""`colonyctl operation list|get|cancel`: a cluster's queue and the history of its operations.
+
+Operations are what the cluster's workflow reports in its status: the finished ones it keeps
+(the last 20), the running one and the queued ones. Cancelling is the workflow's
+`cancel_operation` update: a queued operation is dropped, a running one is interrupted and
+compensated, and the update answers once the operation has settled.
+Imports beyond Typer happen inside each command (see `starter/commands/__init__.py`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from starter.options import ClusterArgument, OutputFormat, OutputOption, RequestIdOption
+
+if TYPE_CHECKING:
+    from models.cluster import ClusterStatus
+    from models.operations import Operation
+
+app = typer.Typer(help="List, inspect and cancel a cluster's operations.", no_args_is_help=True)
+
+OperationArgument = Annotated[
+    str, typer.Argument(help="Operation id (op-0003).", show_default=False)
+]
+
+
+@app.command("list")
+def list_(cluster: ClusterArgument, fmt: OutputOption = OutputFormat.TABLE) -> None:
+    """Running, queued and finished operations, oldest first, with durations."""
+    from models.cluster import cluster_workflow_id
+    from starter import client as colony
+    from starter import output
+    from starter.session import print_link, run, settings
+
+    conf = settings()
+
+    async def go() -> ClusterStatus:
+        return await colony.query_status(await colony.connect(conf), cluster)
+
+    status = run(go)
+    print_link(conf, cluster_workflow_id(cluster))
+    operations = colony.operations(status)
+    if not output.emit(operations, fmt):
+        output.print_table(
+            output.OPERATION_COLUMNS, output.operation_rows(operations, status.updated_at)
+        )
+
+
+@app.command("get")
+def get(
+    cluster: ClusterArgument, operation: OperationArgument, fmt: OutputOption = OutputFormat.TABLE
+) -> None:
+    """One operation in detail: its request, times, outcome and per-node progress."""
+    from datetime import UTC, datetime
+
+    from starter import client as colony
+    from starter import output
+    from starter.session import run, settings
+
+    conf = settings()
+
+    async def go() -> Operation:
+        return await colony.get_operation(await colony.connect(conf), cluster, operation)
+
+    found = run(go)
+    if not output.emit(found, fmt):
+        output.print_operation(found, datetime.now(UTC))
+
+
+@app.command("cancel")
+def cancel(
+    cluster: ClusterArgument,
+    operation: OperationArgument,
+    reason: Annotated[str, typer.Option("--reason", help="Shown on the cancelled operation.")] = "",
+    request_id: RequestIdOption = None,
+    fmt: OutputOption = OutputFormat.TABLE,
+) -> None:
+    """Cancel a queued or running operation; answers once it has settled (compensation done)."""
+    from models.cluster import cluster_workflow_id
+    from starter import client as colony
+    from starter import output
+    from starter.session import print_link, run, settings
+
+    conf = settings()
+
+    async def go() -> Operation:
+        client = await colony.connect(conf)
+        cancelled = await colony.cancel_operation(
+            client, cluster, operation, reason=reason, request_id=request_id
+        )
+        print_link(conf, cluster_workflow_id(cluster))
+        return cancelled
+
+    cancelled = run(go)
+    if not output.emit(cancelled, fmt):
+        output.write(
+            f"{cancelled.id} {cancelled.kind.value} {cancelled.state.value}"
+            + (f": {cancelled.reason}" if cancelled.reason else "")
+        )

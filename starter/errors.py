@@ -1,0 +1,54 @@
+"""The errors `colonyctl` (and the coming HTTP API) report, and the exit code each one means.
+
+`starter.client` and `starter.catalog` raise these typed domain errors; the CLI prints one line
+(`error: <message>`) and exits with the error's `exit_code`, and the HTTP API will map the same
+classes to HTTP statuses. The exit code is decided by the error's type, never by its text.
+
+Standard library only: the CLI's entry module imports this at start-up.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """What `colonyctl` exits with; scripts may rely on these."""
+
+    OK = 0
+    FAILED = 1
+    """The operation failed, or could not be carried out (Temporal or an API unreachable)."""
+    USAGE = 2
+    """The request was invalid or refused before anything started."""
+    NOT_FOUND = 3
+    """The cluster, node pool, node, operation or location does not exist."""
+
+
+class ColonyError(Exception):
+    """An error reported to the user as one line; `message` is `<field>: <rule>` or a sentence."""
+
+    exit_code = ExitCode.FAILED
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidRequestError(ColonyError):
+    """Refused before anything started: bad input, a rule the request breaks, a validator's no."""
+
+    exit_code = ExitCode.USAGE
+
+
+class NotFoundError(ColonyError):
+    """The cluster (or pool, node, operation, location) the request names does not exist."""
+
+    exit_code = ExitCode.NOT_FOUND
+
+
+class OperationFailedError(ColonyError):
+    """An accepted operation ended failed or cancelled, or could not be followed to its end."""
+
+
+class UnavailableError(ColonyError):
+    """Temporal or an API could not be reached or answered with a server error."""

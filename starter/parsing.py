@@ -1,0 +1,180 @@
+"""Turning what a user typed into Colony's models: flag values, `-f` files, and validation.
+
+Every helper refuses a bad value with an `InvalidRequestError` whose message is `<field>: <rule>`,
+so the command line prints it on one line and exits 2 before anything starts. Models are always
+built through `models.base.user_input` (strict: a field the model does not know is refused by name).
+Called by the command modules (`starter/commands/`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from pydantic.alias_generators import to_camel
+
+from models.base import user_input
+from starter.errors import InvalidRequestError
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+def _field(location: Sequence[int | str]) -> str:
+    path = ""
+    for part in location:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += ("." if path else "") + to_camel(part)
+    return path
+
+
+def validation_message(exc: ValidationError) -> str:
+    """The first problem of a validation error as `<field>: <rule>`."""
+    first = exc.errors(include_url=False)[0]
+    location = [part for part in first["loc"] if not str(part).startswith("function-")]
+    field = _field(location) or to_camel(str(first["type"]))
+    return f"{field}: {first['msg']}"
+
+
+def validated(model: type[ModelT], data: Any, *, prefix: str = "") -> ModelT:
+    """`model` validated from user data; a problem is an `InvalidRequestError` naming the field.
+
+    Args:
+        model: the request model.
+        data: what the user gave (flags gathered in a dict, or a file's content).
+        prefix: prepended to the field path, e.g. "pool." when the data is one part of a request.
+    """
+    try:
+        return user_input(model, data)
+    except ValidationError as exc:
+        raise InvalidRequestError(prefix + validation_message(exc)) from exc
+
+
+def duration(text: str, field: str) -> timedelta:
+    """ "90s", "5m", "1h30m" or plain seconds."""
+    if text.isdigit():
+        return timedelta(seconds=int(text))
+    match = _DURATION.match(text)
+    if not text or match is None:
+        raise InvalidRequestError(f"{field}: '{text}' is not a duration (like 90s, 5m or 1h)")
+    hours, minutes, seconds = (int(group or 0) for group in match.groups())
+    return timedelta(hours=hours, minutes=minutes, seconds=seconds)
+
+
+_POOL_KEYS = {
+    "name": "name",
+    "count": "count",
+    "gpuModelId": "gpuModelId",
+    "gpu-model-id": "gpuModelId",
+    "gpu": "gpuModelId",
+    "cpuSku": "cpuSku",
+    "cpu-sku": "cpuSku",
+    "cpu": "cpuSku",
+}
+
+
+def parse_pool(text: str, field: str = "nodePools") -> dict[str, Any]:
+    """A `--node-pool`: JSON (`{"name": ..., "sku": {...}, "count": 2}`) or
+    `name=gpu,count=2,gpuModelId=h100-80gb` (or `cpuSku=...`)."""
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise InvalidRequestError(f"{field}: not valid JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise InvalidRequestError(f"{field}: a node pool must be a JSON object")
+        return data
+    pool: dict[str, Any] = {}
+    sku: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise InvalidRequestError(f"{field}: '{part}' is not key=value")
+        canonical = _POOL_KEYS.get(key.strip())
+        if canonical is None:
+            raise InvalidRequestError(
+                f"{field}: unknown key '{key.strip()}' (name, count, gpuModelId, cpuSku)"
+            )
+        if canonical in ("gpuModelId", "cpuSku"):
+            sku[canonical] = value
+        else:
+            pool[canonical] = value
+    if sku:
+        pool["sku"] = sku
+    return pool
+
+
+def parse_labels(items: Sequence[str]) -> dict[str, str]:
+    """`key=value` flags as a dict."""
+    labels: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise InvalidRequestError(f"labels: '{item}' is not key=value")
+        labels[key] = value
+    return labels
+
+
+def parse_taints(items: Sequence[str]) -> list[dict[str, str]]:
+    """`key=value:Effect` or `key:Effect`, as `kubectl taint` writes them."""
+    taints: list[dict[str, str]] = []
+    for item in items:
+        head, sep, effect = item.rpartition(":")
+        if not sep:
+            raise InvalidRequestError(f"taints: '{item}' is not key[=value]:Effect")
+        key, _, value = head.partition("=")
+        taints.append({"key": key, "value": value, "effect": effect})
+    return taints
+
+
+def parse_sku(
+    sku_json: str | None, gpu_model_id: str | None, cpu_sku: str | None
+) -> dict[str, Any]:
+    """A pool's SKU from `--sku JSON` and/or `--gpu-model-id` / `--cpu-sku`."""
+    data: dict[str, Any] = {}
+    if sku_json:
+        try:
+            loaded = json.loads(sku_json)
+        except ValueError as exc:
+            raise InvalidRequestError(f"sku: not valid JSON: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise InvalidRequestError("sku: must be a JSON object")
+        data = loaded
+    if gpu_model_id is not None:
+        data["gpuModelId"] = gpu_model_id
+    if cpu_sku is not None:
+        data["cpuSku"] = cpu_sku
+    return data
+
+
+def load_file(path: Path) -> dict[str, Any]:
+    """A cluster spec from YAML or JSON: a bare spec, or a manifest `{kind, metadata, spec}`."""
+    import yaml  # only `-f` needs a YAML parser
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InvalidRequestError(f"file: cannot read {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise InvalidRequestError(
+            f"file: {path} is not valid YAML: {' '.join(str(exc).split())}"
+        ) from exc
+    if not isinstance(data, dict):
+        raise InvalidRequestError(f"file: {path} must hold a mapping (a cluster spec)")
+    if isinstance(data.get("spec"), dict):
+        spec = dict(data["spec"])
+        name = (data.get("metadata") or {}).get("name")
+        if name and "name" not in spec:
+            spec["name"] = name
+        return spec
+    # A bare spec: `kind`/`apiVersion` written out of habit are not fields of the spec.
+    return {key: value for key, value in data.items() if key not in ("kind", "apiVersion")}

@@ -1,0 +1,127 @@
+"""Submit an operation to a cluster, follow it live, and report how it ended.
+
+The life of every mutating command after its input is valid: send the update (with its update id),
+print the workflow's Web UI link, and either print what was accepted or, with `--wait`, follow
+the operation until it finishes and exit 1 when it did not succeed. Called by the command modules.
+"""
+
+from __future__ import annotations
+
+import time
+
+from pydantic import BaseModel
+from temporalio.client import Client
+
+from activities.settings import ColonySettings
+from models.cluster import ClusterStatus, cluster_workflow_id
+from models.operations import Operation, OperationAccepted, OperationState
+from starter import client as colony
+from starter import output
+from starter.checks import Check
+from starter.errors import OperationFailedError
+from starter.options import OutputFormat
+from starter.session import print_link, run, settings
+
+
+async def follow(
+    client: Client, cluster: str, operation_id: str, give_up_after: float | None
+) -> Operation | None:
+    """Show the operation live (on stderr) until it finishes; its final state."""
+    from rich.live import Live
+
+    err = output.console(stderr=True)
+    started = time.monotonic()
+    with Live(console=err, refresh_per_second=4, transient=False) as live:
+
+        def show(status: ClusterStatus, operation: Operation | None) -> None:
+            live.update(output.live_view(status, operation, time.monotonic() - started))
+
+        try:
+            return await colony.wait_for_operation(
+                client, cluster, operation_id, show, give_up_after=give_up_after
+            )
+        finally:
+            live.stop()
+            if not err.is_terminal:
+                # Off a terminal the final view is printed once, at stop, without its line end.
+                err.line()
+
+
+def finish(
+    operation: Operation | None, operation_id: str, *, gone_ok: bool = False, fmt: OutputFormat
+) -> None:
+    """Report the outcome of a waited-for operation; `OperationFailedError` unless it succeeded."""
+    if operation is None:
+        if gone_ok:
+            return
+        raise OperationFailedError(
+            f"{operation_id}: the cluster's workflow ended before the operation finished"
+        )
+    output.emit(operation, fmt)
+    if operation.state is OperationState.SUCCEEDED:
+        if fmt is OutputFormat.TABLE:
+            output.write(
+                f"{operation.id} {operation.kind.value} succeeded "
+                f"({output.describe(operation) or 'done'})"
+            )
+        return
+    raise OperationFailedError(
+        f"{operation.id} {operation.kind.value} {operation.state.value}: {operation.reason}"
+    )
+
+
+def accepted_output(
+    conf: ColonySettings, cluster: str, accepted: OperationAccepted, fmt: OutputFormat
+) -> None:
+    workflow_id = cluster_workflow_id(cluster)
+    data = {
+        "cluster": cluster,
+        "workflowId": workflow_id,
+        "operationId": accepted.operation_id,
+        "kind": accepted.kind.value,
+        "position": accepted.position,
+        "webUi": conf.workflow_link(workflow_id),
+    }
+    if not output.emit(data, fmt):
+        output.write(
+            f"{accepted.kind.value} accepted as {accepted.operation_id} "
+            f"(queue position {accepted.position})"
+        )
+
+
+def submit(
+    cluster: str,
+    update: str,
+    request: BaseModel,
+    *,
+    wait: bool,
+    timeout: float | None,
+    fmt: OutputFormat,
+    request_id: str | None,
+    gone_ok: bool = False,
+    check: Check | None = None,
+) -> None:
+    """Send an operation; with --wait, follow it to the end.
+
+    Args:
+        check: run against the cluster's status before sending (e.g. the location's stock);
+            raises to refuse.
+        gone_ok: a workflow that ends before reporting the operation is success (a delete).
+    """
+    conf = settings()
+
+    async def go() -> tuple[OperationAccepted, Operation | None]:
+        client = await colony.connect(conf)
+        if check is not None:
+            await check(conf, await colony.query_status(client, cluster))
+        accepted = await colony.send(client, cluster, update, request, request_id=request_id)
+        print_link(conf, cluster_workflow_id(cluster))
+        if not wait:
+            return accepted, None
+        return accepted, await follow(client, cluster, accepted.operation_id, timeout)
+
+    accepted, operation = run(go)
+    if not wait:
+        accepted_output(conf, cluster, accepted, fmt)
+        return
+    finish(operation, accepted.operation_id, gone_ok=gone_ok, fmt=fmt)

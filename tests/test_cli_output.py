@@ -1,0 +1,115 @@
+"""How `colonyctl` prints: whole cells when stdout is not a terminal, taints as kubectl writes them,
+operation durations.
+
+Under pytest stdout is not a terminal, as in a pipe: nothing may be cut or wrapped.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from models.cluster import ClusterPhase, ClusterStatus
+from models.node_pool import NodePoolStatus, NodeSku, Taint, TaintEffect
+from models.operations import (
+    Operation,
+    OperationState,
+    ScaleNodePoolRequest,
+)
+from starter import output
+
+T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("taint", "text"),
+    [
+        pytest.param(
+            Taint(key="dedicated", value="gpu", effect=TaintEffect.NO_SCHEDULE),
+            "dedicated=gpu:NoSchedule",
+            id="key-value",
+        ),
+        pytest.param(
+            Taint(key="gpu", effect=TaintEffect.NO_EXECUTE), "gpu:NoExecute", id="key-only"
+        ),
+        pytest.param(
+            Taint(key="example.com/x", value="1", effect=TaintEffect.PREFER_NO_SCHEDULE),
+            "example.com/x=1:PreferNoSchedule",
+            id="prefixed",
+        ),
+    ],
+)
+def test_taints_print_as_kubectl_prints_them(taint: Taint, text: str) -> None:
+    assert output.taint_text(taint) == text
+
+
+@pytest.mark.parametrize(
+    ("started", "finished", "now", "text"),
+    [
+        pytest.param(None, None, T0, "-", id="queued"),
+        pytest.param(T0, T0 + timedelta(seconds=42), None, "42s", id="seconds"),
+        pytest.param(T0, T0 + timedelta(seconds=125), None, "2m05s", id="minutes"),
+        pytest.param(T0, T0 + timedelta(hours=1, minutes=3), None, "1h03m", id="hours"),
+        pytest.param(T0, None, T0 + timedelta(seconds=7), "7s", id="running"),
+    ],
+)
+def test_operation_duration(
+    started: datetime | None, finished: datetime | None, now: datetime | None, text: str
+) -> None:
+    operation = Operation(
+        id="op-0002",
+        request=ScaleNodePoolRequest(pool="gpu", count=2),
+        started_at=started,
+        finished_at=finished,
+    )
+    assert output.duration_text(operation, now) == text
+
+
+def test_plain_tables_keep_every_cell_whole() -> None:
+    long_cell = "blocked by " + "; ".join(f"default/train-{i}: budget" for i in range(30))
+    text = output.plain_table(["ID", "DETAIL"], [("op-0001", long_cell), ("op-0002", "-")])
+    lines = text.splitlines()
+    assert lines[0].split() == ["ID", "DETAIL"]
+    assert lines[1] == f"op-0001   {long_cell}"
+    assert lines[2] == "op-0002   -"
+
+
+def test_cluster_get_off_a_terminal_prints_whole_cells(capsys: pytest.CaptureFixture[str]) -> None:
+    reason = "control plane waits on " + "x" * 300
+    failed = Operation(
+        id="op-0002",
+        request=ScaleNodePoolRequest(pool="gpu", count=3),
+        state=OperationState.FAILED,
+        reason="drain did not finish: " + "pod " * 80,
+        submitted_at=T0,
+        started_at=T0,
+        finished_at=T0 + timedelta(seconds=90),
+    )
+    status = ClusterStatus(
+        name="training",
+        location_id="fra1",
+        phase=ClusterPhase.READY,
+        reason=reason,
+        node_pools=[
+            NodePoolStatus(
+                name="gpu",
+                sku=NodeSku(gpu_model_id="h100-80gb"),
+                count=2,
+                ready_count=2,
+                labels={"team": "ml"},
+                taints=[
+                    Taint(key="dedicated", value="gpu", effect=TaintEffect.NO_SCHEDULE),
+                    Taint(key="gpu", effect=TaintEffect.NO_EXECUTE),
+                ],
+            )
+        ],
+        completed_operations=[failed],
+    )
+    output.print_cluster(status)
+    printed = capsys.readouterr().out
+    assert reason in printed
+    assert " ".join(failed.reason.split()) in printed
+    assert "dedicated=gpu:NoSchedule,gpu:NoExecute" in printed
+    assert "1m30s" in printed
+    assert "…" not in printed
