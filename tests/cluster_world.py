@@ -147,8 +147,8 @@ class FakeColony:
     """Addresses whose node never appears."""
     fail_delete_times: int = 0
     """delete_cluster_deployment raises Forbidden this many times."""
-    fail_uncordon: bool = False
-    """uncordon_node raises Forbidden (a compensation that cannot succeed)."""
+    fail_uncordon: set[str] = field(default_factory=set)
+    """Nodes whose uncordon raises Forbidden (a compensation that cannot succeed)."""
     hosts_per_sku: int = 20
     latency: float = 0.0
     """Real seconds each wait takes to return, so that status polls see each step."""
@@ -435,9 +435,12 @@ class FakeColony:
         await self._slow()
         known = {o.host_id: o for o in request.known}
         observed = self._observe(request)
-        for _ in range(MAX_POLLS):
+        # One poll is one virtual second: like the real activity, changes are batched until
+        # `min_interval_seconds` have passed.
+        for elapsed in range(MAX_POLLS):
             all_ready = all(o.ready for o in observed)
-            if all_ready or any(known.get(o.host_id) != o for o in observed):
+            changed = any(known.get(o.host_id) != o for o in observed)
+            if all_ready or (changed and elapsed >= request.min_interval_seconds):
                 return AwaitNodesResult(observed=observed, all_ready=all_ready)
             self._poll_nodes()
             observed = self._observe(request)
@@ -460,7 +463,7 @@ class FakeColony:
     @activity.defn(name=ActivityName.UNCORDON_NODE)
     async def uncordon_node(self, request: UncordonNodeRequest) -> UncordonNodeResult:
         self.calls.append(f"uncordon {request.node_name}")
-        if self.fail_uncordon:
+        if request.node_name in self.fail_uncordon:
             raise ApplicationError(
                 "nodes is forbidden: uncordon", type=ErrorType.FORBIDDEN, non_retryable=True
             )
@@ -477,6 +480,10 @@ class FakeColony:
         self.draining_now.add(request.node_name)
         self.most_draining = max(self.most_draining, len(self.draining_now))
         await self._slow()
+        if self.gates.get(ActivityName.DRAIN_NODE) and all(
+            p.budget_refusals < 0 for p in self.pods.get(request.node_name, []) if p.budget_refusals
+        ):
+            await self._pass(ActivityName.DRAIN_NODE)
         progress = DrainProgress()
         pods = self.pods.setdefault(request.node_name, [])
         for _ in range(MAX_POLLS):
