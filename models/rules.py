@@ -123,11 +123,15 @@ def operation_problem(
         case ScaleNodePoolRequest(pool=name) | DeleteNodePoolRequest(pool=name) if (
             name not in before
         ):
-            return Problem(f"node pool '{name}' does not exist in cluster '{cluster}'", not_found=True)
+            return Problem(
+                f"node pool '{name}' does not exist in cluster '{cluster}'", not_found=True
+            )
         case DeleteNodeRequest(node=node):
             owner = next((p for p in before.values() if any(node in ids for ids in p.nodes)), None)
             if owner is None:
-                return Problem(f"node '{node}' does not exist in cluster '{cluster}'", not_found=True)
+                return Problem(
+                    f"node '{node}' does not exist in cluster '{cluster}'", not_found=True
+                )
             if owner.count <= 1:
                 return Problem(
                     f"node '{node}' is the last node of node pool '{owner.name}' and cannot be "
