@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -303,10 +303,31 @@ def operation_fields(operation: Operation, now: datetime | None = None) -> list[
     ]
 
 
-NODE_PROGRESS_COLUMNS = ("NODE", "STEP", "EVICTED", "REMAINING", "DEADLINE", "BLOCKED BY")
+NODE_PROGRESS_COLUMNS = (
+    "NODE",
+    "STEP",
+    "EVICTED",
+    "REMAINING",
+    "DEADLINE",
+    "TIME LEFT",
+    "BLOCKED BY",
+)
 
 
-def node_progress_rows(operation: Operation) -> list[tuple[Any, ...]]:
+def time_left(deadline: datetime | None, now: datetime) -> str:
+    """What is left of a node's own drain deadline, as "41m07s" ("-" when it has none)."""
+    if deadline is None:
+        return "-"
+    seconds = max(int((deadline - now).total_seconds()), 0)
+    minutes, seconds = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
+
+
+def node_progress_rows(operation: Operation, now: datetime | None = None) -> list[tuple[Any, ...]]:
+    moment = now or datetime.now(UTC)
     return [
         (
             node.node,
@@ -314,6 +335,7 @@ def node_progress_rows(operation: Operation) -> list[tuple[Any, ...]]:
             node.pods_evicted,
             node.pods_remaining,
             timestamp(node.drain_deadline),
+            time_left(node.drain_deadline, moment) if node.step == "draining" else "-",
             "; ".join(node.blocking_pods) or "-",
         )
         for node in operation.progress.nodes
@@ -328,7 +350,7 @@ def print_operation(operation: Operation, now: datetime | None = None) -> None:
         write(f"{label + ':':<{width}}{cell(value)}")
     if operation.progress.nodes:
         write()
-        print_table(NODE_PROGRESS_COLUMNS, node_progress_rows(operation), title="nodes")
+        print_table(NODE_PROGRESS_COLUMNS, node_progress_rows(operation, now), title="nodes")
 
 
 def live_view(status: ClusterStatus, operation: Operation | None, elapsed: float) -> RenderableType:

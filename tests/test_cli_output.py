@@ -113,3 +113,39 @@ def test_cluster_get_off_a_terminal_prints_whole_cells(capsys: pytest.CaptureFix
     assert "dedicated=gpu:NoSchedule,gpu:NoExecute" in printed
     assert "1m30s" in printed
     assert "…" not in printed
+
+
+@pytest.mark.parametrize(
+    ("left", "shown"),
+    [
+        pytest.param(timedelta(minutes=41, seconds=7), "41m07s", id="minutes"),
+        pytest.param(timedelta(hours=1, minutes=2), "1h02m", id="hours"),
+        pytest.param(timedelta(seconds=-5), "0s", id="passed"),
+    ],
+)
+def test_a_draining_node_shows_the_time_left_of_its_own_deadline(
+    left: timedelta, shown: str
+) -> None:
+    from models.operations import NodeProgress, Operation, OperationProgress, ScaleNodePoolRequest
+    from starter.output import node_progress_rows
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    operation = Operation(
+        id="op-0002",
+        request=ScaleNodePoolRequest(pool="gpu", count=1),
+        progress=OperationProgress(
+            nodes=[
+                NodeProgress(
+                    node="n1",
+                    step="draining",
+                    drain_deadline=now + left,
+                    blocking_pods=["default/db-0: budget"],
+                ),
+                NodeProgress(node="n2", step="removed", drain_deadline=now),
+            ]
+        ),
+    )
+    rows = node_progress_rows(operation, now)
+    assert rows[0][5] == shown
+    assert rows[0][6] == "default/db-0: budget"
+    assert rows[1][5] == "-"
