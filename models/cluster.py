@@ -17,7 +17,7 @@ from pydantic_core import PydanticCustomError
 
 from models.activity_api import Condition, DrainProgress, Host, KubeconfigRef
 from models.base import ColonyModel
-from models.names import name_problem
+from models.names import name_problem, shorten_name
 from models.node_pool import NodePoolSpec, NodePoolStatus
 from models.operations import Operation, OperationBook
 
@@ -45,9 +45,16 @@ DEFAULT_DRAIN_PARALLELISM = 2
 """Nodes drained at once by one operation: small, so budgets and capacity keep up."""
 
 
-def cluster_workflow_id(name: str) -> str:
-    """The id of the one workflow that owns cluster `name`."""
-    return f"cluster/{name}"
+def cluster_workflow_id(name: str, organization: str = "") -> str:
+    """The id of the one workflow that owns cluster `name` (of `organization`, when an HTTP API key
+    created it: names are unique within an organization, not across them)."""
+    return f"cluster/{organization}/{name}" if organization else f"cluster/{name}"
+
+
+def cluster_deployment_name(name: str, organization: str = "") -> str:
+    """The cluster's ClusterDeployment on the management cluster (one namespace for everyone):
+    `<organization>-<name>`, shortened with a hash when that exceeds 63 characters."""
+    return shorten_name(f"{organization}-{name}") if organization else name
 
 
 def kubeconfig_secret_name(name: str) -> str:
@@ -82,6 +89,9 @@ class ClusterSpec(ColonyModel):
     name: str
     location_id: str
     node_pools: list[NodePoolSpec] = Field(default_factory=list)
+    organization: str = ""
+    """The organization that owns the cluster (set by the HTTP API from the caller's key); empty
+    for clusters an operator manages through `colonyctl` and Temporal directly."""
     template: str = DEFAULT_TEMPLATE
     credential: str = DEFAULT_CREDENTIAL
     namespace: str = DEFAULT_NAMESPACE
@@ -100,6 +110,14 @@ class ClusterSpec(ColonyModel):
         if problem:
             raise PydanticCustomError("name", problem)
         return name
+
+    @field_validator("organization")
+    @classmethod
+    def _organization(cls, organization: str) -> str:
+        problem = name_problem("organization", organization) if organization else None
+        if problem:
+            raise PydanticCustomError("organization", problem)
+        return organization
 
     @field_validator("location_id")
     @classmethod
@@ -132,7 +150,12 @@ class ClusterSpec(ColonyModel):
 
     @property
     def workflow_id(self) -> str:
-        return cluster_workflow_id(self.name)
+        return cluster_workflow_id(self.name, self.organization)
+
+    @property
+    def deployment_name(self) -> str:
+        """The ClusterDeployment's name (and, with `-kubeconfig`, its kubeconfig Secret's)."""
+        return cluster_deployment_name(self.name, self.organization)
 
 
 class ClusterPhase(StrEnum):
@@ -156,6 +179,7 @@ class ClusterStatus(ColonyModel):
     name: str
     location_id: str
     phase: ClusterPhase
+    organization: str = ""
     reason: str = ""
     """Why the cluster is failed, or what the control plane waits on while creating."""
     conditions: list[Condition] = Field(default_factory=list)

@@ -6,6 +6,7 @@ Pure functions returning the message a user sees, or None when the value is fine
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 NAME_MAX_LENGTH = 63
@@ -66,3 +67,16 @@ def label_value_problem(key: str, value: str) -> str | None:
             "alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
         )
     return None
+
+
+def shorten_name(name: str, limit: int = NAME_MAX_LENGTH) -> str:
+    """`name` if it fits `limit`, else its head and a stable hash of all of it (still unique).
+
+    `wsd-<a very long cluster>-<a very long workspace>` becomes `wsd-<head>-<8 hex digits>`:
+    the same input always gives the same name, so retries and restarts find their objects.
+    """
+    if len(name) <= limit:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    head = name[: limit - len(digest) - 1].rstrip("-.")
+    return f"{head}-{digest}"

@@ -15,7 +15,6 @@ that decides the Kubernetes names a workspace uses.
 
 from __future__ import annotations
 
-import hashlib
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Self
@@ -25,7 +24,7 @@ from pydantic_core import PydanticCustomError
 
 from models.base import ColonyModel
 from models.capacity import ReplicaPlacement
-from models.names import name_problem
+from models.names import name_problem, shorten_name
 from models.sealed import SealedValue
 from models.value_paths import value_path_problem
 from models.workspace_class import (
@@ -475,19 +474,6 @@ def prerequisite_workflow_id(cluster: str, template: str) -> str:
 def workspace_namespace(name: str) -> str:
     """The workspace's namespace in the child cluster (and on a regional gateway cluster)."""
     return f"{NAMESPACE_PREFIX}{name}"
-
-
-def shorten_name(name: str, limit: int = DNS_LABEL_MAX) -> str:
-    """`name` if it fits `limit`, else its head and a stable hash of all of it (still unique).
-
-    `wsd-<a very long cluster>-<a very long workspace>` becomes `wsd-<head>-<8 hex digits>`:
-    the same input always gives the same name, so retries and restarts find their objects.
-    """
-    if len(name) <= limit:
-        return name
-    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
-    head = name[: limit - len(digest) - 1].rstrip("-.")
-    return f"{head}-{digest}"
 
 
 def helm_release_name(cluster: str, workspace: str) -> str:

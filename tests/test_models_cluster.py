@@ -288,3 +288,33 @@ def test_state_written_by_another_release_still_loads() -> None:
 
     state = ClusterState.model_validate({"phase": "ready", "fieldFromTheFuture": {"x": 1}})
     assert state.phase is ClusterPhase.READY
+
+
+@pytest.mark.parametrize(
+    ("organization", "workflow_id", "deployment"),
+    [
+        pytest.param("", "cluster/training", "training", id="operator-managed"),
+        pytest.param("acme", "cluster/acme/training", "acme-training", id="organization"),
+        pytest.param("a" * 40, f"cluster/{'a' * 40}/training", None, id="long-names-are-shortened"),
+    ],
+)
+def test_an_organization_qualifies_the_cluster_identity(
+    organization: str, workflow_id: str, deployment: str | None
+) -> None:
+    spec = ClusterSpec(
+        name="training" + ("x" * 30 if deployment is None else ""),
+        location_id="fra1",
+        organization=organization,
+    )
+    if deployment is None:
+        assert len(spec.deployment_name) <= 63
+        assert spec.deployment_name == ClusterSpec.model_validate(spec.model_dump()).deployment_name
+    else:
+        assert spec.workflow_id == workflow_id
+        assert spec.deployment_name == deployment
+
+
+def test_an_organization_name_follows_the_name_rules() -> None:
+    with pytest.raises(ValidationError) as caught:
+        ClusterSpec(name="training", location_id="fra1", organization="Acme")
+    assert "organization name 'Acme' may contain only lowercase letters" in str(caught.value)

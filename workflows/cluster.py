@@ -50,7 +50,12 @@ from workflows.engine import (
     settle,
     upsert_search_attributes,
 )
-from workflows.search_attributes import COLONY_CLUSTER, COLONY_KIND, COLONY_PHASE
+from workflows.search_attributes import (
+    COLONY_CLUSTER,
+    COLONY_KIND,
+    COLONY_ORGANIZATION,
+    COLONY_PHASE,
+)
 
 with workflow.unsafe.imports_passed_through():
     from models.activity_api import (
@@ -292,7 +297,8 @@ class ClusterWorkflow:
             raise
         # By reference only: activities read the Secret; the kubeconfig never enters history.
         self._state.kubeconfig = KubeconfigRef(
-            namespace=self._spec.namespace, secret_name=kubeconfig_secret_name(self._spec.name)
+            namespace=self._spec.namespace,
+            secret_name=kubeconfig_secret_name(self._spec.deployment_name),
         )
         self._set_phase(ClusterPhase.READY)
         pools = [pool.name for pool in self._state.node_pools]
@@ -358,7 +364,7 @@ class ClusterWorkflow:
         await CREATE_CLUSTER_DEPLOYMENT(
             CreateClusterDeploymentRequest(
                 namespace=spec.namespace,
-                name=spec.name,
+                name=spec.deployment_name,
                 template=spec.template,
                 credential=spec.credential,
                 workflow_id=workflow.info().workflow_id,
@@ -381,7 +387,7 @@ class ClusterWorkflow:
             seen = await AWAIT_CLUSTER_DEPLOYMENT(
                 AwaitClusterDeploymentRequest(
                     namespace=spec.namespace,
-                    name=spec.name,
+                    name=spec.deployment_name,
                     want=DeploymentWait.READY,
                     deadline=deadline,
                     known_conditions=known,
@@ -398,12 +404,12 @@ class ClusterWorkflow:
                 case DeploymentOutcome.FAILED:
                     raise permanent(
                         ErrorType.CLUSTER_DEPLOYMENT_FAILED,
-                        f"ClusterDeployment '{spec.name}' failed: {waiting_on or 'no conditions'}",
+                        f"ClusterDeployment '{spec.deployment_name}' failed: {waiting_on or 'no conditions'}",
                     )
                 case DeploymentOutcome.GONE:
                     raise permanent(
                         ErrorType.CLUSTER_DEPLOYMENT_FAILED,
-                        f"ClusterDeployment '{spec.name}' was deleted while the cluster was created",
+                        f"ClusterDeployment '{spec.deployment_name}' was deleted while the cluster was created",
                     )
                 case DeploymentOutcome.DEADLINE:
                     raise permanent(
@@ -430,7 +436,7 @@ class ClusterWorkflow:
             await self._tear_down_workspaces()
             deleted = await DELETE_CLUSTER_DEPLOYMENT(
                 DeleteClusterDeploymentRequest(
-                    namespace=spec.namespace, name=spec.name, owner=state.owner
+                    namespace=spec.namespace, name=spec.deployment_name, owner=state.owner
                 )
             )
             if deleted.existed and not deleted.foreign:
@@ -460,7 +466,7 @@ class ClusterWorkflow:
             seen = await AWAIT_CLUSTER_DEPLOYMENT(
                 AwaitClusterDeploymentRequest(
                     namespace=spec.namespace,
-                    name=spec.name,
+                    name=spec.deployment_name,
                     want=DeploymentWait.GONE,
                     deadline=deadline,
                     known_conditions=known,
@@ -472,7 +478,7 @@ class ClusterWorkflow:
             if seen.outcome is DeploymentOutcome.DEADLINE:
                 raise permanent(
                     ErrorType.CLUSTER_DEPLOYMENT_FAILED,
-                    f"ClusterDeployment '{spec.name}' still exists "
+                    f"ClusterDeployment '{spec.deployment_name}' still exists "
                     f"{human(DELETE_DEADLINE.total_seconds())} after its deletion",
                 )
             known = seen.status.conditions
@@ -668,6 +674,7 @@ class ClusterWorkflow:
         return ClusterStatus(
             name=self._spec.name,
             location_id=self._spec.location_id,
+            organization=self._spec.organization,
             phase=state.phase,
             reason=state.reason,
             conditions=state.conditions,
@@ -704,6 +711,7 @@ class ClusterWorkflow:
         upsert_search_attributes(
             COLONY_KIND.value_set(KIND),
             COLONY_CLUSTER.value_set(self._spec.name),
+            COLONY_ORGANIZATION.value_set(self._spec.organization),
             COLONY_PHASE.value_set(self._state.phase.value),
         )
 

@@ -50,6 +50,11 @@ class ClusterContext:
     def name(self) -> str:
         return self.spec.name
 
+    @property
+    def deployment(self) -> str:
+        """The ClusterDeployment's name (the cluster's name, qualified by its organization)."""
+        return self.spec.deployment_name
+
     def kubeconfig(self) -> KubeconfigRef:
         if self.state.kubeconfig is None:
             raise permanent(ErrorType.NOT_FOUND, f"cluster '{self.name}' has no kubeconfig yet")

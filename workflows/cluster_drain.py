@@ -201,7 +201,7 @@ class NodeRemoval:
         await REMOVE_CLUSTER_MACHINES(
             RemoveClusterMachinesRequest(
                 namespace=cluster.spec.namespace,
-                name=cluster.name,
+                name=cluster.deployment,
                 addresses=[cluster.machine_ref(node)],
             )
         )

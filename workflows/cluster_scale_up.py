@@ -78,7 +78,7 @@ class ScaleUp:
             await ADD_CLUSTER_MACHINES(
                 AddClusterMachinesRequest(
                     namespace=self._cluster.spec.namespace,
-                    name=self._cluster.name,
+                    name=self._cluster.deployment,
                     machines=[host.machine for host in hosts],
                 )
             )
@@ -216,7 +216,7 @@ class ScaleUp:
         await REMOVE_CLUSTER_MACHINES(
             RemoveClusterMachinesRequest(
                 namespace=cluster.spec.namespace,
-                name=cluster.name,
+                name=cluster.deployment,
                 addresses=[cluster.machine_ref(node) for node in nodes],
             )
         )

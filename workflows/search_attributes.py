@@ -11,7 +11,10 @@ COLONY_KIND = SearchAttributeKey.for_keyword("ColonyKind")
 COLONY_CLUSTER = SearchAttributeKey.for_keyword("ColonyCluster")
 """The cluster name a workflow acts on."""
 
+COLONY_ORGANIZATION = SearchAttributeKey.for_keyword("ColonyOrganization")
+"""The organization owning the entity (HTTP API keys); empty for operator-managed ones."""
+
 COLONY_PHASE = SearchAttributeKey.for_keyword("ColonyPhase")
 """The entity's current phase (creating, ready, deleting, deleted, failed)."""
 
-ALL = (COLONY_KIND, COLONY_CLUSTER, COLONY_PHASE)
+ALL = (COLONY_KIND, COLONY_CLUSTER, COLONY_ORGANIZATION, COLONY_PHASE)
