@@ -7,9 +7,10 @@ returns only when what it sees has changed (batched, at most every 30 s) or at t
 the history grows with the nodes that join, never with the minutes a boot takes, and `readyCount`
 still rises in the status as nodes come up.
 
-Undoing: hosts that never joined are given back (machine removed, host released) when the join
-deadline passes, when the operation fails elsewhere, and when it is interrupted; nodes that did
-join stay, and the pool's count becomes what is really there. A claim that lands after an
+Undoing: new nodes that are not Ready (still booting, or registered but never Ready) are given back
+(machine removed, Node deleted, host released) when the join deadline passes, when the operation
+fails elsewhere, and when it is interrupted; Ready nodes stay, and the pool's count becomes what is
+really there. A claim that lands after an
 interruption is not in the state yet: the operation's owner sweep (`sweep_unrecorded_hosts`, run
 once every branch has settled) releases it.
 """
@@ -84,10 +85,11 @@ class ScaleUp:
             )
             await self._await_joined(pool, new)
         except Interrupted as error:
-            # Only nodes that never joined are undone: joined nodes are part of the cluster.
+            # Undone as the join deadline undoes them: the new nodes that are not Ready (still
+            # booting, or in the cluster but never Ready) are given back; Ready ones stay.
             if not is_failure(error) or error_type_of(error) != ErrorType.NODES_DID_NOT_JOIN:
-                never_joined = [n for n in new if n.state is NodeState.REGISTERED]
-                await settle(self.give_back(pool, never_joined))
+                not_ready = [n for n in new if n.kubernetes_status != "Ready"]
+                await settle(self.give_back(pool, not_ready))
             pool.count = len(pool.nodes)
             raise
 
