@@ -197,8 +197,11 @@ def node_info(node: Obj, pods: list[PodInfo]) -> NodeInfo:
     )
 
 
-class _ClientCache:
-    """Child `ApiClient`s by kubeconfig digest; thread-safe (activities run on several threads)."""
+class ChildClients:
+    """Child `ApiClient`s by kubeconfig digest; thread-safe (activities run on several threads).
+
+    Shared by every activity class that reaches child clusters (`ChildClusterActivities`,
+    `activities.workspaces.WorkspaceActivities`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -222,6 +225,11 @@ class _ClientCache:
                 oldest = next(iter(self._clients))
                 close_client(self._clients.pop(oldest))
         return api
+
+    async def for_ref(self, management: client.CoreV1Api, ref: KubeconfigRef) -> client.ApiClient:
+        """The child's client, from the kubeconfig Secret `ref` names (read each time: a recreated
+        cluster of the same name gets a new client)."""
+        return self.get(await read_kubeconfig(management, ref))
 
     def close(self) -> None:
         with self._lock:
@@ -247,16 +255,18 @@ async def read_kubeconfig(core: client.CoreV1Api, ref: KubeconfigRef) -> bytes:
 class ChildClusterActivities:
     """Nodes and pods of child clusters, reached through their kubeconfig Secrets."""
 
-    def __init__(self, management_api: client.ApiClient) -> None:
+    def __init__(
+        self, management_api: client.ApiClient, clients: ChildClients | None = None
+    ) -> None:
         self._management = client.CoreV1Api(management_api)
-        self._clients = _ClientCache()
+        self._clients = clients or ChildClients()
 
     def close(self) -> None:
         """Close every cached child client (the worker calls this on shutdown)."""
         self._clients.close()
 
     async def _core(self, ref: KubeconfigRef) -> client.CoreV1Api:
-        return client.CoreV1Api(self._clients.get(await read_kubeconfig(self._management, ref)))
+        return client.CoreV1Api(await self._clients.for_ref(self._management, ref))
 
     async def _pods_on(self, core: client.CoreV1Api, node_name: str) -> list[Obj]:
         listed = await call_or_none(

@@ -48,6 +48,10 @@ class ErrorType(StrEnum):
     """An update validator refused an operation; nothing was written or queued."""
     OPERATION_CANCELLED = "OperationCancelled"
     """A queued operation was cancelled, because the cluster is being deleted."""
+    CLASS_CONFLICT = "ClassConflict"
+    """A workspace class of that name exists with another definition (classes are immutable)."""
+    CLASS_NOT_FOUND = "ClassNotFound"
+    """The workspace's pinned class does not exist."""
     COMPENSATION_FAILED = "CompensationFailed"
     """Undoing part of a failed or cancelled operation failed (the message says what is left)."""
 
@@ -62,6 +66,8 @@ NON_RETRYABLE: list[str] = [
     ErrorType.NOT_FOUND,
     ErrorType.HOSTS_UNAVAILABLE,
     ErrorType.UNKNOWN_SKU,
+    ErrorType.CLASS_CONFLICT,
+    ErrorType.CLASS_NOT_FOUND,
 ]
 """Error types no retry policy retries: permanent by nature, whoever raises them."""
 

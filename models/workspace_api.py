@@ -296,6 +296,8 @@ class RouteSpec(ColonyModel):
     hostname: str = ""
     listener_port: int = 0
     """TCPRoute: the gateway listener (port) it attaches to (`sectionName` tcp-<port>)."""
+    section_name: str = ""
+    """HTTPRoute: the listener it attaches to (`https`, or `http` where the gateway has no TLS)."""
 
 
 class ApplyRoutesRequest(ColonyModel):
@@ -408,6 +410,9 @@ class CapacityMessageKind(StrEnum):
     REQUEST = "request"
     RELEASE = "release"
     CHANGED = "changed"
+    """The cluster's GPUs changed (a pool grew or shrank, a node left, another service's use)."""
+    CLOSE = "close"
+    """The cluster is gone: the ledger ends."""
 
 
 class CapacityMessage(ColonyModel):
@@ -415,8 +420,12 @@ class CapacityMessage(ColonyModel):
     gives them back, or a service says the cluster's GPUs changed (`capacity_changed`)."""
 
     request_id: str
+    """This message's id (a repeat is ignored)."""
     kind: CapacityMessageKind
     request: CapacityRequest | None = None
+    """`request`: what is asked for."""
+    target: str = ""
+    """`release`: the capacity request id to release."""
     reply_to: str = ""
     """The workflow id to answer (signal `capacity_answer`)."""
     reason: str = ""
@@ -424,6 +433,9 @@ class CapacityMessage(ColonyModel):
 
 class CapacityLedgerInput(ColonyModel):
     cluster: str
+    kubeconfig: KubeconfigRef | None = None
+    """The cluster's kubeconfig Secret (default `kcm-system/<cluster>-kubeconfig`)."""
+    inventory_loaded: bool = False
     state: dict[str, Any] | None = None
     """The ledger's state when continuing as new (`CapacityLedgerState` as JSON)."""
     book: dict[str, Any] | None = None

@@ -121,7 +121,7 @@ class ActivityCall(Generic[RequestT, ResultT]):
         schedule_to_close: all attempts' limit; None for waits (their deadline bounds them).
     """
 
-    name: ActivityName
+    name: str
     result: type[ResultT]
     summary: Callable[[RequestT], str]
     start_to_close: timedelta = KUBE_CALL
