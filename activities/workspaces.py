@@ -25,6 +25,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from activities.child_cluster import ChildClients
 from activities.errors import kube_error
@@ -94,6 +95,11 @@ ROUTE_VERSIONS = {"HTTPRoute": ("v1", "httproutes"), "TCPRoute": ("v1alpha2", "t
 TENANT_GATEWAY_LABEL = "colony.dev/tenant-gateway"
 DOMAIN_ANNOTATION = "colony.dev/domain"
 SVELTOS = "ksm-projectsveltos"
+PLURALS = {
+    "ServiceTemplate": "servicetemplates",
+    "HelmRepository": "helmrepositories",
+    "WorkspaceClass": "workspaceclasses",
+}
 """The StateManagementProvider k0rdent installs services with (Sveltos)."""
 POLL_FIRST = 1.0
 POLL_CAP = 5.0
@@ -230,17 +236,29 @@ class WorkspaceActivities:
             if conflict:
                 raise permanent(ErrorType.CLASS_CONFLICT, conflict)
         for obj in request.objects:
-            if await self._create_if_absent(obj):
-                result.objects_created.append(f"{obj['kind']}/{obj['metadata']['name']}")
+            label = f"{obj['kind']}/{obj['metadata']['name']}"
+            try:
+                if await self._create_if_absent(obj):
+                    result.objects_created.append(label)
+            except ApplicationError as exc:
+                # A kind the cluster does not serve (Flux's HelmRepository on a bare cluster) is
+                # reported, not fatal: the class's templates say where their charts come from.
+                if exc.type != ErrorType.NOT_SERVED:
+                    raise
+                result.objects_skipped.append(f"{label}: {exc.message}")
         if existing is None:
             body = workspace_class_object(request.spec, {"app.kubernetes.io/managed-by": "colony"})
             result.created = await self._create_if_absent(body)
         return result
 
     async def _create_if_absent(self, obj: Obj) -> bool:
-        """Create a namespaced or cluster-wide custom object unless one of that name exists."""
+        """Create a namespaced or cluster-wide custom object unless one of that name exists.
+
+        Raises:
+            ApplicationError: `NotServed` (permanent) when the cluster does not serve the kind.
+        """
         group, _, version = str(obj["apiVersion"]).partition("/")
-        plural = str(obj["kind"]).lower() + ("es" if str(obj["kind"]).endswith("s") else "s")
+        plural = PLURALS.get(str(obj["kind"]), str(obj["kind"]).lower() + "s")
         meta = obj.get("metadata") or {}
         what = f"create {obj['kind']} {meta.get('name')}"
         try:
@@ -261,6 +279,11 @@ class WorkspaceActivities:
         except ApiException as exc:
             if exc.status == 409:
                 return False
+            if exc.status == 404:
+                raise permanent(
+                    ErrorType.NOT_SERVED,
+                    f"{what}: the management cluster does not serve {group}/{version}",
+                ) from exc
             raise kube_error(exc, what) from exc
         return True
 

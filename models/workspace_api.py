@@ -109,6 +109,8 @@ class PublishWorkspaceClassResult(ColonyModel):
     created: bool
     """False when the identical class was already there."""
     objects_created: list[str] = Field(default_factory=list)
+    objects_skipped: list[str] = Field(default_factory=list)
+    """Objects of kinds the management cluster does not serve, with the reason."""
 
 
 class CheckServiceTemplateRequest(ColonyModel):
@@ -511,6 +513,23 @@ class CatalogStatus(ColonyModel):
     """The `classes` query of the catalog workflow."""
 
     classes: list[WorkspaceClassSpec] = Field(default_factory=list)
+    unreadable: list[str] = Field(default_factory=list)
+    """Stored objects that are not valid classes (edited by hand), with why."""
+    seeded: list[str] = Field(default_factory=list)
+    """Classes of Colony's shipped catalog this workflow published."""
+
+
+CATALOG_WORKFLOW_ID = "catalog/workspace-classes"
+"""The one catalog workflow: `colonyctl class publish|list|get` address it."""
+
+
+class CatalogInput(ColonyModel):
+    """The catalog workflow's input: Colony's shipped classes to publish when absent (the worker
+    builds it from `catalog/`), and the state when continuing as new."""
+
+    seed: list[PublishWorkspaceClassRequest] = Field(default_factory=list)
+    classes: list[WorkspaceClassSpec] = Field(default_factory=list)
+    book: dict[str, Any] | None = None
 
 
 class AccessReport(ColonyModel):
