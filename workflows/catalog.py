@@ -92,15 +92,21 @@ class CatalogWorkflow:
     async def publish_class(
         self, request: PublishWorkspaceClassRequest
     ) -> PublishWorkspaceClassResult:
-        """Store a class (and the objects it needs) unless the identical one is there."""
-        async with self._lock:
-            try:
-                result = await PUBLISH_WORKSPACE_CLASS(request)
-            except Exception as error:
-                cause = getattr(error, "cause", None)
-                if is_failure(error) and getattr(cause, "type", None) == ErrorType.CLASS_CONFLICT:
-                    raise rejected(getattr(cause, "message", str(error))) from error
+        """Store a class (and the objects it needs) unless the identical one is there; a different
+        class under an existing name is refused (`OperationRejected`, with the rule)."""
+        try:
+            return await self._publish(request)
+        except Exception as error:
+            if not is_failure(error):
                 raise
+            # Refusals and failures reach the caller as ApplicationErrors with the reason.
+            if error_type_of(error) == ErrorType.CLASS_CONFLICT:
+                raise rejected(reason_of(error).split(": ", 1)[-1]) from error
+            raise ApplicationError(reason_of(error), type=error_type_of(error)) from error
+
+    async def _publish(self, request: PublishWorkspaceClassRequest) -> PublishWorkspaceClassResult:
+        async with self._lock:
+            result = await PUBLISH_WORKSPACE_CLASS(request)
             await self._read()
             return result
 
