@@ -454,8 +454,17 @@ class WorkspaceState(ColonyModel):
     completed: list[WorkspaceOperation] = Field(default_factory=list)
     book: OperationBook = Field(default_factory=OperationBook)
     kubeconfig: KubeconfigRef | None = None
-    routes: list[str] = Field(default_factory=list)
-    """Names of the routes created in the workspace's namespace (deleted on suspend and delete)."""
+    routes: list[RouteRecord] = Field(default_factory=list)
+    """The routes created in the workspace's namespace (deleted on suspend and delete)."""
+    class_spec: WorkspaceClassSpec | None = None
+    """The pinned class as resolved (classes are immutable): a resume does not read it again."""
+
+
+class RouteRecord(ColonyModel):
+    """A route the workspace created (kind and name, to delete it)."""
+
+    name: str
+    kind: str
 
 
 class WorkspaceWorkflowInput(ColonyModel):

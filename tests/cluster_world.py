@@ -95,6 +95,15 @@ from models.drain import PodDrainClass, classify_pod, pods_to_evict
 from models.errors import ErrorType
 from models.node_pool import NodePoolSpec, NodePoolStatus, NodeSku
 from models.operations import DeleteClusterRequest, Operation, OperationAccepted
+from models.workspace_api import (
+    AwaitWorkflowsClosedRequest,
+    AwaitWorkflowsClosedResult,
+    ListWorkflowsRequest,
+    ListWorkflowsResult,
+    SignalWorkflowRequest,
+    SignalWorkflowResult,
+    WorkspaceActivity,
+)
 from tests.helpers import eventually, unique
 from workflows.cluster import ClusterWorkflow
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
@@ -170,6 +179,8 @@ class FakeColony:
     draining_now: set[str] = field(default_factory=set)
     most_draining: int = 0
     summaries: list[str] = field(default_factory=list)
+    signals: list[tuple[str, str]] = field(default_factory=list)
+    """(workflow id, signal) of every signal the cluster sent through an activity."""
 
     def __post_init__(self) -> None:
         for index, sku in enumerate(("h100", "cpu-32")):
@@ -584,8 +595,26 @@ class FakeColony:
         free = len(self.free[request.sku.id])
         return AwaitFreeHostsResult(free=free, enough=free >= request.count)
 
+    # --- Temporal (what the cluster tells its workspaces and GPU ledger) -----------------------
+
+    @activity.defn(name=WorkspaceActivity.SIGNAL_WORKFLOW)
+    async def signal_workflow(self, request: SignalWorkflowRequest) -> SignalWorkflowResult:
+        self.signals.append((request.workflow_id, request.signal))
+        return SignalWorkflowResult(delivered=False)
+
+    @activity.defn(name=WorkspaceActivity.LIST_WORKFLOWS)
+    async def list_workflows(self, request: ListWorkflowsRequest) -> ListWorkflowsResult:
+        return ListWorkflowsResult(workflow_ids=[])
+
+    @activity.defn(name=WorkspaceActivity.AWAIT_WORKFLOWS_CLOSED)
+    async def await_workflows_closed(
+        self, request: AwaitWorkflowsClosedRequest
+    ) -> AwaitWorkflowsClosedResult:
+        return AwaitWorkflowsClosedResult(open=[])
+
     def activities(self) -> list[Callable[..., Any]]:
-        return [getattr(self, name.value) for name in ActivityName]
+        temporal = [self.signal_workflow, self.list_workflows, self.await_workflows_closed]
+        return [getattr(self, name.value) for name in ActivityName] + temporal
 
 
 # --- Harness -------------------------------------------------------------------------------------

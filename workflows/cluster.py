@@ -56,6 +56,7 @@ from workflows.search_attributes import (
     COLONY_ORGANIZATION,
     COLONY_PHASE,
 )
+from workflows.workspace_calls import AWAIT_WORKFLOWS_CLOSED, LIST_WORKFLOWS, SIGNAL_WORKFLOW
 
 with workflow.unsafe.imports_passed_through():
     from models.activity_api import (
@@ -70,6 +71,7 @@ with workflow.unsafe.imports_passed_through():
         KubeconfigRef,
         ListNodesRequest,
     )
+    from models.capacity import GpuHolder
     from models.cluster import (
         KUBERNETES_VERSION,
         POD_CIDR,
@@ -96,9 +98,22 @@ with workflow.unsafe.imports_passed_through():
         ScaleNodePoolRequest,
     )
     from models.operations import DeleteNodeRequest as DeleteNodeOperation
-    from models.rules import operation_problem
+    from models.rules import gpu_holders_problem, operation_problem
     from models.signals import NodeEvent, NodeEventType, RefreshRequest, SignalName
+    from models.workspace import capacity_workflow_id
+    from models.workspace_api import (
+        AwaitWorkflowsClosedRequest,
+        CapacityMessage,
+        CapacityMessageKind,
+        DeleteRequested,
+        GpuHoldersMessage,
+        ListWorkflowsRequest,
+        SignalWorkflowRequest,
+        WorkspaceSignal,
+    )
 
+WORKSPACES_DELETE_DEADLINE = timedelta(minutes=30)
+"""How long a cluster's delete waits for its workspaces to be deleted first."""
 DELETE_DEADLINE = timedelta(minutes=30)
 """Tearing down a ClusterDeployment (machines reset over SSH) takes minutes, rarely more."""
 KIND = "cluster"
@@ -122,6 +137,7 @@ class ClusterWorkflow:
         self._spec: ClusterSpec = input.spec
         self._continue_as_new_after = input.continue_as_new_after_operations
         self._refresh_requested = False
+        self._gpu_holders: list[GpuHolder] = []
         if input.state is not None:
             self._state = input.state
         else:
@@ -238,7 +254,8 @@ class ClusterWorkflow:
                     removal = NodeRemoval(
                         cluster, operation, pool, drain=True, force=force, parallelism=limit
                     )
-                    await removal.run(await removal.choose(present - count))
+                    held = {node for holder in self._gpu_holders for node in holder.nodes}
+                    await removal.run(await removal.choose(present - count, held=held))
             case DeleteNodePoolRequest(pool=name, force=force, drain_parallelism=limit):
                 pool = cluster.pool(name)
                 pool.count = 0
@@ -267,6 +284,24 @@ class ClusterWorkflow:
             return
         if strays:
             workflow.logger.info("released hosts claimed late: %s", ", ".join(strays))
+
+    async def _tell_ledger(self, operation: Operation, kind: CapacityMessageKind) -> None:
+        try:
+            await SIGNAL_WORKFLOW(
+                SignalWorkflowRequest(
+                    workflow_id=capacity_workflow_id(self._spec.name),
+                    signal="capacity",
+                    payload=CapacityMessage(
+                        request_id=f"{workflow.info().workflow_id}/{operation.id}/{kind.value}",
+                        kind=kind,
+                        reason=f"cluster operation {operation.id} {operation.kind.value}",
+                    ).model_dump(mode="json"),
+                )
+            )
+        except Exception as error:
+            if not is_failure(error):
+                raise
+            workflow.logger.warning("the GPU ledger was not told: %s", reason_of(error))
 
     def _drop_if_empty(self, pool_name: str) -> None:
         """A pool whose nodes are all gone (its add failed, or it was deleted) is not a pool: it is
@@ -485,8 +520,47 @@ class ClusterWorkflow:
             self._state.conditions = known
 
     async def _tear_down_workspaces(self) -> None:
-        """Hook: workspaces running on the cluster are torn down before it goes. A no-op until
-        workspaces exist."""
+        """Delete the cluster's workspaces first (each uninstalls its release and frees its GPUs),
+        wait until they are gone, then end the cluster's GPU ledger."""
+        cluster = self._spec.name
+        listed = await LIST_WORKFLOWS(
+            ListWorkflowsRequest(query=f"ColonyKind = 'workspace' AND ColonyCluster = '{cluster}'")
+        )
+        me = workflow.info().workflow_id
+        for workspace_id in listed.workflow_ids:
+            await SIGNAL_WORKFLOW(
+                SignalWorkflowRequest(
+                    workflow_id=workspace_id,
+                    signal=WorkspaceSignal.DELETE_REQUESTED,
+                    payload=DeleteRequested(
+                        request_id=f"{me}/{self._state.owner}/delete",
+                        reason=f"cluster '{cluster}' is being deleted",
+                    ).model_dump(mode="json"),
+                )
+            )
+        if listed.workflow_ids:
+            left = await AWAIT_WORKFLOWS_CLOSED(
+                AwaitWorkflowsClosedRequest(
+                    workflow_ids=listed.workflow_ids,
+                    deadline=workflow.now() + WORKSPACES_DELETE_DEADLINE,
+                ),
+                wait=WORKSPACES_DELETE_DEADLINE,
+            )
+            if left.open:
+                raise permanent(
+                    ErrorType.CLUSTER_DEPLOYMENT_FAILED,
+                    f"workspaces of cluster '{cluster}' were not deleted within "
+                    f"{human(WORKSPACES_DELETE_DEADLINE.total_seconds())}: {', '.join(left.open)}",
+                )
+        await SIGNAL_WORKFLOW(
+            SignalWorkflowRequest(
+                workflow_id=capacity_workflow_id(cluster),
+                signal="capacity",
+                payload=CapacityMessage(
+                    request_id=f"{me}/{self._state.owner}/close", kind=CapacityMessageKind.CLOSE
+                ).model_dump(mode="json"),
+            )
+        )
 
     # --- Observing the world -------------------------------------------------------------------
 
@@ -527,7 +601,9 @@ class ClusterWorkflow:
     def _validate(self, request: OperationRequest) -> None:
         if self._engine.known_update() is not None:
             return  # a retried update: it was accepted once, it is answered the same way
-        problem = operation_problem(self._spec.name, self._state, self._engine.running, request)
+        problem = operation_problem(
+            self._spec.name, self._state, self._engine.running, request
+        ) or gpu_holders_problem(self._spec.name, self._state, request, self._gpu_holders)
         if problem:
             raise rejected(problem.message, not_found=problem.not_found)
 
@@ -664,6 +740,13 @@ class ClusterWorkflow:
                 self._cluster.count_ready(pool)
                 self._engine.show_details()
                 return
+
+    @workflow.signal(name="gpu_holders")
+    def gpu_holders(self, message: GpuHoldersMessage) -> None:
+        """The cluster's GPU ledger reports which workspaces hold GPUs on which nodes (for the
+        validators: a scale-down that would take them is refused unless forced)."""
+        if self._engine.request_ids.first_time(message.request_id):
+            self._gpu_holders = message.holders
 
     # --- Queries -------------------------------------------------------------------------------
 
