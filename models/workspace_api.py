@@ -415,6 +415,10 @@ class CapacityMessageKind(StrEnum):
     """The cluster's GPUs changed (a pool grew or shrank, a node left, another service's use)."""
     CLOSE = "close"
     """The cluster is gone: the ledger ends."""
+    PORTS = "ports"
+    """A workspace needs ports of the tenant gateway's TCP pool (one per SSH/TCP endpoint)."""
+    RELEASE_PORTS = "release_ports"
+    """A workspace gives its pool ports back (suspend, delete)."""
 
 
 class CapacityMessage(ColonyModel):
@@ -428,6 +432,14 @@ class CapacityMessage(ColonyModel):
     """`request`: what is asked for."""
     target: str = ""
     """`release`: the capacity request id to release."""
+    holder: str = ""
+    """`ports`, `release_ports`: the workspace holding the ports."""
+    endpoints: list[str] = Field(default_factory=list)
+    """`ports`: the endpoints that need one port each."""
+    pool: list[int] = Field(default_factory=list)
+    """`ports`: the gateway's TCP listener ports."""
+    taken: list[int] = Field(default_factory=list)
+    """`ports`: ports routes Colony did not make already use."""
     reply_to: str = ""
     """The workflow id to answer (signal `capacity_answer`)."""
     reason: str = ""
@@ -443,6 +455,8 @@ class CapacityLedgerInput(ColonyModel):
     book: dict[str, Any] | None = None
     replies: dict[str, str] = Field(default_factory=dict)
     """request id -> the workflow that asked, for later answers (admitted after waiting)."""
+    ports: dict[str, str] = Field(default_factory=dict)
+    """Gateway pool port (as a string) -> `<workspace>/<endpoint>` holding it."""
 
 
 class CapacityLedgerStatus(ColonyModel):
@@ -453,6 +467,15 @@ class CapacityLedgerStatus(ColonyModel):
     holders: list[GpuHolder] = Field(default_factory=list)
     waiting: list[CapacityAnswer] = Field(default_factory=list)
     free: dict[str, int] = Field(default_factory=dict)
+
+
+class PortsAnswer(ColonyModel):
+    """From a ledger to a workspace (signal `ports_answer`): its pool ports, by endpoint."""
+
+    request_id: str
+    ports: dict[str, int] = Field(default_factory=dict)
+    exhausted: list[str] = Field(default_factory=list)
+    """Endpoints left without a port: every listener of the pool is in use."""
 
 
 class GpuHoldersMessage(ColonyModel):
@@ -497,6 +520,7 @@ class WorkspaceSignal(StrEnum):
     """Signals a workspace's workflow takes."""
 
     CAPACITY_ANSWER = "capacity_answer"
+    PORTS_ANSWER = "ports_answer"
     PREREQUISITE_ANSWER = "prerequisite_answer"
     DELETE_REQUESTED = "delete_requested"
     REFRESH = "refresh"

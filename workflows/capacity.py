@@ -5,6 +5,9 @@ two workspaces are never admitted onto the same GPUs, however their requests rac
 handled one at a time, in arrival order, each exactly once (request ids), and the ledger's state
 is carried whole across continue-as-new.
 
+It also owns the cluster's share of the tenant gateway's TCP port pool (`ports`, `release_ports`):
+the same single writer, so two workspaces deployed at once never get the same listener port.
+
 Messages (signal `capacity`, `models.workspace_api.CapacityMessage`): a workspace asks for GPUs
 (`request`, answered by the signal `capacity_answer` to `reply_to`, now and on every later change:
 admitted after waiting, moved in the queue, displaced by a forced scale-down), gives them back
@@ -44,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
         CapacityMessage,
         CapacityMessageKind,
         GpuHoldersMessage,
+        PortsAnswer,
         ReadGpuInventoryRequest,
         SignalWorkflowRequest,
         WorkspaceSignal,
@@ -73,6 +77,7 @@ class CapacityLedgerWorkflow:
         self._book = OperationBook.model_validate(input.book) if input.book else OperationBook()
         self._ids = RequestIds(self._book)
         self._replies: dict[str, str] = dict(input.replies)
+        self._ports: dict[str, str] = dict(input.ports)
         self._loaded = input.inventory_loaded
         self._inbox: list[CapacityMessage] = []
         self._refresh = False
@@ -141,6 +146,7 @@ class CapacityLedgerWorkflow:
             state=self._ledger.state.model_dump(mode="json"),
             book=self._book.model_dump(mode="json"),
             replies=self._replies,
+            ports=self._ports,
         )
 
     async def _handle(self, message: CapacityMessage) -> None:
@@ -173,10 +179,40 @@ class CapacityLedgerWorkflow:
                 await self._read_inventory()
             case CapacityMessageKind.CLOSE:
                 self._closed = True
+            case CapacityMessageKind.PORTS:
+                await self._allocate_ports(message)
+            case CapacityMessageKind.RELEASE_PORTS:
+                prefix = f"{message.holder}/"
+                self._ports = {p: h for p, h in self._ports.items() if not h.startswith(prefix)}
             case _:
                 workflow.logger.warning(
                     "ignored a malformed capacity message %s", message.request_id
                 )
+
+    async def _allocate_ports(self, message: CapacityMessage) -> None:
+        """One pool port per endpoint: the one it holds already, else the lowest free."""
+        held = {holder: int(port) for port, holder in self._ports.items()}
+        in_use = {int(port) for port in self._ports} | set(message.taken)
+        answer = PortsAnswer(request_id=message.request_id)
+        for endpoint in message.endpoints:
+            key = f"{message.holder}/{endpoint}"
+            port = held.get(key)
+            if port is None:
+                port = next((p for p in sorted(message.pool) if p not in in_use), None)
+            if port is None:
+                answer.exhausted.append(endpoint)
+                continue
+            self._ports[str(port)] = key
+            in_use.add(port)
+            answer.ports[endpoint] = port
+        if message.reply_to:
+            await SIGNAL_WORKFLOW(
+                SignalWorkflowRequest(
+                    workflow_id=message.reply_to,
+                    signal=WorkspaceSignal.PORTS_ANSWER,
+                    payload=answer.model_dump(mode="json"),
+                )
+            )
 
     async def _read_inventory(self) -> None:
         try:

@@ -222,6 +222,10 @@ class ClusterWorkflow:
                 # Every branch has settled: a claim that landed after an interruption is swept.
                 await settle(self._sweep_after(operation, error))
             raise
+        finally:
+            if self._state.kubeconfig is not None:
+                # The cluster's GPUs may have changed: its ledger (if any) reads them again.
+                await settle(self._tell_ledger(operation, CapacityMessageKind.CHANGED))
 
     async def _plan(self, operation: Operation) -> None:
         cluster = self._cluster

@@ -97,6 +97,7 @@ with workflow.unsafe.imports_passed_through():
         ConditionStatus,
         ConditionType,
         FailureContext,
+        GatewayInfo,
         PrerequisitePhase,
         PrerequisiteStatus,
         RouteRecord,
@@ -104,7 +105,6 @@ with workflow.unsafe.imports_passed_through():
         WorkspaceState,
         WorkspaceStatus,
         WorkspaceWorkflowInput,
-        allocate_pool_port,
         capacity_request_id,
         capacity_workflow_id,
         endpoint_service_name,
@@ -134,6 +134,7 @@ with workflow.unsafe.imports_passed_through():
         EnsureNamespaceRequest,
         FindTenantGatewayRequest,
         GetWorkspaceClassRequest,
+        PortsAnswer,
         PrerequisiteAnswer,
         PrerequisiteInput,
         PrerequisiteMessage,
@@ -191,6 +192,7 @@ class WorkspaceWorkflow:
         )
         self._answers: dict[str, CapacityAnswer] = {}
         self._prerequisites: dict[str, PrerequisiteAnswer] = {}
+        self._ports: dict[str, PortsAnswer] = {}
         self._refresh = False
         self._engine: EntityEngine[WorkspaceOperation] = EntityEngine(
             self._state.book, self._state.queue, self._state.completed, headline=self._headline
@@ -257,8 +259,13 @@ class WorkspaceWorkflow:
             self._set_phase(WorkspacePhase.SUSPENDED, "deployed suspended: nothing installed")
             state.suspended = True
             return
-        await self._install_prerequisites(workspace_class)
-        answer = await self._admit(workspace_class)
+        if redeploy and state.admission is not None:
+            # Displaced (its GPUs' node left): the ledger put its request back in line at its
+            # original place; wait for it there, then install on the new placement.
+            answer: CapacityAnswer | None = await self._await_admission(state.admission.request_id)
+        else:
+            await self._install_prerequisites(workspace_class)
+            answer = await self._admit(workspace_class)
         merged = self._merge(workspace_class, answer)
         await self._install(workspace_class, merged)
         await self._route(workspace_class)
@@ -459,6 +466,10 @@ class WorkspaceWorkflow:
                 static_summary=f"GPU ledger of cluster {spec.cluster}",
             )
         )
+        return await self._await_admission(request_id)
+
+    async def _await_admission(self, request_id: str) -> CapacityAnswer:
+        """Wait (without timers: the ledger answers by signal) until the request is decided."""
         await workflow.wait_condition(
             lambda: (
                 (answer := self._answers.get(request_id)) is not None
@@ -471,7 +482,7 @@ class WorkspaceWorkflow:
                 ConditionType.FEASIBLE,
                 True,
                 ConditionReason.GPU_CAPACITY_RESERVED,
-                f"{request.describe()} reserved on {', '.join(answer.nodes)}",
+                f"{answer.message or 'GPUs reserved'} on {', '.join(answer.nodes)}",
             )
             return answer
         reason = (
@@ -600,13 +611,7 @@ class WorkspaceWorkflow:
                 "no tenant gateway: reach the endpoints with kubectl port-forward",
             )
             return
-        taken = set(found.taken_ports) - set(state.tcp_ports.values())
-        for endpoint in workspace_class.access_endpoints:
-            if endpoint.protocol is EndpointProtocol.HTTP or endpoint.name in state.tcp_ports:
-                continue
-            port = allocate_pool_port(gateway.tcp_ports, taken | set(state.tcp_ports.values()))
-            if port is not None:
-                state.tcp_ports[endpoint.name] = port
+        await self._allocate_ports(workspace_class, gateway, found.taken_ports)
         entries = plan_access(spec.name, spec.cluster, workspace_class, gateway, state.tcp_ports)
         routes: list[RouteSpec] = []
         primary = True
@@ -672,6 +677,59 @@ class WorkspaceWorkflow:
             "; ".join(f"{e.name}: {e.message}" for e in not_ready) or "every endpoint is reachable",
         )
 
+    async def _allocate_ports(
+        self, workspace_class: WorkspaceClassSpec, gateway: GatewayInfo, taken: list[int]
+    ) -> None:
+        """Pool ports for the TCP/SSH endpoints, from the cluster's ledger: one writer per cluster,
+        so two workspaces deployed at once never get the same listener."""
+        endpoints = [
+            e.name
+            for e in workspace_class.access_endpoints
+            if e.protocol is not EndpointProtocol.HTTP
+        ]
+        if not endpoints or not gateway.tcp_ports:
+            return
+        state = self._state
+        request_id = f"{self._spec.name}/{state.incarnation}/ports#{state.book.operations_run}"
+        ours = set(state.tcp_ports.values())
+        await SIGNAL_WITH_START(
+            SignalWithStartRequest(
+                workflow=LEDGER_WORKFLOW,
+                workflow_id=capacity_workflow_id(self._spec.cluster),
+                input=CapacityLedgerInput(cluster=self._spec.cluster).model_dump(mode="json"),
+                signal=CAPACITY_SIGNAL,
+                payload=CapacityMessage(
+                    request_id=request_id,
+                    kind=CapacityMessageKind.PORTS,
+                    holder=self._spec.name,
+                    endpoints=endpoints,
+                    pool=gateway.tcp_ports,
+                    taken=[port for port in taken if port not in ours],
+                    reply_to=workflow.info().workflow_id,
+                ).model_dump(mode="json"),
+                static_summary=f"GPU ledger of cluster {self._spec.cluster}",
+            )
+        )
+        await workflow.wait_condition(lambda: request_id in self._ports)
+        state.tcp_ports = dict(self._ports[request_id].ports)
+
+    async def _release_ports(self) -> None:
+        if not self._state.tcp_ports:
+            return
+        await SIGNAL_WORKFLOW(
+            SignalWorkflowRequest(
+                workflow_id=capacity_workflow_id(self._spec.cluster),
+                signal=CAPACITY_SIGNAL,
+                payload=CapacityMessage(
+                    request_id=f"{self._spec.name}/{self._state.incarnation}/release-ports#"
+                    f"{self._state.book.operations_run}",
+                    kind=CapacityMessageKind.RELEASE_PORTS,
+                    holder=self._spec.name,
+                ).model_dump(mode="json"),
+            )
+        )
+        self._state.tcp_ports = {}
+
     # --- Suspend, delete -------------------------------------------------------------------------
 
     async def _uninstall(self) -> None:
@@ -689,7 +747,7 @@ class WorkspaceWorkflow:
                 )
             )
         state.routes = []
-        state.tcp_ports = {}
+        await self._release_ports()
         state.access = []
         gone = await DELETE_SERVICE_SET(
             DeleteServiceSetRequest(
@@ -803,6 +861,11 @@ class WorkspaceWorkflow:
         elif answer.decision is Decision.ADMITTED:
             admission.state = AdmissionState.ADMITTED
             admission.position = 0
+
+    @workflow.signal(name=WorkspaceSignal.PORTS_ANSWER)
+    def ports_answer(self, answer: PortsAnswer) -> None:
+        """The ledger's answer: this workspace's gateway pool ports."""
+        self._ports[answer.request_id] = answer
 
     @workflow.signal(name=WorkspaceSignal.PREREQUISITE_ANSWER)
     def prerequisite_answer(self, answer: PrerequisiteAnswer) -> None:
