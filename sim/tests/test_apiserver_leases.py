@@ -94,7 +94,7 @@ async def test_create_get_update_with_optimistic_concurrency(api_client: client.
 
 
 async def test_micro_times_come_back_in_utc_with_six_digits(api_client: client.ApiClient) -> None:
-    created = await call(
+    created: Any = await call(
         client.CoordinationV1Api(api_client).create_namespaced_lease,
         NS,
         lease("tz", holderIdentity="a", renewTime="2026-03-01T12:00:00.500000+02:00"),
