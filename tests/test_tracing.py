@@ -9,7 +9,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from activities.settings import SettingsError
+from activities import tracing
+from activities.settings import ColonySettings, SettingsError
 from tests.test_harness import _greet
 from worker import tracing_interceptor
 
@@ -21,10 +22,12 @@ async def test_workflow_and_activity_spans_are_recorded(
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     config = dev_env.client.config()
-    config["interceptors"] = [tracing_interceptor(provider=provider)]
-    traced = Client(**config)
-
-    await _greet(traced, task_queue)
+    try:
+        config["interceptors"] = [tracing_interceptor(provider=provider)]
+        traced = Client(**config)
+        await _greet(traced, task_queue)
+    finally:
+        tracing.install(None)
 
     names = {span.name for span in exporter.get_finished_spans()}
     assert {
@@ -41,3 +44,32 @@ async def test_workflow_and_activity_spans_are_recorded(
 def test_unknown_exporter_is_refused() -> None:
     with pytest.raises(SettingsError, match="COLONY_TRACE_EXPORT"):
         tracing_interceptor("zipkin")
+    with pytest.raises(SettingsError, match="COLONY_TRACE_EXPORT"):
+        ColonySettings.from_env({"COLONY_TRACE_EXPORT": "zipkin"})
+
+
+@pytest.mark.parametrize(
+    ("export", "exporter"),
+    [
+        pytest.param("otlp", "OTLPSpanExporter", id="otlp"),
+        pytest.param("console", "ConsoleSpanExporter", id="console"),
+    ],
+)
+def test_exporters_by_configuration(export: str, exporter: str) -> None:
+    provider = tracing.configure("colony-test", export)
+    try:
+        assert provider is not None
+        assert tracing.enabled()
+        processors = provider._active_span_processor._span_processors
+        assert [type(p.span_exporter).__name__ for p in processors] == [exporter]  # type: ignore[attr-defined]
+        assert provider.resource.attributes["service.name"] == "colony-test"
+    finally:
+        tracing.shutdown()
+    assert not tracing.enabled()
+    assert tracing.configure("colony-test", "") is None
+
+
+def test_no_tracing_costs_a_null_context() -> None:
+    with tracing.span("kube read_node", {"x": 1}) as span:
+        assert span is None
+    assert tracing.interceptor() is None
