@@ -11,13 +11,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import signal
+import socket
+import sys
 import time
+import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
+from prometheus_client.parser import text_string_to_metric_families
 from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner, Result
 
@@ -44,6 +51,7 @@ from worker import build_worker
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
+ROOT = Path(__file__).resolve().parents[1]
 FAST_LEASE = LeaseTiming(lease_duration=2.0, renew_deadline=1.5, retry_period=0.25)
 """Seconds, so that a takeover happens within a test's patience (client-go's are 15/10/2)."""
 
@@ -376,3 +384,90 @@ async def test_signalling_a_deleted_cluster_is_not_an_error(stack: Stack) -> Non
 
 async def _async(value: Any) -> Any:
     return value
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def scrape(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    values: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            key = sample.name + (
+                "{" + ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items())) + "}"
+                if sample.labels
+                else ""
+            )
+            values[key] = sample.value
+    return values
+
+
+async def test_worker_process_with_the_watcher_inside(stack: Stack) -> None:
+    """`python worker.py` with COLONY_WATCHER_IN_WORKER=1 and COLONY_METRICS_PORT: the process
+    a small deployment runs, signals included, seen from its metrics endpoint."""
+    task_queue = unique("inworker")
+    namespace = unique("colony-system")
+    port = free_port()
+    env = {
+        **os.environ,
+        **stack.env,
+        "COLONY_TASK_QUEUE": task_queue,
+        "COLONY_WATCHER_IN_WORKER": "1",
+        "COLONY_SYSTEM_NAMESPACE": namespace,
+        "COLONY_WATCHER_ID": "worker-1",
+        "COLONY_METRICS_PORT": str(port),
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "worker.py", cwd=ROOT, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        metrics = await eventually(
+            lambda: asyncio.to_thread(_scrape_or_empty, port),
+            until=lambda m: m.get("colony_watcher_leader") == 1.0,
+            timeout=30,
+            what="the in-worker watcher leading",
+        )
+        assert any(name.startswith("temporal_") for name in metrics)
+        ctl_stack = Stack(
+            stack.world,
+            {**stack.env, "COLONY_TASK_QUEUE": task_queue},
+            stack.management,
+            stack.dev_env,
+        )
+        name = unique("inworker")
+        nodes = await ctl_stack.create_cluster(name, count=1)
+        stack.world.faults.stop_kubelet(nodes[0], cluster=name)
+        await eventually(
+            lambda: ctl_stack.status(name),
+            until=lambda s: s["nodePools"][0]["readyCount"] == 0,
+            timeout=20,
+            what="the stopped node, through the watcher in the worker",
+        )
+        metrics = await asyncio.to_thread(scrape, port)
+        assert metrics["colony_watcher_signals_total{outcome=sent,signal=node_event}"] >= 2
+        assert metrics["colony_host_claims_total{outcome=claimed}"] >= 1
+        stack.world.faults.clear()
+        await ctl_stack.ctl("cluster", "delete", name, "--wait", "--timeout", "90")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output, _ = await asyncio.wait_for(process.communicate(), timeout=30)
+    assert process.returncode == 0, output.decode()[-3000:]
+    lease = await call(
+        client.CoordinationV1Api(stack.management).read_namespaced_lease,
+        "colony-watcher",
+        namespace,
+    )
+    assert lease.spec.holder_identity in ("", None), "released on a clean stop"
+
+
+def _scrape_or_empty(port: int) -> dict[str, float]:
+    try:
+        return scrape(port)
+    except OSError:
+        return {}
