@@ -231,6 +231,7 @@ async def run(settings: ColonySettings) -> None:
     watching: asyncio.Task[None] | None = None
     if settings.watcher_in_worker:
         watching = asyncio.create_task(_watch(settings, kubeconfig, temporal))
+        watching.add_done_callback(_report_watcher_end)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -261,6 +262,13 @@ async def run(settings: ColonySettings) -> None:
             close_client(management_api)
             tracing.shutdown()
     log.info("worker stopped")
+
+
+def _report_watcher_end(task: asyncio.Task[None]) -> None:
+    # The watcher only ends when cancelled; anything else is a bug to see in the log (the worker
+    # goes on: the workflows' fallback keeps them correct without it).
+    if not task.cancelled() and task.exception() is not None:
+        log.error("the in-process watcher stopped", exc_info=task.exception())
 
 
 async def _watch(settings: ColonySettings, kubeconfig: Path, temporal: Client) -> None:

@@ -28,6 +28,7 @@ import contextlib
 import logging
 import os
 import socket
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,6 +62,7 @@ log = logging.getLogger("colony.watcher")
 
 SYSTEM_NAMESPACE = "colony-system"
 """Colony's own namespace on the management cluster: the Lease and the state ConfigMap."""
+SIGNALLED_KEPT = 1000
 SIGNAL_RETRY_FIRST = 0.5
 SIGNAL_RETRY_CAP = 10.0
 """Seconds between attempts at a signal Temporal did not take: 0.5 s doubling to 10 s."""
@@ -167,8 +169,8 @@ class Watcher:
         self.elector: LeaseElector | None = None
         self.streams: dict[str, WatchStream] = {}
         """Every stream of the current term, by name (tests and stats)."""
-        self.signalled: list[Signal] = []
-        """Signals delivered in this process, in order (tests and the benchmark read them)."""
+        self.signalled: deque[Signal] = deque(maxlen=SIGNALLED_KEPT)
+        """The last signals delivered by this process, in order (tests, debugging)."""
 
     @property
     def relists(self) -> int:
@@ -353,13 +355,17 @@ class Watcher:
 
     def _stop_child(self, cluster_deployment: Obj) -> None:
         key = self._child_key(cluster_deployment)
+        uid = uid_of(cluster_deployment)
         child = self._children.pop(key, None)
-        if child is not None and child.uid == uid_of(cluster_deployment):
-            child.task.cancel()
-            if self._state is not None:
-                self._state.drop(self._child_stream(key))
-        elif child is not None:
+        if child is not None and child.uid != uid:
             self._children[key] = child  # a newer cluster of that name: not this delete's
+            return
+        if child is not None:
+            child.task.cancel()
+        stream = self._child_stream(key)
+        # Its saved position goes too (also when it went while no watcher ran).
+        if self._state is not None and self._state.get(stream).startswith(f"{uid}/"):
+            self._state.drop(stream)
 
     async def _kubeconfig(self, cluster_deployment: Obj, wake: asyncio.Event) -> dict[str, Any]:
         """The child's kubeconfig, once k0rdent has written its Secret."""
@@ -396,32 +402,47 @@ class Watcher:
         stream_name = self._child_stream(key)
         stored = self._state.get(stream_name) if self._state is not None else ""
         stored_uid, _, stored_version = stored.partition("/")
-        kubeconfig = await self._kubeconfig(cluster_deployment, wake)
-        api = self._child_api(kubeconfig)
-        try:
-            stream = WatchStream(
-                api,
-                stream_name,
-                collection_path("", "v1", "nodes"),
-                version=stored_version if stored_uid == uid else "",
-                timeout_seconds=self.config.watch_timeout_seconds,
-            )
-            self.streams[stream_name] = stream
-            seen = Fingerprints()
-            async for event in stream.events():
-                if event.type == SYNCED:
-                    if event.relist:
-                        metrics.watcher_relist("nodes")
-                        await self._deliver(relist_refresh(workflow_id, stream_name, event.version))
-                    self._acknowledge(stream_name, f"{uid}/{event.version}")
-                    continue
-                node = event.obj
-                if seen.changed(event.type, uid_of(node), node_fingerprint(node)):
-                    await self._deliver(node_event(cluster, workflow_id, event.type, node))
-                if event.version:
-                    self._acknowledge(stream_name, f"{uid}/{event.version}")
-        finally:
-            await api.aclose()
+        stream = WatchStream(
+            self._child_api(await self._kubeconfig(cluster_deployment, wake)),
+            stream_name,
+            collection_path("", "v1", "nodes"),
+            version=stored_version if stored_uid == uid else "",
+            timeout_seconds=self.config.watch_timeout_seconds,
+            fatal_statuses=(401,),
+        )
+        self.streams[stream_name] = stream
+        seen = Fingerprints()
+        while True:
+            try:
+                async for event in stream.events():
+                    await self._on_node(event, cluster, uid, workflow_id, stream_name, seen)
+            except KubeError as exc:
+                # 401: the kubeconfig changed (credentials rotated); read it again and resume.
+                log.info("%s: %s; reading the kubeconfig again", stream_name, exc)
+            finally:
+                await stream.api.aclose()
+            stream.api = self._child_api(await self._kubeconfig(cluster_deployment, wake))
+
+    async def _on_node(
+        self,
+        event: StreamEvent,
+        cluster: str,
+        uid: str,
+        workflow_id: str,
+        stream_name: str,
+        seen: Fingerprints,
+    ) -> None:
+        if event.type == SYNCED:
+            if event.relist:
+                metrics.watcher_relist("nodes")
+                await self._deliver(relist_refresh(workflow_id, stream_name, event.version))
+            self._acknowledge(stream_name, f"{uid}/{event.version}")
+            return
+        node = event.obj
+        if seen.changed(event.type, uid_of(node), node_fingerprint(node)):
+            await self._deliver(node_event(cluster, workflow_id, event.type, node))
+        if event.version:
+            self._acknowledge(stream_name, f"{uid}/{event.version}")
 
 
 async def _retrying(what: str, step: Callable[[], Awaitable[None]]) -> None:

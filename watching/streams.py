@@ -63,6 +63,9 @@ class WatchStream:
     version: str = ""
     """Where the next watch starts; empty: list first."""
     timeout_seconds: int = WATCH_TIMEOUT_SECONDS
+    fatal_statuses: tuple[int, ...] = ()
+    """Statuses raised to the consumer instead of retried (401 for a child cluster: its
+    credentials were rotated, the consumer reads the kubeconfig again)."""
     known: dict[str, Obj] = field(default_factory=dict)
     """The objects the stream has seen, by uid (what a relist compares against)."""
     relists: int = 0
@@ -75,7 +78,7 @@ class WatchStream:
         self._listed = bool(self.version)
 
     async def events(self) -> AsyncIterator[StreamEvent]:
-        """Events until cancelled; errors are retried with back-off, never raised."""
+        """Events until cancelled; errors are retried with back-off (but `fatal_statuses`)."""
         backoff = BACKOFF_FIRST
         while True:
             try:
@@ -89,7 +92,13 @@ class WatchStream:
                 log.info("%s: resourceVersion %s is gone, listing again", self.name, self.version)
                 self.version = ""
                 continue
-            except (KubeError, httpx.HTTPError, ValueError) as exc:
+            except KubeError as exc:
+                if exc.status in self.fatal_statuses:
+                    raise
+                log.warning("%s: %s; retrying in %.1fs", self.name, exc, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, BACKOFF_CAP)
+            except (httpx.HTTPError, ValueError) as exc:
                 log.warning("%s: %s; retrying in %.1fs", self.name, exc, backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, BACKOFF_CAP)
