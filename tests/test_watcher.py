@@ -29,6 +29,7 @@ from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner, Result
 
 from models.signals import NodeEvent, SignalName
+from sim.crds.samples import service_set
 from sim.world import SimWorld
 from starter.cli import app, normalize_argv
 from tests.helpers import eventually, unique
@@ -471,3 +472,48 @@ def _scrape_or_empty(port: int) -> dict[str, float]:
         return scrape(port)
     except OSError:
         return {}
+
+
+async def test_a_lost_node_and_a_workspace_service_set(stack: Stack, watchers: Watchers) -> None:
+    name = unique("lost")
+    nodes = await stack.create_cluster(name)
+    watchers.start("watcher")
+    await eventually(
+        lambda: _async(len(watchers.node_events())), until=lambda n: n >= 2, timeout=30
+    )
+    # The machine vanishes: its Node is deleted, the status says so.
+    stack.world.faults.lose_node(nodes[0], cluster=name)
+    status = await eventually(
+        lambda: stack.status(name),
+        until=lambda s: node_status(s, nodes[0]) == "NotFound",
+        timeout=20,
+        what="the lost node on the status",
+    )
+    assert status["nodePools"][0]["readyCount"] == 1
+    assert any(e.node == nodes[0] and e.type.value == "DELETED" for e in watchers.node_events())
+
+    # Any object Colony annotates with its owner's workflow id is followed: a workspace's
+    # ServiceSet changing becomes a refresh of that workflow (here the cluster's, which exists).
+    body = service_set(name=unique("ws"), cluster=name)
+    body["metadata"]["labels"] = {"colony.dev/workspace": "notebook"}
+    body["metadata"]["annotations"] = {"colony.dev/workflow-id": f"cluster/{name}"}
+    created = await call(
+        client.CustomObjectsApi(stack.management).create_namespaced_custom_object,
+        "k0rdent.mirantis.com", "v1beta1", "kcm-system", "servicesets", body,
+    )  # fmt: skip
+    uid = created["metadata"]["uid"]
+    refreshed = await eventually(
+        lambda: _async(
+            [s for _, s in watchers.sent if s.request_id.startswith(f"ServiceSet/{uid}/")]
+        ),
+        timeout=20,
+        what="a refresh for the ServiceSet",
+    )
+    assert refreshed[0].workflow_id == f"cluster/{name}"
+    assert refreshed[0].name is SignalName.REFRESH
+    await call(
+        client.CustomObjectsApi(stack.management).delete_namespaced_custom_object,
+        "k0rdent.mirantis.com", "v1beta1", "kcm-system", "servicesets", body["metadata"]["name"],
+    )  # fmt: skip
+    stack.world.faults.clear()
+    await stack.ctl("cluster", "delete", name, "--wait", "--timeout", "90")
