@@ -126,7 +126,13 @@ class ColonyGroup(TyperGroup):
             return self._run(argv, prog_name, **extra)
         provider = None
         if not tracing.enabled():
-            provider = tracing.configure(f"{PROG}", os.environ[tracing.TRACE_EXPORT_ENV].strip())
+            try:
+                provider = tracing.configure(
+                    PROG, os.environ[tracing.TRACE_EXPORT_ENV].strip().lower()
+                )
+            except ValueError as error:
+                _error_line(f"{error} (use 'otlp', 'console' or nothing)")
+                return int(ExitCode.USAGE)
         try:
             with tracing.span(f"{PROG} {command_path(argv)}") as span:
                 code = self._run(argv, prog_name, **extra)

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -73,3 +78,39 @@ def test_no_tracing_costs_a_null_context() -> None:
     with tracing.span("kube read_node", {"x": 1}) as span:
         assert span is None
     assert tracing.interceptor() is None
+
+
+def test_colonyctl_refuses_an_unknown_exporter_on_one_line() -> None:
+    from typer.testing import CliRunner
+
+    from starter.cli import app
+
+    result = CliRunner().invoke(
+        app, ["catalog", "location", "list"], env={"COLONY_TRACE_EXPORT": "zipkin"}
+    )
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: COLONY_TRACE_EXPORT: unknown exporter 'zipkin' (use 'otlp', 'console' or nothing)"
+    ]
+    assert not tracing.enabled()
+
+
+def test_colonyctl_traces_its_command_to_the_console(tmp_path: Path) -> None:
+    """`COLONY_TRACE_EXPORT=console colonyctl ...` in a process of its own: the command's span
+    is printed (flushed before the process' `os._exit`)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "starter.cli", "cluster", "get", "absent"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=Path(__file__).resolve().parents[1],
+        env={
+            **os.environ,
+            "COLONY_TRACE_EXPORT": "console",
+            "TEMPORAL_ADDRESS": "127.0.0.1:1",
+            "COLONY_CACHE_DIR": str(tmp_path),
+        },
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stderr
+    assert '"name": "colonyctl cluster get"' in done.stdout
