@@ -6,8 +6,20 @@ from `COLONY_MANAGEMENT_KUBECONFIG` and the host provider's `httpx.AsyncClient` 
 `COLONY_HOST_PROVIDER_URL`/`_API_KEY` (see `activities.settings`), and runs every workflow and
 activity on `COLONY_TASK_QUEUE` until SIGINT or SIGTERM, when it drains gracefully.
 
-Tracing: every workflow, update and activity becomes an OpenTelemetry span (Temporal's
-`TracingInterceptor`); `COLONY_TRACE_EXPORT=console` prints them, the default keeps them in-process.
+Tracing (`COLONY_TRACE_EXPORT=otlp|console`, `activities.tracing`): every workflow, update and
+activity becomes an OpenTelemetry span (Temporal's `TracingInterceptor`), continuing the trace of
+the client that started it, and so does each Kubernetes and host-provider call of an activity.
+
+Metrics (`COLONY_METRICS_PORT`, `activities.metrics`): Colony's own and the Temporal runtime's
+worker metrics on one Prometheus endpoint.
+
+Watcher (`COLONY_WATCHER_IN_WORKER=1`): the `watching` package runs in this process too, elected on
+its Lease like a separate `watcher.py`, so a small deployment needs one process kind only.
+
+Search attributes: `ensure_search_attributes` registers every key of `workflows.search_attributes`
+where the server allows it (a dev server does). Elsewhere (a self-hosted or cloud namespace), once:
+`temporal operator search-attribute create --namespace default --name ColonyKind --type Keyword`
+and the same for each key (`python worker.py --print-search-attribute-commands` prints them all).
 
 Tests build the same worker in-process with `build_worker(...)`, passing their own clients.
 """
@@ -19,36 +31,42 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
 from kubernetes import client as kube_client
-from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.common import SearchAttributeIndexedValueType, WorkflowIDConflictPolicy
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.service import RPCError
-from temporalio.worker import Worker
+from temporalio.worker import Interceptor, Worker
 
+from activities import metrics, tracing
 from activities.child_cluster import ChildClients, ChildClusterActivities
 from activities.crds import ensure_crds
 from activities.host_provider import HostProviderActivities
 from activities.kube import api_client_from_file, close_client
 from activities.management import ManagementClusterActivities
+from activities.metrics import ActivityErrorCounter
 from activities.sealing import SealingSettings, Unsealer, load_private_key
 from activities.settings import ColonySettings, SettingsError
 from activities.temporal import TemporalActivities
 from activities.workspaces import WorkspaceActivities
 from catalog.workspaces import load_workspace_catalog
 from models.workspace_api import CATALOG_WORKFLOW_ID, CatalogInput, PublishWorkspaceClassRequest
+from watching.kubeapi import KubeApi
+from watching.service import Watcher, WatcherConfig
+from watching.signals import TemporalSignals
 from workflows.capacity import CapacityLedgerWorkflow
 from workflows.catalog import CatalogWorkflow
 from workflows.cluster import ClusterWorkflow
@@ -74,16 +92,38 @@ among them (which heartbeat) are retried on another worker from where they were.
 
 def tracing_interceptor(
     export: str = "", provider: TracerProvider | None = None
-) -> TracingInterceptor:
-    """Spans for every workflow, update and activity, exported as `export` says ("console" or
-    nothing). Span attributes carry ids only, never payloads, so no secret can reach an exporter."""
-    if provider is None:
-        provider = TracerProvider(resource=Resource.create({"service.name": "colony-worker"}))
-        if export == "console":
-            provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
-        elif export:
-            raise SettingsError(f"COLONY_TRACE_EXPORT: unknown exporter {export!r} (use 'console')")
-    return TracingInterceptor(provider.get_tracer("colony"))
+) -> TracingInterceptor | None:
+    """Temporal's tracing interceptor for this process: on `provider` when given (tests), else as
+    `export` configures it ("otlp", "console"); None without tracing."""
+    if provider is not None:
+        tracing.install(provider)
+    elif export:
+        try:
+            tracing.configure("colony-worker", export)
+        except ValueError as exc:
+            raise SettingsError(str(exc)) from exc
+    return tracing.interceptor()
+
+
+def temporal_runtime(metrics_port: int | None) -> tuple[Runtime | None, str | None]:
+    """A Temporal runtime whose worker metrics are served in Prometheus format on a free loopback
+    port (folded into Colony's endpoint by `activities.metrics.serve`), and that endpoint's URL;
+    (None, None) without metrics."""
+    if metrics_port is None:
+        return None, None
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    runtime = Runtime(
+        telemetry=TelemetryConfig(
+            metrics=PrometheusConfig(
+                bind_address=f"127.0.0.1:{port}",
+                counters_total_suffix=True,
+                durations_as_seconds=True,
+            )
+        )
+    )
+    return runtime, f"http://127.0.0.1:{port}/metrics"
 
 
 def load_unsealer(settings: SealingSettings) -> Unsealer | None:
@@ -195,8 +235,13 @@ async def build_worker(
     management_api: kube_client.ApiClient,
     host_provider: httpx.AsyncClient,
     unsealer: Unsealer | None = None,
+    *,
+    interceptors: Sequence[Interceptor] = (),
 ) -> AsyncIterator[Worker]:
-    """A `Worker` with every workflow and activity; closes the child clients it created on exit."""
+    """A `Worker` with every workflow and activity; closes the child clients it created on exit.
+
+    Activity errors are always counted (`activities.metrics`); `interceptors` adds others (the
+    tracing interceptor of a client comes along with the client by itself)."""
     activities, child = activity_callables(
         management_api, host_provider, temporal, task_queue, unsealer
     )
@@ -210,6 +255,7 @@ async def build_worker(
         # timeout), so a workflow's cancel reaches a running wait within seconds.
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+        interceptors=[ActivityErrorCounter(), *interceptors],
     )
     try:
         yield worker
@@ -225,7 +271,7 @@ async def ensure_search_attributes(temporal: Client, namespace: str) -> None:
             AddSearchAttributesRequest(
                 namespace=namespace,
                 search_attributes={
-                    key.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
+                    key.name: IndexedValueType.ValueType(int(key.indexed_value_type))
                     for key in SEARCH_ATTRIBUTES
                 },
             )
@@ -234,21 +280,53 @@ async def ensure_search_attributes(temporal: Client, namespace: str) -> None:
         log.debug("search attributes not added (%s): %s", exc.status.name, exc.message)
 
 
-async def run(settings: ColonySettings, trace_export: str = "") -> None:
-    """Run the worker until SIGINT/SIGTERM."""
+def search_attribute_commands(namespace: str) -> list[str]:
+    """The `temporal` commands that register Colony's search attributes on a server where the
+    worker may not (a self-hosted cluster's operator, Temporal Cloud via tcld/the UI)."""
+    return [
+        f"temporal operator search-attribute create --namespace {namespace} "
+        f"--name {key.name} --type {_TYPE_NAMES[SearchAttributeIndexedValueType(key.indexed_value_type)]}"
+        for key in SEARCH_ATTRIBUTES
+    ]
+
+
+_TYPE_NAMES = {
+    SearchAttributeIndexedValueType.KEYWORD: "Keyword",
+    SearchAttributeIndexedValueType.TEXT: "Text",
+    SearchAttributeIndexedValueType.INT: "Int",
+    SearchAttributeIndexedValueType.DOUBLE: "Double",
+    SearchAttributeIndexedValueType.BOOL: "Bool",
+    SearchAttributeIndexedValueType.DATETIME: "Datetime",
+    SearchAttributeIndexedValueType.KEYWORD_LIST: "KeywordList",
+}
+"""The `--type` names of `temporal operator search-attribute create`."""
+
+
+async def run(settings: ColonySettings) -> None:
+    """Run the worker (and the watcher, when asked) until SIGINT/SIGTERM."""
     kubeconfig = settings.require_management_kubeconfig()
     url, api_key = settings.require_host_provider()
+    interceptor = tracing_interceptor(settings.trace_export)
+    runtime, temporal_metrics = temporal_runtime(settings.metrics_port)
     temporal = await Client.connect(
         **settings.temporal_connect,
         data_converter=pydantic_data_converter,
-        interceptors=[tracing_interceptor(trace_export)],
+        interceptors=[interceptor] if interceptor else [],
+        runtime=runtime,
     )
+    if settings.metrics_port is not None:
+        port = metrics.serve(settings.metrics_port, temporal_metrics_url=temporal_metrics)
+        log.info("metrics on :%d/metrics", port)
     await ensure_search_attributes(temporal, settings.namespace)
     management_api = api_client_from_file(kubeconfig)
     created = await ensure_crds(management_api)
     if created:
         log.info("created CRDs: %s", ", ".join(created))
     unsealer = load_unsealer(SealingSettings.from_env())
+    watching: asyncio.Task[None] | None = None
+    if settings.watcher_in_worker:
+        watching = asyncio.create_task(_watch(settings, kubeconfig, temporal))
+        watching.add_done_callback(_report_watcher_end)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -273,9 +351,31 @@ async def run(settings: ColonySettings, trace_export: str = "") -> None:
                 )
                 await stop.wait()
                 log.info("stopping: waiting up to %s for running activities", GRACEFUL_SHUTDOWN)
+                if watching is not None:
+                    watching.cancel()
+                    await asyncio.wait({watching})
         finally:
             close_client(management_api)
+            tracing.shutdown()
     log.info("worker stopped")
+
+
+def _report_watcher_end(task: asyncio.Task[None]) -> None:
+    # The watcher only ends when cancelled; anything else is a bug to see in the log (the worker
+    # goes on: the workflows' fallback keeps them correct without it).
+    if not task.cancelled() and task.exception() is not None:
+        log.error("the in-process watcher stopped", exc_info=task.exception())
+
+
+async def _watch(settings: ColonySettings, kubeconfig: Path, temporal: Client) -> None:
+    """The watcher, in this process (`COLONY_WATCHER_IN_WORKER=1`)."""
+    management = KubeApi.from_kubeconfig(kubeconfig)
+    try:
+        await Watcher(
+            management, TemporalSignals(temporal), WatcherConfig.from_settings(settings)
+        ).run()
+    finally:
+        await management.aclose()
 
 
 def main() -> int:
@@ -284,9 +384,13 @@ def main() -> int:
     )
     # One line per host-provider request is noise at INFO (and URLs are all it would show).
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    if sys.argv[1:] == ["--print-search-attribute-commands"]:
+        namespace = os.environ.get("TEMPORAL_NAMESPACE", "default")
+        print("\n".join(search_attribute_commands(namespace)))
+        return 0
     try:
         settings = ColonySettings.from_env()
-        asyncio.run(run(settings, trace_export=os.environ.get("COLONY_TRACE_EXPORT", "")))
+        asyncio.run(run(settings))
     except SettingsError as exc:
         log.error("%s", exc)
         return 2

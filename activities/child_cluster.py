@@ -32,6 +32,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from temporalio import activity
 
+from activities import metrics
 from activities.errors import kube_error, kube_status
 from activities.heartbeat import heartbeating, previous_details, report
 from activities.kube import (
@@ -195,6 +196,13 @@ def node_info(node: Obj, pods: list[PodInfo]) -> NodeInfo:
         pod_count=len(pods),
         evictable_pod_count=sum(1 for p in pods if classify_pod(p) is PodDrainClass.EVICT),
     )
+
+
+def _drain_finished(outcome: str) -> None:
+    """The drain's duration from its first attempt's scheduling (a retried drain resumes from its
+    heartbeat, so the duration spans every attempt)."""
+    started = activity.info().scheduled_time
+    metrics.drain_finished((datetime.now(UTC) - started).total_seconds(), outcome)
 
 
 class ChildClients:
@@ -444,6 +452,7 @@ class ChildClusterActivities:
             )
             if node is None:
                 # Gone (removed by someone else): its pods went with it.
+                _drain_finished("node_gone")
                 return DrainNodeResult(drained=True, node_found=False, progress=progress)
             remaining = pods_to_evict(
                 [pod_info(p) for p in await self._pods_on(core, request.node_name)]
@@ -452,6 +461,7 @@ class ChildClusterActivities:
             if not remaining:
                 progress.blocking_pods = []
                 report(progress)
+                _drain_finished("drained")
                 return DrainNodeResult(drained=True, progress=progress)
             blocking: list[str] = []
             for pod in remaining:
@@ -459,6 +469,7 @@ class ChildClusterActivities:
                     continue  # evicted already: waiting for it to go
                 outcome, message = await self._evict(core, pod)
                 if outcome is EvictionOutcome.BLOCKED_BY_BUDGET:
+                    metrics.eviction_refused()
                     blocking.append(f"{pod.ref}: {message}" if message else pod.ref)
                 elif outcome is EvictionOutcome.EVICTED:
                     progress.pods_evicted += 1
@@ -467,6 +478,7 @@ class ChildClusterActivities:
             left = _seconds_until(request.deadline)
             if left <= 0:
                 if not request.force:
+                    _drain_finished("timed_out")
                     return DrainNodeResult(drained=False, progress=progress)
                 # A forced drain deletes what the budgets protect, and does not wait for it.
                 for pod in remaining:
@@ -475,6 +487,7 @@ class ChildClusterActivities:
                 progress.blocking_pods = []
                 progress.pods_remaining = 0
                 report(progress)
+                _drain_finished("forced")
                 return DrainNodeResult(drained=True, progress=progress)
             await asyncio.sleep(min(pause, left))
             pause = min(pause * 2, EVICTION_RETRY_CAP)

@@ -4,6 +4,7 @@ Starts, as child processes with their logs under `.colony/`:
   1. the Temporal dev server (Web UI, SQLite persistence in `.colony/temporal.db`),
   2. the simulated infrastructure (`python -m sim`, clearly a SIMULATOR),
   3. Colony's worker (`worker.py`), once it exists,
+  4. Colony's watcher (`watcher.py`: Kubernetes watch events become signals to the workflows),
 then runs the demo scenario through `colonyctl` and keeps everything serving until Ctrl-C, so the
 workflows stay browsable in the Web UI. Anything already listening (a dev server from an earlier
 `make run`) is reused rather than started twice.
@@ -137,6 +138,13 @@ def start_worker(processes: Processes) -> bool:
     return True
 
 
+def start_watcher(processes: Processes) -> bool:
+    if not Path("watcher.py").exists():
+        return False
+    processes.start("watcher", [sys.executable, "watcher.py"], STATE_DIR / "watcher.log")
+    return True
+
+
 def run_scenario() -> int:
     scenario = Path(__file__).with_name("scenario.py")
     if not scenario.exists():
@@ -165,6 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         start_temporal(processes)
         world = start_sim(processes)
         worker_started = start_worker(processes)
+        watcher_started = start_watcher(processes)
         print()
         print(f"Temporal Web UI      http://{TEMPORAL_HOST}:{UI_PORT}")
         print(f"Temporal frontend    {TEMPORAL_HOST}:{TEMPORAL_PORT} (namespace default)")
@@ -179,6 +188,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(
                 f"Colony worker        task queue {os.environ.get('COLONY_TASK_QUEUE', 'colony')}"
             )
+        if watcher_started:
+            print("Colony watcher       Lease colony-system/colony-watcher (events -> signals)")
         print()
         status = 0
         if not args.no_scenario:

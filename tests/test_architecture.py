@@ -3,6 +3,8 @@
 - `workflows/` and `models/` are deterministic and sandbox-safe: no client library, no IO module.
 - Nothing outside `sim/` and `tests/` imports `sim` (the product cannot know it talks to a simulator).
 - `starter/` (the CLI) does not import `activities` or `workflows` implementations' IO.
+- `watching/` (the watcher) talks to Kubernetes and Temporal only: it imports no workflow, CLI or
+  simulator code (it signals workflows by name, with the contract in `models.signals`).
 """
 
 from __future__ import annotations
@@ -46,11 +48,21 @@ def test_deterministic_layers_import_no_client_library(path: Path) -> None:
     [
         pytest.param(p, id=str(p.relative_to(ROOT)))
         for p in [
-            *python_files("workflows", "models", "activities", "starter", "catalog"),
+            *python_files("workflows", "models", "activities", "starter", "catalog", "watching"),
             ROOT / "worker.py",
+            ROOT / "watcher.py",
         ]
         if p.exists()
     ],
 )
 def test_product_code_never_imports_the_simulator(path: Path) -> None:
     assert "sim" not in imported_modules(path), f"{path.relative_to(ROOT)} imports sim"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [pytest.param(p, id=str(p.relative_to(ROOT))) for p in python_files("watching")],
+)
+def test_the_watcher_imports_no_workflow_cli_or_simulator(path: Path) -> None:
+    forbidden = imported_modules(path) & {"workflows", "starter", "sim"}
+    assert not forbidden, f"{path.relative_to(ROOT)} imports {sorted(forbidden)}"
