@@ -70,6 +70,7 @@ from watching.signals import TemporalSignals
 from workflows.capacity import CapacityLedgerWorkflow
 from workflows.catalog import CatalogWorkflow
 from workflows.cluster import ClusterWorkflow
+from workflows.colony import ColonyWorkflow
 from workflows.prerequisite import PrerequisiteWorkflow
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
 from workflows.workspace import WorkspaceWorkflow
@@ -78,6 +79,7 @@ log = logging.getLogger("colony.worker")
 
 WORKFLOWS: Sequence[type] = (
     ClusterWorkflow,
+    ColonyWorkflow,
     WorkspaceWorkflow,
     CapacityLedgerWorkflow,
     PrerequisiteWorkflow,
@@ -187,6 +189,7 @@ def activity_callables(
         management.add_cluster_machines,
         management.remove_cluster_machines,
         management.delete_cluster_deployment,
+        management.write_colony_kubeconfigs,
         child.list_nodes,
         child.await_nodes,
         child.label_node,

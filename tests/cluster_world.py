@@ -91,6 +91,7 @@ from models.cluster import (
     ClusterWorkflowInput,
     cluster_workflow_id,
 )
+from models.colony import WriteColonyKubeconfigsRequest, WriteColonyKubeconfigsResult
 from models.drain import PodDrainClass, classify_pod, pods_to_evict
 from models.errors import ErrorType
 from models.node_pool import NodePoolSpec, NodePoolStatus, NodeSku
@@ -145,6 +146,8 @@ class FakeColony:
     """Management cluster, child cluster and host provider, in memory."""
 
     template_found: bool = True
+    missing_templates: set[str] = field(default_factory=set)
+    """ClusterTemplates that do not exist (a cluster built from one fails at once)."""
     credential_ready: bool = True
     control_plane_ready_after: int = 1
     """Status polls before the control plane is Ready (a large number: never)."""
@@ -180,6 +183,8 @@ class FakeColony:
     most_draining: int = 0
     summaries: list[str] = field(default_factory=list)
     signals: list[tuple[str, str]] = field(default_factory=list)
+    secrets: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Colony kubeconfigs Secrets written, by name."""
     """(workflow id, signal) of every signal the cluster sent through an activity."""
 
     def __post_init__(self) -> None:
@@ -238,9 +243,10 @@ class FakeColony:
     async def check_cluster_prerequisites(
         self, request: CheckClusterPrerequisitesRequest
     ) -> CheckClusterPrerequisitesResult:
+        found = self.template_found and request.template not in self.missing_templates
         return CheckClusterPrerequisitesResult(
-            template_found=self.template_found,
-            template_valid=self.template_found,
+            template_found=found,
+            template_valid=found,
             credential_found=True,
             credential_ready=self.credential_ready,
             credential_message="" if self.credential_ready else "secret missing",
@@ -379,6 +385,16 @@ class FakeColony:
             deployment["deleting"] = True
         self.nodes.clear()
         return DeleteClusterDeploymentResult(existed=deployment is not None)
+
+    @activity.defn(name=ActivityName.WRITE_COLONY_KUBECONFIGS)
+    async def write_colony_kubeconfigs(
+        self, request: WriteColonyKubeconfigsRequest
+    ) -> WriteColonyKubeconfigsResult:
+        if request.clusters:
+            self.secrets[request.name] = dict(request.clusters)
+        else:
+            self.secrets.pop(request.name, None)
+        return WriteColonyKubeconfigsResult(written=bool(request.clusters))
 
     # --- Child cluster -----------------------------------------------------------------------
 

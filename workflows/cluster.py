@@ -53,6 +53,7 @@ from workflows.engine import (
 from workflows.search_attributes import (
     COLONY_CLUSTER,
     COLONY_KIND,
+    COLONY_NAME,
     COLONY_ORGANIZATION,
     COLONY_PHASE,
 )
@@ -83,6 +84,7 @@ with workflow.unsafe.imports_passed_through():
         ClusterWorkflowInput,
         kubeconfig_secret_name,
     )
+    from models.colony import ClusterReport, colony_workflow_id
     from models.errors import ErrorType, permanent, rejected
     from models.node_pool import NodePoolStatus, NodeState
     from models.operations import (
@@ -210,7 +212,10 @@ class ClusterWorkflow:
         """The plan of every kind of operation."""
         request = operation.request
         if isinstance(request, DeleteClusterRequest):
-            await self._delete()
+            try:
+                await self._delete()
+            finally:
+                await settle(self._report_to_colony())
             return
         claims = isinstance(
             request, CreateClusterRequest | AddNodePoolRequest | ScaleNodePoolRequest
@@ -226,6 +231,7 @@ class ClusterWorkflow:
             if self._state.kubeconfig is not None:
                 # The cluster's GPUs may have changed: its ledger (if any) reads them again.
                 await settle(self._tell_ledger(operation, CapacityMessageKind.CHANGED))
+            await settle(self._report_to_colony())
 
     async def _plan(self, operation: Operation) -> None:
         cluster = self._cluster
@@ -306,6 +312,34 @@ class ClusterWorkflow:
             if not is_failure(error):
                 raise
             workflow.logger.warning("the GPU ledger was not told: %s", reason_of(error))
+
+    async def _report_to_colony(self) -> None:
+        """Tell the cluster's colony (if any) where the cluster stands, after every operation."""
+        if not self._spec.colony:
+            return
+        pools = self._state.node_pools
+        report = ClusterReport(
+            # Unique and deterministic: the history length at the moment it is sent.
+            request_id=f"{workflow.info().workflow_id}/report/"
+            f"{workflow.info().get_current_history_length()}",
+            cluster=self._spec.name,
+            phase=self._state.phase.value,
+            reason=self._state.reason,
+            nodes=sum(len(pool.nodes) for pool in pools),
+            ready_nodes=sum(pool.ready_count for pool in pools),
+        )
+        try:
+            await SIGNAL_WORKFLOW(
+                SignalWorkflowRequest(
+                    workflow_id=colony_workflow_id(self._spec.colony),
+                    signal="cluster_report",
+                    payload=report.model_dump(mode="json"),
+                )
+            )
+        except Exception as error:
+            if not is_failure(error):
+                raise
+            workflow.logger.warning("the colony was not told: %s", reason_of(error))
 
     def _drop_if_empty(self, pool_name: str) -> None:
         """A pool whose nodes are all gone (its add failed, or it was deleted) is not a pool: it is
@@ -411,6 +445,9 @@ class ClusterWorkflow:
                 kubernetes_version=KUBERNETES_VERSION,
                 pod_cidr=POD_CIDR,
                 service_cidr=SERVICE_CIDR,
+                deployment_spec=spec.deployment_spec,
+                labels=spec.cluster_labels,
+                annotations=spec.cluster_annotations,
             )
         )
         self._state.deployment_created = True
@@ -745,6 +782,33 @@ class ClusterWorkflow:
                 self._engine.show_details()
                 return
 
+    @workflow.signal(name="delete_requested")
+    def delete_requested(self, request: DeleteRequested) -> None:
+        """Delete the cluster (its colony is deleted, or it left the colony's manifest): the same
+        as the `delete_cluster` update, for senders that cannot send updates (workflows)."""
+        if not self._engine.request_ids.first_time(request.request_id):
+            return
+        if self._state.phase is ClusterPhase.DELETED:
+            return
+        engine = self._engine
+        pending = [
+            op
+            for op in [engine.running, *engine.queue]
+            if op is not None and isinstance(op.request, DeleteClusterRequest)
+        ]
+        if pending:
+            return
+        engine.cancel_queue(f"cancelled: cluster '{self._spec.name}' is being deleted")
+        engine.interrupt(
+            Interruption(
+                f"interrupted: cluster '{self._spec.name}' is being deleted ({request.reason})"
+            )
+        )
+        self._set_phase(ClusterPhase.DELETING)
+        engine.enqueue(
+            lambda op_id: Operation(id=op_id, request=DeleteClusterRequest()), front=True
+        )
+
     @workflow.signal(name="gpu_holders")
     def gpu_holders(self, message: GpuHoldersMessage) -> None:
         """The cluster's GPU ledger reports which workspaces hold GPUs on which nodes (for the
@@ -799,6 +863,7 @@ class ClusterWorkflow:
             COLONY_KIND.value_set(KIND),
             COLONY_CLUSTER.value_set(self._spec.name),
             COLONY_ORGANIZATION.value_set(self._spec.organization),
+            COLONY_NAME.value_set(self._spec.colony),
             COLONY_PHASE.value_set(self._state.phase.value),
         )
 
