@@ -423,6 +423,7 @@ class FakeColony:
                 fake.info.model_copy(
                     update={
                         "ready": fake.polls_until_ready < 0,
+                        "ready_status": "True" if fake.polls_until_ready < 0 else "False",
                         "labels": labels,
                         "evictable_pod_count": evictable,
                     }

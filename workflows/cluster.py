@@ -114,6 +114,9 @@ with workflow.unsafe.imports_passed_through():
         WorkspaceSignal,
     )
 
+FALLBACK_REFRESH = timedelta(minutes=10)
+"""An idle cluster looks at its nodes this often when nothing told it of a change: the watcher
+reports changes within a second; this only bounds how stale status gets without one."""
 WORKSPACES_DELETE_DEADLINE = timedelta(minutes=30)
 """How long a cluster's delete waits for its workspaces to be deleted first."""
 DELETE_DEADLINE = timedelta(minutes=30)
@@ -181,6 +184,7 @@ class ClusterWorkflow:
                 continue_as_new=self._continue_as_new,
                 on_workflow_cancel=self._on_workflow_cancel,
                 continue_as_new_after=self._continue_as_new_after,
+                idle=(FALLBACK_REFRESH, self._fallback_refresh),
             )
             if self._state.phase is ClusterPhase.DELETED:
                 break
@@ -189,6 +193,10 @@ class ClusterWorkflow:
             await self._observe_nodes()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self.status()
+
+    def _fallback_refresh(self) -> None:
+        if self._state.phase is ClusterPhase.READY:
+            self._refresh_requested = True
 
     def _continue_as_new(self) -> None:
         workflow.continue_as_new(
@@ -624,8 +632,11 @@ class ClusterWorkflow:
                 if node.state is NodeState.REGISTERED:
                     continue
                 info = found.get(node.name)
+                # The same words a watcher's `node_event` uses for the Ready condition.
                 node.kubernetes_status = (
-                    "NotFound" if info is None else "Ready" if info.ready else "NotReady"
+                    "NotFound"
+                    if info is None
+                    else {"True": "Ready", "False": "NotReady"}.get(info.ready_status, "Unknown")
                 )
             self._cluster.count_ready(pool)
         self._engine.show_details()

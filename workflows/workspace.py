@@ -52,7 +52,12 @@ from workflows.engine import (
     settle,
     upsert_search_attributes,
 )
-from workflows.search_attributes import COLONY_CLUSTER, COLONY_KIND, COLONY_PHASE
+from workflows.search_attributes import (
+    COLONY_CLUSTER,
+    COLONY_GPU_MODEL,
+    COLONY_KIND,
+    COLONY_PHASE,
+)
 from workflows.workspace_calls import (
     APPLY_ROUTES,
     APPLY_SERVICE_SET,
@@ -1051,9 +1056,12 @@ class WorkspaceWorkflow:
         self._state.phase = phase
         self._state.message = message
         self._state.updated_at = workflow.now()
+        resources = self._spec.resources
+        gpu_model = (resources.per_replica.gpu_type or "") if resources else ""
         upsert_search_attributes(
             COLONY_KIND.value_set(KIND),
             COLONY_CLUSTER.value_set(self._spec.cluster),
+            COLONY_GPU_MODEL.value_set(gpu_model),
             COLONY_PHASE.value_set(phase.value),
         )
         self._engine.show_details()
