@@ -28,7 +28,16 @@ except ImportError:  # pragma: no cover - an older Typer that depends on click i
     import click.exceptions as click_exceptions  # type: ignore[no-redef]
 
 from activities import tracing
-from starter.commands import catalog, cluster, credentials, node, node_pool, operation, sim
+from starter.commands import (
+    catalog,
+    cluster,
+    colony,
+    credentials,
+    node,
+    node_pool,
+    operation,
+    sim,
+)
 from starter.errors import ColonyError, ExitCode
 
 EXIT_CODES_HELP = (
@@ -208,6 +217,7 @@ app.add_typer(cluster.app, name="cluster", epilog=EXIT_CODES_HELP)
 app.add_typer(node_pool.app, name="node-pool", epilog=EXIT_CODES_HELP)
 app.add_typer(node.app, name="node", epilog=EXIT_CODES_HELP)
 app.add_typer(operation.app, name="operation", epilog=EXIT_CODES_HELP)
+app.add_typer(colony.app, name="colony", epilog=EXIT_CODES_HELP)
 app.add_typer(catalog.app, name="catalog")
 app.add_typer(sim.app, name="sim")
 app.command("apply")(cluster.apply)
