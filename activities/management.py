@@ -65,9 +65,10 @@ COLONY_LABEL = "colony.dev/colony"
 MACHINE_UPDATE_ATTEMPTS = 5
 """Read-modify-write attempts on a resourceVersion conflict before leaving it to the retry policy."""
 POLL_FIRST = 1.0
-POLL_CAP = 5.0
-"""Seconds between looks at a ClusterDeployment while waiting: 1 s, doubling to 5 s. Polls cost the
-workflow's history nothing (they happen inside the activity); 5 s keeps the API's load small."""
+POLL_CAP = 1.0
+"""Seconds between looks at a ClusterDeployment while waiting: every second, so the workflow goes
+on within a second of it turning Ready. Polls cost the workflow's history nothing (they happen
+inside the activity), and one GET a second per cluster being created is nothing to an API server."""
 FAILED_REASON = "Failed"
 """KCM's reason on the Ready condition when a step failed (a missing credential, a failed release)."""
 

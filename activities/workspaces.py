@@ -102,8 +102,8 @@ PLURALS = {
 }
 """The StateManagementProvider k0rdent installs services with (Sveltos)."""
 POLL_FIRST = 1.0
-POLL_CAP = 5.0
-"""Seconds between looks while waiting: 1 s, doubling to 5 s (free for the workflow's history)."""
+POLL_CAP = 2.0
+"""Seconds between looks while waiting: 1 s, then every 2 s (free for the workflow's history)."""
 
 _ = EXALSIUS_WORKSPACES  # the stored class's apiVersion, built by `workspace_class_object`
 
