@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -128,13 +129,12 @@ async def settle(work: Coroutine[Any, Any, T]) -> T:
     It runs in its own task, outside the interruption scope, and a cancel of the caller while it
     runs is swallowed (and re-raised after it): nothing can stop a compensation half-way.
     """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        # The workflow was evicted and its coroutine is being closed (a `finally` on the way out
-        # of GeneratorExit): nothing may run, the next worker to hold the workflow replays it.
+    if isinstance(sys.exc_info()[1], GeneratorExit):
+        # A `finally` on the way out of a coroutine being closed: a workflow left to the garbage
+        # collector (sdk-python #494), maybe on another workflow's loop. Nothing may run; the
+        # next worker to hold the workflow replays it.
         work.close()
-        raise GeneratorExit from None
+        raise GeneratorExit
     context = contextvars.copy_context()
     context.run(_SCOPE.set, None)
     task: asyncio.Task[T] = context.run(asyncio.create_task, work)
