@@ -27,7 +27,17 @@ try:
 except ImportError:  # pragma: no cover - an older Typer that depends on click itself
     import click.exceptions as click_exceptions  # type: ignore[no-redef]
 
-from starter.commands import catalog, cluster, credentials, node, node_pool, operation, sim
+from starter.commands import (
+    apikey,
+    auth,
+    catalog,
+    cluster,
+    credentials,
+    node,
+    node_pool,
+    operation,
+    sim,
+)
 from starter.errors import ColonyError, ExitCode
 
 EXIT_CODES_HELP = (
@@ -170,6 +180,8 @@ app.add_typer(node_pool.app, name="node-pool", epilog=EXIT_CODES_HELP)
 app.add_typer(node.app, name="node", epilog=EXIT_CODES_HELP)
 app.add_typer(operation.app, name="operation", epilog=EXIT_CODES_HELP)
 app.add_typer(catalog.app, name="catalog")
+app.add_typer(auth.app, name="auth")
+app.add_typer(apikey.app, name="apikey")
 app.add_typer(sim.app, name="sim")
 app.command("apply")(cluster.apply)
 app.command("kubeconfig")(credentials.kubeconfig)
