@@ -76,6 +76,7 @@ def create_app(
         whoami,
         methods=["GET"],
         response_model=KeyView,
+        response_model_exclude_none=True,
         responses=error_responses(401, 429, 503),
         summary="The calling API key",
         tags=["keys"],

@@ -55,7 +55,13 @@ def _views(
         raise UnavailableError(f"host provider: unexpected {what} in the catalog: {exc}") from exc
 
 
-@router.get("/locations", response_model=LocationList, responses=READS, summary="List locations")
+@router.get(
+    "/locations",
+    response_model=LocationList,
+    response_model_exclude_none=True,
+    responses=READS,
+    summary="List locations",
+)
 async def list_locations(request: Request, principal: Principal = ANY_KEY) -> LocationList:
     """Every location (data center), with the GPU models and CPU SKUs it stocks: total and free
     hosts of each."""
@@ -65,6 +71,7 @@ async def list_locations(request: Request, principal: Principal = ANY_KEY) -> Lo
 @router.get(
     "/locations/{location_id}",
     response_model=LocationStock,
+    response_model_exclude_none=True,
     responses=READS,
     summary="Get a location",
 )
@@ -74,7 +81,13 @@ async def get_location(
     return await catalog.location_stock(context(request).settings, location_id)
 
 
-@router.get("/gpu-models", response_model=GpuModelList, responses=READS, summary="List GPU models")
+@router.get(
+    "/gpu-models",
+    response_model=GpuModelList,
+    response_model_exclude_none=True,
+    responses=READS,
+    summary="List GPU models",
+)
 async def list_gpu_models(request: Request, principal: Principal = ANY_KEY) -> GpuModelList:
     """GPU models (a GPU node is a whole host of one model), with their stock per location."""
     settings = context(request).settings
@@ -91,7 +104,13 @@ async def list_gpu_models(request: Request, principal: Principal = ANY_KEY) -> G
     )
 
 
-@router.get("/cpu-skus", response_model=CpuSkuList, responses=READS, summary="List CPU SKUs")
+@router.get(
+    "/cpu-skus",
+    response_model=CpuSkuList,
+    response_model_exclude_none=True,
+    responses=READS,
+    summary="List CPU SKUs",
+)
 async def list_cpu_skus(request: Request, principal: Principal = ANY_KEY) -> CpuSkuList:
     """Whole-host CPU SKUs, with their stock per location."""
     settings = context(request).settings

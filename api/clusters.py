@@ -114,13 +114,13 @@ def pool_name(cluster: str, pool: str) -> str:
 
 
 def node_id(cluster: str, node: str) -> str:
-    if not _NODE.match(node):
+    if not _NODE.fullmatch(node):
         raise NotFoundError(f"node: node '{_shown(node)}' does not exist in cluster '{cluster}'")
     return node
 
 
 def operation_id(cluster: str, operation: str) -> str:
-    if not _OPERATION.match(operation):
+    if not _OPERATION.fullmatch(operation):
         raise NotFoundError(
             f"operation: operation '{_shown(operation)}' not found in cluster '{cluster}'"
         )
@@ -176,6 +176,7 @@ async def _send(
     "",
     status_code=202,
     response_model=ClusterAccepted,
+    response_model_exclude_none=True,
     responses=WRITES,
     openapi_extra=body_spec(ClusterCreateRequest),
     summary="Create a cluster",
@@ -216,7 +217,13 @@ async def create_cluster(
     )
 
 
-@router.get("", response_model=ClusterList, responses=READS, summary="List clusters")
+@router.get(
+    "",
+    response_model=ClusterList,
+    response_model_exclude_none=True,
+    responses=READS,
+    summary="List clusters",
+)
 async def list_clusters(request: Request, principal: Principal = READ) -> ClusterList:
     """The organization's clusters (those whose deletion has not completed)."""
     ctx = context(request)
@@ -238,7 +245,13 @@ async def list_clusters(request: Request, principal: Principal = READ) -> Cluste
     return ClusterList(items=[v for v in views if v is not None])
 
 
-@router.get("/{cluster_id}", response_model=ClusterView, responses=READS, summary="Get a cluster")
+@router.get(
+    "/{cluster_id}",
+    response_model=ClusterView,
+    response_model_exclude_none=True,
+    responses=READS,
+    summary="Get a cluster",
+)
 async def get_cluster(
     request: Request, cluster_id: str, principal: Principal = READ
 ) -> ClusterView:
@@ -254,6 +267,7 @@ async def get_cluster(
     "/{cluster_id}",
     status_code=202,
     response_model=OperationAcceptedView,
+    response_model_exclude_none=True,
     responses=WRITES,
     summary="Delete a cluster",
 )
@@ -277,6 +291,7 @@ async def delete_cluster(
 @router.get(
     "/{cluster_id}/node-pools",
     response_model=NodePoolList,
+    response_model_exclude_none=True,
     responses=READS,
     summary="List node pools",
 )
@@ -290,6 +305,7 @@ async def list_node_pools(
 @router.get(
     "/{cluster_id}/node-pools/{pool}",
     response_model=NodePoolStatus,
+    response_model_exclude_none=True,
     responses=READS,
     summary="Get a node pool",
 )
@@ -309,6 +325,7 @@ async def get_node_pool(
     "/{cluster_id}/node-pools",
     status_code=202,
     response_model=OperationAcceptedView,
+    response_model_exclude_none=True,
     responses=WRITES,
     openapi_extra=body_spec(NodePoolCreateRequest),
     summary="Add a node pool",
@@ -360,6 +377,7 @@ async def _scale(
     "/{cluster_id}/node-pools/{pool}",
     status_code=202,
     response_model=OperationAcceptedView,
+    response_model_exclude_none=True,
     responses=WRITES,
     openapi_extra=body_spec(NodePoolScaleRequest),
     summary="Scale a node pool",
@@ -379,6 +397,7 @@ async def scale_node_pool(
     "/{cluster_id}/node-pools/{pool}",
     status_code=202,
     response_model=OperationAcceptedView,
+    response_model_exclude_none=True,
     responses=WRITES,
     openapi_extra=body_spec(NodePoolScaleRequest),
     summary="Scale a node pool (POST)",
@@ -398,6 +417,7 @@ async def scale_node_pool_post(
     "/{cluster_id}/node-pools/{pool}",
     status_code=202,
     response_model=OperationAcceptedView,
+    response_model_exclude_none=True,
     responses=WRITES,
     summary="Delete a node pool",
 )
@@ -420,7 +440,13 @@ async def delete_node_pool(
 # --- nodes -----------------------------------------------------------------------------------
 
 
-@router.get("/{cluster_id}/nodes", response_model=NodeList, responses=READS, summary="List nodes")
+@router.get(
+    "/{cluster_id}/nodes",
+    response_model=NodeList,
+    response_model_exclude_none=True,
+    responses=READS,
+    summary="List nodes",
+)
 async def list_nodes(request: Request, cluster_id: str, principal: Principal = READ) -> NodeList:
     """Every node: `registered` while its host boots, `joined` once in the cluster (then
     `kubernetesStatus` is its Ready condition), or being cordoned, drained, removed."""
@@ -429,7 +455,11 @@ async def list_nodes(request: Request, cluster_id: str, principal: Principal = R
 
 
 @router.get(
-    "/{cluster_id}/nodes/{node}", response_model=NodeView, responses=READS, summary="Get a node"
+    "/{cluster_id}/nodes/{node}",
+    response_model=NodeView,
+    response_model_exclude_none=True,
+    responses=READS,
+    summary="Get a node",
 )
 async def get_node(
     request: Request, cluster_id: str, node: str, principal: Principal = READ
@@ -447,6 +477,7 @@ async def get_node(
     "/{cluster_id}/nodes/{node}",
     status_code=202,
     response_model=OperationAcceptedView,
+    response_model_exclude_none=True,
     responses=WRITES,
     summary="Delete a node",
 )
@@ -478,6 +509,7 @@ def _operation_view(operation: Operation, web_ui: str) -> OperationView:
 @router.get(
     "/{cluster_id}/operations",
     response_model=OperationList,
+    response_model_exclude_none=True,
     responses=READS,
     summary="List operations",
 )
@@ -495,6 +527,7 @@ async def list_operations(
 @router.get(
     "/{cluster_id}/operations/{operation}",
     response_model=OperationView,
+    response_model_exclude_none=True,
     responses=READS,
     summary="Get an operation",
 )
@@ -516,6 +549,7 @@ async def get_operation(
 @router.post(
     "/{cluster_id}/operations/{operation}/cancel",
     response_model=OperationView,
+    response_model_exclude_none=True,
     responses=WRITES,
     openapi_extra=body_spec(OperationCancelRequest, required=False),
     summary="Cancel an operation",
@@ -569,6 +603,7 @@ NO_STORE = {"Cache-Control": "no-store"}
 @router.get(
     "/{cluster_id}/kubeconfig",
     response_model=Kubeconfig,
+    response_model_exclude_none=True,
     responses=WRITES,
     summary="Get a kubeconfig (token embedded)",
 )
@@ -588,6 +623,7 @@ async def get_kubeconfig(
 @router.post(
     "/{cluster_id}/token",
     response_model=ExecCredential,
+    response_model_exclude_none=True,
     responses=WRITES,
     summary="Get a cluster token (ExecCredential)",
 )

@@ -46,8 +46,13 @@ UNAVAILABLE_RETRY_SECONDS = 5
 """`Retry-After` of a 503: Temporal or the management cluster restarting takes seconds."""
 
 _FIELD = re.compile(r"^[A-Za-z][A-Za-z0-9_.\[\]]*$")
-_NOT_FIELDS = {kind.value for kind in OperationKind} | {"cancel_operation", "host provider"}
-"""Message prefixes that name what refused, not a field (`scale_node_pool: ...`)."""
+_NOT_FIELDS = {kind.value for kind in OperationKind} | {
+    "cancel_operation",
+    "host provider",
+    "extraForbidden",
+}
+"""Message prefixes that name what refused or the rule, not a field (`scale_node_pool: ...`;
+`extraForbidden: unknown field 'x'` names its fields in the rule)."""
 
 
 class ApiError(Exception):

@@ -173,7 +173,7 @@ def format_key(key_id: str, secret: str) -> str:
 
 def parse_key(text: str) -> tuple[str, str] | None:
     """(id, secret) of a well-formed key; None otherwise."""
-    match = _KEY.match(text)
+    match = _KEY.fullmatch(text)
     return (match.group(1), match.group(2)) if match else None
 
 
@@ -184,7 +184,7 @@ def key_id_of(text: str) -> str | None:
 
 
 def valid_key_id(key_id: str) -> bool:
-    return bool(_KEY_ID.match(key_id))
+    return bool(_KEY_ID.fullmatch(key_id))
 
 
 def hash_secret(secret: str, salt: bytes, algorithm: str = ALGORITHM) -> bytes:
