@@ -20,7 +20,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request, Response
+from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
+from fastapi.responses import HTMLResponse
+from starlette.staticfiles import StaticFiles
+from swagger_ui_bundle import swagger_ui_path
 
 from activities.settings import ColonySettings
 from api import catalog, clusters
@@ -60,7 +64,13 @@ def create_app(
         api_settings: rate limit and server settings; the defaults when None.
     """
     api = api_settings or ApiSettings()
-    app = FastAPI(title=TITLE, version=VERSION, description=DESCRIPTION)
+    # The docs page serves Swagger UI from the `swagger-ui-bundle-v2` package, not from a CDN:
+    # `make run` works offline, and so must its /docs.
+    app = FastAPI(
+        title=TITLE, version=VERSION, description=DESCRIPTION, docs_url=None, redoc_url=None
+    )
+    app.mount(DOCS_ASSETS, StaticFiles(directory=swagger_ui_path), name="docs-assets")
+    app.add_api_route("/docs", docs, methods=["GET"], include_in_schema=False)
     app.state.colony = ApiContext(
         settings=settings,
         api=api,
@@ -102,6 +112,20 @@ async def whoami(principal: Principal = ANY_KEY) -> KeyView:
         created_at=key.created_at,
         expires_at=key.expires_at,
         last_used_at=key.last_used_at,
+    )
+
+
+DOCS_ASSETS = "/docs-assets"
+
+
+async def docs() -> HTMLResponse:
+    """Swagger UI over this API's OpenAPI document, with its assets served from here."""
+    return get_swagger_ui_html(
+        openapi_url="/openapi.json",
+        title=f"{TITLE} API",
+        swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+        swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+        swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png",
     )
 
 

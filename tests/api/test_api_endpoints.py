@@ -410,9 +410,12 @@ async def test_the_openapi_document_and_docs_are_served(api_stack: ApiStack) -> 
     async with api_stack.http(api_stack.app()) as http:
         schema = (await http.get("/openapi.json")).json()
         docs = await http.get("/docs")
+        script = await http.get("/docs-assets/swagger-ui-bundle.js")
         health = await http.get("/healthz")
     assert "/v1/kubernetes/clusters/{cluster_id}/kubeconfig" in schema["paths"]
     assert schema["components"]["securitySchemes"]["ApiKey"]["scheme"] == "bearer"
     assert docs.status_code == 200
+    assert "/docs-assets/swagger-ui-bundle.js" in docs.text, "no CDN: make run works offline"
+    assert script.status_code == 200
     assert health.json() == {"status": "ok"}
     assert json.dumps(schema)
