@@ -153,7 +153,7 @@ async def api_stack(
                 COLONY_TASK_QUEUE=task_queue,
             )
             settings = ColonySettings.from_env(env)
-            store = KubernetesKeyStore(management, cache_seconds=0)
+            store = KubernetesKeyStore(management)
             stack = ApiStack(
                 world=world,
                 env=env,
