@@ -282,7 +282,13 @@ def list_(fmt: OutputOption = OutputFormat.TABLE) -> None:
 
     found = run(go)
     rows = [
-        {"name": c.name, "phase": c.phase, "workflowId": c.workflow_id, "started": c.started}
+        {
+            "name": c.name,
+            "organization": c.organization,
+            "phase": c.phase,
+            "workflowId": c.workflow_id,
+            "started": c.started,
+        }
         for c in found
     ]
     if not output.emit(rows, fmt):
