@@ -19,7 +19,7 @@ from activities.settings import ColonySettings
 from starter.errors import UnavailableError
 from tests.api.conftest import GPU, ApiStack
 from tests.conftest import venv_binary
-from tests.helpers import unique
+from tests.helpers import eventually, unique
 
 pytestmark = [pytest.mark.e2e]
 
@@ -82,8 +82,12 @@ async def test_a_cluster_from_create_to_404(api_stack: ApiStack) -> None:
         assert ready["nodePools"][0]["readyCount"] == 2
         assert "kubeconfig" not in ready
         assert "heldHosts" not in ready
-        listed = (await http.get(CLUSTERS)).json()["items"]
-        assert [c["id"] for c in listed] == [name]
+
+        async def listed() -> list[str]:
+            return [c["id"] for c in (await http.get(CLUSTERS)).json()["items"]]
+
+        # The list reads Temporal's visibility, which may trail a start by a moment.
+        await eventually(listed, until=lambda ids: ids == [name], timeout=10, what="listed")
 
         pools = (await http.get(f"{CLUSTERS}/{name}/node-pools")).json()["items"]
         assert [(p["name"], p["count"]) for p in pools] == [("gpu", 2)]
