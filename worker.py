@@ -6,8 +6,20 @@ from `COLONY_MANAGEMENT_KUBECONFIG` and the host provider's `httpx.AsyncClient` 
 `COLONY_HOST_PROVIDER_URL`/`_API_KEY` (see `activities.settings`), and runs every workflow and
 activity on `COLONY_TASK_QUEUE` until SIGINT or SIGTERM, when it drains gracefully.
 
-Tracing: every workflow, update and activity becomes an OpenTelemetry span (Temporal's
-`TracingInterceptor`); `COLONY_TRACE_EXPORT=console` prints them, the default keeps them in-process.
+Tracing (`COLONY_TRACE_EXPORT=otlp|console`, `activities.tracing`): every workflow, update and
+activity becomes an OpenTelemetry span (Temporal's `TracingInterceptor`), continuing the trace of
+the client that started it, and so does each Kubernetes and host-provider call of an activity.
+
+Metrics (`COLONY_METRICS_PORT`, `activities.metrics`): Colony's own and the Temporal runtime's
+worker metrics on one Prometheus endpoint.
+
+Watcher (`COLONY_WATCHER_IN_WORKER=1`): the `watching` package runs in this process too, elected on
+its Lease like a separate `watcher.py`, so a small deployment needs one process kind only.
+
+Search attributes: `ensure_search_attributes` registers every key of `workflows.search_attributes`
+where the server allows it (a dev server does). Elsewhere (a self-hosted or cloud namespace), once:
+`temporal operator search-attribute create --namespace default --name ColonyKind --type Keyword`
+and the same for each key (`python worker.py --print-search-attribute-commands` prints them all).
 
 Tests build the same worker in-process with `build_worker(...)`, passing their own clients.
 """
@@ -19,36 +31,62 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
 from kubernetes import client as kube_client
-from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client
+from temporalio.common import SearchAttributeIndexedValueType, WorkflowIDConflictPolicy
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.service import RPCError
-from temporalio.worker import Worker
+from temporalio.worker import Interceptor, Worker
 
-from activities.child_cluster import ChildClusterActivities
+from activities import metrics, tracing
+from activities.child_cluster import ChildClients, ChildClusterActivities
+from activities.crds import ensure_crds
 from activities.host_provider import HostProviderActivities
 from activities.kube import api_client_from_file, close_client
 from activities.management import ManagementClusterActivities
+from activities.metrics import ActivityErrorCounter
+from activities.sealing import SealingSettings, Unsealer, load_private_key
 from activities.settings import ColonySettings, SettingsError
+from activities.temporal import TemporalActivities
+from activities.workspaces import WorkspaceActivities
+from catalog.workspaces import load_workspace_catalog
+from models.workspace_api import CATALOG_WORKFLOW_ID, CatalogInput, PublishWorkspaceClassRequest
+from watching.kubeapi import KubeApi
+from watching.service import Watcher, WatcherConfig
+from watching.signals import TemporalSignals
+from workflows.capacity import CapacityLedgerWorkflow
+from workflows.catalog import CatalogWorkflow
 from workflows.cluster import ClusterWorkflow
+from workflows.colony import ColonyWorkflow
+from workflows.prerequisite import PrerequisiteWorkflow
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
+from workflows.workspace import WorkspaceWorkflow
 
 log = logging.getLogger("colony.worker")
 
-WORKFLOWS: Sequence[type] = (ClusterWorkflow,)
+WORKFLOWS: Sequence[type] = (
+    ClusterWorkflow,
+    ColonyWorkflow,
+    WorkspaceWorkflow,
+    CapacityLedgerWorkflow,
+    PrerequisiteWorkflow,
+    CatalogWorkflow,
+)
 
+HEARTBEAT_THROTTLE = timedelta(seconds=2)
 GRACEFUL_SHUTDOWN = timedelta(seconds=10)
 """Running activities get this long to finish on SIGTERM; then they are cancelled, and the waits
 among them (which heartbeat) are retried on another worker from where they were."""
@@ -56,16 +94,73 @@ among them (which heartbeat) are retried on another worker from where they were.
 
 def tracing_interceptor(
     export: str = "", provider: TracerProvider | None = None
-) -> TracingInterceptor:
-    """Spans for every workflow, update and activity, exported as `export` says ("console" or
-    nothing). Span attributes carry ids only, never payloads, so no secret can reach an exporter."""
-    if provider is None:
-        provider = TracerProvider(resource=Resource.create({"service.name": "colony-worker"}))
-        if export == "console":
-            provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
-        elif export:
-            raise SettingsError(f"COLONY_TRACE_EXPORT: unknown exporter {export!r} (use 'console')")
-    return TracingInterceptor(provider.get_tracer("colony"))
+) -> TracingInterceptor | None:
+    """Temporal's tracing interceptor for this process: on `provider` when given (tests), else as
+    `export` configures it ("otlp", "console"); None without tracing."""
+    if provider is not None:
+        tracing.install(provider)
+    elif export:
+        try:
+            tracing.configure("colony-worker", export)
+        except ValueError as exc:
+            raise SettingsError(str(exc)) from exc
+    return tracing.interceptor()
+
+
+def temporal_runtime(metrics_port: int | None) -> tuple[Runtime | None, str | None]:
+    """A Temporal runtime whose worker metrics are served in Prometheus format on a free loopback
+    port (folded into Colony's endpoint by `activities.metrics.serve`), and that endpoint's URL;
+    (None, None) without metrics."""
+    if metrics_port is None:
+        return None, None
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    runtime = Runtime(
+        telemetry=TelemetryConfig(
+            metrics=PrometheusConfig(
+                bind_address=f"127.0.0.1:{port}",
+                counters_total_suffix=True,
+                durations_as_seconds=True,
+            )
+        )
+    )
+    return runtime, f"http://127.0.0.1:{port}/metrics"
+
+
+def load_unsealer(settings: SealingSettings) -> Unsealer | None:
+    """The worker's sealing key, when it has one: without it, workspaces with secret values fail
+    with a clear message (`write_values_secret`)."""
+    path = settings.private_key_file
+    if not path.exists():
+        log.warning("no sealing key at %s: workspaces with secret values cannot be installed", path)
+        return None
+    return Unsealer(load_private_key(path))
+
+
+def catalog_seed() -> CatalogInput:
+    """Colony's shipped workspace classes (`catalog/`), each with the objects it needs."""
+    catalog = load_workspace_catalog()
+    seed = []
+    for workspace_class in catalog.classes:
+        names = [workspace_class.service_template.name]
+        names += [p.service_template.name for p in workspace_class.prerequisites]
+        objects = [catalog.helm_repository]
+        objects += [t.to_object() for n in names if (t := catalog.service_template(n)) is not None]
+        seed.append(PublishWorkspaceClassRequest(spec=workspace_class, objects=objects))
+    return CatalogInput(seed=seed)
+
+
+async def ensure_catalog(temporal: Client, task_queue: str) -> None:
+    """Start the catalog workflow (publishing the shipped classes that are absent) unless it runs."""
+    await temporal.start_workflow(
+        CatalogWorkflow.run,
+        catalog_seed(),
+        id=CATALOG_WORKFLOW_ID,
+        task_queue=task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        static_summary="Colony's workspace class catalog",
+    )
 
 
 def host_provider_client(url: str, api_key: str) -> httpx.AsyncClient:
@@ -74,12 +169,18 @@ def host_provider_client(url: str, api_key: str) -> httpx.AsyncClient:
 
 
 def activity_callables(
-    management_api: kube_client.ApiClient, host_provider: httpx.AsyncClient
-) -> tuple[list[Callable[..., Any]], ChildClusterActivities]:
-    """Every activity, bound to its clients (and the child-cluster instance, to close on exit)."""
+    management_api: kube_client.ApiClient,
+    host_provider: httpx.AsyncClient,
+    temporal: Client | None = None,
+    task_queue: str = "",
+    unsealer: Unsealer | None = None,
+) -> tuple[list[Callable[..., Any]], ChildClients]:
+    """Every activity, bound to its clients (and the child-cluster client cache, to close on exit)."""
+    clients = ChildClients()
     management = ManagementClusterActivities(management_api)
-    child = ChildClusterActivities(management_api)
+    child = ChildClusterActivities(management_api, clients)
     hosts = HostProviderActivities(host_provider)
+    spaces = WorkspaceActivities(management_api, clients, unsealer)
     activities: list[Callable[..., Any]] = [
         management.check_cluster_prerequisites,
         management.create_cluster_deployment,
@@ -88,6 +189,7 @@ def activity_callables(
         management.add_cluster_machines,
         management.remove_cluster_machines,
         management.delete_cluster_deployment,
+        management.write_colony_kubeconfigs,
         child.list_nodes,
         child.await_nodes,
         child.label_node,
@@ -99,8 +201,34 @@ def activity_callables(
         hosts.release_hosts,
         hosts.list_claimed_hosts,
         hosts.await_free_hosts,
+        spaces.get_workspace_class,
+        spaces.list_workspace_classes,
+        spaces.publish_workspace_class,
+        spaces.check_service_template,
+        spaces.apply_service_set,
+        spaces.await_service_set,
+        spaces.delete_service_set,
+        spaces.find_service_sets,
+        spaces.write_values_secret,
+        spaces.delete_values_secret,
+        spaces.ensure_namespace,
+        spaces.delete_namespace,
+        spaces.read_gpu_inventory,
+        spaces.find_tenant_gateway,
+        spaces.apply_routes,
+        spaces.await_routes,
+        spaces.delete_routes,
+        spaces.recent_events,
     ]
-    return activities, child
+    if temporal is not None:
+        workflows_client = TemporalActivities(temporal, task_queue)
+        activities += [
+            workflows_client.signal_with_start,
+            workflows_client.signal_workflow,
+            workflows_client.list_workflows,
+            workflows_client.await_workflows_closed,
+        ]
+    return activities, clients
 
 
 @contextlib.asynccontextmanager
@@ -109,15 +237,28 @@ async def build_worker(
     task_queue: str,
     management_api: kube_client.ApiClient,
     host_provider: httpx.AsyncClient,
+    unsealer: Unsealer | None = None,
+    *,
+    interceptors: Sequence[Interceptor] = (),
 ) -> AsyncIterator[Worker]:
-    """A `Worker` with every workflow and activity; closes the child clients it created on exit."""
-    activities, child = activity_callables(management_api, host_provider)
+    """A `Worker` with every workflow and activity; closes the child clients it created on exit.
+
+    Activity errors are always counted (`activities.metrics`); `interceptors` adds others (the
+    tracing interceptor of a client comes along with the client by itself)."""
+    activities, child = activity_callables(
+        management_api, host_provider, temporal, task_queue, unsealer
+    )
     worker = Worker(
         temporal,
         task_queue=task_queue,
         workflows=list(WORKFLOWS),
         activities=activities,
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+        # Heartbeats reach the server at least every 2 s (not batched for 80% of the heartbeat
+        # timeout), so a workflow's cancel reaches a running wait within seconds.
+        max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+        default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+        interceptors=[ActivityErrorCounter(), *interceptors],
     )
     try:
         yield worker
@@ -133,7 +274,7 @@ async def ensure_search_attributes(temporal: Client, namespace: str) -> None:
             AddSearchAttributesRequest(
                 namespace=namespace,
                 search_attributes={
-                    key.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
+                    key.name: IndexedValueType.ValueType(int(key.indexed_value_type))
                     for key in SEARCH_ATTRIBUTES
                 },
             )
@@ -142,17 +283,53 @@ async def ensure_search_attributes(temporal: Client, namespace: str) -> None:
         log.debug("search attributes not added (%s): %s", exc.status.name, exc.message)
 
 
-async def run(settings: ColonySettings, trace_export: str = "") -> None:
-    """Run the worker until SIGINT/SIGTERM."""
+def search_attribute_commands(namespace: str) -> list[str]:
+    """The `temporal` commands that register Colony's search attributes on a server where the
+    worker may not (a self-hosted cluster's operator, Temporal Cloud via tcld/the UI)."""
+    return [
+        f"temporal operator search-attribute create --namespace {namespace} "
+        f"--name {key.name} --type {_TYPE_NAMES[SearchAttributeIndexedValueType(key.indexed_value_type)]}"
+        for key in SEARCH_ATTRIBUTES
+    ]
+
+
+_TYPE_NAMES = {
+    SearchAttributeIndexedValueType.KEYWORD: "Keyword",
+    SearchAttributeIndexedValueType.TEXT: "Text",
+    SearchAttributeIndexedValueType.INT: "Int",
+    SearchAttributeIndexedValueType.DOUBLE: "Double",
+    SearchAttributeIndexedValueType.BOOL: "Bool",
+    SearchAttributeIndexedValueType.DATETIME: "Datetime",
+    SearchAttributeIndexedValueType.KEYWORD_LIST: "KeywordList",
+}
+"""The `--type` names of `temporal operator search-attribute create`."""
+
+
+async def run(settings: ColonySettings) -> None:
+    """Run the worker (and the watcher, when asked) until SIGINT/SIGTERM."""
     kubeconfig = settings.require_management_kubeconfig()
     url, api_key = settings.require_host_provider()
+    interceptor = tracing_interceptor(settings.trace_export)
+    runtime, temporal_metrics = temporal_runtime(settings.metrics_port)
     temporal = await Client.connect(
         **settings.temporal_connect,
         data_converter=pydantic_data_converter,
-        interceptors=[tracing_interceptor(trace_export)],
+        interceptors=[interceptor] if interceptor else [],
+        runtime=runtime,
     )
+    if settings.metrics_port is not None:
+        port = metrics.serve(settings.metrics_port, temporal_metrics_url=temporal_metrics)
+        log.info("metrics on :%d/metrics", port)
     await ensure_search_attributes(temporal, settings.namespace)
     management_api = api_client_from_file(kubeconfig)
+    created = await ensure_crds(management_api)
+    if created:
+        log.info("created CRDs: %s", ", ".join(created))
+    unsealer = load_unsealer(SealingSettings.from_env())
+    watching: asyncio.Task[None] | None = None
+    if settings.watcher_in_worker:
+        watching = asyncio.create_task(_watch(settings, kubeconfig, temporal))
+        watching.add_done_callback(_report_watcher_end)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -161,10 +338,11 @@ async def run(settings: ColonySettings, trace_export: str = "") -> None:
         try:
             async with (
                 build_worker(
-                    temporal, settings.task_queue, management_api, host_provider
+                    temporal, settings.task_queue, management_api, host_provider, unsealer
                 ) as worker,
                 worker,
             ):
+                await ensure_catalog(temporal, settings.task_queue)
                 log.info(
                     "worker on task queue %r (Temporal %s, namespace %s); management cluster from %s; "
                     "host provider %s",
@@ -176,9 +354,31 @@ async def run(settings: ColonySettings, trace_export: str = "") -> None:
                 )
                 await stop.wait()
                 log.info("stopping: waiting up to %s for running activities", GRACEFUL_SHUTDOWN)
+                if watching is not None:
+                    watching.cancel()
+                    await asyncio.wait({watching})
         finally:
             close_client(management_api)
+            tracing.shutdown()
     log.info("worker stopped")
+
+
+def _report_watcher_end(task: asyncio.Task[None]) -> None:
+    # The watcher only ends when cancelled; anything else is a bug to see in the log (the worker
+    # goes on: the workflows' fallback keeps them correct without it).
+    if not task.cancelled() and task.exception() is not None:
+        log.error("the in-process watcher stopped", exc_info=task.exception())
+
+
+async def _watch(settings: ColonySettings, kubeconfig: Path, temporal: Client) -> None:
+    """The watcher, in this process (`COLONY_WATCHER_IN_WORKER=1`)."""
+    management = KubeApi.from_kubeconfig(kubeconfig)
+    try:
+        await Watcher(
+            management, TemporalSignals(temporal), WatcherConfig.from_settings(settings)
+        ).run()
+    finally:
+        await management.aclose()
 
 
 def main() -> int:
@@ -187,9 +387,13 @@ def main() -> int:
     )
     # One line per host-provider request is noise at INFO (and URLs are all it would show).
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    if sys.argv[1:] == ["--print-search-attribute-commands"]:
+        namespace = os.environ.get("TEMPORAL_NAMESPACE", "default")
+        print("\n".join(search_attribute_commands(namespace)))
+        return 0
     try:
         settings = ColonySettings.from_env()
-        asyncio.run(run(settings, trace_export=os.environ.get("COLONY_TRACE_EXPORT", "")))
+        asyncio.run(run(settings))
     except SettingsError as exc:
         log.error("%s", exc)
         return 2

@@ -32,6 +32,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from temporalio import activity
 
+from activities import metrics
 from activities.errors import kube_error, kube_status
 from activities.heartbeat import heartbeating, previous_details, report
 from activities.kube import (
@@ -197,8 +198,18 @@ def node_info(node: Obj, pods: list[PodInfo]) -> NodeInfo:
     )
 
 
-class _ClientCache:
-    """Child `ApiClient`s by kubeconfig digest; thread-safe (activities run on several threads)."""
+def _drain_finished(outcome: str) -> None:
+    """The drain's duration from its first attempt's scheduling (a retried drain resumes from its
+    heartbeat, so the duration spans every attempt)."""
+    started = activity.info().scheduled_time
+    metrics.drain_finished((datetime.now(UTC) - started).total_seconds(), outcome)
+
+
+class ChildClients:
+    """Child `ApiClient`s by kubeconfig digest; thread-safe (activities run on several threads).
+
+    Shared by every activity class that reaches child clusters (`ChildClusterActivities`,
+    `activities.workspaces.WorkspaceActivities`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -222,6 +233,11 @@ class _ClientCache:
                 oldest = next(iter(self._clients))
                 close_client(self._clients.pop(oldest))
         return api
+
+    async def for_ref(self, management: client.CoreV1Api, ref: KubeconfigRef) -> client.ApiClient:
+        """The child's client, from the kubeconfig Secret `ref` names (read each time: a recreated
+        cluster of the same name gets a new client)."""
+        return self.get(await read_kubeconfig(management, ref))
 
     def close(self) -> None:
         with self._lock:
@@ -247,16 +263,18 @@ async def read_kubeconfig(core: client.CoreV1Api, ref: KubeconfigRef) -> bytes:
 class ChildClusterActivities:
     """Nodes and pods of child clusters, reached through their kubeconfig Secrets."""
 
-    def __init__(self, management_api: client.ApiClient) -> None:
+    def __init__(
+        self, management_api: client.ApiClient, clients: ChildClients | None = None
+    ) -> None:
         self._management = client.CoreV1Api(management_api)
-        self._clients = _ClientCache()
+        self._clients = clients or ChildClients()
 
     def close(self) -> None:
         """Close every cached child client (the worker calls this on shutdown)."""
         self._clients.close()
 
     async def _core(self, ref: KubeconfigRef) -> client.CoreV1Api:
-        return client.CoreV1Api(self._clients.get(await read_kubeconfig(self._management, ref)))
+        return client.CoreV1Api(await self._clients.for_ref(self._management, ref))
 
     async def _pods_on(self, core: client.CoreV1Api, node_name: str) -> list[Obj]:
         listed = await call_or_none(
@@ -434,6 +452,7 @@ class ChildClusterActivities:
             )
             if node is None:
                 # Gone (removed by someone else): its pods went with it.
+                _drain_finished("node_gone")
                 return DrainNodeResult(drained=True, node_found=False, progress=progress)
             remaining = pods_to_evict(
                 [pod_info(p) for p in await self._pods_on(core, request.node_name)]
@@ -442,6 +461,7 @@ class ChildClusterActivities:
             if not remaining:
                 progress.blocking_pods = []
                 report(progress)
+                _drain_finished("drained")
                 return DrainNodeResult(drained=True, progress=progress)
             blocking: list[str] = []
             for pod in remaining:
@@ -449,6 +469,7 @@ class ChildClusterActivities:
                     continue  # evicted already: waiting for it to go
                 outcome, message = await self._evict(core, pod)
                 if outcome is EvictionOutcome.BLOCKED_BY_BUDGET:
+                    metrics.eviction_refused()
                     blocking.append(f"{pod.ref}: {message}" if message else pod.ref)
                 elif outcome is EvictionOutcome.EVICTED:
                     progress.pods_evicted += 1
@@ -457,6 +478,7 @@ class ChildClusterActivities:
             left = _seconds_until(request.deadline)
             if left <= 0:
                 if not request.force:
+                    _drain_finished("timed_out")
                     return DrainNodeResult(drained=False, progress=progress)
                 # A forced drain deletes what the budgets protect, and does not wait for it.
                 for pod in remaining:
@@ -465,6 +487,7 @@ class ChildClusterActivities:
                 progress.blocking_pods = []
                 progress.pods_remaining = 0
                 report(progress)
+                _drain_finished("forced")
                 return DrainNodeResult(drained=True, progress=progress)
             await asyncio.sleep(min(pause, left))
             pause = min(pause * 2, EVICTION_RETRY_CAP)

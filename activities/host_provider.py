@@ -11,6 +11,9 @@ cancellation is reported, so a claim cannot land after the workflow's owner swee
 Idempotency: a claim carries the workflow's idempotency key, so a repeated call returns the same
 hosts; a release checks the host's owner first and treats free or foreign hosts as already
 released, so repeating it never frees a host someone else has claimed since.
+
+Every request is a span when tracing is configured (`activities.tracing`); claims are counted by
+outcome (`activities.metrics`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import httpx
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities import metrics, tracing
 from activities.errors import http_error, transport_error
 from activities.heartbeat import heartbeating, report
 from models.activity_api import (
@@ -67,24 +71,27 @@ class HostProviderActivities:
     async def _request(
         self, what: str, method: str, path: str, *, json: Any = None, params: Any = None
     ) -> httpx.Response:
-        sent = asyncio.ensure_future(
-            self._http.request(method, path, json=json, params=params, timeout=REQUEST_TIMEOUT)
-        )
-        try:
+        attributes = {"colony.call": what, "http.request.method": method, "url.path": path}
+        with tracing.span(f"hostprovider {method} {path}", attributes) as span:
+            sent = asyncio.ensure_future(
+                self._http.request(method, path, json=json, params=params, timeout=REQUEST_TIMEOUT)
+            )
             try:
-                response = await asyncio.shield(sent)
-            except asyncio.CancelledError:
-                # Cancelled by the workflow: the request is on the wire. Let it finish (within
-                # REQUEST_TIMEOUT) so that what it does lands before we report the cancellation.
-                with contextlib.suppress(Exception):
-                    await sent
-                raise
-            response.raise_for_status()
-        except httpx.HTTPStatusError as exc:
-            raise http_error(exc, what) from exc
-        except httpx.TransportError as exc:
-            raise transport_error(exc, what) from exc
-        return response
+                try:
+                    response = await asyncio.shield(sent)
+                except asyncio.CancelledError:
+                    # Cancelled by the workflow: the request is on the wire. Let it finish (within
+                    # REQUEST_TIMEOUT) so that what it does lands before we report the cancellation.
+                    with contextlib.suppress(Exception):
+                        await sent
+                    raise
+                tracing.set_attribute(span, "http.response.status_code", response.status_code)
+                response.raise_for_status()
+            except httpx.HTTPStatusError as exc:
+                raise http_error(exc, what) from exc
+            except httpx.TransportError as exc:
+                raise transport_error(exc, what) from exc
+            return response
 
     @activity.defn(name=ActivityName.CLAIM_HOSTS)
     @heartbeating
@@ -95,18 +102,25 @@ class HostProviderActivities:
             if request.sku.gpu_model_id
             else {"cpuSku": request.sku.cpu_sku}
         )
-        response = await self._request(
-            f"claim {request.count} hosts of {request.sku} in {request.location_id}",
-            "POST",
-            "/v1/claims",
-            json={
-                "location": request.location_id,
-                "sku": sku,
-                "count": request.count,
-                "idempotencyKey": request.idempotency_key,
-                "owner": request.owner,
-            },
-        )
+        try:
+            response = await self._request(
+                f"claim {request.count} hosts of {request.sku} in {request.location_id}",
+                "POST",
+                "/v1/claims",
+                json={
+                    "location": request.location_id,
+                    "sku": sku,
+                    "count": request.count,
+                    "idempotencyKey": request.idempotency_key,
+                    "owner": request.owner,
+                },
+            )
+        except ApplicationError as exc:
+            # Refused: the provider said no (not enough hosts, bad SKU); failed: it could not
+            # answer (retried by the policy, each attempt counts).
+            metrics.host_claim("refused" if exc.non_retryable else "failed")
+            raise
+        metrics.host_claim("claimed")
         return ClaimHostsResult(hosts=[host_of(h) for h in response.json().get("hosts") or []])
 
     @activity.defn(name=ActivityName.RELEASE_HOSTS)

@@ -5,6 +5,9 @@ worker's event loop. A call is never abandoned half-way: when the activity is ca
 in its thread is allowed to finish (within `REQUEST_TIMEOUT`) before the cancellation goes on, so
 nothing an interrupted activity asked for lands after the workflow was told it stopped. Responses are read as plain JSON dicts (`_preload_content=False`): the
 activities only pick a few fields, and dicts map straight onto `models/`.
+
+Every call is an OpenTelemetry span (`kube <method>`, with the API server and the HTTP status) when
+tracing is configured (`activities.tracing`), a child of the activity's span.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from activities import tracing
 from activities.errors import kube_error, transport_error
 
 REQUEST_TIMEOUT = (5.0, 20.0)
@@ -73,18 +77,34 @@ async def call(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> 
         what: what the call does, for error messages ("read Node gpu-1").
         fn: a bound API method, e.g. `CoreV1Api(api).read_node`.
     """
-    running = asyncio.ensure_future(asyncio.to_thread(_call_blocking, fn, *args, **kwargs))
-    try:
+    with tracing.span(f"kube {_method_name(fn)}", _span_attributes(what, fn)) as span:
+        running = asyncio.ensure_future(asyncio.to_thread(_call_blocking, fn, *args, **kwargs))
         try:
-            return await asyncio.shield(running)
-        except asyncio.CancelledError:
-            with contextlib.suppress(Exception):
-                await running
+            try:
+                result = await asyncio.shield(running)
+            except asyncio.CancelledError:
+                with contextlib.suppress(Exception):
+                    await running
+                raise
+        except ApiException as exc:
+            tracing.set_attribute(span, "http.response.status_code", exc.status)
             raise
-    except ApiException:
-        raise
-    except (urllib3.exceptions.HTTPError, OSError) as exc:
-        raise transport_error(exc, what) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise transport_error(exc, what) from exc
+        tracing.set_attribute(span, "http.response.status_code", 200)
+        return result
+
+
+def _method_name(fn: Callable[..., Any]) -> str:
+    return str(getattr(fn, "__name__", "call"))
+
+
+def _span_attributes(what: str, fn: Callable[..., Any]) -> dict[str, Any]:
+    if not tracing.enabled():
+        return {}
+    api = getattr(getattr(fn, "__self__", None), "api_client", None)
+    host = getattr(getattr(api, "configuration", None), "host", None)
+    return {"colony.call": what, "k8s.client.method": _method_name(fn), "server.address": host}
 
 
 async def call_or_none(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj | None:

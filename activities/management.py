@@ -27,7 +27,7 @@ from temporalio import activity
 
 from activities.errors import kube_error
 from activities.heartbeat import heartbeating, report
-from activities.kube import Obj, call, call_or_none, condition, conditions_of
+from activities.kube import Obj, call, call_or_none, call_or_raise, condition, conditions_of
 from models.activity_api import (
     CLUSTER_LABEL,
     OWNER_ANNOTATION,
@@ -50,6 +50,7 @@ from models.activity_api import (
     GetClusterDeploymentStatusResult,
     RemoveClusterMachinesRequest,
 )
+from models.colony import WriteColonyKubeconfigsRequest, WriteColonyKubeconfigsResult
 from models.errors import ErrorType, permanent
 
 GROUP = "k0rdent.mirantis.com"
@@ -57,14 +58,17 @@ VERSION = "v1beta1"
 API_VERSION = f"{GROUP}/{VERSION}"
 
 WORKFLOW_ID_ANNOTATION = WORKFLOW_ID_LABEL
+COLONY_LABEL = "colony.dev/colony"
+"""Label on a colony's kubeconfigs Secret: the colony's name."""
 """The owning workflow id verbatim; the label holds it label-safe ("cluster/x" -> "cluster.x")."""
 
 MACHINE_UPDATE_ATTEMPTS = 5
 """Read-modify-write attempts on a resourceVersion conflict before leaving it to the retry policy."""
 POLL_FIRST = 1.0
-POLL_CAP = 5.0
-"""Seconds between looks at a ClusterDeployment while waiting: 1 s, doubling to 5 s. Polls cost the
-workflow's history nothing (they happen inside the activity); 5 s keeps the API's load small."""
+POLL_CAP = 1.0
+"""Seconds between looks at a ClusterDeployment while waiting: every second, so the workflow goes
+on within a second of it turning Ready. Polls cost the workflow's history nothing (they happen
+inside the activity), and one GET a second per cluster being created is nothing to an API server."""
 FAILED_REASON = "Failed"
 """KCM's reason on the Ready condition when a step failed (a missing credential, a failed release)."""
 
@@ -234,22 +238,11 @@ class ManagementClusterActivities:
         `spec.config` holds the template chart's values (remote-cluster values.yaml): the machines
         reached over SSH, the cluster's networks and labels, and the k0s version.
         """
-        return {
-            "apiVersion": API_VERSION,
-            "kind": "ClusterDeployment",
-            "metadata": {
-                "name": request.name,
-                "namespace": request.namespace,
-                "labels": {
-                    CLUSTER_LABEL: request.name,
-                    WORKFLOW_ID_LABEL: label_safe(request.workflow_id),
-                },
-                "annotations": {
-                    WORKFLOW_ID_ANNOTATION: request.workflow_id,
-                    **({OWNER_ANNOTATION: request.owner} if request.owner else {}),
-                },
-            },
-            "spec": {
+        if request.deployment_spec is not None:
+            # Given as is (an exalsius Colony entry): its template builds the cluster.
+            spec: Obj = dict(request.deployment_spec)
+        else:
+            spec = {
                 "template": request.template,
                 "credential": request.credential,
                 "propagateCredentials": True,
@@ -263,7 +256,25 @@ class ManagementClusterActivities:
                     "k0smotron": {"service": {"type": "LoadBalancer"}},
                     "machines": [m.model_dump(mode="json") for m in request.machines],
                 },
+            }
+        return {
+            "apiVersion": API_VERSION,
+            "kind": "ClusterDeployment",
+            "metadata": {
+                "name": request.name,
+                "namespace": request.namespace,
+                "labels": {
+                    **request.labels,
+                    CLUSTER_LABEL: request.name,
+                    WORKFLOW_ID_LABEL: label_safe(request.workflow_id),
+                },
+                "annotations": {
+                    **request.annotations,
+                    WORKFLOW_ID_ANNOTATION: request.workflow_id,
+                    **({OWNER_ANNOTATION: request.owner} if request.owner else {}),
+                },
             },
+            "spec": spec,
         }
 
     @activity.defn(name=ActivityName.CREATE_CLUSTER_DEPLOYMENT)
@@ -412,3 +423,41 @@ class ManagementClusterActivities:
             body={"preconditions": {"uid": (existing.get("metadata") or {}).get("uid")}},
         )
         return DeleteClusterDeploymentResult(existed=deleted is not None)
+
+    @activity.defn(name=ActivityName.WRITE_COLONY_KUBECONFIGS)
+    @heartbeating
+    async def write_colony_kubeconfigs(
+        self, request: WriteColonyKubeconfigsRequest
+    ) -> WriteColonyKubeconfigsResult:
+        """Write the colony's `<colony>-kubeconfigs` Secret (cluster -> its kubeconfig Secret), or
+        delete it when the colony has no cluster left."""
+        core = client.CoreV1Api(self._custom.api_client)
+        what = f"write Secret {request.namespace}/{request.name}"
+        if not request.clusters:
+            await call_or_none(
+                f"delete Secret {request.namespace}/{request.name}",
+                core.delete_namespaced_secret,
+                request.name,
+                request.namespace,
+            )
+            return WriteColonyKubeconfigsResult(written=False)
+        body: Obj = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": request.name,
+                "namespace": request.namespace,
+                "labels": {COLONY_LABEL: request.colony},
+            },
+            "type": "Opaque",
+            "stringData": dict(sorted(request.clusters.items())),
+        }
+        try:
+            await call(what, core.create_namespaced_secret, request.namespace, body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise kube_error(exc, what) from exc
+            await call_or_raise(
+                what, core.replace_namespaced_secret, request.name, request.namespace, body
+            )
+        return WriteColonyKubeconfigsResult(written=True)

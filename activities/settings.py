@@ -13,6 +13,16 @@ Environment:
     COLONY_HOST_PROVIDER_URL / COLONY_HOST_PROVIDER_API_KEY: default the `url`/`apiKey` of the
         JSON file named by COLONY_HOST_PROVIDER_CONFIG (default `.colony/sim/hostprovider.json`).
     COLONY_WEB_UI: base URL of the Temporal Web UI, default http://127.0.0.1:8233.
+    COLONY_SYSTEM_NAMESPACE: Colony's namespace on the management cluster (the watcher's Lease and
+        state ConfigMap), default `colony-system`.
+    COLONY_WATCH_NAMESPACE: where the watcher looks for ClusterDeployments and ServiceSets, default
+        every namespace.
+    COLONY_WATCHER_ID: the watcher's identity in its Lease, default `<hostname>-<pid>`.
+    COLONY_WATCHER_IN_WORKER: `1` runs the watcher inside `worker.py` (elected like a separate one).
+    COLONY_METRICS_PORT: the worker's Prometheus endpoint (and the watcher's, in `watcher.py`);
+        unset: none.
+    COLONY_TRACE_EXPORT: `otlp` (to OTEL_EXPORTER_OTLP_ENDPOINT, default http://localhost:4318),
+        `console`, or empty: no tracing.
 """
 
 from __future__ import annotations
@@ -33,6 +43,9 @@ DEFAULT_TASK_QUEUE = "colony"
 DEFAULT_MANAGEMENT_KUBECONFIG = ".colony/sim/management.kubeconfig"
 DEFAULT_HOST_PROVIDER_CONFIG = ".colony/sim/hostprovider.json"
 DEFAULT_WEB_UI = "http://127.0.0.1:8233"
+DEFAULT_SYSTEM_NAMESPACE = "colony-system"
+TRACE_EXPORTERS = ("", "otlp", "console")
+_TRUE = ("1", "true", "yes", "on")
 
 
 class SettingsError(Exception):
@@ -51,6 +64,14 @@ class ColonySettings(BaseModel):
     host_provider_url: str = ""
     host_provider_api_key: SecretStr = SecretStr("")
     web_ui: str = DEFAULT_WEB_UI
+    system_namespace: str = DEFAULT_SYSTEM_NAMESPACE
+    watch_namespace: str = ""
+    """Empty: every namespace."""
+    watcher_id: str = ""
+    """Empty: `<hostname>-<pid>`, chosen by the watcher."""
+    watcher_in_worker: bool = False
+    metrics_port: int | None = None
+    trace_export: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ColonySettings:
@@ -79,6 +100,12 @@ class ColonySettings(BaseModel):
             host_provider_url=url.rstrip("/"),
             host_provider_api_key=SecretStr(key),
             web_ui=environ.get("COLONY_WEB_UI", DEFAULT_WEB_UI).rstrip("/"),
+            system_namespace=environ.get("COLONY_SYSTEM_NAMESPACE") or DEFAULT_SYSTEM_NAMESPACE,
+            watch_namespace=environ.get("COLONY_WATCH_NAMESPACE", ""),
+            watcher_id=environ.get("COLONY_WATCHER_ID", ""),
+            watcher_in_worker=environ.get("COLONY_WATCHER_IN_WORKER", "").lower() in _TRUE,
+            metrics_port=_port(environ.get("COLONY_METRICS_PORT", "")),
+            trace_export=_trace_export(environ.get("COLONY_TRACE_EXPORT", "")),
         )
 
     @property
@@ -113,6 +140,23 @@ class ColonySettings(BaseModel):
                 "set COLONY_MANAGEMENT_KUBECONFIG (or start the simulator: colonyctl sim up)"
             )
         return self.management_kubeconfig
+
+
+def _port(value: str) -> int | None:
+    if not value.strip():
+        return None
+    if not value.strip().isdigit() or not 0 <= int(value) <= 65535:
+        raise SettingsError(f"COLONY_METRICS_PORT: {value!r} is not a port number (0-65535)")
+    return int(value)
+
+
+def _trace_export(value: str) -> str:
+    value = value.strip().lower()
+    if value not in TRACE_EXPORTERS:
+        raise SettingsError(
+            f"COLONY_TRACE_EXPORT: unknown exporter {value!r} (use 'otlp', 'console' or nothing)"
+        )
+    return value
 
 
 def _read_host_provider_file(path: Path) -> tuple[str, str]:

@@ -21,13 +21,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 VENV_BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[1]
 STARTUP_DEADLINE_SECONDS = 60.0
-SEARCH_ATTRIBUTES = ("ColonyCluster", "ColonyPhase")
+SEARCH_ATTRIBUTES = ("ColonyKind", "ColonyCluster", "ColonyOrganization", "ColonyPhase")
 """Registered on the dev server as Keyword, as `make run` does (workflows/search_attributes.py)."""
 
 
@@ -62,6 +62,8 @@ class Stack:
 
     env: dict[str, str]
     workdir: Path
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    """The private stack's children by name (`worker`, `watcher`), to stop one on purpose."""
 
     def ctl(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
         """Run `colonyctl ARGS` as a user would; the completed process, whatever its exit."""
@@ -115,8 +117,9 @@ class _Children:
 
 
 @contextlib.contextmanager
-def private_stack() -> Iterator[Stack]:
-    """Start a dev server, the sim (instant timing) and the worker; stop them all on exit."""
+def private_stack(*, watcher: bool = False) -> Iterator[Stack]:
+    """Start a dev server, the sim (instant timing), the worker (and the watcher); stop them all
+    on exit."""
     with tempfile.TemporaryDirectory(prefix="colony-bench-") as scratch:
         workdir = Path(scratch)
         children = _Children(workdir)
@@ -151,8 +154,12 @@ def private_stack() -> Iterator[Stack]:
                 "COLONY_CACHE_DIR": str(workdir / "cache"),
                 "HOME": str(workdir),
             }
-            children.start("worker", [sys.executable, "worker.py"], env)
-            yield Stack(env=env, workdir=workdir)
+            processes = {"worker": children.start("worker", [sys.executable, "worker.py"], env)}
+            if watcher:
+                processes["watcher"] = children.start(
+                    "watcher", [sys.executable, "watcher.py"], env
+                )
+            yield Stack(env=env, workdir=workdir, processes=processes)
         finally:
             children.stop()
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from pydantic import Field
 
@@ -40,6 +41,7 @@ class ActivityName(StrEnum):
     ADD_CLUSTER_MACHINES = "add_cluster_machines"
     REMOVE_CLUSTER_MACHINES = "remove_cluster_machines"
     DELETE_CLUSTER_DEPLOYMENT = "delete_cluster_deployment"
+    WRITE_COLONY_KUBECONFIGS = "write_colony_kubeconfigs"
     # Child cluster (through the `<name>-kubeconfig` Secret, read inside the activity).
     LIST_NODES = "list_nodes"
     LABEL_NODE = "label_node"
@@ -225,6 +227,11 @@ class CreateClusterDeploymentRequest(ColonyModel):
     pod_cidr: str
     service_cidr: str
     machines: list[Machine] = Field(default_factory=list)
+    deployment_spec: dict[str, Any] | None = None
+    """A ClusterDeployment spec given as is (an exalsius Colony entry): used instead of the
+    remote-cluster shape built from the fields above."""
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
 
 
 class CreateClusterDeploymentResult(ColonyModel):

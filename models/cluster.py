@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Self
+from typing import Any, Self
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -102,6 +102,15 @@ class ClusterSpec(ColonyModel):
     wait_for_capacity: bool = False
     """When the location has too few free hosts for a pool, wait for them (until the join
     deadline) instead of failing with HostsUnavailable."""
+    colony: str = ""
+    """The colony this cluster belongs to (`colony/<colony>` hears of its phase and GPUs)."""
+    deployment_spec: dict[str, Any] | None = None
+    """A k0rdent ClusterDeployment spec given as is (an exalsius Colony entry's
+    `clusterDeploymentSpec`: any template, credential and config). Such a cluster is built by its
+    template (hosted control planes, cloud workers), not from claimed hosts: it has no node pools."""
+    cluster_labels: dict[str, str] = Field(default_factory=dict)
+    cluster_annotations: dict[str, str] = Field(default_factory=dict)
+    """Labels and annotations put on the ClusterDeployment (exalsius `clusterLabels`/`...Annotations`)."""
 
     @field_validator("name")
     @classmethod
@@ -119,13 +128,28 @@ class ClusterSpec(ColonyModel):
             raise PydanticCustomError("organization", problem)
         return organization
 
-    @field_validator("location_id")
-    @classmethod
-    def _location(cls, location_id: str) -> str:
-        # Only presence here: the host provider's catalog is checked by the CLI and an activity.
-        if not location_id.strip():
-            raise PydanticCustomError("location", "locationId must not be empty")
-        return location_id
+    @model_validator(mode="after")
+    def _deployment(self) -> Self:
+        # Only presence of the location here: the host provider's catalog is checked by the CLI
+        # and an activity. A cluster given as a raw ClusterDeployment spec claims no hosts.
+        if self.deployment_spec is None:
+            if not self.location_id.strip():
+                raise PydanticCustomError("location", "locationId must not be empty")
+            return self
+        if self.node_pools:
+            raise PydanticCustomError(
+                "node_pools",
+                "a cluster given as a clusterDeploymentSpec has no node pools: its template "
+                "builds its workers",
+            )
+        for key in ("template", "credential"):
+            if not str(self.deployment_spec.get(key) or "").strip():
+                raise PydanticCustomError(
+                    "deployment_spec", f"clusterDeploymentSpec.{key} must be set"
+                )
+        self.template = str(self.deployment_spec["template"])
+        self.credential = str(self.deployment_spec["credential"])
+        return self
 
     @model_validator(mode="after")
     def _pools(self) -> Self:

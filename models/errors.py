@@ -48,6 +48,12 @@ class ErrorType(StrEnum):
     """An update validator refused an operation; nothing was written or queued."""
     OPERATION_CANCELLED = "OperationCancelled"
     """A queued operation was cancelled, because the cluster is being deleted."""
+    NOT_SERVED = "NotServed"
+    """The cluster does not serve the kind of an object (its CRD is not installed)."""
+    CLASS_CONFLICT = "ClassConflict"
+    """A workspace class of that name exists with another definition (classes are immutable)."""
+    CLASS_NOT_FOUND = "ClassNotFound"
+    """The workspace's pinned class does not exist."""
     COMPENSATION_FAILED = "CompensationFailed"
     """Undoing part of a failed or cancelled operation failed (the message says what is left)."""
 
@@ -62,6 +68,9 @@ NON_RETRYABLE: list[str] = [
     ErrorType.NOT_FOUND,
     ErrorType.HOSTS_UNAVAILABLE,
     ErrorType.UNKNOWN_SKU,
+    ErrorType.CLASS_CONFLICT,
+    ErrorType.CLASS_NOT_FOUND,
+    ErrorType.NOT_SERVED,
 ]
 """Error types no retry policy retries: permanent by nature, whoever raises them."""
 

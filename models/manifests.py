@@ -219,22 +219,31 @@ class ColonyClusterSpec(ColonyModel):
             )
         return self
 
-    def to_cluster_spec(self) -> ClusterSpec | None:
-        """The Colony cluster request this entry describes, when it gives a location; else None
-        (an exalsius entry is a raw ClusterDeployment spec, applied as written)."""
-        if not self.location_id:
-            return None
-        template = self.cluster_deployment_spec.get("template")
-        credential = self.cluster_deployment_spec.get("credential")
+    def to_cluster_spec(self, colony: str = "") -> ClusterSpec:
+        """The Colony cluster request this entry describes: claimed hosts when it gives a location
+        (and node pools), else its raw ClusterDeployment spec, applied as written.
+
+        Args:
+            colony: the colony it belongs to; the cluster is then named `<colony>-<clusterName>`
+                (one namespace of ClusterDeployments for every colony).
+        """
+        name = f"{colony}-{self.cluster_name}" if colony else self.cluster_name
         data: dict[str, Any] = {
-            "name": self.cluster_name,
-            "locationId": self.location_id,
-            "nodePools": [pool.model_dump(mode="json") for pool in self.node_pools],
+            "name": name,
+            "colony": colony,
+            "clusterLabels": self.cluster_labels,
+            "clusterAnnotations": self.cluster_annotations,
         }
-        if isinstance(template, str):
-            data["template"] = template
-        if isinstance(credential, str):
-            data["credential"] = credential
+        if self.location_id:
+            data["locationId"] = self.location_id
+            data["nodePools"] = [pool.model_dump(mode="json") for pool in self.node_pools]
+            for key in ("template", "credential"):
+                value = self.cluster_deployment_spec.get(key)
+                if isinstance(value, str):
+                    data[key] = value
+        else:
+            data["locationId"] = ""
+            data["deploymentSpec"] = self.cluster_deployment_spec
         return ClusterSpec.model_validate(data)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from models.capacity import GpuHolder
 from models.cluster import (
     FREE_NODE_MESSAGE,
     ClusterPhase,
@@ -144,4 +145,61 @@ def operation_problem(
     _apply(after, request)
     if _without_free_node(after) and not _without_free_node(before):
         return Problem(FREE_NODE_MESSAGE.format(cluster=cluster))
+    return None
+
+
+def gpu_holders_problem(
+    cluster: str,
+    state: ClusterState,
+    request: OperationRequest,
+    holders: list[GpuHolder],
+) -> Problem | None:
+    """Why `request` would take GPUs that running workspaces hold, or None.
+
+    A scale-down removes nodes without holders first (`workflows/cluster_drain.py`), so it is
+    refused only when the pool has fewer such nodes than it removes; deleting a pool, or a node,
+    is refused when a workspace holds GPUs there. `force` (on each of them) lets it through: the
+    nodes are drained and their workspaces go back to waiting for GPUs.
+
+    Args:
+        cluster: the cluster's name, for the message.
+        state: the cluster's state (its pools and nodes).
+        request: the operation asked for.
+        holders: which workspaces hold GPUs on which nodes (the ledger's last report).
+    """
+    if not holders or getattr(request, "force", False):
+        return None
+    held_on = {node: [h for h in holders if node in h.nodes] for h in holders for node in h.nodes}
+
+    def refusal(what: str, nodes: list[str]) -> Problem:
+        named = sorted({h.workspace for node in nodes for h in held_on.get(node, [])})
+        return Problem(
+            f"{what} would take GPUs from running workspaces: {', '.join(named)}; delete or "
+            "suspend them first, or force it (they go back to waiting for GPUs)"
+        )
+
+    match request:
+        case ScaleNodePoolRequest(pool=name, count=count):
+            pool = state.pool(name)
+            if pool is None:
+                return None
+            nodes = [node.name for node in pool.nodes if not node.removed_by]
+            free = [node for node in nodes if node not in held_on]
+            if len(nodes) - count > len(free):
+                return refusal(
+                    f"scaling node pool '{name}' of cluster '{cluster}' to {count}",
+                    [n for n in nodes if n in held_on],
+                )
+        case DeleteNodePoolRequest(pool=name):
+            pool = state.pool(name)
+            held = [node.name for node in pool.nodes if node.name in held_on] if pool else []
+            if held:
+                return refusal(f"deleting node pool '{name}' of cluster '{cluster}'", held)
+        case DeleteNodeRequest(node=node):
+            for pool in state.node_pools:
+                for status in pool.nodes:
+                    if node in (status.name, status.host_id) and status.name in held_on:
+                        return refusal(f"deleting node '{node}'", [status.name])
+        case _:
+            pass
     return None

@@ -22,9 +22,11 @@ from typing import Any, Self
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from models.activity_api import KubeconfigRef
 from models.base import ColonyModel
 from models.capacity import ReplicaPlacement
 from models.names import name_problem, shorten_name
+from models.operations import OperationBook
 from models.sealed import SealedValue
 from models.value_paths import value_path_problem
 from models.workspace_class import (
@@ -36,6 +38,7 @@ from models.workspace_class import (
     WorkspaceResources,
     dns_label_problem,
 )
+from models.workspace_operations import WorkspaceOperation
 
 WORKSPACE_NAME_MAX = 60
 """60: the workspace namespace `ws-<name>` must fit a 63-character namespace name (the exalsius
@@ -408,6 +411,14 @@ class WorkspaceStatus(ColonyModel):
     suspended: bool = False
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    current_operation: WorkspaceOperation | None = None
+    queued_operations: list[WorkspaceOperation] = Field(default_factory=list)
+    completed_operations: list[WorkspaceOperation] = Field(default_factory=list)
+
+    def operation(self, operation_id: str) -> WorkspaceOperation | None:
+        """The operation with this id, wherever it is (running, queued or finished)."""
+        candidates = [self.current_operation, *self.queued_operations, *self.completed_operations]
+        return next((op for op in candidates if op is not None and op.id == operation_id), None)
 
 
 class WorkspaceState(ColonyModel):
@@ -436,6 +447,24 @@ class WorkspaceState(ColonyModel):
     suspended: bool = False
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    incarnation: str = ""
+    """The workflow's first run id: part of every id this workspace sends (capacity requests),
+    so a workspace created again under the same name never reuses an old one."""
+    queue: list[WorkspaceOperation] = Field(default_factory=list)
+    completed: list[WorkspaceOperation] = Field(default_factory=list)
+    book: OperationBook = Field(default_factory=OperationBook)
+    kubeconfig: KubeconfigRef | None = None
+    routes: list[RouteRecord] = Field(default_factory=list)
+    """The routes created in the workspace's namespace (deleted on suspend and delete)."""
+    class_spec: WorkspaceClassSpec | None = None
+    """The pinned class as resolved (classes are immutable): a resume does not read it again."""
+
+
+class RouteRecord(ColonyModel):
+    """A route the workspace created (kind and name, to delete it)."""
+
+    name: str
+    kind: str
 
 
 class WorkspaceWorkflowInput(ColonyModel):

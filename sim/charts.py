@@ -42,7 +42,7 @@ import yaml
 
 CATALOG_PATH = Path(__file__).with_name("charts.yaml")
 HUB_REPOSITORY = "exalsius-workspace-hub"
-COLONY_REPOSITORY = "colony-charts"
+COLONY_REPOSITORY = "colony-catalog"
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 
 # Label Helm and the hub charts put on everything of a release; uninstall selects by it.
@@ -77,6 +77,9 @@ class WorkloadSpec:
     gpu: int = 0
     ports: tuple[PortSpec, ...] = ()
     service_type: str = "ClusterIP"
+    services_per_port: bool = False
+    """Name every Service `<workload>-<port name>` (the exalsius/Colony chart convention Colony
+    routes to); otherwise the first port's Service keeps the workload's own name."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,7 @@ def _workload(raw: Mapping[str, Any]) -> WorkloadSpec:
             for p in raw.get("ports") or []
         ),
         service_type=str(raw.get("serviceType", "ClusterIP")),
+        services_per_port=bool(raw.get("servicesPerPort", False)),
     )
 
 
@@ -417,8 +421,10 @@ def render(
             }
         )
         for index, port in enumerate(workload.ports):
-            # One Service per declared port: the first keeps the workload's name.
-            service_name = name if index == 0 else f"{name}-{port.name}"
+            # One Service per declared port: the first keeps the workload's name, unless the chart
+            # names them all by port.
+            first = index == 0 and not workload.services_per_port
+            service_name = name if first else f"{name}-{port.name}"
             manifests.append(
                 {
                     "apiVersion": "v1",

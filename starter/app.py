@@ -27,11 +27,13 @@ try:
 except ImportError:  # pragma: no cover - an older Typer that depends on click itself
     import click.exceptions as click_exceptions  # type: ignore[no-redef]
 
+from activities import tracing
 from starter.commands import (
     apikey,
     auth,
     catalog,
     cluster,
+    colony,
     credentials,
     node,
     node_pool,
@@ -127,7 +129,31 @@ class ColonyGroup(TyperGroup):
         return code
 
     def run(self, argv: list[str], prog_name: str, **extra: Any) -> int:
-        """Run the command line; the exit code (never raises but for SystemExit's kin)."""
+        """Run the command line; the exit code (never raises but for SystemExit's kin).
+
+        With tracing (`COLONY_TRACE_EXPORT`, or a provider a test installed) the command is one
+        span, the root of the trace its workflows and activities continue."""
+        if not tracing.wanted(os.environ):
+            return self._run(argv, prog_name, **extra)
+        provider = None
+        if not tracing.enabled():
+            try:
+                provider = tracing.configure(
+                    PROG, os.environ[tracing.TRACE_EXPORT_ENV].strip().lower()
+                )
+            except ValueError as error:
+                _error_line(f"{error} (use 'otlp', 'console' or nothing)")
+                return int(ExitCode.USAGE)
+        try:
+            with tracing.span(f"{PROG} {command_path(argv)}") as span:
+                code = self._run(argv, prog_name, **extra)
+                tracing.set_attribute(span, "process.exit.code", code)
+                return code
+        finally:
+            if provider is not None:
+                tracing.shutdown()  # flush: the process ends with os._exit
+
+    def _run(self, argv: list[str], prog_name: str, **extra: Any) -> int:
         try:
             result = super().main(argv, prog_name=prog_name, standalone_mode=False, **extra)
         except click_exceptions.NoArgsIsHelpError as error:
@@ -155,6 +181,20 @@ class ColonyGroup(TyperGroup):
         return result if isinstance(result, int) else int(ExitCode.OK)
 
 
+def command_path(argv: Sequence[str]) -> str:
+    """The command's words (`cluster create`), without its arguments: names and values stay out
+    of spans."""
+    words: list[str] = []
+    group: Any = typer.main.get_command(app)
+    for arg in argv:
+        commands = getattr(group, "commands", None)
+        if arg.startswith("-") or not commands or arg not in commands:
+            break
+        words.append(arg)
+        group = commands[arg]
+    return " ".join(words) or "-"
+
+
 def _error_line(message: str) -> None:
     sys.stderr.write(f"error: {' '.join(message.split())}\n")
 
@@ -179,6 +219,7 @@ app.add_typer(cluster.app, name="cluster", epilog=EXIT_CODES_HELP)
 app.add_typer(node_pool.app, name="node-pool", epilog=EXIT_CODES_HELP)
 app.add_typer(node.app, name="node", epilog=EXIT_CODES_HELP)
 app.add_typer(operation.app, name="operation", epilog=EXIT_CODES_HELP)
+app.add_typer(colony.app, name="colony", epilog=EXIT_CODES_HELP)
 app.add_typer(catalog.app, name="catalog")
 app.add_typer(auth.app, name="auth")
 app.add_typer(apikey.app, name="apikey")

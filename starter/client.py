@@ -50,6 +50,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities import tracing
 from activities.settings import ColonySettings
 from models.activity_api import DrainProgress, parse_drain_activity_id
 from models.cluster import ClusterPhase, ClusterSpec, ClusterStatus, ClusterWorkflowInput
@@ -70,7 +71,12 @@ from starter.errors import (
     OperationFailedError,
     UnavailableError,
 )
-from workflows.search_attributes import COLONY_CLUSTER, COLONY_ORGANIZATION, COLONY_PHASE
+from workflows.search_attributes import (
+    COLONY_CLUSTER,
+    COLONY_KIND,
+    COLONY_ORGANIZATION,
+    COLONY_PHASE,
+)
 
 WORKFLOW_TYPE = "ClusterWorkflow"
 STATUS_QUERY = "status"
@@ -84,6 +90,8 @@ readyCount rise node by node."""
 WATCH_SECONDS = 1.0
 """How often `cluster get -w` asks; a query costs the workflow's history nothing."""
 NOT_FOUND_REASON = "NotFound"
+CLUSTER_KIND = "cluster"
+"""`ColonyKind` of cluster workflows (the workflow upserts the same value)."""
 
 
 def new_request_id() -> str:
@@ -106,15 +114,35 @@ def _rpc_error(exc: RPCError, what: str, name: str) -> ColonyError:
 async def connect(settings: ColonySettings) -> Client:
     """A Temporal client with the pydantic data converter, or an `UnavailableError` saying where
     it looked."""
+    interceptor = tracing.interceptor()
     try:
         return await Client.connect(
-            **settings.temporal_connect, data_converter=pydantic_data_converter
+            **settings.temporal_connect,
+            data_converter=pydantic_data_converter,
+            # With tracing, the command's span continues into the workflows it starts or updates.
+            interceptors=[interceptor] if interceptor is not None else [],
         )
     except RuntimeError as exc:
         raise UnavailableError(
             f"cannot reach Temporal at {settings.temporal_address}: {exc} "
             "(set TEMPORAL_ADDRESS, or start it: make run)"
         ) from exc
+
+
+def cluster_details(spec: ClusterSpec) -> str:
+    """The Web UI's static details of a cluster's workflow: what was asked for, in markdown (the
+    workflow's current details say where it stands)."""
+    lines = [
+        f"**Cluster** `{spec.name}` in location `{spec.location_id}`"
+        + (f", organization `{spec.organization}`" if spec.organization else ""),
+        "",
+        f"ClusterDeployment `{spec.deployment_name}` (k0rdent); owns hosts claimed from the host "
+        "provider.",
+    ]
+    if spec.node_pools:
+        lines += ["", "| pool | SKU | count |", "| --- | --- | --- |"]
+        lines += [f"| {pool.name} | {pool.sku} | {pool.count} |" for pool in spec.node_pools]
+    return "\n".join(lines)
 
 
 @dataclass
@@ -148,6 +176,7 @@ async def start_cluster(
             memo={REQUEST_ID_MEMO: request_id} if request_id else None,
             search_attributes=TypedSearchAttributes(
                 [
+                    SearchAttributePair(COLONY_KIND, CLUSTER_KIND),
                     SearchAttributePair(COLONY_CLUSTER, spec.name),
                     # At start, not only from the workflow's first task: an organization's list
                     # must see its cluster as soon as the create was answered.
@@ -156,6 +185,7 @@ async def start_cluster(
                 ]
             ),
             static_summary=f"cluster {spec.name} in {spec.location_id}",
+            static_details=cluster_details(spec),
         )
         repeated = False
     except WorkflowAlreadyStartedError as exc:

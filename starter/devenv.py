@@ -7,6 +7,7 @@ Starts, as child processes with their logs under `.colony/`:
   4. Colony's HTTP API (`python -m api`, port COLONY_API_PORT, default 8080, docs at /docs), with
      one development key (organization `dev`, Manage + Connect + Read) created through
      `colonyctl apikey create`, printed once and written to `.colony/api-key` (mode 0600),
+  5. Colony's watcher (`watcher.py`: Kubernetes watch events become signals to the workflows),
 then runs the demo scenario through `colonyctl` and keeps everything serving until Ctrl-C, so the
 workflows stay browsable in the Web UI. Anything already listening (a dev server from an earlier
 `make run`) is reused rather than started twice.
@@ -183,6 +184,13 @@ def create_dev_key() -> str:
     return key
 
 
+def start_watcher(processes: Processes) -> bool:
+    if not Path("watcher.py").exists():
+        return False
+    processes.start("watcher", [sys.executable, "watcher.py"], STATE_DIR / "watcher.log")
+    return True
+
+
 def run_scenario() -> int:
     scenario = Path(__file__).with_name("scenario.py")
     if not scenario.exists():
@@ -211,6 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         start_temporal(processes)
         world = start_sim(processes)
         worker_started = start_worker(processes)
+        watcher_started = start_watcher(processes)
         api_url = start_api(processes)
         dev_key = create_dev_key()
         print()
@@ -235,6 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(
                 f"Colony worker        task queue {os.environ.get('COLONY_TASK_QUEUE', 'colony')}"
             )
+        if watcher_started:
+            print("Colony watcher       Lease colony-system/colony-watcher (events -> signals)")
         print()
         status = 0
         if not args.no_scenario:

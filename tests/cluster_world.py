@@ -91,10 +91,20 @@ from models.cluster import (
     ClusterWorkflowInput,
     cluster_workflow_id,
 )
+from models.colony import WriteColonyKubeconfigsRequest, WriteColonyKubeconfigsResult
 from models.drain import PodDrainClass, classify_pod, pods_to_evict
 from models.errors import ErrorType
 from models.node_pool import NodePoolSpec, NodePoolStatus, NodeSku
 from models.operations import DeleteClusterRequest, Operation, OperationAccepted
+from models.workspace_api import (
+    AwaitWorkflowsClosedRequest,
+    AwaitWorkflowsClosedResult,
+    ListWorkflowsRequest,
+    ListWorkflowsResult,
+    SignalWorkflowRequest,
+    SignalWorkflowResult,
+    WorkspaceActivity,
+)
 from tests.helpers import eventually, unique
 from workflows.cluster import ClusterWorkflow
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
@@ -136,6 +146,8 @@ class FakeColony:
     """Management cluster, child cluster and host provider, in memory."""
 
     template_found: bool = True
+    missing_templates: set[str] = field(default_factory=set)
+    """ClusterTemplates that do not exist (a cluster built from one fails at once)."""
     credential_ready: bool = True
     control_plane_ready_after: int = 1
     """Status polls before the control plane is Ready (a large number: never)."""
@@ -170,6 +182,10 @@ class FakeColony:
     draining_now: set[str] = field(default_factory=set)
     most_draining: int = 0
     summaries: list[str] = field(default_factory=list)
+    signals: list[tuple[str, str]] = field(default_factory=list)
+    secrets: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Colony kubeconfigs Secrets written, by name."""
+    """(workflow id, signal) of every signal the cluster sent through an activity."""
 
     def __post_init__(self) -> None:
         for index, sku in enumerate(("h100", "cpu-32")):
@@ -227,9 +243,10 @@ class FakeColony:
     async def check_cluster_prerequisites(
         self, request: CheckClusterPrerequisitesRequest
     ) -> CheckClusterPrerequisitesResult:
+        found = self.template_found and request.template not in self.missing_templates
         return CheckClusterPrerequisitesResult(
-            template_found=self.template_found,
-            template_valid=self.template_found,
+            template_found=found,
+            template_valid=found,
             credential_found=True,
             credential_ready=self.credential_ready,
             credential_message="" if self.credential_ready else "secret missing",
@@ -369,6 +386,16 @@ class FakeColony:
         self.nodes.clear()
         return DeleteClusterDeploymentResult(existed=deployment is not None)
 
+    @activity.defn(name=ActivityName.WRITE_COLONY_KUBECONFIGS)
+    async def write_colony_kubeconfigs(
+        self, request: WriteColonyKubeconfigsRequest
+    ) -> WriteColonyKubeconfigsResult:
+        if request.clusters:
+            self.secrets[request.name] = dict(request.clusters)
+        else:
+            self.secrets.pop(request.name, None)
+        return WriteColonyKubeconfigsResult(written=bool(request.clusters))
+
     # --- Child cluster -----------------------------------------------------------------------
 
     def _poll_nodes(self) -> None:
@@ -396,6 +423,7 @@ class FakeColony:
                 fake.info.model_copy(
                     update={
                         "ready": fake.polls_until_ready < 0,
+                        "ready_status": "True" if fake.polls_until_ready < 0 else "False",
                         "labels": labels,
                         "evictable_pod_count": evictable,
                     }
@@ -584,8 +612,26 @@ class FakeColony:
         free = len(self.free[request.sku.id])
         return AwaitFreeHostsResult(free=free, enough=free >= request.count)
 
+    # --- Temporal (what the cluster tells its workspaces and GPU ledger) -----------------------
+
+    @activity.defn(name=WorkspaceActivity.SIGNAL_WORKFLOW)
+    async def signal_workflow(self, request: SignalWorkflowRequest) -> SignalWorkflowResult:
+        self.signals.append((request.workflow_id, request.signal))
+        return SignalWorkflowResult(delivered=False)
+
+    @activity.defn(name=WorkspaceActivity.LIST_WORKFLOWS)
+    async def list_workflows(self, request: ListWorkflowsRequest) -> ListWorkflowsResult:
+        return ListWorkflowsResult(workflow_ids=[])
+
+    @activity.defn(name=WorkspaceActivity.AWAIT_WORKFLOWS_CLOSED)
+    async def await_workflows_closed(
+        self, request: AwaitWorkflowsClosedRequest
+    ) -> AwaitWorkflowsClosedResult:
+        return AwaitWorkflowsClosedResult(open=[])
+
     def activities(self) -> list[Callable[..., Any]]:
-        return [getattr(self, name.value) for name in ActivityName]
+        temporal = [self.signal_workflow, self.list_workflows, self.await_workflows_closed]
+        return [getattr(self, name.value) for name in ActivityName] + temporal
 
 
 # --- Harness -------------------------------------------------------------------------------------

@@ -6,6 +6,8 @@
 - `api/` (the HTTP API) reaches Temporal through `starter.client` only, never the CLI's Typer/rich
   layer; its key store and settings, which `colonyctl apikey` imports, import no FastAPI; the CLI
   imports nothing else of `api/`.
+- `watching/` (the watcher) talks to Kubernetes and Temporal only: it imports no workflow, CLI or
+  simulator code (it signals workflows by name, with the contract in `models.signals`).
 """
 
 from __future__ import annotations
@@ -49,8 +51,9 @@ def test_deterministic_layers_import_no_client_library(path: Path) -> None:
     [
         pytest.param(p, id=str(p.relative_to(ROOT)))
         for p in [
-            *python_files("workflows", "models", "activities", "starter", "catalog", "api"),
+            *python_files("workflows", "models", "activities", "starter", "catalog", "watching", "api"),
             ROOT / "worker.py",
+            ROOT / "watcher.py",
         ]
         if p.exists()
     ],
@@ -107,3 +110,12 @@ def test_what_the_cli_imports_from_the_api_imports_no_web_framework(path: Path) 
 def test_the_cli_imports_only_the_key_store_of_the_api(path: Path) -> None:
     names = {n for n in imported_names(path) if n == "api" or n.startswith("api.")}
     assert {n.split(".")[1] if "." in n else n for n in names} <= {"keys", "settings"}, names
+
+
+@pytest.mark.parametrize(
+    "path",
+    [pytest.param(p, id=str(p.relative_to(ROOT))) for p in python_files("watching")],
+)
+def test_the_watcher_imports_no_workflow_cli_or_simulator(path: Path) -> None:
+    forbidden = imported_modules(path) & {"workflows", "starter", "sim"}
+    assert not forbidden, f"{path.relative_to(ROOT)} imports {sorted(forbidden)}"

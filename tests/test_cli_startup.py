@@ -23,7 +23,16 @@ from starter import token_cache
 from starter.credentials import PLUGIN_CODE, token_plugin
 
 ROOT = Path(__file__).resolve().parents[1]
-CLIENT_LIBRARIES = ("temporalio", "kubernetes", "rich", "httpx", "urllib3", "grpc", "yaml")
+CLIENT_LIBRARIES = (
+    "temporalio",
+    "kubernetes",
+    "rich",
+    "httpx",
+    "urllib3",
+    "grpc",
+    "yaml",
+    "opentelemetry",
+)
 NO_SERVERS = {
     "COLONY_HOST_PROVIDER_CONFIG": "/nonexistent/hostprovider.json",
     "COLONY_MANAGEMENT_KUBECONFIG": "/nonexistent/management.kubeconfig",

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner, Result
@@ -413,3 +414,77 @@ async def test_update_validator_rejections_and_catalog(colony: Colony) -> None:
     assert "still being created: only delete is accepted" in early.stderr
     await colony.ctl("cluster", "delete", name, "--wait", "--timeout", "90")
     assert colony.claimed_by(name) == []
+
+
+async def test_a_colony_of_two_clusters_through_colonyctl(colony: Colony, tmp_path: Path) -> None:
+    name = unique("fleet")
+    manifest = tmp_path / "colony.yaml"
+    manifest.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "colony.dev/v1",
+                "kind": "Colony",
+                "metadata": {"name": name},
+                "spec": {
+                    "colonyClusters": [
+                        {
+                            "clusterName": "gpu",
+                            "locationId": LOCATION,
+                            "nodePools": [
+                                {"name": "gpu", "sku": {"gpuModelId": GPU_MODEL}, "count": 1}
+                            ],
+                        },
+                        {
+                            # As an exalsius Colony gives it: a raw ClusterDeployment spec.
+                            "clusterName": "lab",
+                            "clusterDeploymentSpec": {
+                                "template": "docker-hosted-cp-1-0-0",
+                                "credential": "docker-stub-credential",
+                                "config": {"workersNumber": 1},
+                            },
+                        },
+                    ]
+                },
+            }
+        )
+    )
+    await colony.ctl("colony", "apply", "-f", str(manifest))
+
+    async def status() -> dict[str, Any]:
+        result = await colony.ctl("colony", "get", name, "-o", "json")
+        data: dict[str, Any] = json.loads(result.stdout)
+        return data
+
+    ready = await eventually(
+        status,
+        until=lambda s: s["phase"] == "Ready" and any(c["gpus"] for c in s["clusters"]),
+        timeout=120,
+        interval=0.5,
+        what="colony ready with its GPU inventory",
+    )
+    assert (ready["readyClusters"], ready["totalClusters"]) == (2, 2)
+    gpu = next(c for c in ready["clusters"] if c["entry"] == "gpu")
+    assert gpu["cluster"] == f"{name}-gpu"
+    (offering,) = gpu["gpus"]
+    assert offering["model"] == GPU_MODEL
+    assert offering["total"] > 0
+    assert offering["nodeSelector"] == {"exalsius.ai/gpu-model": GPU_MODEL}
+    secret = await call(
+        client.CoreV1Api(colony.management).read_namespaced_secret,
+        f"{name}-kubeconfigs",
+        "kcm-system",
+    )
+    assert sorted(secret.data) == [f"{name}-gpu", f"{name}-lab"]
+    listed = await colony.ctl("colony", "list", "-o", "json")
+    assert name in [c["name"] for c in json.loads(listed.stdout)]
+
+    await colony.ctl("colony", "delete", name)
+    await eventually(
+        lambda: colony.ctl("colony", "get", name, expect=None),
+        until=lambda r: r.exit_code == 3,
+        timeout=120,
+        interval=0.5,
+        what="colony deleted",
+    )
+    assert colony.claimed_by(f"{name}-gpu") == []
+    await colony.ctl("cluster", "get", f"{name}-gpu", expect=3)

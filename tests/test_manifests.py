@@ -600,14 +600,18 @@ items:
     assert isinstance(colony, ColonySpec)
     assert colony.namespace == "teams"
     west, lab = colony.colony_clusters
-    west_spec = west.to_cluster_spec()
-    assert west_spec is not None
+    west_spec = west.to_cluster_spec("fleet")
     assert (west_spec.name, west_spec.location_id, west_spec.node_pools[0].name) == (
-        "west",
+        "fleet-west",
         "fra1",
         "gpu",
     )
-    assert lab.to_cluster_spec() is None, "a raw ClusterDeployment spec is applied as written"
+    assert west_spec.colony == "fleet"
+    # A raw ClusterDeployment spec is applied as written: its template builds the workers.
+    lab_spec = lab.to_cluster_spec("fleet")
+    assert lab_spec.deployment_spec == lab.cluster_deployment_spec
+    assert lab_spec.node_pools == []
+    assert lab_spec.template == lab.cluster_deployment_spec["template"]
     assert isinstance(template, ServiceTemplateManifest)
     assert template.chart == ("repo", "nb", "1.0.0")
     assert template.to_object()["metadata"] == {

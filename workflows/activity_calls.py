@@ -72,6 +72,7 @@ with workflow.unsafe.imports_passed_through():
         UncordonNodeRequest,
         UncordonNodeResult,
     )
+    from models.colony import WriteColonyKubeconfigsRequest, WriteColonyKubeconfigsResult
     from models.errors import NON_RETRYABLE
 
 RequestT = TypeVar("RequestT", bound=BaseModel)
@@ -121,7 +122,7 @@ class ActivityCall(Generic[RequestT, ResultT]):
         schedule_to_close: all attempts' limit; None for waits (their deadline bounds them).
     """
 
-    name: ActivityName
+    name: str
     result: type[ResultT]
     summary: Callable[[RequestT], str]
     start_to_close: timedelta = KUBE_CALL
@@ -224,6 +225,14 @@ DELETE_CLUSTER_DEPLOYMENT = ActivityCall[
     ActivityName.DELETE_CLUSTER_DEPLOYMENT,
     DeleteClusterDeploymentResult,
     lambda r: f"delete ClusterDeployment {r.namespace}/{r.name}",
+)
+
+WRITE_COLONY_KUBECONFIGS = ActivityCall[
+    WriteColonyKubeconfigsRequest, WriteColonyKubeconfigsResult
+](
+    ActivityName.WRITE_COLONY_KUBECONFIGS,
+    WriteColonyKubeconfigsResult,
+    lambda r: f"write Secret {r.namespace}/{r.name}: {len(r.clusters)} cluster(s)",
 )
 
 # --- Child clusters ------------------------------------------------------------------------------

@@ -53,9 +53,11 @@ from workflows.engine import (
 from workflows.search_attributes import (
     COLONY_CLUSTER,
     COLONY_KIND,
+    COLONY_NAME,
     COLONY_ORGANIZATION,
     COLONY_PHASE,
 )
+from workflows.workspace_calls import AWAIT_WORKFLOWS_CLOSED, LIST_WORKFLOWS, SIGNAL_WORKFLOW
 
 with workflow.unsafe.imports_passed_through():
     from models.activity_api import (
@@ -70,6 +72,7 @@ with workflow.unsafe.imports_passed_through():
         KubeconfigRef,
         ListNodesRequest,
     )
+    from models.capacity import GpuHolder
     from models.cluster import (
         KUBERNETES_VERSION,
         POD_CIDR,
@@ -81,6 +84,7 @@ with workflow.unsafe.imports_passed_through():
         ClusterWorkflowInput,
         kubeconfig_secret_name,
     )
+    from models.colony import ClusterReport, colony_workflow_id
     from models.errors import ErrorType, permanent, rejected
     from models.node_pool import NodePoolStatus, NodeState
     from models.operations import (
@@ -96,9 +100,25 @@ with workflow.unsafe.imports_passed_through():
         ScaleNodePoolRequest,
     )
     from models.operations import DeleteNodeRequest as DeleteNodeOperation
-    from models.rules import operation_problem
+    from models.rules import gpu_holders_problem, operation_problem
     from models.signals import NodeEvent, NodeEventType, RefreshRequest, SignalName
+    from models.workspace import capacity_workflow_id
+    from models.workspace_api import (
+        AwaitWorkflowsClosedRequest,
+        CapacityMessage,
+        CapacityMessageKind,
+        DeleteRequested,
+        GpuHoldersMessage,
+        ListWorkflowsRequest,
+        SignalWorkflowRequest,
+        WorkspaceSignal,
+    )
 
+FALLBACK_REFRESH = timedelta(minutes=10)
+"""An idle cluster looks at its nodes this often when nothing told it of a change: the watcher
+reports changes within a second; this only bounds how stale status gets without one."""
+WORKSPACES_DELETE_DEADLINE = timedelta(minutes=30)
+"""How long a cluster's delete waits for its workspaces to be deleted first."""
 DELETE_DEADLINE = timedelta(minutes=30)
 """Tearing down a ClusterDeployment (machines reset over SSH) takes minutes, rarely more."""
 KIND = "cluster"
@@ -122,6 +142,7 @@ class ClusterWorkflow:
         self._spec: ClusterSpec = input.spec
         self._continue_as_new_after = input.continue_as_new_after_operations
         self._refresh_requested = False
+        self._gpu_holders: list[GpuHolder] = []
         if input.state is not None:
             self._state = input.state
         else:
@@ -163,6 +184,7 @@ class ClusterWorkflow:
                 continue_as_new=self._continue_as_new,
                 on_workflow_cancel=self._on_workflow_cancel,
                 continue_as_new_after=self._continue_as_new_after,
+                idle=(FALLBACK_REFRESH, self._fallback_refresh),
             )
             if self._state.phase is ClusterPhase.DELETED:
                 break
@@ -171,6 +193,10 @@ class ClusterWorkflow:
             await self._observe_nodes()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self.status()
+
+    def _fallback_refresh(self) -> None:
+        if self._state.phase is ClusterPhase.READY:
+            self._refresh_requested = True
 
     def _continue_as_new(self) -> None:
         workflow.continue_as_new(
@@ -194,7 +220,10 @@ class ClusterWorkflow:
         """The plan of every kind of operation."""
         request = operation.request
         if isinstance(request, DeleteClusterRequest):
-            await self._delete()
+            try:
+                await self._delete()
+            finally:
+                await settle(self._report_to_colony())
             return
         claims = isinstance(
             request, CreateClusterRequest | AddNodePoolRequest | ScaleNodePoolRequest
@@ -206,6 +235,11 @@ class ClusterWorkflow:
                 # Every branch has settled: a claim that landed after an interruption is swept.
                 await settle(self._sweep_after(operation, error))
             raise
+        finally:
+            if self._state.kubeconfig is not None:
+                # The cluster's GPUs may have changed: its ledger (if any) reads them again.
+                await settle(self._tell_ledger(operation, CapacityMessageKind.CHANGED))
+            await settle(self._report_to_colony())
 
     async def _plan(self, operation: Operation) -> None:
         cluster = self._cluster
@@ -238,7 +272,8 @@ class ClusterWorkflow:
                     removal = NodeRemoval(
                         cluster, operation, pool, drain=True, force=force, parallelism=limit
                     )
-                    await removal.run(await removal.choose(present - count))
+                    held = {node for holder in self._gpu_holders for node in holder.nodes}
+                    await removal.run(await removal.choose(present - count, held=held))
             case DeleteNodePoolRequest(pool=name, force=force, drain_parallelism=limit):
                 pool = cluster.pool(name)
                 pool.count = 0
@@ -267,6 +302,52 @@ class ClusterWorkflow:
             return
         if strays:
             workflow.logger.info("released hosts claimed late: %s", ", ".join(strays))
+
+    async def _tell_ledger(self, operation: Operation, kind: CapacityMessageKind) -> None:
+        try:
+            await SIGNAL_WORKFLOW(
+                SignalWorkflowRequest(
+                    workflow_id=capacity_workflow_id(self._spec.name),
+                    signal="capacity",
+                    payload=CapacityMessage(
+                        request_id=f"{workflow.info().workflow_id}/{operation.id}/{kind.value}",
+                        kind=kind,
+                        reason=f"cluster operation {operation.id} {operation.kind.value}",
+                    ).model_dump(mode="json"),
+                )
+            )
+        except Exception as error:
+            if not is_failure(error):
+                raise
+            workflow.logger.warning("the GPU ledger was not told: %s", reason_of(error))
+
+    async def _report_to_colony(self) -> None:
+        """Tell the cluster's colony (if any) where the cluster stands, after every operation."""
+        if not self._spec.colony:
+            return
+        pools = self._state.node_pools
+        report = ClusterReport(
+            # Unique and deterministic: the history length at the moment it is sent.
+            request_id=f"{workflow.info().workflow_id}/report/"
+            f"{workflow.info().get_current_history_length()}",
+            cluster=self._spec.name,
+            phase=self._state.phase.value,
+            reason=self._state.reason,
+            nodes=sum(len(pool.nodes) for pool in pools),
+            ready_nodes=sum(pool.ready_count for pool in pools),
+        )
+        try:
+            await SIGNAL_WORKFLOW(
+                SignalWorkflowRequest(
+                    workflow_id=colony_workflow_id(self._spec.colony),
+                    signal="cluster_report",
+                    payload=report.model_dump(mode="json"),
+                )
+            )
+        except Exception as error:
+            if not is_failure(error):
+                raise
+            workflow.logger.warning("the colony was not told: %s", reason_of(error))
 
     def _drop_if_empty(self, pool_name: str) -> None:
         """A pool whose nodes are all gone (its add failed, or it was deleted) is not a pool: it is
@@ -372,6 +453,9 @@ class ClusterWorkflow:
                 kubernetes_version=KUBERNETES_VERSION,
                 pod_cidr=POD_CIDR,
                 service_cidr=SERVICE_CIDR,
+                deployment_spec=spec.deployment_spec,
+                labels=spec.cluster_labels,
+                annotations=spec.cluster_annotations,
             )
         )
         self._state.deployment_created = True
@@ -485,8 +569,47 @@ class ClusterWorkflow:
             self._state.conditions = known
 
     async def _tear_down_workspaces(self) -> None:
-        """Hook: workspaces running on the cluster are torn down before it goes. A no-op until
-        workspaces exist."""
+        """Delete the cluster's workspaces first (each uninstalls its release and frees its GPUs),
+        wait until they are gone, then end the cluster's GPU ledger."""
+        cluster = self._spec.name
+        listed = await LIST_WORKFLOWS(
+            ListWorkflowsRequest(query=f"ColonyKind = 'workspace' AND ColonyCluster = '{cluster}'")
+        )
+        me = workflow.info().workflow_id
+        for workspace_id in listed.workflow_ids:
+            await SIGNAL_WORKFLOW(
+                SignalWorkflowRequest(
+                    workflow_id=workspace_id,
+                    signal=WorkspaceSignal.DELETE_REQUESTED,
+                    payload=DeleteRequested(
+                        request_id=f"{me}/{self._state.owner}/delete",
+                        reason=f"cluster '{cluster}' is being deleted",
+                    ).model_dump(mode="json"),
+                )
+            )
+        if listed.workflow_ids:
+            left = await AWAIT_WORKFLOWS_CLOSED(
+                AwaitWorkflowsClosedRequest(
+                    workflow_ids=listed.workflow_ids,
+                    deadline=workflow.now() + WORKSPACES_DELETE_DEADLINE,
+                ),
+                wait=WORKSPACES_DELETE_DEADLINE,
+            )
+            if left.open:
+                raise permanent(
+                    ErrorType.CLUSTER_DEPLOYMENT_FAILED,
+                    f"workspaces of cluster '{cluster}' were not deleted within "
+                    f"{human(WORKSPACES_DELETE_DEADLINE.total_seconds())}: {', '.join(left.open)}",
+                )
+        await SIGNAL_WORKFLOW(
+            SignalWorkflowRequest(
+                workflow_id=capacity_workflow_id(cluster),
+                signal="capacity",
+                payload=CapacityMessage(
+                    request_id=f"{me}/{self._state.owner}/close", kind=CapacityMessageKind.CLOSE
+                ).model_dump(mode="json"),
+            )
+        )
 
     # --- Observing the world -------------------------------------------------------------------
 
@@ -509,8 +632,11 @@ class ClusterWorkflow:
                 if node.state is NodeState.REGISTERED:
                     continue
                 info = found.get(node.name)
+                # The same words a watcher's `node_event` uses for the Ready condition.
                 node.kubernetes_status = (
-                    "NotFound" if info is None else "Ready" if info.ready else "NotReady"
+                    "NotFound"
+                    if info is None
+                    else {"True": "Ready", "False": "NotReady"}.get(info.ready_status, "Unknown")
                 )
             self._cluster.count_ready(pool)
         self._engine.show_details()
@@ -527,7 +653,9 @@ class ClusterWorkflow:
     def _validate(self, request: OperationRequest) -> None:
         if self._engine.known_update() is not None:
             return  # a retried update: it was accepted once, it is answered the same way
-        problem = operation_problem(self._spec.name, self._state, self._engine.running, request)
+        problem = operation_problem(
+            self._spec.name, self._state, self._engine.running, request
+        ) or gpu_holders_problem(self._spec.name, self._state, request, self._gpu_holders)
         if problem:
             raise rejected(problem.message, not_found=problem.not_found)
 
@@ -665,6 +793,40 @@ class ClusterWorkflow:
                 self._engine.show_details()
                 return
 
+    @workflow.signal(name="delete_requested")
+    def delete_requested(self, request: DeleteRequested) -> None:
+        """Delete the cluster (its colony is deleted, or it left the colony's manifest): the same
+        as the `delete_cluster` update, for senders that cannot send updates (workflows)."""
+        if not self._engine.request_ids.first_time(request.request_id):
+            return
+        if self._state.phase is ClusterPhase.DELETED:
+            return
+        engine = self._engine
+        pending = [
+            op
+            for op in [engine.running, *engine.queue]
+            if op is not None and isinstance(op.request, DeleteClusterRequest)
+        ]
+        if pending:
+            return
+        engine.cancel_queue(f"cancelled: cluster '{self._spec.name}' is being deleted")
+        engine.interrupt(
+            Interruption(
+                f"interrupted: cluster '{self._spec.name}' is being deleted ({request.reason})"
+            )
+        )
+        self._set_phase(ClusterPhase.DELETING)
+        engine.enqueue(
+            lambda op_id: Operation(id=op_id, request=DeleteClusterRequest()), front=True
+        )
+
+    @workflow.signal(name="gpu_holders")
+    def gpu_holders(self, message: GpuHoldersMessage) -> None:
+        """The cluster's GPU ledger reports which workspaces hold GPUs on which nodes (for the
+        validators: a scale-down that would take them is refused unless forced)."""
+        if self._engine.request_ids.first_time(message.request_id):
+            self._gpu_holders = message.holders
+
     # --- Queries -------------------------------------------------------------------------------
 
     @workflow.query
@@ -712,6 +874,7 @@ class ClusterWorkflow:
             COLONY_KIND.value_set(KIND),
             COLONY_CLUSTER.value_set(self._spec.name),
             COLONY_ORGANIZATION.value_set(self._spec.organization),
+            COLONY_NAME.value_set(self._spec.colony),
             COLONY_PHASE.value_set(self._state.phase.value),
         )
 

@@ -76,9 +76,10 @@ class NodeRemoval:
         self._force = force
         self._slots = asyncio.Semaphore(parallelism or cluster.spec.drain_parallelism)
 
-    async def choose(self, count: int) -> list[NodeStatus]:
-        """The `count` nodes a scale-down removes: not-Ready first, then the fewest evictable pods,
-        then the newest (`models.drain.removal_order`); nodes still booting count as not Ready."""
+    async def choose(self, count: int, held: set[str] | None = None) -> list[NodeStatus]:
+        """The `count` nodes a scale-down removes: nodes where no workspace holds GPUs first, then
+        not-Ready, then the fewest evictable pods, then the newest (`models.drain.removal_order`);
+        nodes still booting count as not Ready."""
         listed = await LIST_NODES(
             ListNodesRequest(
                 kubeconfig=self._cluster.kubeconfig(),
@@ -93,7 +94,11 @@ class NodeRemoval:
             or NodeInfo(name=node.name, ready=False, created_at=node.registered_at)
             for node in candidates
         ]
-        chosen = [info.name for info in choose_nodes_to_remove(infos, count)]
+        taken = held or set()
+        free = [info for info in infos if info.name not in taken]
+        busy = [info for info in infos if info.name in taken]
+        chosen = [info.name for info in choose_nodes_to_remove(free, count)]
+        chosen += [info.name for info in choose_nodes_to_remove(busy, count - len(chosen))]
         return [node for name in chosen for node in candidates if node.name == name]
 
     async def run(self, nodes: list[NodeStatus]) -> None:

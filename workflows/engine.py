@@ -340,6 +340,7 @@ class EntityEngine(Generic[OpT]):
         continue_as_new: Callable[[], None],
         on_workflow_cancel: Callable[[OpT | None], bool],
         continue_as_new_after: int | None = None,
+        idle: tuple[timedelta, Callable[[], None]] | None = None,
     ) -> None:
         """Run queued operations one at a time until `done()`.
 
@@ -352,6 +353,8 @@ class EntityEngine(Generic[OpT]):
                 (or None while idle); it drops what it wants dropped from the queue and answers
                 whether the running operation is to be interrupted (a delete is not).
             continue_as_new_after: test hook, continue as new after this many operations.
+            idle: (after, wake): call `wake()` when nothing happened for `after` (a slow fallback
+                look at the world, for when no watcher tells the entity about changes).
         """
         while not done():
             if self._should_continue_as_new(continue_as_new_after):
@@ -363,8 +366,13 @@ class EntityEngine(Generic[OpT]):
                         bool(self.queue)
                         or done()
                         or self._should_continue_as_new(continue_as_new_after)
-                    )
+                    ),
+                    timeout=idle[0] if idle else None,
                 )
+            except TimeoutError:
+                if idle is not None:
+                    idle[1]()
+                continue
             except asyncio.CancelledError:
                 if not self._take_workflow_cancel():
                     raise  # the worker is evicting the workflow: nothing to handle

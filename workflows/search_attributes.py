@@ -14,7 +14,20 @@ COLONY_CLUSTER = SearchAttributeKey.for_keyword("ColonyCluster")
 COLONY_ORGANIZATION = SearchAttributeKey.for_keyword("ColonyOrganization")
 """The organization owning the entity (HTTP API keys); empty for operator-managed ones."""
 
+COLONY_NAME = SearchAttributeKey.for_keyword("ColonyName")
+"""The colony a cluster belongs to (and a colony's own name)."""
+
+COLONY_GPU_MODEL = SearchAttributeKey.for_keyword("ColonyGpuModel")
+"""The GPU model a workspace asks for (`ColonyPhase = "Waiting" AND ColonyGpuModel = "h100"`)."""
+
 COLONY_PHASE = SearchAttributeKey.for_keyword("ColonyPhase")
 """The entity's current phase (creating, ready, deleting, deleted, failed)."""
 
-ALL = (COLONY_KIND, COLONY_CLUSTER, COLONY_ORGANIZATION, COLONY_PHASE)
+ALL = (
+    COLONY_KIND,
+    COLONY_CLUSTER,
+    COLONY_ORGANIZATION,
+    COLONY_NAME,
+    COLONY_GPU_MODEL,
+    COLONY_PHASE,
+)

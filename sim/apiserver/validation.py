@@ -11,7 +11,9 @@ Covered: object names (DNS-1123 subdomain; DNS-1123 label for namespaces, DNS-10
 services, as `ValidateServiceName` does), label keys and values on every object, Pod specs
 (containers, names, images, restartPolicy, resource quantities) and pod update immutability,
 Service ports and type, PodDisruptionBudget minAvailable/maxUnavailable, Deployment and DaemonSet
-selectors and templates. Not covered: everything else kube validates (annotations, volumes,
+selectors and templates, coordination.k8s.io Lease specs (ValidateLeaseSpec, and MicroTime decoding:
+`acquireTime`/`renewTime` need exactly six fractional digits and are stored as UTC, as
+kube-apiserver re-encodes them). Not covered: everything else kube validates (annotations, volumes,
 probes, affinity...): the sim stores those unchecked.
 """
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -27,6 +30,7 @@ from sim.apiserver import errors
 from sim.apiserver.registry import (
     DAEMONSETS,
     DEPLOYMENTS,
+    LEASES,
     NAMESPACES,
     PDBS,
     PODS,
@@ -394,6 +398,70 @@ def _pdb_causes(obj: Obj) -> list[Cause]:
     return []
 
 
+_MICRO_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\.(\d{6})(Z|[+-]\d{2}:\d{2})$")
+RFC3339_MICRO = "2006-01-02T15:04:05.000000Z07:00"
+"""metav1.MicroTime's layout: Go's time.Parse wants exactly six fractional digits."""
+_LEASE_INTS = ("leaseDurationSeconds", "leaseTransitions")
+_LEASE_STRATEGIES = ("OldestEmulationVersion",)
+
+
+def _micro_time(value: str) -> str | None:
+    """A MicroTime as kube-apiserver re-encodes it (UTC, `Z`), or None when Go cannot parse it."""
+    match = _MICRO_TIME.match(value)
+    if match is None:
+        return None
+    zone = "+00:00" if match.group(3) == "Z" else match.group(3)
+    try:
+        parsed = datetime.fromisoformat(f"{match.group(1)}.{match.group(2)}{zone}")
+    except ValueError:
+        return None
+    return parsed.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _lease_causes(obj: Obj) -> list[Cause]:
+    """pkg/apis/coordination/validation.ValidateLeaseSpec; MicroTimes are normalized in place
+    (the stored object is what the server would encode back)."""
+    spec = obj.get("spec")
+    if spec is None:
+        return []
+    bad_body = 'Lease in version "v1" cannot be handled as a Lease: '
+    if not isinstance(spec, dict):
+        raise errors.bad_request(f"{bad_body}json: cannot unmarshal {_json_type(spec)} into Go struct field Lease.spec of type v1.LeaseSpec")  # fmt: skip
+    for field in ("acquireTime", "renewTime"):
+        value = spec.get(field)
+        if value is None:
+            continue
+        normalized = _micro_time(value) if isinstance(value, str) else None
+        if normalized is None:
+            raise errors.bad_request(
+                f"{bad_body}parsing time {json.dumps(value)} as {json.dumps(RFC3339_MICRO)}: "
+                "cannot parse as a MicroTime"
+            )
+        spec[field] = normalized
+    for field in _LEASE_INTS:
+        value = spec.get(field)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise errors.bad_request(f"{bad_body}json: cannot unmarshal {_json_type(value)} into Go struct field LeaseSpec.spec.{field} of type int32")  # fmt: skip
+    for field in ("holderIdentity", "strategy", "preferredHolder"):
+        value = spec.get(field)
+        if value is not None and not isinstance(value, str):
+            raise errors.bad_request(f"{bad_body}json: cannot unmarshal {_json_type(value)} into Go struct field LeaseSpec.spec.{field} of type string")  # fmt: skip
+    causes: list[Cause] = []
+    duration = spec.get("leaseDurationSeconds")
+    if duration is not None and duration <= 0:
+        causes.append(("spec.leaseDurationSeconds", f"Invalid value: {duration}: must be greater than 0", "FieldValueInvalid"))  # fmt: skip
+    transitions = spec.get("leaseTransitions")
+    if transitions is not None and transitions < 0:
+        causes.append(("spec.leaseTransitions", f"Invalid value: {transitions}: must be greater than or equal to 0", "FieldValueInvalid"))  # fmt: skip
+    strategy = spec.get("strategy")
+    if strategy and strategy not in _LEASE_STRATEGIES:
+        supported = ", ".join(json.dumps(s) for s in _LEASE_STRATEGIES)
+        causes.append(("spec.strategy", f"Unsupported value: {json.dumps(strategy)}: supported values: {supported}", "FieldValueNotSupported"))  # fmt: skip
+    if spec.get("preferredHolder") and not strategy:
+        causes.append(("spec.preferredHolder", "Forbidden: may only be specified if `strategy` is defined", "FieldValueForbidden"))  # fmt: skip
+    return causes
+
+
 # ---------------------------------------------------------------------- entry points
 
 
@@ -427,5 +495,7 @@ def check(rt: ResourceType, obj: Obj, old: Obj | None = None, *, pod_update: boo
         causes += _service_causes(obj)
     elif key == PDBS.key:
         causes += _pdb_causes(obj)
+    elif key == LEASES.key:
+        causes += _lease_causes(obj)
     if causes:
         raise errors.invalid(rt, meta.get("name", ""), causes)

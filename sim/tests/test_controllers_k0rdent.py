@@ -585,14 +585,14 @@ async def test_service_set_when_gpus_cannot_be_scheduled(
 
 
 def colony_template(chart: str) -> dict[str, Any]:
-    """A ServiceTemplate of Colony's catalog (HelmRepository colony-charts)."""
+    """A ServiceTemplate of Colony's catalog (HelmRepository colony-catalog)."""
     return {
         "apiVersion": f"{GROUP}/v1beta1",
         "kind": "ServiceTemplate",
         "metadata": {"name": f"{chart}-1-0-0"},
         "spec": {"helm": {"chartSpec": {
             "chart": chart, "version": "1.0.0", "interval": "10m",
-            "sourceRef": {"kind": "HelmRepository", "name": "colony-charts"},
+            "sourceRef": {"kind": "HelmRepository", "name": "colony-catalog"},
         }}},
     }  # fmt: skip
 
@@ -674,8 +674,9 @@ async def test_colony_charts(env: Env) -> None:
     assert vllm["state"] == "Failed"
     assert "colony-vllm 1.0.0 needs colony-inference-stack 1.0.0 installed on the cluster first" in vllm["failureMessage"]  # fmt: skip
     assert primary_container(store, "ws-nb", "nb")["resources"]["limits"]["nvidia.com/gpu"] == "1"
-    assert store.get(SERVICES, "ws-nb", "nb")["spec"]["ports"][0]["port"] == 8888
-    assert store.get(SERVICES, "ws-dev", "dev")["spec"]["ports"][0]["port"] == 22
+    # Colony's charts name every Service <release>-<port>, the convention Colony routes to.
+    assert store.get(SERVICES, "ws-nb", "nb-http")["spec"]["ports"][0]["port"] == 8888
+    assert store.get(SERVICES, "ws-dev", "dev-ssh")["spec"]["ports"][0]["port"] == 22
 
     # Installing the stack lets the retried vllm install through.
     env.create("servicesets", service_set(unique("stack"), cluster=cluster, services=[colony_service("stack", "colony-inference", "colony-inference-stack")]))  # fmt: skip

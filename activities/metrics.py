@@ -1,0 +1,204 @@
+"""Colony's own Prometheus metrics, and the endpoint that serves them with Temporal's.
+
+Activities (and the watcher) call the small functions below where something worth counting
+happens; nothing else in them knows about Prometheus. `worker.py` starts the endpoint on
+`COLONY_METRICS_PORT` with `serve(...)`: one scrape target carries Colony's metrics, the Python
+process' own, and the Temporal runtime's worker metrics (task slots, poll latencies, schedule-to-
+start, sticky cache...), which the SDK's Rust core exposes on a loopback port of its own that this
+endpoint folds in, so a deployment scrapes one port per worker.
+
+Metric names (all prefixed `colony_`):
+
+| name | type | labels | set by |
+| --- | --- | --- | --- |
+| `colony_drain_duration_seconds` | histogram | `outcome` (drained, timed_out, forced, node_gone) | `drain_node` |
+| `colony_evictions_refused_total` | counter | | `drain_node`, each eviction a budget refused |
+| `colony_host_claims_total` | counter | `outcome` (claimed, refused, failed) | `claim_hosts` |
+| `colony_activity_errors_total` | counter | `activity`, `error_type` | every activity (`ActivityErrorCounter`) |
+| `colony_workspaces_waiting` | gauge | | hook for the workspace side: `set_workspaces_waiting` |
+| `colony_admission_wait_seconds` | histogram | | hook for the workspace side: `observe_admission_wait` |
+| `colony_watcher_leader` | gauge | | the watcher: 1 while this process leads |
+| `colony_watcher_signals_total` | counter | `signal`, `outcome` (sent, no_workflow) | the watcher |
+| `colony_watcher_relists_total` | counter | `stream_kind` | the watcher, after a 410 Gone |
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector, CollectorRegistry
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import (
+    ActivityInboundInterceptor,
+    ExecuteActivityInput,
+    Interceptor,
+)
+
+log = logging.getLogger("colony.metrics")
+
+DRAIN_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200)
+"""Seconds: a drain takes seconds without budgets, and up to its deadline (1 h by default) with."""
+ADMISSION_BUCKETS = (1, 5, 15, 30, 60, 300, 900, 1800, 3600, 4 * 3600, 12 * 3600, 24 * 3600)
+"""Seconds: a workspace waits for GPUs from nothing to hours."""
+
+DRAIN_DURATION = Histogram(
+    "colony_drain_duration_seconds",
+    "Time from a node's drain start to its end, by outcome.",
+    ["outcome"],
+    buckets=DRAIN_BUCKETS,
+)
+EVICTIONS_REFUSED = Counter(
+    "colony_evictions_refused",
+    "Evictions a PodDisruptionBudget refused (each is retried until the drain's deadline).",
+)
+HOST_CLAIMS = Counter(
+    "colony_host_claims", "Host claims on the host provider, by outcome.", ["outcome"]
+)
+ACTIVITY_ERRORS = Counter(
+    "colony_activity_errors",
+    "Activity attempts that failed, by activity and error type.",
+    ["activity", "error_type"],
+)
+WORKSPACES_WAITING = Gauge(
+    "colony_workspaces_waiting", "Workspaces waiting for capacity (GPUs) to be admitted."
+)
+ADMISSION_WAIT = Histogram(
+    "colony_admission_wait_seconds",
+    "Time a workspace waited for capacity before it was admitted.",
+    buckets=ADMISSION_BUCKETS,
+)
+WATCHER_LEADER = Gauge("colony_watcher_leader", "1 while this process' watcher holds the Lease.")
+WATCHER_SIGNALS = Counter(
+    "colony_watcher_signals",
+    "Signals the watcher sent to workflows, by signal and outcome.",
+    ["signal", "outcome"],
+)
+WATCHER_RELISTS = Counter(
+    "colony_watcher_relists",
+    "Relists after a watch's resourceVersion was gone (410), by kind of stream.",
+    ["stream_kind"],
+)
+
+
+# --- What activities and the watcher call ---------------------------------------------------------
+
+
+def drain_finished(seconds: float, outcome: str) -> None:
+    """A node's drain ended (`drained`, `timed_out`, `forced` or `node_gone`) after `seconds`."""
+    DRAIN_DURATION.labels(outcome=outcome).observe(max(0.0, seconds))
+
+
+def eviction_refused() -> None:
+    """A PodDisruptionBudget refused one eviction."""
+    EVICTIONS_REFUSED.inc()
+
+
+def host_claim(outcome: str) -> None:
+    """One claim call ended: `claimed`, `refused` (the provider said no) or `failed`."""
+    HOST_CLAIMS.labels(outcome=outcome).inc()
+
+
+def set_workspaces_waiting(count: int) -> None:
+    """Hook for the workspace side: how many workspaces wait for capacity now."""
+    WORKSPACES_WAITING.set(count)
+
+
+def observe_admission_wait(seconds: float) -> None:
+    """Hook for the workspace side: a workspace was admitted after waiting `seconds`."""
+    ADMISSION_WAIT.observe(max(0.0, seconds))
+
+
+def watcher_leading(leading: bool) -> None:
+    WATCHER_LEADER.set(1 if leading else 0)
+
+
+def watcher_signal(signal: str, delivered: bool) -> None:
+    WATCHER_SIGNALS.labels(signal=signal, outcome="sent" if delivered else "no_workflow").inc()
+
+
+def watcher_relist(stream_kind: str) -> None:
+    WATCHER_RELISTS.labels(stream_kind=stream_kind).inc()
+
+
+# --- Activity errors, counted at one place for every activity -------------------------------------
+
+
+def error_type(error: BaseException) -> str:
+    """The type an activity error is counted under: the domain type of an `ApplicationError`
+    (what `activities.errors` translated it to), else the exception's class."""
+    if isinstance(error, ApplicationError):
+        return error.type or "ApplicationError"
+    return type(error).__name__
+
+
+class _CountErrors(ActivityInboundInterceptor):
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        try:
+            return await super().execute_activity(input)
+        except BaseException as error:
+            # A cancellation is the workflow's decision, not an error of the activity.
+            if not activity.is_cancelled():
+                ACTIVITY_ERRORS.labels(
+                    activity=activity.info().activity_type, error_type=error_type(error)
+                ).inc()
+            raise
+
+
+class ActivityErrorCounter(Interceptor):
+    """Worker interceptor: every failed activity attempt counts once, by activity and type."""
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _CountErrors(super().intercept_activity(next))
+
+
+# --- The endpoint ------------------------------------------------------------------------------------
+
+
+class TemporalRuntimeMetrics(Collector):
+    """Folds the Temporal runtime's Prometheus endpoint (loopback) into Colony's registry."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+
+    def collect(self) -> Iterator[Any]:
+        try:
+            with urllib.request.urlopen(self._url, timeout=5) as response:
+                text = response.read().decode("utf-8")
+        except OSError as exc:
+            log.warning("Temporal runtime metrics unavailable at %s: %s", self._url, exc)
+            return
+        yield from text_string_to_metric_families(text)
+
+
+_servers: dict[int, Any] = {}
+_folded: set[str] = set()
+_lock = threading.Lock()
+
+
+def serve(
+    port: int,
+    *,
+    address: str = "0.0.0.0",
+    temporal_metrics_url: str | None = None,
+    registry: CollectorRegistry = REGISTRY,
+) -> int:
+    """Serve the registry on `address:port` (0: any free port); the port it listens on.
+
+    Idempotent per port in one process (tests start several workers)."""
+    with _lock:
+        if temporal_metrics_url and temporal_metrics_url not in _folded:
+            registry.register(TemporalRuntimeMetrics(temporal_metrics_url))
+            _folded.add(temporal_metrics_url)
+        if port and port in _servers:
+            return port
+        server, _thread = start_http_server(port, addr=address, registry=registry)
+        bound = int(server.server_address[1])
+        _servers[bound] = server
+        return bound

@@ -1,0 +1,109 @@
+"""Activities that talk to Temporal itself: how one workflow reaches another it does not own.
+
+`TemporalActivities` receives the worker's Temporal client and task queue (`worker.py`). Called by
+`WorkspaceWorkflow` (to reach its cluster's `CapacityLedgerWorkflow` and a `PrerequisiteWorkflow`)
+and by `ClusterWorkflow` (to tell its workspaces and ledger about changes).
+
+Why activities: a workflow can signal a running workflow itself, but only Temporal's
+signal-with-start makes "start it unless it runs, then signal it" one atomic step, so that two
+workspaces asking at the same moment meet in one ledger (and one prerequisite installation), and
+it exists only on the client. A signal to a workflow that does not run is a result, not an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+from temporalio import activity
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.heartbeat import heartbeating
+from models.workspace_api import (
+    AwaitWorkflowsClosedRequest,
+    AwaitWorkflowsClosedResult,
+    ListWorkflowsRequest,
+    ListWorkflowsResult,
+    SignalWithStartRequest,
+    SignalWithStartResult,
+    SignalWorkflowRequest,
+    SignalWorkflowResult,
+    WorkspaceActivity,
+)
+
+CLOSED_POLL = 1.0
+"""Seconds between looks at workflows being waited for."""
+
+
+class TemporalActivities:
+    """Signal-with-start, signals and listings on the worker's own Temporal namespace."""
+
+    def __init__(self, client: Client, task_queue: str) -> None:
+        self._client = client
+        self._task_queue = task_queue
+
+    @activity.defn(name=WorkspaceActivity.SIGNAL_WITH_START)
+    @heartbeating
+    async def signal_with_start(self, request: SignalWithStartRequest) -> SignalWithStartResult:
+        """Signal the workflow, starting it first when it does not run."""
+        handle = await self._client.start_workflow(
+            request.workflow,
+            request.input,
+            id=request.workflow_id,
+            task_queue=self._task_queue,
+            start_signal=request.signal,
+            start_signal_args=[request.payload],
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            static_summary=request.static_summary or None,
+        )
+        return SignalWithStartResult(run_id=handle.result_run_id or "")
+
+    @activity.defn(name=WorkspaceActivity.SIGNAL_WORKFLOW)
+    @heartbeating
+    async def signal_workflow(self, request: SignalWorkflowRequest) -> SignalWorkflowResult:
+        """Signal the workflow if it runs."""
+        try:
+            await self._client.get_workflow_handle(request.workflow_id).signal(
+                request.signal, request.payload
+            )
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return SignalWorkflowResult(delivered=False)
+            raise
+        return SignalWorkflowResult(delivered=True)
+
+    @activity.defn(name=WorkspaceActivity.LIST_WORKFLOWS)
+    @heartbeating
+    async def list_workflows(self, request: ListWorkflowsRequest) -> ListWorkflowsResult:
+        """Running workflows matching a visibility query."""
+        ids = [
+            execution.id
+            async for execution in self._client.list_workflows(
+                f"({request.query}) AND ExecutionStatus = 'Running'"
+            )
+        ]
+        return ListWorkflowsResult(workflow_ids=sorted(set(ids)))
+
+    @activity.defn(name=WorkspaceActivity.AWAIT_WORKFLOWS_CLOSED)
+    @heartbeating
+    async def await_workflows_closed(
+        self, request: AwaitWorkflowsClosedRequest
+    ) -> AwaitWorkflowsClosedResult:
+        """Wait until none of the workflows runs any more (or the deadline); report those still open."""
+        while True:
+            still: list[str] = []
+            for workflow_id in request.workflow_ids:
+                try:
+                    described = await self._client.get_workflow_handle(workflow_id).describe()
+                except RPCError as exc:
+                    if exc.status == RPCStatusCode.NOT_FOUND:
+                        continue
+                    raise
+                if described.status == WorkflowExecutionStatus.RUNNING:
+                    still.append(workflow_id)
+            left = (request.deadline - datetime.now(UTC)).total_seconds()
+            if not still or left <= 0:
+                return AwaitWorkflowsClosedResult(open=still)
+            await asyncio.sleep(min(CLOSED_POLL, left))

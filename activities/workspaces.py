@@ -1,0 +1,814 @@
+"""Activities of the workspace side: classes, ServiceSets and values Secrets on the management
+cluster; namespaces, GPU inventory, the tenant gateway and routes in child clusters.
+
+`WorkspaceActivities` receives the management cluster's `ApiClient` (and shares the child-cluster
+client cache with `ChildClusterActivities`); `worker.py` registers its methods. Called by
+`WorkspaceWorkflow`, `CapacityLedgerWorkflow`, `PrerequisiteWorkflow` and `CatalogWorkflow`
+through `workflows/workspace_calls.py`.
+
+Every method is idempotent: creates tolerate an existing object that is the same (or update it to
+what is asked), deletes tolerate absence, and waits (`await_service_set`, `await_routes`, deletes
+with `wait_until`) poll inside the activity, heartbeating, and return on a change or a deadline.
+Secret prompt values arrive sealed and are unsealed only in `write_values_secret`, straight into
+the Secret: they never appear in a result, a log line or workflow history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from datetime import UTC, datetime
+from typing import Any
+
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from pydantic import ValidationError
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.child_cluster import ChildClients
+from activities.errors import kube_error
+from activities.heartbeat import heartbeating, report
+from activities.kube import MERGE_PATCH, Obj, call, call_or_none, call_or_raise
+from activities.sealing import Unsealer, unseal_secret_values
+from models.capacity import gpu_node
+from models.errors import ErrorType, permanent
+from models.manifests import EXALSIUS_WORKSPACES, workspace_class_object
+from models.workspace import (
+    EventSummary,
+    GatewayInfo,
+    ServiceSetStatusSummary,
+    ServiceStateSummary,
+)
+from models.workspace_api import (
+    OWNER_WORKFLOW_ANNOTATION,
+    PREREQUISITE_LABEL,
+    ApplyRoutesRequest,
+    ApplyRoutesResult,
+    ApplyServiceSetRequest,
+    ApplyServiceSetResult,
+    AwaitRoutesRequest,
+    AwaitRoutesResult,
+    AwaitServiceSetRequest,
+    AwaitServiceSetResult,
+    CheckServiceTemplateRequest,
+    CheckServiceTemplateResult,
+    DeleteNamespaceRequest,
+    DeleteNamespaceResult,
+    DeleteRoutesRequest,
+    DeleteRoutesResult,
+    DeleteServiceSetRequest,
+    DeleteServiceSetResult,
+    DeleteValuesSecretRequest,
+    DeleteValuesSecretResult,
+    EnsureNamespaceRequest,
+    EnsureNamespaceResult,
+    FindServiceSetsRequest,
+    FindServiceSetsResult,
+    FindTenantGatewayRequest,
+    FindTenantGatewayResult,
+    FoundServiceSet,
+    GetWorkspaceClassRequest,
+    GetWorkspaceClassResult,
+    ListWorkspaceClassesRequest,
+    ListWorkspaceClassesResult,
+    PublishWorkspaceClassRequest,
+    PublishWorkspaceClassResult,
+    ReadGpuInventoryRequest,
+    ReadGpuInventoryResult,
+    RecentEventsRequest,
+    RecentEventsResult,
+    RouteSpec,
+    RouteState,
+    ServiceSetOutcome,
+    WorkspaceActivity,
+    WriteValuesSecretRequest,
+    WriteValuesSecretResult,
+)
+from models.workspace_class import WorkspaceClassSpec, class_conflict
+
+K0RDENT = ("k0rdent.mirantis.com", "v1beta1")
+EXALSIUS = ("workspaces.exalsius.ai", "v1")
+GATEWAY_API = "gateway.networking.k8s.io"
+ROUTE_VERSIONS = {"HTTPRoute": ("v1", "httproutes"), "TCPRoute": ("v1alpha2", "tcproutes")}
+TENANT_GATEWAY_LABEL = "colony.dev/tenant-gateway"
+DOMAIN_ANNOTATION = "colony.dev/domain"
+SVELTOS = "ksm-projectsveltos"
+PLURALS = {
+    "ServiceTemplate": "servicetemplates",
+    "HelmRepository": "helmrepositories",
+    "WorkspaceClass": "workspaceclasses",
+}
+"""The StateManagementProvider k0rdent installs services with (Sveltos)."""
+POLL_FIRST = 1.0
+POLL_CAP = 2.0
+"""Seconds between looks while waiting: 1 s, then every 2 s (free for the workflow's history)."""
+
+_ = EXALSIUS_WORKSPACES  # the stored class's apiVersion, built by `workspace_class_object`
+
+
+def _seconds_until(deadline: datetime) -> float:
+    return (deadline - datetime.now(UTC)).total_seconds()
+
+
+def _service_set_summary(name: str, obj: Obj) -> ServiceSetStatusSummary:
+    status = obj.get("status") or {}
+    return ServiceSetStatusSummary(
+        name=name,
+        deployed=bool(status.get("deployed")),
+        services=[
+            ServiceStateSummary(
+                name=str(entry.get("name", "")),
+                state=str(entry.get("state", "")),
+                failure_message=str(entry.get("failureMessage") or entry.get("message") or ""),
+            )
+            for entry in status.get("services") or []
+            if isinstance(entry, dict)
+        ],
+    )
+
+
+def _accepted(route: Obj) -> tuple[bool, str]:
+    """Whether a route is accepted by its parent (and its references resolved), and why not."""
+    parents = (route.get("status") or {}).get("parents") or []
+    if not parents:
+        return False, "waiting for the gateway controller"
+    messages = []
+    for parent in parents:
+        conditions = {c.get("type"): c for c in parent.get("conditions") or []}
+        for kind in ("Accepted", "ResolvedRefs"):
+            found = conditions.get(kind)
+            if found is None or found.get("status") != "True":
+                reason = (found or {}).get("reason", "Pending")
+                messages.append(f"{kind}: {reason} {(found or {}).get('message', '')}".strip())
+    return not messages, "; ".join(messages)
+
+
+class WorkspaceActivities:
+    """Classes, ServiceSets, namespaces, GPU inventory and routes, through the official client."""
+
+    def __init__(
+        self,
+        management_api: client.ApiClient,
+        clients: ChildClients | None = None,
+        unsealer: Unsealer | None = None,
+    ) -> None:
+        self._core = client.CoreV1Api(management_api)
+        self._custom = client.CustomObjectsApi(management_api)
+        self._clients = clients or ChildClients()
+        self._unsealer = unsealer
+
+    async def _child(self, ref: Any) -> client.ApiClient:
+        return await self._clients.for_ref(self._core, ref)
+
+    # --- Classes -------------------------------------------------------------------------------
+
+    async def _get_class_object(self, name: str) -> Obj | None:
+        return await call_or_none(
+            f"read WorkspaceClass {name}",
+            self._custom.get_cluster_custom_object,
+            *EXALSIUS,
+            "workspaceclasses",
+            name,
+        )
+
+    @staticmethod
+    def _class_of(obj: Obj) -> WorkspaceClassSpec:
+        return WorkspaceClassSpec.model_validate(
+            {**(obj.get("spec") or {}), "name": obj["metadata"]["name"]}
+        )
+
+    @activity.defn(name=WorkspaceActivity.GET_WORKSPACE_CLASS)
+    @heartbeating
+    async def get_workspace_class(
+        self, request: GetWorkspaceClassRequest
+    ) -> GetWorkspaceClassResult:
+        """The stored class of that exact name, or `found=False`."""
+        obj = await self._get_class_object(request.name)
+        if obj is None:
+            return GetWorkspaceClassResult(found=False)
+        try:
+            return GetWorkspaceClassResult(found=True, spec=self._class_of(obj))
+        except ValidationError as exc:
+            return GetWorkspaceClassResult(found=True, problem=str(exc.errors()[0]["msg"]))
+
+    @activity.defn(name=WorkspaceActivity.LIST_WORKSPACE_CLASSES)
+    @heartbeating
+    async def list_workspace_classes(
+        self, request: ListWorkspaceClassesRequest
+    ) -> ListWorkspaceClassesResult:
+        """Every stored class (those that do not validate are named with their problem)."""
+        listed = await call_or_none(
+            "list WorkspaceClasses",
+            self._custom.list_cluster_custom_object,
+            *EXALSIUS,
+            "workspaceclasses",
+        )
+        result = ListWorkspaceClassesResult()
+        for obj in (listed or {}).get("items") or []:
+            try:
+                result.classes.append(self._class_of(obj))
+            except ValidationError as exc:
+                result.unreadable.append(f"{obj['metadata']['name']}: {exc.errors()[0]['msg']}")
+        result.classes.sort(key=lambda spec: spec.name)
+        return result
+
+    @activity.defn(name=WorkspaceActivity.PUBLISH_WORKSPACE_CLASS)
+    @heartbeating
+    async def publish_workspace_class(
+        self, request: PublishWorkspaceClassRequest
+    ) -> PublishWorkspaceClassResult:
+        """Create the class's objects (ServiceTemplates ...) when absent, then the class; refuse a
+        class of the same name with another definition (`ClassConflict`)."""
+        result = PublishWorkspaceClassResult(created=False)
+        existing = await self._get_class_object(request.spec.name)
+        if existing is not None:
+            try:
+                stored = self._class_of(existing)
+            except ValidationError as exc:
+                raise permanent(
+                    ErrorType.CLASS_CONFLICT,
+                    f"WorkspaceClass '{request.spec.name}' exists and is not a valid class "
+                    f"({exc.errors()[0]['msg']}); publish under a new name",
+                ) from exc
+            conflict = class_conflict(stored, request.spec)
+            if conflict:
+                raise permanent(ErrorType.CLASS_CONFLICT, conflict)
+        for obj in request.objects:
+            label = f"{obj['kind']}/{obj['metadata']['name']}"
+            try:
+                if await self._create_if_absent(obj):
+                    result.objects_created.append(label)
+            except ApplicationError as exc:
+                # A kind the cluster does not serve (Flux's HelmRepository on a bare cluster) is
+                # reported, not fatal: the class's templates say where their charts come from.
+                if exc.type != ErrorType.NOT_SERVED:
+                    raise
+                result.objects_skipped.append(f"{label}: {exc.message}")
+        if existing is None:
+            body = workspace_class_object(request.spec, {"app.kubernetes.io/managed-by": "colony"})
+            result.created = await self._create_if_absent(body)
+        return result
+
+    async def _create_if_absent(self, obj: Obj) -> bool:
+        """Create a namespaced or cluster-wide custom object unless one of that name exists.
+
+        Raises:
+            ApplicationError: `NotServed` (permanent) when the cluster does not serve the kind.
+        """
+        group, _, version = str(obj["apiVersion"]).partition("/")
+        plural = PLURALS.get(str(obj["kind"]), str(obj["kind"]).lower() + "s")
+        meta = obj.get("metadata") or {}
+        what = f"create {obj['kind']} {meta.get('name')}"
+        try:
+            if meta.get("namespace"):
+                await call(
+                    what,
+                    self._custom.create_namespaced_custom_object,
+                    group,
+                    version,
+                    meta["namespace"],
+                    plural,
+                    obj,
+                )
+            else:
+                await call(
+                    what, self._custom.create_cluster_custom_object, group, version, plural, obj
+                )
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            if exc.status == 404:
+                raise permanent(
+                    ErrorType.NOT_SERVED,
+                    f"{what}: the management cluster does not serve {group}/{version}",
+                ) from exc
+            raise kube_error(exc, what) from exc
+        return True
+
+    @activity.defn(name=WorkspaceActivity.CHECK_SERVICE_TEMPLATE)
+    @heartbeating
+    async def check_service_template(
+        self, request: CheckServiceTemplateRequest
+    ) -> CheckServiceTemplateResult:
+        """Does the ServiceTemplate exist, and is it valid (k0rdent's `status.valid`)?"""
+        obj = await call_or_none(
+            f"read ServiceTemplate {request.namespace}/{request.name}",
+            self._custom.get_namespaced_custom_object,
+            *K0RDENT,
+            request.namespace,
+            "servicetemplates",
+            request.name,
+        )
+        if obj is None:
+            return CheckServiceTemplateResult(found=False)
+        status = obj.get("status") or {}
+        return CheckServiceTemplateResult(
+            found=True,
+            valid=bool(status.get("valid")),
+            message=str(
+                status.get("validationError")
+                or ("" if status.get("valid") else "not validated yet")
+            ),
+        )
+
+    # --- ServiceSets ---------------------------------------------------------------------------
+
+    async def _get_service_set(self, namespace: str, name: str) -> Obj | None:
+        return await call_or_none(
+            f"read ServiceSet {namespace}/{name}",
+            self._custom.get_namespaced_custom_object,
+            *K0RDENT,
+            namespace,
+            "servicesets",
+            name,
+        )
+
+    @activity.defn(name=WorkspaceActivity.APPLY_SERVICE_SET)
+    @heartbeating
+    async def apply_service_set(self, request: ApplyServiceSetRequest) -> ApplyServiceSetResult:
+        """Create the ServiceSet, or bring its services up to what is asked (a resume, new values)."""
+        services = []
+        for service in request.services:
+            entry: Obj = {
+                "name": service.name,
+                "namespace": service.namespace,
+                "template": service.template,
+                "values": yaml.safe_dump(service.values, sort_keys=True),
+            }
+            if service.values_from_secret:
+                entry["valuesFrom"] = [{"kind": "Secret", "name": service.values_from_secret}]
+            services.append(entry)
+        annotations = (
+            {OWNER_WORKFLOW_ANNOTATION: request.owner_workflow_id}
+            if request.owner_workflow_id
+            else {}
+        )
+        body: Obj = {
+            "apiVersion": "/".join(K0RDENT),
+            "kind": "ServiceSet",
+            "metadata": {
+                "name": request.name,
+                "namespace": request.namespace,
+                "labels": request.labels,
+                "annotations": annotations,
+            },
+            "spec": {
+                "cluster": request.cluster_deployment,
+                "provider": {"name": SVELTOS, "selfManagement": False},
+                "services": services,
+            },
+        }
+        what = f"create ServiceSet {request.namespace}/{request.name}"
+        try:
+            created = await call(
+                what,
+                self._custom.create_namespaced_custom_object,
+                *K0RDENT,
+                request.namespace,
+                "servicesets",
+                body,
+            )
+            return ApplyServiceSetResult(
+                created=True, generation=int(created["metadata"].get("generation") or 1)
+            )
+        except ApiException as exc:
+            if exc.status != 409:
+                raise kube_error(exc, what) from exc
+        existing = await self._get_service_set(request.namespace, request.name)
+        if existing is None:
+            raise permanent(
+                ErrorType.NOT_FOUND, f"ServiceSet {request.namespace}/{request.name} vanished"
+            )
+        if (existing.get("spec") or {}).get("services") == services:
+            return ApplyServiceSetResult(
+                created=False, generation=int(existing["metadata"].get("generation") or 1)
+            )
+        patched = await call_or_raise(
+            f"update ServiceSet {request.namespace}/{request.name}",
+            self._custom.patch_namespaced_custom_object,
+            *K0RDENT,
+            request.namespace,
+            "servicesets",
+            request.name,
+            {"spec": {"services": services}},
+            _content_type=MERGE_PATCH,
+        )
+        return ApplyServiceSetResult(
+            created=False, generation=int(patched["metadata"].get("generation") or 1)
+        )
+
+    @activity.defn(name=WorkspaceActivity.AWAIT_SERVICE_SET)
+    @heartbeating
+    async def await_service_set(self, request: AwaitServiceSetRequest) -> AwaitServiceSetResult:
+        """Wait until the service is Deployed or Failed, its state changes, or the deadline."""
+        pause = POLL_FIRST
+        while True:
+            obj = await self._get_service_set(request.namespace, request.name)
+            if obj is None:
+                return AwaitServiceSetResult(outcome=ServiceSetOutcome.GONE)
+            summary = _service_set_summary(request.name, obj)
+            entry = next((s for s in summary.services if s.name == request.service), None)
+            state = entry.state if entry else ""
+            message = entry.failure_message if entry else ""
+            report(summary)
+            outcome: ServiceSetOutcome | None = None
+            if state == "Deployed":
+                outcome = ServiceSetOutcome.DEPLOYED
+            elif state == "Failed":
+                outcome = ServiceSetOutcome.FAILED
+            elif state != request.known_state:
+                outcome = ServiceSetOutcome.CHANGED
+            left = _seconds_until(request.deadline)
+            if outcome is None and left <= 0:
+                outcome = ServiceSetOutcome.DEADLINE
+            if outcome is not None:
+                return AwaitServiceSetResult(
+                    outcome=outcome, status=summary, state=state, message=message
+                )
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, POLL_CAP)
+
+    @activity.defn(name=WorkspaceActivity.DELETE_SERVICE_SET)
+    @heartbeating
+    async def delete_service_set(self, request: DeleteServiceSetRequest) -> DeleteServiceSetResult:
+        """Delete the ServiceSet (k0rdent uninstalls its releases first); optionally wait till gone."""
+        deleted = await call_or_none(
+            f"delete ServiceSet {request.namespace}/{request.name}",
+            self._custom.delete_namespaced_custom_object,
+            *K0RDENT,
+            request.namespace,
+            "servicesets",
+            request.name,
+        )
+        if request.wait_until is None:
+            return DeleteServiceSetResult(existed=deleted is not None)
+        while await self._get_service_set(request.namespace, request.name) is not None:
+            left = _seconds_until(request.wait_until)
+            if left <= 0:
+                return DeleteServiceSetResult(existed=True, gone=False)
+            await asyncio.sleep(min(POLL_FIRST, left))
+        return DeleteServiceSetResult(existed=deleted is not None, gone=True)
+
+    @activity.defn(name=WorkspaceActivity.FIND_SERVICE_SETS)
+    @heartbeating
+    async def find_service_sets(self, request: FindServiceSetsRequest) -> FindServiceSetsResult:
+        """ServiceSets of the cluster that install the template, whoever created them."""
+        listed = await call_or_none(
+            f"list ServiceSets in {request.namespace}",
+            self._custom.list_namespaced_custom_object,
+            *K0RDENT,
+            request.namespace,
+            "servicesets",
+        )
+        result = FindServiceSetsResult()
+        for obj in (listed or {}).get("items") or []:
+            spec = obj.get("spec") or {}
+            if spec.get("cluster") != request.cluster_deployment:
+                continue
+            labels = (obj.get("metadata") or {}).get("labels") or {}
+            states = {
+                e.get("name"): str(e.get("state", ""))
+                for e in (obj.get("status") or {}).get("services") or []
+            }
+            for service in spec.get("services") or []:
+                if service.get("template") != request.template:
+                    continue
+                result.found.append(
+                    FoundServiceSet(
+                        name=obj["metadata"]["name"],
+                        service=str(service.get("name", "")),
+                        service_namespace=str(service.get("namespace", "")),
+                        state=states.get(service.get("name"), ""),
+                        colony_prerequisite=PREREQUISITE_LABEL in labels,
+                    )
+                )
+        return result
+
+    # --- Values Secrets ------------------------------------------------------------------------
+
+    @activity.defn(name=WorkspaceActivity.WRITE_VALUES_SECRET)
+    @heartbeating
+    async def write_values_secret(
+        self, request: WriteValuesSecretRequest
+    ) -> WriteValuesSecretResult:
+        """Unseal the secret values into a values YAML in a Secret (create or replace)."""
+        if self._unsealer is None:
+            raise permanent(
+                ErrorType.INVALID_SPEC,
+                "this worker has no sealing key (COLONY_SEALING_PRIVATE_KEY_FILE): it cannot "
+                "install workspaces with secret values",
+            )
+        try:
+            values = unseal_secret_values(request.workspace, request.secret_values, self._unsealer)
+        except ValueError as exc:
+            raise permanent(ErrorType.INVALID_SPEC, f"secret values: {exc}") from exc
+        data = base64.b64encode(yaml.safe_dump(values).encode()).decode()
+        body: Obj = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": request.name,
+                "namespace": request.namespace,
+                "labels": request.labels,
+            },
+            "type": "Opaque",
+            "data": {"values": data},
+        }
+        what = f"write Secret {request.namespace}/{request.name}"
+        try:
+            await call(what, self._core.create_namespaced_secret, request.namespace, body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise kube_error(exc, what) from exc
+            await call_or_raise(
+                what, self._core.replace_namespaced_secret, request.name, request.namespace, body
+            )
+        return WriteValuesSecretResult(keys=len(request.secret_values))
+
+    @activity.defn(name=WorkspaceActivity.DELETE_VALUES_SECRET)
+    @heartbeating
+    async def delete_values_secret(
+        self, request: DeleteValuesSecretRequest
+    ) -> DeleteValuesSecretResult:
+        deleted = await call_or_none(
+            f"delete Secret {request.namespace}/{request.name}",
+            self._core.delete_namespaced_secret,
+            request.name,
+            request.namespace,
+        )
+        return DeleteValuesSecretResult(existed=deleted is not None)
+
+    # --- Child cluster: namespaces, GPUs, events -------------------------------------------------
+
+    @activity.defn(name=WorkspaceActivity.ENSURE_NAMESPACE)
+    @heartbeating
+    async def ensure_namespace(self, request: EnsureNamespaceRequest) -> EnsureNamespaceResult:
+        core = client.CoreV1Api(await self._child(request.kubeconfig))
+        what = f"create namespace {request.name}"
+        body = {"metadata": {"name": request.name, "labels": request.labels}}
+        try:
+            await call(what, core.create_namespace, body)
+        except ApiException as exc:
+            if exc.status == 409:
+                return EnsureNamespaceResult(created=False)
+            raise kube_error(exc, what) from exc
+        return EnsureNamespaceResult(created=True)
+
+    @activity.defn(name=WorkspaceActivity.DELETE_NAMESPACE)
+    @heartbeating
+    async def delete_namespace(self, request: DeleteNamespaceRequest) -> DeleteNamespaceResult:
+        core = client.CoreV1Api(await self._child(request.kubeconfig))
+        deleted = await call_or_none(
+            f"delete namespace {request.name}", core.delete_namespace, request.name
+        )
+        if request.wait_until is None:
+            return DeleteNamespaceResult(existed=deleted is not None)
+        while await call_or_none(
+            f"read namespace {request.name}", core.read_namespace, request.name
+        ):
+            left = _seconds_until(request.wait_until)
+            if left <= 0:
+                return DeleteNamespaceResult(existed=True, gone=False)
+            await asyncio.sleep(min(POLL_FIRST, left))
+        return DeleteNamespaceResult(existed=deleted is not None, gone=True)
+
+    @activity.defn(name=WorkspaceActivity.READ_GPU_INVENTORY)
+    @heartbeating
+    async def read_gpu_inventory(self, request: ReadGpuInventoryRequest) -> ReadGpuInventoryResult:
+        """Every node's GPUs, and the GPUs requested by running pods outside workspace namespaces."""
+        core = client.CoreV1Api(await self._child(request.kubeconfig))
+        nodes = (await call_or_raise("list nodes", core.list_node)).get("items") or []
+        pods = (
+            await call_or_raise(
+                "list pods",
+                core.list_pod_for_all_namespaces,
+                field_selector="status.phase!=Succeeded,status.phase!=Failed",
+            )
+        ).get("items") or []
+        foreign: dict[str, int] = {}
+        for pod in pods:
+            meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+            node = spec.get("nodeName")
+            if not node or str(meta.get("namespace", "")).startswith(
+                request.workspace_namespace_prefix
+            ):
+                continue
+            for container in spec.get("containers") or []:
+                limits = (container.get("resources") or {}).get("limits") or {}
+                requested = limits.get("nvidia.com/gpu") or limits.get("amd.com/gpu") or 0
+                foreign[node] = foreign.get(node, 0) + int(requested)
+        inventory = []
+        for node in nodes:
+            meta, status = node.get("metadata") or {}, node.get("status") or {}
+            ready = any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in status.get("conditions") or []
+            )
+            allocatable = {
+                key: int(value)
+                for key, value in (status.get("allocatable") or {}).items()
+                if key.endswith("/gpu") and str(value).isdigit()
+            }
+            inventory.append(
+                gpu_node(
+                    str(meta["name"]),
+                    dict(meta.get("labels") or {}),
+                    allocatable,
+                    ready=ready,
+                    schedulable=not (node.get("spec") or {}).get("unschedulable"),
+                    foreign_used=foreign.get(str(meta["name"]), 0),
+                )
+            )
+        return ReadGpuInventoryResult(nodes=sorted(inventory, key=lambda n: n.name))
+
+    @activity.defn(name=WorkspaceActivity.RECENT_EVENTS)
+    @heartbeating
+    async def recent_events(self, request: RecentEventsRequest) -> RecentEventsResult:
+        """The namespace's last events (for a failure's context)."""
+        core = client.CoreV1Api(await self._child(request.kubeconfig))
+        listed = await call_or_none(
+            f"list events in {request.namespace}", core.list_namespaced_event, request.namespace
+        )
+        events = []
+        for event in (listed or {}).get("items") or []:
+            involved = event.get("involvedObject") or {}
+            seen = event.get("lastTimestamp") or event.get("eventTime") or ""
+            events.append(
+                EventSummary(
+                    type=str(event.get("type") or "Normal"),
+                    reason=str(event.get("reason", "")),
+                    message=f"{involved.get('kind', '')}/{involved.get('name', '')}: "
+                    f"{event.get('message', '')}",
+                    last_seen=datetime.fromisoformat(str(seen).replace("Z", "+00:00"))
+                    if seen
+                    else None,
+                )
+            )
+        events.sort(key=lambda e: e.last_seen or datetime.min.replace(tzinfo=UTC))
+        return RecentEventsResult(events=events[-request.limit :])
+
+    # --- Child cluster: the tenant gateway and routes -------------------------------------------
+
+    @activity.defn(name=WorkspaceActivity.FIND_TENANT_GATEWAY)
+    @heartbeating
+    async def find_tenant_gateway(
+        self, request: FindTenantGatewayRequest
+    ) -> FindTenantGatewayResult:
+        """The cluster's tenant gateway (label `colony.dev/tenant-gateway=true`), if attached."""
+        custom = client.CustomObjectsApi(await self._child(request.kubeconfig))
+        listed = await call_or_none(
+            "list Gateways",
+            custom.list_cluster_custom_object,
+            GATEWAY_API,
+            "v1",
+            "gateways",
+            label_selector=f"{TENANT_GATEWAY_LABEL}=true",
+        )
+        items = sorted(
+            (listed or {}).get("items") or [],
+            key=lambda g: (g["metadata"].get("namespace", ""), g["metadata"]["name"]),
+        )
+        if not items:
+            return FindTenantGatewayResult()
+        gateway = items[0]
+        meta, spec = gateway["metadata"], gateway.get("spec") or {}
+        listeners = spec.get("listeners") or []
+        domain = str((meta.get("annotations") or {}).get(DOMAIN_ANNOTATION) or "")
+        if not domain:
+            hostname = next((str(x.get("hostname")) for x in listeners if x.get("hostname")), "")
+            domain = hostname.removeprefix("*.")
+        https = any(listener.get("protocol") == "HTTPS" for listener in listeners)
+        pool = sorted(
+            int(listener["port"]) for listener in listeners if listener.get("protocol") == "TCP"
+        )
+        routes = await call_or_none(
+            "list TCPRoutes",
+            custom.list_cluster_custom_object,
+            GATEWAY_API,
+            "v1alpha2",
+            "tcproutes",
+        )
+        taken: set[int] = set()
+        for route in (routes or {}).get("items") or []:
+            for parent in (route.get("spec") or {}).get("parentRefs") or []:
+                section = str(parent.get("sectionName") or "")
+                if parent.get("name") == meta["name"] and section.startswith("tcp-"):
+                    with_port = section.removeprefix("tcp-")
+                    if with_port.isdigit():
+                        taken.add(int(with_port))
+        return FindTenantGatewayResult(
+            gateway=GatewayInfo(domain=domain, https=https, tcp_ports=pool),
+            gateway_namespace=str(meta.get("namespace", "")),
+            gateway_name=str(meta["name"]),
+            taken_ports=sorted(taken),
+        )
+
+    @staticmethod
+    def _route_body(request: ApplyRoutesRequest, route: RouteSpec) -> Obj:
+        version, _ = ROUTE_VERSIONS[route.kind]
+        section = (
+            route.section_name or "https"
+            if route.kind == "HTTPRoute"
+            else f"tcp-{route.listener_port}"
+        )
+        spec: Obj = {
+            "parentRefs": [
+                {
+                    "group": GATEWAY_API,
+                    "kind": "Gateway",
+                    "name": request.gateway_name,
+                    "namespace": request.gateway_namespace,
+                    "sectionName": section,
+                }
+            ],
+            "rules": [{"backendRefs": [{"name": route.service, "port": route.port}]}],
+        }
+        if route.kind == "HTTPRoute":
+            spec["hostnames"] = [route.hostname]
+        return {
+            "apiVersion": f"{GATEWAY_API}/{version}",
+            "kind": route.kind,
+            "metadata": {
+                "name": route.name,
+                "namespace": request.namespace,
+                "labels": request.labels,
+            },
+            "spec": spec,
+        }
+
+    @activity.defn(name=WorkspaceActivity.APPLY_ROUTES)
+    @heartbeating
+    async def apply_routes(self, request: ApplyRoutesRequest) -> ApplyRoutesResult:
+        """Create the routes (existing ones of the same name are left as they are)."""
+        custom = client.CustomObjectsApi(await self._child(request.kubeconfig))
+        result = ApplyRoutesResult()
+        for route in request.routes:
+            version, plural = ROUTE_VERSIONS[route.kind]
+            what = f"create {route.kind} {request.namespace}/{route.name}"
+            try:
+                await call(
+                    what,
+                    custom.create_namespaced_custom_object,
+                    GATEWAY_API,
+                    version,
+                    request.namespace,
+                    plural,
+                    self._route_body(request, route),
+                )
+            except ApiException as exc:
+                if exc.status == 409:
+                    continue
+                raise kube_error(exc, what) from exc
+            result.created.append(route.name)
+        return result
+
+    @activity.defn(name=WorkspaceActivity.AWAIT_ROUTES)
+    @heartbeating
+    async def await_routes(self, request: AwaitRoutesRequest) -> AwaitRoutesResult:
+        """Wait until every route is accepted by the gateway (or the deadline); report each."""
+        custom = client.CustomObjectsApi(await self._child(request.kubeconfig))
+        pause = POLL_FIRST
+        while True:
+            states = []
+            for route in request.routes:
+                version, plural = ROUTE_VERSIONS[route.kind]
+                obj = await call_or_none(
+                    f"read {route.kind} {request.namespace}/{route.name}",
+                    custom.get_namespaced_custom_object,
+                    GATEWAY_API,
+                    version,
+                    request.namespace,
+                    plural,
+                    route.name,
+                )
+                accepted, message = _accepted(obj) if obj else (False, "route not found")
+                states.append(RouteState(name=route.name, accepted=accepted, message=message))
+            result = AwaitRoutesResult(routes=states, all_accepted=all(s.accepted for s in states))
+            report(result)
+            left = _seconds_until(request.deadline)
+            if result.all_accepted or left <= 0:
+                return result
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, POLL_CAP)
+
+    @activity.defn(name=WorkspaceActivity.DELETE_ROUTES)
+    @heartbeating
+    async def delete_routes(self, request: DeleteRoutesRequest) -> DeleteRoutesResult:
+        custom = client.CustomObjectsApi(await self._child(request.kubeconfig))
+        result = DeleteRoutesResult()
+        for route in request.routes:
+            version, plural = ROUTE_VERSIONS[route.kind]
+            deleted = await call_or_none(
+                f"delete {route.kind} {request.namespace}/{route.name}",
+                custom.delete_namespaced_custom_object,
+                GATEWAY_API,
+                version,
+                request.namespace,
+                plural,
+                route.name,
+            )
+            if deleted is not None:
+                result.deleted.append(route.name)
+        return result

@@ -1,0 +1,171 @@
+"""Colonies: a group of clusters, possibly in several locations (the exalsius `Colony`).
+
+`ColonyWorkflow` (`workflows/colony.py`, id `colony/<name>`) takes a `ColonyWorkflowInput` built
+from a `models.manifests.ColonySpec` (an exalsius `infra.exalsius.ai/v1` Colony or Colony's own
+form), runs one `ClusterWorkflow` per entry (its cluster named `<colony>-<clusterName>`), hears
+each cluster's `ClusterReport` by signal, and answers its `status` query with a `ColonyStatus`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from models.base import ColonyModel
+from models.manifests import ColonySpec
+from models.operations import OperationBook, OperationState
+
+
+def colony_workflow_id(name: str) -> str:
+    """The id of the one workflow that owns colony `name`."""
+    return f"colony/{name}"
+
+
+def colony_kubeconfigs_secret(name: str) -> str:
+    """The Secret on the management cluster listing the colony's clusters' kubeconfig Secrets."""
+    return f"{name}-kubeconfigs"
+
+
+class ColonyPhase(StrEnum):
+    PROVISIONING = "Provisioning"
+    """Some clusters are still being created."""
+    READY = "Ready"
+    """Every cluster is ready."""
+    DEGRADED = "Degraded"
+    """At least one cluster failed (the others are not held back)."""
+    DELETING = "Deleting"
+    DELETED = "Deleted"
+
+
+class ClusterReport(ColonyModel):
+    """From a cluster's workflow to its colony (signal `cluster_report`): where it stands."""
+
+    request_id: str
+    cluster: str
+    phase: str
+    reason: str = ""
+    nodes: int = 0
+    ready_nodes: int = 0
+
+
+class GpuOffering(ColonyModel):
+    """One kind of GPU a cluster has (exalsius Colony status `gpuInventory`)."""
+
+    model: str
+    vendor: str = ""
+    resource_name: str = "nvidia.com/gpu"
+    total: int = 0
+    nodes: int = 0
+    node_selector: dict[str, str] = Field(default_factory=dict)
+
+
+class ColonyClusterStatus(ColonyModel):
+    """One cluster of the colony, as it last reported."""
+
+    entry: str
+    """The entry's `clusterName`."""
+    cluster: str
+    """The Colony cluster's name (`<colony>-<clusterName>`)."""
+    phase: str = "creating"
+    reason: str = ""
+    nodes: int = 0
+    ready_nodes: int = 0
+    gpus: list[GpuOffering] = Field(default_factory=list)
+
+
+class ColonyCondition(ColonyModel):
+    type: str
+    status: str
+    reason: str
+    message: str = ""
+    last_transition_time: datetime | None = None
+
+
+class ApplyColonyRequest(ColonyModel):
+    """Bring the colony to this spec: clusters added for new entries, deleted for removed ones."""
+
+    kind: Literal["apply"] = "apply"
+    spec: ColonySpec
+
+
+class DeleteColonyRequest(ColonyModel):
+    """Delete every cluster of the colony (and their workspaces), then the colony."""
+
+    kind: Literal["delete"] = "delete"
+    reason: str = ""
+
+
+ColonyOperationRequest = Annotated[
+    ApplyColonyRequest | DeleteColonyRequest, Field(discriminator="kind")
+]
+
+
+class ColonyOperation(ColonyModel):
+    id: str
+    request: ColonyOperationRequest
+    state: OperationState = OperationState.QUEUED
+    reason: str = ""
+    submitted_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    update_id: str = ""
+
+    @property
+    def kind(self) -> str:
+        return self.request.kind
+
+
+class ColonyOperationAccepted(ColonyModel):
+    operation_id: str
+    kind: str
+    position: int
+
+
+class ColonyState(ColonyModel):
+    """Everything `ColonyWorkflow` knows; carried across continue-as-new (lenient)."""
+
+    spec: ColonySpec
+    phase: ColonyPhase = ColonyPhase.PROVISIONING
+    clusters: list[ColonyClusterStatus] = Field(default_factory=list)
+    conditions: list[ColonyCondition] = Field(default_factory=list)
+    queue: list[ColonyOperation] = Field(default_factory=list)
+    completed: list[ColonyOperation] = Field(default_factory=list)
+    book: OperationBook = Field(default_factory=OperationBook)
+    secret_written_for: list[str] = Field(default_factory=list)
+    """The ready clusters the kubeconfigs Secret lists now."""
+
+
+class ColonyWorkflowInput(ColonyModel):
+    spec: ColonySpec
+    state: ColonyState | None = None
+
+
+class ColonyStatus(ColonyModel):
+    """What `colonyctl colony get` shows."""
+
+    name: str
+    phase: ColonyPhase
+    ready_clusters: int
+    total_clusters: int
+    conditions: list[ColonyCondition] = Field(default_factory=list)
+    clusters: list[ColonyClusterStatus] = Field(default_factory=list)
+    kubeconfigs_secret: str = ""
+    current_operation: ColonyOperation | None = None
+    completed_operations: list[ColonyOperation] = Field(default_factory=list)
+
+
+class WriteColonyKubeconfigsRequest(ColonyModel):
+    """Write (or, with no clusters, delete) `<colony>-kubeconfigs`: cluster name -> a reference to
+    its kubeconfig Secret (`<namespace>/<name>-kubeconfig`), as the exalsius operator keeps one."""
+
+    namespace: str
+    name: str
+    colony: str
+    clusters: dict[str, str] = Field(default_factory=dict)
+
+
+class WriteColonyKubeconfigsResult(ColonyModel):
+    written: bool

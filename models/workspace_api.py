@@ -1,0 +1,562 @@
+"""The contracts of the workspace side: activity requests and results, and the messages the
+workspace, capacity-ledger, prerequisite, catalog and cluster workflows send each other.
+
+Workflows call activities through the declarations in `workflows/workspace_calls.py`; the
+implementations are in `activities/workspaces.py` (management and child clusters) and
+`activities/temporal.py` (signal-with-start). As everywhere, secrets never cross this boundary in
+plaintext: secret prompt answers travel sealed (`SealedValue`) and are unsealed only inside the
+activity that writes them into a Secret on the management cluster.
+
+Messaging between workflows follows the signal contract of `models/signals.py`: every message has a
+`request_id`, the receiver acts on an id once, and answers (when one is expected) by a signal to
+`reply_to` carrying the same id.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import Field
+
+from models.activity_api import KubeconfigRef
+from models.base import ColonyModel
+from models.capacity import CapacityAnswer, CapacityRequest, GpuHolder, GpuNode
+from models.sealed import SealedValue
+from models.workspace import (
+    AccessEntry,
+    EventSummary,
+    GatewayInfo,
+    PrerequisitePhase,
+    PrerequisiteSource,
+    ServiceSetStatusSummary,
+)
+from models.workspace_class import WorkspaceClassSpec
+
+WORKSPACE_LABEL = "colony.dev/workspace"
+"""Label on a workspace's ServiceSet, values Secret and namespace: the workspace's name."""
+PREREQUISITE_LABEL = "colony.dev/prerequisite"
+"""Label on a prerequisite's ServiceSet: the ServiceTemplate it installs."""
+OWNER_WORKFLOW_ANNOTATION = "colony.dev/workflow-id"
+"""Annotation on what a workflow creates: the workflow to signal when it changes (the watcher)."""
+COLONY_NAMESPACE = "colony-system"
+"""Colony's own namespace on the management cluster (values Secrets, API keys, the watcher)."""
+
+
+class WorkspaceActivity(StrEnum):
+    """The registered names of the workspace side's activities."""
+
+    GET_WORKSPACE_CLASS = "get_workspace_class"
+    LIST_WORKSPACE_CLASSES = "list_workspace_classes"
+    PUBLISH_WORKSPACE_CLASS = "publish_workspace_class"
+    CHECK_SERVICE_TEMPLATE = "check_service_template"
+    APPLY_SERVICE_SET = "apply_service_set"
+    AWAIT_SERVICE_SET = "await_service_set"
+    DELETE_SERVICE_SET = "delete_service_set"
+    FIND_SERVICE_SETS = "find_service_sets"
+    WRITE_VALUES_SECRET = "write_values_secret"
+    DELETE_VALUES_SECRET = "delete_values_secret"
+    ENSURE_NAMESPACE = "ensure_namespace"
+    DELETE_NAMESPACE = "delete_namespace"
+    READ_GPU_INVENTORY = "read_gpu_inventory"
+    FIND_TENANT_GATEWAY = "find_tenant_gateway"
+    APPLY_ROUTES = "apply_routes"
+    AWAIT_ROUTES = "await_routes"
+    DELETE_ROUTES = "delete_routes"
+    RECENT_EVENTS = "recent_events"
+    SIGNAL_WITH_START = "signal_with_start"
+    SIGNAL_WORKFLOW = "signal_workflow"
+    AWAIT_WORKFLOWS_CLOSED = "await_workflows_closed"
+    LIST_WORKFLOWS = "list_workflows"
+
+
+# --- Classes -------------------------------------------------------------------------------------
+
+
+class GetWorkspaceClassRequest(ColonyModel):
+    name: str
+
+
+class GetWorkspaceClassResult(ColonyModel):
+    found: bool
+    spec: WorkspaceClassSpec | None = None
+    problem: str = ""
+    """The stored object does not validate as a class (edited by hand): why."""
+
+
+class ListWorkspaceClassesRequest(ColonyModel):
+    pass
+
+
+class ListWorkspaceClassesResult(ColonyModel):
+    classes: list[WorkspaceClassSpec] = Field(default_factory=list)
+    unreadable: list[str] = Field(default_factory=list)
+    """`name: problem` of stored objects that are not valid classes."""
+
+
+class PublishWorkspaceClassRequest(ColonyModel):
+    """Store a class (and, when given, its ServiceTemplate and other objects it needs) on the
+    management cluster. Idempotent; a class of the same name with another definition is refused
+    (`ClassConflict`): classes are immutable, a new version is a new name."""
+
+    spec: WorkspaceClassSpec
+    objects: list[dict[str, Any]] = Field(default_factory=list)
+    """ServiceTemplates (and their HelmRepository) to create when absent, as manifests."""
+
+
+class PublishWorkspaceClassResult(ColonyModel):
+    created: bool
+    """False when the identical class was already there."""
+    objects_created: list[str] = Field(default_factory=list)
+    objects_skipped: list[str] = Field(default_factory=list)
+    """Objects of kinds the management cluster does not serve, with the reason."""
+
+
+class CheckServiceTemplateRequest(ColonyModel):
+    namespace: str
+    name: str
+
+
+class CheckServiceTemplateResult(ColonyModel):
+    found: bool
+    valid: bool = False
+    message: str = ""
+
+
+# --- ServiceSets -----------------------------------------------------------------------------------
+
+
+class ServiceSetService(ColonyModel):
+    """One service of a ServiceSet: a ServiceTemplate installed as a Helm release."""
+
+    name: str
+    """The Helm release name."""
+    namespace: str
+    template: str
+    values: dict[str, Any] = Field(default_factory=dict)
+    values_from_secret: str = ""
+    """A Secret beside the ServiceSet whose `values` key holds more values (secrets)."""
+
+
+class ApplyServiceSetRequest(ColonyModel):
+    """Create (or bring up to date) a k0rdent ServiceSet targeting the cluster's ClusterDeployment."""
+
+    namespace: str
+    name: str
+    cluster_deployment: str
+    services: list[ServiceSetService]
+    labels: dict[str, str] = Field(default_factory=dict)
+    owner_workflow_id: str = ""
+
+
+class ApplyServiceSetResult(ColonyModel):
+    created: bool
+    generation: int = 0
+
+
+class ServiceSetOutcome(StrEnum):
+    DEPLOYED = "deployed"
+    FAILED = "failed"
+    GONE = "gone"
+    CHANGED = "changed"
+    DEADLINE = "deadline"
+
+
+class AwaitServiceSetRequest(ColonyModel):
+    """Wait until `service` of the ServiceSet is Deployed or Failed, its state changes from `known`,
+    it is gone, or `deadline` (heartbeating the states)."""
+
+    namespace: str
+    name: str
+    service: str
+    deadline: datetime
+    known_state: str = ""
+
+
+class AwaitServiceSetResult(ColonyModel):
+    outcome: ServiceSetOutcome
+    status: ServiceSetStatusSummary | None = None
+    state: str = ""
+    message: str = ""
+
+
+class DeleteServiceSetRequest(ColonyModel):
+    namespace: str
+    name: str
+    wait_until: datetime | None = None
+    """Wait (heartbeating) until it is gone: k0rdent uninstalls its releases first."""
+
+
+class DeleteServiceSetResult(ColonyModel):
+    existed: bool
+    gone: bool = True
+
+
+class FindServiceSetsRequest(ColonyModel):
+    """ServiceSets targeting `cluster_deployment` that install `template` (any owner)."""
+
+    namespace: str
+    cluster_deployment: str
+    template: str
+
+
+class FoundServiceSet(ColonyModel):
+    name: str
+    service: str
+    service_namespace: str
+    state: str = ""
+    colony_prerequisite: bool = False
+    """Created by Colony's prerequisite workflow (label `colony.dev/prerequisite`)."""
+
+
+class FindServiceSetsResult(ColonyModel):
+    found: list[FoundServiceSet] = Field(default_factory=list)
+
+
+class WriteValuesSecretRequest(ColonyModel):
+    """Unseal the secret values and write them, as a values YAML, into a Secret on the management
+    cluster (the ServiceSet's `valuesFrom`). Only sealed values cross this boundary."""
+
+    namespace: str
+    name: str
+    workspace: str
+    secret_values: dict[str, SealedValue]
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class WriteValuesSecretResult(ColonyModel):
+    keys: int
+
+
+class DeleteValuesSecretRequest(ColonyModel):
+    namespace: str
+    name: str
+
+
+class DeleteValuesSecretResult(ColonyModel):
+    existed: bool
+
+
+# --- Child cluster ---------------------------------------------------------------------------------
+
+
+class EnsureNamespaceRequest(ColonyModel):
+    kubeconfig: KubeconfigRef
+    name: str
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class EnsureNamespaceResult(ColonyModel):
+    created: bool
+
+
+class DeleteNamespaceRequest(ColonyModel):
+    kubeconfig: KubeconfigRef
+    name: str
+    wait_until: datetime | None = None
+
+
+class DeleteNamespaceResult(ColonyModel):
+    existed: bool
+    gone: bool = True
+
+
+class ReadGpuInventoryRequest(ColonyModel):
+    """Every node with its GPUs, and the GPUs pods outside workspace namespaces request on it."""
+
+    kubeconfig: KubeconfigRef
+    workspace_namespace_prefix: str = "ws-"
+
+
+class ReadGpuInventoryResult(ColonyModel):
+    nodes: list[GpuNode] = Field(default_factory=list)
+
+
+class FindTenantGatewayRequest(ColonyModel):
+    kubeconfig: KubeconfigRef
+
+
+class FindTenantGatewayResult(ColonyModel):
+    """The tenant gateway the cluster is attached to (None: reach endpoints by port-forward), with
+    the TCP listener ports other routes already hold."""
+
+    gateway: GatewayInfo | None = None
+    gateway_namespace: str = ""
+    gateway_name: str = ""
+    taken_ports: list[int] = Field(default_factory=list)
+
+
+class RouteSpec(ColonyModel):
+    """An HTTPRoute (hostname) or a TCPRoute (listener port) to one endpoint's Service."""
+
+    name: str
+    kind: str
+    """HTTPRoute or TCPRoute."""
+    service: str
+    port: int
+    hostname: str = ""
+    listener_port: int = 0
+    """TCPRoute: the gateway listener (port) it attaches to (`sectionName` tcp-<port>)."""
+    section_name: str = ""
+    """HTTPRoute: the listener it attaches to (`https`, or `http` where the gateway has no TLS)."""
+
+
+class ApplyRoutesRequest(ColonyModel):
+    kubeconfig: KubeconfigRef
+    namespace: str
+    gateway_namespace: str
+    gateway_name: str
+    routes: list[RouteSpec]
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class ApplyRoutesResult(ColonyModel):
+    created: list[str] = Field(default_factory=list)
+
+
+class RouteState(ColonyModel):
+    name: str
+    accepted: bool = False
+    message: str = ""
+
+
+class AwaitRoutesRequest(ColonyModel):
+    kubeconfig: KubeconfigRef
+    namespace: str
+    routes: list[RouteSpec]
+    deadline: datetime
+
+
+class AwaitRoutesResult(ColonyModel):
+    routes: list[RouteState] = Field(default_factory=list)
+    all_accepted: bool = False
+
+
+class DeleteRoutesRequest(ColonyModel):
+    kubeconfig: KubeconfigRef
+    namespace: str
+    routes: list[RouteSpec]
+
+
+class DeleteRoutesResult(ColonyModel):
+    deleted: list[str] = Field(default_factory=list)
+
+
+class RecentEventsRequest(ColonyModel):
+    kubeconfig: KubeconfigRef
+    namespace: str
+    limit: int = 10
+
+
+class RecentEventsResult(ColonyModel):
+    events: list[EventSummary] = Field(default_factory=list)
+
+
+# --- Temporal (workflow to workflow) ----------------------------------------------------------------
+
+
+class SignalWithStartRequest(ColonyModel):
+    """Signal a workflow, starting it first when it does not run (one per id, however many callers
+    race): how a workspace reaches its cluster's ledger or a prerequisite's installer."""
+
+    workflow: str
+    """The workflow type's registered name."""
+    workflow_id: str
+    input: dict[str, Any]
+    """The workflow's input model, as JSON."""
+    signal: str
+    payload: dict[str, Any]
+    static_summary: str = ""
+
+
+class SignalWithStartResult(ColonyModel):
+    run_id: str
+
+
+class SignalWorkflowRequest(ColonyModel):
+    """Signal a workflow if it runs; one that does not is reported, not an error."""
+
+    workflow_id: str
+    signal: str
+    payload: dict[str, Any]
+
+
+class SignalWorkflowResult(ColonyModel):
+    delivered: bool
+
+
+class ListWorkflowsRequest(ColonyModel):
+    """Running workflows matching a visibility query (search attributes)."""
+
+    query: str
+
+
+class ListWorkflowsResult(ColonyModel):
+    workflow_ids: list[str] = Field(default_factory=list)
+
+
+class AwaitWorkflowsClosedRequest(ColonyModel):
+    workflow_ids: list[str]
+    deadline: datetime
+
+
+class AwaitWorkflowsClosedResult(ColonyModel):
+    open: list[str] = Field(default_factory=list)
+
+
+# --- Messages between workflows -----------------------------------------------------------------
+
+
+class CapacityMessageKind(StrEnum):
+    REQUEST = "request"
+    RELEASE = "release"
+    CHANGED = "changed"
+    """The cluster's GPUs changed (a pool grew or shrank, a node left, another service's use)."""
+    CLOSE = "close"
+    """The cluster is gone: the ledger ends."""
+    PORTS = "ports"
+    """A workspace needs ports of the tenant gateway's TCP pool (one per SSH/TCP endpoint)."""
+    RELEASE_PORTS = "release_ports"
+    """A workspace gives its pool ports back (suspend, delete)."""
+
+
+class CapacityMessage(ColonyModel):
+    """To a cluster's ledger (`capacity/<cluster>`, signal `capacity`): a workspace asks for GPUs,
+    gives them back, or a service says the cluster's GPUs changed (`capacity_changed`)."""
+
+    request_id: str
+    """This message's id (a repeat is ignored)."""
+    kind: CapacityMessageKind
+    request: CapacityRequest | None = None
+    """`request`: what is asked for."""
+    target: str = ""
+    """`release`: the capacity request id to release."""
+    holder: str = ""
+    """`ports`, `release_ports`: the workspace holding the ports."""
+    endpoints: list[str] = Field(default_factory=list)
+    """`ports`: the endpoints that need one port each."""
+    pool: list[int] = Field(default_factory=list)
+    """`ports`: the gateway's TCP listener ports."""
+    taken: list[int] = Field(default_factory=list)
+    """`ports`: ports routes Colony did not make already use."""
+    reply_to: str = ""
+    """The workflow id to answer (signal `capacity_answer`)."""
+    reason: str = ""
+
+
+class CapacityLedgerInput(ColonyModel):
+    cluster: str
+    kubeconfig: KubeconfigRef | None = None
+    """The cluster's kubeconfig Secret (default `kcm-system/<cluster>-kubeconfig`)."""
+    inventory_loaded: bool = False
+    state: dict[str, Any] | None = None
+    """The ledger's state when continuing as new (`CapacityLedgerState` as JSON)."""
+    book: dict[str, Any] | None = None
+    replies: dict[str, str] = Field(default_factory=dict)
+    """request id -> the workflow that asked, for later answers (admitted after waiting)."""
+    ports: dict[str, str] = Field(default_factory=dict)
+    """Gateway pool port (as a string) -> `<workspace>/<endpoint>` holding it."""
+
+
+class CapacityLedgerStatus(ColonyModel):
+    """The `status` query of a ledger: inventory, holders and queues."""
+
+    cluster: str
+    nodes: list[GpuNode] = Field(default_factory=list)
+    holders: list[GpuHolder] = Field(default_factory=list)
+    waiting: list[CapacityAnswer] = Field(default_factory=list)
+    free: dict[str, int] = Field(default_factory=dict)
+
+
+class PortsAnswer(ColonyModel):
+    """From a ledger to a workspace (signal `ports_answer`): its pool ports, by endpoint."""
+
+    request_id: str
+    ports: dict[str, int] = Field(default_factory=dict)
+    exhausted: list[str] = Field(default_factory=list)
+    """Endpoints left without a port: every listener of the pool is in use."""
+
+
+class GpuHoldersMessage(ColonyModel):
+    """From a ledger to its cluster's workflow (signal `gpu_holders`): which workspaces hold GPUs on
+    which nodes, so the cluster's validator can refuse a scale-down that would take them."""
+
+    request_id: str
+    holders: list[GpuHolder] = Field(default_factory=list)
+
+
+class PrerequisiteMessage(ColonyModel):
+    """To `prereq/<cluster>/<template>` (signal `prerequisite`): a workspace needs it installed."""
+
+    request_id: str
+    reply_to: str
+    namespace: str
+    values: dict[str, Any] = Field(default_factory=dict)
+
+
+class PrerequisiteInput(ColonyModel):
+    cluster: str
+    template: str
+    template_namespace: str
+    namespace: str
+    values: dict[str, Any] = Field(default_factory=dict)
+    deploy_timeout_seconds: int = 900
+    state: dict[str, Any] | None = None
+
+
+class PrerequisiteAnswer(ColonyModel):
+    """From a prerequisite's workflow to a workspace (signal `prerequisite_answer`)."""
+
+    request_id: str
+    template: str
+    phase: PrerequisitePhase
+    source: PrerequisiteSource | None = None
+    namespace: str = ""
+    message: str = ""
+
+
+class WorkspaceSignal(StrEnum):
+    """Signals a workspace's workflow takes."""
+
+    CAPACITY_ANSWER = "capacity_answer"
+    PORTS_ANSWER = "ports_answer"
+    PREREQUISITE_ANSWER = "prerequisite_answer"
+    DELETE_REQUESTED = "delete_requested"
+    REFRESH = "refresh"
+
+
+class DeleteRequested(ColonyModel):
+    """To a workspace (signal `delete_requested`): its cluster is being deleted (or a colony)."""
+
+    request_id: str
+    reason: str = ""
+
+
+class CatalogStatus(ColonyModel):
+    """The `classes` query of the catalog workflow."""
+
+    classes: list[WorkspaceClassSpec] = Field(default_factory=list)
+    unreadable: list[str] = Field(default_factory=list)
+    """Stored objects that are not valid classes (edited by hand), with why."""
+    seeded: list[str] = Field(default_factory=list)
+    """Classes of Colony's shipped catalog this workflow published."""
+
+
+CATALOG_WORKFLOW_ID = "catalog/workspace-classes"
+"""The one catalog workflow: `colonyctl class publish|list|get` address it."""
+
+
+class CatalogInput(ColonyModel):
+    """The catalog workflow's input: Colony's shipped classes to publish when absent (the worker
+    builds it from `catalog/`), and the state when continuing as new."""
+
+    seed: list[PublishWorkspaceClassRequest] = Field(default_factory=list)
+    classes: list[WorkspaceClassSpec] = Field(default_factory=list)
+    book: dict[str, Any] | None = None
+
+
+class AccessReport(ColonyModel):
+    """What the access step found, for status."""
+
+    entries: list[AccessEntry] = Field(default_factory=list)

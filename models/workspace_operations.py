@@ -1,0 +1,93 @@
+"""Operations on a workspace: the update payloads `colonyctl` (and the HTTP API) send, and how an
+operation is tracked by `WorkspaceWorkflow`'s entity engine (`workflows/engine.py`).
+
+Deploy is queued by the workflow itself when it starts; suspend, resume and delete come as updates
+(delete also as the `delete_requested` signal a cluster sends before it goes); `redeploy` is queued
+by the workflow when its GPUs were taken (a forced scale-down) and it must wait for new ones.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from models.base import ColonyModel
+from models.operations import OperationState
+
+
+class WorkspaceOperationKind(StrEnum):
+    DEPLOY = "deploy"
+    SUSPEND = "suspend"
+    RESUME = "resume"
+    REDEPLOY = "redeploy"
+    DELETE = "delete"
+
+
+class DeployWorkspaceRequest(ColonyModel):
+    """The workspace's first deployment (its spec is the workflow's input)."""
+
+    kind: Literal[WorkspaceOperationKind.DEPLOY] = WorkspaceOperationKind.DEPLOY
+
+
+class SuspendWorkspaceRequest(ColonyModel):
+    """Uninstall the release, keep the namespace, its volumes and the definition; free the GPUs."""
+
+    kind: Literal[WorkspaceOperationKind.SUSPEND] = WorkspaceOperationKind.SUSPEND
+
+
+class ResumeWorkspaceRequest(ColonyModel):
+    """Deploy a suspended workspace again, through GPU admission again."""
+
+    kind: Literal[WorkspaceOperationKind.RESUME] = WorkspaceOperationKind.RESUME
+
+
+class RedeployWorkspaceRequest(ColonyModel):
+    """Its GPUs were taken: wait for admission again, then install on the new placement."""
+
+    kind: Literal[WorkspaceOperationKind.REDEPLOY] = WorkspaceOperationKind.REDEPLOY
+    reason: str = ""
+
+
+class DeleteWorkspaceRequest(ColonyModel):
+    """Delete the workspace: routes, release, values Secret, namespace, GPUs. Final."""
+
+    kind: Literal[WorkspaceOperationKind.DELETE] = WorkspaceOperationKind.DELETE
+    reason: str = ""
+
+
+WorkspaceOperationRequest = Annotated[
+    DeployWorkspaceRequest
+    | SuspendWorkspaceRequest
+    | ResumeWorkspaceRequest
+    | RedeployWorkspaceRequest
+    | DeleteWorkspaceRequest,
+    Field(discriminator="kind"),
+]
+
+
+class WorkspaceOperation(ColonyModel):
+    """One accepted workspace operation: queued, running or finished."""
+
+    id: str
+    request: WorkspaceOperationRequest
+    state: OperationState = OperationState.QUEUED
+    reason: str = ""
+    submitted_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    update_id: str = ""
+
+    @property
+    def kind(self) -> WorkspaceOperationKind:
+        return self.request.kind
+
+
+class WorkspaceOperationAccepted(ColonyModel):
+    """What a workspace update returns: the operation's id and its place in the queue."""
+
+    operation_id: str
+    kind: WorkspaceOperationKind
+    position: int

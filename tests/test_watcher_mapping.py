@@ -1,0 +1,223 @@
+"""What the watcher sends for what it sees: signal, target workflow, request id (pure logic)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from models.signals import NodeEvent, NodeEventType, RefreshRequest, SignalName
+from watching.leader import micro_time
+from watching.mapping import (
+    Fingerprints,
+    kubeconfig_secret,
+    node_event,
+    node_fingerprint,
+    object_fingerprint,
+    object_refresh,
+    owner_workflow_id,
+    ready_status,
+    relist_refresh,
+)
+
+
+def obj(
+    name: str = "training",
+    *,
+    uid: str = "u-1",
+    rv: str = "42",
+    annotations: dict[str, str] | None = None,
+    status: dict[str, Any] | None = None,
+    generation: int = 1,
+    namespace: str = "kcm-system",
+) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": uid,
+            "resourceVersion": rv,
+            "generation": generation,
+            "annotations": annotations if annotations is not None else {},
+        },
+        "status": status or {},
+    }
+
+
+def node(
+    name: str = "h100-003",
+    *,
+    ready: str | None = "True",
+    unschedulable: bool = False,
+    rv: str = "7",
+) -> dict[str, Any]:
+    conditions = [{"type": "MemoryPressure", "status": "False"}]
+    if ready is not None:
+        conditions.append({"type": "Ready", "status": ready, "lastHeartbeatTime": "t1"})
+    return {
+        "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": rv},
+        "spec": {"unschedulable": True} if unschedulable else {},
+        "status": {"conditions": conditions},
+    }
+
+
+OWNED = {"colony.dev/workflow-id": "cluster/acme/training"}
+
+
+@pytest.mark.parametrize(
+    ("kind", "annotations", "expected"),
+    [
+        pytest.param(
+            "ClusterDeployment",
+            OWNED,
+            ("cluster/acme/training", "ClusterDeployment/u-1/42"),
+            id="cluster-deployment",
+        ),
+        pytest.param(
+            "ServiceSet",
+            {"colony.dev/workflow-id": "workspace/notebook"},
+            ("workspace/notebook", "ServiceSet/u-1/42"),
+            id="service-set",
+        ),
+        pytest.param(
+            "ConfigMap",
+            {"colony.dev/workflow-id": "colony/lab"},
+            ("colony/lab", "ConfigMap/u-1/42"),
+            id="any-annotated-kind",
+        ),
+        pytest.param("ClusterDeployment", {}, None, id="not-ours"),
+        pytest.param("ClusterDeployment", {"colony.dev/workflow-id": ""}, None, id="empty-owner"),
+    ],
+)
+def test_owned_object_changes_become_refresh(
+    kind: str, annotations: dict[str, str], expected: tuple[str, str] | None
+) -> None:
+    signal = object_refresh(kind, obj(annotations=annotations))
+    if expected is None:
+        assert signal is None
+        return
+    assert signal is not None
+    assert (signal.workflow_id, signal.request_id) == expected
+    assert signal.name is SignalName.REFRESH
+    assert isinstance(signal.payload, RefreshRequest)
+    assert kind in signal.payload.reason
+
+
+def test_the_workflow_id_is_taken_verbatim() -> None:
+    # The label holds a label-safe form ("cluster.acme.training"); the annotation the real id.
+    cd = obj(annotations=OWNED)
+    cd["metadata"]["labels"] = {"colony.dev/workflow-id": "cluster.acme.training"}
+    assert owner_workflow_id(cd) == "cluster/acme/training"
+
+
+@pytest.mark.parametrize(
+    ("event_type", "ready", "unschedulable", "expected_ready"),
+    [
+        pytest.param("ADDED", "True", False, "True", id="added-ready"),
+        pytest.param("MODIFIED", "False", False, "False", id="not-ready"),
+        pytest.param("MODIFIED", "Unknown", True, "Unknown", id="kubelet-stopped-cordoned"),
+        pytest.param("MODIFIED", None, False, "Unknown", id="no-ready-condition"),
+        pytest.param("DELETED", "True", False, "True", id="deleted"),
+    ],
+)
+def test_node_changes_become_node_event(
+    event_type: str, ready: str | None, unschedulable: bool, expected_ready: str
+) -> None:
+    signal = node_event(
+        "acme-training",
+        "cluster/acme/training",
+        event_type,
+        node(ready=ready, unschedulable=unschedulable),
+    )
+    assert signal.workflow_id == "cluster/acme/training"
+    assert signal.name is SignalName.NODE_EVENT
+    payload = signal.payload
+    assert isinstance(payload, NodeEvent)
+    assert payload == NodeEvent(
+        request_id="node/acme-training/uid-h100-003/7",
+        node="h100-003",
+        type=NodeEventType(event_type),
+        ready_status=expected_ready,
+        unschedulable=unschedulable,
+        resource_version="7",
+    )
+    # The payload is what the workflow's signal contract reads (camelCase on the wire).
+    wire = payload.model_dump(by_alias=True, mode="json")
+    assert wire["requestId"] == "node/acme-training/uid-h100-003/7"
+    assert wire["readyStatus"] == expected_ready
+
+
+def test_relist_refresh_ids_name_the_stream_and_the_list() -> None:
+    signal = relist_refresh("cluster/x", "nodes.kcm-system.x", "991")
+    assert signal.request_id == "relist/nodes.kcm-system.x/991"
+    assert signal.name is SignalName.REFRESH
+
+
+def test_same_event_twice_has_the_same_request_id() -> None:
+    # A restarted watcher, a relist or a second watcher during a handover send the same id.
+    first = node_event("c", "cluster/c", "MODIFIED", node(rv="9"))
+    again = node_event("c", "cluster/c", "MODIFIED", node(rv="9"))
+    later = node_event("c", "cluster/c", "MODIFIED", node(rv="10"))
+    assert first.request_id == again.request_id != later.request_id
+
+
+def test_heartbeats_are_not_worth_a_signal() -> None:
+    seen = Fingerprints()
+    ready = node(rv="1")
+    heartbeat = node(rv="2")
+    heartbeat["status"]["conditions"][1]["lastHeartbeatTime"] = "t2"
+    assert seen.changed("ADDED", "n", node_fingerprint(ready))
+    assert not seen.changed("MODIFIED", "n", node_fingerprint(heartbeat))
+    assert seen.changed("MODIFIED", "n", node_fingerprint(node(ready="False", rv="3")))
+    assert seen.changed("MODIFIED", "n", node_fingerprint(node(ready="False", unschedulable=True)))
+    assert seen.changed("DELETED", "n", node_fingerprint(node()))
+    assert "n" not in seen.known()
+
+
+@pytest.mark.parametrize(
+    ("change", "worth"),
+    [
+        pytest.param(
+            {"status": {"conditions": [{"type": "Ready", "status": "True", "message": "later"}]}},
+            False,
+            id="message-only",
+        ),
+        pytest.param(
+            {
+                "status": {
+                    "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "x"}]
+                }
+            },
+            False,
+            id="time-only",
+        ),
+        pytest.param(
+            {"status": {"conditions": [{"type": "Ready", "status": "False"}]}},
+            True,
+            id="condition-status",
+        ),
+        pytest.param({"generation": 2}, True, id="spec-changed"),
+    ],
+)
+def test_owned_objects_are_signalled_when_what_matters_changes(
+    change: dict[str, Any], worth: bool
+) -> None:
+    base = obj(status={"conditions": [{"type": "Ready", "status": "True", "message": "first"}]})
+    changed = obj(
+        status=change.get("status", base["status"]), generation=change.get("generation", 1)
+    )
+    seen = Fingerprints()
+    assert seen.changed("ADDED", "u-1", object_fingerprint(base))
+    assert seen.changed("MODIFIED", "u-1", object_fingerprint(changed)) is worth
+
+
+def test_ready_status_and_kubeconfig_secret() -> None:
+    assert ready_status(node(ready="False")) == "False"
+    assert ready_status({"metadata": {}}) == "Unknown"
+    assert kubeconfig_secret(obj("acme-training")) == ("kcm-system", "acme-training-kubeconfig")
+
+
+def test_lease_times_are_micro_times() -> None:
+    from datetime import UTC, datetime
+
+    assert micro_time(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)) == "2026-01-02T03:04:05.000000Z"

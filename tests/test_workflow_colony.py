@@ -1,0 +1,186 @@
+"""ColonyWorkflow on the time-skipping server: real child `ClusterWorkflow`s over the stand-in
+world of `tests/cluster_world.py`, real signals between them (cluster reports, deletes).
+
+A colony of three entries (Colony's form with a GPU pool, an exalsius entry given as a raw
+ClusterDeployment spec, and one whose template is missing): the failing cluster does not hold back
+the others and the colony is Degraded; the GPU inventory follows the clusters' reports; the
+kubeconfigs Secret lists the ready clusters; re-applying a manifest without an entry deletes that
+cluster; deleting the colony deletes every cluster and the Secret.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from temporalio import activity
+from temporalio.client import WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from activities.temporal import TemporalActivities
+from models.capacity import gpu_node
+from models.colony import (
+    ApplyColonyRequest,
+    ColonyPhase,
+    ColonyStatus,
+    ColonyWorkflowInput,
+    DeleteColonyRequest,
+    colony_workflow_id,
+)
+from models.manifests import ColonySpec
+from models.workspace_api import (
+    ListWorkflowsRequest,
+    ListWorkflowsResult,
+    ReadGpuInventoryRequest,
+    ReadGpuInventoryResult,
+    WorkspaceActivity,
+)
+from tests.cluster_world import FakeColony, registered
+from tests.helpers import eventually, unique
+from workflows.cluster import ClusterWorkflow
+from workflows.colony import ColonyWorkflow
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+async def env(time_env: WorkflowEnvironment) -> WorkflowEnvironment:
+    return await registered(time_env)
+
+
+class ColonyWorld:
+    """What a colony needs beyond the cluster fake: GPU inventories and its kubeconfigs Secret."""
+
+    def __init__(self, colony: FakeColony) -> None:
+        self.colony = colony
+        self.secrets = colony.secrets
+
+    @activity.defn(name=WorkspaceActivity.READ_GPU_INVENTORY)
+    async def read_gpu_inventory(self, request: ReadGpuInventoryRequest) -> ReadGpuInventoryResult:
+        cluster = request.kubeconfig.secret_name.removesuffix("-kubeconfig")
+        owner = f"cluster/{cluster}/"
+        nodes = [
+            gpu_node(name, {"exalsius.ai/gpu-model": "h100"}, {"nvidia.com/gpu": 8})
+            for name, node in self.colony.nodes.items()
+            if name.startswith("h100")
+            and self.colony.owners.get(node.host_id, "").startswith(owner)
+        ]
+        return ReadGpuInventoryResult(nodes=nodes)
+
+    @activity.defn(name=WorkspaceActivity.LIST_WORKFLOWS)
+    async def list_workflows(self, request: ListWorkflowsRequest) -> ListWorkflowsResult:
+        return ListWorkflowsResult(workflow_ids=[])  # no workspaces in these clusters
+
+    def activities(self) -> list[Callable[..., Any]]:
+        return [self.read_gpu_inventory, self.list_workflows]
+
+
+def manifest(name: str, *entries: dict[str, Any]) -> ColonySpec:
+    return ColonySpec.model_validate({"name": name, "colonyClusters": list(entries)})
+
+
+POOLS = {
+    "clusterName": "west",
+    "locationId": "fra",
+    "nodePools": [{"name": "gpu", "sku": {"gpuModelId": "h100"}, "count": 1}],
+    "clusterLabels": {"team": "ml"},
+}
+RAW = {
+    "clusterName": "lab",
+    "clusterDeploymentSpec": {
+        "template": "docker-hosted-cp-1-0-0",
+        "credential": "docker-stub-credential",
+        "config": {"workersNumber": 2},
+    },
+}
+BROKEN = {
+    "clusterName": "broken",
+    "clusterDeploymentSpec": {"template": "no-such-template-1-0-0", "credential": "c"},
+}
+
+
+async def colony_status(handle: WorkflowHandle[Any, Any]) -> ColonyStatus:
+    status: ColonyStatus = await handle.query(ColonyWorkflow.status)
+    return status
+
+
+async def test_a_colony_runs_its_clusters_follows_them_and_deletes_them(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    fake = FakeColony(missing_templates={"no-such-template-1-0-0"})
+    extra = ColonyWorld(fake)
+    temporal = TemporalActivities(env.client, task_queue)
+    stand_ins = [
+        a
+        for a in fake.activities()
+        if a.__name__ not in ("signal_workflow", "list_workflows", "await_workflows_closed")
+    ]
+    async with Worker(
+        env.client,
+        task_queue=task_queue,
+        workflows=[ColonyWorkflow, ClusterWorkflow],
+        activities=[
+            *stand_ins,
+            *extra.activities(),
+            temporal.signal_workflow,
+            temporal.await_workflows_closed,
+        ],
+    ):
+        name = unique("fleet")
+        handle = await env.client.start_workflow(
+            ColonyWorkflow.run,
+            ColonyWorkflowInput(spec=manifest(name, POOLS, RAW, BROKEN)),
+            id=colony_workflow_id(name),
+            task_queue=task_queue,
+        )
+
+        def settled(status: ColonyStatus) -> bool:
+            phases = {c.entry: c.phase for c in status.clusters}
+            return phases == {"west": "ready", "lab": "ready", "broken": "failed"} and any(
+                c.gpus for c in status.clusters
+            )
+
+        status = await eventually(lambda: colony_status(handle), until=settled, what="settled")
+        # One cluster's failure holds back no other; the colony says so.
+        assert status.phase is ColonyPhase.DEGRADED
+        assert (status.ready_clusters, status.total_clusters) == (2, 3)
+        (condition,) = status.conditions
+        assert (condition.type, condition.status, condition.reason) == (
+            "ClustersReady",
+            "False",
+            "ClusterFailed",
+        )
+        assert "not found" in condition.message
+        west = next(c for c in status.clusters if c.entry == "west")
+        assert west.cluster == f"{name}-west"
+        assert [(g.model, g.total, g.nodes) for g in west.gpus] == [("h100", 8, 1)]
+        assert west.gpus[0].node_selector == {"exalsius.ai/gpu-model": "h100"}
+        # The raw entry was created as written; the Colony entry carries its labels.
+        assert fake.deployments[f"{name}-lab"]["owner"]
+        assert extra.secrets[f"{name}-kubeconfigs"] == {
+            f"{name}-lab": f"kcm-system/{name}-lab-kubeconfig",
+            f"{name}-west": f"kcm-system/{name}-west-kubeconfig",
+        }
+
+        # Re-applied without the failed entry: that cluster is deleted, the others stay.
+        await handle.execute_update(
+            ColonyWorkflow.apply, ApplyColonyRequest(spec=manifest(name, POOLS, RAW))
+        )
+        trimmed = await eventually(
+            lambda: colony_status(handle),
+            until=lambda s: s.total_clusters == 2 and s.phase is ColonyPhase.READY,
+            what="broken entry removed",
+        )
+        assert {c.entry for c in trimmed.clusters} == {"west", "lab"}
+
+        # Deleting the colony deletes every cluster, then the Secret.
+        await handle.execute_update(ColonyWorkflow.delete, DeleteColonyRequest())
+        final: ColonyStatus = await handle.result()
+        assert final.phase is ColonyPhase.DELETED
+        assert f"{name}-kubeconfigs" not in extra.secrets
+        for cluster in ("west", "lab", "broken"):
+            described = await env.client.get_workflow_handle(f"cluster/{name}-{cluster}").describe()
+            assert described.status.name == "COMPLETED", cluster
+        assert fake.held() == []

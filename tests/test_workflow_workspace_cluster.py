@@ -1,0 +1,160 @@
+"""A cluster and its workspaces together on the time-skipping server: the cluster's validators see
+which workspaces hold GPUs (reported by the cluster's GPU ledger), a scale-down takes free nodes
+first and is refused when it would take held GPUs, `force` lets it through and the workspace goes
+back to waiting, and deleting the cluster deletes its workspaces first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from temporalio import activity
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import WorkflowEnvironment
+
+from models.cluster import ClusterPhase
+from models.operations import (
+    DeleteClusterRequest,
+    DeleteNodePoolRequest,
+    DeleteNodeRequest,
+    OperationState,
+    ScaleNodePoolRequest,
+)
+from models.workspace import WorkspacePhase
+from models.workspace_api import (
+    ListWorkflowsRequest,
+    ListWorkflowsResult,
+    ReadGpuInventoryRequest,
+    ReadGpuInventoryResult,
+    WorkspaceActivity,
+)
+from tests.cluster_world import CPU, FakeColony, op_of, pool, pool_of, registered, start
+from tests.helpers import eventually, unique
+from tests.test_workflow_workspace import CATALOG, deploy, notebook, phase_is, until
+from tests.workspace_world import STARTED, FakeWorkspaceWorld, h100_node, workspace_worker
+from workflows.cluster import ClusterWorkflow
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+async def env(time_env: WorkflowEnvironment) -> WorkflowEnvironment:
+    return await registered(time_env)
+
+
+class LinkedWorld(FakeWorkspaceWorld):
+    """The workspace world over the cluster fake's nodes: GPUs come and go with the cluster."""
+
+    colony: FakeColony | None = None
+
+    @activity.defn(name=WorkspaceActivity.READ_GPU_INVENTORY)
+    async def read_gpu_inventory(self, request: ReadGpuInventoryRequest) -> ReadGpuInventoryResult:
+        assert self.colony is not None
+        nodes = [
+            h100_node(name) for name, node in self.colony.nodes.items() if name.startswith("h100")
+        ]
+        return ReadGpuInventoryResult(nodes=nodes)
+
+    @activity.defn(name=WorkspaceActivity.LIST_WORKFLOWS)
+    async def list_workflows(self, request: ListWorkflowsRequest) -> ListWorkflowsResult:
+        return ListWorkflowsResult(workflow_ids=[w for w in STARTED if w.startswith("workspace/")])
+
+
+def without(activities: list[Callable[..., Any]], *names: str) -> list[Callable[..., Any]]:
+    # The stand-ins' methods are named after their activities.
+    return [a for a in activities if a.__name__ not in names]
+
+
+async def refusal(handle: Any, update: Any, request: Any) -> str:
+    with pytest.raises(WorkflowUpdateFailedError) as caught:
+        await handle.execute_update(update, request)
+    cause = caught.value.cause
+    assert isinstance(cause, ApplicationError)
+    return cause.message
+
+
+async def test_held_gpus_guard_scale_downs_and_a_cluster_delete_deletes_its_workspaces(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    colony = FakeColony()
+    world = LinkedWorld(
+        classes={c.name: c for c in CATALOG.classes},
+        templates={t.name for t in CATALOG.service_templates},
+    )
+    world.colony = colony
+    cluster_activities = without(
+        colony.activities(), "signal_workflow", "list_workflows", "await_workflows_closed"
+    )
+    workspace_activities = without(
+        world.activities(), "await_cluster_deployment", "read_gpu_inventory", "list_workflows"
+    )
+    async with workspace_worker(
+        env,
+        task_queue,
+        FakeWorkspaceWorld(),
+        extra_activities=[
+            *cluster_activities,
+            *workspace_activities,
+            world.read_gpu_inventory,
+            world.list_workflows,
+        ],
+        cluster=True,
+        include_world=False,
+    ):
+        run = await start(env, task_queue, colony, pool("gpu", 2), pool("sys", 1, CPU))
+        ready = await run.ready()
+        world.ready_clusters.add(run.name)
+        gpu_nodes = sorted(node.name for node in pool_of(ready, "gpu").nodes)
+
+        workspace = await deploy(env, task_queue, notebook(unique("nb"), run.name, gpus=8))
+        running = await until(workspace, phase_is(WorkspacePhase.RUNNING), "running")
+        assert running.admission is not None
+        (held,) = {p.node for p in running.admission.placements}
+        free = next(n for n in gpu_nodes if n != held)
+
+        # The ledger reports its holders to the cluster: deleting the held node is refused.
+        async def refused_delete() -> str | None:
+            try:
+                return await refusal(
+                    run.handle, ClusterWorkflow.delete_node, DeleteNodeRequest(node=held)
+                )
+            except AssertionError:
+                return None
+
+        message = await eventually(refused_delete, what="the holders reached the cluster")
+        assert message is not None
+        assert running.name in message
+        assert "would take GPUs from running workspaces" in message
+        pool_message = await refusal(
+            run.handle, ClusterWorkflow.delete_node_pool, DeleteNodePoolRequest(pool="gpu")
+        )
+        assert running.name in pool_message
+
+        # A scale-down takes the free node, not the held one.
+        down = await run.handle.execute_update(
+            ClusterWorkflow.scale_node_pool, ScaleNodePoolRequest(pool="gpu", count=1)
+        )
+        done = await run.finished(down)
+        assert op_of(done, down.operation_id).state is OperationState.SUCCEEDED
+        assert [n.name for n in pool_of(done, "gpu").nodes] == [held]
+        assert free not in colony.nodes
+
+        # Forced: the pool goes, and the workspace goes back to waiting for GPUs.
+        forced = await run.handle.execute_update(
+            ClusterWorkflow.delete_node_pool, DeleteNodePoolRequest(pool="gpu", force=True)
+        )
+        await run.finished(forced)
+        waiting = await until(workspace, phase_is(WorkspacePhase.WAITING), "back to waiting")
+        feasible = next(c for c in waiting.conditions if c.type == "Feasible")
+        assert feasible.reason in ("GpuCapacityLost", "WaitingForGpuCapacity")
+
+        # Deleting the cluster deletes its workspaces first.
+        await run.handle.execute_update(ClusterWorkflow.delete_cluster, DeleteClusterRequest())
+        final = await run.handle.result()
+        assert final.phase is ClusterPhase.DELETED
+        gone = await workspace.result()
+        assert gone.phase is WorkspacePhase.DELETED
+        assert colony.held() == []

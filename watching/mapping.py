@@ -1,0 +1,186 @@
+"""What a watch event becomes: the signal, its target workflow and its request id (pure, no IO).
+
+Called by `watching.service` for every event of every stream; unit-tested on its own
+(`tests/test_watcher_mapping.py`).
+
+Request ids make every signal idempotent (a workflow ignores an id it has seen), and they are built
+from what identifies one state of one object, so a watcher that sends the same event twice (after a
+restart, a relist, or a second watcher during a handover) costs nothing:
+
+- an object Colony owns changed (ClusterDeployment, ServiceSet, any object annotated
+  `colony.dev/workflow-id`): `refresh`, request id `<Kind>/<uid>/<resourceVersion>`;
+- a Node of a child cluster changed: `node_event`, request id `node/<cluster>/<uid>/<resourceVersion>`;
+- a stream was relisted (410 Gone: events may have been missed): `refresh`, request id
+  `relist/<stream>/<resourceVersion of the list>`.
+
+Not every event is worth a signal, since each one is an event in the workflow's history: a Node
+is signalled when what the workflow records changes (Ready, unschedulable, added, deleted), not on
+every status heartbeat; an owned object when its generation, deletion or status changes, not when
+only timestamps or messages move (`Fingerprints`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from models.signals import NodeEvent, NodeEventType, RefreshRequest, SignalName
+
+WORKFLOW_ID_ANNOTATION = "colony.dev/workflow-id"
+"""The owning workflow's id, verbatim (labels cannot hold "/"); Colony sets it on what it creates."""
+CLUSTER_LABEL = "colony.dev/cluster"
+"""ClusterDeployments Colony created carry it (the cluster's name)."""
+WORKSPACE_LABEL = "colony.dev/workspace"
+"""ServiceSets Colony created carry it (the workspace's name)."""
+KUBECONFIG_SECRET_SUFFIX = "-kubeconfig"
+KUBECONFIG_KEY = "value"
+"""k0rdent writes a child cluster's kubeconfig to Secret `<ClusterDeployment>-kubeconfig`, key
+`value`, in the ClusterDeployment's namespace."""
+
+_VOLATILE_KEYS = frozenset(
+    {
+        "lastTransitionTime",
+        "lastUpdateTime",
+        "lastHeartbeatTime",
+        "lastProbeTime",
+        "message",
+        "observedGeneration",
+    }
+)
+"""Status keys whose change alone says nothing a workflow acts on (KCM rewrites messages with
+counters and times on every reconcile)."""
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One signal to send: to `workflow_id`, named `name`, carrying `payload`."""
+
+    workflow_id: str
+    name: SignalName
+    payload: RefreshRequest | NodeEvent
+
+    @property
+    def request_id(self) -> str:
+        return self.payload.request_id
+
+
+def _meta(obj: Obj) -> Obj:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def owner_workflow_id(obj: Obj) -> str | None:
+    """The workflow that owns `obj` (its `colony.dev/workflow-id` annotation), if any."""
+    annotations = _meta(obj).get("annotations") or {}
+    owner = annotations.get(WORKFLOW_ID_ANNOTATION) if isinstance(annotations, dict) else None
+    return str(owner) if owner else None
+
+
+def object_refresh(kind: str, obj: Obj) -> Signal | None:
+    """`refresh` for an owned object's change; None when nothing owns it."""
+    workflow_id = owner_workflow_id(obj)
+    if workflow_id is None:
+        return None
+    meta = _meta(obj)
+    request_id = f"{kind}/{meta.get('uid', '')}/{meta.get('resourceVersion', '')}"
+    return Signal(
+        workflow_id,
+        SignalName.REFRESH,
+        RefreshRequest(
+            request_id=request_id, reason=f"watcher: {kind} {meta.get('name', '')} changed"
+        ),
+    )
+
+
+def relist_refresh(workflow_id: str, stream: str, list_version: str) -> Signal:
+    """`refresh` after a relist: events may have been missed (deletions above all)."""
+    return Signal(
+        workflow_id,
+        SignalName.REFRESH,
+        RefreshRequest(
+            request_id=f"relist/{stream}/{list_version}",
+            reason=f"watcher: {stream} relisted, events may have been missed",
+        ),
+    )
+
+
+def ready_status(node: Obj) -> str:
+    """The Node's Ready condition status ("True", "False", "Unknown"); "Unknown" without one."""
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if isinstance(condition, dict) and condition.get("type") == "Ready":
+            return str(condition.get("status") or "Unknown")
+    return "Unknown"
+
+
+def node_event(cluster: str, workflow_id: str, event_type: str, node: Obj) -> Signal:
+    """`node_event` for a Node of `cluster` (the ClusterDeployment's name)."""
+    meta = _meta(node)
+    version = str(meta.get("resourceVersion", ""))
+    return Signal(
+        workflow_id,
+        SignalName.NODE_EVENT,
+        NodeEvent(
+            request_id=f"node/{cluster}/{meta.get('uid', '')}/{version}",
+            node=str(meta.get("name", "")),
+            type=NodeEventType(event_type),
+            ready_status=ready_status(node),
+            unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
+            resource_version=version,
+        ),
+    )
+
+
+def node_fingerprint(node: Obj) -> tuple[str, bool]:
+    """What the workflow records of a Node: its readiness and whether it is cordoned."""
+    return ready_status(node), bool((node.get("spec") or {}).get("unschedulable"))
+
+
+def _stable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _stable(v) for k, v in value.items() if k not in _VOLATILE_KEYS}
+    if isinstance(value, list):
+        return [_stable(v) for v in value]
+    return value
+
+
+def object_fingerprint(obj: Obj) -> str:
+    """An owned object's generation, deletion and status without times and messages."""
+    meta = _meta(obj)
+    return json.dumps(
+        [meta.get("generation"), bool(meta.get("deletionTimestamp")), _stable(obj.get("status"))],
+        sort_keys=True,
+        default=str,
+    )
+
+
+class Fingerprints:
+    """The last signalled fingerprint of each object of one stream, to skip events that change
+    nothing a workflow acts on. Empty after a restart: the first event of each object is sent."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, Any] = {}
+
+    def changed(self, event_type: str, uid: str, fingerprint: Any) -> bool:
+        """True when the event is worth a signal (and remember it as signalled)."""
+        if event_type == "DELETED":
+            self._seen.pop(uid, None)
+            return True
+        if uid in self._seen and self._seen[uid] == fingerprint:
+            return False
+        self._seen[uid] = fingerprint
+        return True
+
+    def forget(self, uid: str) -> None:
+        self._seen.pop(uid, None)
+
+    def known(self) -> set[str]:
+        return set(self._seen)
+
+
+def kubeconfig_secret(cluster_deployment: Obj) -> tuple[str, str]:
+    """(namespace, name) of the Secret holding a ClusterDeployment's child kubeconfig."""
+    meta = _meta(cluster_deployment)
+    return str(meta.get("namespace", "")), f"{meta.get('name', '')}{KUBECONFIG_SECRET_SUFFIX}"

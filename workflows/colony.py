@@ -1,0 +1,404 @@
+"""`ColonyWorkflow`: a group of clusters, id `colony/<name>` (the exalsius Colony, as a workflow).
+
+Built on the entity engine: `apply` (queued at start with the manifest, and again whenever a
+changed manifest is applied) and `delete` run one at a time; delete jumps the queue.
+
+- Apply runs one cluster entity per entry: a `ClusterWorkflow` for `<colony>-<clusterName>`,
+  started as a child whose parent-close policy is ABANDON (a cluster outlives a colony's run and
+  continue-as-new, and a re-applied colony adopts the clusters that run already). An entry no
+  longer in the manifest is deleted (signal `delete_requested`: its workspaces first). One
+  cluster's failure does not hold back the others.
+- Each cluster reports where it stands after every operation (signal `cluster_report`); the colony
+  then reads that cluster's GPU inventory (an activity), so the inventory follows node pool
+  changes, not a timer. Phase: Provisioning until every cluster is ready, Ready, Degraded when one
+  failed; condition ClustersReady.
+- The Secret `<colony>-kubeconfigs` on the management cluster lists, per ready cluster, its
+  kubeconfig Secret (as the exalsius operator keeps one per colony).
+- Delete asks every cluster to delete itself, waits until their workflows have ended, removes the
+  kubeconfigs Secret, and ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.workflow import ParentClosePolicy
+
+from workflows.activity_calls import WRITE_COLONY_KUBECONFIGS
+from workflows.cluster import ClusterWorkflow
+from workflows.engine import (
+    EntityEngine,
+    Interruption,
+    is_failure,
+    reason_of,
+    upsert_search_attributes,
+)
+from workflows.search_attributes import COLONY_KIND, COLONY_NAME, COLONY_PHASE
+from workflows.workspace_calls import AWAIT_WORKFLOWS_CLOSED, READ_GPU_INVENTORY, SIGNAL_WORKFLOW
+
+with workflow.unsafe.imports_passed_through():
+    from models.activity_api import KubeconfigRef
+    from models.cluster import (
+        DEFAULT_NAMESPACE,
+        ClusterWorkflowInput,
+        cluster_workflow_id,
+        kubeconfig_secret_name,
+    )
+    from models.colony import (
+        ApplyColonyRequest,
+        ClusterReport,
+        ColonyClusterStatus,
+        ColonyCondition,
+        ColonyOperation,
+        ColonyOperationAccepted,
+        ColonyPhase,
+        ColonyState,
+        ColonyStatus,
+        ColonyWorkflowInput,
+        DeleteColonyRequest,
+        GpuOffering,
+        WriteColonyKubeconfigsRequest,
+        colony_kubeconfigs_secret,
+    )
+    from models.errors import rejected
+    from models.workspace_api import (
+        AwaitWorkflowsClosedRequest,
+        DeleteRequested,
+        ReadGpuInventoryRequest,
+        SignalWorkflowRequest,
+    )
+
+KIND = "colony"
+DELETE_DEADLINE = timedelta(hours=1)
+"""How long a colony's delete waits for its clusters (and their workspaces) to be gone."""
+
+
+@workflow.defn
+class ColonyWorkflow:
+    """A colony of clusters (see the module docstring)."""
+
+    @workflow.init
+    def __init__(self, input: ColonyWorkflowInput) -> None:
+        self._state = input.state or ColonyState(spec=input.spec)
+        self._stale: set[str] = set()
+        self._engine: EntityEngine[ColonyOperation] = EntityEngine(
+            self._state.book, self._state.queue, self._state.completed, headline=self._headline
+        )
+        if input.state is None:
+            self._engine.enqueue(
+                lambda op_id: ColonyOperation(id=op_id, request=ApplyColonyRequest(spec=input.spec))
+            )
+
+    @property
+    def _name(self) -> str:
+        return self._state.spec.name
+
+    @workflow.run
+    async def run(self, input: ColonyWorkflowInput) -> ColonyStatus:
+        """Apply and delete, and between them follow the clusters' reports."""
+        self._upsert()
+        while True:
+            await self._engine.run_until(
+                lambda: self._state.phase is ColonyPhase.DELETED or bool(self._stale),
+                self._execute,
+                continue_as_new=lambda: workflow.continue_as_new(
+                    ColonyWorkflowInput(spec=self._state.spec, state=self._state)
+                ),
+                on_workflow_cancel=lambda running: False,
+            )
+            if self._state.phase is ColonyPhase.DELETED:
+                break
+            await self._follow_reports()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return self.status()
+
+    async def _execute(self, operation: ColonyOperation) -> None:
+        request = operation.request
+        if isinstance(request, DeleteColonyRequest):
+            await self._delete()
+        else:
+            await self._apply(request)
+
+    # --- Apply -----------------------------------------------------------------------------------
+
+    async def _apply(self, request: ApplyColonyRequest) -> None:
+        state = self._state
+        if request.spec.name != self._name:
+            raise rejected(f"this is colony '{self._name}', not '{request.spec.name}'")
+        state.spec = request.spec
+        wanted = {entry.cluster_name: entry for entry in request.spec.colony_clusters}
+        known = {cluster.entry: cluster for cluster in state.clusters}
+        for entry_name, entry in wanted.items():
+            if entry_name in known:
+                continue
+            spec = entry.to_cluster_spec(self._name)
+            # Running already (a re-applied colony): adopted.
+            with contextlib.suppress(WorkflowAlreadyStartedError):
+                await workflow.start_child_workflow(
+                    ClusterWorkflow.run,
+                    ClusterWorkflowInput(spec=spec),
+                    id=cluster_workflow_id(spec.name),
+                    parent_close_policy=ParentClosePolicy.ABANDON,
+                    static_summary=f"cluster {spec.name} of colony {self._name}",
+                )
+            state.clusters.append(ColonyClusterStatus(entry=entry_name, cluster=spec.name))
+        for entry_name, cluster in known.items():
+            if entry_name not in wanted:
+                await self._ask_delete(cluster.cluster, "it left the colony's manifest")
+                cluster.phase = "deleting"
+        self._update_phase()
+
+    async def _ask_delete(self, cluster: str, reason: str) -> None:
+        await SIGNAL_WORKFLOW(
+            SignalWorkflowRequest(
+                workflow_id=cluster_workflow_id(cluster),
+                signal="delete_requested",
+                payload=DeleteRequested(
+                    request_id=f"{workflow.info().workflow_id}/delete/{cluster}", reason=reason
+                ).model_dump(mode="json"),
+            )
+        )
+
+    # --- Reports ---------------------------------------------------------------------------------
+
+    @workflow.signal(name="cluster_report")
+    def cluster_report(self, report: ClusterReport) -> None:
+        """A cluster of the colony reports where it stands (after each of its operations)."""
+        if not self._engine.request_ids.first_time(report.request_id):
+            return
+        for cluster in self._state.clusters:
+            if cluster.cluster == report.cluster:
+                cluster.phase = report.phase
+                cluster.reason = report.reason
+                cluster.nodes = report.nodes
+                cluster.ready_nodes = report.ready_nodes
+                self._stale.add(cluster.cluster)
+        self._update_phase()
+
+    async def _follow_reports(self) -> None:
+        """Read the GPUs of the clusters that reported, and rewrite the kubeconfigs Secret."""
+        stale, self._stale = self._stale, set()
+        for cluster in self._state.clusters:
+            if cluster.cluster not in stale:
+                continue
+            if cluster.phase == "deleted":
+                self._state.clusters.remove(cluster)
+                continue
+            if cluster.phase != "ready":
+                continue
+            cluster.gpus = await self._gpus(cluster.cluster)
+        await self._write_kubeconfigs()
+        self._update_phase()
+
+    async def _gpus(self, cluster: str) -> list[GpuOffering]:
+        try:
+            inventory = await READ_GPU_INVENTORY(
+                ReadGpuInventoryRequest(
+                    kubeconfig=KubeconfigRef(
+                        namespace=DEFAULT_NAMESPACE, secret_name=kubeconfig_secret_name(cluster)
+                    )
+                )
+            )
+        except Exception as error:
+            if not is_failure(error):
+                raise
+            workflow.logger.warning("GPUs of %s not read: %s", cluster, reason_of(error))
+            return []
+        offerings: dict[str, GpuOffering] = {}
+        for node in inventory.nodes:
+            if node.allocatable <= 0:
+                continue
+            model = node.model or "unknown"
+            offering = offerings.setdefault(
+                model,
+                GpuOffering(
+                    model=model,
+                    vendor=node.vendor.value if node.vendor else "",
+                    resource_name=node.resource_name,
+                    node_selector={"exalsius.ai/gpu-model": model} if node.model else {},
+                ),
+            )
+            offering.total += node.allocatable
+            offering.nodes += 1
+        return sorted(offerings.values(), key=lambda o: o.model)
+
+    async def _write_kubeconfigs(self) -> None:
+        ready = sorted(c.cluster for c in self._state.clusters if c.phase == "ready")
+        if ready == self._state.secret_written_for:
+            return
+        await WRITE_COLONY_KUBECONFIGS(
+            WriteColonyKubeconfigsRequest(
+                namespace=DEFAULT_NAMESPACE,
+                name=colony_kubeconfigs_secret(self._name),
+                colony=self._name,
+                clusters={
+                    name: f"{DEFAULT_NAMESPACE}/{kubeconfig_secret_name(name)}" for name in ready
+                },
+            )
+        )
+        self._state.secret_written_for = ready
+
+    # --- Delete ----------------------------------------------------------------------------------
+
+    async def _delete(self) -> None:
+        state = self._state
+        self._set_phase(ColonyPhase.DELETING)
+        clusters = [c.cluster for c in state.clusters]
+        await asyncio.gather(
+            *(
+                self._ask_delete(name, f"colony '{self._name}' is being deleted")
+                for name in clusters
+            )
+        )
+        if clusters:
+            left = await AWAIT_WORKFLOWS_CLOSED(
+                AwaitWorkflowsClosedRequest(
+                    workflow_ids=[cluster_workflow_id(name) for name in clusters],
+                    deadline=workflow.now() + DELETE_DEADLINE,
+                ),
+                wait=DELETE_DEADLINE,
+            )
+            if left.open:
+                self._set_phase(ColonyPhase.DEGRADED)
+                raise rejected(
+                    f"clusters of colony '{self._name}' not deleted within 1h: "
+                    f"{', '.join(left.open)}; repeat the delete to finish it"
+                )
+        state.clusters = []
+        await self._write_kubeconfigs()
+        self._set_phase(ColonyPhase.DELETED)
+
+    # --- Updates and query -------------------------------------------------------------------------
+
+    def _accepted(self, operation: ColonyOperation) -> ColonyOperationAccepted:
+        return ColonyOperationAccepted(
+            operation_id=operation.id,
+            kind=operation.kind,
+            position=self._engine.position(operation),
+        )
+
+    @workflow.update
+    async def apply(self, request: ApplyColonyRequest) -> ColonyOperationAccepted:
+        """Bring the colony to a changed manifest (clusters added and removed)."""
+        known = self._engine.known_update()
+        if known is not None:
+            return self._accepted(known)
+        return self._accepted(
+            self._engine.enqueue(lambda op_id: ColonyOperation(id=op_id, request=request))
+        )
+
+    @apply.validator
+    def _validate_apply(self, request: ApplyColonyRequest) -> None:
+        if self._engine.known_update() is not None:
+            return
+        if self._state.phase in (ColonyPhase.DELETING, ColonyPhase.DELETED):
+            raise rejected(f"colony '{self._name}' is being deleted")
+        if request.spec.name != self._name:
+            raise rejected(f"this is colony '{self._name}', not '{request.spec.name}'")
+
+    @workflow.update
+    async def delete(self, request: DeleteColonyRequest) -> ColonyOperationAccepted:
+        """Delete the colony's clusters (and their workspaces), then the colony."""
+        engine = self._engine
+        known = engine.known_update()
+        if known is not None:
+            return self._accepted(known)
+        pending = [
+            op
+            for op in [engine.running, *engine.queue]
+            if op is not None and isinstance(op.request, DeleteColonyRequest)
+        ]
+        if pending:
+            return self._accepted(pending[0])
+        engine.cancel_queue(f"cancelled: colony '{self._name}' is being deleted")
+        engine.interrupt(Interruption(f"interrupted: colony '{self._name}' is being deleted"))
+        return self._accepted(
+            engine.enqueue(lambda op_id: ColonyOperation(id=op_id, request=request), front=True)
+        )
+
+    @delete.validator
+    def _validate_delete(self, request: DeleteColonyRequest) -> None:
+        if self._state.phase is ColonyPhase.DELETED:
+            raise rejected(f"colony '{self._name}' is deleted", not_found=True)
+
+    @workflow.query
+    def status(self) -> ColonyStatus:
+        """The colony as it is: phase, clusters, GPU inventory."""
+        state = self._state
+        return ColonyStatus(
+            name=self._name,
+            phase=state.phase,
+            ready_clusters=sum(1 for c in state.clusters if c.phase == "ready"),
+            total_clusters=len(state.clusters),
+            conditions=state.conditions,
+            clusters=state.clusters,
+            kubeconfigs_secret=colony_kubeconfigs_secret(self._name),
+            current_operation=self._engine.running,
+            completed_operations=state.completed,
+        )
+
+    # --- Helpers -------------------------------------------------------------------------------------
+
+    def _update_phase(self) -> None:
+        state = self._state
+        if state.phase in (ColonyPhase.DELETING, ColonyPhase.DELETED):
+            return
+        phases = [c.phase for c in state.clusters]
+        ready = sum(1 for p in phases if p == "ready")
+        failed = [c for c in state.clusters if c.phase == "failed"]
+        phase = (
+            ColonyPhase.DEGRADED
+            if failed
+            else ColonyPhase.READY
+            if phases and ready == len(phases)
+            else ColonyPhase.PROVISIONING
+        )
+        message = (
+            "; ".join(f"{c.cluster}: {c.reason}" for c in failed)
+            or f"{ready} of {len(phases)} clusters ready"
+        )
+        condition = ColonyCondition(
+            type="ClustersReady",
+            status="True" if phase is ColonyPhase.READY else "False",
+            reason={
+                ColonyPhase.READY: "AllClustersReady",
+                ColonyPhase.DEGRADED: "ClusterFailed",
+            }.get(phase, "Provisioning"),
+            message=message,
+            last_transition_time=workflow.now(),
+        )
+        previous = next((c for c in state.conditions if c.type == "ClustersReady"), None)
+        if previous is not None and previous.status == condition.status:
+            condition.last_transition_time = previous.last_transition_time
+        state.conditions = [condition]
+        if phase is not state.phase:
+            self._set_phase(phase)
+        else:
+            self._engine.show_details()
+
+    def _set_phase(self, phase: ColonyPhase) -> None:
+        self._state.phase = phase
+        self._upsert()
+        self._engine.show_details()
+
+    def _upsert(self) -> None:
+        upsert_search_attributes(
+            COLONY_KIND.value_set(KIND),
+            COLONY_NAME.value_set(self._name),
+            COLONY_PHASE.value_set(self._state.phase.value),
+        )
+
+    def _headline(self) -> list[str]:
+        state = self._state
+        ready = sum(1 for c in state.clusters if c.phase == "ready")
+        lines = [
+            f"**colony {self._name}**: {state.phase.value}, {ready}/{len(state.clusters)} ready"
+        ]
+        for cluster in state.clusters:
+            gpus = ", ".join(f"{g.total}x {g.model}" for g in cluster.gpus)
+            lines.append(f"- {cluster.cluster}: {cluster.phase}" + (f" ({gpus})" if gpus else ""))
+        return lines

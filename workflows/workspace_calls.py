@@ -1,0 +1,177 @@
+"""The workspace side's activities, declared once (see `workflows/activity_calls.py` for the rules:
+heartbeats, `WAIT_CANCELLATION_COMPLETED`, retries, summaries shown in the Web UI)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+
+from workflows.activity_calls import COMPENSATION_RETRY, ActivityCall
+
+with workflow.unsafe.imports_passed_through():
+    from models.workspace_api import (
+        ApplyRoutesRequest,
+        ApplyRoutesResult,
+        ApplyServiceSetRequest,
+        ApplyServiceSetResult,
+        AwaitRoutesRequest,
+        AwaitRoutesResult,
+        AwaitServiceSetRequest,
+        AwaitServiceSetResult,
+        AwaitWorkflowsClosedRequest,
+        AwaitWorkflowsClosedResult,
+        CheckServiceTemplateRequest,
+        CheckServiceTemplateResult,
+        DeleteNamespaceRequest,
+        DeleteNamespaceResult,
+        DeleteRoutesRequest,
+        DeleteRoutesResult,
+        DeleteServiceSetRequest,
+        DeleteServiceSetResult,
+        DeleteValuesSecretRequest,
+        DeleteValuesSecretResult,
+        EnsureNamespaceRequest,
+        EnsureNamespaceResult,
+        FindServiceSetsRequest,
+        FindServiceSetsResult,
+        FindTenantGatewayRequest,
+        FindTenantGatewayResult,
+        GetWorkspaceClassRequest,
+        GetWorkspaceClassResult,
+        ListWorkflowsRequest,
+        ListWorkflowsResult,
+        ListWorkspaceClassesRequest,
+        ListWorkspaceClassesResult,
+        PublishWorkspaceClassRequest,
+        PublishWorkspaceClassResult,
+        ReadGpuInventoryRequest,
+        ReadGpuInventoryResult,
+        RecentEventsRequest,
+        RecentEventsResult,
+        SignalWithStartRequest,
+        SignalWithStartResult,
+        SignalWorkflowRequest,
+        SignalWorkflowResult,
+        WorkspaceActivity,
+        WriteValuesSecretRequest,
+        WriteValuesSecretResult,
+    )
+
+A = WorkspaceActivity
+
+GET_WORKSPACE_CLASS = ActivityCall[GetWorkspaceClassRequest, GetWorkspaceClassResult](
+    A.GET_WORKSPACE_CLASS, GetWorkspaceClassResult, lambda r: f"read WorkspaceClass {r.name}"
+)
+LIST_WORKSPACE_CLASSES = ActivityCall[ListWorkspaceClassesRequest, ListWorkspaceClassesResult](
+    A.LIST_WORKSPACE_CLASSES, ListWorkspaceClassesResult, lambda r: "list WorkspaceClasses"
+)
+PUBLISH_WORKSPACE_CLASS = ActivityCall[PublishWorkspaceClassRequest, PublishWorkspaceClassResult](
+    A.PUBLISH_WORKSPACE_CLASS,
+    PublishWorkspaceClassResult,
+    lambda r: f"publish WorkspaceClass {r.spec.name}",
+)
+CHECK_SERVICE_TEMPLATE = ActivityCall[CheckServiceTemplateRequest, CheckServiceTemplateResult](
+    A.CHECK_SERVICE_TEMPLATE,
+    CheckServiceTemplateResult,
+    lambda r: f"check ServiceTemplate {r.namespace}/{r.name}",
+)
+APPLY_SERVICE_SET = ActivityCall[ApplyServiceSetRequest, ApplyServiceSetResult](
+    A.APPLY_SERVICE_SET,
+    ApplyServiceSetResult,
+    lambda r: (
+        f"apply ServiceSet {r.namespace}/{r.name} on {r.cluster_deployment}: "
+        + ", ".join(f"{s.name} ({s.template})" for s in r.services)
+    ),
+)
+AWAIT_SERVICE_SET = ActivityCall[AwaitServiceSetRequest, AwaitServiceSetResult](
+    A.AWAIT_SERVICE_SET,
+    AwaitServiceSetResult,
+    lambda r: f"wait until {r.service} of ServiceSet {r.name} is Deployed",
+    schedule_to_close=None,
+)
+DELETE_SERVICE_SET = ActivityCall[DeleteServiceSetRequest, DeleteServiceSetResult](
+    A.DELETE_SERVICE_SET,
+    DeleteServiceSetResult,
+    lambda r: (
+        f"delete ServiceSet {r.namespace}/{r.name}"
+        + (" and wait until its releases are uninstalled" if r.wait_until else "")
+    ),
+    schedule_to_close=None,
+    retry=COMPENSATION_RETRY,
+)
+FIND_SERVICE_SETS = ActivityCall[FindServiceSetsRequest, FindServiceSetsResult](
+    A.FIND_SERVICE_SETS,
+    FindServiceSetsResult,
+    lambda r: f"find ServiceSets installing {r.template} on {r.cluster_deployment}",
+)
+WRITE_VALUES_SECRET = ActivityCall[WriteValuesSecretRequest, WriteValuesSecretResult](
+    A.WRITE_VALUES_SECRET,
+    WriteValuesSecretResult,
+    lambda r: f"write the secret values of workspace {r.workspace} to Secret {r.name}",
+)
+DELETE_VALUES_SECRET = ActivityCall[DeleteValuesSecretRequest, DeleteValuesSecretResult](
+    A.DELETE_VALUES_SECRET,
+    DeleteValuesSecretResult,
+    lambda r: f"delete Secret {r.namespace}/{r.name}",
+    retry=COMPENSATION_RETRY,
+)
+ENSURE_NAMESPACE = ActivityCall[EnsureNamespaceRequest, EnsureNamespaceResult](
+    A.ENSURE_NAMESPACE, EnsureNamespaceResult, lambda r: f"create namespace {r.name}"
+)
+DELETE_NAMESPACE = ActivityCall[DeleteNamespaceRequest, DeleteNamespaceResult](
+    A.DELETE_NAMESPACE,
+    DeleteNamespaceResult,
+    lambda r: f"delete namespace {r.name}",
+    schedule_to_close=None,
+    retry=COMPENSATION_RETRY,
+)
+READ_GPU_INVENTORY = ActivityCall[ReadGpuInventoryRequest, ReadGpuInventoryResult](
+    A.READ_GPU_INVENTORY, ReadGpuInventoryResult, lambda r: "read the cluster's GPU inventory"
+)
+FIND_TENANT_GATEWAY = ActivityCall[FindTenantGatewayRequest, FindTenantGatewayResult](
+    A.FIND_TENANT_GATEWAY, FindTenantGatewayResult, lambda r: "find the tenant gateway"
+)
+APPLY_ROUTES = ActivityCall[ApplyRoutesRequest, ApplyRoutesResult](
+    A.APPLY_ROUTES,
+    ApplyRoutesResult,
+    lambda r: "create routes " + ", ".join(f"{x.kind}/{x.name}" for x in r.routes),
+)
+AWAIT_ROUTES = ActivityCall[AwaitRoutesRequest, AwaitRoutesResult](
+    A.AWAIT_ROUTES,
+    AwaitRoutesResult,
+    lambda r: "wait until the gateway accepts " + ", ".join(x.name for x in r.routes),
+    schedule_to_close=None,
+)
+DELETE_ROUTES = ActivityCall[DeleteRoutesRequest, DeleteRoutesResult](
+    A.DELETE_ROUTES,
+    DeleteRoutesResult,
+    lambda r: "delete routes " + ", ".join(x.name for x in r.routes),
+    retry=COMPENSATION_RETRY,
+)
+RECENT_EVENTS = ActivityCall[RecentEventsRequest, RecentEventsResult](
+    A.RECENT_EVENTS, RecentEventsResult, lambda r: f"read recent events in {r.namespace}"
+)
+SIGNAL_WITH_START = ActivityCall[SignalWithStartRequest, SignalWithStartResult](
+    A.SIGNAL_WITH_START,
+    SignalWithStartResult,
+    lambda r: f"signal {r.signal} to {r.workflow_id} (starting it if needed)",
+)
+SIGNAL_WORKFLOW = ActivityCall[SignalWorkflowRequest, SignalWorkflowResult](
+    A.SIGNAL_WORKFLOW,
+    SignalWorkflowResult,
+    lambda r: f"signal {r.signal} to {r.workflow_id}",
+    retry=COMPENSATION_RETRY,
+)
+LIST_WORKFLOWS = ActivityCall[ListWorkflowsRequest, ListWorkflowsResult](
+    A.LIST_WORKFLOWS, ListWorkflowsResult, lambda r: f"list workflows where {r.query}"
+)
+AWAIT_WORKFLOWS_CLOSED = ActivityCall[AwaitWorkflowsClosedRequest, AwaitWorkflowsClosedResult](
+    A.AWAIT_WORKFLOWS_CLOSED,
+    AwaitWorkflowsClosedResult,
+    lambda r: f"wait until {len(r.workflow_ids)} workflow(s) finished",
+    schedule_to_close=None,
+)
+
+DEFAULT_WAIT = timedelta(minutes=15)
+"""How long the workspace side waits for a delete or an uninstall to finish before reporting it."""
