@@ -128,6 +128,13 @@ async def settle(work: Coroutine[Any, Any, T]) -> T:
     It runs in its own task, outside the interruption scope, and a cancel of the caller while it
     runs is swallowed (and re-raised after it): nothing can stop a compensation half-way.
     """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        # The workflow was evicted and its coroutine is being closed (a `finally` on the way out
+        # of GeneratorExit): nothing may run, the next worker to hold the workflow replays it.
+        work.close()
+        raise GeneratorExit from None
     context = contextvars.copy_context()
     context.run(_SCOPE.set, None)
     task: asyncio.Task[T] = context.run(asyncio.create_task, work)
