@@ -31,7 +31,7 @@ def name_problem(kind: str, name: str) -> str | None:
         return f"{kind} name must not be empty"
     if len(name) > NAME_MAX_LENGTH:
         return f"{kind} name '{name}' is {len(name)} characters long; at most {NAME_MAX_LENGTH} are allowed"
-    if not _NAME_CHARS.match(name):
+    if not _NAME_CHARS.fullmatch(name):
         return f"{kind} name '{name}' may contain only lowercase letters, digits and hyphens"
     if not name[0].isalpha():
         return f"{kind} name '{name}' must start with a letter"
@@ -45,9 +45,9 @@ def label_key_problem(key: str) -> str | None:
     prefix, slash, name = key.rpartition("/")
     if slash and not prefix:
         return f"label key '{key}' has an empty prefix"
-    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):
         return f"label key '{key}' has an invalid prefix: it must be a DNS subdomain"
-    if not name or len(name) > 63 or not _LABEL_NAME.match(name):
+    if not name or len(name) > 63 or not _LABEL_NAME.fullmatch(name):
         return (
             f"label key '{key}' is invalid: the name part must be 1 to 63 characters, "
             "alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
@@ -61,7 +61,7 @@ def label_value_problem(key: str, value: str) -> str | None:
     """Why `value` is not a valid Kubernetes label (or taint) value for `key`, or None."""
     if value == "":
         return None
-    if len(value) > 63 or not _LABEL_NAME.match(value):
+    if len(value) > 63 or not _LABEL_NAME.fullmatch(value):
         return (
             f"label value '{value}' for key '{key}' is invalid: it must be at most 63 characters, "
             "alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"

@@ -29,6 +29,8 @@ except ImportError:  # pragma: no cover - an older Typer that depends on click i
 
 from activities import tracing
 from starter.commands import (
+    apikey,
+    auth,
     catalog,
     cluster,
     colony,
@@ -219,6 +221,8 @@ app.add_typer(node.app, name="node", epilog=EXIT_CODES_HELP)
 app.add_typer(operation.app, name="operation", epilog=EXIT_CODES_HELP)
 app.add_typer(colony.app, name="colony", epilog=EXIT_CODES_HELP)
 app.add_typer(catalog.app, name="catalog")
+app.add_typer(auth.app, name="auth")
+app.add_typer(apikey.app, name="apikey")
 app.add_typer(sim.app, name="sim")
 app.command("apply")(cluster.apply)
 app.command("kubeconfig")(credentials.kubeconfig)

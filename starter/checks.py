@@ -4,12 +4,15 @@ waits for capacity).
 
 The catalog is only advice here (the workflow's claim is what counts), so when the host provider
 is not configured or cannot be reached the checks are skipped with a warning rather than blocking
-the request. Called by `cluster create`/`apply` and `node-pool create/scale`; the HTTP API will
-call the same functions. Raises `InvalidRequestError` with the field named.
+the request. Called by `cluster create`/`apply` and `node-pool create/scale`, and by the HTTP API
+(`api/`) before it sends the same operations. Raises `InvalidRequestError` with the field named.
+No printing: the warning is logged (`colony.checks`), which without a logging configuration (the
+CLI's case) Python writes to stderr as the bare line.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
 
@@ -18,8 +21,10 @@ from models.catalog import LocationStock, stock_problem
 from models.cluster import ClusterSpec, ClusterStatus
 from models.node_pool import NodePoolSpec, NodeSku
 from models.operations import AddNodePoolRequest, ScaleNodePoolRequest
-from starter import catalog, output
+from starter import catalog
 from starter.errors import InvalidRequestError, NotFoundError, UnavailableError
+
+log = logging.getLogger("colony.checks")
 
 Check = Callable[[ColonySettings, ClusterStatus], Awaitable[None]]
 """A check of an operation against the cluster's status, run before the operation is sent."""
@@ -53,7 +58,7 @@ async def _stock(
             )
         return ids, await catalog.location_stock(conf, location_id)
     except (UnavailableError, NotFoundError) as exc:
-        output.info(f"warning: catalog not checked: {exc.message}")
+        log.warning("warning: catalog not checked: %s", exc.message)
         return None
 
 

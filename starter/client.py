@@ -1,16 +1,20 @@
 """Colony's side of `ClusterWorkflow`, for every client: connect, start a cluster, read its status,
 send it operations (updates) and cancel them, list clusters, follow an operation or a cluster.
 
-`colonyctl` and the coming HTTP API both call these functions, so the two cannot drift apart. The
-workflow is addressed by its registered names (its module is not imported: a client needs the
-contract, not the code). No Typer, no rich, no printing: failures are the typed errors of
+`colonyctl` and the HTTP API (`api/`) both call these functions, so the two cannot drift apart;
+`starter.remote` mirrors their signatures over HTTP for `colonyctl`'s remote mode. The workflow is
+addressed by its registered names (its module is not imported: a client needs the contract, not
+the code). A cluster is `(organization, name)`: every function takes `organization` (empty for
+the clusters an operator manages through Temporal directly; the API passes its caller's), and the
+workflow id is `models.cluster.cluster_workflow_id(name, organization)`. No Typer, no rich, no printing: failures are the typed errors of
 `starter.errors`, decided by what Temporal reports, never by matching message text:
 
 - a workflow that does not exist (RPC status NOT_FOUND) or no longer runs -> `NotFoundError`;
 - an update refused by its validator: `ApplicationError` of type `NotFound` (or of type
   `OperationRejected` whose first detail is `{"reason": "NotFound"}`) -> `NotFoundError`, of type
-  `OperationRejected` or `InvalidSpec` -> `InvalidRequestError`, anything else ->
-  `OperationFailedError`;
+  `OperationRejected` -> `ConflictError` (the cluster's state refuses it), of type `InvalidSpec` ->
+  `InvalidRequestError`, anything else -> `OperationFailedError`;
+- a cluster name taken -> `ConflictError`;
 - Temporal unreachable or failing -> `UnavailableError`.
 
 Updates are idempotent by update id: each call sends the caller's request id, or a fresh uuid, as
@@ -52,6 +56,7 @@ from models.activity_api import DrainProgress, parse_drain_activity_id
 from models.cluster import ClusterPhase, ClusterSpec, ClusterStatus, ClusterWorkflowInput
 from models.cluster import cluster_workflow_id as workflow_id_of
 from models.errors import ErrorType
+from models.names import name_problem
 from models.operations import (
     CancelOperationRequest,
     Operation,
@@ -60,6 +65,7 @@ from models.operations import (
 )
 from starter.errors import (
     ColonyError,
+    ConflictError,
     InvalidRequestError,
     NotFoundError,
     OperationFailedError,
@@ -98,6 +104,8 @@ def not_found(name: str) -> NotFoundError:
 
 
 def _rpc_error(exc: RPCError, what: str, name: str) -> ColonyError:
+    # NOT_FOUND is the only status that says something about the cluster; any other (the server
+    # unreachable, overloaded, a deadline) says Temporal could not answer.
     if exc.status == RPCStatusCode.NOT_FOUND:
         return not_found(name)
     return UnavailableError(f"{what}: {exc.message}")
@@ -153,7 +161,8 @@ async def start_cluster(
     """Start the cluster's workflow; its creation is its first operation.
 
     Raises:
-        InvalidRequestError: a cluster of that name exists (and was not created by `request_id`).
+        ConflictError: a cluster of that name exists in the organization (and was not created by
+            `request_id`).
     """
     try:
         await client.start_workflow(
@@ -169,6 +178,8 @@ async def start_cluster(
                 [
                     SearchAttributePair(COLONY_KIND, CLUSTER_KIND),
                     SearchAttributePair(COLONY_CLUSTER, spec.name),
+                    # At start, not only from the workflow's first task: an organization's list
+                    # must see its cluster as soon as the create was answered.
                     SearchAttributePair(COLONY_ORGANIZATION, spec.organization),
                     SearchAttributePair(COLONY_PHASE, ClusterPhase.CREATING.value),
                 ]
@@ -178,24 +189,24 @@ async def start_cluster(
         )
         repeated = False
     except WorkflowAlreadyStartedError as exc:
-        if not (request_id and await _started_by(client, spec.name, request_id)):
-            raise InvalidRequestError(
+        if not (request_id and await _started_by(client, spec.workflow_id, request_id)):
+            raise ConflictError(
                 f"name: cluster '{spec.name}' already exists (names are unique until a deletion completes)"
             ) from exc
         repeated = True
     except RPCError as exc:
         raise _rpc_error(exc, f"cannot start cluster '{spec.name}'", spec.name) from exc
-    status = await query_status(client, spec.name)
+    status = await query_status(client, spec.name, organization=spec.organization)
     create = next(
         (op for op in operations(status) if op.kind is OperationKind.CREATE_CLUSTER), None
     )
     return Started(spec.workflow_id, create.id if create else "", repeated)
 
 
-async def _started_by(client: Client, name: str, request_id: str) -> bool:
-    """True when the running workflow of `name` was started with `request_id`."""
+async def _started_by(client: Client, workflow_id: str, request_id: str) -> bool:
+    """True when the running workflow `workflow_id` was started with `request_id`."""
     try:
-        description = await client.get_workflow_handle(workflow_id_of(name)).describe()
+        description = await client.get_workflow_handle(workflow_id).describe()
         memo = await description.memo_value(REQUEST_ID_MEMO, None)
     except RPCError:
         return False
@@ -203,11 +214,11 @@ async def _started_by(client: Client, name: str, request_id: str) -> bool:
 
 
 async def _describe_running(
-    client: Client, name: str
+    client: Client, name: str, organization: str
 ) -> tuple[WorkflowHandle[Any, Any], WorkflowExecutionDescription]:
     """The handle and description of the cluster's workflow when it runs; `NotFoundError`
     otherwise (a deleted cluster's workflow has completed)."""
-    handle = client.get_workflow_handle(workflow_id_of(name))
+    handle = client.get_workflow_handle(workflow_id_of(name, organization))
     try:
         description = await handle.describe()
     except RPCError as exc:
@@ -217,8 +228,8 @@ async def _describe_running(
     return handle, description
 
 
-async def _running_handle(client: Client, name: str) -> WorkflowHandle[Any, Any]:
-    return (await _describe_running(client, name))[0]
+async def _running_handle(client: Client, name: str, organization: str) -> WorkflowHandle[Any, Any]:
+    return (await _describe_running(client, name, organization))[0]
 
 
 def live_drains(
@@ -243,10 +254,10 @@ def live_drains(
     return live
 
 
-async def query_status(client: Client, name: str) -> ClusterStatus:
+async def query_status(client: Client, name: str, *, organization: str = "") -> ClusterStatus:
     """The cluster's status, from its workflow's `status` query, with the running drains' live
     progress merged in from their heartbeats."""
-    handle, description = await _describe_running(client, name)
+    handle, description = await _describe_running(client, name, organization)
     try:
         status: ClusterStatus = await handle.query(STATUS_QUERY, result_type=ClusterStatus)
     except WorkflowQueryFailedError as exc:
@@ -274,7 +285,9 @@ def update_error(update: str, exc: WorkflowUpdateFailedError) -> ColonyError:
     message = f"{update}: {cause.message}"
     if rejection_is_not_found(cause):
         return NotFoundError(message)
-    if cause.type in (ErrorType.OPERATION_REJECTED, ErrorType.INVALID_SPEC):
+    if cause.type == ErrorType.OPERATION_REJECTED:
+        return ConflictError(message)
+    if cause.type == ErrorType.INVALID_SPEC:
         return InvalidRequestError(message)
     return OperationFailedError(message)
 
@@ -286,8 +299,9 @@ async def _execute_update(
     request: BaseModel,
     result_type: type[Any],
     request_id: str | None,
+    organization: str,
 ) -> Any:
-    handle = await _running_handle(client, name)
+    handle = await _running_handle(client, name, organization)
     try:
         return await handle.execute_update(
             update, request, id=request_id or new_request_id(), result_type=result_type
@@ -305,6 +319,7 @@ async def send(
     request: BaseModel,
     *,
     request_id: str | None = None,
+    organization: str = "",
 ) -> OperationAccepted:
     """Send an operation (an update) to the cluster; the validator's refusal is a typed error.
 
@@ -313,7 +328,7 @@ async def send(
         request_id: the update id; the same id again returns the first call's operation.
     """
     accepted: OperationAccepted = await _execute_update(
-        client, name, update, request, OperationAccepted, request_id
+        client, name, update, request, OperationAccepted, request_id, organization
     )
     return accepted
 
@@ -325,6 +340,7 @@ async def cancel_operation(
     *,
     reason: str = "",
     request_id: str | None = None,
+    organization: str = "",
 ) -> Operation:
     """Cancel one queued or running operation; the cancelled operation once it has settled
     (its compensation done)."""
@@ -335,6 +351,7 @@ async def cancel_operation(
         CancelOperationRequest(operation_id=operation_id, reason=reason),
         Operation,
         request_id,
+        organization,
     )
     return operation
 
@@ -345,10 +362,13 @@ def operations(status: ClusterStatus) -> list[Operation]:
     return [*status.completed_operations, *running, *status.queued_operations]
 
 
-async def get_operation(client: Client, name: str, operation_id: str) -> Operation:
+async def get_operation(
+    client: Client, name: str, operation_id: str, *, organization: str = ""
+) -> Operation:
     """One operation of the cluster, wherever it is; `NotFoundError` when the status does not
     hold it (never submitted, or older than the finished operations it keeps)."""
-    operation = (await query_status(client, name)).operation(operation_id)
+    status = await query_status(client, name, organization=organization)
+    operation = status.operation(operation_id)
     if operation is None:
         raise NotFoundError(f"operation: operation '{operation_id}' not found in cluster '{name}'")
     return operation
@@ -362,25 +382,39 @@ class ClusterSummary:
     phase: str
     workflow_id: str
     started: str
+    organization: str = ""
+    web_ui: str = ""
+    """The cluster's Web UI page when the backend knows it (the API's answer); else empty."""
 
 
-async def list_clusters(client: Client) -> list[ClusterSummary]:
-    """Every cluster whose workflow runs, from Temporal visibility (the ColonyCluster attribute)."""
+async def list_clusters(client: Client, *, organization: str | None = None) -> list[ClusterSummary]:
+    """Every cluster whose workflow runs, from Temporal visibility (the ColonyCluster attribute).
+
+    Args:
+        organization: only this organization's clusters (the ColonyOrganization attribute; the
+            dev server has visibility, the time-skipping server does not); None: everyone's.
+    """
     query = (
         f"WorkflowType = '{WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' "
         f"AND WorkflowId STARTS_WITH 'cluster/'"
     )
+    if organization is not None:
+        # Quoted into a visibility query: only a valid name (no quote can slip in) is accepted.
+        if organization and name_problem("organization", organization):
+            raise InvalidRequestError(f"organization: {name_problem('organization', organization)}")
+        query += f" AND {COLONY_ORGANIZATION.name} = '{organization}'"
     clusters: list[ClusterSummary] = []
     try:
         async for execution in client.list_workflows(query):
             attributes = execution.typed_search_attributes
-            name = attributes.get(COLONY_CLUSTER) or execution.id.removeprefix("cluster/")
+            name = attributes.get(COLONY_CLUSTER) or execution.id.rpartition("/")[2]
             clusters.append(
                 ClusterSummary(
                     name=name,
                     phase=attributes.get(COLONY_PHASE) or "",
                     workflow_id=execution.id,
                     started=execution.start_time.isoformat(timespec="seconds"),
+                    organization=attributes.get(COLONY_ORGANIZATION) or "",
                 )
             )
     except RPCError as exc:
@@ -405,10 +439,13 @@ async def wait_for_operation(
     on_status: Callable[[ClusterStatus, Operation | None], None],
     *,
     give_up_after: float | None = None,
+    organization: str = "",
 ) -> Operation | None:
     """Poll the status until the operation has finished; None when the cluster's workflow ended
     without reporting it. `on_status` sees every status read, for a live display."""
-    handle = client.get_workflow_handle(workflow_id_of(name), result_type=ClusterStatus)
+    handle = client.get_workflow_handle(
+        workflow_id_of(name, organization), result_type=ClusterStatus
+    )
     deadline = None if give_up_after is None else time.monotonic() + give_up_after
     while True:
         try:
@@ -451,7 +488,7 @@ async def _read_status(
 
 
 async def watch_status(
-    client: Client, name: str, *, interval: float = WATCH_SECONDS
+    client: Client, name: str, *, interval: float = WATCH_SECONDS, organization: str = ""
 ) -> AsyncIterator[ClusterStatus]:
     """The cluster's status now, then each time it changes, until its workflow ends (the last one
     yielded is then the final status, phase deleted, when the workflow returned one).
@@ -459,8 +496,10 @@ async def watch_status(
     Raises:
         NotFoundError: the cluster does not exist when the watch starts.
     """
-    handle = client.get_workflow_handle(workflow_id_of(name), result_type=ClusterStatus)
-    status: ClusterStatus | None = await query_status(client, name)
+    handle = client.get_workflow_handle(
+        workflow_id_of(name, organization), result_type=ClusterStatus
+    )
+    status: ClusterStatus | None = await query_status(client, name, organization=organization)
     last = ""
     while status is not None:
         # updatedAt is the workflow's clock at the query: it changes on every read.
@@ -472,3 +511,23 @@ async def watch_status(
             return
         await asyncio.sleep(interval)
         status = await _read_status(client, handle, name)
+
+
+def workflow_id_of_link(link: str) -> str:
+    """The workflow id a Web UI link names (its last, quoted, path segment); empty for none."""
+    from urllib.parse import unquote
+
+    return unquote(link.rstrip("/").rpartition("/")[2]) if link else ""
+
+
+def workflow_link(
+    settings: ColonySettings, client: Client, name: str, organization: str = ""
+) -> str:
+    """The cluster's Web UI page (the same function in `starter.remote` answers what the API
+    said)."""
+    return settings.workflow_link(workflow_id_of(name, organization))
+
+
+CHECKS_LOCALLY = True
+"""The caller runs the catalog checks (`starter.checks`) before sending: nothing else will. Through
+the API (`starter.remote`), the server runs them."""

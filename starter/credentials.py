@@ -1,5 +1,6 @@
 """`colonyctl kubeconfig` and the issuing half of `colonyctl token`: the documented exception
-where the CLI talks to Kubernetes itself.
+where the CLI talks to Kubernetes itself. The HTTP API's kubeconfig and token endpoints
+(`api.credentials`) issue their tokens with the same functions; nothing here prints or knows Typer.
 
 The kubeconfig it writes holds no credential: the child cluster's server and CA, and an `exec`
 user that runs `colonyctl token`, which asks the child for a one-hour ServiceAccount token
@@ -14,6 +15,7 @@ from __future__ import annotations
 import base64
 import os
 import sys
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -45,12 +47,19 @@ def _management_client(management_kubeconfig: Path) -> client.ApiClient:
     return api_client_from_file(management_kubeconfig)
 
 
-def _admin_kubeconfig(management_kubeconfig: Path, cluster: str, namespace: str) -> dict[str, Any]:
-    """The child's admin kubeconfig from its Secret (kept in memory only)."""
+def _admin_kubeconfig(
+    management_kubeconfig: Path, cluster: str, namespace: str, secret_name: str | None = None
+) -> dict[str, Any]:
+    """The child's admin kubeconfig from its Secret (kept in memory only).
+
+    Args:
+        secret_name: the Secret, as the cluster's status references it (`<deployment>-kubeconfig`;
+            an organization's cluster has its organization in it); default `<cluster>-kubeconfig`.
+    """
     management = _management_client(management_kubeconfig)
     try:
         secret = client.CoreV1Api(management).read_namespaced_secret(
-            kubeconfig_secret_name(cluster), namespace
+            secret_name or kubeconfig_secret_name(cluster), namespace
         )
     except ApiException as exc:
         if exc.status == 404:
@@ -71,6 +80,69 @@ def _admin_kubeconfig(management_kubeconfig: Path, cluster: str, namespace: str)
     if not isinstance(loaded, dict):
         raise ColonyError(f"the kubeconfig Secret of cluster '{cluster}' holds no kubeconfig")
     return loaded
+
+
+def server_entry(
+    management_kubeconfig: Path, cluster: str, namespace: str, secret_name: str | None = None
+) -> dict[str, Any]:
+    """The child's API server and CA (`server`, `certificate-authority-data`): public, no
+    credential."""
+    return server_of(_admin_kubeconfig(management_kubeconfig, cluster, namespace, secret_name))
+
+
+def server_of(kubeconfig: dict[str, Any]) -> dict[str, Any]:
+    """The server and CA of a kubeconfig's current context."""
+    entry = _current_cluster(kubeconfig)
+    ca_data = entry.get("certificate-authority-data")
+    if not ca_data and entry.get("certificate-authority"):
+        ca_data = base64.b64encode(Path(entry["certificate-authority"]).read_bytes()).decode()
+    cluster_entry: dict[str, Any] = {"server": entry["server"]}
+    if ca_data:
+        cluster_entry["certificate-authority-data"] = ca_data
+    return cluster_entry
+
+
+def kubeconfig_for(cluster: str, server: dict[str, Any], user: dict[str, Any]) -> dict[str, Any]:
+    """A one-cluster kubeconfig: `server` (from `server_entry`) and the `user` entry (an exec
+    plugin, or a token)."""
+    user_name = f"colony-{cluster}"
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": cluster, "cluster": server}],
+        "users": [{"name": user_name, "user": user}],
+        "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": user_name}}],
+        "current-context": cluster,
+        "preferences": {},
+    }
+
+
+def exec_user(command: str, args: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """A kubeconfig user whose credential comes from an exec plugin (`colonyctl token`)."""
+    return {
+        "exec": {
+            "apiVersion": EXEC_API_VERSION,
+            "command": command,
+            "args": args,
+            "env": [{"name": name, "value": value} for name, value in env.items()],
+            "interactiveMode": "Never",
+            "provideClusterInfo": False,
+        }
+    }
+
+
+def exec_credential(token: str, expiry: datetime) -> dict[str, Any]:
+    """The client.authentication.k8s.io/v1 ExecCredential of a token."""
+    from datetime import UTC
+
+    return {
+        "apiVersion": EXEC_API_VERSION,
+        "kind": "ExecCredential",
+        "status": {
+            "token": token,
+            "expirationTimestamp": expiry.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        },
+    }
 
 
 def _current_cluster(kubeconfig: dict[str, Any]) -> dict[str, Any]:
@@ -108,42 +180,12 @@ def token_plugin(cluster: str, namespace: str) -> tuple[str, list[str], dict[str
 
 def build_kubeconfig(management_kubeconfig: Path, cluster: str, namespace: str) -> dict[str, Any]:
     """A kubeconfig for the cluster without any credential (exec plugin: `colonyctl token`)."""
-    entry = _current_cluster(_admin_kubeconfig(management_kubeconfig, cluster, namespace))
-    ca_data = entry.get("certificate-authority-data")
-    if not ca_data and entry.get("certificate-authority"):
-        ca_data = base64.b64encode(Path(entry["certificate-authority"]).read_bytes()).decode()
-    cluster_entry: dict[str, Any] = {"server": entry["server"]}
-    if ca_data:
-        cluster_entry["certificate-authority-data"] = ca_data
+    server = server_entry(management_kubeconfig, cluster, namespace)
     command, args, plugin_env = token_plugin(cluster, namespace)
     # Where `colonyctl token` finds the management cluster, wherever kubectl runs it from: a path
     # to a kubeconfig, not a credential.
     plugin_env["COLONY_MANAGEMENT_KUBECONFIG"] = str(management_kubeconfig.resolve())
-    env = [{"name": name, "value": value} for name, value in plugin_env.items()]
-    user = f"colony-{cluster}"
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": cluster, "cluster": cluster_entry}],
-        "users": [
-            {
-                "name": user,
-                "user": {
-                    "exec": {
-                        "apiVersion": EXEC_API_VERSION,
-                        "command": command,
-                        "args": args,
-                        "env": env,
-                        "interactiveMode": "Never",
-                        "provideClusterInfo": False,
-                    }
-                },
-            }
-        ],
-        "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": user}}],
-        "current-context": cluster,
-        "preferences": {},
-    }
+    return kubeconfig_for(cluster, server, exec_user(command, args, plugin_env))
 
 
 def write_kubeconfig(path: Path, kubeconfig: dict[str, Any]) -> None:
@@ -208,12 +250,40 @@ def _issue(child: client.ApiClient) -> tuple[str, datetime]:
 
 
 def issue_token(
-    management_kubeconfig: Path | str, cluster: str, namespace: str
+    management_kubeconfig: Path | str,
+    cluster: str,
+    namespace: str,
+    secret_name: str | None = None,
 ) -> tuple[str, datetime]:
-    """A new one-hour token that only this cluster accepts, and when it expires."""
-    child = api_client_from_dict(_admin_kubeconfig(Path(management_kubeconfig), cluster, namespace))
+    """A new one-hour token that only this cluster accepts, and when it expires (blocking: the
+    API runs it in a thread)."""
+    issued = issue(management_kubeconfig, cluster, namespace, secret_name)
+    return issued.token, issued.expiry
+
+
+@dataclass(frozen=True)
+class Issued:
+    """A token just issued, and the server (and CA) that accepts it."""
+
+    server: dict[str, Any]
+    token: str
+    expiry: datetime
+
+
+def issue(
+    management_kubeconfig: Path | str,
+    cluster: str,
+    namespace: str,
+    secret_name: str | None = None,
+) -> Issued:
+    """A new one-hour token with the cluster's server entry, reading its admin kubeconfig once
+    (blocking)."""
+    admin = _admin_kubeconfig(Path(management_kubeconfig), cluster, namespace, secret_name)
+    server = server_of(admin)
+    child = api_client_from_dict(admin)
     try:
-        return _issue(child)
+        token, expiry = _issue(child)
+        return Issued(server, token, expiry)
     except ApiException as exc:
         raise UnavailableError(
             f"cannot issue a token for cluster '{cluster}': {exc.status} {exc.reason}"

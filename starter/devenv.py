@@ -4,7 +4,10 @@ Starts, as child processes with their logs under `.colony/`:
   1. the Temporal dev server (Web UI, SQLite persistence in `.colony/temporal.db`),
   2. the simulated infrastructure (`python -m sim`, clearly a SIMULATOR),
   3. Colony's worker (`worker.py`), once it exists,
-  4. Colony's watcher (`watcher.py`: Kubernetes watch events become signals to the workflows),
+  4. Colony's HTTP API (`python -m api`, port COLONY_API_PORT, default 8080, docs at /docs), with
+     one development key (organization `dev`, Manage + Connect + Read) created through
+     `colonyctl apikey create`, printed once and written to `.colony/api-key` (mode 0600),
+  5. Colony's watcher (`watcher.py`: Kubernetes watch events become signals to the workflows),
 then runs the demo scenario through `colonyctl` and keeps everything serving until Ctrl-C, so the
 workflows stay browsable in the Web UI. Anything already listening (a dev server from an earlier
 `make run`) is reused rather than started twice.
@@ -30,6 +33,10 @@ SIM_DIR = STATE_DIR / "sim"
 TEMPORAL_HOST = "127.0.0.1"
 TEMPORAL_PORT = 7233
 UI_PORT = 8233
+API_HOST = "127.0.0.1"
+DEFAULT_API_PORT = 8080
+API_KEY_FILE = STATE_DIR / "api-key"
+DEV_ORGANIZATION = "dev"
 STARTUP_DEADLINE_SECONDS = 60.0
 
 VENV_BIN = Path(sys.executable).parent
@@ -138,6 +145,45 @@ def start_worker(processes: Processes) -> bool:
     return True
 
 
+def start_api(processes: Processes) -> str:
+    """`python -m api` on COLONY_API_PORT; its URL once it listens."""
+    port = int(os.environ.setdefault("COLONY_API_PORT", str(DEFAULT_API_PORT)))
+    os.environ.setdefault("COLONY_API_HOST", API_HOST)
+    if _port_open(API_HOST, port):
+        raise SystemExit(
+            f"colony: port {port} is taken; set COLONY_API_PORT to a free one for the API"
+        )
+    processes.start("api", [sys.executable, "-m", "api"], STATE_DIR / "api.log")
+
+    def listening() -> bool:
+        processes.check_alive()
+        return _port_open(API_HOST, port)
+
+    _wait_until("the Colony API", listening)
+    return f"http://{API_HOST}:{port}"
+
+
+def create_dev_key() -> str:
+    """A development key of organization `dev` with every permission, from `colonyctl apikey
+    create` (stored on the management cluster as a hash), written to `.colony/api-key` (0600)."""
+    done = subprocess.run(
+        [
+            str(VENV_BIN / "colonyctl"), "apikey", "create", "--organization", DEV_ORGANIZATION,
+            "--permission", "manage", "--permission", "connect", "--permission", "read",
+            "--name", "make run", "-o", "json",
+        ],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"colony: could not create the development API key: {done.stderr}")
+    key = str(json.loads(done.stdout)["key"])
+    fd = os.open(API_KEY_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # an older file keeps its mode through O_TRUNC
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(key + "\n")
+    return key
+
+
 def start_watcher(processes: Processes) -> bool:
     if not Path("watcher.py").exists():
         return False
@@ -174,6 +220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         world = start_sim(processes)
         worker_started = start_worker(processes)
         watcher_started = start_watcher(processes)
+        api_url = start_api(processes)
+        dev_key = create_dev_key()
         print()
         print(f"Temporal Web UI      http://{TEMPORAL_HOST}:{UI_PORT}")
         print(f"Temporal frontend    {TEMPORAL_HOST}:{TEMPORAL_PORT} (namespace default)")
@@ -183,6 +231,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             host_provider.get("url", "?") if isinstance(host_provider, dict) else "?"
         )
         print(f"SIMULATED host provider                  {host_provider_url}")
+        print(f"Colony HTTP API      {api_url} (OpenAPI docs: {api_url}/docs)")
+        print(
+            f"Development API key  {dev_key}  (organization {DEV_ORGANIZATION}, "
+            f"Manage + Connect + Read; shown once, kept in {API_KEY_FILE})"
+        )
+        print(
+            f"  remote colonyctl:  colonyctl auth login --url {api_url} --api-key - < {API_KEY_FILE}"
+        )
         print(f"Logs                 {STATE_DIR}/*.log")
         if worker_started:
             print(

@@ -1,8 +1,9 @@
-"""The errors `colonyctl` (and the coming HTTP API) report, and the exit code each one means.
+"""The errors `colonyctl` and the HTTP API report, and the exit code each one means.
 
-`starter.client` and `starter.catalog` raise these typed domain errors; the CLI prints one line
-(`error: <message>`) and exits with the error's `exit_code`, and the HTTP API will map the same
-classes to HTTP statuses. The exit code is decided by the error's type, never by its text.
+`starter.client`, `starter.remote` and `starter.catalog` raise these typed domain errors; the CLI
+prints one line (`error: <message>`) and exits with the error's `exit_code`, and the HTTP API
+(`api.errors`) maps the same classes to HTTP statuses (and `starter.remote` maps the statuses
+back). The exit code and the status are decided by the error's type, never by its text.
 
 Standard library only: the CLI's entry module imports this at start-up.
 """
@@ -38,6 +39,12 @@ class InvalidRequestError(ColonyError):
     """Refused before anything started: bad input, a rule the request breaks, a validator's no."""
 
     exit_code = ExitCode.USAGE
+
+
+class ConflictError(InvalidRequestError):
+    """Refused because of the state things are in, not the request's shape: a name taken, or an
+    operation the cluster cannot accept now (being created or deleted, a pool that exists). The
+    CLI exits 2 as for any refusal; the API answers 409."""
 
 
 class NotFoundError(ColonyError):

@@ -23,7 +23,7 @@ from starter.errors import InvalidRequestError
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
-_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
 
 def _field(location: Sequence[int | str]) -> str:
@@ -59,14 +59,14 @@ def validated(model: type[ModelT], data: Any, *, prefix: str = "") -> ModelT:
 
 
 def duration(text: str, field: str) -> timedelta:
-    """ "90s", "5m", "1h30m" or plain seconds."""
+    """ "90s", "5m", "1h30m", "30d" or plain seconds."""
     if text.isdigit():
         return timedelta(seconds=int(text))
     match = _DURATION.match(text)
     if not text or match is None:
         raise InvalidRequestError(f"{field}: '{text}' is not a duration (like 90s, 5m or 1h)")
-    hours, minutes, seconds = (int(group or 0) for group in match.groups())
-    return timedelta(hours=hours, minutes=minutes, seconds=seconds)
+    days, hours, minutes, seconds = (int(group or 0) for group in match.groups())
+    return timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
 
 
 _POOL_KEYS = {

@@ -34,6 +34,10 @@ def run(step: Callable[[], Coroutine[Any, Any, T]]) -> T:
         raise InvalidRequestError(str(exc)) from exc
 
 
-def print_link(conf: ColonySettings, workflow_id: str) -> None:
-    """The Web UI page of a workflow, on stderr (stdout stays what scripts parse)."""
-    output.info(f"workflow {workflow_id}: {conf.workflow_link(workflow_id)}")
+def print_link(link: str) -> None:
+    """The Web UI page of a cluster's workflow, on stderr (stdout stays what scripts parse);
+    nothing when the backend does not know it."""
+    from starter.client import workflow_id_of_link
+
+    if link:
+        output.info(f"workflow {workflow_id_of_link(link)}: {link}")

@@ -8,23 +8,27 @@ the operation until it finishes and exit 1 when it did not succeed. Called by th
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from pydantic import BaseModel
-from temporalio.client import Client
 
-from activities.settings import ColonySettings
-from models.cluster import ClusterStatus, cluster_workflow_id
+from models.cluster import ClusterStatus
 from models.operations import Operation, OperationAccepted, OperationState
-from starter import client as colony
 from starter import output
+from starter.backend import ClusterBackend, clusters
 from starter.checks import Check
+from starter.client import workflow_id_of_link
 from starter.errors import OperationFailedError
 from starter.options import OutputFormat
 from starter.session import print_link, run, settings
 
 
 async def follow(
-    client: Client, cluster: str, operation_id: str, give_up_after: float | None
+    colony: ClusterBackend,
+    client: Any,
+    cluster: str,
+    operation_id: str,
+    give_up_after: float | None,
 ) -> Operation | None:
     """Show the operation live (on stderr) until it finishes; its final state."""
     from rich.live import Live
@@ -71,16 +75,15 @@ def finish(
 
 
 def accepted_output(
-    conf: ColonySettings, cluster: str, accepted: OperationAccepted, fmt: OutputFormat
+    link: str, cluster: str, accepted: OperationAccepted, fmt: OutputFormat
 ) -> None:
-    workflow_id = cluster_workflow_id(cluster)
     data = {
         "cluster": cluster,
-        "workflowId": workflow_id,
+        "workflowId": workflow_id_of_link(link),
         "operationId": accepted.operation_id,
         "kind": accepted.kind.value,
         "position": accepted.position,
-        "webUi": conf.workflow_link(workflow_id),
+        "webUi": link,
     }
     if not output.emit(data, fmt):
         output.write(
@@ -105,23 +108,27 @@ def submit(
 
     Args:
         check: run against the cluster's status before sending (e.g. the location's stock);
-            raises to refuse.
+            raises to refuse. Not run through the API, which runs the same checks itself.
         gone_ok: a workflow that ends before reporting the operation is success (a delete).
     """
     conf = settings()
+    colony = clusters()
+    link = ""
 
     async def go() -> tuple[OperationAccepted, Operation | None]:
+        nonlocal link
         client = await colony.connect(conf)
-        if check is not None:
+        if check is not None and colony.CHECKS_LOCALLY:
             await check(conf, await colony.query_status(client, cluster))
         accepted = await colony.send(client, cluster, update, request, request_id=request_id)
-        print_link(conf, cluster_workflow_id(cluster))
+        link = colony.workflow_link(conf, client, cluster)
+        print_link(link)
         if not wait:
             return accepted, None
-        return accepted, await follow(client, cluster, accepted.operation_id, timeout)
+        return accepted, await follow(colony, client, cluster, accepted.operation_id, timeout)
 
     accepted, operation = run(go)
     if not wait:
-        accepted_output(conf, cluster, accepted, fmt)
+        accepted_output(link, cluster, accepted, fmt)
         return
     finish(operation, accepted.operation_id, gone_ok=gone_ok, fmt=fmt)

@@ -2,7 +2,9 @@
 only when needed.
 
 kubectl runs its exec plugin once per kubectl process, so every `kubectl get` used to pay for a new
-TokenRequest (2.5-3.2 s). Tokens are now cached per cluster in a file of mode 0600 under
+TokenRequest (2.5-3.2 s). Tokens come from the cluster itself (`starter.credentials`, through the
+management cluster) or, in remote mode (`colonyctl auth login`), from Colony's HTTP API
+(`starter.remote`); the cache is keyed by where they came from (`source`). Tokens are now cached per cluster in a file of mode 0600 under
 `$COLONY_CACHE_DIR`, else `$XDG_CACHE_HOME/colony`, else `~/.cache/colony`, and handed out until
 `RENEW_BEFORE` before they expire, with their real `expirationTimestamp`.
 
@@ -30,6 +32,8 @@ from __future__ import annotations
 import os
 import sys
 import time
+
+from starter.login import read_login
 
 # Not `typing.TYPE_CHECKING`: importing typing is one of the costs this module avoids.
 TYPE_CHECKING = False
@@ -81,6 +85,18 @@ def management_kubeconfig(env: Mapping[str, str]) -> str:
     return os.path.abspath(env.get(MANAGEMENT_KUBECONFIG_ENV) or DEFAULT_MANAGEMENT_KUBECONFIG)
 
 
+def source(env: Mapping[str, str]) -> str:
+    """Where this user's tokens come from, part of the cache key: `api:<url>:<key id>` in remote
+    mode (another key may be another organization, whose cluster of the same name is another
+    cluster), else the management cluster's kubeconfig path."""
+    stored = read_login(env)
+    if stored is None:
+        return management_kubeconfig(env)
+    url, key = stored
+    parts = key.split("_")
+    return f"api:{url}:{parts[1] if len(parts) == 3 else ''}"
+
+
 def _fnv1a(text: str) -> int:
     """A stable 32-bit hash (FNV-1a): `hash()` changes per process, hashlib costs an import."""
     value = 0x811C9DC5
@@ -90,9 +106,9 @@ def _fnv1a(text: str) -> int:
 
 
 def cache_path(env: Mapping[str, str], cluster: str, namespace: str) -> str:
-    """One file per cluster of one management cluster (cluster names repeat across management
-    clusters; the file records its management path and is ignored when that differs)."""
-    management = _fnv1a(management_kubeconfig(env))
+    """One file per cluster of one source (cluster names repeat across management clusters and
+    organizations; the file records its source and is ignored when that differs)."""
+    management = _fnv1a(source(env))
     return os.path.join(cache_dir(env), "tokens", f"{cluster}.{namespace}.{management:08x}")
 
 
@@ -104,7 +120,7 @@ def read(path: str, env: Mapping[str, str], cluster: str, namespace: str) -> Ent
     except (OSError, ValueError):
         return None
     entry = dict(line.partition("=")[::2] for line in lines)
-    wanted = {"cluster": cluster, "namespace": namespace, "management": management_kubeconfig(env)}
+    wanted = {"cluster": cluster, "namespace": namespace, "management": source(env)}
     if any(entry.get(key) != value for key, value in wanted.items()):
         return None
     if not entry.get("token") or not entry.get("expires", "").isdigit():
@@ -200,17 +216,23 @@ def cached_credential(
 
 
 def issued_credential(env: Mapping[str, str], cluster: str, namespace: str) -> str:
-    """Issue a new token through the cluster (the Kubernetes client: slow), cache it, and return
-    its ExecCredential."""
+    """Issue a new token through the cluster (the Kubernetes client: slow), or through the API in
+    remote mode; cache it, and return its ExecCredential."""
     from datetime import UTC
 
-    from starter.credentials import issue_token
+    stored = read_login(env)
+    if stored is not None:
+        from starter.remote import issue_token as issue_through_api
 
-    token, expiry = issue_token(management_kubeconfig(env), cluster, namespace)
+        token, expiry = issue_through_api(*stored, cluster)
+    else:
+        from starter.credentials import issue_token
+
+        token, expiry = issue_token(management_kubeconfig(env), cluster, namespace)
     entry = {
         "cluster": cluster,
         "namespace": namespace,
-        "management": management_kubeconfig(env),
+        "management": source(env),
         "token": token,
         "expirationTimestamp": expiry.astimezone(UTC).strftime(TIMESTAMP),
         "expires": str(int(expiry.timestamp())),

@@ -12,14 +12,16 @@ import sys
 from typing import Any
 
 from activities.settings import ColonySettings
-from starter import client as colony
 from starter import output
+from starter.backend import clusters
 from starter.options import OutputFormat
 from starter.session import run
 
 
 def watch_cluster(conf: ColonySettings, name: str, fmt: OutputFormat) -> None:
     """Print the cluster now and on every change; `NotFoundError` when it does not exist."""
+
+    colony = clusters()
 
     async def go() -> None:
         client = await colony.connect(conf)

@@ -3,6 +3,9 @@
 - `workflows/` and `models/` are deterministic and sandbox-safe: no client library, no IO module.
 - Nothing outside `sim/` and `tests/` imports `sim` (the product cannot know it talks to a simulator).
 - `starter/` (the CLI) does not import `activities` or `workflows` implementations' IO.
+- `api/` (the HTTP API) reaches Temporal through `starter.client` only, never the CLI's Typer/rich
+  layer; its key store and settings, which `colonyctl apikey` imports, import no FastAPI; the CLI
+  imports nothing else of `api/`.
 - `watching/` (the watcher) talks to Kubernetes and Temporal only: it imports no workflow, CLI or
   simulator code (it signals workflows by name, with the contract in `models.signals`).
 """
@@ -48,7 +51,7 @@ def test_deterministic_layers_import_no_client_library(path: Path) -> None:
     [
         pytest.param(p, id=str(p.relative_to(ROOT)))
         for p in [
-            *python_files("workflows", "models", "activities", "starter", "catalog", "watching"),
+            *python_files("workflows", "models", "activities", "starter", "catalog", "watching", "api"),
             ROOT / "worker.py",
             ROOT / "watcher.py",
         ]
@@ -57,6 +60,56 @@ def test_deterministic_layers_import_no_client_library(path: Path) -> None:
 )
 def test_product_code_never_imports_the_simulator(path: Path) -> None:
     assert "sim" not in imported_modules(path), f"{path.relative_to(ROOT)} imports sim"
+
+
+def imported_names(path: Path) -> set[str]:
+    """Every module imported, in full (`starter.client`, not `starter`)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+API_MAY_USE_FROM_STARTER = {
+    "starter.client",
+    "starter.errors",
+    "starter.catalog",
+    "starter.checks",
+    "starter.parsing",
+    "starter.credentials",
+}
+"""Framework-free modules of `starter/`: the client functions and what they share with the CLI."""
+
+
+@pytest.mark.parametrize(
+    "path", [pytest.param(p, id=str(p.relative_to(ROOT))) for p in python_files("api")]
+)
+def test_the_api_uses_the_cli_client_functions_not_the_cli(path: Path) -> None:
+    names = imported_names(path)
+    starter = {n for n in names if n.startswith("starter.") and n.count(".") == 1}
+    assert starter <= API_MAY_USE_FROM_STARTER, sorted(starter)
+    assert not {n.split(".")[0] for n in names} & {"typer", "rich", "workflows", "sim"}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [pytest.param(ROOT / "api" / name, id=name) for name in ("keys.py", "settings.py")],
+)
+def test_what_the_cli_imports_from_the_api_imports_no_web_framework(path: Path) -> None:
+    assert not imported_modules(path) & {"fastapi", "starlette", "uvicorn"}
+
+
+@pytest.mark.parametrize(
+    "path", [pytest.param(p, id=str(p.relative_to(ROOT))) for p in python_files("starter")]
+)
+def test_the_cli_imports_only_the_key_store_of_the_api(path: Path) -> None:
+    names = {n for n in imported_names(path) if n == "api" or n.startswith("api.")}
+    assert {n.split(".")[1] if "." in n else n for n in names} <= {"keys", "settings"}, names
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ from activities.settings import ColonySettings
 from starter.cli import app, normalize_argv
 from starter.client import update_error
 from starter.errors import (
+    ConflictError,
     ExitCode,
     InvalidRequestError,
     NotFoundError,
@@ -272,8 +273,9 @@ def update_failed(error: ApplicationError) -> WorkflowUpdateFailedError:
         ),
         pytest.param(
             # The text alone decides nothing (it used to: "does not exist" meant exit 3).
+            # A refusal by the cluster's state: a conflict (409 through the API), exit 2.
             ApplicationError("node pool 'x' does not exist", type="OperationRejected"),
-            InvalidRequestError,
+            ConflictError,
             ExitCode.USAGE,
             id="rejected",
         ),

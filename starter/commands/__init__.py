@@ -1,5 +1,6 @@
 """`colonyctl`'s commands, one module per noun: cluster (and `apply`), node-pool, node, operation,
-credentials (`kubeconfig`, `token`), catalog and sim.
+credentials (`kubeconfig`, `token`), catalog, auth (remote mode through the HTTP API), apikey (the
+API's keys, operator side) and sim.
 
 Each module's top level imports only Typer, the standard library and `starter.options`: the parser
 is built from these at every start, so `colonyctl --help` and a refused flag stay fast. Models,

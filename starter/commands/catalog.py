@@ -38,8 +38,11 @@ def _stock_cell(stock: LocationStock, kind: SkuKind) -> str:
 def location_list(fmt: OutputOption = OutputFormat.TABLE) -> None:
     """Every location, with the GPU models and CPU SKUs it stocks (free/total hosts)."""
     from models.catalog import SkuKind
-    from starter import catalog, output
+    from starter import output
+    from starter.backend import catalog as catalog_backend
     from starter.session import run, settings
+
+    catalog = catalog_backend()
 
     conf = settings()
 
@@ -69,8 +72,11 @@ def location_get(
     fmt: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """One location: each SKU it stocks, and how many hosts of it are free now."""
-    from starter import catalog, output
+    from starter import output
+    from starter.backend import catalog as catalog_backend
     from starter.session import run, settings
+
+    catalog = catalog_backend()
 
     conf = settings()
 
@@ -89,8 +95,11 @@ def location_get(
 
 
 def _list(kind: str, columns: list[str], fmt: OutputFormat) -> None:
-    from starter import catalog, output
+    from starter import output
+    from starter.backend import catalog as catalog_backend
     from starter.session import run, settings
+
+    catalog = catalog_backend()
 
     conf = settings()
 

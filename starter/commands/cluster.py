@@ -74,20 +74,26 @@ def create_cluster(
     """Check the catalog, start the cluster's workflow and report (or follow) its creation."""
     from models.operations import Operation
     from starter import checks, output
-    from starter import client as colony
+    from starter.backend import clusters
+    from starter.client import Started
     from starter.session import print_link, run, settings
     from starter.submit import finish, follow
 
     conf = settings()
+    colony = clusters()
+    link = ""
 
-    async def go() -> tuple[colony.Started, Operation | None]:
-        await checks.check_cluster(conf, spec)
+    async def go() -> tuple[Started, Operation | None]:
+        nonlocal link
+        if colony.CHECKS_LOCALLY:
+            await checks.check_cluster(conf, spec)
         client = await colony.connect(conf)
         started = await colony.start_cluster(client, conf, spec, request_id=request_id)
-        print_link(conf, started.workflow_id)
+        link = colony.workflow_link(conf, client, spec.name)
+        print_link(link)
         if not wait:
             return started, None
-        return started, await follow(client, spec.name, started.operation_id, timeout)
+        return started, await follow(colony, client, spec.name, started.operation_id, timeout)
 
     started, operation = run(go)
     if wait:
@@ -97,7 +103,7 @@ def create_cluster(
         "cluster": spec.name,
         "workflowId": started.workflow_id,
         "operationId": started.operation_id,
-        "webUi": conf.workflow_link(started.workflow_id),
+        "webUi": link,
     }
     if not output.emit(data, fmt):
         again = " (already started by this request id)" if started.repeated else ""
@@ -176,7 +182,7 @@ def apply(
     from models.cluster import ClusterStatus
     from models.operations import AddNodePoolRequest, ScaleNodePoolRequest
     from starter import checks, output
-    from starter import client as colony
+    from starter.backend import clusters
     from starter.errors import NotFoundError
     from starter.session import run, settings
     from starter.submit import submit
@@ -192,6 +198,7 @@ def apply(
         wait_for_capacity=wait_for_capacity,
     )
     conf = settings()
+    colony = clusters()
 
     async def existing() -> ClusterStatus | None:
         client = await colony.connect(conf)
@@ -239,11 +246,12 @@ def get(
     fmt: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """Show a cluster: phase, node pools, operations. Exit 3 when it does not exist."""
-    from starter import client as colony
     from starter import output
+    from starter.backend import clusters
     from starter.session import run, settings
 
     conf = settings()
+    colony = clusters()
     if watch:
         from starter.watch import watch_cluster
 
@@ -260,25 +268,36 @@ def get(
 
 @app.command("list")
 def list_(fmt: OutputOption = OutputFormat.TABLE) -> None:
-    """List clusters (from Temporal visibility)."""
-    from starter import client as colony
+    """List clusters (from Temporal visibility, or the API)."""
     from starter import output
+    from starter.backend import clusters
+    from starter.client import ClusterSummary
     from starter.session import run, settings
 
     conf = settings()
+    colony = clusters()
 
-    async def go() -> list[colony.ClusterSummary]:
+    async def go() -> list[ClusterSummary]:
         return await colony.list_clusters(await colony.connect(conf))
 
     found = run(go)
     rows = [
-        {"name": c.name, "phase": c.phase, "workflowId": c.workflow_id, "started": c.started}
+        {
+            "name": c.name,
+            "organization": c.organization,
+            "phase": c.phase,
+            "workflowId": c.workflow_id,
+            "started": c.started,
+        }
         for c in found
     ]
     if not output.emit(rows, fmt):
         output.print_table(
             ["NAME", "PHASE", "STARTED", "WORKFLOW"],
-            [(c.name, c.phase, c.started, conf.workflow_link(c.workflow_id)) for c in found],
+            [
+                (c.name, c.phase, c.started, c.web_ui or conf.workflow_link(c.workflow_id))
+                for c in found
+            ],
         )
 
 

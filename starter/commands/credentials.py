@@ -1,4 +1,5 @@
-"""`colonyctl kubeconfig` and `colonyctl token`: credentials for kubectl.
+"""`colonyctl kubeconfig` and `colonyctl token`: credentials for kubectl, from the management
+cluster or, in remote mode (`colonyctl auth login`), from Colony's HTTP API.
 
 `token` usually never gets here: `starter.cli` answers a plain `token --cluster C` through
 `starter.token_cache` before the command line is built (kubectl runs it before every command).
@@ -8,7 +9,7 @@ This declaration is for `--help` and for the calls that path leaves to the parse
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -27,12 +28,40 @@ def kubeconfig(
     import os
 
     from starter import credentials, output, token_cache
+    from starter.backend import remote
 
-    management = Path(token_cache.management_kubeconfig(os.environ))
-    credentials.write_kubeconfig(path, credentials.build_kubeconfig(management, cluster, namespace))
+    if remote():
+        credentials.write_kubeconfig(path, _remote_kubeconfig(cluster, namespace))
+    else:
+        management = Path(token_cache.management_kubeconfig(os.environ))
+        credentials.write_kubeconfig(
+            path, credentials.build_kubeconfig(management, cluster, namespace)
+        )
     output.write(
         f"wrote {path} (kubectl runs `colonyctl token --cluster {cluster}` for credentials)"
     )
+
+
+def _remote_kubeconfig(cluster: str, namespace: str) -> dict[str, Any]:
+    """The kubeconfig of remote mode: the server and CA from the API's kubeconfig, and the exec
+    plugin (its token, issued for this call, is dropped: kubectl asks the plugin, which asks the
+    API and caches)."""
+    import os
+
+    from starter import credentials, login
+    from starter import remote as api
+    from starter.session import run, settings
+
+    conf = settings()
+
+    async def go() -> dict[str, Any]:
+        return await api.kubeconfig(await api.connect(conf), cluster)
+
+    server = credentials.server_of(run(go))
+    command, args, env = credentials.token_plugin(cluster, namespace)
+    # Where the plugin finds the login, wherever kubectl runs it from: a directory, not the key.
+    env[login.CONFIG_DIR_ENV] = os.path.abspath(login.config_dir(os.environ))
+    return credentials.kubeconfig_for(cluster, server, credentials.exec_user(command, args, env))
 
 
 def token(

@@ -25,11 +25,12 @@ app = typer.Typer(help="List and delete nodes.", no_args_is_help=True)
 def list_(cluster: ClusterArgument, fmt: OutputOption = OutputFormat.TABLE) -> None:
     """List a cluster's nodes: registered while the host boots, joined once in the cluster."""
     from models.cluster import ClusterStatus
-    from starter import client as colony
     from starter import output
+    from starter.backend import clusters
     from starter.session import run, settings
 
     conf = settings()
+    colony = clusters()
 
     async def go() -> ClusterStatus:
         return await colony.query_status(await colony.connect(conf), cluster)

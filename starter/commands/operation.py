@@ -29,18 +29,23 @@ OperationArgument = Annotated[
 @app.command("list")
 def list_(cluster: ClusterArgument, fmt: OutputOption = OutputFormat.TABLE) -> None:
     """Running, queued and finished operations, oldest first, with durations."""
-    from models.cluster import cluster_workflow_id
-    from starter import client as colony
     from starter import output
+    from starter.backend import clusters
     from starter.session import print_link, run, settings
 
     conf = settings()
+    colony = clusters()
+    link = ""
 
     async def go() -> ClusterStatus:
-        return await colony.query_status(await colony.connect(conf), cluster)
+        nonlocal link
+        client = await colony.connect(conf)
+        status = await colony.query_status(client, cluster)
+        link = colony.workflow_link(conf, client, cluster)
+        return status
 
     status = run(go)
-    print_link(conf, cluster_workflow_id(cluster))
+    print_link(link)
     operations = colony.operations(status)
     if not output.emit(operations, fmt):
         output.print_table(
@@ -55,11 +60,12 @@ def get(
     """One operation in detail: its request, times, outcome and per-node progress."""
     from datetime import UTC, datetime
 
-    from starter import client as colony
     from starter import output
+    from starter.backend import clusters
     from starter.session import run, settings
 
     conf = settings()
+    colony = clusters()
 
     async def go() -> Operation:
         return await colony.get_operation(await colony.connect(conf), cluster, operation)
@@ -78,19 +84,19 @@ def cancel(
     fmt: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """Cancel a queued or running operation; answers once it has settled (compensation done)."""
-    from models.cluster import cluster_workflow_id
-    from starter import client as colony
     from starter import output
+    from starter.backend import clusters
     from starter.session import print_link, run, settings
 
     conf = settings()
+    colony = clusters()
 
     async def go() -> Operation:
         client = await colony.connect(conf)
         cancelled = await colony.cancel_operation(
             client, cluster, operation, reason=reason, request_id=request_id
         )
-        print_link(conf, cluster_workflow_id(cluster))
+        print_link(colony.workflow_link(conf, client, cluster))
         return cancelled
 
     cancelled = run(go)

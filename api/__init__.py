@@ -1,0 +1,19 @@
+"""Colony's HTTP API: the managed-Kubernetes REST interface, with API keys and permissions.
+
+A thin, strict front door to the same workflows `colonyctl` drives: every endpoint calls the
+functions of `starter.client` (so the CLI and the API cannot drift apart), with the organization
+of the caller's key.
+
+- `app.py`: `create_app(settings, temporal_client_factory, key_store)`, the access log, OpenAPI;
+- `clusters.py`: clusters, node pools, nodes, operations, kubeconfig and token;
+  `catalog.py`: locations, GPU models and CPU SKUs with their stock;
+- `views.py`: request and response bodies, the documented status of a cluster;
+  `bodies.py`: strict reading of request bodies;
+- `context.py`: what requests share, and authentication (key, rate, permission);
+  `errors.py`: every refusal as `{"error": {"code", "field", "message"}}` with its status;
+- `keys.py`: API keys (format, permissions, scrypt hashes, one Secret per key on the management
+  cluster), shared with `colonyctl apikey`; `ratelimit.py`: per-key token buckets;
+- `settings.py`: `COLONY_API_*`; `__main__.py`: `python -m api` (uvicorn).
+
+`keys.py` and `settings.py` import no FastAPI (the CLI uses them); nothing here imports `sim`.
+"""

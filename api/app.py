@@ -1,0 +1,169 @@
+"""The HTTP API's application: `create_app(settings, temporal_client_factory, key_store)`.
+
+Wires the routes (`api.clusters`, `api.catalog`, the caller's own key), the error bodies
+(`api.errors`), the per-key rate limit (`api.ratelimit`) and an access log of its own. Called by
+`python -m api` (`api.__main__`), by `make run` through it, and by the tests, which pass the dev
+server's client and a key store on the simulated management cluster.
+
+The access log replaces uvicorn's: one line per request with the method, the path (never the query
+string), the status, the duration and the calling key's public id. Headers are never logged, so
+neither an API key nor a cluster token can reach a log; nor do they reach Temporal: a key is
+verified here and only the organization it carries goes on, and tokens are issued by the child
+cluster straight to this process (`api.clusters`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request, Response
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import HTMLResponse
+from starlette.staticfiles import StaticFiles
+from swagger_ui_bundle import swagger_ui_path
+
+from activities.settings import ColonySettings
+from api import catalog, clusters
+from api.bodies import openapi_components
+from api.context import ApiContext, Principal, TemporalClientFactory, requires
+from api.errors import error_response, error_responses, install
+from api.keys import KeyStore
+from api.ratelimit import RateLimiter
+from api.settings import ApiSettings
+from api.views import KeyView
+
+log = logging.getLogger("colony.api")
+access_log = logging.getLogger("colony.api.access")
+
+TITLE = "Colony"
+VERSION = "1"
+DESCRIPTION = """GPU Kubernetes clusters whose node pools are whole hosts, run by Colony's durable
+workflows. Authenticate with an API key: `Authorization: Bearer colony_<id>_<secret>`.
+Long operations answer 202; poll the cluster (or the operation) until it is done. Every refusal
+is `{"error": {"code", "field", "message"}}`."""
+
+
+def create_app(
+    settings: ColonySettings,
+    temporal_client_factory: TemporalClientFactory,
+    key_store: KeyStore,
+    *,
+    api_settings: ApiSettings | None = None,
+) -> FastAPI:
+    """The API as an ASGI app.
+
+    Args:
+        settings: where Temporal, the management cluster and the host provider are.
+        temporal_client_factory: connects to Temporal (on first use; a failure is a 503 and the
+            next request tries again).
+        key_store: where API keys are verified (`api.keys.KubernetesKeyStore`).
+        api_settings: rate limit and server settings; the defaults when None.
+    """
+    api = api_settings or ApiSettings()
+    # The docs page serves Swagger UI from the `swagger-ui-bundle-v2` package, not from a CDN:
+    # `make run` works offline, and so must its /docs.
+    app = FastAPI(
+        title=TITLE, version=VERSION, description=DESCRIPTION, docs_url=None, redoc_url=None
+    )
+    app.mount(DOCS_ASSETS, StaticFiles(directory=swagger_ui_path), name="docs-assets")
+    app.add_api_route("/docs", docs, methods=["GET"], include_in_schema=False)
+    app.state.colony = ApiContext(
+        settings=settings,
+        api=api,
+        keys=key_store,
+        connect=temporal_client_factory,
+        limiter=RateLimiter(api.rate, api.burst),
+    )
+    install(app)
+    app.include_router(clusters.router)
+    app.include_router(catalog.router)
+    app.add_api_route(
+        "/v1/api-key",
+        whoami,
+        methods=["GET"],
+        response_model=KeyView,
+        response_model_exclude_none=True,
+        responses=error_responses(401, 429, 503),
+        summary="The calling API key",
+        tags=["keys"],
+    )
+    app.add_api_route("/healthz", healthz, methods=["GET"], include_in_schema=False)
+    app.middleware("http")(_access_log)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+ANY_KEY = Depends(requires(None))
+
+
+async def whoami(principal: Principal = ANY_KEY) -> KeyView:
+    """The key the request was made with: its organization and permissions (never its secret)."""
+    key = principal.key
+    return KeyView(
+        id=key.id,
+        organization=key.organization,
+        permissions=key.permissions,
+        effective_permissions=sorted(p.value for p in key.effective),
+        name=key.name,
+        created_at=key.created_at,
+        expires_at=key.expires_at,
+        last_used_at=key.last_used_at,
+    )
+
+
+DOCS_ASSETS = "/docs-assets"
+
+
+async def docs() -> HTMLResponse:
+    """Swagger UI over this API's OpenAPI document, with its assets served from here."""
+    return get_swagger_ui_html(
+        openapi_url="/openapi.json",
+        title=f"{TITLE} API",
+        swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+        swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+        swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png",
+    )
+
+
+async def healthz() -> dict[str, str]:
+    """For load balancers and compose: the process answers (Temporal is not asked)."""
+    return {"status": "ok"}
+
+
+async def _access_log(
+    request: Request, call_next: Callable[[Request], Awaitable[Response]]
+) -> Response:
+    started = time.perf_counter()
+    try:
+        response = await call_next(request)
+    except Exception:
+        # Whatever a request hits, the caller gets the error body, not a dropped connection; the
+        # traceback is the server's (it holds no header: headers are never part of a message).
+        log.exception("unexpected error in %s %s", request.method, request.url.path)
+        response = error_response(500, "internal", "internal error (the server logged it)")
+    access_log.info(
+        "%s %s %d %.1fms key=%s",
+        request.method,
+        request.url.path,
+        response.status_code,
+        (time.perf_counter() - started) * 1000,
+        getattr(request.state, "key_id", "-"),
+    )
+    return response
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    if app.openapi_schema is None:
+        schema = get_openapi(
+            title=app.title,
+            version=app.version,
+            description=app.description,
+            routes=app.routes,
+        )
+        schema.setdefault("components", {}).setdefault("schemas", {}).update(openapi_components())
+        app.openapi_schema = schema
+    return app.openapi_schema

@@ -1,0 +1,93 @@
+"""Request bodies: read strictly by the API itself, documented in its OpenAPI schema.
+
+FastAPI would validate a body parameter leniently (unknown fields ignored) and word its own
+messages. Colony's rule is stricter and its messages are `colonyctl`'s: so a route reads its body
+with `read_body(request, Model)` (400 for what is not a JSON object, then
+`starter.parsing.validated`, which is `models.base.user_input`: 422 naming the field and the
+rule, unknown fields refused), and declares it with `body_spec(Model)`; `openapi_components()`
+adds the models' schemas (with `additionalProperties: false`, as they are read) to the document.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeVar
+
+from fastapi import Request
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from api.errors import ApiError
+from api.views import REQUEST_MODELS
+from starter.parsing import validated
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+MAX_BODY_BYTES = 1 << 20
+"""1 MiB: ten pools of labels and taints are a few kilobytes."""
+SCHEMA_SUFFIX = "Input"
+"""Request schemas are named `<Model>Input` (a model read and answered has two shapes)."""
+
+
+def _bad(message: str) -> ApiError:
+    return ApiError(400, "bad_request", message, field="body")
+
+
+async def read_body(request: Request, model: type[ModelT], *, optional: bool = False) -> ModelT:
+    """The request's JSON body as `model`, validated as user input.
+
+    Args:
+        optional: an empty body reads as `{}` (all of the model's defaults).
+    """
+    raw = await request.body()
+    if len(raw) > MAX_BODY_BYTES:
+        raise _bad(f"body: larger than {MAX_BODY_BYTES // 1024} KiB")
+    if not raw.strip():
+        if not optional:
+            raise _bad("body: a JSON object is required")
+        data: Any = {}
+    else:
+        try:
+            data = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            # ValueError covers bad UTF-8 too; RecursionError a body nested past the parser's depth.
+            detail = str(exc) if isinstance(exc, ValueError) else "nested too deeply"
+            raise _bad(f"body: not valid JSON: {detail}") from None
+    if not isinstance(data, dict):
+        raise _bad("body: must be a JSON object")
+    return validated(model, data)
+
+
+def body_spec(model: type[BaseModel], *, required: bool = True) -> dict[str, Any]:
+    """A route's `openapi_extra` declaring `model` as its JSON body."""
+    return {
+        "requestBody": {
+            "required": required,
+            "content": {
+                "application/json": {
+                    "schema": {"$ref": f"#/components/schemas/{model.__name__}{SCHEMA_SUFFIX}"}
+                }
+            },
+        }
+    }
+
+
+def _closed(schema: Any) -> Any:
+    """`schema` with `additionalProperties: false` on every object that lists its properties."""
+    if isinstance(schema, dict):
+        closed = {key: _closed(value) for key, value in schema.items()}
+        if "properties" in closed and closed.get("type", "object") == "object":
+            closed["additionalProperties"] = False
+        return closed
+    if isinstance(schema, list):
+        return [_closed(item) for item in schema]
+    return schema
+
+
+def openapi_components() -> dict[str, Any]:
+    """The request models' schemas, by `<Model>Input` name."""
+    _, top = models_json_schema(
+        [(model, "validation") for model in REQUEST_MODELS],
+        ref_template=f"#/components/schemas/{{model}}{SCHEMA_SUFFIX}",
+    )
+    return {f"{name}{SCHEMA_SUFFIX}": _closed(schema) for name, schema in top["$defs"].items()}

@@ -1,0 +1,144 @@
+"""What every request of the HTTP API shares: settings, the Temporal client, the key store, the
+rate limiter; and the dependencies that hand them to the routes (who calls, with which key).
+
+`api.app.create_app` builds one `ApiContext` per app and keeps it on `app.state`; the routes
+(`api.clusters`, `api.catalog`) take it, and the caller's `Principal`, as FastAPI dependencies.
+
+Authentication runs in this order, cheapest first: the `Authorization: Bearer colony_<id>_<secret>`
+header is parsed (401 when missing or malformed), the key id's token bucket is charged (429), the
+key is verified by the store (401 unknown, revoked, wrong or expired), then the route's permission
+is checked (403). The key itself is never logged, stored, echoed or sent on; only its public id is
+put on the request for the access log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from activities.settings import ColonySettings
+from api.errors import ApiError
+from api.keys import ApiKey, KeyRefusedError, KeyStore, Permission, key_id_of
+from api.ratelimit import RateLimiter
+from api.settings import ApiSettings
+from starter.errors import UnavailableError
+
+TemporalClientFactory = Callable[[], Awaitable[Client]]
+
+PERMISSION_LABELS = {
+    Permission.READ: "Kubernetes: Read",
+    Permission.CONNECT: "Kubernetes: Connect",
+    Permission.MANAGE: "Kubernetes: Manage",
+}
+
+
+@dataclass
+class ApiContext:
+    """One app's shared state (see the module docstring)."""
+
+    settings: ColonySettings
+    api: ApiSettings
+    keys: KeyStore
+    connect: TemporalClientFactory
+    limiter: RateLimiter
+    _client: Client | None = None
+    _connecting: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def temporal(self) -> Client:
+        """The Temporal client, connected on first use (the API starts, and answers 503, while
+        Temporal is down; the next request tries again)."""
+        if self._client is not None:
+            return self._client
+        async with self._connecting:
+            if self._client is None:
+                try:
+                    self._client = await self.connect()
+                except UnavailableError:
+                    raise
+                except (RuntimeError, RPCError, OSError) as exc:
+                    raise UnavailableError(
+                        f"cannot reach Temporal at {self.settings.temporal_address}: {exc}"
+                    ) from exc
+        return self._client
+
+    def workflow_link(self, workflow_id: str) -> str:
+        return self.settings.workflow_link(workflow_id)
+
+
+def context(request: Request) -> ApiContext:
+    ctx = request.app.state.colony
+    assert isinstance(ctx, ApiContext)
+    return ctx
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who calls: the verified key (its organization scopes every cluster it names)."""
+
+    key: ApiKey
+
+    @property
+    def organization(self) -> str:
+        return self.key.organization
+
+
+BEARER = HTTPBearer(
+    auto_error=False,
+    scheme_name="ApiKey",
+    description="An API key: `Authorization: Bearer colony_<id>_<secret>`.",
+)
+
+
+def requires(permission: Permission | None) -> Callable[..., Awaitable[Principal]]:
+    """The dependency that authenticates the caller and checks `permission` (None: any valid key)."""
+
+    async def authenticate(
+        request: Request,
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)],
+    ) -> Principal:
+        if credentials is None or not credentials.credentials:
+            raise ApiError(
+                401,
+                "unauthenticated",
+                "no API key: send the header 'Authorization: Bearer colony_<id>_<secret>'",
+            )
+        key = credentials.credentials
+        key_id = key_id_of(key)
+        if key_id is None:
+            raise ApiError(
+                401, "unauthenticated", "the API key is malformed (expected colony_<id>_<secret>)"
+            )
+        request.state.key_id = key_id
+        ctx = context(request)
+        wait = ctx.limiter.acquire(key_id)
+        if wait > 0:
+            seconds = max(1, math.ceil(wait))
+            raise ApiError(
+                429,
+                "rate_limited",
+                f"too many requests with API key {key_id} (at most {ctx.api.rate:g}/s, bursts of "
+                f"{ctx.api.burst}): retry in {seconds}s",
+                headers={"Retry-After": str(seconds)},
+            )
+        try:
+            record = await ctx.keys.authenticate(key)
+        except KeyRefusedError as exc:
+            raise ApiError(401, "unauthenticated", exc.message) from None
+        if permission is not None and permission not in record.effective:
+            raise ApiError(
+                403,
+                "forbidden",
+                f"API key {key_id} lacks the permission {PERMISSION_LABELS[permission]} "
+                f"({permission.value})",
+            )
+        return Principal(record)
+
+    return authenticate

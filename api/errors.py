@@ -1,0 +1,199 @@
+"""Every refusal of the HTTP API as one JSON body and the status a client expects.
+
+`{"error": {"code": "conflict", "field": "name", "message": "name: cluster 'training' already
+exists ..."}}`: the message is the line `colonyctl` prints after `error: ` (both get it from the same
+`starter.errors` types), the code is stable, the field is named when the refusal is about one.
+
+| raised | status | code |
+| --- | --- | --- |
+| body not JSON, not an object | 400 | bad_request |
+| `InvalidRequestError` (a rule, an unknown field, the catalog) | 422 | invalid |
+| FastAPI's own parameter validation (`?drain=maybe`) | 422 | invalid |
+| no key, unknown, revoked, expired key | 401 | unauthenticated |
+| the key lacks the permission | 403 | forbidden |
+| `NotFoundError`, an unknown route, another organization's cluster | 404 | not_found |
+| `ConflictError` (name taken, the cluster's state refuses it) | 409 | conflict |
+| `OperationFailedError` | 409 | operation_failed |
+| over the key's rate | 429 | rate_limited, with `Retry-After` |
+| `UnavailableError` (Temporal, the management cluster or the provider down), `SettingsError` | 503 | unavailable |
+
+Installed on the app by `api.app.create_app`; `api.auth` and the routes raise `ApiError` or the
+`starter.errors` types.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from activities.settings import SettingsError
+from api.views import ErrorBody, ErrorDetail
+from models.operations import OperationKind
+from starter.errors import (
+    ColonyError,
+    ConflictError,
+    InvalidRequestError,
+    NotFoundError,
+    OperationFailedError,
+)
+
+UNAVAILABLE_RETRY_SECONDS = 5
+"""`Retry-After` of a 503: Temporal or the management cluster restarting takes seconds."""
+
+_FIELD = re.compile(r"^[A-Za-z][A-Za-z0-9_.\[\]]*$")
+_NOT_FIELDS = {kind.value for kind in OperationKind} | {
+    "cancel_operation",
+    "host provider",
+    "extraForbidden",
+}
+"""Message prefixes that name what refused or the rule, not a field (`scale_node_pool: ...`;
+`extraForbidden: unknown field 'x'` names its fields in the rule)."""
+
+
+class ApiError(Exception):
+    """A refusal decided by the API itself (authentication, permissions, rate, body shape)."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        field: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+        self.headers = headers or {}
+
+
+def field_of(message: str) -> str | None:
+    """The field a `<field>: <rule>` message names; None for a sentence."""
+    head, separator, _ = message.partition(": ")
+    if not separator or head in _NOT_FIELDS or not _FIELD.match(head):
+        return None
+    return head
+
+
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    *,
+    field: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    body = ErrorBody(error=ErrorDetail(code=code, field=field, message=message))
+    return JSONResponse(body.model_dump(mode="json"), status_code=status, headers=headers)
+
+
+def status_of(error: ColonyError) -> tuple[int, str]:
+    """The status and code of a domain error (subclasses first: a conflict is a refusal too)."""
+    if isinstance(error, ConflictError):
+        return 409, "conflict"
+    if isinstance(error, InvalidRequestError):
+        return 422, "invalid"
+    if isinstance(error, NotFoundError):
+        return 404, "not_found"
+    if isinstance(error, OperationFailedError):
+        return 409, "operation_failed"
+    # UnavailableError, and a bare ColonyError (an answer Colony could not use, e.g. an empty
+    # kubeconfig Secret): the platform could not serve this now.
+    return 503, "unavailable"
+
+
+def colony_error_response(error: ColonyError) -> JSONResponse:
+    status, code = status_of(error)
+    headers = {"Retry-After": str(UNAVAILABLE_RETRY_SECONDS)} if status == 503 else None
+    message = " ".join(error.message.split())
+    return error_response(status, code, message, field=field_of(message), headers=headers)
+
+
+def _validation_field(location: tuple[Any, ...]) -> str:
+    parts = [str(part) for part in location]
+    if parts and parts[0] in ("body", "query", "path", "header", "cookie"):
+        parts = parts[1:]
+    return ".".join(parts) or "request"
+
+
+async def _api_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    return error_response(exc.status, exc.code, exc.message, field=exc.field, headers=exc.headers)
+
+
+async def _colony_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ColonyError)
+    return colony_error_response(exc)
+
+
+async def _settings_error(request: Request, exc: Exception) -> JSONResponse:
+    return error_response(
+        503,
+        "unavailable",
+        f"the API is not configured for this: {exc}",
+        headers={"Retry-After": str(UNAVAILABLE_RETRY_SECONDS)},
+    )
+
+
+async def _request_validation(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = exc.errors()
+    first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+    field = _validation_field(tuple(first.get("loc", ())))
+    rule = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+    rule = rule[:1].lower() + rule[1:]
+    return error_response(422, "invalid", f"{field}: {rule}", field=field)
+
+
+async def _http_exception(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 404:
+        return error_response(
+            404, "not_found", f"no such endpoint: {request.method} {request.url.path}"
+        )
+    if exc.status_code == 405:
+        return error_response(
+            405,
+            "method_not_allowed",
+            f"{request.method} is not allowed on {request.url.path}",
+            headers=dict(exc.headers or {}),
+        )
+    code = "bad_request" if exc.status_code < 500 else "internal"
+    return error_response(exc.status_code, code, str(exc.detail), headers=dict(exc.headers or {}))
+
+
+def install(app: FastAPI) -> None:
+    """Every refusal as an `ErrorBody` (see the module docstring)."""
+    app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(ColonyError, _colony_error)
+    app.add_exception_handler(SettingsError, _settings_error)
+    app.add_exception_handler(RequestValidationError, _request_validation)
+    app.add_exception_handler(StarletteHTTPException, _http_exception)
+
+
+ERROR_DESCRIPTIONS = {
+    400: "The body is not JSON, or not an object.",
+    401: "No API key, or an unknown, revoked or expired one.",
+    403: "The key lacks the permission this needs.",
+    404: "Unknown (or deleted) cluster, pool, node or operation; another organization's cluster.",
+    409: "The name is taken, or the cluster's state refuses the operation now.",
+    422: "A field breaks a rule (the message names the field and the rule).",
+    429: "Over the key's request rate; retry after `Retry-After` seconds.",
+    503: "Temporal, the management cluster or the host provider cannot be reached.",
+}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` for the refusals an endpoint can answer."""
+    return {
+        status: {"model": ErrorBody, "description": ERROR_DESCRIPTIONS[status]}
+        for status in statuses
+    }

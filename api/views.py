@@ -1,0 +1,298 @@
+"""What the HTTP API reads and answers: request bodies, response bodies and the cluster status the
+product documents (`creating|ready|updating|deleting|failed`), in the document's field names.
+
+Responses are Colony's own models with a few fields added (the cluster's `id`, `status` and Web UI
+link), so `colonyctl` in remote mode (`starter.remote`) reads them back into the same
+`ClusterStatus` and `Operation` it gets from Temporal, and prints the same thing. Request bodies are
+validated strictly (`models.base.user_input`: unknown fields are refused). Pure: no IO, no FastAPI.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from models.activity_api import KubeconfigRef
+from models.base import ColonyModel
+from models.catalog import LocationStock
+from models.cluster import (
+    KUBERNETES_VERSION,
+    POD_CIDR,
+    SERVICE_CIDR,
+    ClusterPhase,
+    ClusterStatus,
+)
+from models.node_pool import NodePoolSpec, NodePoolStatus, NodeStatus
+from models.operations import Operation, OperationKind
+
+
+class ClusterStatusName(StrEnum):
+    """A cluster's status as the product documents it."""
+
+    CREATING = "creating"
+    READY = "ready"
+    UPDATING = "updating"
+    DELETING = "deleting"
+    FAILED = "failed"
+
+
+def status_of(status: ClusterStatus) -> ClusterStatusName:
+    """The documented status of a cluster: its phase, with `updating` for a ready cluster that
+    runs or queues an operation (a pool added, scaled or deleted, a node deleted).
+
+    A deleted cluster is not found (404) before anyone asks its status; its last status, read
+    from a finished workflow, is `deleting` until then.
+    """
+    match status.phase:
+        case ClusterPhase.CREATING:
+            return ClusterStatusName.CREATING
+        case ClusterPhase.FAILED:
+            return ClusterStatusName.FAILED
+        case ClusterPhase.DELETING | ClusterPhase.DELETED:
+            return ClusterStatusName.DELETING
+    busy = status.current_operation is not None or bool(status.queued_operations)
+    return ClusterStatusName.UPDATING if busy else ClusterStatusName.READY
+
+
+def status_after(kind: OperationKind) -> ClusterStatusName:
+    """The cluster's status once an operation of `kind` is accepted (it is queued or runs)."""
+    if kind is OperationKind.DELETE_CLUSTER:
+        return ClusterStatusName.DELETING
+    if kind is OperationKind.CREATE_CLUSTER:
+        return ClusterStatusName.CREATING
+    return ClusterStatusName.UPDATING
+
+
+# --- requests --------------------------------------------------------------------------------
+
+
+class ClusterCreateRequest(ColonyModel):
+    """`POST /v1/kubernetes/clusters`: `{"name": "training", "locationId": "fra1", "nodePools": [...]}`."""
+
+    name: str
+    """Lowercase letters, digits and hyphens, starting with a letter, at most 63 characters;
+    unique within the organization until the cluster's deletion completes."""
+    location_id: str
+    node_pools: list[NodePoolSpec] = Field(default_factory=list)
+    """Up to 10, added once the control plane is ready."""
+    wait_for_capacity: bool = False
+    """When the location has too few free hosts now, queue and wait for them instead of refusing."""
+
+
+class NodePoolCreateRequest(NodePoolSpec):
+    """`POST .../node-pools`: `{"name": "gpu", "sku": {"gpuModelId": "h100-80gb"}, "count": 2}`."""
+
+    wait_for_capacity: bool = False
+
+
+class NodePoolScaleRequest(ColonyModel):
+    """`PATCH .../node-pools/{pool}`: `{"count": 4}`; scaling down drains the nodes it removes."""
+
+    count: int
+    force: bool = False
+    """Remove the nodes even when their drain misses the deadline."""
+    wait_for_capacity: bool = False
+
+
+class OperationCancelRequest(ColonyModel):
+    """`POST .../operations/{op}/cancel`: `{"reason": "not needed"}` (optional)."""
+
+    reason: str = Field(default="", max_length=500)
+
+
+REQUEST_MODELS: tuple[type[BaseModel], ...] = (
+    ClusterCreateRequest,
+    NodePoolCreateRequest,
+    NodePoolScaleRequest,
+    OperationCancelRequest,
+)
+"""Bodies the API reads itself (strictly), documented in its OpenAPI schema by `api.app`."""
+
+
+# --- responses -------------------------------------------------------------------------------
+
+
+class ClusterView(ClusterStatus):
+    """A cluster: `GET /v1/kubernetes/clusters/{id}` and each item of the list."""
+
+    id: str
+    """The cluster's id in the API: its name (unique within the organization)."""
+    status: ClusterStatusName
+    kubernetes_version: str = KUBERNETES_VERSION
+    pod_cidr: str = POD_CIDR
+    service_cidr: str = SERVICE_CIDR
+    web_ui: str = ""
+    """The cluster's workflow in the Temporal Web UI."""
+    # Internal references, not for API users (the kubeconfig endpoints serve what they point at).
+    kubeconfig: KubeconfigRef | None = Field(default=None, exclude=True)
+    held_hosts: list[str] = Field(default_factory=list, exclude=True)
+
+    @classmethod
+    def of(cls, status: ClusterStatus, web_ui: str) -> ClusterView:
+        data = status.model_dump(exclude={"kubeconfig", "held_hosts"})
+        return cls.model_validate(
+            {**data, "id": status.name, "status": status_of(status), "web_ui": web_ui}
+        )
+
+
+class ClusterList(ColonyModel):
+    items: list[ClusterView]
+
+
+class ClusterAccepted(ColonyModel):
+    """202 to a create: the cluster's id and status (poll `GET .../clusters/{id}` until ready)."""
+
+    id: str
+    name: str
+    status: ClusterStatusName
+    operation_id: str
+    web_ui: str
+    repeated: bool = False
+    """True when this `Idempotency-Key` had created it already: nothing new was started."""
+
+
+class OperationAcceptedView(ColonyModel):
+    """202 to an operation on a cluster: what was queued, and where."""
+
+    cluster_id: str
+    status: ClusterStatusName
+    """The cluster's status with the operation accepted."""
+    operation_id: str
+    kind: OperationKind
+    position: int
+    """Place in the cluster's queue: 1 runs next (or now)."""
+    web_ui: str
+
+
+class OperationView(Operation):
+    """An operation: queued, running or finished, its request, progress and reason."""
+
+    web_ui: str = ""
+
+
+class OperationList(ColonyModel):
+    items: list[OperationView]
+
+
+class NodePoolList(ColonyModel):
+    items: list[NodePoolStatus]
+
+
+class NodeView(NodeStatus):
+    """A node: `registered` while its host boots, `joined` once in the cluster, where
+    `kubernetesStatus` is its Ready condition."""
+
+    pool: str
+
+
+class NodeList(ColonyModel):
+    items: list[NodeView]
+
+
+def nodes_of(status: ClusterStatus) -> list[NodeView]:
+    return [
+        NodeView.model_validate({**node.model_dump(), "pool": pool.name})
+        for pool in status.node_pools
+        for node in pool.nodes
+    ]
+
+
+class LocationList(ColonyModel):
+    items: list[LocationStock]
+
+
+class SkuLocationStock(ColonyModel):
+    """Hosts of one SKU in one location: how many, and how many are free now."""
+
+    location_id: str
+    total: int
+    free: int
+
+
+class GpuModelView(ColonyModel):
+    """A GPU model of the catalog (a GPU node is a whole host of one model), with its stock."""
+
+    id: str
+    name: str = ""
+    product: str = ""
+    memory_gib: int | None = None
+    gpus_per_host: int | None = None
+    stock: list[SkuLocationStock] = Field(default_factory=list)
+
+
+class CpuSkuView(ColonyModel):
+    """A whole-host CPU SKU of the catalog, with its stock."""
+
+    id: str
+    name: str = ""
+    cpu_cores: int | None = None
+    memory: str = ""
+    stock: list[SkuLocationStock] = Field(default_factory=list)
+
+
+class GpuModelList(ColonyModel):
+    items: list[GpuModelView]
+
+
+class CpuSkuList(ColonyModel):
+    items: list[CpuSkuView]
+
+
+class KeyView(ColonyModel):
+    """`GET /v1/api-key`: the calling key (never its secret)."""
+
+    id: str
+    organization: str
+    permissions: list[str]
+    """As granted (legacy `clusters:read`/`clusters:write` included)."""
+    effective_permissions: list[str]
+    name: str = ""
+    created_at: datetime
+    expires_at: datetime | None = None
+    last_used_at: datetime | None = None
+
+
+class ExecCredentialStatus(BaseModel):
+    token: str
+    expirationTimestamp: str
+
+
+class ExecCredential(BaseModel):
+    """A `client.authentication.k8s.io/v1` ExecCredential: a one-hour cluster token."""
+
+    apiVersion: str
+    kind: str
+    status: ExecCredentialStatus
+
+
+class Kubeconfig(BaseModel):
+    """A kubeconfig (`apiVersion: v1`, `kind: Config`) with a cluster token embedded."""
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
+    apiVersion: str
+    kind: str
+    clusters: list[dict[str, Any]]
+    users: list[dict[str, Any]]
+    contexts: list[dict[str, Any]]
+    current_context: str = Field(alias="current-context")
+    preferences: dict[str, Any] = Field(default_factory=dict)
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    """Stable: bad_request, invalid, unauthenticated, forbidden, not_found, conflict,
+    operation_failed, method_not_allowed, rate_limited, unavailable, internal."""
+    field: str | None = None
+    """The request field (or path parameter) the refusal is about, when it is about one."""
+    message: str
+    """The same one line `colonyctl` prints after `error: `."""
+
+
+class ErrorBody(BaseModel):
+    """Every refusal: `{"error": {"code": ..., "field": ..., "message": ...}}`."""
+
+    error: ErrorDetail

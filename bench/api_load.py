@@ -1,0 +1,189 @@
+"""Benchmark: what the HTTP API sustains, beside the same work done straight through Temporal.
+
+In one run, on a private stack (dev server, sim with instant timing, worker: `bench.stack`) and
+the API as its own process (`python -m api`, one uvicorn worker, rate limit off):
+
+- reads: `GET /v1/kubernetes/clusters/{id}` of a ready cluster, with `--concurrency` requests in
+  flight from one httpx client (keep-alive), for `--seconds`; then the same reads straight through
+  the Temporal client (`starter.client.query_status`, a describe and a query each), from this
+  process, with the same concurrency;
+- create+delete pairs: `POST /v1/kubernetes/clusters` (no pools) then `DELETE` of the same
+  cluster, answered 202 each; then the same pair straight through `starter.client`
+  (`start_cluster` and the `delete_cluster` update). A pair counts once both were accepted; the
+  deletes finish in the background (the run waits for them before it stops).
+
+Prints requests (or pairs) per second and median/p95 latency of each. Run:
+`python -m bench.api_load` (`--seconds 10 --concurrency 8`). On this project's 2-core machines
+the numbers are noisy (other work shares the cores): compare the two columns of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+import httpx
+
+from activities.settings import ColonySettings
+from bench.stack import ROOT, Stack, free_port, port_open, private_stack, wait_until
+from models.cluster import ClusterSpec
+from models.operations import DeleteClusterRequest
+from starter import checks
+from starter import client as colony
+
+ORGANIZATION = "bench"
+CLUSTERS = "/v1/kubernetes/clusters"
+
+
+@dataclass
+class Result:
+    what: str
+    count: int
+    seconds: float
+    latencies: list[float]
+
+    @property
+    def rate(self) -> float:
+        return self.count / self.seconds
+
+    def line(self) -> str:
+        ms = sorted(x * 1000 for x in self.latencies) or [0.0]
+        p95 = ms[min(len(ms) - 1, int(len(ms) * 0.95))]
+        return (
+            f"{self.what:<44} {self.rate:8.1f}/s   median {statistics.median(ms):6.1f} ms   "
+            f"p95 {p95:6.1f} ms   ({self.count} in {self.seconds:.1f}s)"
+        )
+
+
+async def sustained(
+    what: str, step: Callable[[int], Awaitable[None]], seconds: float, concurrency: int
+) -> Result:
+    """Run `step` from `concurrency` loops until `seconds` pass; how many finished, how fast."""
+    latencies: list[float] = []
+    deadline = time.perf_counter() + seconds
+    counter = 0
+
+    async def loop() -> None:
+        nonlocal counter
+        while time.perf_counter() < deadline:
+            counter += 1
+            started = time.perf_counter()
+            await step(counter)
+            latencies.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(loop() for _ in range(concurrency)))
+    return Result(what, len(latencies), time.perf_counter() - started, latencies)
+
+
+def start_api(stack: Stack) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    env = {**stack.env, "COLONY_API_PORT": str(port), "COLONY_API_RATE": "0"}
+    with (stack.workdir / "api.log").open("ab") as log:
+        api = subprocess.Popen(
+            [sys.executable, "-m", "api"], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT
+        )
+    wait_until("the API", lambda: port_open(port))
+    return api, f"http://127.0.0.1:{port}"
+
+
+def create_key(stack: Stack) -> str:
+    done = stack.ctl(
+        "apikey", "create", "--organization", ORGANIZATION, "--permission", "manage",
+        "--permission", "read", "--name", "bench", "-o", "json",
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"apikey create failed: {done.stderr}")
+    return str(json.loads(done.stdout)["key"])
+
+
+async def measure(
+    stack: Stack, url: str, key: str, seconds: float, concurrency: int
+) -> list[Result]:
+    settings = ColonySettings.from_env(stack.env)
+    temporal = await colony.connect(settings)
+    headers = {"Authorization": f"Bearer {key}"}
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=60) as http:
+        name = "readme"
+        created = await http.post(CLUSTERS, json={"name": name, "locationId": "fra1"})
+        created.raise_for_status()
+        deadline = time.monotonic() + 60
+        while (await http.get(f"{CLUSTERS}/{name}")).json()["status"] != "ready":
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"cluster {name} not ready within 60 s")
+            await asyncio.sleep(0.2)
+
+        async def api_read(_: int) -> None:
+            (await http.get(f"{CLUSTERS}/{name}")).raise_for_status()
+
+        async def direct_read(_: int) -> None:
+            await colony.query_status(temporal, name, organization=ORGANIZATION)
+
+        async def api_pair(index: int) -> None:
+            cluster = f"api-pair-{index}"
+            body = {"name": cluster, "locationId": "fra1"}
+            (await http.post(CLUSTERS, json=body)).raise_for_status()
+            (await http.delete(f"{CLUSTERS}/{cluster}")).raise_for_status()
+
+        async def direct_pair(index: int) -> None:
+            cluster = f"direct-pair-{index}"
+            spec = ClusterSpec(name=cluster, location_id="fra1", organization=ORGANIZATION)
+            # What colonyctl and the API both do before starting: the catalog check.
+            await checks.check_cluster(settings, spec)
+            await colony.start_cluster(temporal, settings, spec)
+            await colony.send(
+                temporal,
+                cluster,
+                "delete_cluster",
+                DeleteClusterRequest(),
+                organization=ORGANIZATION,
+            )
+
+        await sustained("warm-up", api_read, 1.0, concurrency)
+        results = [
+            await sustained(f"GET {CLUSTERS}/{{id}} (API)", api_read, seconds, concurrency),
+            await sustained("query_status (Temporal client)", direct_read, seconds, concurrency),
+            await sustained("create+delete pairs (API)", api_pair, seconds, concurrency),
+            await sustained(
+                "create+delete pairs (Temporal client)", direct_pair, seconds, concurrency
+            ),
+        ]
+        await http.delete(f"{CLUSTERS}/{name}")
+        # Let the deletes finish: nothing of the run is left behind in the stack being stopped.
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if not await colony.list_clusters(temporal, organization=ORGANIZATION):
+                break
+            await asyncio.sleep(1)
+    return results
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.api_load", description=__doc__)
+    parser.add_argument("--seconds", type=float, default=10.0, help="per measurement")
+    parser.add_argument("--concurrency", type=int, default=8, help="requests in flight")
+    args = parser.parse_args(argv)
+    with private_stack() as stack:
+        api, url = start_api(stack)
+        try:
+            key = create_key(stack)
+            results = asyncio.run(measure(stack, url, key, args.seconds, args.concurrency))
+        finally:
+            api.terminate()
+            api.wait(timeout=15)
+    print(f"{args.concurrency} in flight, {args.seconds:.0f} s each, API: one uvicorn process")
+    for result in results:
+        print(result.line())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

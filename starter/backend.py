@@ -1,0 +1,136 @@
+"""Which client `colonyctl`'s commands talk through: Temporal directly (`starter.client` and
+`starter.catalog`), or Colony's HTTP API (`starter.remote`) once `colonyctl auth login` stored a
+URL and key (`starter.login`).
+
+The commands call `clusters()` and `catalog()` and use what they get through the protocols below,
+which both sides implement with the same signatures (mypy checks the modules against them), so a
+command reads the same in both modes. `colonyctl apikey` (operator side) and `colonyctl sim` never
+go through the API.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic import BaseModel
+
+from activities.settings import ColonySettings
+from models.catalog import LocationStock
+from models.cluster import ClusterSpec, ClusterStatus
+from models.operations import Operation, OperationAccepted
+from starter import login
+
+if TYPE_CHECKING:  # importing starter.client costs Temporal's import
+    from starter.client import ClusterSummary, Started
+
+
+class ClusterBackend(Protocol):
+    """`starter.client`'s functions, as the commands use them."""
+
+    CHECKS_LOCALLY: bool
+    """True when the command must run the catalog checks (`starter.checks`) before sending."""
+
+    async def connect(self, settings: ColonySettings) -> Any: ...
+
+    async def start_cluster(
+        self,
+        client: Any,
+        settings: ColonySettings,
+        spec: ClusterSpec,
+        *,
+        request_id: str | None = ...,
+    ) -> Started: ...
+
+    async def query_status(
+        self, client: Any, name: str, *, organization: str = ...
+    ) -> ClusterStatus: ...
+
+    async def send(
+        self,
+        client: Any,
+        name: str,
+        update: str,
+        request: BaseModel,
+        *,
+        request_id: str | None = ...,
+        organization: str = ...,
+    ) -> OperationAccepted: ...
+
+    async def cancel_operation(
+        self,
+        client: Any,
+        name: str,
+        operation_id: str,
+        *,
+        reason: str = ...,
+        request_id: str | None = ...,
+        organization: str = ...,
+    ) -> Operation: ...
+
+    async def get_operation(
+        self, client: Any, name: str, operation_id: str, *, organization: str = ...
+    ) -> Operation: ...
+
+    async def list_clusters(
+        self, client: Any, *, organization: str | None = ...
+    ) -> list[ClusterSummary]: ...
+
+    async def wait_for_operation(
+        self,
+        client: Any,
+        name: str,
+        operation_id: str,
+        on_status: Callable[[ClusterStatus, Operation | None], None],
+        *,
+        give_up_after: float | None = ...,
+        organization: str = ...,
+    ) -> Operation | None: ...
+
+    def watch_status(
+        self, client: Any, name: str, *, interval: float = ..., organization: str = ...
+    ) -> AsyncIterator[ClusterStatus]: ...
+
+    def operations(self, status: ClusterStatus) -> list[Operation]: ...
+
+    def workflow_link(
+        self, settings: ColonySettings, client: Any, name: str, organization: str = ...
+    ) -> str: ...
+
+
+class CatalogBackend(Protocol):
+    """`starter.catalog`'s functions, as the commands use them."""
+
+    async def fetch(self, settings: ColonySettings, kind: str) -> list[dict[str, Any]]: ...
+
+    async def stock(self, settings: ColonySettings) -> list[LocationStock]: ...
+
+    async def location_stock(self, settings: ColonySettings, location_id: str) -> LocationStock: ...
+
+
+def remote() -> bool:
+    """True once `colonyctl auth login` stored a login (and until `auth logout`)."""
+    return login.read_login(os.environ) is not None
+
+
+def clusters() -> ClusterBackend:
+    """The cluster client of this mode."""
+    if remote():
+        from starter import remote as through_api
+
+        return through_api
+    from starter import client as through_temporal
+
+    return through_temporal
+
+
+def catalog() -> CatalogBackend:
+    """The catalog client of this mode."""
+    if remote():
+        from starter import remote as through_api
+
+        return through_api
+    from starter import catalog as from_provider
+
+    return from_provider

@@ -1,0 +1,175 @@
+"""The HTTP API's test stack: the Temporal dev server, the sim, the real worker, a key store on the
+simulated management cluster, and apps built with `api.app.create_app` around them.
+
+One stack for the session (`api_stack`): the sim runs in the test loop (instant timing), the
+worker polls its own task queue, and every test makes its own app (`stack.app(...)`, with its own
+rate limit) and its own keys and organizations (`unique`), so tests share nothing they could
+disturb. Requests go through the real ASGI app with `httpx.AsyncClient(transport=ASGITransport)`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from kubernetes import client as kube_client
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+from activities.settings import ColonySettings
+from api.app import create_app
+from api.keys import KubernetesKeyStore
+from api.settings import ApiSettings
+from sim.world import SimWorld
+from tests.helpers import eventually, unique
+from tests.simenv import close_client, colony_env, host_provider, management_api, started_world
+from worker import build_worker
+
+GPU = "h100-80gb"
+ALL_PERMISSIONS = ("kubernetes:read", "kubernetes:connect", "kubernetes:manage")
+BASE_URL = "http://colony.test"
+
+
+@dataclass
+class ApiStack:
+    """What an API test needs (see the module docstring)."""
+
+    world: SimWorld
+    env: dict[str, str]
+    settings: ColonySettings
+    temporal: Client
+    management: kube_client.ApiClient
+    store: KubernetesKeyStore
+    tmp: Path
+    apps: list[FastAPI] = field(default_factory=list)
+
+    def app(self, *, store: Any = None, connect: Any = None, **api: Any) -> FastAPI:
+        """A new app over the stack; `api` overrides `ApiSettings` (a generous rate by default)."""
+        temporal = self.temporal
+
+        async def connect_default() -> Client:
+            return temporal
+
+        settings = ApiSettings(**{"rate": 1000.0, "burst": 1000, **api})
+        app = create_app(
+            self.settings,
+            connect or connect_default,
+            store or self.store,
+            api_settings=settings,
+        )
+        self.apps.append(app)
+        return app
+
+    def http(self, app: FastAPI, key: str | None = None) -> httpx.AsyncClient:
+        """A client of the app through its ASGI interface (no socket), with `key` if given."""
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url=BASE_URL, headers=headers, timeout=60
+        )
+
+    async def key(
+        self,
+        organization: str,
+        *permissions: str,
+        expires_at: datetime | None = None,
+    ) -> str:
+        """A new API key (all permissions unless named)."""
+        _, key = await self.store.create(
+            organization,
+            permissions or ALL_PERMISSIONS,
+            name="test",
+            expires_at=expires_at,
+        )
+        return key
+
+    async def ready_cluster(
+        self,
+        http: httpx.AsyncClient,
+        name: str,
+        *,
+        pools: Iterable[dict[str, Any]] = (
+            {"name": "gpu", "sku": {"gpuModelId": GPU}, "count": 1},
+        ),
+        location: str = "fra1",
+    ) -> dict[str, Any]:
+        """Create a cluster through the API and wait until it is ready; its last GET body."""
+        created = await http.post(
+            "/v1/kubernetes/clusters",
+            json={"name": name, "locationId": location, "nodePools": list(pools)},
+        )
+        assert created.status_code == 202, created.text
+        return await self.wait_status(http, name, "ready")
+
+    async def wait_status(
+        self, http: httpx.AsyncClient, name: str, status: str, timeout: float = 90
+    ) -> dict[str, Any]:
+        async def probe() -> dict[str, Any]:
+            got = await http.get(f"/v1/kubernetes/clusters/{name}")
+            assert got.status_code == 200, got.text
+            body: dict[str, Any] = got.json()
+            assert body["status"] != "failed", body
+            return body
+
+        return await eventually(
+            probe,
+            until=lambda body: body["status"] == status,
+            timeout=timeout,
+            interval=0.2,
+            what=f"cluster {name} {status}",
+        )
+
+    async def wait_gone(self, http: httpx.AsyncClient, name: str, timeout: float = 90) -> None:
+        async def probe() -> int:
+            return (await http.get(f"/v1/kubernetes/clusters/{name}")).status_code
+
+        await eventually(
+            probe, until=lambda code: code == 404, timeout=timeout, interval=0.2, what="deleted"
+        )
+
+
+@pytest.fixture(scope="session")
+async def api_stack(
+    dev_env: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[ApiStack]:
+    task_queue = unique("api")
+    async with started_world(tmp_path_factory.mktemp("api-sim")) as world:
+        management = management_api(world)
+        async with (
+            host_provider(world) as http,
+            build_worker(dev_env.client, task_queue, management, http) as worker,
+            worker,
+        ):
+            env = colony_env(
+                world,
+                TEMPORAL_ADDRESS=dev_env.client.service_client.config.target_host,
+                TEMPORAL_NAMESPACE=dev_env.client.namespace,
+                COLONY_TASK_QUEUE=task_queue,
+            )
+            settings = ColonySettings.from_env(env)
+            store = KubernetesKeyStore(management)
+            stack = ApiStack(
+                world=world,
+                env=env,
+                settings=settings,
+                temporal=dev_env.client,
+                management=management,
+                store=store,
+                tmp=tmp_path_factory.mktemp("api"),
+            )
+            yield stack
+            await store.close()
+        close_client(management)
+
+
+@pytest.fixture
+def api_logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    """Every log record of the test, at DEBUG, whatever logger wrote it."""
+    caplog.set_level(logging.DEBUG)
+    return caplog

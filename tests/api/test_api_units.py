@@ -1,0 +1,301 @@
+"""The HTTP API's pure pieces and the remote client's mapping, without a server: rate buckets, key
+format and permissions, the documented cluster status, error fields, settings, the stored login
+and the API-status-to-exit-code table of remote mode."""
+
+from __future__ import annotations
+
+import stat
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from activities.settings import SettingsError
+from api.bodies import openapi_components
+from api.errors import field_of
+from api.keys import (
+    Permission,
+    canonical_permissions,
+    effective_permissions,
+    format_key,
+    hash_secret,
+    key_id_of,
+    parse_key,
+)
+from api.ratelimit import RateLimiter
+from api.settings import ApiSettings
+from api.views import ClusterStatusName, status_of
+from models.cluster import ClusterPhase, ClusterStatus
+from models.operations import Operation, ScaleNodePoolRequest
+from starter import login, remote, token_cache
+from starter.errors import (
+    ConflictError,
+    ExitCode,
+    InvalidRequestError,
+    NotFoundError,
+    OperationFailedError,
+    UnavailableError,
+)
+
+KEY_ID = "0123456789ab"
+SECRET = "f" * 48
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_key_may_burst_then_waits_for_its_rate() -> None:
+    clock = Clock()
+    limiter = RateLimiter(2.0, 3, clock=clock)
+    assert [limiter.acquire("a") for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert limiter.acquire("a") == pytest.approx(0.5)
+    assert limiter.acquire("b") == 0.0, "another key has its own bucket"
+    clock.now = 0.5
+    assert limiter.acquire("a") == 0.0
+    assert limiter.acquire("a") > 0
+
+
+def test_rate_zero_means_no_limit() -> None:
+    limiter = RateLimiter(0, 1)
+    assert all(limiter.acquire("a") == 0.0 for _ in range(1000))
+
+
+def test_the_bucket_table_stays_bounded() -> None:
+    clock = Clock()
+    limiter = RateLimiter(1.0, 1, clock=clock, max_keys=10)
+    for index in range(100):
+        limiter.acquire(f"k{index}")
+    assert len(limiter._buckets) <= 10
+
+
+def test_a_key_reads_back_its_id_and_secret() -> None:
+    key = format_key(KEY_ID, SECRET)
+    assert key == f"colony_{KEY_ID}_{SECRET}"
+    assert parse_key(key) == (KEY_ID, SECRET)
+    assert key_id_of(key) == KEY_ID
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("", id="empty"),
+        pytest.param(f"colony_{KEY_ID}", id="no-secret"),
+        pytest.param(f"colony_{KEY_ID.upper()}_{SECRET}", id="upper-id"),
+        pytest.param(f"colony_{KEY_ID}_{SECRET}x", id="long-secret"),
+        pytest.param(f"other_{KEY_ID}_{SECRET}", id="prefix"),
+        pytest.param(f"colony_{KEY_ID}_{SECRET}\n", id="newline"),
+    ],
+)
+def test_malformed_keys_are_not_keys(text: str) -> None:
+    assert parse_key(text) is None
+    assert key_id_of(text) is None
+
+
+@pytest.mark.parametrize(
+    ("given", "stored"),
+    [
+        pytest.param(["read"], ["kubernetes:read"], id="short"),
+        pytest.param(["Kubernetes:Manage", "manage"], ["kubernetes:manage"], id="repeats"),
+        pytest.param(["clusters:write"], ["clusters:write"], id="legacy-kept"),
+    ],
+)
+def test_permissions_are_stored_by_their_canonical_names(
+    given: list[str], stored: list[str]
+) -> None:
+    assert canonical_permissions(given) == stored
+
+
+@pytest.mark.parametrize(
+    "given",
+    [pytest.param([], id="none"), pytest.param(["admin"], id="unknown")],
+)
+def test_unknown_or_no_permissions_are_refused(given: list[str]) -> None:
+    with pytest.raises(InvalidRequestError, match=r"^permission: "):
+        canonical_permissions(given)
+
+
+@pytest.mark.parametrize(
+    ("granted", "allowed"),
+    [
+        pytest.param(["kubernetes:read"], {Permission.READ}, id="read"),
+        pytest.param(["clusters:read"], {Permission.READ}, id="legacy-read"),
+        pytest.param(
+            ["clusters:write"],
+            {Permission.CONNECT, Permission.MANAGE},
+            id="legacy-write-is-the-rest",
+        ),
+        pytest.param(["clusters:admin", "kubernetes:connect"], {Permission.CONNECT}, id="unknown"),
+    ],
+)
+def test_legacy_permissions_map_as_the_document_says(
+    granted: list[str], allowed: set[Permission]
+) -> None:
+    assert effective_permissions(granted) == allowed
+
+
+def test_a_secret_hashes_the_same_with_its_salt_only() -> None:
+    first = hash_secret(SECRET, b"s" * 16)
+    assert first == hash_secret(SECRET, b"s" * 16)
+    assert first != hash_secret(SECRET, b"t" * 16)
+    assert SECRET.encode() not in first
+
+
+def _status(phase: ClusterPhase, *, running: bool = False, queued: bool = False) -> ClusterStatus:
+    op = Operation(id="op-0002", request=ScaleNodePoolRequest(pool="gpu", count=2))
+    return ClusterStatus(
+        name="c",
+        location_id="fra1",
+        phase=phase,
+        current_operation=op if running else None,
+        queued_operations=[op] if queued else [],
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        pytest.param(_status(ClusterPhase.CREATING), ClusterStatusName.CREATING, id="creating"),
+        pytest.param(_status(ClusterPhase.READY), ClusterStatusName.READY, id="ready"),
+        pytest.param(
+            _status(ClusterPhase.READY, running=True), ClusterStatusName.UPDATING, id="running"
+        ),
+        pytest.param(
+            _status(ClusterPhase.READY, queued=True), ClusterStatusName.UPDATING, id="queued"
+        ),
+        pytest.param(_status(ClusterPhase.DELETING), ClusterStatusName.DELETING, id="deleting"),
+        pytest.param(_status(ClusterPhase.DELETED), ClusterStatusName.DELETING, id="deleted"),
+        pytest.param(_status(ClusterPhase.FAILED), ClusterStatusName.FAILED, id="failed"),
+    ],
+)
+def test_the_documented_status_of_a_cluster(
+    status: ClusterStatus, expected: ClusterStatusName
+) -> None:
+    assert status_of(status) is expected
+
+
+@pytest.mark.parametrize(
+    ("message", "field"),
+    [
+        pytest.param("name: cluster 'x' already exists", "name", id="field"),
+        pytest.param(
+            "nodePools[0].sku.gpuModelId: unknown", "nodePools[0].sku.gpuModelId", id="path"
+        ),
+        pytest.param("scale_node_pool: cluster 'x' is being deleted", None, id="update-name"),
+        pytest.param("cannot reach Temporal at x: refused", None, id="sentence"),
+        pytest.param("host provider: 503", None, id="system"),
+    ],
+)
+def test_an_error_names_its_field_only_when_it_is_one(message: str, field: str | None) -> None:
+    assert field_of(message) == field
+
+
+def test_api_settings_from_the_environment() -> None:
+    assert ApiSettings.from_env({}) == ApiSettings()
+    got = ApiSettings.from_env(
+        {"COLONY_API_PORT": "9000", "COLONY_API_RATE": "2.5", "COLONY_API_BURST": "5"}
+    )
+    assert (got.port, got.rate, got.burst) == (9000, 2.5, 5)
+    with pytest.raises(SettingsError, match=r"^COLONY_API_PORT: "):
+        ApiSettings.from_env({"COLONY_API_PORT": "http"})
+
+
+def test_request_schemas_refuse_unknown_fields_as_the_api_does() -> None:
+    components = openapi_components()
+    for name in ("ClusterCreateRequestInput", "NodePoolSpecInput", "NodeSkuInput", "TaintInput"):
+        assert components[name]["additionalProperties"] is False, name
+    pools = components["ClusterCreateRequestInput"]["properties"]["nodePools"]
+    assert pools["items"]["$ref"] == "#/components/schemas/NodePoolSpecInput"
+
+
+def test_the_login_is_stored_owner_readable_only(tmp_path: Path) -> None:
+    env = {"COLONY_CONFIG_DIR": str(tmp_path / "config")}
+    assert login.read_login(env) is None
+    path = Path(login.write_login(env, "http://127.0.0.1:8080", format_key(KEY_ID, SECRET)))
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert login.read_login(env) == ("http://127.0.0.1:8080", format_key(KEY_ID, SECRET))
+    # The exec plugin's cache is keyed by the API and the key's public id, never the secret.
+    assert token_cache.source(env) == f"api:http://127.0.0.1:8080:{KEY_ID}"
+    assert login.remove_login(env) is True
+    assert login.remove_login(env) is False
+    assert token_cache.source(env) == token_cache.management_kubeconfig(env)
+
+
+def test_the_config_dir_follows_xdg() -> None:
+    assert login.config_dir({"HOME": "/h"}) == "/h/.config/colony"
+    assert login.config_dir({"HOME": "/h", "XDG_CONFIG_HOME": "/x"}) == "/x/colony"
+    assert login.config_dir({"HOME": "/h", "COLONY_CONFIG_DIR": "/c"}) == "/c"
+
+
+def _response(status: int, body: Any) -> httpx.Response:
+    return httpx.Response(status, json=body, request=httpx.Request("GET", "http://api/"))
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "error", "exit_code"),
+    [
+        pytest.param(400, "bad_request", InvalidRequestError, ExitCode.USAGE, id="400"),
+        pytest.param(401, "unauthenticated", InvalidRequestError, ExitCode.USAGE, id="401"),
+        pytest.param(403, "forbidden", InvalidRequestError, ExitCode.USAGE, id="403"),
+        pytest.param(404, "not_found", NotFoundError, ExitCode.NOT_FOUND, id="404"),
+        pytest.param(409, "conflict", ConflictError, ExitCode.USAGE, id="409"),
+        pytest.param(
+            409, "operation_failed", OperationFailedError, ExitCode.FAILED, id="409-failed"
+        ),
+        pytest.param(422, "invalid", InvalidRequestError, ExitCode.USAGE, id="422"),
+        pytest.param(429, "rate_limited", UnavailableError, ExitCode.FAILED, id="429"),
+        pytest.param(503, "unavailable", UnavailableError, ExitCode.FAILED, id="503"),
+    ],
+)
+def test_remote_refusals_keep_colonyctls_exit_codes_and_lines(
+    status: int, code: str, error: type[Exception], exit_code: ExitCode
+) -> None:
+    message = "name: cluster 'x' already exists"
+    got = remote.error_of(_response(status, {"error": {"code": code, "message": message}}))
+    assert type(got) is error
+    assert got.exit_code is exit_code
+    assert got.message == message
+
+
+def test_a_refusal_that_is_not_the_apis_says_its_status() -> None:
+    got = remote.error_of(_response(502, ["not", "ours"]))
+    assert isinstance(got, UnavailableError)
+    assert got.message == "Colony API: 502 Bad Gateway"
+
+
+def test_remote_reads_a_workflow_id_from_its_link() -> None:
+    link = "http://ui/namespaces/default/workflows/cluster%2Fdev%2Ftraining"
+    assert remote.workflow_id_of(link) == "cluster/dev/training"
+    assert remote.workflow_id_of("") == ""
+
+
+def test_an_api_key_never_shows_in_the_remote_clients_repr() -> None:
+    client = remote.RemoteClient("http://api", format_key(KEY_ID, SECRET))
+    assert SECRET not in repr(client)
+
+
+def test_expiry_is_compared_with_now() -> None:
+    from api.keys import ApiKey
+
+    now = datetime(2030, 1, 1, tzinfo=UTC)
+    key = ApiKey(id=KEY_ID, organization="dev", created_at=now, expires_at=now)
+    assert key.expired(now)
+    assert not key.model_copy(update={"expires_at": None}).expired(now)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param("training\n", id="trailing-newline"), pytest.param("a\nb", id="inner-newline")],
+)
+def test_a_name_with_a_line_break_is_refused(name: str) -> None:
+    # `$` matches before a final newline: names are matched whole (a path id could carry one).
+    from models.names import name_problem
+
+    assert name_problem("cluster", name) is not None

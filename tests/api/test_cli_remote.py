@@ -1,0 +1,264 @@
+"""`colonyctl` in remote mode, as a user runs it (console-script processes): `apikey create` on the
+operator's side, `auth login`, then create, get, scale, list and delete a cluster through the HTTP
+API, kubectl through the exec plugin (token from the API, then from the cache), the same exit codes
+and lines as direct mode, and `auth logout` / `apikey revoke`.
+
+The API is the real app served by uvicorn in the test's loop on a loopback port (beside the sim and
+the worker); the remote `colonyctl` processes get no Temporal, management cluster or host
+provider: only the stored login.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import socket
+import stat
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+
+from tests.api.conftest import GPU, ApiStack
+from tests.conftest import venv_binary
+from tests.helpers import eventually, unique
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+COLONYCTL = str(Path(sys.executable).parent / "colonyctl")
+
+
+@dataclass
+class Done:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+async def run(*argv: str, env: dict[str, str], stdin: str | None = None) -> Done:
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    out, err = await asyncio.wait_for(
+        process.communicate(stdin.encode() if stdin is not None else None), timeout=180
+    )
+    assert process.returncode is not None
+    return Done(process.returncode, out.decode(), err.decode())
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+async def api_url(api_stack: ApiStack) -> AsyncIterator[str]:
+    """The API served over HTTP on loopback, in this loop."""
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(
+            api_stack.app(),
+            host="127.0.0.1",
+            port=port,
+            access_log=False,
+            log_config=None,
+            lifespan="off",
+        )
+    )
+    serving = asyncio.create_task(server.serve())
+
+    async def started() -> bool:
+        return server.started
+
+    await eventually(started, timeout=15, what="uvicorn started")
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    await serving
+
+
+@dataclass
+class User:
+    """A person with nothing but `colonyctl` and a key: no Temporal, no kubeconfig, no provider."""
+
+    env: dict[str, str]
+    config: Path
+    cache: Path
+
+    async def ctl(self, *args: str, expect: int | None = 0, stdin: str | None = None) -> Done:
+        done = await run(COLONYCTL, *args, env=self.env, stdin=stdin)
+        if expect is not None:
+            assert done.code == expect, f"colonyctl {' '.join(args)}: {done.code}\n{done.stderr}"
+        return done
+
+
+def user(tmp_path: Path) -> User:
+    config, cache = tmp_path / "config", tmp_path / "cache"
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("COLONY_", "TEMPORAL_"))
+    }
+    env.update(
+        HOME=str(tmp_path),
+        COLONY_CONFIG_DIR=str(config),
+        COLONY_CACHE_DIR=str(cache),
+        # Nothing to fall back on: whatever works, works through the API.
+        TEMPORAL_ADDRESS="127.0.0.1:9",
+        COLONY_MANAGEMENT_KUBECONFIG=str(tmp_path / "none.kubeconfig"),
+        COLONY_HOST_PROVIDER_CONFIG=str(tmp_path / "none.json"),
+    )
+    return User(env, config, cache)
+
+
+async def operator(api_stack: ApiStack, *args: str, expect: int = 0) -> Done:
+    """`colonyctl` on the operator's side (the management cluster, Temporal)."""
+    done = await run(COLONYCTL, *args, env={**os.environ, **api_stack.env})
+    assert done.code == expect, f"colonyctl {' '.join(args)}: {done.code}\n{done.stderr}"
+    return done
+
+
+async def test_a_user_with_a_key_runs_a_cluster_through_the_api(
+    api_stack: ApiStack, api_url: str, tmp_path: Path
+) -> None:
+    organization = unique("remote")
+    created = (
+        await operator(
+            api_stack, "apikey", "create", "--organization", organization,
+            "--permission", "read", "--permission", "connect", "--permission", "manage",
+            "--name", "remote test", "-o", "json",
+        )
+    ).json()  # fmt: skip
+    key = created["key"]
+    assert created["organization"] == organization
+    me = user(tmp_path)
+    login = await me.ctl("auth", "login", "--url", api_url, "--api-key", "-", stdin=key + "\n")
+    assert f"of organization {organization}" in login.stdout
+    assert key not in login.stdout + login.stderr
+    stored = me.config / "login"
+    assert stat.S_IMODE(stored.stat().st_mode) == 0o600
+    assert organization in (await me.ctl("auth", "status")).stdout
+
+    name = unique("rc")
+    await me.ctl(
+        "cluster", "create", name, "--location-id", "fra1",
+        "--node-pool", f"name=gpu,count=1,gpuModelId={GPU}", "--wait", "--timeout", "90",
+    )  # fmt: skip
+    status = (await me.ctl("cluster", "get", name, "-o", "json")).json()
+    assert (status["phase"], status["organization"]) == ("ready", organization)
+    scaled = await me.ctl("node-pool", "scale", name, "gpu", "--count", "2", "--wait")
+    assert "succeeded" in scaled.stdout
+    assert f"workflow cluster/{organization}/{name}: http" in scaled.stderr
+    listed = (await me.ctl("cluster", "list", "-o", "json")).json()
+    assert [c["name"] for c in listed] == [name]
+    operations = (await me.ctl("operation", "list", name, "-o", "json")).json()
+    assert [op["request"]["kind"] for op in operations][:2] == ["create_cluster", "scale_node_pool"]
+    nodes = await me.ctl("node", "list", name)
+    assert nodes.stdout.count("joined") == 2
+    locations = (await me.ctl("catalog", "location", "list", "-o", "json")).json()
+    assert "fra1" in [loc["id"] for loc in locations]
+
+    # The same refusals, exit codes and lines as in direct mode.
+    missing = await me.ctl("cluster", "get", "nope", expect=3)
+    assert missing.stderr == "error: cluster: cluster 'nope' not found\n"
+    free = len(api_stack.world.inventory.hosts(location="fra1", gpu_model_id=GPU, state="free"))
+    huge = await me.ctl(
+        "node-pool", "create", name, "--name", "huge", "--count", "13", "--gpu-model-id", GPU,
+        expect=2,
+    )  # fmt: skip
+    assert huge.stderr == (
+        f"error: count: 13 more host(s) of {GPU} needed in fra1, {free} free now (of 8); "
+        "add --wait-for-capacity to queue and wait for them\n"
+    )
+    taken = await me.ctl("cluster", "create", name, "--location-id", "fra1", expect=2)
+    assert "already exists" in taken.stderr
+
+    # kubectl through the exec plugin: a token from the API once, then from the cache.
+    kubeconfig = tmp_path / "kubeconfig"
+    await me.ctl("kubeconfig", "--cluster", name, "--output", str(kubeconfig))
+    assert "token:" not in kubeconfig.read_text()
+    kubectl = (
+        venv_binary("kubectl"),
+        "--kubeconfig",
+        str(kubeconfig),
+        "get",
+        "nodes",
+        "-o",
+        "name",
+    )
+    tokens = []
+    for _ in range(2):
+        done = await run(*kubectl, env=me.env)
+        assert done.code == 0, done.stderr
+        assert done.stdout.count("node/") == 2
+        (cached,) = (me.cache / "tokens").iterdir()
+        token = re.search(r"^token=(.*)$", cached.read_text(), re.MULTILINE)
+        assert token is not None
+        tokens.append(token.group(1))
+    assert len(set(tokens)) == 1, "one token from the API, then the cache"
+    assert f"api:{api_url}:{key.split('_')[1]}" in cached.read_text()
+
+    await me.ctl("cluster", "delete", name, "--wait", "--timeout", "90")
+    await me.ctl("cluster", "get", name, expect=3)
+    assert (await me.ctl("auth", "logout")).stdout == "logged out\n"
+    assert not stored.exists()
+
+
+async def test_keys_are_listed_and_revoked_by_the_operator(
+    api_stack: ApiStack, api_url: str, tmp_path: Path
+) -> None:
+    organization = unique("ops")
+    created = (
+        await operator(
+            api_stack, "apikey", "create", "--organization", organization,
+            "--permission", "clusters:read", "--expires-in", "30d", "-o", "json",
+        )
+    ).json()  # fmt: skip
+    key_id = created["id"]
+    assert created["expiresAt"]
+    listed = (
+        await operator(api_stack, "apikey", "list", "--organization", organization, "-o", "json")
+    ).json()
+    assert [(k["id"], k["permissions"]) for k in listed] == [(key_id, ["clusters:read"])]
+    assert "key" not in listed[0]
+    table = await operator(api_stack, "apikey", "list", "--organization", organization)
+    assert key_id in table.stdout
+    assert created["key"] not in table.stdout
+
+    reader = user(tmp_path)
+    await reader.ctl("auth", "login", "--url", api_url, "--api-key", created["key"])
+    refused = await reader.ctl("cluster", "create", unique("no"), "--location-id", "fra1", expect=2)
+    assert refused.stderr == (
+        f"error: API key {key_id} lacks the permission Kubernetes: Manage (kubernetes:manage)\n"
+    )
+
+    await operator(api_stack, "apikey", "revoke", key_id)
+    await operator(api_stack, "apikey", "revoke", key_id, expect=3)
+
+    # Revoked in another process: refused once this API's trust in the key (5 s) runs out.
+    async def listing() -> Done:
+        return await reader.ctl("cluster", "list", expect=None)
+
+    gone = await eventually(listing, until=lambda done: done.code == 2, timeout=15, interval=0.5)
+    assert gone.stderr == "error: unknown API key (never issued, or revoked)\n"
+    again = await reader.ctl(
+        "auth", "login", "--url", api_url, "--api-key", created["key"], expect=2
+    )
+    assert "unknown API key" in again.stderr
+    unreachable = await reader.ctl(
+        "auth", "login", "--url", "http://127.0.0.1:9", "--api-key", created["key"], expect=1
+    )
+    assert unreachable.stderr.startswith("error: cannot reach the Colony API at http://127.0.0.1:9")
