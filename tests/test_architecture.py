@@ -51,7 +51,9 @@ def test_deterministic_layers_import_no_client_library(path: Path) -> None:
     [
         pytest.param(p, id=str(p.relative_to(ROOT)))
         for p in [
-            *python_files("workflows", "models", "activities", "starter", "catalog", "watching", "api"),
+            *python_files(
+                "workflows", "models", "activities", "starter", "catalog", "watching", "api"
+            ),
             ROOT / "worker.py",
             ROOT / "watcher.py",
         ]

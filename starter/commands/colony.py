@@ -59,7 +59,7 @@ def apply(
 
     for name, workflow_id, started in run(go):
         output.write(f"colony/{name} {'created' if started else 'configured'}")
-        print_link(conf, workflow_id)
+        print_link(conf.workflow_link(workflow_id))
 
 
 @app.command("get")
