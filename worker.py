@@ -67,6 +67,7 @@ from models.workspace_api import CATALOG_WORKFLOW_ID, CatalogInput, PublishWorks
 from watching.kubeapi import KubeApi
 from watching.service import Watcher, WatcherConfig
 from watching.signals import TemporalSignals
+from workflows import metrics as workflow_metrics
 from workflows.capacity import CapacityLedgerWorkflow
 from workflows.catalog import CatalogWorkflow
 from workflows.cluster import ClusterWorkflow
@@ -122,6 +123,7 @@ def temporal_runtime(metrics_port: int | None) -> tuple[Runtime | None, str | No
                 bind_address=f"127.0.0.1:{port}",
                 counters_total_suffix=True,
                 durations_as_seconds=True,
+                histogram_bucket_overrides=workflow_metrics.HISTOGRAM_BUCKETS,
             )
         )
     )

@@ -15,11 +15,15 @@ Metric names (all prefixed `colony_`):
 | `colony_evictions_refused_total` | counter | | `drain_node`, each eviction a budget refused |
 | `colony_host_claims_total` | counter | `outcome` (claimed, refused, failed) | `claim_hosts` |
 | `colony_activity_errors_total` | counter | `activity`, `error_type` | every activity (`ActivityErrorCounter`) |
-| `colony_workspaces_waiting` | gauge | | hook for the workspace side: `set_workspaces_waiting` |
-| `colony_admission_wait_seconds` | histogram | | hook for the workspace side: `observe_admission_wait` |
+| `colony_workspaces_waiting` | gauge | `cluster` | the cluster's GPU ledger (a workflow metric, below) |
+| `colony_admission_wait_seconds` | histogram | `cluster` | each workspace admitted (a workflow metric, below) |
 | `colony_watcher_leader` | gauge | | the watcher: 1 while this process leads |
 | `colony_watcher_signals_total` | counter | `signal`, `outcome` (sent, no_workflow) | the watcher |
 | `colony_watcher_relists_total` | counter | `stream_kind` | the watcher, after a 410 Gone |
+
+The two workspace metrics are recorded by workflows through Temporal's workflow metric meter
+(`workflows/metrics.py`): replay-safe, and served with the Temporal runtime's metrics on the same
+endpoint (its buckets are set in `worker.temporal_runtime`).
 """
 
 from __future__ import annotations
@@ -45,8 +49,6 @@ log = logging.getLogger("colony.metrics")
 
 DRAIN_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200)
 """Seconds: a drain takes seconds without budgets, and up to its deadline (1 h by default) with."""
-ADMISSION_BUCKETS = (1, 5, 15, 30, 60, 300, 900, 1800, 3600, 4 * 3600, 12 * 3600, 24 * 3600)
-"""Seconds: a workspace waits for GPUs from nothing to hours."""
 
 DRAIN_DURATION = Histogram(
     "colony_drain_duration_seconds",
@@ -65,14 +67,6 @@ ACTIVITY_ERRORS = Counter(
     "colony_activity_errors",
     "Activity attempts that failed, by activity and error type.",
     ["activity", "error_type"],
-)
-WORKSPACES_WAITING = Gauge(
-    "colony_workspaces_waiting", "Workspaces waiting for capacity (GPUs) to be admitted."
-)
-ADMISSION_WAIT = Histogram(
-    "colony_admission_wait_seconds",
-    "Time a workspace waited for capacity before it was admitted.",
-    buckets=ADMISSION_BUCKETS,
 )
 WATCHER_LEADER = Gauge("colony_watcher_leader", "1 while this process' watcher holds the Lease.")
 WATCHER_SIGNALS = Counter(
@@ -103,16 +97,6 @@ def eviction_refused() -> None:
 def host_claim(outcome: str) -> None:
     """One claim call ended: `claimed`, `refused` (the provider said no) or `failed`."""
     HOST_CLAIMS.labels(outcome=outcome).inc()
-
-
-def set_workspaces_waiting(count: int) -> None:
-    """Hook for the workspace side: how many workspaces wait for capacity now."""
-    WORKSPACES_WAITING.set(count)
-
-
-def observe_admission_wait(seconds: float) -> None:
-    """Hook for the workspace side: a workspace was admitted after waiting `seconds`."""
-    ADMISSION_WAIT.observe(max(0.0, seconds))
 
 
 def watcher_leading(leading: bool) -> None:

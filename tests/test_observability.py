@@ -241,9 +241,7 @@ async def test_the_worker_serves_colony_and_temporal_metrics(world: World) -> No
     assert value(samples, "colony_activity_errors_total", activity="claim_hosts") > value(
         before, "colony_activity_errors_total", activity="claim_hosts"
     )
-    # The workspace hooks exist (main sets them) and the Temporal runtime's metrics are folded in.
-    assert "colony_workspaces_waiting" in samples
-    assert "colony_admission_wait_seconds_count" in samples
+    # The Temporal runtime's metrics (workflow metrics among them) are folded in.
     temporal_names = [n for n in samples if n.startswith("temporal_")]
     assert any(n.startswith("temporal_worker_task_slots") for n in temporal_names), temporal_names
     assert json.dumps(temporal_names)  # names only, for the failure message above

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
-from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
+from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 from temporalio.testing import WorkflowEnvironment
 
 from activities.sealing import Unsealer, workspace_scope
@@ -244,6 +245,48 @@ async def test_workspaces_wait_for_gpus_in_order_and_proceed_when_one_is_deleted
         assert sorted(h.workspace for h in held) == sorted([b.name, c.name])
         await delete(second)
         await delete(third)
+
+
+async def test_the_ledger_and_admissions_are_measured(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """`colony_workspaces_waiting{cluster}` follows the line; `colony_admission_wait_seconds`
+    records how long each workspace waited (workflow metrics: recorded once, never on replay)."""
+    buffer = MetricBuffer(10_000)
+    runtime = Runtime(telemetry=TelemetryConfig(metrics=buffer))
+    metered = await Client.connect(
+        env.client.service_client.config.target_host,
+        namespace=env.client.namespace,
+        data_converter=env.client.data_converter,
+        runtime=runtime,
+    )
+    fake, cluster = world(gpus=2)
+    async with workspace_worker(env, task_queue, fake, client=metered):
+        first = await deploy(env, task_queue, notebook(unique("a"), cluster, gpus=2))
+        await until(first, phase_is(WorkspacePhase.RUNNING), "first running")
+        second = await deploy(env, task_queue, notebook(unique("b"), cluster, gpus=1))
+        await until(second, phase_is(WorkspacePhase.WAITING), "second waiting")
+        await env.sleep(timedelta(minutes=30))
+        await delete(first)
+        await until(second, phase_is(WorkspacePhase.RUNNING), "second running")
+        await delete(second)
+
+    updates = [u for u in buffer.retrieve_updates() if u.metric.name.startswith("colony_")]
+    waiting = [
+        u.value
+        for u in updates
+        if u.metric.name == "colony_workspaces_waiting" and u.attributes["cluster"] == cluster
+    ]
+    assert 1 in waiting
+    assert waiting[-1] == 0
+    waits = sorted(
+        float(u.value)
+        for u in updates
+        if u.metric.name == "colony_admission_wait_seconds" and u.attributes["cluster"] == cluster
+    )
+    assert len(waits) == 2  # one admission each, not one per replay
+    assert waits[0] < 60
+    assert waits[1] >= 30 * 60
 
 
 async def test_delete_while_waiting_releases_the_place_in_line(

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from temporalio import activity
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -415,12 +415,14 @@ async def workspace_worker(
     extra_activities: list[Callable[..., Any]] | None = None,
     cluster: bool = False,
     include_world: bool = True,
+    client: Client | None = None,
 ) -> AsyncIterator[Worker]:
-    """A worker with the workspace side's workflows, the fake world, and real Temporal messaging."""
+    """A worker with the workspace side's workflows, the fake world, and real Temporal messaging
+    (polling through `client` when given: one with a runtime of its own, to read its metrics)."""
     temporal = TemporalActivities(env.client, task_queue)
     workflows: list[type] = [*WORKFLOWS, *([ClusterWorkflow] if cluster else [])]
     async with Worker(
-        env.client,
+        client or env.client,
         task_queue=task_queue,
         workflows=workflows,
         activities=[

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from temporalio import workflow
 
+from workflows import metrics
 from workflows.engine import RequestIds, is_failure, reason_of
 from workflows.workspace_calls import READ_GPU_INVENTORY, SIGNAL_WORKFLOW
 
@@ -126,10 +127,12 @@ class CapacityLedgerWorkflow:
             while self._inbox and not self._closed:
                 await self._handle(self._inbox.pop(0))
             await self._publish_holders()
+            metrics.workspaces_waiting(self._cluster, len(self._ledger.state.waiting))
             if self._history_is_long() and not self._inbox:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if not self._inbox:
                     workflow.continue_as_new(self._carry())
+        metrics.workspaces_waiting(self._cluster, 0)
         return self.status()
 
     def _history_is_long(self) -> bool:

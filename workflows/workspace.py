@@ -42,6 +42,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
+from workflows import metrics
 from workflows.activity_calls import AWAIT_CLUSTER_DEPLOYMENT
 from workflows.engine import (
     EntityEngine,
@@ -456,6 +457,7 @@ class WorkspaceWorkflow:
             )
             return None
         state.admission = AdmissionStatus(request_id=request_id, state=AdmissionState.WAITING)
+        asked_at = workflow.now()
         await SIGNAL_WITH_START(
             SignalWithStartRequest(
                 workflow=LEDGER_WORKFLOW,
@@ -471,7 +473,9 @@ class WorkspaceWorkflow:
                 static_summary=f"GPU ledger of cluster {spec.cluster}",
             )
         )
-        return await self._await_admission(request_id)
+        answer = await self._await_admission(request_id)
+        metrics.admission_waited(spec.cluster, asked_at)
+        return answer
 
     async def _await_admission(self, request_id: str) -> CapacityAnswer:
         """Wait (without timers: the ledger answers by signal) until the request is decided."""
