@@ -22,6 +22,7 @@ from kubernetes import client
 from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner, Result
 
+from sim.faults import RequestFault
 from sim.world import SimWorld
 from starter.cli import app, normalize_argv
 from tests.conftest import venv_binary
@@ -408,10 +409,18 @@ async def test_update_validator_rejections_and_catalog(colony: Colony) -> None:
     assert "cpu-32c-256g" in [s["id"] for s in skus]
 
     name = unique("rej")
+    # The management cluster answers reads of ClusterDeployments slowly, so the create is still
+    # running when the scale arrives (with the sim's instant timing it could be done already).
+    colony.world.faults.add_rule(
+        RequestFault(
+            target="management", path="/clusterdeployments", method="GET", latency_seconds=3
+        )
+    )
     await colony.ctl("cluster", "create", name, "--location-id", LOCATION)
     # While creating, only delete is accepted: the validator's reason, on one line.
     early = await colony.ctl("node-pool", "scale", name, "gpu", "--count", "2", expect=2)
     assert "still being created: only delete is accepted" in early.stderr
+    colony.world.faults.clear()
     await colony.ctl("cluster", "delete", name, "--wait", "--timeout", "90")
     assert colony.claimed_by(name) == []
 
