@@ -482,7 +482,8 @@ class WorkspaceWorkflow:
                 ConditionType.FEASIBLE,
                 True,
                 ConditionReason.GPU_CAPACITY_RESERVED,
-                f"{answer.message or 'GPUs reserved'} on {', '.join(answer.nodes)}",
+                # The ledger's message names the nodes already ("... reserved on n1").
+                answer.message or f"GPUs reserved on {', '.join(answer.nodes)}",
             )
             return answer
         reason = (
