@@ -31,6 +31,7 @@ from activities.kube import Obj, call, call_or_none, condition, conditions_of
 from models.activity_api import (
     CLUSTER_LABEL,
     OWNER_ANNOTATION,
+    TENANT_GATEWAY_DOMAIN_LABEL,
     WORKFLOW_ID_LABEL,
     ActivityName,
     AddClusterMachinesRequest,
@@ -243,6 +244,11 @@ class ManagementClusterActivities:
                 "labels": {
                     CLUSTER_LABEL: request.name,
                     WORKFLOW_ID_LABEL: label_safe(request.workflow_id),
+                    **(
+                        {TENANT_GATEWAY_DOMAIN_LABEL: request.tenant_gateway_domain}
+                        if request.tenant_gateway_domain
+                        else {}
+                    ),
                 },
                 "annotations": {
                     WORKFLOW_ID_ANNOTATION: request.workflow_id,

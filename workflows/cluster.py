@@ -411,6 +411,7 @@ class ClusterWorkflow:
                 kubernetes_version=KUBERNETES_VERSION,
                 pod_cidr=POD_CIDR,
                 service_cidr=SERVICE_CIDR,
+                tenant_gateway_domain=spec.tenant_gateway_domain,
             )
         )
         self._state.deployment_created = True
