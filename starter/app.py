@@ -28,12 +28,24 @@ except ImportError:  # pragma: no cover - an older Typer that depends on click i
     import click.exceptions as click_exceptions  # type: ignore[no-redef]
 
 from activities import tracing
-from starter.commands import catalog, cluster, credentials, node, node_pool, operation, sim
+from starter.commands import (
+    apply,
+    catalog,
+    cluster,
+    credentials,
+    node,
+    node_pool,
+    operation,
+    sim,
+    workspace,
+    workspace_class,
+)
 from starter.errors import ColonyError, ExitCode
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 success; 1 the operation failed (or Temporal/the API could not be reached); "
-    "2 invalid or refused request (nothing was started); 3 cluster, node pool or node not found."
+    "2 invalid or refused request (nothing was started); 3 cluster, node pool, node, workspace or "
+    "class not found."
 )
 PROG = "colonyctl"
 DEBUG_ENV = "COLONY_DEBUG"
@@ -208,9 +220,11 @@ app.add_typer(cluster.app, name="cluster", epilog=EXIT_CODES_HELP)
 app.add_typer(node_pool.app, name="node-pool", epilog=EXIT_CODES_HELP)
 app.add_typer(node.app, name="node", epilog=EXIT_CODES_HELP)
 app.add_typer(operation.app, name="operation", epilog=EXIT_CODES_HELP)
+app.add_typer(workspace.app, name="workspace", epilog=EXIT_CODES_HELP)
+app.add_typer(workspace_class.app, name="class", epilog=EXIT_CODES_HELP)
 app.add_typer(catalog.app, name="catalog")
 app.add_typer(sim.app, name="sim")
-app.command("apply")(cluster.apply)
+app.command("apply", epilog=EXIT_CODES_HELP)(apply.apply)
 app.command("kubeconfig")(credentials.kubeconfig)
 app.command("token")(credentials.token)
 
