@@ -233,6 +233,13 @@ class WorkspaceWorkflow:
             await self._suspend()
             return
         try:
+            if isinstance(request, ResumeWorkspaceRequest) and self._state.service_set_created:
+                # A failed deploy left its release for inspection. k0rdent keeps reporting it
+                # Failed until Sveltos retries on its own schedule (the sim: never, for the same
+                # spec), so applying the same ServiceSet again would fail again at once: remove
+                # it (routes, release, values Secret; the namespace and its volumes stay) and
+                # install afresh.
+                await self._uninstall()
             await self._deploy(redeploy=isinstance(request, RedeployWorkspaceRequest))
         except Interrupted as error:
             # A deploy that does not finish holds no GPUs: the next waiter gets them. What it
