@@ -317,8 +317,8 @@ async def test_refusals_start_nothing(colony: Colony) -> None:
 
 async def test_gpu_workspaces_fill_a_cluster_and_the_third_waits_its_turn(colony: Colony) -> None:
     cluster = unique("gpus")
-    await create_cluster(colony, cluster, gpu_pool())
-    first, second, third = (unique(f"nb{i}") for i in range(3))
+    await create_cluster(colony, cluster, gpu_pool(), "--node-pool", cpu_pool())
+    first, second, third, fourth = (unique(f"nb{i}") for i in range(4))
 
     async def deploy(name: str, *extra: str) -> Result:
         return await colony.ctl(
@@ -340,6 +340,18 @@ async def test_gpu_workspaces_fill_a_cluster_and_the_third_waits_its_turn(colony
         limits = pod.spec.containers[0].resources.limits
         assert limits["nvidia.com/gpu"] == "4"
 
+    # The cluster refuses to take the GPUs they hold, naming them.
+    refused = await colony.ctl("node-pool", "delete", cluster, "gpu", expect=2)
+    assert "would take GPUs from running workspaces: " in refused.stderr
+    assert all(name in refused.stderr for name in (first, second))
+
+    # A fourth waits behind the third; deleted while waiting, it leaves the queue.
+    await deploy(fourth)
+    assert (await colony.phase_of(fourth, {"Waiting"}))["admission"]["position"] == 2
+    await colony.ctl("workspace", "delete", fourth, "--wait", "--timeout", "60")
+    await colony.ctl("workspace", "get", fourth, expect=3)
+    assert (await colony.workspace(third))["admission"]["position"] == 1
+
     # A release: the waiting one is admitted and runs, on the GPUs freed.
     await colony.ctl("workspace", "delete", first, "--wait", "--timeout", "60")
     admitted = await colony.phase_of(third, {"Running"})
@@ -356,6 +368,45 @@ async def test_gpu_workspaces_fill_a_cluster_and_the_third_waits_its_turn(colony
     failed = await colony.phase_of(absent, {"Failed"})
     feasible = next(c for c in failed["conditions"] if c["type"] == "Feasible")
     assert feasible["reason"] == "GpuOfferingUnavailable"
+    await colony.ctl("cluster", "delete", cluster, "--wait", "--timeout", "120")
+
+
+# --- A failed install: its context, then a resume ----------------------------------------------
+
+
+async def test_a_failed_install_shows_its_context_and_a_resume_tries_again(
+    colony: Colony,
+) -> None:
+    cluster, name = unique("fail"), unique("nb")
+    await create_cluster(colony, cluster, cpu_pool())
+    colony.world.faults.fail_service_set(
+        NAMESPACE, f"wsd-{cluster}-{name}", "Helm install failed: image pull back-off"
+    )
+    failed = await colony.ctl(
+        "workspace", "deploy", name, "--class", "colony-jupyter-1-0-0", "--cluster", cluster,
+        "--set", "notebookPassword=pw", "--wait", "--timeout", "60", expect=1,
+    )  # fmt: skip
+    assert failed.stderr.splitlines()[-1] == (
+        f"error: workspace '{name}' is Failed: wsd-{cluster}-{name} failed: Helm install failed: "
+        "image pull back-off"
+    )
+    status = await colony.workspace(name)
+    context = status["failureContext"]
+    assert context["phaseWhenFailed"] == "Deploying"
+    assert [(s["state"], s["failureMessage"]) for s in context["serviceSetStatus"]["services"]] == [
+        ("Failed", "Helm install failed: image pull back-off")
+    ]
+    helm = next(c for c in status["conditions"] if c["type"] == "HelmReleaseReady")
+    assert helm["reason"] == "HelmReleaseFailed"
+    shown = (await colony.ctl("workspace", "get", name)).stdout
+    assert "phase when failed: Deploying" in shown
+    assert "image pull back-off" in shown
+
+    colony.world.faults.clear()
+    await colony.ctl("workspace", "resume", name, "--wait", "--timeout", "60")
+    resumed = await colony.workspace(name)
+    assert resumed["phase"] == "Running"
+    assert "failureContext" not in resumed
     await colony.ctl("cluster", "delete", cluster, "--wait", "--timeout", "120")
 
 
