@@ -1059,11 +1059,16 @@ class WorkspaceWorkflow:
         self._state.phase = phase
         self._state.message = message
         self._state.updated_at = workflow.now()
-        upsert_search_attributes(
-            COLONY_KIND.value_set(KIND),
-            COLONY_CLUSTER.value_set(self._spec.cluster),
-            COLONY_PHASE.value_set(phase.value),
-        )
+        current = workflow.info().typed_search_attributes
+        wanted = [
+            (COLONY_KIND, KIND),
+            (COLONY_CLUSTER, self._spec.cluster),
+            (COLONY_PHASE, phase.value),
+        ]
+        # Only what changed: a waiting workspace's position moves often, its phase does not, and
+        # each upsert is an event of its history.
+        if any(current.get(key) != value for key, value in wanted):
+            upsert_search_attributes(*(key.value_set(value) for key, value in wanted))
         self._engine.show_details()
 
     def _headline(self) -> list[str]:
