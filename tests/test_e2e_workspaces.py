@@ -64,6 +64,8 @@ SSH_KEY = (
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl dev@colony"
 )
 K0RDENT = ("k0rdent.mirantis.com", "v1beta1")
+EXALSIUS_HUB = Path(__file__).resolve().parents[1].parent / "shared" / "exalsius" / "workspace-hub"
+"""The exalsius workspace hub's manifests, beside the checkout where present (skipped otherwise)."""
 
 
 @dataclass
@@ -607,6 +609,19 @@ async def test_apply_takes_exalsius_manifests(colony: Colony, tmp_path: Path) ->
     assert "a new version is a new name" in refused.stderr
     refused = await colony.ctl("class", "publish", "-f", str(changed), expect=2)
     assert "already exists with a different definition" in refused.stderr
+    # The new version is a new name: published, in Colony's own form this time.
+    newer = workspace_class.replace("-1-0-0", "-1-0-1")
+    colony_form = tmp_path / "newer.yaml"
+    colony_form.write_text(
+        exalsius_class(newer, "second").replace("workspaces.exalsius.ai/v1", "colony.dev/v1")
+    )
+    published = await colony.ctl("class", "publish", "-f", str(colony_form))
+    assert published.stdout == (
+        f"workspaceclass/{newer} published; created ServiceTemplate/{newer}\n"
+    )
+    again = await colony.ctl("class", "publish", "-f", str(colony_form))
+    assert again.stdout == f"workspaceclass/{newer} unchanged (already published)\n"
+    assert [c["name"] for c in await colony.json("class", "list")].count(newer) == 1
 
     # A ServiceTemplate on its own, from stdin.
     template = unique("tpl")
@@ -624,6 +639,45 @@ async def test_apply_takes_exalsius_manifests(colony: Colony, tmp_path: Path) ->
         *K0RDENT, NAMESPACE, "servicetemplates", template,
     )  # fmt: skip
     assert stored["spec"]["helm"]["chartSpec"]["chart"] == "colony-jupyter"
+    await colony.ctl("cluster", "delete", cluster, "--wait", "--timeout", "120")
+
+
+async def test_apply_an_exalsius_hub_class_and_its_example_deployment(
+    colony: Colony, tmp_path: Path
+) -> None:
+    """The workspace hub's own class and template, and its example deployment as a user adapts it
+    (their cluster, a GPU product this cluster has), through apply: a raw gpuNodeSelector is
+    matched exactly on the nodes' labels."""
+    hub = Path(EXALSIUS_HUB)
+    files = [
+        hub / "manifests_jupyter-notebook_0.3.0_servicetemplate.yaml",
+        hub / "manifests_jupyter-notebook_0.3.0_workspaceclass.yaml",
+        hub / "examples_jupyter-notebook_0.3.0_example-workspacedeployment.yaml",
+    ]
+    if not all(path.exists() for path in files):
+        pytest.skip(f"the exalsius workspace hub's manifests are not at {hub}")
+    cluster, name = unique("hub"), unique("my-notebook")
+    await create_cluster(colony, cluster, gpu_pool())
+    example = yaml.safe_load(files[2].read_text())
+    example["metadata"]["name"] = name
+    example["spec"]["clusterDeploymentRef"]["name"] = cluster
+    selector = example["spec"]["resources"]["perReplica"]["gpuNodeSelector"]
+    selector["nvidia.com/gpu.product"] = "NVIDIA-H100-80GB-HBM3"
+    adapted = tmp_path / "deployment.yaml"
+    adapted.write_text(yaml.safe_dump(example))
+    applied = await colony.ctl(
+        "apply", "-f", str(files[0]), "-f", str(files[1]), "-f", str(adapted),
+        "--wait", "--timeout", "60",
+    )  # fmt: skip
+    assert "workspaceclass/jupyter-notebook-0-3-0 " in applied.stdout
+    assert f"workspace {name} running" in applied.stdout
+    status = await colony.workspace(name)
+    assert status["resolvedResources"]["perReplica"]["gpuNodeSelector"] == {
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"
+    }
+    (pod,) = running(await pods(colony, cluster, f"ws-{name}"))
+    assert pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "1"
+    assert pod.spec.node_selector["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
     await colony.ctl("cluster", "delete", cluster, "--wait", "--timeout", "120")
 
 
