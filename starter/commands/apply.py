@@ -229,6 +229,8 @@ def _prepare_and_publish(steps: Plan, *, request_id: str | None) -> list[_Deploy
     from starter.commands.workspace_class import check_conflicts
     from starter.session import run, settings
 
+    if not (steps.templates or steps.classes or steps.workspaces):
+        return []  # clusters only: the catalog has nothing to do with them
     conf = settings()
     ask = terminal_asker()
     lines: list[str] = []
