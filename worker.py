@@ -206,6 +206,7 @@ def activity_callables(
         spaces.get_workspace_class,
         spaces.list_workspace_classes,
         spaces.publish_workspace_class,
+        spaces.publish_objects,
         spaces.check_service_template,
         spaces.apply_service_set,
         spaces.await_service_set,

@@ -31,6 +31,7 @@ from activities.kube import Obj, call, call_or_none, call_or_raise, condition, c
 from models.activity_api import (
     CLUSTER_LABEL,
     OWNER_ANNOTATION,
+    TENANT_GATEWAY_DOMAIN_LABEL,
     WORKFLOW_ID_LABEL,
     ActivityName,
     AddClusterMachinesRequest,
@@ -267,6 +268,11 @@ class ManagementClusterActivities:
                     **request.labels,
                     CLUSTER_LABEL: request.name,
                     WORKFLOW_ID_LABEL: label_safe(request.workflow_id),
+                    **(
+                        {TENANT_GATEWAY_DOMAIN_LABEL: request.tenant_gateway_domain}
+                        if request.tenant_gateway_domain
+                        else {}
+                    ),
                 },
                 "annotations": {
                     **request.annotations,

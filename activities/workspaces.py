@@ -73,6 +73,8 @@ from models.workspace_api import (
     GetWorkspaceClassResult,
     ListWorkspaceClassesRequest,
     ListWorkspaceClassesResult,
+    PublishObjectsRequest,
+    PublishObjectsResult,
     PublishWorkspaceClassRequest,
     PublishWorkspaceClassResult,
     ReadGpuInventoryRequest,
@@ -249,6 +251,23 @@ class WorkspaceActivities:
         if existing is None:
             body = workspace_class_object(request.spec, {"app.kubernetes.io/managed-by": "colony"})
             result.created = await self._create_if_absent(body)
+        return result
+
+    @activity.defn(name=WorkspaceActivity.PUBLISH_OBJECTS)
+    @heartbeating
+    async def publish_objects(self, request: PublishObjectsRequest) -> PublishObjectsResult:
+        """Create each object unless one of that name exists (then it is left as it is)."""
+        result = PublishObjectsResult()
+        for obj in request.objects:
+            label = f"{obj['kind']}/{obj['metadata']['name']}"
+            try:
+                created = await self._create_if_absent(obj)
+            except ApplicationError as exc:
+                if exc.type != ErrorType.NOT_SERVED:
+                    raise
+                result.skipped.append(f"{label}: {exc.message}")
+                continue
+            (result.created if created else result.existing).append(label)
         return result
 
     async def _create_if_absent(self, obj: Obj) -> bool:

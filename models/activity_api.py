@@ -75,6 +75,9 @@ HOST_ID_LABEL = "colony.dev/host-id"
 """Label on every node: the host provider's id of the host under it."""
 GPU_MODEL_LABEL = "exalsius.ai/gpu-model"
 """Label on every GPU node: its GPU model id, the canonical label an exalsius `gpuType` matches."""
+TENANT_GATEWAY_DOMAIN_LABEL = "colony.dev/tenant-gateway-domain"
+"""Label on the ClusterDeployment: attach the cluster to the platform's tenant gateway for this
+domain (workspaces get `https://<workspace>.<domain>` and SSH/TCP ports on `<domain>`)."""
 
 
 class KubeconfigRef(ColonyModel):
@@ -232,6 +235,8 @@ class CreateClusterDeploymentRequest(ColonyModel):
     remote-cluster shape built from the fields above."""
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
+    tenant_gateway_domain: str = ""
+    """When set, the label `colony.dev/tenant-gateway-domain` with this domain."""
 
 
 class CreateClusterDeploymentResult(ColonyModel):

@@ -17,7 +17,7 @@ from pydantic_core import PydanticCustomError
 
 from models.activity_api import Condition, DrainProgress, Host, KubeconfigRef
 from models.base import ColonyModel
-from models.names import name_problem, shorten_name
+from models.names import domain_problem, name_problem, shorten_name
 from models.node_pool import NodePoolSpec, NodePoolStatus
 from models.operations import Operation, OperationBook
 
@@ -111,6 +111,19 @@ class ClusterSpec(ColonyModel):
     cluster_labels: dict[str, str] = Field(default_factory=dict)
     cluster_annotations: dict[str, str] = Field(default_factory=dict)
     """Labels and annotations put on the ClusterDeployment (exalsius `clusterLabels`/`...Annotations`)."""
+    tenant_gateway_domain: str = ""
+    """Attach the cluster to the tenant gateway of this domain (`dos-lab.example`): its
+    ClusterDeployment gets the label `colony.dev/tenant-gateway-domain`, and its workspaces
+    `https://<workspace>.<domain>` URLs and SSH/TCP ports on `<domain>`. Empty: no gateway, each
+    endpoint is reached with `kubectl port-forward`."""
+
+    @field_validator("tenant_gateway_domain")
+    @classmethod
+    def _tenant_gateway_domain(cls, domain: str) -> str:
+        problem = domain_problem("tenantGatewayDomain", domain) if domain else None
+        if problem:
+            raise PydanticCustomError("tenant_gateway_domain", problem)
+        return domain
 
     @field_validator("name")
     @classmethod

@@ -34,6 +34,7 @@ from models.base import ColonyModel, user_input
 from models.cluster import DEFAULT_NAMESPACE, ClusterSpec
 from models.names import label_key_problem, label_value_problem, name_problem
 from models.node_pool import NodePoolSpec
+from models.quantity import parse_go_duration
 from models.workspace import WorkspaceSpec
 from models.workspace_class import WorkspaceClassSpec, dns_label_problem, object_name_problem
 
@@ -158,6 +159,18 @@ def service_template_spec_problem(spec: Any) -> tuple[str, str] | None:
             return "spec.helm.chartSpec.chart", "the chart's name is required"
         if "version" in chart_spec and not isinstance(chart_spec["version"], str):
             return "spec.helm.chartSpec.version", 'version must be a string (quote it: "1.0.0")'
+        # Required by k0rdent's CRD (Flux's HelmChartSpec): the management cluster answers 422
+        # without it, after the request has left; refuse it here, naming the field.
+        interval = chart_spec.get("interval")
+        if not isinstance(interval, str) or not interval:
+            return (
+                "spec.helm.chartSpec.interval",
+                "required: how often the chart source is checked, a duration such as 10m",
+            )
+        try:
+            parse_go_duration(interval)
+        except ValueError as exc:
+            return "spec.helm.chartSpec.interval", str(exc)
         source = chart_spec.get("sourceRef")
         if not isinstance(source, Mapping) or not source.get("name"):
             return "spec.helm.chartSpec.sourceRef", "sourceRef with kind and name is required"

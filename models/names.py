@@ -69,6 +69,25 @@ def label_value_problem(key: str, value: str) -> str | None:
     return None
 
 
+def domain_problem(field: str, domain: str) -> str | None:
+    """Why `domain` cannot be a tenant gateway's domain, or None.
+
+    It becomes a label value (at most 63 characters) and the suffix of workspace hostnames
+    (`<workspace>.<domain>`, under a wildcard certificate): a lowercase DNS name of two labels or
+    more.
+    """
+    if not domain:
+        return f"{field} must not be empty"
+    if len(domain) > 63:
+        return f"{field} '{domain}' is {len(domain)} characters long; at most 63 are allowed"
+    if "." not in domain or not _DNS_SUBDOMAIN.match(domain):
+        return (
+            f"{field} '{domain}' must be a DNS name such as 'dos-lab.example': lowercase labels "
+            "of letters, digits and '-', separated by dots"
+        )
+    return None
+
+
 def shorten_name(name: str, limit: int = NAME_MAX_LENGTH) -> str:
     """`name` if it fits `limit`, else its head and a stable hash of all of it (still unique).
 

@@ -50,6 +50,7 @@ class WorkspaceActivity(StrEnum):
     GET_WORKSPACE_CLASS = "get_workspace_class"
     LIST_WORKSPACE_CLASSES = "list_workspace_classes"
     PUBLISH_WORKSPACE_CLASS = "publish_workspace_class"
+    PUBLISH_OBJECTS = "publish_objects"
     CHECK_SERVICE_TEMPLATE = "check_service_template"
     APPLY_SERVICE_SET = "apply_service_set"
     AWAIT_SERVICE_SET = "await_service_set"
@@ -110,6 +111,24 @@ class PublishWorkspaceClassResult(ColonyModel):
     """False when the identical class was already there."""
     objects_created: list[str] = Field(default_factory=list)
     objects_skipped: list[str] = Field(default_factory=list)
+    """Objects of kinds the management cluster does not serve, with the reason."""
+
+
+class PublishObjectsRequest(ColonyModel):
+    """Store objects classes need (ServiceTemplates applied without a class, as
+    `colonyctl apply -f` does with a k0rdent ServiceTemplate) when absent; existing objects of the
+    same name are left as they are (k0rdent templates are immutable: a new version is a new
+    name)."""
+
+    objects: list[dict[str, Any]]
+
+
+class PublishObjectsResult(ColonyModel):
+    created: list[str] = Field(default_factory=list)
+    """`Kind/name` of the objects created."""
+    existing: list[str] = Field(default_factory=list)
+    """`Kind/name` of the objects that were there already (left as they are)."""
+    skipped: list[str] = Field(default_factory=list)
     """Objects of kinds the management cluster does not serve, with the reason."""
 
 

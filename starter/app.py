@@ -30,6 +30,7 @@ except ImportError:  # pragma: no cover - an older Typer that depends on click i
 from activities import tracing
 from starter.commands import (
     apikey,
+    apply,
     auth,
     catalog,
     cluster,
@@ -39,12 +40,15 @@ from starter.commands import (
     node_pool,
     operation,
     sim,
+    workspace,
+    workspace_class,
 )
 from starter.errors import ColonyError, ExitCode
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 success; 1 the operation failed (or Temporal/the API could not be reached); "
-    "2 invalid or refused request (nothing was started); 3 cluster, node pool or node not found."
+    "2 invalid or refused request (nothing was started); 3 cluster, node pool, node, workspace or "
+    "class not found."
 )
 PROG = "colonyctl"
 DEBUG_ENV = "COLONY_DEBUG"
@@ -220,11 +224,13 @@ app.add_typer(node_pool.app, name="node-pool", epilog=EXIT_CODES_HELP)
 app.add_typer(node.app, name="node", epilog=EXIT_CODES_HELP)
 app.add_typer(operation.app, name="operation", epilog=EXIT_CODES_HELP)
 app.add_typer(colony.app, name="colony", epilog=EXIT_CODES_HELP)
+app.add_typer(workspace.app, name="workspace", epilog=EXIT_CODES_HELP)
+app.add_typer(workspace_class.app, name="class", epilog=EXIT_CODES_HELP)
 app.add_typer(catalog.app, name="catalog")
 app.add_typer(auth.app, name="auth")
 app.add_typer(apikey.app, name="apikey")
 app.add_typer(sim.app, name="sim")
-app.command("apply")(cluster.apply)
+app.command("apply", epilog=EXIT_CODES_HELP)(apply.apply)
 app.command("kubeconfig")(credentials.kubeconfig)
 app.command("token")(credentials.token)
 

@@ -139,6 +139,11 @@ def cluster_details(spec: ClusterSpec) -> str:
         f"ClusterDeployment `{spec.deployment_name}` (k0rdent); owns hosts claimed from the host "
         "provider.",
     ]
+    if spec.tenant_gateway_domain:
+        lines += [
+            "",
+            f"Tenant gateway `{spec.tenant_gateway_domain}`: workspaces get HTTPS hostnames there.",
+        ]
     if spec.node_pools:
         lines += ["", "| pool | SKU | count |", "| --- | --- | --- |"]
         lines += [f"| {pool.name} | {pool.sku} | {pool.count} |" for pool in spec.node_pools]

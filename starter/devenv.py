@@ -138,9 +138,20 @@ def start_sim(processes: Processes) -> dict[str, object]:
     return world
 
 
+def ensure_sealing_keys() -> Path:
+    """Colony's sealing key pair for this environment (created once, private key 0600): the worker
+    unseals with the private key, colonyctl seals secret answers with the public one."""
+    from activities.sealing import SealingSettings, create_key_pair
+
+    settings = SealingSettings.from_env()
+    create_key_pair(settings.private_key_file, settings.public_key_file)
+    return settings.public_key_file
+
+
 def start_worker(processes: Processes) -> bool:
     if not Path("worker.py").exists():
         return False
+    ensure_sealing_keys()
     processes.start("worker", [sys.executable, "worker.py"], STATE_DIR / "worker.log")
     return True
 
@@ -244,6 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(
                 f"Colony worker        task queue {os.environ.get('COLONY_TASK_QUEUE', 'colony')}"
             )
+            print("Sealing key pair     .colony/sealing/ (colonyctl seals secrets with public.pem)")
         if watcher_started:
             print("Colony watcher       Lease colony-system/colony-watcher (events -> signals)")
         print()

@@ -1,10 +1,12 @@
 """The demo `make run` plays: a GPU cluster's whole life, through `colonyctl` as a user would.
 
 Picks a location and a GPU model from the host provider's catalog, creates a cluster with a GPU
-pool of 2, scales it to 3, runs a small GPU workload in it (kubectl through the credential-free
-kubeconfig `colonyctl kubeconfig` writes), scales it to 1 (the drain evicts the workload's pods on
-the removed nodes) and deletes it. Every step prints its Web UI link (colonyctl does) and how long
-it took; the table at the end sums them up.
+pool of 2 (attached to a tenant gateway), scales it to 3, runs a small GPU workload in it (kubectl
+through the credential-free kubeconfig `colonyctl kubeconfig` writes), scales it to 1 (the drain
+evicts the workload's pods on the removed nodes), removes the workload, deploys a Jupyter notebook
+with one GPU from Colony's class catalog and prints how to reach it, and deletes the cluster (its
+workspaces first). Every step prints its Web UI link (colonyctl does) and how long it took; the
+table at the end sums them up.
 
 Run it with the dev environment up (`make run` does it all): `python -m starter.scenario`.
 """
@@ -12,6 +14,7 @@ Run it with the dev environment up (`make run` does it all): `python -m starter.
 from __future__ import annotations
 
 import json
+import secrets
 import shutil
 import subprocess
 import sys
@@ -30,6 +33,10 @@ WORKLOAD_REPLICAS = 3
 GPUS_PER_POD = 4
 """Half an 8-GPU host per pod, with a CPU request so the least-allocated scheduler spreads them."""
 KUBECONFIG = Path(".colony/demo.kubeconfig")
+GATEWAY_DOMAIN = "demo.colony.example"
+"""The simulated tenant gateway's domain: workspaces get https://<name>.<domain> (nothing is
+actually routed: the sim has no data plane)."""
+NOTEBOOK_CLASS = "colony-jupyter-1-0-0"
 
 
 def _colonyctl() -> list[str]:
@@ -145,7 +152,8 @@ def run() -> Scenario:
     with scenario.step(f"create {name} with a GPU pool of 2") as step:
         ctl(
             "cluster", "create", name, "--location-id", location,
-            "--node-pool", f"name=gpu,count=2,gpuModelId={gpu}", "--wait",
+            "--node-pool", f"name=gpu,count=2,gpuModelId={gpu}",
+            "--tenant-gateway-domain", GATEWAY_DOMAIN, "--wait",
         )  # fmt: skip
         step.note = "(control plane ready, 2 nodes Ready)"
     ctl("node", "list", name)
@@ -175,10 +183,30 @@ def run() -> Scenario:
         evicted = pods_evicted(operation)
         step.note = f"({len(operation['progress']['nodes'])} nodes drained, {evicted} pods evicted)"
     console.print(kubectl("get", "pods", "-o", "wide"))
+    # The workload's pods hold the last node's GPUs (Colony counts GPUs it did not place as used):
+    # remove it so the notebook gets one.
+    kubectl("delete", "deployment", "trainer", "--wait=true")
+
+    notebook = f"notebook-{name.removeprefix('demo-')}"
+    ctl("class", "list")
+    with scenario.step(f"deploy notebook {notebook} with 1 GPU") as step:
+        password = secrets.token_urlsafe(12)
+        console.print(f"notebook password (sealed by colonyctl before it leaves): {password}")
+        ctl(
+            "workspace", "deploy", notebook, "--class", NOTEBOOK_CLASS, "--cluster", name,
+            "--gpus", "1", "--gpu-model", gpu, "--set", f"notebookPassword={password}", "--wait",
+        )  # fmt: skip
+        status = ctl("workspace", "get", notebook, "-o", "json", parse=True)
+        urls = [entry["url"] for entry in status["access"] if entry.get("url")]
+        step.note = f"(Running, {', '.join(urls)})"
+    ctl("workspace", "get", notebook)
+    console.print(
+        kubectl("get", "pods", "-n", f"ws-{notebook}", "-o", "wide"), markup=False, highlight=False
+    )
 
     with scenario.step(f"delete {name}") as step:
         ctl("cluster", "delete", name, "--wait")
-        step.note = "(ClusterDeployment gone, hosts released)"
+        step.note = "(its workspaces first, then the ClusterDeployment; hosts released)"
     KUBECONFIG.unlink(missing_ok=True)
     return scenario
 

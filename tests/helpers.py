@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
+import json
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
+
+from temporalio.client import WorkflowHistory
 
 T = TypeVar("T")
 
@@ -53,3 +58,31 @@ def eventually_sync(
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not reached within {timeout}s; last value: {last!r}")
         time.sleep(interval)
+
+
+def _strings(node: Any) -> Iterator[str]:
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for value in node.values():
+            yield from _strings(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _strings(value)
+
+
+def history_text(history: WorkflowHistory) -> str:
+    """Everything a history holds, readable: its JSON with every payload decoded.
+
+    `to_json()` writes payloads (inputs, results, signals, memos, search attributes, failures'
+    details) base64-encoded, so a secret in one would not show in it as typed: searching it alone
+    would find nothing, whatever the history holds.
+    """
+    text = history.to_json()
+    decoded = []
+    for value in _strings(json.loads(text)):
+        try:
+            decoded.append(base64.b64decode(value, validate=True).decode("utf-8", "replace"))
+        except (binascii.Error, ValueError):
+            continue
+    return "\n".join([text, *decoded])

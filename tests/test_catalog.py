@@ -78,7 +78,7 @@ def test_what_each_class_offers() -> None:
         "CPU unless a deployment asks for GPUs"
     )
     assert [(e.name, e.protocol, e.port) for e in vllm.access_endpoints] == [
-        ("api", EndpointProtocol.HTTP, 8000)
+        ("http", EndpointProtocol.HTTP, 8000)
     ]
     assert (vllm.default_resources.per_replica.gpu_count or 0) >= 1
     (stack,) = vllm.prerequisites
@@ -202,6 +202,28 @@ def test_the_simulator_knows_the_charts(template: Any) -> None:
     if default_catalog().get(repository, chart, version) is None:
         pytest.skip(f"the sim's chart catalog has no {repository}/{chart}:{version} yet")
     assert default_catalog().check(template.spec) is None
+
+
+@pytest.mark.parametrize("workspace_class", [pytest.param(c, id=c.name) for c in CATALOG.classes])
+def test_every_endpoint_names_a_service_its_chart_creates(workspace_class: Any) -> None:
+    """Routes and port-forwards address `<release>-<endpoint>`: the chart must create that
+    Service (a vLLM endpoint once called `api` beside the chart's port `http` left its route
+    unresolved, BackendNotFound, until the routes' deadline)."""
+    template = CATALOG.service_template(workspace_class.service_template.name)
+    assert template is not None
+    assert template.chart is not None
+    chart = default_catalog().get(*template.chart)
+    assert chart is not None
+    release = "wsd-c-w"
+    services = {
+        workload.name.replace("{release}", release)
+        + (f"-{port.name}" if workload.services_per_port or index else "")
+        for workload in chart.workloads
+        for index, port in enumerate(workload.ports)
+    }
+    for endpoint in workspace_class.access_endpoints:
+        wanted = endpoint.service_name or f"{release}-{endpoint.name}"
+        assert wanted in services, f"endpoint {endpoint.name}: no Service {wanted} in {services}"
 
 
 def test_a_class_naming_a_missing_template_is_caught(tmp_path: Path) -> None:

@@ -200,7 +200,7 @@ def test_invalid_requests_are_refused_on_one_line(args: tuple[str, ...], message
         ),
         pytest.param(
             ("clusters",),
-            "error: command: no such command 'clusters' (did you mean 'cluster'?)",
+            "error: command: no such command 'clusters' (did you mean 'cluster', 'class'?)",
             id="no-command",
         ),
         pytest.param(
@@ -349,7 +349,7 @@ def test_help_documents_exit_codes() -> None:
     result = CliRunner().invoke(app, ["--help"])
     assert result.exit_code == 0
     text = " ".join(result.stdout.split())
-    assert "3 cluster, node pool or node not found" in text
+    assert "3 cluster, node pool, node, workspace or class not found" in text
 
 
 def test_settings_defaults_and_link(tmp_path: Path) -> None:

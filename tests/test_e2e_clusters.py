@@ -457,7 +457,9 @@ async def test_a_colony_of_two_clusters_through_colonyctl(colony: Colony, tmp_pa
             }
         )
     )
-    await colony.ctl("colony", "apply", "-f", str(manifest))
+    # `apply -f` takes a Colony as `colony apply -f` does.
+    applied = await colony.ctl("apply", "-f", str(manifest))
+    assert f"colony/{name} created" in applied.stdout
 
     async def status() -> dict[str, Any]:
         result = await colony.ctl("colony", "get", name, "-o", "json")

@@ -476,7 +476,7 @@ spec: {helm: {chartSpec: {chart: c, sourceRef: {kind: HelmRepository, name: r}}}
 apiVersion: k0rdent.mirantis.com/v1beta1
 kind: ServiceTemplate
 metadata: {name: t}
-spec: {helm: {chartSpec: {chart: c, version: 1.0, sourceRef: {kind: HelmRepository, name: r}}}}
+spec: {helm: {chartSpec: {chart: c, version: 1.0, interval: 10m, sourceRef: {kind: HelmRepository, name: r}}}}
 """,
             [
                 'document 1 (ServiceTemplate t): spec.helm.chartSpec.version: version must be a string (quote it: "1.0.0")'
@@ -488,12 +488,25 @@ spec: {helm: {chartSpec: {chart: c, version: 1.0, sourceRef: {kind: HelmReposito
 apiVersion: k0rdent.mirantis.com/v1beta1
 kind: ServiceTemplate
 metadata: {name: t}
-spec: {helm: {chartSpec: {chart: c, sourceRef: {kind: OCIRepository, name: r}}}}
+spec: {helm: {chartSpec: {chart: c, interval: 10m, sourceRef: {kind: OCIRepository, name: r}}}}
 """,
             [
                 "document 1 (ServiceTemplate t): spec.helm.chartSpec.sourceRef.kind: kind must be one of HelmRepository, GitRepository, Bucket"
             ],
             id="template-source-kind",
+        ),
+        pytest.param(
+            """
+apiVersion: k0rdent.mirantis.com/v1beta1
+kind: ServiceTemplate
+metadata: {name: t}
+spec: {helm: {chartSpec: {chart: c, version: "1.0.0", sourceRef: {kind: HelmRepository, name: r}}}}
+""",
+            [
+                "document 1 (ServiceTemplate t): spec.helm.chartSpec.interval: required: how often "
+                "the chart source is checked, a duration such as 10m"
+            ],
+            id="template-no-interval",
         ),
         pytest.param(
             """
@@ -580,7 +593,7 @@ items:
 - apiVersion: k0rdent.mirantis.com/v1beta1
   kind: ServiceTemplate
   metadata: {name: nb-1-0-0, labels: {app: nb}}
-  spec: {helm: {chartSpec: {chart: nb, version: "1.0.0", sourceRef: {kind: HelmRepository, name: repo}}}}
+  spec: {helm: {chartSpec: {chart: nb, version: "1.0.0", interval: 10m, sourceRef: {kind: HelmRepository, name: repo}}}}
 """
     manifests = parse_manifests(text)
     assert [(m.index, m.kind, m.name) for m in manifests] == [

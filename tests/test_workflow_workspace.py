@@ -39,7 +39,7 @@ from models.workspace_operations import (
     SuspendWorkspaceRequest,
 )
 from tests.cluster_world import registered
-from tests.helpers import eventually, unique
+from tests.helpers import eventually, history_text, unique
 from tests.workspace_world import STARTED, FakeWorkspaceWorld, h100_node, workspace_worker
 from workflows.capacity import CapacityLedgerWorkflow
 from workflows.workspace import WorkspaceWorkflow
@@ -464,7 +464,7 @@ async def test_secret_values_never_reach_a_history_in_plaintext(
         await delete(handle)
         for workflow_id in (handle.id, f"capacity/{cluster}"):
             history = await env.client.get_workflow_handle(workflow_id).fetch_history()
-            assert b"hunter2-notebook" not in history.to_json().encode()
+            assert "hunter2-notebook" not in history_text(history)
 
 
 async def test_routes_through_a_tenant_gateway_and_an_exhausted_port_pool(

@@ -20,7 +20,11 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from workflows.engine import RequestIds, error_type_of, is_failure, reason_of
-from workflows.workspace_calls import LIST_WORKSPACE_CLASSES, PUBLISH_WORKSPACE_CLASS
+from workflows.workspace_calls import (
+    LIST_WORKSPACE_CLASSES,
+    PUBLISH_OBJECTS,
+    PUBLISH_WORKSPACE_CLASS,
+)
 
 with workflow.unsafe.imports_passed_through():
     from models.errors import ErrorType, rejected
@@ -30,6 +34,8 @@ with workflow.unsafe.imports_passed_through():
         CatalogInput,
         CatalogStatus,
         ListWorkspaceClassesRequest,
+        PublishObjectsRequest,
+        PublishObjectsResult,
         PublishWorkspaceClassRequest,
         PublishWorkspaceClassResult,
     )
@@ -103,6 +109,24 @@ class CatalogWorkflow:
             if error_type_of(error) == ErrorType.CLASS_CONFLICT:
                 raise rejected(reason_of(error).split(": ", 1)[-1]) from error
             raise ApplicationError(reason_of(error), type=error_type_of(error)) from error
+
+    @workflow.update
+    async def publish_objects(self, request: PublishObjectsRequest) -> PublishObjectsResult:
+        """Store objects classes will need (ServiceTemplates applied on their own) when absent."""
+        try:
+            async with self._lock:
+                return await PUBLISH_OBJECTS(request)
+        except Exception as error:
+            if not is_failure(error):
+                raise
+            raise ApplicationError(reason_of(error), type=error_type_of(error)) from error
+
+    @publish_objects.validator
+    def _validate_publish_objects(self, request: PublishObjectsRequest) -> None:
+        for obj in request.objects:
+            metadata = obj.get("metadata")
+            if not obj.get("kind") or not isinstance(metadata, dict) or not metadata.get("name"):
+                raise rejected("every object needs a kind and metadata.name")
 
     async def _publish(self, request: PublishWorkspaceClassRequest) -> PublishWorkspaceClassResult:
         async with self._lock:

@@ -456,6 +456,7 @@ class ClusterWorkflow:
                 deployment_spec=spec.deployment_spec,
                 labels=spec.cluster_labels,
                 annotations=spec.cluster_annotations,
+                tenant_gateway_domain=spec.tenant_gateway_domain,
             )
         )
         self._state.deployment_created = True

@@ -239,6 +239,13 @@ class WorkspaceWorkflow:
             await self._suspend()
             return
         try:
+            if isinstance(request, ResumeWorkspaceRequest) and self._state.service_set_created:
+                # A failed deploy left its release for inspection. k0rdent keeps reporting it
+                # Failed until Sveltos retries on its own schedule (the sim: never, for the same
+                # spec), so applying the same ServiceSet again would fail again at once: remove
+                # it (routes, release, values Secret; the namespace and its volumes stay) and
+                # install afresh.
+                await self._uninstall()
             await self._deploy(redeploy=isinstance(request, RedeployWorkspaceRequest))
         except Interrupted as error:
             # A deploy that does not finish holds no GPUs: the next waiter gets them. What it
@@ -491,7 +498,8 @@ class WorkspaceWorkflow:
                 ConditionType.FEASIBLE,
                 True,
                 ConditionReason.GPU_CAPACITY_RESERVED,
-                f"{answer.message or 'GPUs reserved'} on {', '.join(answer.nodes)}",
+                # The ledger's message names the nodes already ("... reserved on n1").
+                answer.message or f"GPUs reserved on {', '.join(answer.nodes)}",
             )
             return answer
         reason = (
@@ -1062,12 +1070,17 @@ class WorkspaceWorkflow:
         self._state.updated_at = workflow.now()
         resources = self._spec.resources
         gpu_model = (resources.per_replica.gpu_type or "") if resources else ""
-        upsert_search_attributes(
-            COLONY_KIND.value_set(KIND),
-            COLONY_CLUSTER.value_set(self._spec.cluster),
-            COLONY_GPU_MODEL.value_set(gpu_model),
-            COLONY_PHASE.value_set(phase.value),
-        )
+        current = workflow.info().typed_search_attributes
+        wanted = [
+            (COLONY_KIND, KIND),
+            (COLONY_CLUSTER, self._spec.cluster),
+            (COLONY_GPU_MODEL, gpu_model),
+            (COLONY_PHASE, phase.value),
+        ]
+        # Only what changed: a waiting workspace's position moves often, its phase does not, and
+        # each upsert is an event of its history.
+        if any(current.get(key) != value for key, value in wanted):
+            upsert_search_attributes(*(key.value_set(value) for key, value in wanted))
         self._engine.show_details()
 
     def _headline(self) -> list[str]:

@@ -43,6 +43,8 @@ with workflow.unsafe.imports_passed_through():
         ListWorkflowsResult,
         ListWorkspaceClassesRequest,
         ListWorkspaceClassesResult,
+        PublishObjectsRequest,
+        PublishObjectsResult,
         PublishWorkspaceClassRequest,
         PublishWorkspaceClassResult,
         ReadGpuInventoryRequest,
@@ -70,6 +72,11 @@ PUBLISH_WORKSPACE_CLASS = ActivityCall[PublishWorkspaceClassRequest, PublishWork
     A.PUBLISH_WORKSPACE_CLASS,
     PublishWorkspaceClassResult,
     lambda r: f"publish WorkspaceClass {r.spec.name}",
+)
+PUBLISH_OBJECTS = ActivityCall[PublishObjectsRequest, PublishObjectsResult](
+    A.PUBLISH_OBJECTS,
+    PublishObjectsResult,
+    lambda r: "publish " + ", ".join(f"{o['kind']}/{o['metadata']['name']}" for o in r.objects),
 )
 CHECK_SERVICE_TEMPLATE = ActivityCall[CheckServiceTemplateRequest, CheckServiceTemplateResult](
     A.CHECK_SERVICE_TEMPLATE,

@@ -1,6 +1,7 @@
-"""`colonyctl`'s commands, one module per noun: cluster (and `apply`), node-pool, node, operation,
-credentials (`kubeconfig`, `token`), catalog, auth (remote mode through the HTTP API), apikey (the
-API's keys, operator side) and sim.
+"""`colonyctl`'s commands, one module per noun: cluster, node-pool, node, operation, colony,
+workspace, class (workspace classes), credentials (`kubeconfig`, `token`), catalog, auth (remote
+mode through the HTTP API), apikey (the API's keys, operator side) and sim; `apply -f` (every
+manifest kind) in `apply.py`.
 
 Each module's top level imports only Typer, the standard library and `starter.options`: the parser
 is built from these at every start, so `colonyctl --help` and a refused flag stay fast. Models,

@@ -1,4 +1,4 @@
-"""`colonyctl cluster create|get|list|delete` and `colonyctl apply -f`.
+"""`colonyctl cluster create|get|list|delete`, and the cluster part of `colonyctl apply -f`.
 
 Imports beyond Typer happen inside each command (see `starter/commands/__init__.py`).
 """
@@ -36,6 +36,7 @@ def build_spec(
     credential: str | None,
     deadlines: dict[str, str | None],
     wait_for_capacity: bool,
+    tenant_gateway_domain: str | None = None,
 ) -> ClusterSpec:
     """The create request from `-f` and the flags (flags win), validated strictly."""
     from models.cluster import ClusterSpec
@@ -57,6 +58,8 @@ def build_spec(
             data[key] = duration(text, key)
     if wait_for_capacity:
         data["waitForCapacity"] = True
+    if tenant_gateway_domain:
+        data["tenantGatewayDomain"] = tenant_gateway_domain
     for required, flag in (("name", "NAME or --name"), ("locationId", "--location-id")):
         if required not in data:
             raise InvalidRequestError(f"{required}: required ({flag})")
@@ -144,6 +147,14 @@ def create(
     drain_deadline: Annotated[
         str | None, typer.Option(help="How long a node's drain may take, e.g. 1h.")
     ] = None,
+    tenant_gateway_domain: Annotated[
+        str | None,
+        typer.Option(
+            "--tenant-gateway-domain",
+            help="Attach the cluster to the tenant gateway of this domain: workspaces get "
+            "https://<workspace>.<domain> and SSH ports on <domain>.",
+        ),
+    ] = None,
     wait_for_capacity: WaitForCapacityOption = False,
     wait: WaitOption = False,
     timeout: TimeoutOption = None,
@@ -164,19 +175,20 @@ def create(
             "drainDeadline": drain_deadline,
         },
         wait_for_capacity=wait_for_capacity,
+        tenant_gateway_domain=tenant_gateway_domain,
     )
     create_cluster(spec, wait=wait, timeout=timeout, fmt=fmt, request_id=request_id)
 
 
-def apply(
-    file: Annotated[Path, typer.Option("--file", "-f", help="A cluster spec in YAML or JSON.")],
-    wait_for_capacity: WaitForCapacityOption = False,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = None,
-    request_id: RequestIdOption = None,
-    fmt: OutputOption = OutputFormat.TABLE,
+def apply_cluster(
+    spec: ClusterSpec,
+    *,
+    wait: bool,
+    timeout: float | None,
+    fmt: OutputFormat,
+    request_id: str | None,
 ) -> None:
-    """Create the cluster in FILE, or bring an existing one's pools to it (add and scale)."""
+    """Create the cluster, or bring an existing one's pools to the spec (add and scale)."""
     from pydantic import BaseModel
 
     from models.cluster import ClusterStatus
@@ -187,16 +199,6 @@ def apply(
     from starter.session import run, settings
     from starter.submit import submit
 
-    spec = build_spec(
-        file=file,
-        name=None,
-        location_id=None,
-        node_pools=[],
-        template=None,
-        credential=None,
-        deadlines={},
-        wait_for_capacity=wait_for_capacity,
-    )
     conf = settings()
     colony = clusters()
 

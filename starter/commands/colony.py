@@ -15,6 +15,7 @@ from starter.options import OutputFormat, OutputOption, RequestIdOption
 
 if TYPE_CHECKING:
     from models.colony import ColonyStatus
+    from models.manifests import ColonySpec
 
 app = typer.Typer(help="Groups of clusters (Colony manifests).", no_args_is_help=True)
 
@@ -32,10 +33,7 @@ def apply(
     import sys
 
     from models.manifests import ColonySpec, ManifestError, parse_manifests
-    from starter import colony_client, output
-    from starter.client import connect
     from starter.errors import InvalidRequestError
-    from starter.session import print_link, run, settings
 
     text = sys.stdin.read() if str(file) == "-" else file.read_text()
     try:
@@ -45,14 +43,26 @@ def apply(
     colonies = [m.request for m in manifests if isinstance(m.request, ColonySpec)]
     if not colonies:
         raise InvalidRequestError(f"{file}: no Colony in it")
+    apply_colonies(colonies, request_id=request_id)
+
+
+def apply_colonies(colonies: list[ColonySpec], *, request_id: str | None) -> None:
+    """Start each colony's workflow or send it the changed manifest (also `colonyctl apply -f`)."""
+    from starter import colony_client, output
+    from starter.client import connect
+    from starter.session import print_link, run, settings
+
     conf = settings()
 
     async def go() -> list[tuple[str, str, bool]]:
         temporal = await connect(conf)
         done = []
-        for spec in colonies:
+        for index, spec in enumerate(colonies):
+            one_id = (
+                f"{request_id}-colony-{index}" if request_id and len(colonies) > 1 else request_id
+            )
             workflow_id, started = await colony_client.apply_colony(
-                temporal, conf.task_queue, spec, request_id=request_id
+                temporal, conf.task_queue, spec, request_id=one_id
             )
             done.append((spec.name, workflow_id, started))
         return done

@@ -1,0 +1,448 @@
+"""`colonyctl workspace deploy|get|list|delete|suspend|resume`: application workspaces (a Jupyter
+notebook, an LLM server, an SSH dev box) on Colony's clusters, one `WorkspaceWorkflow` each.
+
+`deploy` validates everything before it starts anything: the class exists in the catalog, the
+values and `--set`s parse as Helm parses them, every prompt is answered as the class says (asked
+for on a terminal, secrets without echo; elsewhere a missing one is refused by name), and every
+secret answer is sealed with Colony's public key on this machine.
+
+Imports beyond Typer happen inside each command (see `starter/commands/__init__.py`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from starter.options import (
+    OutputFormat,
+    OutputOption,
+    RequestIdOption,
+    TimeoutOption,
+    WaitOption,
+)
+
+if TYPE_CHECKING:
+    from models.workspace import WorkspaceSpec, WorkspaceStatus
+    from models.workspace_class import Prompt, WorkspaceClassSpec
+    from starter.workspace_client import Asker
+
+app = typer.Typer(
+    help="Deploy, inspect, suspend, resume and delete workspaces.", no_args_is_help=True
+)
+
+WorkspaceArgument = Annotated[str, typer.Argument(help="Workspace name.", show_default=False)]
+
+
+def load_values_file(path: Path) -> dict[str, Any]:
+    """A Helm values file (`-f`): a YAML mapping; `-` reads stdin."""
+    import sys
+
+    import yaml
+
+    from starter.errors import InvalidRequestError
+
+    try:
+        text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
+        data = yaml.safe_load(text)
+    except OSError as exc:
+        raise InvalidRequestError(f"values: cannot read {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise InvalidRequestError(
+            f"values: {path} is not valid YAML: {' '.join(str(exc).split())}"
+        ) from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise InvalidRequestError(f"values: {path} must hold a mapping of Helm values")
+    return data
+
+
+def build_workspace_spec(
+    *,
+    name: str,
+    class_name: str,
+    cluster: str,
+    gpus: int | None,
+    gpu_model: str | None,
+    replicas: int | None,
+    sets: list[str],
+    string_sets: list[str],
+    values_files: list[Path],
+    suspended: bool,
+) -> WorkspaceSpec:
+    """The deploy request from the flags, validated strictly (nothing is started)."""
+    from models.values import SetError, user_values
+    from models.workspace import WorkspaceSpec
+    from starter.errors import InvalidRequestError
+    from starter.parsing import validated
+
+    try:
+        values = user_values([load_values_file(p) for p in values_files], sets, string_sets)
+    except SetError as exc:
+        raise InvalidRequestError(f"set: {exc}") from exc
+    data: dict[str, Any] = {"name": name, "class": class_name, "cluster": cluster}
+    if values:
+        data["values"] = values
+    per_replica: dict[str, Any] = {}
+    if gpus is not None:
+        per_replica["gpuCount"] = gpus
+    if gpu_model:
+        per_replica["gpuType"] = gpu_model
+    if per_replica or replicas is not None:
+        data["resources"] = {"perReplica": per_replica}
+        if replicas is not None:
+            data["resources"]["replicas"] = replicas
+    if suspended:
+        data["suspend"] = True
+    return validated(WorkspaceSpec, data)
+
+
+def terminal_asker() -> Asker | None:
+    """Asks for missing prompts when stdin and stderr are a terminal (secrets without echo);
+    None elsewhere (a script or a pipe is refused, naming the prompt)."""
+    import sys
+
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return None
+    return ask_prompt
+
+
+def ask_prompt(prompt: Prompt) -> Any:
+    """One prompt's answer from the terminal, asked again until it is not empty."""
+    import getpass
+    import sys
+
+    from models.workspace_class import PromptType
+
+    label = prompt.display_name
+    if prompt.description:
+        label += f" ({prompt.description})"
+    if prompt.options:
+        label += f" [{'/'.join(prompt.options)}]"
+    while True:
+        if prompt.type is PromptType.SECRET:
+            answer = getpass.getpass(f"{label}: ", stream=sys.stderr)
+        else:
+            sys.stderr.write(f"{label}: ")
+            sys.stderr.flush()
+            answer = sys.stdin.readline().rstrip("\n")
+        if answer.strip():
+            return answer
+
+
+def follow(name: str, done: Any, *, timeout: float | None) -> WorkspaceStatus | None:
+    """Follow a workspace until `done(status)`, printing each change of phase on stderr."""
+    from starter import output
+    from starter import workspace_client as spaces
+    from starter.client import connect
+    from starter.session import run, settings
+    from starter.workspace_output import progress_line
+
+    conf = settings()
+    seen: list[str] = []
+
+    def show(status: WorkspaceStatus) -> None:
+        line = progress_line(status)
+        if not seen or seen[-1] != line:
+            seen.append(line)
+            output.info(line)
+
+    async def go() -> WorkspaceStatus | None:
+        return await spaces.wait_for_workspace(
+            await connect(conf), name, done, show, give_up_after=timeout
+        )
+
+    return run(go)
+
+
+def _finished(status: WorkspaceStatus | None, name: str, wanted: str, fmt: OutputFormat) -> None:
+    """Report a followed workspace; `OperationFailedError` unless it reached `wanted`."""
+    from starter import output
+    from starter.errors import OperationFailedError
+    from starter.workspace_output import access_lines
+
+    if status is None:
+        raise OperationFailedError(f"workspace '{name}': its workflow ended without a status")
+    if status.phase.value != wanted:
+        reason = status.failure_context.reason if status.failure_context else status.message
+        raise OperationFailedError(
+            f"workspace '{name}' is {status.phase.value}: {reason or 'see colonyctl workspace get'}"
+        )
+    if output.emit(status, fmt):
+        return
+    output.write(f"workspace {name} {wanted.lower()}")
+    for line in access_lines(status):
+        output.write(f"  {line}")
+
+
+@app.command("deploy")
+def deploy(
+    name: WorkspaceArgument,
+    class_name: Annotated[
+        str,
+        typer.Option(
+            "--class", help="The exact, versioned class (colonyctl class list).", show_default=False
+        ),
+    ],
+    cluster: Annotated[
+        str, typer.Option("--cluster", help="The Colony cluster to run it on.", show_default=False)
+    ],
+    gpus: Annotated[
+        int | None, typer.Option("--gpus", help="GPUs per replica (overrides the class).")
+    ] = None,
+    gpu_model: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu-model", help="GPU model, e.g. h100-80gb (node label exalsius.ai/gpu-model)."
+        ),
+    ] = None,
+    replicas: Annotated[int | None, typer.Option("--replicas", help="Replicas.")] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Repeatable Helm value, path=value (as helm --set)."),
+    ] = None,
+    set_string: Annotated[
+        list[str] | None,
+        typer.Option("--set-string", help="Repeatable Helm value, always a string."),
+    ] = None,
+    values: Annotated[
+        list[Path] | None,
+        typer.Option("--values", "-f", help="Repeatable Helm values YAML file ('-' for stdin)."),
+    ] = None,
+    suspended: Annotated[
+        bool, typer.Option("--suspended", help="Keep its definition; install nothing yet.")
+    ] = False,
+    wait: WaitOption = False,
+    timeout: TimeoutOption = None,
+    request_id: RequestIdOption = None,
+    fmt: OutputOption = OutputFormat.TABLE,
+) -> None:
+    """Deploy a workspace of a class on a cluster; with --wait, follow it until it runs."""
+    spec = build_workspace_spec(
+        name=name,
+        class_name=class_name,
+        cluster=cluster,
+        gpus=gpus,
+        gpu_model=gpu_model,
+        replicas=replicas,
+        sets=set_ or [],
+        string_sets=set_string or [],
+        values_files=values or [],
+        suspended=suspended,
+    )
+    deploy_workspace(spec, wait=wait, timeout=timeout, fmt=fmt, request_id=request_id)
+
+
+def deploy_workspace(
+    spec: WorkspaceSpec,
+    *,
+    wait: bool,
+    timeout: float | None,
+    fmt: OutputFormat,
+    request_id: str | None,
+    workspace_class: WorkspaceClassSpec | None = None,
+) -> None:
+    """Check the request against its class, seal its secrets, start its workflow, report."""
+    from starter import output
+    from starter import workspace_client as spaces
+    from starter.client import connect
+    from starter.session import print_link, run, settings
+
+    conf = settings()
+    ask = terminal_asker()
+
+    async def go() -> spaces.StartedWorkspace:
+        client = await connect(conf)
+        pinned = workspace_class or await spaces.get_class(client, spec.class_name)
+        prepared = spaces.prepare_workspace(spec, pinned, ask=ask)
+        started = await spaces.start_workspace(
+            client, conf, prepared, workspace_class=pinned, request_id=request_id
+        )
+        print_link(conf.workflow_link(started.workflow_id))
+        return started
+
+    started = run(go)
+    if wait:
+        wanted = "Suspended" if spec.suspend else "Running"
+        status = follow(
+            spec.name,
+            lambda s: s.phase.value in (wanted, "Failed"),
+            timeout=timeout,
+        )
+        _finished(status, spec.name, wanted, fmt)
+        return
+    data = {
+        "workspace": spec.name,
+        "class": spec.class_name,
+        "cluster": spec.cluster,
+        "workflowId": started.workflow_id,
+        "webUi": conf.workflow_link(started.workflow_id),
+    }
+    if not output.emit(data, fmt):
+        again = " (already started by this request id)" if started.repeated else ""
+        output.write(
+            f"workspace {spec.name} deploying: class {spec.class_name} on cluster "
+            f"{spec.cluster}{again}"
+        )
+
+
+@app.command("get")
+def get(name: WorkspaceArgument, fmt: OutputOption = OutputFormat.TABLE) -> None:
+    """Show a workspace: phase, access, admission, conditions, failure. Exit 3 when it does not
+    exist."""
+    from starter import output
+    from starter import workspace_client as spaces
+    from starter.client import connect
+    from starter.session import run, settings
+    from starter.workspace_output import print_workspace
+
+    conf = settings()
+
+    async def go() -> WorkspaceStatus:
+        return await spaces.workspace_status(await connect(conf), name)
+
+    status = run(go)
+    if not output.emit(status, fmt):
+        print_workspace(status)
+
+
+@app.command("list")
+def list_(
+    cluster: Annotated[
+        str | None, typer.Option("--cluster", help="Only the workspaces of this cluster.")
+    ] = None,
+    fmt: OutputOption = OutputFormat.TABLE,
+) -> None:
+    """List workspaces (from Temporal visibility: ColonyKind = 'workspace')."""
+    from starter import output
+    from starter import workspace_client as spaces
+    from starter.client import connect
+    from starter.session import run, settings
+
+    conf = settings()
+
+    async def go() -> list[spaces.WorkspaceSummary]:
+        return await spaces.list_workspaces(await connect(conf), cluster=cluster)
+
+    found = run(go)
+    rows = [
+        {
+            "name": w.name,
+            "cluster": w.cluster,
+            "class": w.class_name,
+            "phase": w.phase,
+            "workflowId": w.workflow_id,
+            "started": w.started,
+        }
+        for w in found
+    ]
+    if not output.emit(rows, fmt):
+        output.print_table(
+            ["NAME", "CLUSTER", "CLASS", "PHASE", "STARTED"],
+            [(w.name, w.cluster, w.class_name, w.phase, w.started) for w in found],
+        )
+
+
+def _operate(
+    name: str,
+    update: str,
+    request: Any,
+    *,
+    wanted: str,
+    wait: bool,
+    timeout: float | None,
+    fmt: OutputFormat,
+    request_id: str | None,
+) -> None:
+    from models.workspace import workspace_workflow_id
+    from starter import output
+    from starter import workspace_client as spaces
+    from starter.client import connect
+    from starter.session import print_link, run, settings
+
+    conf = settings()
+
+    async def go() -> Any:
+        accepted = await spaces.send(
+            await connect(conf), name, update, request, request_id=request_id
+        )
+        print_link(conf.workflow_link(workspace_workflow_id(name)))
+        return accepted
+
+    accepted = run(go)
+    if wait:
+        # Done when this operation has finished: the phase then says how it went (a resume that
+        # waits for GPUs is still running while the workspace is Waiting).
+        status = follow(
+            name,
+            lambda s: (op := s.operation(accepted.operation_id)) is not None and op.state.finished,
+            timeout=timeout,
+        )
+        _finished(status, name, wanted, fmt)
+        return
+    data = {
+        "workspace": name,
+        "operationId": accepted.operation_id,
+        "kind": accepted.kind.value,
+        "position": accepted.position,
+        "webUi": conf.workflow_link(workspace_workflow_id(name)),
+    }
+    if not output.emit(data, fmt):
+        output.write(
+            f"{accepted.kind.value} of workspace {name} accepted as {accepted.operation_id} "
+            f"(queue position {accepted.position})"
+        )
+
+
+@app.command("delete")
+def delete(
+    name: WorkspaceArgument,
+    wait: WaitOption = False,
+    timeout: TimeoutOption = None,
+    request_id: RequestIdOption = None,
+    fmt: OutputOption = OutputFormat.TABLE,
+) -> None:
+    """Delete a workspace: routes, release, namespace, then its GPUs go to the next in line."""
+    from models.workspace_operations import DeleteWorkspaceRequest
+
+    _operate(
+        name, "delete", DeleteWorkspaceRequest(reason="colonyctl workspace delete"),
+        wanted="Deleted", wait=wait, timeout=timeout, fmt=fmt, request_id=request_id,
+    )  # fmt: skip
+
+
+@app.command("suspend")
+def suspend(
+    name: WorkspaceArgument,
+    wait: WaitOption = False,
+    timeout: TimeoutOption = None,
+    request_id: RequestIdOption = None,
+    fmt: OutputOption = OutputFormat.TABLE,
+) -> None:
+    """Uninstall the release, keep the namespace, volumes and definition; free the GPUs."""
+    from models.workspace_operations import SuspendWorkspaceRequest
+
+    _operate(
+        name, "suspend", SuspendWorkspaceRequest(), wanted="Suspended", wait=wait,
+        timeout=timeout, fmt=fmt, request_id=request_id,
+    )  # fmt: skip
+
+
+@app.command("resume")
+def resume(
+    name: WorkspaceArgument,
+    wait: WaitOption = False,
+    timeout: TimeoutOption = None,
+    request_id: RequestIdOption = None,
+    fmt: OutputOption = OutputFormat.TABLE,
+) -> None:
+    """Deploy a suspended (or failed) workspace again, through GPU admission again."""
+    from models.workspace_operations import ResumeWorkspaceRequest
+
+    _operate(
+        name, "resume", ResumeWorkspaceRequest(), wanted="Running", wait=wait, timeout=timeout,
+        fmt=fmt, request_id=request_id,
+    )  # fmt: skip

@@ -1,0 +1,572 @@
+"""Colony's side of the workspace workflows, for every client: the class catalog (list, get,
+publish), and workspaces (prepare a request, start its workflow, read it, send it suspend, resume
+and delete, list them, follow one).
+
+`colonyctl` calls these functions, and the HTTP API can call the same ones: no Typer, no rich, no
+FastAPI, no printing. Failures are the typed errors of `starter.errors`, decided as in
+`starter.client` (whose `connect`, `update_error` and request ids this module shares): a
+workflow that does not run is `NotFoundError`, an update's refusal `InvalidRequestError` (or
+`NotFoundError` when its details say so), Temporal unreachable `UnavailableError`.
+
+The workflows are addressed by their registered names and ids (`workspace/<name>`,
+`catalog/workspace-classes`); their code is not imported, only their contracts (`models/`).
+
+Before anything starts, `prepare_workspace` turns what a user gave into the request the workflow
+gets: missing required prompts are asked for (when the caller can ask) or refused by name, every
+prompt is checked against the class (`models/values.py`, the same rules the workflow applies), and
+every plaintext answer to a secret prompt is sealed with Colony's public key
+(`activities/sealing.py`): a secret never leaves the client in plaintext.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+)
+from temporalio.client import WorkflowExecutionStatus as ExecutionStatus
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.settings import ColonySettings
+from models.errors import ErrorType
+from models.value_paths import MISSING, get_path, parse_value_path
+from models.values import ValuesError, merge_workspace, split_plaintext_secrets
+from models.workspace import (
+    WorkspacePhase,
+    WorkspaceSpec,
+    WorkspaceStatus,
+    WorkspaceWorkflowInput,
+    workspace_workflow_id,
+)
+from models.workspace_api import (
+    CATALOG_WORKFLOW_ID,
+    CatalogStatus,
+    PublishObjectsRequest,
+    PublishObjectsResult,
+    PublishWorkspaceClassRequest,
+    PublishWorkspaceClassResult,
+)
+from models.workspace_class import Prompt, PromptType, WorkspaceClassSpec
+from models.workspace_operations import WorkspaceOperationAccepted
+from starter.client import new_request_id, rejection_is_not_found
+from starter.errors import (
+    ColonyError,
+    InvalidRequestError,
+    NotFoundError,
+    OperationFailedError,
+    UnavailableError,
+)
+from workflows.search_attributes import COLONY_CLUSTER, COLONY_KIND, COLONY_PHASE
+
+WORKSPACE_WORKFLOW = "WorkspaceWorkflow"
+STATUS_QUERY = "status"
+CLASSES_QUERY = "classes"
+PUBLISH_CLASS_UPDATE = "publish_class"
+PUBLISH_OBJECTS_UPDATE = "publish_objects"
+WORKSPACE_KIND = "workspace"
+"""`ColonyKind` of workspace workflows (the workflow upserts the same value)."""
+REQUEST_ID_MEMO = "requestId"
+"""Memo key of the request id a workspace was deployed with: a deploy repeated with the same id
+is the same deploy, not a name conflict."""
+CLASS_MEMO = "class"
+"""Memo key of the workspace's class (for `workspace list`, without a query per workspace)."""
+POLL_SECONDS = 0.5
+"""How often a follower asks a workspace for its status: a query costs its history nothing."""
+
+Asker = Callable[[Prompt], Any]
+"""Asks a person for one prompt's answer (a terminal); returns the answer as typed."""
+
+
+def workspace_not_found(name: str) -> NotFoundError:
+    return NotFoundError(f"workspace: workspace '{name}' not found")
+
+
+def class_not_found(name: str) -> NotFoundError:
+    return NotFoundError(
+        f"class: workspace class '{name}' not found (colonyctl class list shows the published ones)"
+    )
+
+
+def _rpc_error(exc: RPCError, what: str, name: str) -> ColonyError:
+    if exc.status == RPCStatusCode.NOT_FOUND:
+        return workspace_not_found(name)
+    return UnavailableError(f"{what}: {exc.message}")
+
+
+# --- The class catalog --------------------------------------------------------------------------
+
+
+async def catalog(client: Client) -> CatalogStatus:
+    """The published classes, as the catalog workflow last read them from the management cluster.
+
+    Raises:
+        UnavailableError: the catalog workflow does not run (the worker starts it) or Temporal
+            cannot be reached.
+    """
+    handle = client.get_workflow_handle(CATALOG_WORKFLOW_ID)
+    try:
+        status: CatalogStatus = await handle.query(CLASSES_QUERY, result_type=CatalogStatus)
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            raise UnavailableError(
+                f"the workspace class catalog ({CATALOG_WORKFLOW_ID}) is not running: start "
+                "Colony's worker, which starts it"
+            ) from exc
+        raise UnavailableError(f"cannot read the workspace class catalog: {exc.message}") from exc
+    except WorkflowQueryFailedError as exc:
+        raise UnavailableError(f"cannot read the workspace class catalog: {exc}") from exc
+    return status
+
+
+async def get_class(client: Client, name: str) -> WorkspaceClassSpec:
+    """One published class by its exact name; `NotFoundError` when there is none."""
+    found = next((c for c in (await catalog(client)).classes if c.name == name), None)
+    if found is None:
+        raise class_not_found(name)
+    return found
+
+
+async def publish_class(
+    client: Client, request: PublishWorkspaceClassRequest, *, request_id: str | None = None
+) -> PublishWorkspaceClassResult:
+    """Publish a class (with the objects it needs, such as its ServiceTemplates).
+
+    Publishing the identical class again is success (`created` False); a different definition
+    under an existing name is refused (`InvalidRequestError` naming the rule: a new version is a
+    new name).
+    """
+    handle = client.get_workflow_handle(CATALOG_WORKFLOW_ID)
+    try:
+        result: PublishWorkspaceClassResult = await handle.execute_update(
+            PUBLISH_CLASS_UPDATE,
+            request,
+            id=request_id or new_request_id(),
+            result_type=PublishWorkspaceClassResult,
+        )
+    except WorkflowUpdateFailedError as exc:
+        cause = exc.cause
+        if isinstance(cause, ApplicationError) and cause.type in (
+            ErrorType.OPERATION_REJECTED,
+            ErrorType.CLASS_CONFLICT,
+        ):
+            raise InvalidRequestError(f"name: {cause.message}") from exc
+        if isinstance(cause, ApplicationError) and cause.type == ErrorType.INVALID_SPEC:
+            # The management cluster refused an object of the class (its schema).
+            raise InvalidRequestError(f"spec: {cause.message}") from exc
+        raise OperationFailedError(
+            f"publish {request.spec.name}: {getattr(cause, 'message', None) or cause or exc}"
+        ) from exc
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            raise UnavailableError(
+                f"the workspace class catalog ({CATALOG_WORKFLOW_ID}) is not running: start "
+                "Colony's worker, which starts it"
+            ) from exc
+        raise UnavailableError(f"cannot publish {request.spec.name}: {exc.message}") from exc
+    return result
+
+
+async def publish_objects(
+    client: Client, objects: list[dict[str, Any]], *, request_id: str | None = None
+) -> PublishObjectsResult:
+    """Store objects classes need on their own (k0rdent ServiceTemplates `apply -f` was given
+    without a class); existing ones are left as they are."""
+    handle = client.get_workflow_handle(CATALOG_WORKFLOW_ID)
+    try:
+        result: PublishObjectsResult = await handle.execute_update(
+            PUBLISH_OBJECTS_UPDATE,
+            PublishObjectsRequest(objects=objects),
+            id=request_id or new_request_id(),
+            result_type=PublishObjectsResult,
+        )
+    except WorkflowUpdateFailedError as exc:
+        cause = exc.cause
+        if isinstance(cause, ApplicationError) and cause.type == ErrorType.OPERATION_REJECTED:
+            raise InvalidRequestError(f"objects: {cause.message}") from exc
+        raise OperationFailedError(
+            f"publish objects: {getattr(cause, 'message', None) or cause or exc}"
+        ) from exc
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            raise UnavailableError(
+                f"the workspace class catalog ({CATALOG_WORKFLOW_ID}) is not running: start "
+                "Colony's worker, which starts it"
+            ) from exc
+        raise UnavailableError(f"cannot publish objects: {exc.message}") from exc
+    return result
+
+
+async def workspace_exists(client: Client, name: str) -> bool:
+    """True when a workspace of that name runs (deleting counts: its name is not free yet)."""
+    try:
+        await _describe_running(client, name)
+    except NotFoundError:
+        return False
+    return True
+
+
+# --- Preparing a deploy request -----------------------------------------------------------------
+
+
+def _answered(spec: WorkspaceSpec, plaintext_secrets: dict[str, str], prompt: Prompt) -> bool:
+    path = prompt.helm_value_path
+    segments = tuple(parse_value_path(path))
+    if any(tuple(parse_value_path(p)) == segments for p in spec.answers):
+        return True
+    if any(tuple(parse_value_path(p)) == segments for p in spec.sealed_answers):
+        return True
+    if path in plaintext_secrets:
+        return True
+    if get_path(spec.values, list(segments)) not in (MISSING, None, ""):
+        return True
+    return prompt.type is not PromptType.SECRET and prompt.default is not None
+
+
+def missing_prompts(spec: WorkspaceSpec, workspace_class: WorkspaceClassSpec) -> list[Prompt]:
+    """The class's required prompts the request leaves unanswered, in the class's order."""
+    _, plaintext = split_plaintext_secrets(spec, workspace_class)
+    return [
+        prompt
+        for prompt in workspace_class.prompts
+        if prompt.required and not _answered(spec, plaintext, prompt)
+    ]
+
+
+def _seal(spec: WorkspaceSpec, workspace_class: WorkspaceClassSpec) -> WorkspaceSpec:
+    # Imported here: only a request with a secret needs the cryptography and the key file.
+    from activities.sealing import SealingError, SealingSettings, seal_workspace_secrets
+
+    _, plaintext = split_plaintext_secrets(spec, workspace_class)
+    if not plaintext:
+        return spec
+    settings = SealingSettings.from_env()
+    try:
+        sealer = settings.sealer()
+    except SealingError as exc:
+        raise InvalidRequestError(
+            f"sealing: {exc} (set COLONY_SEALING_PUBLIC_KEY_FILE to Colony's public key)"
+        ) from exc
+    return seal_workspace_secrets(spec, workspace_class, sealer)
+
+
+def prepare_workspace(
+    spec: WorkspaceSpec, workspace_class: WorkspaceClassSpec, *, ask: Asker | None = None
+) -> WorkspaceSpec:
+    """The request to send: every required prompt answered, every answer checked against the
+    class, every secret sealed. Nothing is started here.
+
+    Args:
+        spec: the request as the user gave it (secrets possibly in plaintext, in `values` or
+            `answers`).
+        workspace_class: the class it pins (from the catalog).
+        ask: asks a person for a missing required prompt (a terminal); without it, a missing
+            one is refused, naming the prompt.
+
+    Raises:
+        InvalidRequestError: a required prompt is missing, an answer breaks a prompt's rule (type,
+            options), or a secret cannot be sealed (no public key).
+    """
+    missing = missing_prompts(spec, workspace_class)
+    if missing and ask is None:
+        first = missing[0]
+        others = (
+            f" (and {', '.join(p.helm_value_path for p in missing[1:])})" if missing[1:] else ""
+        )
+        raise InvalidRequestError(
+            f"{first.helm_value_path}: required by class '{workspace_class.name}' (prompt "
+            f"'{first.display_name}'): give --set {first.helm_value_path}=...{others}, or run "
+            "on a terminal to be asked"
+        )
+    if missing and ask is not None:
+        answers = dict(spec.answers)
+        for prompt in missing:
+            answers[prompt.helm_value_path] = ask(prompt)
+        spec = spec.model_copy(update={"answers": answers})
+    sealed = _seal(spec, workspace_class)
+    try:
+        merge_workspace(workspace_class, sealed)
+    except ValuesError as exc:
+        raise InvalidRequestError(f"values: {'; '.join(exc.problems)}") from exc
+    return sealed
+
+
+# --- Workspaces ---------------------------------------------------------------------------------
+
+
+def workspace_summary(spec: WorkspaceSpec) -> str:
+    """The Web UI's one-line summary of a workspace's workflow."""
+    return f"workspace {spec.name} ({spec.class_name}) on cluster {spec.cluster}"
+
+
+def workspace_details(spec: WorkspaceSpec, workspace_class: WorkspaceClassSpec | None) -> str:
+    """The Web UI's static details of a workspace's workflow: what was asked for, in markdown
+    (never a value: values may be large; secrets are sealed anyway). The workflow's current
+    details say where it stands."""
+    lines = [
+        f"**Workspace** `{spec.name}` of class `{spec.class_name}` on cluster `{spec.cluster}`",
+    ]
+    if workspace_class is not None:
+        lines += ["", f"{workspace_class.display_name}: {workspace_class.description}".strip()]
+        endpoints = ", ".join(
+            f"{e.name} ({e.protocol.value} {e.port})" for e in workspace_class.access_endpoints
+        )
+        if endpoints:
+            lines += ["", f"Endpoints: {endpoints}"]
+    resources = spec.resources.per_replica if spec.resources else None
+    if resources is not None and resources.gpu_count:
+        model = resources.gpu_type or (
+            ",".join(f"{k}={v}" for k, v in (resources.gpu_node_selector or {}).items())
+            or "any model"
+        )
+        replicas = spec.resources.replicas if spec.resources and spec.resources.replicas else 1
+        lines += ["", f"GPUs: {replicas} x {resources.gpu_count} ({model})"]
+    if spec.sealed_answers:
+        lines += ["", f"Sealed answers: {', '.join(sorted(spec.sealed_answers))}"]
+    if spec.suspend:
+        lines += ["", "Deployed suspended."]
+    return "\n".join(lines)
+
+
+@dataclass
+class StartedWorkspace:
+    """A workspace workflow just started (or found started by the same request id)."""
+
+    workflow_id: str
+    repeated: bool = False
+    """True when this request id had started it already: nothing new was started."""
+
+
+async def start_workspace(
+    client: Client,
+    settings: ColonySettings,
+    spec: WorkspaceSpec,
+    *,
+    workspace_class: WorkspaceClassSpec | None = None,
+    request_id: str | None = None,
+) -> StartedWorkspace:
+    """Start the workspace's workflow (its deploy is its first operation).
+
+    Args:
+        spec: the prepared request (`prepare_workspace`): secrets sealed.
+        workspace_class: its class, for the Web UI's details.
+        request_id: the same id again finds the first deploy instead of refusing the name.
+
+    Raises:
+        InvalidRequestError: a workspace of that name exists (names are unique until a deletion
+            completes).
+    """
+    memo: dict[str, Any] = {CLASS_MEMO: spec.class_name}
+    if request_id:
+        memo[REQUEST_ID_MEMO] = request_id
+    try:
+        await client.start_workflow(
+            WORKSPACE_WORKFLOW,
+            WorkspaceWorkflowInput(spec=spec),
+            id=spec.workflow_id,
+            task_queue=settings.task_queue,
+            # A deleted workspace's workflow has completed: its name may be used again.
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+            memo=memo,
+            search_attributes=TypedSearchAttributes(
+                [
+                    SearchAttributePair(COLONY_KIND, WORKSPACE_KIND),
+                    SearchAttributePair(COLONY_CLUSTER, spec.cluster),
+                    SearchAttributePair(COLONY_PHASE, WorkspacePhase.PENDING.value),
+                ]
+            ),
+            static_summary=workspace_summary(spec),
+            static_details=workspace_details(spec, workspace_class),
+        )
+    except WorkflowAlreadyStartedError as exc:
+        if request_id and await _started_by(client, spec.name, request_id):
+            return StartedWorkspace(spec.workflow_id, repeated=True)
+        raise InvalidRequestError(
+            f"name: workspace '{spec.name}' already exists (names are unique until a deletion "
+            "completes)"
+        ) from exc
+    except RPCError as exc:
+        raise _rpc_error(exc, f"cannot deploy workspace '{spec.name}'", spec.name) from exc
+    return StartedWorkspace(spec.workflow_id)
+
+
+async def _started_by(client: Client, name: str, request_id: str) -> bool:
+    try:
+        description = await client.get_workflow_handle(workspace_workflow_id(name)).describe()
+        memo = await description.memo_value(REQUEST_ID_MEMO, None)
+    except RPCError:
+        return False
+    return description.status == ExecutionStatus.RUNNING and memo == request_id
+
+
+async def _describe_running(
+    client: Client, name: str
+) -> tuple[WorkflowHandle[Any, Any], WorkflowExecutionDescription]:
+    handle = client.get_workflow_handle(workspace_workflow_id(name))
+    try:
+        description = await handle.describe()
+    except RPCError as exc:
+        raise _rpc_error(exc, f"cannot read workspace '{name}'", name) from exc
+    if description.status != ExecutionStatus.RUNNING:
+        raise workspace_not_found(name)
+    return handle, description
+
+
+async def workspace_status(client: Client, name: str) -> WorkspaceStatus:
+    """The workspace's status (its workflow's `status` query); `NotFoundError` when no workspace
+    of that name exists (never deployed, or deleted)."""
+    handle, _ = await _describe_running(client, name)
+    try:
+        status: WorkspaceStatus = await handle.query(STATUS_QUERY, result_type=WorkspaceStatus)
+    except WorkflowQueryFailedError as exc:
+        raise UnavailableError(f"cannot read workspace '{name}': {exc}") from exc
+    except RPCError as exc:
+        raise _rpc_error(exc, f"cannot read workspace '{name}'", name) from exc
+    if status.phase is WorkspacePhase.DELETED:
+        raise workspace_not_found(name)
+    return status
+
+
+async def read_workspace(client: Client, name: str) -> WorkspaceStatus | None:
+    """The status of a running workspace workflow, or the final one it returned once it ended
+    (phase Deleted); None when it ended without one (terminated)."""
+    handle = client.get_workflow_handle(workspace_workflow_id(name), result_type=WorkspaceStatus)
+    try:
+        description = await handle.describe()
+        if description.status == ExecutionStatus.RUNNING:
+            status: WorkspaceStatus = await handle.query(STATUS_QUERY, result_type=WorkspaceStatus)
+            return status
+        if description.status != ExecutionStatus.COMPLETED:
+            return None
+        final = await handle.result()
+    except RPCError as exc:
+        raise _rpc_error(exc, f"cannot read workspace '{name}'", name) from exc
+    except WorkflowQueryFailedError as exc:
+        raise UnavailableError(f"cannot read workspace '{name}': {exc}") from exc
+    return final if isinstance(final, WorkspaceStatus) else None
+
+
+def _update_error(update: str, name: str, exc: WorkflowUpdateFailedError) -> ColonyError:
+    cause = exc.cause
+    if not isinstance(cause, ApplicationError):
+        return OperationFailedError(f"{update}: {cause or exc}")
+    if rejection_is_not_found(cause):
+        return workspace_not_found(name)
+    if cause.type in (ErrorType.OPERATION_REJECTED, ErrorType.INVALID_SPEC):
+        return InvalidRequestError(f"{update}: {cause.message}")
+    return OperationFailedError(f"{update}: {cause.message}")
+
+
+async def send(
+    client: Client,
+    name: str,
+    update: str,
+    request: BaseModel,
+    *,
+    request_id: str | None = None,
+) -> WorkspaceOperationAccepted:
+    """Send an operation (`suspend`, `resume`, `delete`) to a workspace; the workflow's refusal
+    (already suspended, being deleted) is an `InvalidRequestError`.
+
+    Args:
+        request_id: the update id; the same id again returns the first call's operation.
+    """
+    handle, _ = await _describe_running(client, name)
+    try:
+        accepted: WorkspaceOperationAccepted = await handle.execute_update(
+            update,
+            request,
+            id=request_id or new_request_id(),
+            result_type=WorkspaceOperationAccepted,
+        )
+    except WorkflowUpdateFailedError as exc:
+        raise _update_error(update, name, exc) from exc
+    except RPCError as exc:
+        raise _rpc_error(exc, update, name) from exc
+    return accepted
+
+
+@dataclass
+class WorkspaceSummary:
+    """One line of `colonyctl workspace list`."""
+
+    name: str
+    cluster: str
+    class_name: str
+    phase: str
+    workflow_id: str
+    started: str
+
+
+async def list_workspaces(client: Client, *, cluster: str | None = None) -> list[WorkspaceSummary]:
+    """Every workspace whose workflow runs, from Temporal visibility (`ColonyKind = 'workspace'`),
+    optionally of one cluster; phases are the ones the workflows last upserted."""
+    query = f"{COLONY_KIND.name} = '{WORKSPACE_KIND}' AND ExecutionStatus = 'Running'"
+    if cluster:
+        # Cluster names are DNS labels (validated): nothing to escape.
+        query += f" AND {COLONY_CLUSTER.name} = '{cluster}'"
+    found: list[WorkspaceSummary] = []
+    try:
+        async for execution in client.list_workflows(query):
+            attributes = execution.typed_search_attributes
+            found.append(
+                WorkspaceSummary(
+                    name=execution.id.removeprefix("workspace/"),
+                    cluster=attributes.get(COLONY_CLUSTER) or "",
+                    class_name=str(await execution.memo_value(CLASS_MEMO, "")),
+                    phase=attributes.get(COLONY_PHASE) or "",
+                    workflow_id=execution.id,
+                    started=execution.start_time.isoformat(timespec="seconds"),
+                )
+            )
+    except RPCError as exc:
+        raise UnavailableError(f"cannot list workspaces: {exc.message}") from exc
+    return sorted(found, key=lambda w: w.name)
+
+
+async def wait_for_workspace(
+    client: Client,
+    name: str,
+    done: Callable[[WorkspaceStatus], bool],
+    on_status: Callable[[WorkspaceStatus], None],
+    *,
+    give_up_after: float | None = None,
+) -> WorkspaceStatus | None:
+    """Poll the workspace's status until `done` holds or its workflow ends; the last status
+    (the final one, phase Deleted, once the workflow returned), or None when it ended without
+    one. `on_status` sees every status read, for a live display.
+
+    Raises:
+        OperationFailedError: `give_up_after` seconds passed first.
+    """
+    deadline = None if give_up_after is None else time.monotonic() + give_up_after
+    while True:
+        status = await read_workspace(client, name)
+        if status is None:
+            return None
+        on_status(status)
+        if done(status) or status.phase is WorkspacePhase.DELETED:
+            return status
+        if deadline is not None and time.monotonic() > deadline:
+            raise OperationFailedError(
+                f"workspace '{name}' is {status.phase.value} after {give_up_after:.0f}s "
+                f"({status.message or 'no message'})"
+            )
+        await asyncio.sleep(POLL_SECONDS)

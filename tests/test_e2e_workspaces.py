@@ -1,0 +1,721 @@
+"""End to end, workspaces: `colonyctl` -> Temporal dev server -> the real worker, workflows and
+activities -> the sim (management cluster, child clusters, ServiceSets, the tenant gateway).
+
+One simulated world (instant timing) and one in-process worker serve the module, with the CRDs and
+the class catalog the worker sets up at start and a sealing key pair of the test's own. Each test
+drives uniquely named clusters and workspaces (ledgers are one per cluster) through `colonyctl`, as
+a user would, and checks the effects on the simulated infrastructure directly:
+
+- a CPU notebook reaches Running, its pod runs in `ws-<name>` on the child and its access is the
+  `kubectl port-forward` command whose Service exists; delete removes it all;
+- GPU workspaces fill a cluster, a third one waits (position 1) and runs once one is deleted;
+- two LLM servers share one installation of their prerequisite (`wsprereq-...`), which outlives them;
+- a cluster attached to a tenant gateway gives `https://<ws>.<domain>` and `ssh://<domain>:<port>`,
+  suspend frees the port and keeps the namespace, resume brings it back;
+- deleting a cluster deletes its workspaces first;
+- exalsius manifests through `colonyctl apply -f` (class with its template, a deployment, a
+  standalone template, a conflicting class);
+- a notebook password planted at deploy is in no workflow history, only in its values Secret.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.testing import WorkflowEnvironment
+from typer.testing import CliRunner, Result
+
+from activities.crds import ensure_crds
+from activities.sealing import PUBLIC_KEY_ENV, SealingSettings, create_key_pair
+from sim.world import SimWorld
+from starter.cli import app, normalize_argv
+from tests.conftest import venv_binary
+from tests.helpers import eventually, history_text, unique
+from tests.simenv import (
+    NAMESPACE,
+    call,
+    child_api,
+    close_client,
+    colony_env,
+    host_provider,
+    management_api,
+    started_world,
+)
+from worker import build_worker, ensure_catalog
+from workflows.search_attributes import COLONY_CLUSTER, COLONY_KIND, COLONY_PHASE
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+LOCATION = "fra1"
+GPU_MODEL = "h100-80gb"
+CPU_SKU = "cpu-32c-256g"
+DOMAIN = "dos-lab.example"
+SSH_KEY = (
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl dev@colony"
+)
+K0RDENT = ("k0rdent.mirantis.com", "v1beta1")
+EXALSIUS_HUB = Path(__file__).resolve().parents[1].parent / "shared" / "exalsius" / "workspace-hub"
+"""The exalsius workspace hub's manifests, beside the checkout where present (skipped otherwise)."""
+
+
+@dataclass
+class Colony:
+    world: SimWorld
+    env: dict[str, str]
+    management: client.ApiClient
+    temporal: Client
+
+    async def ctl(self, *args: str, expect: int | None = 0) -> Result:
+        """Run `colonyctl ARGS` (in a thread: the sim and the worker share this loop)."""
+        result = await asyncio.to_thread(
+            CliRunner().invoke, app, normalize_argv(args), env=self.env
+        )
+        if expect is not None:
+            assert result.exit_code == expect, (
+                f"colonyctl {' '.join(args)} exited {result.exit_code}, not {expect}\n"
+                f"stdout: {result.stdout}\nstderr: {result.stderr}\n{result.exception!r}"
+            )
+        return result
+
+    async def json(self, *args: str) -> Any:
+        return json.loads((await self.ctl(*args, "-o", "json")).stdout)
+
+    async def workspace(self, name: str) -> dict[str, Any]:
+        data: dict[str, Any] = await self.json("workspace", "get", name)
+        return data
+
+    async def phase_of(self, name: str, phases: set[str], timeout: float = 60) -> dict[str, Any]:
+        return await eventually(
+            lambda: self.workspace(name),
+            until=lambda w: w["phase"] in phases,
+            timeout=timeout,
+            interval=0.2,
+            what=f"workspace {name} in {phases}",
+        )
+
+    async def child(self, cluster: str) -> client.ApiClient:
+        return await child_api(self.management, cluster)
+
+    async def service_sets(self) -> list[dict[str, Any]]:
+        listed = await call(
+            client.CustomObjectsApi(self.management).list_namespaced_custom_object,
+            *K0RDENT,
+            NAMESPACE,
+            "servicesets",
+        )
+        items: list[dict[str, Any]] = listed["items"]
+        return items
+
+
+@pytest.fixture(scope="module")
+async def colony(
+    dev_env: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Colony]:
+    task_queue = unique("e2e-ws")
+    keys = tmp_path_factory.mktemp("sealing")
+    create_key_pair(keys / "private.pem", keys / "public.pem")
+    unsealer = SealingSettings(keys / "public.pem", keys / "private.pem").unsealer()
+    async with started_world(tmp_path_factory.mktemp("sim")) as world:
+        management = management_api(world)
+        await ensure_crds(management)
+        async with (
+            host_provider(world) as http,
+            build_worker(dev_env.client, task_queue, management, http, unsealer) as worker,
+            worker,
+        ):
+            await ensure_catalog(dev_env.client, task_queue)
+            env = colony_env(
+                world,
+                TEMPORAL_ADDRESS=dev_env.client.service_client.config.target_host,
+                TEMPORAL_NAMESPACE=dev_env.client.namespace,
+                COLONY_TASK_QUEUE=task_queue,
+                **{PUBLIC_KEY_ENV: str(keys / "public.pem")},
+            )
+            colony = Colony(world, env, management, dev_env.client)
+            # The worker publishes the shipped catalog at start; wait until it has.
+            await eventually(
+                lambda: colony.json("class", "list"),
+                until=lambda classes: len(classes) >= 3,
+                timeout=60,
+                what="the shipped classes",
+            )
+            yield colony
+        close_client(management)
+    assert not world.store.rejected_writes, list(world.store.rejected_writes)
+
+
+@pytest.fixture(autouse=True)
+def _no_faults(colony: Colony) -> Iterator[None]:
+    colony.world.faults.clear()
+    yield
+    colony.world.faults.clear()
+
+
+async def create_cluster(colony: Colony, name: str, pool: str, *extra: str) -> None:
+    await colony.ctl(
+        "cluster", "create", name, "--location-id", LOCATION, "--node-pool", pool,
+        "--wait", "--timeout", "90", *extra,
+    )  # fmt: skip
+
+
+def gpu_pool(count: int = 1) -> str:
+    return f"name=gpu,count={count},gpuModelId={GPU_MODEL}"
+
+
+def cpu_pool() -> str:
+    return f"name=cpu,count=1,cpuSku={CPU_SKU}"
+
+
+async def pods(colony: Colony, cluster: str, namespace: str) -> list[Any]:
+    api = await colony.child(cluster)
+    try:
+        listed = await call(client.CoreV1Api(api).list_namespaced_pod, namespace)
+        return list(listed.items)
+    finally:
+        close_client(api)
+
+
+async def namespace_exists(colony: Colony, cluster: str, namespace: str) -> bool:
+    api = await colony.child(cluster)
+    try:
+        found = await call(client.CoreV1Api(api).list_namespace)
+        return namespace in {n.metadata.name for n in found.items}
+    finally:
+        close_client(api)
+
+
+def running(items: list[Any]) -> list[Any]:
+    return [p for p in items if p.status.phase == "Running" and not p.metadata.deletion_timestamp]
+
+
+# --- A CPU notebook ---------------------------------------------------------------------------
+
+
+async def test_cpu_notebook_runs_and_is_reached_by_port_forward(
+    colony: Colony, tmp_path: Path
+) -> None:
+    cluster, name = unique("cpu"), unique("nb")
+    await create_cluster(colony, cluster, cpu_pool())
+    deployed = await colony.ctl(
+        "workspace", "deploy", name, "--class", "colony-jupyter-1-0-0", "--cluster", cluster,
+        "--set", "notebookPassword=correct-horse", "--set", "jupyter.interface=notebook",
+        "--wait", "--timeout", "60",
+    )  # fmt: skip
+    release = f"wsd-{cluster}-{name}"
+    command = f"kubectl port-forward -n ws-{name} svc/{release}-http 8888:8888"
+    assert f"workspace {name} running" in deployed.stdout
+    assert command in deployed.stdout
+    assert f"workspace%2F{name}" in deployed.stderr, "the Web UI link"
+
+    status = await colony.workspace(name)
+    assert status["phase"] == "Running"
+    assert [(a["name"], a["url"], a["ready"], a["command"]) for a in status["access"]] == [
+        ("http", "http://localhost:8888", True, command)
+    ]
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("True", "DeploymentReady")
+    table = (await colony.ctl("workspace", "get", name)).stdout
+    assert "PHASE:" in table
+    assert "Running" in table
+    assert command in table
+
+    # Its pod runs in ws-<name> on the child, and the command's Service exists and selects it.
+    (pod,) = running(await pods(colony, cluster, f"ws-{name}"))
+    kubeconfig = tmp_path / "kubeconfig"
+    await colony.ctl("kubeconfig", "--cluster", cluster, "--output", str(kubeconfig))
+    kubectl = await asyncio.create_subprocess_exec(
+        venv_binary("kubectl"), "--kubeconfig", str(kubeconfig), "get", "-n", f"ws-{name}",
+        f"svc/{release}-http", "-o", "json",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**colony.env, "PATH": str(Path(venv_binary("colonyctl")).parent), "HOME": str(tmp_path)},
+    )  # fmt: skip
+    out, err = await kubectl.communicate()
+    assert kubectl.returncode == 0, err.decode()
+    service = json.loads(out)
+    assert service["spec"]["ports"][0]["port"] == 8888
+    assert all(pod.metadata.labels.get(k) == v for k, v in service["spec"]["selector"].items())
+    # The prompt's answer and the resources reached the release's values.
+    (service_set,) = [s for s in await colony.service_sets() if s["metadata"]["name"] == release]
+    values = yaml.safe_load(service_set["spec"]["services"][0]["values"])
+    assert values["jupyter"]["interface"] == "notebook"
+    assert values["_exalsius"]["resources"]["perReplica"]["cpu"] == "2"
+    assert "notebookPassword" not in values, "secrets go through valuesFrom, never values"
+
+    # Listed by visibility, with the search attributes and the Web UI's summary.
+    listed = await colony.json("workspace", "list", "--cluster", cluster)
+    assert [(w["name"], w["class"], w["phase"]) for w in listed] == [
+        (name, "colony-jupyter-1-0-0", "Running")
+    ]
+    description = await colony.temporal.get_workflow_handle(f"workspace/{name}").describe()
+    assert await description.static_summary() == (
+        f"workspace {name} (colony-jupyter-1-0-0) on cluster {cluster}"
+    )
+    attributes = description.typed_search_attributes
+    assert attributes.get(COLONY_KIND) == "workspace"
+    assert attributes.get(COLONY_CLUSTER) == cluster
+    assert attributes.get(COLONY_PHASE) == "Running"
+
+    await colony.ctl("workspace", "delete", name, "--wait", "--timeout", "60")
+    assert not await namespace_exists(colony, cluster, f"ws-{name}")
+    assert release not in [s["metadata"]["name"] for s in await colony.service_sets()]
+    gone = await colony.ctl("workspace", "get", name, expect=3)
+    assert gone.stderr == f"error: workspace: workspace '{name}' not found\n"
+    await colony.ctl("cluster", "delete", cluster, "--wait", "--timeout", "90")
+
+
+async def test_refusals_start_nothing(colony: Colony) -> None:
+    cluster, name = "no-such-cluster", unique("nb")
+    cases = [
+        (
+            ("--class", "colony-jupyter-1-0-0"),
+            2,
+            "error: notebookPassword: required by class 'colony-jupyter-1-0-0' (prompt "
+            "'Notebook password'): give --set notebookPassword=..., or run on a terminal to be "
+            "asked\n",
+        ),
+        (
+            ("--class", "colony-jupyter-1-0-0", "--set", "notebookPassword=x",
+             "--set", "jupyter.interface=vim"),
+            2,
+            "error: values: prompt 'Interface' (jupyter.interface) must be one of lab, notebook, "
+            "got 'vim'\n",
+        ),
+        (
+            ("--class", "colony-nothing-1-0-0"),
+            3,
+            "error: class: workspace class 'colony-nothing-1-0-0' not found (colonyctl class list "
+            "shows the published ones)\n",
+        ),
+        (
+            ("--class", "colony-jupyter-1-0-0", "--set", "a[x]=1"),
+            2,
+            None,
+        ),
+    ]  # fmt: skip
+    for flags, code, line in cases:
+        refused = await colony.ctl(
+            "workspace", "deploy", name, "--cluster", cluster, *flags, expect=code
+        )
+        if line is not None:
+            assert refused.stderr == line
+        assert len(refused.stderr.splitlines()) == 1
+    await colony.ctl("workspace", "get", name, expect=3)
+    await colony.ctl("workspace", "suspend", name, expect=3)
+    await colony.ctl("class", "get", "colony-nothing-1-0-0", expect=3)
+
+
+# --- GPUs: filling a cluster, a third waits -------------------------------------------------
+
+
+async def test_gpu_workspaces_fill_a_cluster_and_the_third_waits_its_turn(colony: Colony) -> None:
+    cluster = unique("gpus")
+    await create_cluster(colony, cluster, gpu_pool(), "--node-pool", cpu_pool())
+    first, second, third, fourth = (unique(f"nb{i}") for i in range(4))
+
+    async def deploy(name: str, *extra: str) -> Result:
+        return await colony.ctl(
+            "workspace", "deploy", name, "--class", "colony-jupyter-1-0-0", "--cluster", cluster,
+            "--gpus", "4", "--gpu-model", GPU_MODEL, "--set", "notebookPassword=pw", *extra,
+        )  # fmt: skip
+
+    await deploy(first, "--wait", "--timeout", "60")
+    await deploy(second, "--wait", "--timeout", "60")
+    await deploy(third)
+    waiting = await colony.phase_of(third, {"Waiting"})
+    assert waiting["admission"]["state"] == "waiting"
+    assert waiting["admission"]["position"] == 1
+    feasible = next(c for c in waiting["conditions"] if c["type"] == "Feasible")
+    assert feasible["reason"] == "WaitingForGpuCapacity"
+    assert "position 1" in (await colony.ctl("workspace", "get", third)).stdout
+    for name in (first, second):
+        (pod,) = running(await pods(colony, cluster, f"ws-{name}"))
+        limits = pod.spec.containers[0].resources.limits
+        assert limits["nvidia.com/gpu"] == "4"
+
+    # The cluster refuses to take the GPUs they hold, naming them.
+    refused = await colony.ctl("node-pool", "delete", cluster, "gpu", expect=2)
+    assert "would take GPUs from running workspaces: " in refused.stderr
+    assert all(name in refused.stderr for name in (first, second))
+
+    # A fourth waits behind the third; deleted while waiting, it leaves the queue.
+    await deploy(fourth)
+    assert (await colony.phase_of(fourth, {"Waiting"}))["admission"]["position"] == 2
+    await colony.ctl("workspace", "delete", fourth, "--wait", "--timeout", "60")
+    await colony.ctl("workspace", "get", fourth, expect=3)
+    assert (await colony.workspace(third))["admission"]["position"] == 1
+
+    # A release: the waiting one is admitted and runs, on the GPUs freed.
+    await colony.ctl("workspace", "delete", first, "--wait", "--timeout", "60")
+    admitted = await colony.phase_of(third, {"Running"})
+    assert admitted["admission"]["state"] == "admitted"
+    (pod,) = running(await pods(colony, cluster, f"ws-{third}"))
+    assert pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "4"
+
+    # A model the cluster does not have fails at once.
+    absent = unique("nb")
+    await colony.ctl(
+        "workspace", "deploy", absent, "--class", "colony-jupyter-1-0-0", "--cluster", cluster,
+        "--gpus", "1", "--gpu-model", "l40s-48gb", "--set", "notebookPassword=pw",
+    )  # fmt: skip
+    failed = await colony.phase_of(absent, {"Failed"})
+    feasible = next(c for c in failed["conditions"] if c["type"] == "Feasible")
+    assert feasible["reason"] == "GpuOfferingUnavailable"
+    await colony.ctl("cluster", "delete", cluster, "--wait", "--timeout", "120")
+
+
+# --- A failed install: its context, then a resume ----------------------------------------------
+
+
+async def test_a_failed_install_shows_its_context_and_a_resume_tries_again(
+    colony: Colony,
+) -> None:
+    cluster, name = unique("fail"), unique("nb")
+    await create_cluster(colony, cluster, cpu_pool())
+    colony.world.faults.fail_service_set(
+        NAMESPACE, f"wsd-{cluster}-{name}", "Helm install failed: image pull back-off"
+    )
+    failed = await colony.ctl(
+        "workspace", "deploy", name, "--class", "colony-jupyter-1-0-0", "--cluster", cluster,
+        "--set", "notebookPassword=pw", "--wait", "--timeout", "60", expect=1,
+    )  # fmt: skip
+    assert failed.stderr.splitlines()[-1] == (
+        f"error: workspace '{name}' is Failed: wsd-{cluster}-{name} failed: Helm install failed: "
+        "image pull back-off"
+    )
+    status = await colony.workspace(name)
+    context = status["failureContext"]
+    assert context["phaseWhenFailed"] == "Deploying"
+    assert [(s["state"], s["failureMessage"]) for s in context["serviceSetStatus"]["services"]] == [
+        ("Failed", "Helm install failed: image pull back-off")
+    ]
+    helm = next(c for c in status["conditions"] if c["type"] == "HelmReleaseReady")
+    assert helm["reason"] == "HelmReleaseFailed"
+    shown = (await colony.ctl("workspace", "get", name)).stdout
+    assert "phase when failed: Deploying" in shown
+    assert "image pull back-off" in shown
+
+    colony.world.faults.clear()
+    await colony.ctl("workspace", "resume", name, "--wait", "--timeout", "60")
+    resumed = await colony.workspace(name)
+    assert resumed["phase"] == "Running"
+    assert "failureContext" not in resumed
+    await colony.ctl("cluster", "delete", cluster, "--wait", "--timeout", "120")
+
+
+# --- An LLM server and its prerequisite -------------------------------------------------------
+
+
+async def test_llm_servers_share_one_prerequisite_installation(colony: Colony) -> None:
+    cluster = unique("llm")
+    await create_cluster(colony, cluster, gpu_pool())
+    names = [unique("llm"), unique("llm")]
+    for name in names:  # at once: they meet in one prerequisite workflow
+        await colony.ctl(
+            "workspace", "deploy", name, "--class", "colony-vllm-1-0-0", "--cluster", cluster,
+            "--set", "vllm.model=Qwen/Qwen3-0.6B",
+        )  # fmt: skip
+    for name in names:
+        status = await colony.phase_of(name, {"Running"})
+        (prerequisite,) = status["prerequisites"]
+        assert (prerequisite["name"], prerequisite["phase"], prerequisite["namespace"]) == (
+            "colony-inference-stack-1-0-0",
+            "Satisfied",
+            "colony-inference",
+        )
+        assert status["access"][0]["command"].endswith(f"svc/wsd-{cluster}-{name}-http 8000:8000")
+    prerequisite_sets = [
+        s["metadata"]["name"]
+        for s in await colony.service_sets()
+        if s["metadata"]["name"].startswith(f"wsprereq-{cluster}-")
+    ]
+    assert prerequisite_sets == [f"wsprereq-{cluster}-colony-inference-stack-1-0-0"]
+    assert running(await pods(colony, cluster, "colony-inference"))
+    for name in names:
+        await colony.ctl("workspace", "delete", name, "--wait", "--timeout", "60")
+    # Prerequisites outlive the workspaces that needed them.
+    assert running(await pods(colony, cluster, "colony-inference"))
+    await colony.ctl("cluster", "delete", cluster, "--wait", "--timeout", "120")
+
+
+# --- A tenant gateway: hostnames and an SSH port; suspend and resume --------------------------
+
+
+async def test_tenant_gateway_urls_ssh_port_suspend_and_resume(colony: Colony) -> None:
+    cluster = unique("gw")
+    await create_cluster(colony, cluster, cpu_pool(), "--tenant-gateway-domain", DOMAIN)
+    deployment = await call(
+        client.CustomObjectsApi(colony.management).get_namespaced_custom_object,
+        *K0RDENT, NAMESPACE, "clusterdeployments", cluster,
+    )  # fmt: skip
+    assert deployment["metadata"]["labels"]["colony.dev/tenant-gateway-domain"] == DOMAIN
+    notebook, devbox = unique("nb"), unique("dev")
+    await colony.ctl(
+        "workspace", "deploy", notebook, "--class", "colony-jupyter-1-0-0", "--cluster", cluster,
+        "--set", "notebookPassword=pw", "--wait", "--timeout", "60",
+    )  # fmt: skip
+    await colony.ctl(
+        "workspace", "deploy", devbox, "--class", "colony-devbox-1-0-0", "--cluster", cluster,
+        "--set", f"ssh.authorizedKeys={SSH_KEY}", "--wait", "--timeout", "60",
+    )  # fmt: skip
+    web = await colony.workspace(notebook)
+    assert [(a["name"], a["url"], a["ready"]) for a in web["access"]] == [
+        ("http", f"https://{notebook}.{DOMAIN}", True)
+    ]
+    ssh = await colony.workspace(devbox)
+    assert [(a["name"], a["url"], a["ready"]) for a in ssh["access"]] == [
+        ("ssh", f"ssh://{DOMAIN}:30000", True)
+    ]
+    api = await colony.child(cluster)
+    try:
+        custom = client.CustomObjectsApi(api)
+        route = await call(
+            custom.get_namespaced_custom_object, "gateway.networking.k8s.io", "v1",
+            f"ws-{notebook}", "httproutes", f"{notebook}-http",
+        )  # fmt: skip
+        assert route["spec"]["hostnames"] == [f"{notebook}.{DOMAIN}"]
+        tcp = await call(
+            custom.get_namespaced_custom_object, "gateway.networking.k8s.io", "v1alpha2",
+            f"ws-{devbox}", "tcproutes", f"{devbox}-ssh",
+        )  # fmt: skip
+        assert tcp["spec"]["parentRefs"][0]["sectionName"] == "tcp-30000"
+    finally:
+        close_client(api)
+
+    # Suspend: the release goes, the namespace and the definition stay, the port returns.
+    suspended = await colony.ctl("workspace", "suspend", devbox, "--wait", "--timeout", "60")
+    assert f"workspace {devbox} suspended" in suspended.stdout
+    assert await namespace_exists(colony, cluster, f"ws-{devbox}")
+    assert not running(await pods(colony, cluster, f"ws-{devbox}"))
+    again = await colony.ctl("workspace", "suspend", devbox, expect=2)
+    assert "already suspended" in again.stderr
+    other = unique("dev")
+    await colony.ctl(
+        "workspace", "deploy", other, "--class", "colony-devbox-1-0-0", "--cluster", cluster,
+        "--set", f"ssh.authorizedKeys={SSH_KEY}", "--wait", "--timeout", "60",
+    )  # fmt: skip
+    assert (await colony.workspace(other))["access"][0]["url"] == f"ssh://{DOMAIN}:30000"
+    # Resume: admitted again, routed again on the next free port.
+    await colony.ctl("workspace", "resume", devbox, "--wait", "--timeout", "60")
+    resumed = await colony.workspace(devbox)
+    assert resumed["phase"] == "Running"
+    assert resumed["access"][0]["url"] == f"ssh://{DOMAIN}:30001"
+    assert running(await pods(colony, cluster, f"ws-{devbox}"))
+    await colony.ctl("cluster", "delete", cluster, "--wait", "--timeout", "120")
+
+
+# --- Deleting a cluster deletes its workspaces first ------------------------------------------
+
+
+async def test_deleting_a_cluster_deletes_its_workspaces_first(colony: Colony) -> None:
+    cluster, name = unique("gone"), unique("nb")
+    await create_cluster(colony, cluster, cpu_pool())
+    await colony.ctl(
+        "workspace", "deploy", name, "--class", "colony-jupyter-1-0-0", "--cluster", cluster,
+        "--set", "notebookPassword=pw", "--wait", "--timeout", "60",
+    )  # fmt: skip
+    await colony.ctl("cluster", "delete", cluster, "--wait", "--timeout", "120")
+    handle = colony.temporal.get_workflow_handle(f"workspace/{name}")
+    assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
+    final = await handle.result()
+    assert final["phase"] == "Deleted"
+    assert f"wsd-{cluster}-{name}" not in [
+        s["metadata"]["name"] for s in await colony.service_sets()
+    ]
+    await colony.ctl("workspace", "get", name, expect=3)
+    assert name not in [w["name"] for w in await colony.json("workspace", "list")]
+
+
+# --- exalsius manifests through apply -----------------------------------------------------------
+
+
+def exalsius_class(name: str, description: str) -> str:
+    return f"""
+apiVersion: k0rdent.mirantis.com/v1beta1
+kind: ServiceTemplate
+metadata: {{name: {name}, namespace: kcm-system}}
+spec:
+  helm:
+    chartSpec:
+      chart: colony-jupyter
+      version: "1.0.0"
+      interval: 10m
+      sourceRef: {{kind: HelmRepository, name: colony-catalog}}
+---
+apiVersion: workspaces.exalsius.ai/v1
+kind: WorkspaceClass
+metadata: {{name: {name}}}
+spec:
+  displayName: Team notebook
+  description: {description}
+  serviceTemplate: {{name: {name}, namespace: kcm-system}}
+  defaultResources: {{replicas: 1, perReplica: {{cpu: "1", memory: 2Gi}}}}
+  accessEndpoints: [{{name: http, protocol: HTTP, port: 8888}}]
+  userFacingConfig:
+    - {{helmValuePath: notebookPassword, displayName: Password, type: secret, required: true}}
+"""
+
+
+def exalsius_deployment(name: str, workspace_class: str, cluster: str) -> str:
+    return f"""
+apiVersion: workspaces.exalsius.ai/v1
+kind: WorkspaceDeployment
+metadata: {{name: {name}}}
+spec:
+  workspaceClassRef: {workspace_class}
+  clusterDeploymentRef: {{name: {cluster}, namespace: kcm-system}}
+  values: {{notebookPassword: from-a-manifest}}
+"""
+
+
+async def test_apply_takes_exalsius_manifests(colony: Colony, tmp_path: Path) -> None:
+    cluster, name = unique("apply"), unique("nb")
+    workspace_class = unique("team-nb") + "-1-0-0"
+    await create_cluster(colony, cluster, cpu_pool())
+    manifests = tmp_path / "all.yaml"
+    manifests.write_text(
+        exalsius_class(workspace_class, "first")
+        + "---"
+        + exalsius_deployment(name, workspace_class, cluster)
+    )
+    applied = await colony.ctl("apply", "-f", str(manifests), "--wait", "--timeout", "60")
+    assert f"workspaceclass/{workspace_class} published" in applied.stdout
+    assert f"servicetemplate/{workspace_class} created" in applied.stdout
+    assert f"workspace {name} running" in applied.stdout
+    assert (await colony.json("class", "get", workspace_class))["description"] == "first"
+
+    # Again: nothing changes, and the workspace is reported as left alone.
+    again = await colony.ctl("apply", "-f", str(manifests))
+    assert f"workspaceclass/{workspace_class} unchanged" in again.stdout
+    assert f"workspace/{name} unchanged" in again.stdout
+
+    # A different definition under the same name is refused before anything starts.
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(exalsius_class(workspace_class, "second"))
+    refused = await colony.ctl("apply", "-f", str(changed), expect=2)
+    assert refused.stderr.startswith(
+        f"error: name: workspace class '{workspace_class}' already exists with a different "
+        "definition (it differs at spec.description)"
+    )
+    assert "a new version is a new name" in refused.stderr
+    refused = await colony.ctl("class", "publish", "-f", str(changed), expect=2)
+    assert "already exists with a different definition" in refused.stderr
+    # The new version is a new name: published, in Colony's own form this time.
+    newer = workspace_class.replace("-1-0-0", "-1-0-1")
+    colony_form = tmp_path / "newer.yaml"
+    colony_form.write_text(
+        exalsius_class(newer, "second").replace("workspaces.exalsius.ai/v1", "colony.dev/v1")
+    )
+    published = await colony.ctl("class", "publish", "-f", str(colony_form))
+    assert published.stdout == (
+        f"workspaceclass/{newer} published; created ServiceTemplate/{newer}\n"
+    )
+    again = await colony.ctl("class", "publish", "-f", str(colony_form))
+    assert again.stdout == f"workspaceclass/{newer} unchanged (already published)\n"
+    assert [c["name"] for c in await colony.json("class", "list")].count(newer) == 1
+
+    # A ServiceTemplate on its own, from stdin.
+    template = unique("tpl")
+    alone = await asyncio.to_thread(
+        CliRunner().invoke,
+        app,
+        ["apply", "-f", "-"],
+        input=exalsius_class(template, "x").split("---")[0],
+        env=colony.env,
+    )
+    assert alone.exit_code == 0, alone.stderr
+    assert f"servicetemplate/{template} created" in alone.stdout
+    stored = await call(
+        client.CustomObjectsApi(colony.management).get_namespaced_custom_object,
+        *K0RDENT, NAMESPACE, "servicetemplates", template,
+    )  # fmt: skip
+    assert stored["spec"]["helm"]["chartSpec"]["chart"] == "colony-jupyter"
+    await colony.ctl("cluster", "delete", cluster, "--wait", "--timeout", "120")
+
+
+async def test_apply_an_exalsius_hub_class_and_its_example_deployment(
+    colony: Colony, tmp_path: Path
+) -> None:
+    """The workspace hub's own class and template, and its example deployment as a user adapts it
+    (their cluster, a GPU product this cluster has), through apply: a raw gpuNodeSelector is
+    matched exactly on the nodes' labels."""
+    hub = Path(EXALSIUS_HUB)
+    files = [
+        hub / "manifests_jupyter-notebook_0.3.0_servicetemplate.yaml",
+        hub / "manifests_jupyter-notebook_0.3.0_workspaceclass.yaml",
+        hub / "examples_jupyter-notebook_0.3.0_example-workspacedeployment.yaml",
+    ]
+    if not all(path.exists() for path in files):
+        pytest.skip(f"the exalsius workspace hub's manifests are not at {hub}")
+    cluster, name = unique("hub"), unique("my-notebook")
+    await create_cluster(colony, cluster, gpu_pool())
+    example = yaml.safe_load(files[2].read_text())
+    example["metadata"]["name"] = name
+    example["spec"]["clusterDeploymentRef"]["name"] = cluster
+    selector = example["spec"]["resources"]["perReplica"]["gpuNodeSelector"]
+    selector["nvidia.com/gpu.product"] = "NVIDIA-H100-80GB-HBM3"
+    adapted = tmp_path / "deployment.yaml"
+    adapted.write_text(yaml.safe_dump(example))
+    applied = await colony.ctl(
+        "apply", "-f", str(files[0]), "-f", str(files[1]), "-f", str(adapted),
+        "--wait", "--timeout", "60",
+    )  # fmt: skip
+    assert "workspaceclass/jupyter-notebook-0-3-0 " in applied.stdout
+    assert f"workspace {name} running" in applied.stdout
+    status = await colony.workspace(name)
+    assert status["resolvedResources"]["perReplica"]["gpuNodeSelector"] == {
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"
+    }
+    (pod,) = running(await pods(colony, cluster, f"ws-{name}"))
+    assert pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "1"
+    assert pod.spec.node_selector["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+    await colony.ctl("cluster", "delete", cluster, "--wait", "--timeout", "120")
+
+
+# --- Secrets never reach a history ---------------------------------------------------------------
+
+
+async def test_a_notebook_password_is_in_no_workflow_history(colony: Colony) -> None:
+    cluster, name = unique("secret"), unique("nb")
+    planted = "planted-" + unique("pw")
+    await create_cluster(colony, cluster, cpu_pool())
+    await colony.ctl(
+        "workspace", "deploy", name, "--class", "colony-jupyter-1-0-0", "--cluster", cluster,
+        "--set", f"notebookPassword={planted}", "--wait", "--timeout", "60",
+    )  # fmt: skip
+    await colony.ctl("workspace", "suspend", name, "--wait", "--timeout", "60")
+    await colony.ctl("workspace", "resume", name, "--wait", "--timeout", "60")
+    # It reached the chart, through the values Secret beside the ServiceSet.
+    secret = await call(
+        client.CoreV1Api(colony.management).read_namespaced_secret,
+        f"wsd-{cluster}-{name}-values",
+        NAMESPACE,
+    )
+    assert yaml.safe_load(base64.b64decode(secret.data["values"])) == {"notebookPassword": planted}
+    status = (await colony.ctl("workspace", "get", name, "-o", "json")).stdout
+    assert planted not in status
+    await colony.ctl("workspace", "delete", name, "--wait", "--timeout", "60")
+    await colony.ctl("cluster", "delete", cluster, "--wait", "--timeout", "120")
+
+    scanned = []
+    async for execution in colony.temporal.list_workflows():
+        history = await colony.temporal.get_workflow_handle(
+            execution.id, run_id=execution.run_id
+        ).fetch_history()
+        text = history_text(history)
+        assert planted not in text, f"{execution.id} holds the password"
+        if execution.id == f"workspace/{name}":
+            # The scan reads payloads: the sealed answer's scope is there, in the clear.
+            assert f"workspace/{name}/notebookPassword" in text
+        scanned.append(execution.id)
+    assert f"workspace/{name}" in scanned
+    assert f"cluster/{cluster}" in scanned
