@@ -131,6 +131,26 @@ def _service_set_summary(name: str, obj: Obj) -> ServiceSetStatusSummary:
     )
 
 
+def service_set_observed(obj: Obj, generation: int) -> bool:
+    """Whether the ServiceSet's status speaks of `generation` (or a later one).
+
+    k0rdent's conditions carry `observedGeneration`; a status whose conditions all predate the
+    spec we wrote still shows the previous install's states. Without any observed generation
+    there is nothing to compare: the status is taken as current.
+    """
+    if generation <= 0:
+        return True
+    status = obj.get("status") or {}
+    observed = [
+        c["observedGeneration"]
+        for c in status.get("conditions") or []
+        if isinstance(c, dict) and isinstance(c.get("observedGeneration"), int)
+    ]
+    if isinstance(status.get("observedGeneration"), int):
+        observed.append(status["observedGeneration"])
+    return not observed or max(observed) >= generation
+
+
 def _accepted(route: Obj) -> tuple[bool, str]:
     """Whether a route is accepted by its parent (and its references resolved), and why not."""
     parents = (route.get("status") or {}).get("parents") or []
@@ -429,7 +449,8 @@ class WorkspaceActivities:
                 return AwaitServiceSetResult(outcome=ServiceSetOutcome.GONE)
             summary = _service_set_summary(request.name, obj)
             entry = next((s for s in summary.services if s.name == request.service), None)
-            state = entry.state if entry else ""
+            current = service_set_observed(obj, request.generation)
+            state = entry.state if entry and current else ""
             message = entry.failure_message if entry else ""
             report(summary)
             outcome: ServiceSetOutcome | None = None

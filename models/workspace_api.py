@@ -191,6 +191,9 @@ class AwaitServiceSetRequest(ColonyModel):
     service: str
     deadline: datetime
     known_state: str = ""
+    generation: int = 0
+    """The generation the apply wrote: a status observed for an older one (the previous install's
+    "Deployed" after an update) is not an answer. 0: any."""
 
 
 class AwaitServiceSetResult(ColonyModel):

@@ -149,7 +149,7 @@ class PrerequisiteWorkflow:
                 )
             name = prerequisite_service_set_name(spec.cluster, spec.template)
             release = shorten_name(spec.template, HELM_RELEASE_NAME_MAX)
-            await APPLY_SERVICE_SET(
+            applied = await APPLY_SERVICE_SET(
                 ApplyServiceSetRequest(
                     namespace=DEFAULT_NAMESPACE,
                     name=name,
@@ -177,6 +177,7 @@ class PrerequisiteWorkflow:
                         service=release,
                         deadline=deadline,
                         known_state=known,
+                        generation=applied.generation,
                     ),
                     wait=max(deadline - workflow.now(), timedelta(seconds=1)),
                 )

@@ -535,7 +535,7 @@ class WorkspaceWorkflow:
             state.values_secret_written = True
         name = service_set_name(spec.cluster, spec.name)
         release = helm_release_name(spec.cluster, spec.name)
-        await APPLY_SERVICE_SET(
+        applied = await APPLY_SERVICE_SET(
             ApplyServiceSetRequest(
                 namespace=DEFAULT_NAMESPACE,
                 name=name,
@@ -564,6 +564,7 @@ class WorkspaceWorkflow:
                     service=release,
                     deadline=deadline,
                     known_state=known,
+                    generation=applied.generation,
                 ),
                 wait=max(deadline - workflow.now(), timedelta(seconds=1)),
             )
