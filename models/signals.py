@@ -22,6 +22,8 @@ class SignalName(StrEnum):
 
     REFRESH = "refresh"
     NODE_EVENT = "node_event"
+    CAPACITY_CHANGED = "capacity_changed"
+    """To a cluster's GPU ledger (`capacity/<cluster>`): its GPUs changed (a `RefreshRequest`)."""
 
 
 class RefreshRequest(ColonyModel):

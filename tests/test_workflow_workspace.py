@@ -23,6 +23,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.sealing import Unsealer, workspace_scope
 from catalog.workspaces import load_workspace_catalog
+from models.signals import RefreshRequest, SignalName
 from models.workspace import (
     ConditionReason,
     GatewayInfo,
@@ -287,6 +288,30 @@ async def test_the_ledger_and_admissions_are_measured(
     assert len(waits) == 2  # one admission each, not one per replay
     assert waits[0] < 60
     assert waits[1] >= 30 * 60
+
+
+async def test_a_waiting_workspace_proceeds_when_a_service_says_the_gpus_changed(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    fake, cluster = world(gpus=2)
+    async with workspace_worker(env, task_queue, fake):
+        first = await deploy(env, task_queue, notebook(unique("a"), cluster, gpus=2))
+        await until(first, phase_is(WorkspacePhase.RUNNING), "first running")
+        second = await deploy(env, task_queue, notebook(unique("b"), cluster, gpus=2))
+        await until(second, phase_is(WorkspacePhase.WAITING), "second waiting")
+
+        # A node appears without any pool change Colony made; a service tells the ledger.
+        fake.nodes[cluster].append(h100_node(f"{cluster}-2", 2))
+        ledger = env.client.get_workflow_handle(f"capacity/{cluster}")
+        changed = RefreshRequest(request_id="device-plugin-1", reason="GPUs added")
+        await ledger.signal(SignalName.CAPACITY_CHANGED, changed)
+        await ledger.signal(SignalName.CAPACITY_CHANGED, changed)  # a repeat changes nothing
+
+        running = await until(second, phase_is(WorkspacePhase.RUNNING), "second running")
+        assert running.admission is not None
+        assert [p.node for p in running.admission.placements] == [f"{cluster}-2"]
+        await delete(first)
+        await delete(second)
 
 
 async def test_delete_while_waiting_releases_the_place_in_line(

@@ -12,7 +12,8 @@ Messages (signal `capacity`, `models.workspace_api.CapacityMessage`): a workspac
 (`request`, answered by the signal `capacity_answer` to `reply_to`, now and on every later change:
 admitted after waiting, moved in the queue, displaced by a forced scale-down), gives them back
 (`release`), a service or the cluster's workflow says the GPUs changed (`changed`: the inventory is
-read again), or the cluster is gone (`close`). `refresh` (models.signals) reads the inventory too.
+read again), or the cluster is gone (`close`). `refresh` and `capacity_changed` (models.signals,
+from any service) read the inventory too.
 After every change, the cluster's workflow gets the holders per node (signal `gpu_holders`), so its
 validator refuses a scale-down that would take GPUs a running workspace holds.
 
@@ -98,6 +99,12 @@ class CapacityLedgerWorkflow:
         """Read the cluster's GPU inventory again."""
         if self._ids.first_time(request.request_id):
             self._refresh = True
+
+    @workflow.signal(name=SignalName.CAPACITY_CHANGED)
+    def capacity_changed(self, request: RefreshRequest) -> None:
+        """Another service says the cluster's GPUs changed (a device plugin, a maintenance tool):
+        read the inventory again, and admit whoever now fits, in order."""
+        self.refresh(request)
 
     @workflow.query
     def status(self) -> CapacityLedgerStatus:
