@@ -31,7 +31,7 @@ from activities.child_cluster import ChildClients
 from activities.errors import kube_error
 from activities.heartbeat import heartbeating, report
 from activities.kube import MERGE_PATCH, Obj, call, call_or_none, call_or_raise
-from activities.sealing import Unsealer, unseal_secret_values
+from activities.sealing import SealingError, Unsealer, unseal_secret_values
 from models.capacity import gpu_node
 from models.errors import ErrorType, permanent
 from models.manifests import EXALSIUS_WORKSPACES, workspace_class_object
@@ -542,7 +542,8 @@ class WorkspaceActivities:
             )
         try:
             values = unseal_secret_values(request.workspace, request.secret_values, self._unsealer)
-        except ValueError as exc:
+        except (SealingError, ValueError) as exc:
+            # Sealed for another key, workspace or path, or altered: no retry opens it.
             raise permanent(ErrorType.INVALID_SPEC, f"secret values: {exc}") from exc
         data = base64.b64encode(yaml.safe_dump(values).encode()).decode()
         body: Obj = {
