@@ -43,12 +43,12 @@ from kubernetes import client as kube_client
 from opentelemetry.sdk.trace import TracerProvider
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import SearchAttributeIndexedValueType, WorkflowIDConflictPolicy
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Interceptor, Worker
 
 from activities import metrics, tracing
@@ -154,7 +154,26 @@ def catalog_seed() -> CatalogInput:
 
 
 async def ensure_catalog(temporal: Client, task_queue: str) -> None:
-    """Start the catalog workflow (publishing the shipped classes that are absent) unless it runs."""
+    """Start the catalog workflow (publishing the shipped classes that are absent) unless it runs.
+
+    One that runs on another task queue (Colony redeployed with another `COLONY_TASK_QUEUE`) would
+    wait forever for a worker: it is ended and started again on ours. Nothing is lost: the classes
+    live on the management cluster, the workflow only writes and lists them.
+    """
+    handle = temporal.get_workflow_handle(CATALOG_WORKFLOW_ID)
+    try:
+        described = await handle.describe()
+    except RPCError as error:
+        if error.status != RPCStatusCode.NOT_FOUND:
+            raise
+    else:
+        if (
+            described.status == WorkflowExecutionStatus.RUNNING
+            and described.task_queue != task_queue
+        ):
+            log.info("catalog workflow moves from task queue %s", described.task_queue)
+            with contextlib.suppress(RPCError):  # it may have ended meanwhile
+                await handle.terminate(reason=f"the catalog moves to task queue {task_queue}")
     await temporal.start_workflow(
         CatalogWorkflow.run,
         catalog_seed(),

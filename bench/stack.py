@@ -117,9 +117,9 @@ class _Children:
 
 
 @contextlib.contextmanager
-def private_stack(*, watcher: bool = False) -> Iterator[Stack]:
-    """Start a dev server, the sim (instant timing), the worker (and the watcher); stop them all
-    on exit."""
+def private_stack(*, watcher: bool = False, sim_timing: list[str] | None = None) -> Iterator[Stack]:
+    """Start a dev server, the sim (instant timing, unless `sim_timing` gives its flags, e.g.
+    `["--time-scale", "1"]`), the worker (and the watcher); stop them all on exit."""
     with tempfile.TemporaryDirectory(prefix="colony-bench-") as scratch:
         workdir = Path(scratch)
         children = _Children(workdir)
@@ -137,7 +137,8 @@ def private_stack(*, watcher: bool = False) -> Iterator[Stack]:
             sim_dir = workdir / "sim"
             children.start(
                 "sim",
-                [sys.executable, "-m", "sim", "--state-dir", str(sim_dir), "--instant",
+                [sys.executable, "-m", "sim", "--state-dir", str(sim_dir),
+                 *(sim_timing if sim_timing is not None else ["--instant"]),
                  "--log-level", "WARNING"],
                 base_env,
             )  # fmt: skip

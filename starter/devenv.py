@@ -120,8 +120,27 @@ def start_temporal(processes: Processes) -> None:
     )
 
 
+def _answers(url: str) -> bool:
+    """Whether anything answers HTTP at `url` (any status: it is up)."""
+    import httpx
+
+    try:
+        httpx.get(url, timeout=1.0, verify=False)  # the sim's own CA, on loopback
+    except httpx.HTTPError:
+        return False
+    return True
+
+
 def start_sim(processes: Processes) -> dict[str, object]:
     world_file = SIM_DIR / "world.json"
+    if world_file.exists():
+        world: dict[str, object] = json.loads(world_file.read_text())
+        provider = world.get("hostProvider")
+        url = provider.get("url") if isinstance(provider, dict) else None
+        if isinstance(url, str) and _answers(url):
+            # An earlier `make run` still serves: its worker talks to this sim, so reuse it.
+            print(f"simulator: reusing the one already serving ({world_file})")
+            return world
     world_file.unlink(missing_ok=True)
     processes.start(
         "simulator",
@@ -134,8 +153,8 @@ def start_sim(processes: Processes) -> dict[str, object]:
         return world_file.exists()
 
     _wait_until("the simulator", world_written)
-    world: dict[str, object] = json.loads(world_file.read_text())
-    return world
+    started: dict[str, object] = json.loads(world_file.read_text())
+    return started
 
 
 def ensure_sealing_keys() -> Path:
@@ -161,9 +180,9 @@ def start_api(processes: Processes) -> str:
     port = int(os.environ.setdefault("COLONY_API_PORT", str(DEFAULT_API_PORT)))
     os.environ.setdefault("COLONY_API_HOST", API_HOST)
     if _port_open(API_HOST, port):
-        raise SystemExit(
-            f"colony: port {port} is taken; set COLONY_API_PORT to a free one for the API"
-        )
+        # An earlier `make run`'s API (or something else: set COLONY_API_PORT to move ours).
+        print(f"api: reusing what listens on {API_HOST}:{port}")
+        return f"http://{API_HOST}:{port}"
     processes.start("api", [sys.executable, "-m", "api"], STATE_DIR / "api.log")
 
     def listening() -> bool:

@@ -1,12 +1,16 @@
-"""The demo `make run` plays: a GPU cluster's whole life, through `colonyctl` as a user would.
+"""The demo `make run` plays: a colony and a GPU cluster's whole life, through `colonyctl` as a
+user would.
 
-Picks a location and a GPU model from the host provider's catalog, creates a cluster with a GPU
-pool of 2 (attached to a tenant gateway), scales it to 3, runs a small GPU workload in it (kubectl
-through the credential-free kubeconfig `colonyctl kubeconfig` writes), scales it to 1 (the drain
-evicts the workload's pods on the removed nodes), removes the workload, deploys a Jupyter notebook
-with one GPU from Colony's class catalog and prints how to reach it, and deletes the cluster (its
-workspaces first). Every step prints its Web UI link (colonyctl does) and how long it took; the
-table at the end sums them up.
+Picks a location and a GPU model from the host provider's catalog and applies a colony of two
+clusters (in two locations when the stock allows), shown with its GPU inventory. Then creates a
+cluster with a GPU pool of 2 (attached to a tenant gateway), scales it to 3, runs a small GPU
+workload in it (kubectl through the credential-free kubeconfig `colonyctl kubeconfig` writes),
+scales it to 1 (the drain evicts the workload's pods on the removed nodes), removes the workload,
+deploys a Jupyter notebook with one GPU from Colony's class catalog and prints how to reach it,
+deploys a dev box that asks for every GPU of the node, which waits for the notebook's, deletes the
+notebook (the dev box is admitted and runs), and tears everything down: the cluster (its workspaces
+first) and the colony (its clusters). Every step prints its Web UI link (colonyctl does) and how
+long it took; the table at the end sums them up.
 
 Run it with the dev environment up (`make run` does it all): `python -m starter.scenario`.
 """
@@ -37,6 +41,11 @@ GATEWAY_DOMAIN = "demo.colony.example"
 """The simulated tenant gateway's domain: workspaces get https://<name>.<domain> (nothing is
 actually routed: the sim has no data plane)."""
 NOTEBOOK_CLASS = "colony-jupyter-1-0-0"
+DEVBOX_CLASS = "colony-devbox-1-0-0"
+DEMO_SSH_KEY = (
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl demo@colony"
+)
+STEP_DEADLINE_SECONDS = 300.0
 
 
 def _colonyctl() -> list[str]:
@@ -136,6 +145,55 @@ class _Step:
             console.print(f"[green]done[/green] in {elapsed:.1f}s {self.note}")
 
 
+def poll(what: str, read: Any, done: Any, deadline: float = STEP_DEADLINE_SECONDS) -> Any:
+    """`read()` every half second until `done(value)`; StepFailed after `deadline` seconds."""
+    until = time.monotonic() + deadline
+    while True:
+        value = read()
+        if done(value):
+            return value
+        if time.monotonic() > until:
+            raise StepFailed(f"{what}: not within {deadline:.0f}s")
+        time.sleep(0.5)
+
+
+def quiet_ctl(*args: str) -> tuple[int, str]:
+    """colonyctl without failing the step: its exit code and stdout (for "is it gone yet")."""
+    done = subprocess.run([*_colonyctl(), *args], capture_output=True, text=True, check=False)
+    return done.returncode, done.stdout
+
+
+def colony_manifest(name: str, gpu: str, locations: list[str]) -> str:
+    """Colony's own form of a colony: two clusters with one GPU node each."""
+    clusters = [
+        {
+            "clusterName": cluster,
+            "locationId": location,
+            "nodePools": [{"name": "gpu", "sku": {"gpuModelId": gpu}, "count": 1}],
+        }
+        for cluster, location in zip(("east", "west"), locations, strict=True)
+    ]
+    return json.dumps(
+        {
+            "apiVersion": "colony.dev/v1",
+            "kind": "Colony",
+            "metadata": {"name": name},
+            "spec": {"colonyClusters": clusters},
+        }
+    )
+
+
+def locations_with(locations: list[dict[str, Any]], gpu: str, first: str) -> list[str]:
+    """Two locations stocking `gpu` with a free host, `first` first; `first` twice if no other."""
+    others = [
+        loc["id"]
+        for loc in locations
+        if loc["id"] != first
+        and any(s.get("id") == gpu and int(s.get("free", 0)) > 0 for s in loc.get("skus", []))
+    ]
+    return [first, others[0] if others else first]
+
+
 def pods_evicted(operation: dict[str, Any]) -> int:
     return sum(int(node.get("podsEvicted", 0)) for node in operation["progress"]["nodes"])
 
@@ -148,6 +206,24 @@ def run() -> Scenario:
     location = next((loc["id"] for loc in locations if loc["id"] == "fra1"), locations[0]["id"])
     gpu = models[0]["id"]
     console.print(f"cluster [bold]{name}[/bold] in {location} with {gpu} nodes")
+
+    fleet = f"{name}-fleet"
+    places = locations_with(locations, gpu, location)
+    with scenario.step(f"apply colony {fleet}: two clusters ({', '.join(places)})") as step:
+        manifest = Path(f".colony/{fleet}.yaml")
+        manifest.write_text(colony_manifest(fleet, gpu, places))
+        ctl("apply", "-f", str(manifest))
+        colony = poll(
+            f"colony {fleet} ready",
+            lambda: ctl("colony", "get", fleet, "-o", "json", parse=True),
+            # Ready, and each cluster's GPU inventory read (right after its report).
+            lambda status: (
+                status["phase"] == "Ready" and all(c["gpus"] for c in status["clusters"])
+            ),
+        )
+        gpus = sum(g["total"] for c in colony["clusters"] for g in c.get("gpus", []))
+        step.note = f"({colony['readyClusters']} clusters Ready, {gpus} GPUs)"
+    ctl("colony", "get", fleet)
 
     with scenario.step(f"create {name} with a GPU pool of 2") as step:
         ctl(
@@ -204,10 +280,45 @@ def run() -> Scenario:
         kubectl("get", "pods", "-n", f"ws-{notebook}", "-o", "wide"), markup=False, highlight=False
     )
 
+    node = json.loads(kubectl("get", "nodes", "-o", "json"))["items"][0]
+    node_gpus = int(node["status"]["allocatable"].get("nvidia.com/gpu", "1"))
+    devbox = f"devbox-{name.removeprefix('demo-')}"
+    with scenario.step(f"deploy dev box {devbox} with all {node_gpus} GPUs: it waits") as step:
+        ctl(
+            "workspace", "deploy", devbox, "--class", DEVBOX_CLASS, "--cluster", name,
+            "--gpus", str(node_gpus), "--gpu-model", gpu, "--set", f"ssh.authorizedKeys={DEMO_SSH_KEY}",
+        )  # fmt: skip
+        waiting = poll(
+            f"{devbox} waiting",
+            lambda: ctl("workspace", "get", devbox, "-o", "json", parse=True),
+            lambda status: status["phase"] == "Waiting",
+        )
+        step.note = f"(Waiting, position {(waiting.get('admission') or {}).get('position', '?')})"
+    ctl("workspace", "get", devbox)
+
+    with scenario.step(f"delete {notebook}: {devbox} is admitted and runs") as step:
+        ctl("workspace", "delete", notebook, "--wait")
+        poll(
+            f"{devbox} running",
+            lambda: ctl("workspace", "get", devbox, "-o", "json", parse=True),
+            lambda status: status["phase"] == "Running",
+        )
+        step.note = "(GPUs freed, the next in line admitted)"
+    ctl("workspace", "get", devbox)
+
     with scenario.step(f"delete {name}") as step:
         ctl("cluster", "delete", name, "--wait")
         step.note = "(its workspaces first, then the ClusterDeployment; hosts released)"
     KUBECONFIG.unlink(missing_ok=True)
+
+    with scenario.step(f"delete colony {fleet}") as step:
+        ctl("colony", "delete", fleet)
+        poll(
+            f"colony {fleet} deleted",
+            lambda: quiet_ctl("colony", "get", fleet, "-o", "json")[0],
+            lambda code: code == 3,
+        )
+        step.note = "(both clusters deleted, kubeconfigs Secret removed)"
     return scenario
 
 

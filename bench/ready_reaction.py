@@ -1,0 +1,183 @@
+"""How soon a cluster's workflow goes on once its ClusterDeployment turns Ready, and once its node
+joins: with the watcher, and with the workflow's own waiting alone.
+
+`python -m bench.ready_reaction [--trials N]` starts a private stack twice (dev server, the sim
+with its default timing, so a control plane takes a few seconds to come up, and `worker.py`; the
+first time with `watcher.py` too, the second without), and creates N clusters of one GPU node
+through `colonyctl`. For each it polls, every 10 ms, the management cluster for the
+ClusterDeployment's Ready condition and the child cluster for the node's Ready condition, and
+takes from the workflow's history the time it went on: the first activity it scheduled after its
+last wait on that thing (`await_cluster_deployment`, `await_nodes`). Reaction = that event's
+server time minus when the bench saw the object turn Ready (one clock: everything is on this
+machine). A node that was Ready before the workflow began waiting for it is not counted (nothing
+to react to).
+
+While an operation runs, waits are heartbeating activities that look again every second
+(`activities/management.py` POLL_CAP): that bounds the reaction; the watcher's signals matter
+between operations (`bench.watcher_reaction`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import statistics
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, cast
+
+import yaml
+from kubernetes import client
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from activities.kube import api_client_from_dict, api_client_from_file, close_client
+from bench.stack import Stack, colonyctl, private_stack
+from models.activity_api import ActivityName
+
+POLL = 0.01
+NAMESPACE = "kcm-system"
+
+
+def _ready(conditions: list[dict[str, Any]] | None) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions or [])
+
+
+async def _first_ready(read: Any, timeout: float) -> float | None:
+    """Wall-clock time `read()` (conditions, or None while absent) first shows Ready=True."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            conditions = await asyncio.to_thread(read)
+        except client.ApiException:
+            conditions = None
+        if _ready(conditions):
+            return time.time()
+        await asyncio.sleep(POLL)
+    return None
+
+
+def _went_on_after(events: list[Any], waited: str) -> tuple[float, float] | None:
+    """(when the first wait on `waited` was scheduled, when the workflow scheduled its next other
+    activity after the last one), as epoch seconds from the history."""
+    scheduled = [
+        (e.event_time.ToDatetime().timestamp(), e.activity_task_scheduled_event_attributes)
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    waits = [i for i, (_, a) in enumerate(scheduled) if a.activity_type.name == waited]
+    if not waits:
+        return None
+    after = [t for t, a in scheduled[waits[-1] + 1 :] if a.activity_type.name != waited]
+    return (scheduled[waits[0]][0], after[0]) if after else None
+
+
+async def one_cluster(stack: Stack, temporal: Client, name: str) -> dict[str, float | None]:
+    management = api_client_from_file(Path(stack.env["COLONY_MANAGEMENT_KUBECONFIG"]))
+    custom = client.CustomObjectsApi(management)
+    core = client.CoreV1Api(management)
+    child: client.ApiClient | None = None
+
+    def deployment_conditions() -> list[dict[str, Any]] | None:
+        obj = cast(
+            dict[str, Any],
+            custom.get_namespaced_custom_object(
+                "k0rdent.mirantis.com", "v1beta1", NAMESPACE, "clusterdeployments", name
+            ),
+        )
+        conditions: list[dict[str, Any]] | None = (obj.get("status") or {}).get("conditions")
+        return conditions
+
+    def node_conditions() -> list[dict[str, Any]] | None:
+        nonlocal child
+        if child is None:
+            secret = core.read_namespaced_secret(f"{name}-kubeconfig", NAMESPACE)
+            data = secret.data or {}
+            child = api_client_from_dict(yaml.safe_load(base64.b64decode(data["value"])))
+        nodes = client.CoreV1Api(child).list_node().items
+        if not nodes or nodes[0].status is None:
+            return None
+        return [c.to_dict() for c in nodes[0].status.conditions or []]
+
+    create = subprocess.Popen(  # noqa: ASYNC220 (runs beside the polls; waited for in a thread)
+        [colonyctl(), "cluster", "create", name, "--location-id", "fra1",
+         "--node-pool", "name=gpu,count=1,gpuModelId=h100-80gb", "--wait", "--timeout", "180"],
+        env=stack.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deployment_ready, node_ready = await asyncio.gather(
+            _first_ready(deployment_conditions, 180), _first_ready(node_conditions, 180)
+        )
+        _, err = await asyncio.to_thread(create.communicate, timeout=240)
+        if create.returncode != 0:
+            raise RuntimeError(f"create {name} exited {create.returncode}: {err.decode()}")
+    finally:
+        if child is not None:
+            close_client(child)
+        close_client(management)
+    events = [
+        e async for e in temporal.get_workflow_handle(f"cluster/{name}").fetch_history_events()
+    ]
+    result: dict[str, float | None] = {"deployment": None, "node": None}
+    went_on = _went_on_after(events, ActivityName.AWAIT_CLUSTER_DEPLOYMENT.value)
+    if went_on and deployment_ready is not None and deployment_ready >= went_on[0]:
+        result["deployment"] = went_on[1] - deployment_ready
+    went_on = _went_on_after(events, ActivityName.AWAIT_NODES.value)
+    if went_on and node_ready is not None and node_ready >= went_on[0]:
+        result["node"] = went_on[1] - node_ready
+    done = stack.ctl("cluster", "delete", name, "--wait", "--timeout", "120")
+    if done.returncode != 0:
+        raise RuntimeError(f"delete {name} exited {done.returncode}: {done.stderr}")
+    return result
+
+
+def summary(samples: list[float]) -> str:
+    if not samples:
+        return "no samples"
+    ms = sorted(s * 1000 for s in samples)
+    p90 = ms[min(len(ms) - 1, round(0.9 * (len(ms) - 1)))]
+    return (
+        f"n={len(ms)} median {statistics.median(ms):.0f} ms, p90 {p90:.0f} ms, "
+        f"min {ms[0]:.0f} ms, max {ms[-1]:.0f} ms"
+    )
+
+
+async def measure(stack: Stack, trials: int, label: str) -> dict[str, str]:
+    temporal = await Client.connect(
+        stack.env["TEMPORAL_ADDRESS"], data_converter=pydantic_data_converter
+    )
+    deployments: list[float] = []
+    nodes: list[float] = []
+    for trial in range(trials):
+        seen = await one_cluster(stack, temporal, f"ready-{label}-{trial}")
+        if seen["deployment"] is not None:
+            deployments.append(seen["deployment"])
+        if seen["node"] is not None:
+            nodes.append(seen["node"])
+    return {
+        "ClusterDeployment Ready -> workflow goes on": summary(deployments),
+        "node Ready -> workflow goes on": summary(nodes),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.ready_reaction", description=__doc__)
+    parser.add_argument("--trials", type=int, default=10)
+    parser.add_argument("--time-scale", default="1", help="the sim's --time-scale")
+    args = parser.parse_args()
+    results: dict[str, dict[str, str]] = {}
+    for watcher in (True, False):
+        label = "watcher" if watcher else "fallback"
+        with private_stack(watcher=watcher, sim_timing=["--time-scale", args.time_scale]) as stack:
+            results["with the watcher" if watcher else "fallback alone (no watcher)"] = asyncio.run(
+                measure(stack, args.trials, label)
+            )
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
