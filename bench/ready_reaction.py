@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import base64
 import json
-import statistics
 import subprocess
 import time
 from pathlib import Path
@@ -36,7 +35,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from activities.kube import api_client_from_dict, api_client_from_file, close_client
-from bench.stack import Stack, colonyctl, private_stack
+from bench.stack import Stack, colonyctl, private_stack, summary
 from models.activity_api import ActivityName
 
 POLL = 0.01
@@ -133,17 +132,6 @@ async def one_cluster(stack: Stack, temporal: Client, name: str) -> dict[str, fl
     if done.returncode != 0:
         raise RuntimeError(f"delete {name} exited {done.returncode}: {done.stderr}")
     return result
-
-
-def summary(samples: list[float]) -> str:
-    if not samples:
-        return "no samples"
-    ms = sorted(s * 1000 for s in samples)
-    p90 = ms[min(len(ms) - 1, round(0.9 * (len(ms) - 1)))]
-    return (
-        f"n={len(ms)} median {statistics.median(ms):.0f} ms, p90 {p90:.0f} ms, "
-        f"min {ms[0]:.0f} ms, max {ms[-1]:.0f} ms"
-    )
 
 
 async def measure(stack: Stack, trials: int, label: str) -> dict[str, str]:

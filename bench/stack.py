@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -179,4 +180,16 @@ def stack(existing: bool) -> contextlib.AbstractContextManager[Stack]:
 def describe(stack: Stack) -> str:
     return json.dumps(
         {k: v for k, v in stack.env.items() if k.startswith(("TEMPORAL_", "COLONY_"))}
+    )
+
+
+def summary(samples: list[float]) -> str:
+    """Seconds as a one-line distribution in milliseconds (median, p90, min, max)."""
+    if not samples:
+        return "no samples"
+    ms = sorted(s * 1000 for s in samples)
+    p90 = ms[min(len(ms) - 1, round(0.9 * (len(ms) - 1)))]
+    return (
+        f"n={len(ms)} median {statistics.median(ms):.0f} ms, p90 {p90:.0f} ms, "
+        f"min {ms[0]:.0f} ms, max {ms[-1]:.0f} ms"
     )

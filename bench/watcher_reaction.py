@@ -20,7 +20,6 @@ import asyncio
 import base64
 import json
 import signal
-import statistics
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -33,7 +32,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from activities.kube import api_client_from_dict, api_client_from_file, close_client
-from bench.stack import Stack, describe, private_stack
+from bench.stack import Stack, describe, private_stack, summary
 from models.signals import RefreshRequest, SignalName
 
 POLL = 0.01
@@ -125,15 +124,6 @@ class World:
 
 async def _holds(value: Awaitable[str], want: Callable[[str], bool]) -> bool:
     return want(await value)
-
-
-def summary(samples: list[float]) -> str:
-    ms = sorted(s * 1000 for s in samples)
-    p90 = ms[min(len(ms) - 1, round(0.9 * (len(ms) - 1)))]
-    return (
-        f"n={len(ms)} median {statistics.median(ms):.0f} ms, p90 {p90:.0f} ms, "
-        f"min {ms[0]:.0f} ms, max {ms[-1]:.0f} ms"
-    )
 
 
 async def measure(stack: Stack, trials: int, fallback_wait: float) -> dict[str, Any]:
