@@ -1,11 +1,13 @@
 """Colony's HTTP API: the managed-Kubernetes REST interface, with API keys and permissions.
 
 A thin, strict front door to the same workflows `colonyctl` drives: every endpoint calls the
-functions of `starter.client` (so the CLI and the API cannot drift apart), with the organization
-of the caller's key.
+functions of `starter.client` or `starter.workspace_client` (so the CLI and the API cannot drift
+apart), with the organization of the caller's key.
 
 - `app.py`: `create_app(settings, temporal_client_factory, key_store)`, the access log, OpenAPI;
 - `clusters.py`: clusters, node pools, nodes, operations, kubeconfig and token;
+  `workspaces.py`: workspace classes, and workspaces on the organization's clusters (secret
+  answers sealed here with Colony's public key);
   `catalog.py`: locations, GPU models and CPU SKUs with their stock;
 - `views.py`: request and response bodies, the documented status of a cluster;
   `bodies.py`: strict reading of request bodies;

@@ -1,6 +1,6 @@
 """The HTTP API's application: `create_app(settings, temporal_client_factory, key_store)`.
 
-Wires the routes (`api.clusters`, `api.catalog`, the caller's own key), the error bodies
+Wires the routes (`api.clusters`, `api.catalog`, `api.workspaces`, the caller's own key), the error bodies
 (`api.errors`), the per-key rate limit (`api.ratelimit`) and an access log of its own. Called by
 `python -m api` (`api.__main__`), by `make run` through it, and by the tests, which pass the dev
 server's client and a key store on the simulated management cluster.
@@ -26,8 +26,9 @@ from fastapi.responses import HTMLResponse
 from starlette.staticfiles import StaticFiles
 from swagger_ui_bundle import swagger_ui_path
 
+from activities.sealing import SealingSettings
 from activities.settings import ColonySettings
-from api import catalog, clusters
+from api import catalog, clusters, workspaces
 from api.bodies import openapi_components
 from api.context import ApiContext, Principal, TemporalClientFactory, requires
 from api.errors import error_response, error_responses, install
@@ -41,10 +42,11 @@ access_log = logging.getLogger("colony.api.access")
 
 TITLE = "Colony"
 VERSION = "1"
-DESCRIPTION = """GPU Kubernetes clusters whose node pools are whole hosts, run by Colony's durable
-workflows. Authenticate with an API key: `Authorization: Bearer colony_<id>_<secret>`.
-Long operations answer 202; poll the cluster (or the operation) until it is done. Every refusal
-is `{"error": {"code", "field", "message"}}`."""
+DESCRIPTION = """GPU Kubernetes clusters whose node pools are whole hosts, and the application
+workspaces (Jupyter, vLLM, a dev box) that run on them, run by Colony's durable workflows.
+Authenticate with an API key: `Authorization: Bearer colony_<id>_<secret>`. Long operations
+answer 202; poll the cluster, operation or workspace until it is done. Every refusal is
+`{"error": {"code", "field", "message"}}`."""
 
 
 def create_app(
@@ -53,6 +55,7 @@ def create_app(
     key_store: KeyStore,
     *,
     api_settings: ApiSettings | None = None,
+    sealing: SealingSettings | None = None,
 ) -> FastAPI:
     """The API as an ASGI app.
 
@@ -62,6 +65,8 @@ def create_app(
             next request tries again).
         key_store: where API keys are verified (`api.keys.KubernetesKeyStore`).
         api_settings: rate limit and server settings; the defaults when None.
+        sealing: where Colony's public key is (`COLONY_SEALING_PUBLIC_KEY_FILE` when None): the
+            API seals the secret prompt answers of workspace deploys with it.
     """
     api = api_settings or ApiSettings()
     # The docs page serves Swagger UI from the `swagger-ui-bundle-v2` package, not from a CDN:
@@ -77,10 +82,13 @@ def create_app(
         keys=key_store,
         connect=temporal_client_factory,
         limiter=RateLimiter(api.rate, api.burst),
+        sealing=sealing or SealingSettings.from_env(),
     )
     install(app)
     app.include_router(clusters.router)
     app.include_router(catalog.router)
+    app.include_router(workspaces.classes)
+    app.include_router(workspaces.router)
     app.add_api_route(
         "/v1/api-key",
         whoami,

@@ -1,8 +1,10 @@
 """What every request of the HTTP API shares: settings, the Temporal client, the key store, the
-rate limiter; and the dependencies that hand them to the routes (who calls, with which key).
+rate limiter, Colony's public sealing key; and the dependencies that hand them to the routes (who
+calls, with which key).
 
 `api.app.create_app` builds one `ApiContext` per app and keeps it on `app.state`; the routes
-(`api.clusters`, `api.catalog`) take it, and the caller's `Principal`, as FastAPI dependencies.
+(`api.clusters`, `api.catalog`, `api.workspaces`) take it, and the caller's `Principal`, as
+FastAPI dependencies.
 
 Authentication runs in this order, cheapest first: the `Authorization: Bearer colony_<id>_<secret>`
 header is parsed (401 when missing or malformed), the key id's token bucket is charged (429), the
@@ -24,7 +26,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from activities.settings import ColonySettings
+from activities.sealing import PUBLIC_KEY_ENV, Sealer, SealingError, SealingSettings
+from activities.settings import ColonySettings, SettingsError
 from api.errors import ApiError
 from api.keys import ApiKey, KeyRefusedError, KeyStore, Permission, key_id_of
 from api.ratelimit import RateLimiter
@@ -49,8 +52,10 @@ class ApiContext:
     keys: KeyStore
     connect: TemporalClientFactory
     limiter: RateLimiter
+    sealing: SealingSettings
     _client: Client | None = None
     _connecting: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _sealer: Sealer | None = None
 
     async def temporal(self) -> Client:
         """The Temporal client, connected on first use (the API starts, and answers 503, while
@@ -71,6 +76,17 @@ class ApiContext:
 
     def workflow_link(self, workflow_id: str) -> str:
         return self.settings.workflow_link(workflow_id)
+
+    def sealer(self) -> Sealer:
+        """Colony's public key, with which the API seals the secret answers clients send it in
+        plaintext; read on first use. A missing or unreadable key file is the server's
+        configuration (`SettingsError`: 503), never the caller's fault."""
+        if self._sealer is None:
+            try:
+                self._sealer = self.sealing.sealer()
+            except SealingError as exc:
+                raise SettingsError(f"{PUBLIC_KEY_ENV}: {exc}") from exc
+        return self._sealer
 
 
 def context(request: Request) -> ApiContext:

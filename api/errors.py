@@ -11,8 +11,8 @@ exists ..."}}`: the message is the line `colonyctl` prints after `error: ` (both
 | FastAPI's own parameter validation (`?drain=maybe`) | 422 | invalid |
 | no key, unknown, revoked, expired key | 401 | unauthenticated |
 | the key lacks the permission | 403 | forbidden |
-| `NotFoundError`, an unknown route, another organization's cluster | 404 | not_found |
-| `ConflictError` (name taken, the cluster's state refuses it) | 409 | conflict |
+| `NotFoundError`, an unknown route, another organization's cluster or workspace | 404 | not_found |
+| `ConflictError` (name taken, the cluster's or workspace's state refuses it, a class published with another definition) | 409 | conflict |
 | `OperationFailedError` | 409 | operation_failed |
 | over the key's rate | 429 | rate_limited, with `Retry-After` |
 | `UnavailableError` (Temporal, the management cluster or the provider down), `SettingsError` | 503 | unavailable |
@@ -34,6 +34,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from activities.settings import SettingsError
 from api.views import ErrorBody, ErrorDetail
 from models.operations import OperationKind
+from models.workspace_operations import WorkspaceOperationKind
 from starter.errors import (
     ColonyError,
     ConflictError,
@@ -46,13 +47,16 @@ UNAVAILABLE_RETRY_SECONDS = 5
 """`Retry-After` of a 503: Temporal or the management cluster restarting takes seconds."""
 
 _FIELD = re.compile(r"^[A-Za-z][A-Za-z0-9_.\[\]]*$")
-_NOT_FIELDS = {kind.value for kind in OperationKind} | {
+_NOT_FIELDS = (
+    {kind.value for kind in OperationKind} | {kind.value for kind in WorkspaceOperationKind}
+) | {
     "cancel_operation",
     "host provider",
     "extraForbidden",
 }
 """Message prefixes that name what refused or the rule, not a field (`scale_node_pool: ...`;
-`extraForbidden: unknown field 'x'` names its fields in the rule)."""
+`suspend: workspace 'nb' is already suspended`; `extraForbidden: unknown field 'x'` names its
+fields in the rule)."""
 
 
 class ApiError(Exception):
@@ -183,8 +187,10 @@ ERROR_DESCRIPTIONS = {
     400: "The body is not JSON, or not an object.",
     401: "No API key, or an unknown, revoked or expired one.",
     403: "The key lacks the permission this needs.",
-    404: "Unknown (or deleted) cluster, pool, node or operation; another organization's cluster.",
-    409: "The name is taken, or the cluster's state refuses the operation now.",
+    404: "Unknown (or deleted) cluster, pool, node, operation, workspace or class; another "
+    "organization's cluster or workspace.",
+    409: "The name is taken, the cluster's or workspace's state refuses the operation now, or a "
+    "class of that name exists with another definition.",
     422: "A field breaks a rule (the message names the field and the rule).",
     429: "Over the key's request rate; retry after `Retry-After` seconds.",
     503: "Temporal, the management cluster or the host provider cannot be reached.",

@@ -2,9 +2,11 @@
 product documents (`creating|ready|updating|deleting|failed`), in the document's field names.
 
 Responses are Colony's own models with a few fields added (the cluster's `id`, `status` and Web UI
-link), so `colonyctl` in remote mode (`starter.remote`) reads them back into the same
-`ClusterStatus` and `Operation` it gets from Temporal, and prints the same thing. Request bodies are
-validated strictly (`models.base.user_input`: unknown fields are refused). Pure: no IO, no FastAPI.
+link; a workspace's `id` and Web UI link), so `colonyctl` in remote mode (`starter.remote`,
+`starter.remote_workspaces`) reads them back into the same `ClusterStatus`, `Operation`,
+`WorkspaceStatus` and `WorkspaceClassSpec` it gets from Temporal, and prints the same thing.
+Request bodies are validated strictly (`models.base.user_input`: unknown fields are refused).
+Pure: no IO, no FastAPI.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from models.activity_api import KubeconfigRef
 from models.base import ColonyModel
@@ -25,8 +28,18 @@ from models.cluster import (
     ClusterPhase,
     ClusterStatus,
 )
+from models.manifests import ServiceTemplateManifest, service_template_spec_problem
+from models.names import label_key_problem, label_value_problem, name_problem
 from models.node_pool import NodePoolSpec, NodePoolStatus, NodeStatus
 from models.operations import Operation, OperationKind
+from models.workspace import WorkspaceStatus, workspace_name_problem
+from models.workspace_class import (
+    WorkspaceClassSpec,
+    WorkspaceResources,
+    dns_label_problem,
+    object_name_problem,
+)
+from models.workspace_operations import WorkspaceOperationKind
 
 
 class ClusterStatusName(StrEnum):
@@ -103,11 +116,113 @@ class OperationCancelRequest(ColonyModel):
     reason: str = Field(default="", max_length=500)
 
 
+def _checked(problem: str | None, field: str) -> None:
+    if problem:
+        raise PydanticCustomError(field, problem)
+
+
+class WorkspaceDeployRequest(ColonyModel):
+    """`POST /v1/workspaces`: `{"name": "nb", "class": "colony-jupyter-1-0-0", "cluster":
+    "training", "gpus": 1, "secretValues": {"notebookPassword": "..."}}`; what `colonyctl
+    workspace deploy` takes."""
+
+    name: str
+    """A DNS label of at most 60 characters (the namespace is `ws-<name>`); unique across Colony
+    until the workspace's deletion completes."""
+    class_name: str = Field(alias="class")
+    """The exact, versioned class (`GET /v1/workspace-classes`)."""
+    cluster: str
+    """One of the organization's clusters (its id)."""
+    resources: WorkspaceResources | None = None
+    """Overrides of the class's default resources, field by field (`perReplica.gpuCount`,
+    `gpuType`, `gpuNodeSelector`, `replicas`, ...); or give the shortcuts below instead."""
+    gpus: int | None = None
+    """GPUs per replica (`resources.perReplica.gpuCount`)."""
+    gpu_model: str | None = None
+    """GPU model, matched against the node label `exalsius.ai/gpu-model` (`h100-80gb`)."""
+    replicas: int | None = None
+    values: dict[str, Any] = Field(default_factory=dict)
+    """Helm values, deep-merged over the class's default values (prompt answers may be here)."""
+    answers: dict[str, Any] = Field(default_factory=dict)
+    """Answers to the class's prompts, by their Helm value path."""
+    secret_values: dict[str, str] = Field(default_factory=dict)
+    """Answers to the class's secret prompts, by Helm value path: sealed by the API with Colony's
+    public key before anything starts, so no plaintext reaches a workflow (secrets given in
+    `values` or `answers` are sealed the same way)."""
+    suspend: bool = False
+    """Keep the definition, install nothing and hold no GPUs until resumed."""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        _checked(workspace_name_problem(name), "name")
+        return name
+
+    @field_validator("class_name")
+    @classmethod
+    def _class(cls, name: str) -> str:
+        _checked(dns_label_problem("workspace class", name), "class")
+        return name
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, name: str) -> str:
+        _checked(name_problem("cluster", name), "cluster")
+        return name
+
+
+class ServiceTemplateInput(ColonyModel):
+    """A k0rdent ServiceTemplate a class deploys, created in `kcm-system` when absent:
+    `{"name": "jupyter-0-3-0", "spec": {"helm": {"chartSpec": {...}}}}`."""
+
+    name: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    spec: dict[str, Any]
+    """As k0rdent takes it: exactly one of `helm`, `kustomize` or `resources`."""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        _checked(object_name_problem("ServiceTemplate", name), "name")
+        return name
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        for key, value in labels.items():
+            _checked(label_key_problem(key) or label_value_problem(key, value), "labels")
+        return labels
+
+    @field_validator("spec")
+    @classmethod
+    def _spec(cls, spec: dict[str, Any]) -> dict[str, Any]:
+        problem = service_template_spec_problem(spec)
+        if problem:
+            field, message = problem
+            where = field.removeprefix("spec").removeprefix(".")
+            _checked(f"{where}: {message}" if where else message, "spec")
+        return spec
+
+    def manifest(self) -> ServiceTemplateManifest:
+        return ServiceTemplateManifest(name=self.name, labels=self.labels, spec=self.spec)
+
+
+class WorkspaceClassPublishRequest(ColonyModel):
+    """`POST /v1/workspace-classes`: a class in Colony's form (what `GET` answers) and the
+    ServiceTemplates it (or a prerequisite) deploys, as `colonyctl class publish -f` takes them
+    from a WorkspaceClass file."""
+
+    class_spec: WorkspaceClassSpec = Field(alias="class")
+    service_templates: list[ServiceTemplateInput] = Field(default_factory=list)
+
+
 REQUEST_MODELS: tuple[type[BaseModel], ...] = (
     ClusterCreateRequest,
     NodePoolCreateRequest,
     NodePoolScaleRequest,
     OperationCancelRequest,
+    WorkspaceDeployRequest,
+    WorkspaceClassPublishRequest,
 )
 """Bodies the API reads itself (strictly), documented in its OpenAPI schema by `api.app`."""
 
@@ -198,6 +313,66 @@ def nodes_of(status: ClusterStatus) -> list[NodeView]:
         for pool in status.node_pools
         for node in pool.nodes
     ]
+
+
+class WorkspaceClassList(ColonyModel):
+    items: list[WorkspaceClassSpec]
+
+
+class WorkspaceClassPublished(ColonyModel):
+    """201 (published) or 200 (the identical class was there) to a publish."""
+
+    name: str
+    created: bool
+    objects_created: list[str] = Field(default_factory=list)
+    """`Kind/name` of the ServiceTemplates created."""
+    objects_skipped: list[str] = Field(default_factory=list)
+
+
+class WorkspaceView(WorkspaceStatus):
+    """A workspace: `GET /v1/workspaces/{name}` and each item of the list. Its `cluster` is the
+    cluster's id in the API; `phase` is Pending, InstallingPrerequisites, Waiting (for GPUs, with
+    `admission.position`), Deploying, Running, Suspended, Failed (with `failureContext`) or
+    Deleting."""
+
+    id: str
+    """The workspace's id in the API: its name."""
+    web_ui: str = ""
+    """The workspace's workflow in the Temporal Web UI."""
+
+    @classmethod
+    def of(cls, status: WorkspaceStatus, web_ui: str) -> WorkspaceView:
+        return cls.model_validate({**status.model_dump(), "id": status.name, "web_ui": web_ui})
+
+
+class WorkspaceList(ColonyModel):
+    items: list[WorkspaceView]
+
+
+class WorkspaceAccepted(ColonyModel):
+    """202 to a deploy: the workspace and its first operation (poll `GET /v1/workspaces/{name}`
+    until it is Running)."""
+
+    id: str
+    name: str
+    class_name: str = Field(alias="class")
+    cluster: str
+    phase: str
+    operation_id: str
+    web_ui: str
+    repeated: bool = False
+    """True when this `Idempotency-Key` had deployed it already: nothing new was started."""
+
+
+class WorkspaceOperationView(ColonyModel):
+    """202 to a suspend, resume or delete: what was queued, and where."""
+
+    workspace_id: str
+    operation_id: str
+    kind: WorkspaceOperationKind
+    position: int
+    """Place in the workspace's queue: 1 runs next (or now)."""
+    web_ui: str
 
 
 class LocationList(ColonyModel):

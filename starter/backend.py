@@ -1,8 +1,9 @@
-"""Which client `colonyctl`'s commands talk through: Temporal directly (`starter.client` and
-`starter.catalog`), or Colony's HTTP API (`starter.remote`) once `colonyctl auth login` stored a
-URL and key (`starter.login`).
+"""Which client `colonyctl`'s commands talk through: Temporal directly (`starter.client`,
+`starter.workspace_client` and `starter.catalog`), or Colony's HTTP API (`starter.remote`,
+`starter.remote_workspaces`) once `colonyctl auth login` stored a URL and key (`starter.login`).
 
-The commands call `clusters()` and `catalog()` and use what they get through the protocols below,
+The commands call `clusters()`, `workspaces()` and `catalog()` and use what they get through the
+protocols below,
 which both sides implement with the same signatures (mypy checks the modules against them), so a
 command reads the same in both modes. `colonyctl apikey` (operator side) and `colonyctl sim` never
 go through the API.
@@ -20,10 +21,19 @@ from activities.settings import ColonySettings
 from models.catalog import LocationStock
 from models.cluster import ClusterSpec, ClusterStatus
 from models.operations import Operation, OperationAccepted
+from models.workspace import WorkspaceSpec, WorkspaceStatus
+from models.workspace_api import (
+    CatalogStatus,
+    PublishWorkspaceClassRequest,
+    PublishWorkspaceClassResult,
+)
+from models.workspace_class import WorkspaceClassSpec
+from models.workspace_operations import WorkspaceOperationAccepted
 from starter import login
 
 if TYPE_CHECKING:  # importing starter.client costs Temporal's import
     from starter.client import ClusterSummary, Started
+    from starter.workspace_client import Asker, StartedWorkspace, WorkspaceSummary
 
 
 class ClusterBackend(Protocol):
@@ -99,6 +109,66 @@ class ClusterBackend(Protocol):
     ) -> str: ...
 
 
+class WorkspaceBackend(Protocol):
+    """`starter.workspace_client`'s functions, as the `workspace` and `class` commands use them."""
+
+    async def connect(self, settings: ColonySettings) -> Any: ...
+
+    async def catalog(self, client: Any) -> CatalogStatus: ...
+
+    async def get_class(self, client: Any, name: str) -> WorkspaceClassSpec: ...
+
+    async def publish_class(
+        self, client: Any, request: PublishWorkspaceClassRequest, *, request_id: str | None = ...
+    ) -> PublishWorkspaceClassResult: ...
+
+    def prepare_workspace(
+        self, spec: WorkspaceSpec, workspace_class: WorkspaceClassSpec, *, ask: Asker | None = ...
+    ) -> WorkspaceSpec: ...
+
+    async def start_workspace(
+        self,
+        client: Any,
+        settings: ColonySettings,
+        spec: WorkspaceSpec,
+        *,
+        workspace_class: WorkspaceClassSpec | None = ...,
+        request_id: str | None = ...,
+    ) -> StartedWorkspace: ...
+
+    async def workspace_status(
+        self, client: Any, name: str, *, organization: str | None = ...
+    ) -> WorkspaceStatus: ...
+
+    async def send(
+        self,
+        client: Any,
+        name: str,
+        update: str,
+        request: BaseModel,
+        *,
+        request_id: str | None = ...,
+        organization: str | None = ...,
+    ) -> WorkspaceOperationAccepted: ...
+
+    async def list_workspaces(
+        self, client: Any, *, cluster: str | None = ..., organization: str | None = ...
+    ) -> list[WorkspaceSummary]: ...
+
+    async def wait_for_workspace(
+        self,
+        client: Any,
+        name: str,
+        done: Callable[[WorkspaceStatus], bool],
+        on_status: Callable[[WorkspaceStatus], None],
+        *,
+        give_up_after: float | None = ...,
+        organization: str | None = ...,
+    ) -> WorkspaceStatus | None: ...
+
+    def workspace_link(self, settings: ColonySettings, client: Any, name: str) -> str: ...
+
+
 class CatalogBackend(Protocol):
     """`starter.catalog`'s functions, as the commands use them."""
 
@@ -121,6 +191,17 @@ def clusters() -> ClusterBackend:
 
         return through_api
     from starter import client as through_temporal
+
+    return through_temporal
+
+
+def workspaces() -> WorkspaceBackend:
+    """The workspace and class client of this mode."""
+    if remote():
+        from starter import remote_workspaces as through_api
+
+        return through_api
+    from starter import workspace_client as through_temporal
 
     return through_temporal
 

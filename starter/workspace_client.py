@@ -2,14 +2,25 @@
 publish), and workspaces (prepare a request, start its workflow, read it, send it suspend, resume
 and delete, list them, follow one).
 
-`colonyctl` calls these functions, and the HTTP API can call the same ones: no Typer, no rich, no
-FastAPI, no printing. Failures are the typed errors of `starter.errors`, decided as in
-`starter.client` (whose `connect`, `update_error` and request ids this module shares): a
-workflow that does not run is `NotFoundError`, an update's refusal `InvalidRequestError` (or
-`NotFoundError` when its details say so), Temporal unreachable `UnavailableError`.
+`colonyctl` and the HTTP API (`api/workspaces.py`) call these functions, so the two cannot drift
+apart; `starter.remote_workspaces` mirrors their signatures over HTTP for `colonyctl`'s remote
+mode. No Typer, no rich, no FastAPI, no printing. Failures are the typed errors of
+`starter.errors`, decided as in `starter.client` (whose `connect` and request ids this module
+shares): a workflow that does not run is `NotFoundError`, an update the workspace's state refuses
+`ConflictError` (a name taken too; `NotFoundError` when the refusal's details say so), a request
+that breaks a rule `InvalidRequestError`, Temporal unreachable `UnavailableError`.
 
 The workflows are addressed by their registered names and ids (`workspace/<name>`,
 `catalog/workspace-classes`); their code is not imported, only their contracts (`models/`).
+
+**Organizations.** Workspace names are global (`workspace/<name>`), but a workspace belongs to the
+organization of its cluster. `start_workspace` records that organization in the workflow's
+`ColonyOrganization` search attribute (empty for the workspaces an operator deploys through
+Temporal directly) and the cluster's name as the organization knows it in the memo (`cluster`;
+its `WorkspaceSpec.cluster` is the ClusterDeployment, `<organization>-<name>`). Every function that
+reads or changes a workspace takes `organization`: None (the operator, `colonyctl` in direct mode)
+sees every workspace; a string (the HTTP API passes its caller's) sees only that organization's,
+any other being simply not found, and names clusters as that organization does.
 
 Before anything starts, `prepare_workspace` turns what a user gave into the request the workflow
 gets: missing required prompts are asked for (when the caller can ask) or refused by name, every
@@ -24,7 +35,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 from temporalio.client import (
@@ -45,7 +56,9 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.settings import ColonySettings
+from models.cluster import cluster_deployment_name
 from models.errors import ErrorType
+from models.names import name_problem
 from models.value_paths import MISSING, get_path, parse_value_path
 from models.values import ValuesError, merge_workspace, split_plaintext_secrets
 from models.workspace import (
@@ -64,16 +77,26 @@ from models.workspace_api import (
     PublishWorkspaceClassResult,
 )
 from models.workspace_class import Prompt, PromptType, WorkspaceClassSpec
-from models.workspace_operations import WorkspaceOperationAccepted
+from models.workspace_operations import WorkspaceOperationAccepted, WorkspaceOperationKind
+from starter.client import connect as connect
 from starter.client import new_request_id, rejection_is_not_found
 from starter.errors import (
     ColonyError,
+    ConflictError,
     InvalidRequestError,
     NotFoundError,
     OperationFailedError,
     UnavailableError,
 )
-from workflows.search_attributes import COLONY_CLUSTER, COLONY_KIND, COLONY_PHASE
+from workflows.search_attributes import (
+    COLONY_CLUSTER,
+    COLONY_KIND,
+    COLONY_ORGANIZATION,
+    COLONY_PHASE,
+)
+
+if TYPE_CHECKING:  # only a request with a secret needs the cryptography
+    from activities.sealing import Sealer
 
 WORKSPACE_WORKFLOW = "WorkspaceWorkflow"
 STATUS_QUERY = "status"
@@ -87,11 +110,18 @@ REQUEST_ID_MEMO = "requestId"
 is the same deploy, not a name conflict."""
 CLASS_MEMO = "class"
 """Memo key of the workspace's class (for `workspace list`, without a query per workspace)."""
+CLUSTER_MEMO = "cluster"
+"""Memo key of the workspace's cluster as its organization names it (the API's cluster id; the
+spec's `cluster` is the ClusterDeployment, `<organization>-<name>`)."""
 POLL_SECONDS = 0.5
 """How often a follower asks a workspace for its status: a query costs its history nothing."""
 
 Asker = Callable[[Prompt], Any]
 """Asks a person for one prompt's answer (a terminal); returns the answer as typed."""
+SealerSource = Callable[[], "Sealer"]
+"""Gives the sealer of Colony's public key, loaded only when a request holds a secret."""
+CLI_HINT = "give --set {path}=...{others}, or run on a terminal to be asked"
+"""How `colonyctl` says a missing required prompt can be answered."""
 
 
 def workspace_not_found(name: str) -> NotFoundError:
@@ -149,8 +179,8 @@ async def publish_class(
     """Publish a class (with the objects it needs, such as its ServiceTemplates).
 
     Publishing the identical class again is success (`created` False); a different definition
-    under an existing name is refused (`InvalidRequestError` naming the rule: a new version is a
-    new name).
+    under an existing name is refused (`ConflictError` naming the rule: a new version is a new
+    name).
     """
     handle = client.get_workflow_handle(CATALOG_WORKFLOW_ID)
     try:
@@ -166,7 +196,7 @@ async def publish_class(
             ErrorType.OPERATION_REJECTED,
             ErrorType.CLASS_CONFLICT,
         ):
-            raise InvalidRequestError(f"name: {cause.message}") from exc
+            raise ConflictError(f"name: {cause.message}") from exc
         if isinstance(cause, ApplicationError) and cause.type == ErrorType.INVALID_SPEC:
             # The management cluster refused an object of the class (its schema).
             raise InvalidRequestError(f"spec: {cause.message}") from exc
@@ -213,10 +243,25 @@ async def publish_objects(
     return result
 
 
+def check_class_conflicts(
+    requests: list[PublishWorkspaceClassRequest], catalog: CatalogStatus
+) -> None:
+    """Refuse, before anything is published, a class that exists with another definition
+    (`ConflictError`: classes are immutable, a new version is a new name)."""
+    from models.workspace_class import class_conflict
+
+    published = {c.name: c for c in catalog.classes}
+    for request in requests:
+        existing = published.get(request.spec.name)
+        conflict = class_conflict(existing, request.spec) if existing else None
+        if conflict:
+            raise ConflictError(f"name: {conflict}")
+
+
 async def workspace_exists(client: Client, name: str) -> bool:
     """True when a workspace of that name runs (deleting counts: its name is not free yet)."""
     try:
-        await _describe_running(client, name)
+        await _describe_running(client, name, None)
     except NotFoundError:
         return False
     return True
@@ -249,25 +294,70 @@ def missing_prompts(spec: WorkspaceSpec, workspace_class: WorkspaceClassSpec) ->
     ]
 
 
-def _seal(spec: WorkspaceSpec, workspace_class: WorkspaceClassSpec) -> WorkspaceSpec:
+def public_key_sealer() -> Sealer:
+    """The sealer of Colony's public key from `COLONY_SEALING_PUBLIC_KEY_FILE` (`colonyctl`'s);
+    a missing or unreadable key is refused (`InvalidRequestError`)."""
     # Imported here: only a request with a secret needs the cryptography and the key file.
-    from activities.sealing import SealingError, SealingSettings, seal_workspace_secrets
+    from activities.sealing import PUBLIC_KEY_ENV, SealingError, SealingSettings
+
+    try:
+        return SealingSettings.from_env().sealer()
+    except SealingError as exc:
+        raise InvalidRequestError(
+            f"sealing: {exc} (set {PUBLIC_KEY_ENV} to Colony's public key)"
+        ) from exc
+
+
+def _seal(
+    spec: WorkspaceSpec, workspace_class: WorkspaceClassSpec, sealer: SealerSource
+) -> WorkspaceSpec:
+    from activities.sealing import seal_workspace_secrets
 
     _, plaintext = split_plaintext_secrets(spec, workspace_class)
     if not plaintext:
         return spec
-    settings = SealingSettings.from_env()
-    try:
-        sealer = settings.sealer()
-    except SealingError as exc:
+    return seal_workspace_secrets(spec, workspace_class, sealer())
+
+
+def answer_missing(
+    spec: WorkspaceSpec,
+    workspace_class: WorkspaceClassSpec,
+    *,
+    ask: Asker | None = None,
+    hint: str = CLI_HINT,
+) -> WorkspaceSpec:
+    """The request with every required prompt answered: asked for with `ask` when given, else
+    refused naming the first missing prompt (`InvalidRequestError`).
+
+    Args:
+        hint: how the caller may answer it, with `{path}` and `{others}` (the other missing
+            prompts) to fill in.
+    """
+    missing = missing_prompts(spec, workspace_class)
+    if missing and ask is None:
+        first = missing[0]
+        others = (
+            f" (and {', '.join(p.helm_value_path for p in missing[1:])})" if missing[1:] else ""
+        )
         raise InvalidRequestError(
-            f"sealing: {exc} (set COLONY_SEALING_PUBLIC_KEY_FILE to Colony's public key)"
-        ) from exc
-    return seal_workspace_secrets(spec, workspace_class, sealer)
+            f"{first.helm_value_path}: required by class '{workspace_class.name}' (prompt "
+            f"'{first.display_name}'): " + hint.format(path=first.helm_value_path, others=others)
+        )
+    if missing and ask is not None:
+        answers = dict(spec.answers)
+        for prompt in missing:
+            answers[prompt.helm_value_path] = ask(prompt)
+        spec = spec.model_copy(update={"answers": answers})
+    return spec
 
 
 def prepare_workspace(
-    spec: WorkspaceSpec, workspace_class: WorkspaceClassSpec, *, ask: Asker | None = None
+    spec: WorkspaceSpec,
+    workspace_class: WorkspaceClassSpec,
+    *,
+    ask: Asker | None = None,
+    sealer: SealerSource = public_key_sealer,
+    hint: str = CLI_HINT,
 ) -> WorkspaceSpec:
     """The request to send: every required prompt answered, every answer checked against the
     class, every secret sealed. Nothing is started here.
@@ -278,33 +368,44 @@ def prepare_workspace(
         workspace_class: the class it pins (from the catalog).
         ask: asks a person for a missing required prompt (a terminal); without it, a missing
             one is refused, naming the prompt.
+        sealer: Colony's public key, asked for only when the request holds a secret (the HTTP
+            API passes its own: it seals what remote clients send in plaintext).
+        hint: how a missing prompt may be given (`answer_missing`).
 
     Raises:
         InvalidRequestError: a required prompt is missing, an answer breaks a prompt's rule (type,
             options), or a secret cannot be sealed (no public key).
     """
-    missing = missing_prompts(spec, workspace_class)
-    if missing and ask is None:
-        first = missing[0]
-        others = (
-            f" (and {', '.join(p.helm_value_path for p in missing[1:])})" if missing[1:] else ""
-        )
-        raise InvalidRequestError(
-            f"{first.helm_value_path}: required by class '{workspace_class.name}' (prompt "
-            f"'{first.display_name}'): give --set {first.helm_value_path}=...{others}, or run "
-            "on a terminal to be asked"
-        )
-    if missing and ask is not None:
-        answers = dict(spec.answers)
-        for prompt in missing:
-            answers[prompt.helm_value_path] = ask(prompt)
-        spec = spec.model_copy(update={"answers": answers})
-    sealed = _seal(spec, workspace_class)
+    spec = answer_missing(spec, workspace_class, ask=ask, hint=hint)
+    sealed = _seal(spec, workspace_class, sealer)
     try:
         merge_workspace(workspace_class, sealed)
     except ValuesError as exc:
         raise InvalidRequestError(f"values: {'; '.join(exc.problems)}") from exc
     return sealed
+
+
+def resources_from_flags(
+    gpus: int | None, gpu_model: str | None, replicas: int | None
+) -> dict[str, Any] | None:
+    """The `resources` of a request from `--gpus`, `--gpu-model` and `--replicas` (the HTTP API's
+    `gpus`, `gpuModel`, `replicas`); None when none is given (the class's defaults)."""
+    per_replica: dict[str, Any] = {}
+    if gpus is not None:
+        per_replica["gpuCount"] = gpus
+    if gpu_model:
+        per_replica["gpuType"] = gpu_model
+    if not per_replica and replicas is None:
+        return None
+    resources: dict[str, Any] = {"perReplica": per_replica}
+    if replicas is not None:
+        resources["replicas"] = replicas
+    return resources
+
+
+def deployment_cluster(cluster: str, organization: str) -> str:
+    """The `WorkspaceSpec.cluster` (the ClusterDeployment) of an organization's cluster."""
+    return cluster_deployment_name(cluster, organization)
 
 
 # --- Workspaces ---------------------------------------------------------------------------------
@@ -360,19 +461,26 @@ async def start_workspace(
     *,
     workspace_class: WorkspaceClassSpec | None = None,
     request_id: str | None = None,
+    organization: str = "",
+    cluster_name: str | None = None,
 ) -> StartedWorkspace:
     """Start the workspace's workflow (its deploy is its first operation).
 
     Args:
         spec: the prepared request (`prepare_workspace`): secrets sealed.
         workspace_class: its class, for the Web UI's details.
-        request_id: the same id again finds the first deploy instead of refusing the name.
+        request_id: the same id again (from the same organization) finds the first deploy
+            instead of refusing the name.
+        organization: the organization of its cluster (recorded in `ColonyOrganization`); empty
+            for an operator's workspace.
+        cluster_name: the cluster as the organization names it (recorded in the memo); default
+            `spec.cluster`.
 
     Raises:
-        InvalidRequestError: a workspace of that name exists (names are unique until a deletion
-            completes).
+        ConflictError: a workspace of that name exists, whoever's (names are unique until a
+            deletion completes); the message says no more than that.
     """
-    memo: dict[str, Any] = {CLASS_MEMO: spec.class_name}
+    memo: dict[str, Any] = {CLASS_MEMO: spec.class_name, CLUSTER_MEMO: cluster_name or spec.cluster}
     if request_id:
         memo[REQUEST_ID_MEMO] = request_id
     try:
@@ -389,6 +497,9 @@ async def start_workspace(
                 [
                     SearchAttributePair(COLONY_KIND, WORKSPACE_KIND),
                     SearchAttributePair(COLONY_CLUSTER, spec.cluster),
+                    # At start, never from the workflow: it marks whose the workspace is, and
+                    # continue-as-new carries it over.
+                    SearchAttributePair(COLONY_ORGANIZATION, organization),
                     SearchAttributePair(COLONY_PHASE, WorkspacePhase.PENDING.value),
                 ]
             ),
@@ -396,9 +507,9 @@ async def start_workspace(
             static_details=workspace_details(spec, workspace_class),
         )
     except WorkflowAlreadyStartedError as exc:
-        if request_id and await _started_by(client, spec.name, request_id):
+        if request_id and await _started_by(client, spec.name, request_id, organization):
             return StartedWorkspace(spec.workflow_id, repeated=True)
-        raise InvalidRequestError(
+        raise ConflictError(
             f"name: workspace '{spec.name}' already exists (names are unique until a deletion "
             "completes)"
         ) from exc
@@ -407,32 +518,73 @@ async def start_workspace(
     return StartedWorkspace(spec.workflow_id)
 
 
-async def _started_by(client: Client, name: str, request_id: str) -> bool:
+async def _started_by(client: Client, name: str, request_id: str, organization: str) -> bool:
     try:
         description = await client.get_workflow_handle(workspace_workflow_id(name)).describe()
         memo = await description.memo_value(REQUEST_ID_MEMO, None)
     except RPCError:
         return False
-    return description.status == ExecutionStatus.RUNNING and memo == request_id
+    return (
+        description.status == ExecutionStatus.RUNNING
+        and memo == request_id
+        and organization_of(description) == organization
+    )
+
+
+def organization_of(description: WorkflowExecutionDescription) -> str:
+    """The organization a workspace belongs to (empty: an operator's)."""
+    return description.typed_search_attributes.get(COLONY_ORGANIZATION) or ""
+
+
+def _belongs(description: WorkflowExecutionDescription, organization: str | None) -> bool:
+    return organization is None or organization_of(description) == organization
+
+
+async def _cluster_name(description: WorkflowExecutionDescription) -> str:
+    """The workspace's cluster as its organization names it (the memo; the search attribute
+    for a workspace started before the memo existed)."""
+    fallback = description.typed_search_attributes.get(COLONY_CLUSTER) or ""
+    try:
+        return str(await description.memo_value(CLUSTER_MEMO, fallback))
+    except Exception:  # a memo of another shape: what the search attribute says
+        return fallback
 
 
 async def _describe_running(
-    client: Client, name: str
+    client: Client, name: str, organization: str | None
 ) -> tuple[WorkflowHandle[Any, Any], WorkflowExecutionDescription]:
+    """The handle (bound to this workspace's chain of runs, so an update cannot reach a
+    workspace created again under the name meanwhile) and description of the running workspace
+    of `organization`; `NotFoundError` otherwise."""
     handle = client.get_workflow_handle(workspace_workflow_id(name))
     try:
         description = await handle.describe()
     except RPCError as exc:
         raise _rpc_error(exc, f"cannot read workspace '{name}'", name) from exc
-    if description.status != ExecutionStatus.RUNNING:
+    if description.status != ExecutionStatus.RUNNING or not _belongs(description, organization):
         raise workspace_not_found(name)
-    return handle, description
+    first_run = description.raw_description.workflow_execution_info.first_run_id
+    bound = client.get_workflow_handle(
+        workspace_workflow_id(name), first_execution_run_id=first_run or None
+    )
+    return bound, description
 
 
-async def workspace_status(client: Client, name: str) -> WorkspaceStatus:
+async def _as_named(
+    status: WorkspaceStatus, description: WorkflowExecutionDescription, organization: str | None
+) -> WorkspaceStatus:
+    """The status with its cluster named as `organization` names it (unchanged for None)."""
+    if organization is None:
+        return status
+    return status.model_copy(update={"cluster": await _cluster_name(description)})
+
+
+async def workspace_status(
+    client: Client, name: str, *, organization: str | None = None
+) -> WorkspaceStatus:
     """The workspace's status (its workflow's `status` query); `NotFoundError` when no workspace
-    of that name exists (never deployed, or deleted)."""
-    handle, _ = await _describe_running(client, name)
+    of that name exists (never deployed, deleted, or another organization's)."""
+    handle, description = await _describe_running(client, name, organization)
     try:
         status: WorkspaceStatus = await handle.query(STATUS_QUERY, result_type=WorkspaceStatus)
     except WorkflowQueryFailedError as exc:
@@ -441,18 +593,23 @@ async def workspace_status(client: Client, name: str) -> WorkspaceStatus:
         raise _rpc_error(exc, f"cannot read workspace '{name}'", name) from exc
     if status.phase is WorkspacePhase.DELETED:
         raise workspace_not_found(name)
-    return status
+    return await _as_named(status, description, organization)
 
 
-async def read_workspace(client: Client, name: str) -> WorkspaceStatus | None:
+async def read_workspace(
+    client: Client, name: str, *, organization: str | None = None
+) -> WorkspaceStatus | None:
     """The status of a running workspace workflow, or the final one it returned once it ended
-    (phase Deleted); None when it ended without one (terminated)."""
+    (phase Deleted); None when it ended without one (terminated). Another organization's is not
+    found."""
     handle = client.get_workflow_handle(workspace_workflow_id(name), result_type=WorkspaceStatus)
     try:
         description = await handle.describe()
+        if not _belongs(description, organization):
+            raise workspace_not_found(name)
         if description.status == ExecutionStatus.RUNNING:
             status: WorkspaceStatus = await handle.query(STATUS_QUERY, result_type=WorkspaceStatus)
-            return status
+            return await _as_named(status, description, organization)
         if description.status != ExecutionStatus.COMPLETED:
             return None
         final = await handle.result()
@@ -460,7 +617,9 @@ async def read_workspace(client: Client, name: str) -> WorkspaceStatus | None:
         raise _rpc_error(exc, f"cannot read workspace '{name}'", name) from exc
     except WorkflowQueryFailedError as exc:
         raise UnavailableError(f"cannot read workspace '{name}': {exc}") from exc
-    return final if isinstance(final, WorkspaceStatus) else None
+    if not isinstance(final, WorkspaceStatus):
+        return None
+    return await _as_named(final, description, organization)
 
 
 def _update_error(update: str, name: str, exc: WorkflowUpdateFailedError) -> ColonyError:
@@ -469,9 +628,20 @@ def _update_error(update: str, name: str, exc: WorkflowUpdateFailedError) -> Col
         return OperationFailedError(f"{update}: {cause or exc}")
     if rejection_is_not_found(cause):
         return workspace_not_found(name)
-    if cause.type in (ErrorType.OPERATION_REJECTED, ErrorType.INVALID_SPEC):
+    if cause.type == ErrorType.OPERATION_REJECTED:
+        # The workspace's state refuses it (already suspended, being deleted).
+        return ConflictError(f"{update}: {cause.message}")
+    if cause.type == ErrorType.INVALID_SPEC:
         return InvalidRequestError(f"{update}: {cause.message}")
     return OperationFailedError(f"{update}: {cause.message}")
+
+
+UPDATES = {
+    WorkspaceOperationKind.SUSPEND.value,
+    WorkspaceOperationKind.RESUME.value,
+    WorkspaceOperationKind.DELETE.value,
+}
+"""The updates a client may send a workspace."""
 
 
 async def send(
@@ -481,14 +651,16 @@ async def send(
     request: BaseModel,
     *,
     request_id: str | None = None,
+    organization: str | None = None,
 ) -> WorkspaceOperationAccepted:
     """Send an operation (`suspend`, `resume`, `delete`) to a workspace; the workflow's refusal
-    (already suspended, being deleted) is an `InvalidRequestError`.
+    (already suspended, being deleted) is a `ConflictError`.
 
     Args:
         request_id: the update id; the same id again returns the first call's operation.
+        organization: the workspace must be this organization's (None: anyone's).
     """
-    handle, _ = await _describe_running(client, name)
+    handle, _ = await _describe_running(client, name, organization)
     try:
         accepted: WorkspaceOperationAccepted = await handle.execute_update(
             update,
@@ -513,27 +685,55 @@ class WorkspaceSummary:
     phase: str
     workflow_id: str
     started: str
+    organization: str = ""
+    web_ui: str = ""
+    """The workspace's Web UI page when the backend knows it (the API's answer); else empty."""
 
 
-async def list_workspaces(client: Client, *, cluster: str | None = None) -> list[WorkspaceSummary]:
+async def list_workspaces(
+    client: Client, *, cluster: str | None = None, organization: str | None = None
+) -> list[WorkspaceSummary]:
     """Every workspace whose workflow runs, from Temporal visibility (`ColonyKind = 'workspace'`),
-    optionally of one cluster; phases are the ones the workflows last upserted."""
+    optionally of one cluster; phases are the ones the workflows last upserted.
+
+    Args:
+        cluster: only this cluster's (named as `organization` names it).
+        organization: only this organization's, clusters named as it names them (None:
+            everyone's, clusters named by their ClusterDeployment).
+    """
     query = f"{COLONY_KIND.name} = '{WORKSPACE_KIND}' AND ExecutionStatus = 'Running'"
     if cluster:
-        # Cluster names are DNS labels (validated): nothing to escape.
-        query += f" AND {COLONY_CLUSTER.name} = '{cluster}'"
+        # Cluster and organization names are DNS labels (validated): nothing to escape.
+        deployment = deployment_cluster(cluster, organization) if organization else cluster
+        if name_problem("cluster", deployment):
+            raise InvalidRequestError(f"cluster: {name_problem('cluster', deployment)}")
+        query += f" AND {COLONY_CLUSTER.name} = '{deployment}'"
+    if organization:
+        if name_problem("organization", organization):
+            raise InvalidRequestError(f"organization: {name_problem('organization', organization)}")
+        query += f" AND {COLONY_ORGANIZATION.name} = '{organization}'"
     found: list[WorkspaceSummary] = []
     try:
         async for execution in client.list_workflows(query):
             attributes = execution.typed_search_attributes
+            owner = attributes.get(COLONY_ORGANIZATION) or ""
+            if organization is not None and owner != organization:
+                continue  # an operator's workspace ("" matches no visibility filter)
+            deployment_name = attributes.get(COLONY_CLUSTER) or ""
+            named = (
+                str(await execution.memo_value(CLUSTER_MEMO, deployment_name))
+                if organization is not None
+                else deployment_name
+            )
             found.append(
                 WorkspaceSummary(
                     name=execution.id.removeprefix("workspace/"),
-                    cluster=attributes.get(COLONY_CLUSTER) or "",
+                    cluster=named,
                     class_name=str(await execution.memo_value(CLASS_MEMO, "")),
                     phase=attributes.get(COLONY_PHASE) or "",
                     workflow_id=execution.id,
                     started=execution.start_time.isoformat(timespec="seconds"),
+                    organization=owner,
                 )
             )
     except RPCError as exc:
@@ -548,6 +748,7 @@ async def wait_for_workspace(
     on_status: Callable[[WorkspaceStatus], None],
     *,
     give_up_after: float | None = None,
+    organization: str | None = None,
 ) -> WorkspaceStatus | None:
     """Poll the workspace's status until `done` holds or its workflow ends; the last status
     (the final one, phase Deleted, once the workflow returned), or None when it ended without
@@ -558,7 +759,7 @@ async def wait_for_workspace(
     """
     deadline = None if give_up_after is None else time.monotonic() + give_up_after
     while True:
-        status = await read_workspace(client, name)
+        status = await read_workspace(client, name, organization=organization)
         if status is None:
             return None
         on_status(status)
@@ -570,3 +771,9 @@ async def wait_for_workspace(
                 f"({status.message or 'no message'})"
             )
         await asyncio.sleep(POLL_SECONDS)
+
+
+def workspace_link(settings: ColonySettings, client: Client, name: str) -> str:
+    """The workspace's Web UI page (the same function in `starter.remote_workspaces` answers what
+    the API said)."""
+    return settings.workflow_link(workspace_workflow_id(name))

@@ -3,8 +3,8 @@
 - `workflows/` and `models/` are deterministic and sandbox-safe: no client library, no IO module.
 - Nothing outside `sim/` and `tests/` imports `sim` (the product cannot know it talks to a simulator).
 - `starter/` (the CLI) does not import `activities` or `workflows` implementations' IO.
-- `api/` (the HTTP API) reaches Temporal through `starter.client` only, never the CLI's Typer/rich
-  layer; its key store and settings, which `colonyctl apikey` imports, import no FastAPI; the CLI
+- `api/` (the HTTP API) reaches Temporal through `starter.client` and `starter.workspace_client`
+  only, never the CLI's Typer/rich layer; its key store and settings, which `colonyctl apikey` imports, import no FastAPI; the CLI
   imports nothing else of `api/`.
 - `watching/` (the watcher) talks to Kubernetes and Temporal only: it imports no workflow, CLI or
   simulator code (it signals workflows by name, with the contract in `models.signals`).
@@ -79,6 +79,7 @@ def imported_names(path: Path) -> set[str]:
 
 API_MAY_USE_FROM_STARTER = {
     "starter.client",
+    "starter.workspace_client",
     "starter.errors",
     "starter.catalog",
     "starter.checks",

@@ -307,7 +307,8 @@ class ClusterWorkflow:
         try:
             await SIGNAL_WORKFLOW(
                 SignalWorkflowRequest(
-                    workflow_id=capacity_workflow_id(self._spec.name),
+                    # Workspaces name their cluster by its ClusterDeployment, and so do ledgers.
+                    workflow_id=capacity_workflow_id(self._spec.deployment_name),
                     signal="capacity",
                     payload=CapacityMessage(
                         request_id=f"{workflow.info().workflow_id}/{operation.id}/{kind.value}",
@@ -571,10 +572,15 @@ class ClusterWorkflow:
 
     async def _tear_down_workspaces(self) -> None:
         """Delete the cluster's workspaces first (each uninstalls its release and frees its GPUs),
-        wait until they are gone, then end the cluster's GPU ledger."""
+        wait until they are gone, then end the cluster's GPU ledger. Workspaces and the ledger name
+        the cluster by its ClusterDeployment (`<organization>-<name>` for an organization's), never
+        by its name, which another organization's cluster may share."""
         cluster = self._spec.name
+        deployment = self._spec.deployment_name
         listed = await LIST_WORKFLOWS(
-            ListWorkflowsRequest(query=f"ColonyKind = 'workspace' AND ColonyCluster = '{cluster}'")
+            ListWorkflowsRequest(
+                query=f"ColonyKind = 'workspace' AND ColonyCluster = '{deployment}'"
+            )
         )
         me = workflow.info().workflow_id
         for workspace_id in listed.workflow_ids:
@@ -604,7 +610,7 @@ class ClusterWorkflow:
                 )
         await SIGNAL_WORKFLOW(
             SignalWorkflowRequest(
-                workflow_id=capacity_workflow_id(cluster),
+                workflow_id=capacity_workflow_id(deployment),
                 signal="capacity",
                 payload=CapacityMessage(
                     request_id=f"{me}/{self._state.owner}/close", kind=CapacityMessageKind.CLOSE

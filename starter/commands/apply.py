@@ -231,6 +231,16 @@ def _prepare_and_publish(steps: Plan, *, request_id: str | None) -> list[_Deploy
 
     if not (steps.templates or steps.classes or steps.workspaces):
         return []  # clusters only: the catalog has nothing to do with them
+    from starter.backend import remote
+
+    if remote():
+        from starter.errors import InvalidRequestError
+
+        raise InvalidRequestError(
+            "kind: classes, ServiceTemplates and workspaces are not applied through the HTTP API "
+            "yet: use colonyctl class publish -f and colonyctl workspace deploy, or log out to "
+            "apply them through Temporal"
+        )
     conf = settings()
     ask = terminal_asker()
     lines: list[str] = []

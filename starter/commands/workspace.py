@@ -4,7 +4,10 @@ notebook, an LLM server, an SSH dev box) on Colony's clusters, one `WorkspaceWor
 `deploy` validates everything before it starts anything: the class exists in the catalog, the
 values and `--set`s parse as Helm parses them, every prompt is answered as the class says (asked
 for on a terminal, secrets without echo; elsewhere a missing one is refused by name), and every
-secret answer is sealed with Colony's public key on this machine.
+secret answer is sealed with Colony's public key on this machine (in remote mode, `colonyctl auth
+login`, by the HTTP API, which gets it over the login's connection).
+
+Every command talks through `starter.backend.workspaces()`: Temporal directly, or the HTTP API.
 
 Imports beyond Typer happen inside each command (see `starter/commands/__init__.py`).
 """
@@ -78,6 +81,7 @@ def build_workspace_spec(
     from models.workspace import WorkspaceSpec
     from starter.errors import InvalidRequestError
     from starter.parsing import validated
+    from starter.workspace_client import resources_from_flags
 
     try:
         values = user_values([load_values_file(p) for p in values_files], sets, string_sets)
@@ -86,15 +90,9 @@ def build_workspace_spec(
     data: dict[str, Any] = {"name": name, "class": class_name, "cluster": cluster}
     if values:
         data["values"] = values
-    per_replica: dict[str, Any] = {}
-    if gpus is not None:
-        per_replica["gpuCount"] = gpus
-    if gpu_model:
-        per_replica["gpuType"] = gpu_model
-    if per_replica or replicas is not None:
-        data["resources"] = {"perReplica": per_replica}
-        if replicas is not None:
-            data["resources"]["replicas"] = replicas
+    resources = resources_from_flags(gpus, gpu_model, replicas)
+    if resources is not None:
+        data["resources"] = resources
     if suspended:
         data["suspend"] = True
     return validated(WorkspaceSpec, data)
@@ -136,12 +134,12 @@ def ask_prompt(prompt: Prompt) -> Any:
 def follow(name: str, done: Any, *, timeout: float | None) -> WorkspaceStatus | None:
     """Follow a workspace until `done(status)`, printing each change of phase on stderr."""
     from starter import output
-    from starter import workspace_client as spaces
-    from starter.client import connect
+    from starter.backend import workspaces
     from starter.session import run, settings
     from starter.workspace_output import progress_line
 
     conf = settings()
+    spaces = workspaces()
     seen: list[str] = []
 
     def show(status: WorkspaceStatus) -> None:
@@ -152,7 +150,7 @@ def follow(name: str, done: Any, *, timeout: float | None) -> WorkspaceStatus | 
 
     async def go() -> WorkspaceStatus | None:
         return await spaces.wait_for_workspace(
-            await connect(conf), name, done, show, give_up_after=timeout
+            await spaces.connect(conf), name, done, show, give_up_after=timeout
         )
 
     return run(go)
@@ -247,21 +245,25 @@ def deploy_workspace(
 ) -> None:
     """Check the request against its class, seal its secrets, start its workflow, report."""
     from starter import output
-    from starter import workspace_client as spaces
-    from starter.client import connect
+    from starter.backend import workspaces
     from starter.session import print_link, run, settings
+    from starter.workspace_client import StartedWorkspace
 
     conf = settings()
     ask = terminal_asker()
+    spaces = workspaces()
+    link = ""
 
-    async def go() -> spaces.StartedWorkspace:
-        client = await connect(conf)
+    async def go() -> StartedWorkspace:
+        nonlocal link
+        client = await spaces.connect(conf)
         pinned = workspace_class or await spaces.get_class(client, spec.class_name)
         prepared = spaces.prepare_workspace(spec, pinned, ask=ask)
         started = await spaces.start_workspace(
             client, conf, prepared, workspace_class=pinned, request_id=request_id
         )
-        print_link(conf.workflow_link(started.workflow_id))
+        link = spaces.workspace_link(conf, client, spec.name)
+        print_link(link)
         return started
 
     started = run(go)
@@ -279,7 +281,7 @@ def deploy_workspace(
         "class": spec.class_name,
         "cluster": spec.cluster,
         "workflowId": started.workflow_id,
-        "webUi": conf.workflow_link(started.workflow_id),
+        "webUi": link,
     }
     if not output.emit(data, fmt):
         again = " (already started by this request id)" if started.repeated else ""
@@ -294,15 +296,15 @@ def get(name: WorkspaceArgument, fmt: OutputOption = OutputFormat.TABLE) -> None
     """Show a workspace: phase, access, admission, conditions, failure. Exit 3 when it does not
     exist."""
     from starter import output
-    from starter import workspace_client as spaces
-    from starter.client import connect
+    from starter.backend import workspaces
     from starter.session import run, settings
     from starter.workspace_output import print_workspace
 
     conf = settings()
+    spaces = workspaces()
 
     async def go() -> WorkspaceStatus:
-        return await spaces.workspace_status(await connect(conf), name)
+        return await spaces.workspace_status(await spaces.connect(conf), name)
 
     status = run(go)
     if not output.emit(status, fmt):
@@ -318,14 +320,15 @@ def list_(
 ) -> None:
     """List workspaces (from Temporal visibility: ColonyKind = 'workspace')."""
     from starter import output
-    from starter import workspace_client as spaces
-    from starter.client import connect
+    from starter.backend import workspaces
     from starter.session import run, settings
+    from starter.workspace_client import WorkspaceSummary
 
     conf = settings()
+    spaces = workspaces()
 
-    async def go() -> list[spaces.WorkspaceSummary]:
-        return await spaces.list_workspaces(await connect(conf), cluster=cluster)
+    async def go() -> list[WorkspaceSummary]:
+        return await spaces.list_workspaces(await spaces.connect(conf), cluster=cluster)
 
     found = run(go)
     rows = [
@@ -357,19 +360,20 @@ def _operate(
     fmt: OutputFormat,
     request_id: str | None,
 ) -> None:
-    from models.workspace import workspace_workflow_id
     from starter import output
-    from starter import workspace_client as spaces
-    from starter.client import connect
+    from starter.backend import workspaces
     from starter.session import print_link, run, settings
 
     conf = settings()
+    spaces = workspaces()
+    link = ""
 
     async def go() -> Any:
-        accepted = await spaces.send(
-            await connect(conf), name, update, request, request_id=request_id
-        )
-        print_link(conf.workflow_link(workspace_workflow_id(name)))
+        nonlocal link
+        client = await spaces.connect(conf)
+        accepted = await spaces.send(client, name, update, request, request_id=request_id)
+        link = spaces.workspace_link(conf, client, name)
+        print_link(link)
         return accepted
 
     accepted = run(go)
@@ -388,7 +392,7 @@ def _operate(
         "operationId": accepted.operation_id,
         "kind": accepted.kind.value,
         "position": accepted.position,
-        "webUi": conf.workflow_link(workspace_workflow_id(name)),
+        "webUi": link,
     }
     if not output.emit(data, fmt):
         output.write(

@@ -6,6 +6,7 @@ A class file is an exalsius `workspaces.exalsius.ai/v1` WorkspaceClass (or Colon
 Classes are immutable: publishing a different definition under an existing name is refused with
 the rule (a new version is a new name); publishing the same one again changes nothing.
 
+Every command talks through `starter.backend.workspaces()`: Temporal directly, or the HTTP API.
 Imports beyond Typer happen inside each command (see `starter/commands/__init__.py`).
 """
 
@@ -64,16 +65,11 @@ def publish_requests(
 
 
 def check_conflicts(requests: list[PublishWorkspaceClassRequest], catalog: CatalogStatus) -> None:
-    """Refuse, before anything is published, a class that exists with another definition."""
-    from models.workspace_class import class_conflict
-    from starter.errors import InvalidRequestError
+    """Refuse, before anything is published, a class that exists with another definition (the
+    HTTP API applies the same function)."""
+    from starter.workspace_client import check_class_conflicts
 
-    published = {c.name: c for c in catalog.classes}
-    for request in requests:
-        existing = published.get(request.spec.name)
-        conflict = class_conflict(existing, request.spec) if existing else None
-        if conflict:
-            raise InvalidRequestError(f"name: {conflict}")
+    check_class_conflicts(requests, catalog)
 
 
 @app.command("publish")
@@ -94,8 +90,7 @@ def publish(
     from models.workspace_api import PublishWorkspaceClassResult
     from models.workspace_class import WorkspaceClassSpec
     from starter import output
-    from starter import workspace_client as spaces
-    from starter.client import connect
+    from starter.backend import workspaces
     from starter.errors import InvalidRequestError
     from starter.session import run, settings
 
@@ -126,9 +121,10 @@ def publish(
             "(colonyctl apply -f publishes templates on their own)"
         )
     conf = settings()
+    spaces = workspaces()
 
     async def go() -> list[PublishWorkspaceClassResult]:
-        client = await connect(conf)
+        client = await spaces.connect(conf)
         check_conflicts(requests, await spaces.catalog(client))
         results = []
         for index, request in enumerate(requests):
@@ -163,15 +159,15 @@ def publish(
 def list_(fmt: OutputOption = OutputFormat.TABLE) -> None:
     """List the published workspace classes."""
     from starter import output
-    from starter import workspace_client as spaces
-    from starter.client import connect
+    from starter.backend import workspaces
     from starter.session import run, settings
     from starter.workspace_output import CLASS_COLUMNS, class_rows
 
     conf = settings()
+    spaces = workspaces()
 
     async def go() -> CatalogStatus:
-        return await spaces.catalog(await connect(conf))
+        return await spaces.catalog(await spaces.connect(conf))
 
     found = run(go)
     if not output.emit(found.classes, fmt):
@@ -187,15 +183,15 @@ def get(
 ) -> None:
     """Show one workspace class: resources, endpoints, prompts. Exit 3 when it does not exist."""
     from starter import output
-    from starter import workspace_client as spaces
-    from starter.client import connect
+    from starter.backend import workspaces
     from starter.session import run, settings
     from starter.workspace_output import print_class
 
     conf = settings()
+    spaces = workspaces()
 
     async def go() -> WorkspaceClassSpec:
-        return await spaces.get_class(await connect(conf), name)
+        return await spaces.get_class(await spaces.connect(conf), name)
 
     spec = run(go)
     if not output.emit(spec, fmt):

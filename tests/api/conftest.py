@@ -2,9 +2,15 @@
 simulated management cluster, and apps built with `api.app.create_app` around them.
 
 One stack for the session (`api_stack`): the sim runs in the test loop (instant timing), the
-worker polls its own task queue, and every test makes its own app (`stack.app(...)`, with its own
-rate limit) and its own keys and organizations (`unique`), so tests share nothing they could
-disturb. Requests go through the real ASGI app with `httpx.AsyncClient(transport=ASGITransport)`.
+worker polls its own task queue (with the WorkspaceClass CRD installed and a sealing key pair of
+its own: the apps seal with its public key, the worker unseals with its private one), and every
+test makes its own app (`stack.app(...)`, with its own rate limit) and its own keys and
+organizations (`unique`), so tests share nothing they could disturb. Requests go through the real
+ASGI app with `httpx.AsyncClient(transport=ASGITransport)`.
+
+Workspace tests take `catalog` too: the class catalog workflow is one per Temporal namespace
+(`catalog/workspace-classes`), and another test module's stack may have moved it to its own task
+queue; `catalog` moves it back to this stack's worker and waits for the shipped classes.
 """
 
 from __future__ import annotations
@@ -23,16 +29,22 @@ from kubernetes import client as kube_client
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from activities.crds import ensure_crds
+from activities.sealing import PUBLIC_KEY_ENV, SealingSettings, create_key_pair
 from activities.settings import ColonySettings
 from api.app import create_app
 from api.keys import KubernetesKeyStore
 from api.settings import ApiSettings
 from sim.world import SimWorld
+from starter.errors import UnavailableError
 from tests.helpers import eventually, unique
 from tests.simenv import close_client, colony_env, host_provider, management_api, started_world
-from worker import build_worker
+from worker import build_worker, ensure_catalog
 
 GPU = "h100-80gb"
+CPU_SKU = "cpu-32c-256g"
+JUPYTER = "colony-jupyter-1-0-0"
+WORKSPACES = "/v1/workspaces"
 ALL_PERMISSIONS = ("kubernetes:read", "kubernetes:connect", "kubernetes:manage")
 BASE_URL = "http://colony.test"
 
@@ -48,9 +60,18 @@ class ApiStack:
     management: kube_client.ApiClient
     store: KubernetesKeyStore
     tmp: Path
+    sealing: SealingSettings
+    task_queue: str
     apps: list[FastAPI] = field(default_factory=list)
 
-    def app(self, *, store: Any = None, connect: Any = None, **api: Any) -> FastAPI:
+    def app(
+        self,
+        *,
+        store: Any = None,
+        connect: Any = None,
+        sealing: SealingSettings | None = None,
+        **api: Any,
+    ) -> FastAPI:
         """A new app over the stack; `api` overrides `ApiSettings` (a generous rate by default)."""
         temporal = self.temporal
 
@@ -63,6 +84,7 @@ class ApiStack:
             connect or connect_default,
             store or self.store,
             api_settings=settings,
+            sealing=sealing or self.sealing,
         )
         self.apps.append(app)
         return app
@@ -133,17 +155,57 @@ class ApiStack:
             probe, until=lambda code: code == 404, timeout=timeout, interval=0.2, what="deleted"
         )
 
+    async def wait_workspace(
+        self, http: httpx.AsyncClient, name: str, phase: str, timeout: float = 90
+    ) -> dict[str, Any]:
+        """Poll `GET /v1/workspaces/{name}` until its phase is `phase` (never Failed first)."""
+
+        async def probe() -> dict[str, Any]:
+            got = await http.get(f"{WORKSPACES}/{name}")
+            assert got.status_code == 200, got.text
+            body: dict[str, Any] = got.json()
+            assert body["phase"] != "Failed" or phase == "Failed", body
+            return body
+
+        return await eventually(
+            probe,
+            until=lambda body: body["phase"] == phase,
+            timeout=timeout,
+            interval=0.2,
+            what=f"workspace {name} {phase}",
+        )
+
+    async def wait_workspace_gone(
+        self, http: httpx.AsyncClient, name: str, timeout: float = 90
+    ) -> None:
+        async def probe() -> int:
+            return (await http.get(f"{WORKSPACES}/{name}")).status_code
+
+        await eventually(
+            probe,
+            until=lambda code: code == 404,
+            timeout=timeout,
+            interval=0.2,
+            what=f"workspace {name} deleted",
+        )
+
 
 @pytest.fixture(scope="session")
 async def api_stack(
     dev_env: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[ApiStack]:
     task_queue = unique("api")
+    keys = tmp_path_factory.mktemp("api-sealing")
+    create_key_pair(keys / "private.pem", keys / "public.pem")
+    sealing = SealingSettings(keys / "public.pem", keys / "private.pem")
     async with started_world(tmp_path_factory.mktemp("api-sim")) as world:
         management = management_api(world)
+        await ensure_crds(management)
         async with (
             host_provider(world) as http,
-            build_worker(dev_env.client, task_queue, management, http) as worker,
+            build_worker(
+                dev_env.client, task_queue, management, http, sealing.unsealer()
+            ) as worker,
             worker,
         ):
             env = colony_env(
@@ -151,6 +213,7 @@ async def api_stack(
                 TEMPORAL_ADDRESS=dev_env.client.service_client.config.target_host,
                 TEMPORAL_NAMESPACE=dev_env.client.namespace,
                 COLONY_TASK_QUEUE=task_queue,
+                **{PUBLIC_KEY_ENV: str(sealing.public_key_file)},
             )
             settings = ColonySettings.from_env(env)
             store = KubernetesKeyStore(management)
@@ -162,10 +225,32 @@ async def api_stack(
                 management=management,
                 store=store,
                 tmp=tmp_path_factory.mktemp("api"),
+                sealing=sealing,
+                task_queue=task_queue,
             )
             yield stack
             await store.close()
         close_client(management)
+
+
+@pytest.fixture(scope="module")
+async def catalog(api_stack: ApiStack) -> ApiStack:
+    """The stack, with the class catalog workflow on its worker and the shipped classes in it."""
+    from starter import workspace_client as spaces
+
+    await ensure_catalog(api_stack.temporal, api_stack.task_queue)
+
+    async def shipped() -> set[str]:
+        try:
+            status = await spaces.catalog(api_stack.temporal)
+        except UnavailableError:
+            return set()
+        return {c.name for c in status.classes}
+
+    await eventually(
+        shipped, until=lambda names: JUPYTER in names, timeout=60, what="the shipped classes"
+    )
+    return api_stack
 
 
 @pytest.fixture

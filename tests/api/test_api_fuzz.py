@@ -2,12 +2,13 @@
 real ASGI app on the dev server, the sim and the worker.
 
 Every operation of the document gets data that fits its schema (positive) and data that does not
-(negative), with a key of every permission; the cluster in the path is a real, ready cluster of
-the key's organization half of the time (so bodies and queries reach the workflow's validators)
-and a generated name otherwise. Checked on every answer: never a 5xx, the status is one the
-document lists for the operation, the body matches its schema and content type, negative data is
-refused. And afterwards: nothing was started by a refused request, no workflow the fuzzing did
-not get a 202 for exists, and the cluster holds no operation it did not accept.
+(negative), with a key of every permission; the cluster (and workspace) in the path is a real,
+ready cluster of the key's organization (with a running workspace on it) half of the time (so
+bodies and queries reach the workflows' validators) and a generated name otherwise. Checked on
+every answer: never a 5xx, the status is one the document lists for the operation, the body
+matches its schema and content type, negative data is refused. And afterwards: nothing was
+started by a refused request, no workflow the fuzzing did not get a 202 for exists (clusters and
+workspaces alike), and the cluster and the workspace hold no operation they did not accept.
 
 Bounded: `COLONY_FUZZ_EXAMPLES` examples per operation and mode (default 8), well under a minute.
 Hypothesis runs in a worker thread and hands each request to the test's event loop, where the
@@ -34,7 +35,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.api.conftest import BASE_URL, ApiStack
+from tests.api.conftest import BASE_URL, JUPYTER, WORKSPACES, ApiStack
 from tests.helpers import unique
 
 pytestmark = [pytest.mark.e2e]
@@ -63,8 +64,9 @@ def _httpx_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_fuzzing_the_openapi_document_finds_no_server_error_and_starts_nothing(
-    api_stack: ApiStack,
+    catalog: ApiStack,
 ) -> None:
+    api_stack = catalog
     organization = unique("fuzz")
     manager = await api_stack.key(organization)
     keys = [
@@ -74,14 +76,26 @@ async def test_fuzzing_the_openapi_document_finds_no_server_error_and_starts_not
     ]
     app = api_stack.app()
     name = unique("target")
+    workspace = unique("target-nb")
     async with api_stack.http(app, manager) as admin:
         await api_stack.ready_cluster(admin, name)
-    before = {
-        op["id"]
-        for op in (
-            await api_stack.http(app, manager).get(f"/v1/kubernetes/clusters/{name}/operations")
-        ).json()["items"]
-    }
+        deployed = await admin.post(
+            WORKSPACES,
+            json={
+                "name": workspace,
+                "class": JUPYTER,
+                "cluster": name,
+                "secretValues": {"notebookPassword": "pw"},
+            },
+        )
+        assert deployed.status_code == 202, deployed.text
+        await api_stack.wait_workspace(admin, workspace, "Running")
+        before = {
+            op["id"]
+            for op in (await admin.get(f"/v1/kubernetes/clusters/{name}/operations")).json()[
+                "items"
+            ]
+        }
     schema = schemathesis.openapi.from_dict(app.openapi())
     loop = asyncio.get_running_loop()
     http = api_stack.http(app)
@@ -99,16 +113,22 @@ async def test_fuzzing_the_openapi_document_finds_no_server_error_and_starts_not
         for result in schema.get_all_operations():
             operation = result.ok()
             for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
-                # The real cluster (and its pool) with the manager key, so that bodies and queries
-                # reach the workflow's validators; generated names with a key of any permission.
-                # The real cluster is never deleted by the fuzzing: the deeper paths need it.
+                # The real cluster (and its pool, its workspace, a real class) with the manager
+                # key, so that bodies and queries reach the workflows' validators; generated names
+                # with a key of any permission. The real cluster and workspace are never deleted
+                # by the fuzzing: the deeper paths need them.
                 real = {
                     parameter: value
-                    for parameter, value in (("cluster_id", name), ("pool", "gpu"))
+                    for parameter, value in (
+                        ("cluster_id", name),
+                        ("pool", "gpu"),
+                        ("workspace_id", workspace),
+                        ("class_name", JUPYTER),
+                    )
                     if f"{{{parameter}}}" in operation.path
                 }
                 deletes_it = operation.method.upper() == "DELETE" and operation.path.endswith(
-                    "{cluster_id}"
+                    ("{cluster_id}", "{workspace_id}")
                 )
                 variants: list[tuple[str, dict[str, str]]] = [(keys[count % 3], {})]
                 if real and not deletes_it:
@@ -170,15 +190,31 @@ async def test_fuzzing_the_openapi_document_finds_no_server_error_and_starts_not
         for method, path, _, body in accepted
         if path == "/v1/kubernetes/clusters"
     }
+    deployed_ids = {str(body.get("id")) for method, path, _, body in accepted if path == WORKSPACES}
     workflows = [
         execution.id
         async for execution in api_stack.temporal.list_workflows(
             f"ColonyOrganization = '{organization}'"
         )
     ]
-    assert sorted(workflows) == sorted(f"cluster/{organization}/{c}" for c in {name, *created})
+    assert sorted(workflows) == sorted(
+        [f"cluster/{organization}/{c}" for c in {name, *created}]
+        + [f"workspace/{w}" for w in {workspace, *deployed_ids}]
+    )
     async with api_stack.http(app, manager) as admin:
         after = (await admin.get(f"/v1/kubernetes/clusters/{name}/operations")).json()["items"]
         assert {op["id"] for op in after} - before <= accepted_ids
+        # The workspace: its deploy, and only the suspends and resumes the fuzzing got a 202 for.
+        ops = (await admin.get(f"{WORKSPACES}/{workspace}")).json()
+        held = [
+            op["id"]
+            for op in [
+                *ops["completedOperations"],
+                ops.get("currentOperation"),
+                *ops["queuedOperations"],
+            ]
+            if op
+        ]
+        assert set(held) - {"op-0001"} <= accepted_ids
         for cluster in {name, *created}:
             await admin.delete(f"/v1/kubernetes/clusters/{cluster}")

@@ -4,10 +4,13 @@
   key, legacy ones included), nothing else;
 - a revoked key and an expired key are refused (a revocation made by another process within the
   key cache's seconds);
-- one organization's key gets 404 for another organization's cluster, on every endpoint, and may
-  use the same name for a cluster of its own;
+- one organization's key gets 404 for another organization's cluster and workspace, on every
+  endpoint, cannot deploy onto that cluster, may use the same name for a cluster of its own, and
+  finds a workspace name another organization holds taken (409, saying no more);
 - the key, and the cluster tokens the API hands out, appear in no log record, no output and no
-  workflow history, and the key's secret is not in its Secret.
+  workflow history, and the key's secret is not in its Secret;
+- a secret prompt answer sent to the API in plaintext appears in no workflow history (payloads
+  decoded) and no log: the API sealed it; only the workspace's values Secret holds it.
 """
 
 from __future__ import annotations
@@ -27,10 +30,11 @@ from fastapi import FastAPI
 from kubernetes import client as kube_client
 
 from api.keys import KubernetesKeyStore, Permission, secret_name
-from models.cluster import cluster_workflow_id
-from tests.api.conftest import BASE_URL, GPU, ApiStack
-from tests.helpers import eventually, unique
-from tests.simenv import call
+from models.cluster import cluster_deployment_name, cluster_workflow_id
+from models.workspace import values_secret_name
+from tests.api.conftest import BASE_URL, GPU, JUPYTER, WORKSPACES, ApiStack
+from tests.helpers import eventually, history_text, unique
+from tests.simenv import NAMESPACE, call
 
 pytestmark = [pytest.mark.e2e]
 
@@ -42,7 +46,7 @@ READ, CONNECT, MANAGE = Permission.READ, Permission.CONNECT, Permission.MANAGE
 class Endpoint:
     method: str
     path: str
-    """`{c}` stands for the ready cluster's path."""
+    """`{c}` stands for the ready cluster's path, `{w}` for its running workspace's."""
     needs: Permission | None
     allowed: int
     """What a key with the permission gets: success for reads and credentials, a refusal on
@@ -79,7 +83,27 @@ ENDPOINTS = [
     Endpoint("DELETE", "{c}/node-pools/none", MANAGE, 404),
     Endpoint("DELETE", "{c}/nodes/none", MANAGE, 404),
     Endpoint("POST", "{c}/operations/op-9999/cancel", MANAGE, 404),
+    Endpoint("GET", "/v1/workspace-classes", READ, 200),
+    Endpoint("GET", f"/v1/workspace-classes/{JUPYTER}", READ, 200),
+    Endpoint("POST", "/v1/workspace-classes", MANAGE, 422, {"class": {"name": "Not-Valid"}}),
+    Endpoint("GET", WORKSPACES, READ, 200),
+    Endpoint("GET", "{w}", READ, 200),
+    Endpoint(
+        "POST", WORKSPACES, MANAGE, 422, {"name": "Not-Valid", "class": JUPYTER, "cluster": "x"}
+    ),
+    Endpoint("DELETE", f"{WORKSPACES}/never-deployed", MANAGE, 404),
+    Endpoint("POST", f"{WORKSPACES}/never-deployed/suspend", MANAGE, 404),
+    Endpoint("POST", "{w}/resume", MANAGE, 409),
 ]
+
+
+def notebook(name: str, cluster: str, password: str = "pw") -> dict[str, Any]:
+    return {
+        "name": name,
+        "class": JUPYTER,
+        "cluster": cluster,
+        "secretValues": {"notebookPassword": password},
+    }
 
 
 @dataclass
@@ -89,22 +113,37 @@ class Secured:
     organization: str
     cluster: str
     manager: str
+    workspace: str
 
     @property
     def path(self) -> str:
         return f"{CLUSTERS}/{self.cluster}"
 
+    @property
+    def workspace_path(self) -> str:
+        return f"{WORKSPACES}/{self.workspace}"
+
+    def resolve(self, path: str) -> str:
+        return path.replace("{c}", self.path).replace("{w}", self.workspace_path)
+
 
 @pytest.fixture(scope="module")
-async def secured(api_stack: ApiStack) -> AsyncIterator[Secured]:
-    """A ready cluster of one organization, and an app to call it through."""
+async def secured(catalog: ApiStack) -> AsyncIterator[Secured]:
+    """A ready cluster of one organization with a running workspace, and an app to call them
+    through."""
+    api_stack = catalog
     organization = unique("sec")
     manager = await api_stack.key(organization)
     app = api_stack.app()
     name = unique("guarded")
+    workspace = unique("guarded-nb")
     async with api_stack.http(app, manager) as http:
         await api_stack.ready_cluster(http, name)
-        yield Secured(api_stack, app, organization, name, manager)
+        deployed = await http.post(WORKSPACES, json=notebook(workspace, name))
+        assert deployed.status_code == 202, deployed.text
+        await api_stack.wait_workspace(http, workspace, "Running")
+        yield Secured(api_stack, app, organization, name, manager, workspace)
+        # Its workspaces first: the cluster's delete removes them.
         await http.delete(f"{CLUSTERS}/{name}")
         await api_stack.wait_gone(http, name)
 
@@ -127,7 +166,7 @@ async def test_each_permission_does_exactly_its_operations(
     wrong = []
     async with secured.stack.http(secured.app, key) as http:
         for endpoint in ENDPOINTS:
-            path = endpoint.path.replace("{c}", secured.path)
+            path = secured.resolve(endpoint.path)
             response = await http.request(endpoint.method, path, json=endpoint.body)
             allowed = endpoint.needs is None or endpoint.needs in allows
             expected = endpoint.allowed if allowed else 403
@@ -190,13 +229,30 @@ async def test_another_organization_gets_404_everywhere_and_may_reuse_the_name(
     async with stack.http(secured.app, key) as http:
         leaks = []
         for endpoint in ENDPOINTS:
-            if "{c}" not in endpoint.path:
+            if "{c}" not in endpoint.path and "{w}" not in endpoint.path:
                 continue
-            path = endpoint.path.replace("{c}", secured.path)
+            path = secured.resolve(endpoint.path)
             response = await http.request(endpoint.method, path, json=endpoint.body)
             if response.status_code != 404:
                 leaks.append(f"{endpoint.method} {path}: {response.status_code}")
+        for method in ("DELETE", "POST"):
+            path = secured.workspace_path + ("/suspend" if method == "POST" else "")
+            response = await http.request(method, path)
+            if response.status_code != 404:
+                leaks.append(f"{method} {path}: {response.status_code}")
         assert leaks == []
+        unknown_ws = (await http.get(f"{WORKSPACES}/{unique('never')}")).json()["error"]
+        theirs_ws = (await http.get(secured.workspace_path)).json()["error"]
+        assert theirs_ws["message"] == unknown_ws["message"].replace(
+            unknown_ws["message"].split("'")[1], secured.workspace
+        )
+        # Their cluster is not there to deploy onto, whatever the workspace is called.
+        onto = await http.post(WORKSPACES, json=notebook(unique("intruder"), secured.cluster))
+        assert onto.status_code == 404, onto.text
+        assert onto.json()["error"]["message"] == f"cluster: cluster '{secured.cluster}' not found"
+        assert secured.workspace not in [
+            w["id"] for w in (await http.get(WORKSPACES)).json()["items"]
+        ]
         unknown = (await http.get(f"{CLUSTERS}/{unique('never')}")).json()["error"]["message"]
         theirs = (await http.get(secured.path)).json()["error"]["message"]
         assert theirs == unknown.replace(unknown.split("'")[1], secured.cluster)
@@ -208,10 +264,21 @@ async def test_another_organization_gets_404_everywhere_and_may_reuse_the_name(
         assert created.status_code == 202, created.text
         own = await stack.wait_status(http, secured.cluster, "ready")
         assert (own["locationId"], own["organization"]) == ("hel1", other)
+        # Workspace names are global: theirs is taken, and that is all the answer says.
+        taken = await http.post(WORKSPACES, json=notebook(secured.workspace, secured.cluster))
+        assert taken.status_code == 409, taken.text
+        assert taken.json()["error"] == {
+            "code": "conflict",
+            "field": "name",
+            "message": f"name: workspace '{secured.workspace}' already exists (names are unique "
+            "until a deletion completes)",
+        }
         await http.delete(secured.path)
         await stack.wait_gone(http, secured.cluster)
     still = await stack.http(secured.app, secured.manager).get(secured.path)
     assert (still.json()["locationId"], still.json()["status"]) == ("fra1", "ready")
+    mine_ws = await stack.http(secured.app, secured.manager).get(secured.workspace_path)
+    assert (mine_ws.json()["phase"], mine_ws.json()["cluster"]) == ("Running", secured.cluster)
     for organization in (secured.organization, other):
         workflow_id = cluster_workflow_id(secured.cluster, organization)
         assert (await stack.temporal.get_workflow_handle(workflow_id).describe()).id == workflow_id
@@ -289,3 +356,54 @@ async def test_keys_and_tokens_never_reach_logs_or_histories(
     )
     stored_texts = list(_decoded(kube_client.ApiClient().sanitize_for_serialization(stored)))
     assert not any(key_secret in text for text in stored_texts), "the Secret holds a hash only"
+
+
+async def test_a_secret_prompt_answer_reaches_no_history_and_no_log(
+    secured: Secured,
+    api_logs: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    stack = secured.stack
+    planted = "planted-" + unique("pw")
+    name = unique("sealed")
+    async with stack.http(secured.app, secured.manager) as http:
+        deployed = await http.post(WORKSPACES, json=notebook(name, secured.cluster, planted))
+        assert deployed.status_code == 202, deployed.text
+        await stack.wait_workspace(http, name, "Running")
+        assert (await http.post(f"{WORKSPACES}/{name}/suspend")).status_code == 202
+        await stack.wait_workspace(http, name, "Suspended")
+        assert (await http.post(f"{WORKSPACES}/{name}/resume")).status_code == 202
+        running = await stack.wait_workspace(http, name, "Running")
+        listed = (await http.get(WORKSPACES)).text
+        # It reached the chart, through the values Secret beside the ServiceSet.
+        secret = await call(
+            kube_client.CoreV1Api(stack.management).read_namespaced_secret,
+            values_secret_name(
+                cluster_deployment_name(secured.cluster, secured.organization), name
+            ),
+            NAMESPACE,
+        )
+        assert planted in base64.b64decode(secret.data["values"]).decode()
+        assert (await http.delete(f"{WORKSPACES}/{name}")).status_code == 202
+        await stack.wait_workspace_gone(http, name)
+    assert planted not in json.dumps(running) + listed
+
+    records = [
+        record.getMessage()
+        for record in api_logs.records
+        if not (record.name == "httpx" and BASE_URL in record.getMessage())
+    ]
+    output = capfd.readouterr()
+    assert not any(planted in text for text in [*records, output.out, output.err])
+    assert any(f"POST {WORKSPACES} 202" in text for text in records), "the access log ran"
+
+    scanned = []
+    async for execution in stack.temporal.list_workflows():
+        handle = stack.temporal.get_workflow_handle(execution.id, run_id=execution.run_id)
+        text = history_text(await handle.fetch_history())
+        assert planted not in text, f"{execution.id} holds the planted answer"
+        if execution.id == f"workspace/{name}":
+            # The scan reads payloads: the sealed answer's scope is there, in the clear.
+            assert f"workspace/{name}/notebookPassword" in text
+        scanned.append(execution.id)
+    assert f"workspace/{name}" in scanned

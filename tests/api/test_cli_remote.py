@@ -1,7 +1,9 @@
 """`colonyctl` in remote mode, as a user runs it (console-script processes): `apikey create` on the
 operator's side, `auth login`, then create, get, scale, list and delete a cluster through the HTTP
 API, kubectl through the exec plugin (token from the API, then from the cache), the same exit codes
-and lines as direct mode, and `auth logout` / `apikey revoke`.
+and lines as direct mode, and `auth logout` / `apikey revoke`; classes listed and published and a
+workspace deployed (its secret sent in plaintext to the API, which seals it: the user has no key
+file), suspended, resumed and deleted through the API.
 
 The API is the real app served by uvicorn in the test's loop on a loopback port (beside the sim and
 the worker); the remote `colonyctl` processes get no Temporal, management cluster or host
@@ -24,8 +26,9 @@ from typing import Any
 
 import pytest
 import uvicorn
+import yaml
 
-from tests.api.conftest import GPU, ApiStack
+from tests.api.conftest import CPU_SKU, GPU, JUPYTER, ApiStack
 from tests.conftest import venv_binary
 from tests.helpers import eventually, unique
 
@@ -262,3 +265,101 @@ async def test_keys_are_listed_and_revoked_by_the_operator(
         "auth", "login", "--url", "http://127.0.0.1:9", "--api-key", created["key"], expect=1
     )
     assert unreachable.stderr.startswith("error: cannot reach the Colony API at http://127.0.0.1:9")
+
+
+SHIPPED_JUPYTER = Path(__file__).resolve().parents[2] / "catalog" / "colony-jupyter.yaml"
+
+
+def class_file(path: Path, name: str, display_name: str = "") -> Path:
+    """The shipped Jupyter class file (its ServiceTemplate, then its WorkspaceClass) with the
+    class renamed, and its display name changed when given."""
+    head = "kind: WorkspaceClass\nmetadata:\n  name: "
+    text = SHIPPED_JUPYTER.read_text().replace(head + JUPYTER, head + name)
+    if display_name:
+        text = text.replace("displayName: ", f"displayName: {display_name} ", 1)
+    path.write_text(text)
+    documents = list(yaml.safe_load_all(text))
+    assert [(d["kind"], d["metadata"]["name"]) for d in documents] == [
+        ("ServiceTemplate", JUPYTER),
+        ("WorkspaceClass", name),
+    ]
+    return path
+
+
+async def test_a_user_deploys_and_deletes_a_workspace_through_the_api(
+    catalog: ApiStack, api_url: str, tmp_path: Path
+) -> None:
+    organization = unique("remote-ws")
+    key = await catalog.key(organization)
+    me = user(tmp_path)
+    await me.ctl("auth", "login", "--url", api_url, "--api-key", key)
+    cluster, name = unique("rwc"), unique("rnb")
+    await me.ctl(
+        "cluster", "create", cluster, "--location-id", "fra1",
+        "--node-pool", f"name=cpu,count=1,cpuSku={CPU_SKU}", "--wait", "--timeout", "90",
+    )  # fmt: skip
+
+    # Classes: listed, read, and published from a file (with its ServiceTemplate) once.
+    classes = (await me.ctl("class", "list", "-o", "json")).json()
+    assert JUPYTER in [c["name"] for c in classes]
+    assert "notebookPassword" in (await me.ctl("class", "get", JUPYTER)).stdout
+    new_class = unique("remote-nb")
+    file = class_file(tmp_path / "class.yaml", new_class)
+    published = await me.ctl("class", "publish", "-f", str(file))
+    assert published.stdout == f"workspaceclass/{new_class} published\n"
+    again = await me.ctl("class", "publish", "-f", str(file))
+    assert again.stdout == f"workspaceclass/{new_class} unchanged (already published)\n"
+    class_file(file, new_class, display_name="Changed")
+    changed = await me.ctl("class", "publish", "-f", str(file), expect=2)
+    assert changed.stderr.startswith(
+        f"error: name: workspace class '{new_class}' already exists with a different definition"
+    )
+
+    # The same refusals and lines as in direct mode.
+    deploy = ("workspace", "deploy", name, "--class", JUPYTER, "--cluster", cluster)
+    missing = await me.ctl(*deploy, expect=2)
+    assert missing.stderr == (
+        f"error: notebookPassword: required by class '{JUPYTER}' (prompt 'Notebook password'): "
+        "give --set notebookPassword=..., or run on a terminal to be asked\n"
+    )
+    no_class = await me.ctl(
+        "workspace", "deploy", name, "--class", "colony-nothing-1-0-0", "--cluster", cluster,
+        expect=3,
+    )  # fmt: skip
+    assert no_class.stderr == (
+        "error: class: workspace class 'colony-nothing-1-0-0' not found (colonyctl class list "
+        "shows the published ones)\n"
+    )
+    elsewhere = await me.ctl(
+        "workspace", "deploy", name, "--class", JUPYTER, "--cluster", unique("nowhere"),
+        "--set", "notebookPassword=x", expect=3,
+    )  # fmt: skip
+    assert elsewhere.stderr.startswith("error: cluster: cluster 'nowhere-")
+
+    # No key file on this machine: the password goes to the API in plaintext, sealed there.
+    password = "pw-" + unique("remote")
+    deployed = await me.ctl(
+        *deploy, "--set", f"notebookPassword={password}", "--wait", "--timeout", "90"
+    )
+    assert f"workspace {name} running" in deployed.stdout
+    assert f"workflow workspace/{name}: http" in deployed.stderr
+    status = (await me.ctl("workspace", "get", name, "-o", "json")).json()
+    assert (status["phase"], status["cluster"], status["class"]) == ("Running", cluster, JUPYTER)
+    assert password not in json.dumps(status)
+
+    async def listed() -> list[str]:
+        done = await me.ctl("workspace", "list", "--cluster", cluster, "-o", "json")
+        return [w["name"] for w in done.json()]
+
+    await eventually(listed, until=lambda names: names == [name], timeout=15, what="listed")
+    suspended = await me.ctl("workspace", "suspend", name, "--wait", "--timeout", "90")
+    assert f"workspace {name} suspended" in suspended.stdout
+    twice = await me.ctl("workspace", "suspend", name, expect=2)
+    assert twice.stderr == f"error: suspend: workspace '{name}' is already suspended\n"
+    resumed = await me.ctl("workspace", "resume", name, "--wait", "--timeout", "90")
+    assert f"workspace {name} running" in resumed.stdout
+    deleted = await me.ctl("workspace", "delete", name, "--wait", "--timeout", "90")
+    assert f"workspace {name} deleted" in deleted.stdout
+    gone = await me.ctl("workspace", "get", name, expect=3)
+    assert gone.stderr == f"error: workspace: workspace '{name}' not found\n"
+    await me.ctl("cluster", "delete", cluster, "--wait", "--timeout", "90")
