@@ -32,6 +32,7 @@ from activities.errors import kube_error
 from activities.heartbeat import heartbeating, report
 from activities.kube import MERGE_PATCH, Obj, call, call_or_none, call_or_raise
 from activities.sealing import SealingError, Unsealer, unseal_secret_values
+from models.activity_api import WORKFLOW_ID_LABEL
 from models.capacity import gpu_node
 from models.errors import ErrorType, permanent
 from models.manifests import EXALSIUS_WORKSPACES, workspace_class_object
@@ -662,7 +663,21 @@ class WorkspaceActivities:
                     foreign_used=foreign.get(str(meta["name"]), 0),
                 )
             )
-        return ReadGpuInventoryResult(nodes=sorted(inventory, key=lambda n: n.name))
+        owner = ""
+        if request.cluster_deployment:
+            deployment = await call_or_none(
+                f"read ClusterDeployment {request.cluster_deployment}",
+                self._custom.get_namespaced_custom_object,
+                *K0RDENT,
+                request.kubeconfig.namespace,
+                "clusterdeployments",
+                request.cluster_deployment,
+            )
+            annotations = ((deployment or {}).get("metadata") or {}).get("annotations") or {}
+            owner = str(annotations.get(WORKFLOW_ID_LABEL, ""))
+        return ReadGpuInventoryResult(
+            nodes=sorted(inventory, key=lambda n: n.name), cluster_workflow_id=owner
+        )
 
     @activity.defn(name=WorkspaceActivity.RECENT_EVENTS)
     @heartbeating

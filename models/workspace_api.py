@@ -289,10 +289,15 @@ class ReadGpuInventoryRequest(ColonyModel):
 
     kubeconfig: KubeconfigRef
     workspace_namespace_prefix: str = "ws-"
+    cluster_deployment: str = ""
+    """When set, also the workflow that owns this ClusterDeployment (in the kubeconfig's
+    namespace), from its `colony.dev/workflow-id` annotation."""
 
 
 class ReadGpuInventoryResult(ColonyModel):
     nodes: list[GpuNode] = Field(default_factory=list)
+    cluster_workflow_id: str = ""
+    """The owning cluster workflow (`cluster/<org>/<name>`); empty when not asked or not found."""
 
 
 class FindTenantGatewayRequest(ColonyModel):
@@ -469,6 +474,8 @@ class CapacityMessage(ColonyModel):
 
 class CapacityLedgerInput(ColonyModel):
     cluster: str
+    cluster_workflow_id: str = ""
+    """The cluster's workflow, told which workspaces hold GPUs (found with the inventory)."""
     kubeconfig: KubeconfigRef | None = None
     """The cluster's kubeconfig Secret (default `kcm-system/<cluster>-kubeconfig`)."""
     inventory_loaded: bool = False

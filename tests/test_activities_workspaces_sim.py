@@ -829,3 +829,18 @@ async def test_gpu_inventory_counts_foreign_pods(
     counted = await run(workspaces.read_gpu_inventory, request)
     assert counted.nodes[0].foreign_used == 1
     await call(client.CoreV1Api(cluster.admin).delete_namespaced_pod, pod, "default")
+
+
+async def test_gpu_inventory_names_the_workflow_that_owns_the_cluster(
+    workspaces: WorkspaceActivities, cluster: Cluster
+) -> None:
+    # The ledger tells this workflow which workspaces hold GPUs; an organization's cluster is
+    # `cluster/<org>/<name>`, so it is read from the ClusterDeployment, not derived from its name.
+    asked = ReadGpuInventoryRequest(kubeconfig=cluster.kubeconfig, cluster_deployment=cluster.name)
+    assert (await run(workspaces.read_gpu_inventory, asked)).cluster_workflow_id == (
+        f"cluster/{cluster.name}"
+    )
+    plain = ReadGpuInventoryRequest(kubeconfig=cluster.kubeconfig)
+    assert (await run(workspaces.read_gpu_inventory, plain)).cluster_workflow_id == ""
+    absent = ReadGpuInventoryRequest(kubeconfig=cluster.kubeconfig, cluster_deployment="absent")
+    assert (await run(workspaces.read_gpu_inventory, absent)).cluster_workflow_id == ""

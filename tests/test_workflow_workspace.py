@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+from temporalio import workflow
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
@@ -23,6 +24,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.sealing import Unsealer, workspace_scope
 from catalog.workspaces import load_workspace_catalog
+from models.capacity import GpuHolder
 from models.signals import RefreshRequest, SignalName
 from models.workspace import (
     ConditionReason,
@@ -33,6 +35,7 @@ from models.workspace import (
     WorkspaceWorkflowInput,
     workspace_workflow_id,
 )
+from models.workspace_api import GpuHoldersMessage
 from models.workspace_class import WorkspaceClassSpec
 from models.workspace_operations import (
     DeleteWorkspaceRequest,
@@ -42,7 +45,7 @@ from models.workspace_operations import (
 from tests.cluster_world import registered
 from tests.helpers import eventually, history_text, unique
 from tests.workspace_world import STARTED, FakeWorkspaceWorld, h100_node, workspace_worker
-from workflows.capacity import CapacityLedgerWorkflow
+from workflows.capacity import GPU_HOLDERS_SIGNAL, CapacityLedgerWorkflow
 from workflows.workspace import WorkspaceWorkflow
 
 pytestmark = pytest.mark.slow
@@ -312,6 +315,54 @@ async def test_a_waiting_workspace_proceeds_when_a_service_says_the_gpus_changed
         assert [p.node for p in running.admission.placements] == [f"{cluster}-2"]
         await delete(first)
         await delete(second)
+
+
+@workflow.defn(name="OrganizationClusterStandIn", sandboxed=False)
+class OrganizationClusterStandIn:
+    """Stands in for an organization's cluster workflow: keeps the GPU holders it is told."""
+
+    def __init__(self) -> None:
+        self.holders: list[GpuHolder] = []
+
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.wait_condition(lambda: False)
+
+    @workflow.signal(name=GPU_HOLDERS_SIGNAL)
+    def gpu_holders(self, message: GpuHoldersMessage) -> None:
+        self.holders = message.holders
+
+    @workflow.query
+    def told(self) -> list[GpuHolder]:
+        return self.holders
+
+
+async def test_the_ledger_tells_an_organizations_cluster_who_holds_its_gpus(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """The ledger finds the cluster's workflow from its ClusterDeployment (`cluster/<org>/<name>`
+    is not derivable from `<org>-<name>`), so the scale-down guard works for organizations too."""
+    fake, cluster = world(gpus=2)
+    owner = f"cluster/acme/{cluster}"
+    fake.owners[cluster] = owner
+    async with workspace_worker(
+        env, task_queue, fake, extra_workflows=[OrganizationClusterStandIn]
+    ):
+        listener = await env.client.start_workflow(
+            OrganizationClusterStandIn.run, id=owner, task_queue=task_queue
+        )
+        STARTED.append(owner)
+        first = await deploy(env, task_queue, notebook(unique("a"), cluster, gpus=1))
+        await until(first, phase_is(WorkspacePhase.RUNNING), "running")
+        told = await eventually(
+            lambda: listener.query(OrganizationClusterStandIn.told),
+            until=bool,
+            timeout=30,
+            interval=0.05,
+            what="the holders told to the organization's cluster",
+        )
+        assert [h.workspace for h in told] == [first.id.removeprefix("workspace/")]
+        await delete(first)
 
 
 async def test_delete_while_waiting_releases_the_place_in_line(

@@ -126,6 +126,8 @@ class FakeWorkspaceWorld:
     """(cluster, template) -> a ServiceSet not Colony's that already installs it."""
     nodes: dict[str, list[GpuNode]] = field(default_factory=dict)
     gateways: dict[str, GatewayInfo] = field(default_factory=dict)
+    owners: dict[str, str] = field(default_factory=dict)
+    """Cluster -> the workflow its ClusterDeployment names as owner (default `cluster/<name>`)."""
 
     service_sets: dict[str, FakeServiceSet] = field(default_factory=dict)
     applied: list[str] = field(default_factory=list)
@@ -289,7 +291,10 @@ class FakeWorkspaceWorld:
     async def read_gpu_inventory(self, request: ReadGpuInventoryRequest) -> ReadGpuInventoryResult:
         cluster = request.kubeconfig.secret_name.removesuffix("-kubeconfig")
         self.calls.append(f"inventory {cluster}")
-        return ReadGpuInventoryResult(nodes=list(self.nodes.get(cluster, [])))
+        owner = self.owners.get(cluster, f"cluster/{cluster}") if request.cluster_deployment else ""
+        return ReadGpuInventoryResult(
+            nodes=list(self.nodes.get(cluster, [])), cluster_workflow_id=owner
+        )
 
     @activity.defn(name=WorkspaceActivity.FIND_TENANT_GATEWAY)
     async def find_tenant_gateway(
@@ -416,11 +421,16 @@ async def workspace_worker(
     cluster: bool = False,
     include_world: bool = True,
     client: Client | None = None,
+    extra_workflows: list[type] | None = None,
 ) -> AsyncIterator[Worker]:
     """A worker with the workspace side's workflows, the fake world, and real Temporal messaging
     (polling through `client` when given: one with a runtime of its own, to read its metrics)."""
     temporal = TemporalActivities(env.client, task_queue)
-    workflows: list[type] = [*WORKFLOWS, *([ClusterWorkflow] if cluster else [])]
+    workflows: list[type] = [
+        *WORKFLOWS,
+        *([ClusterWorkflow] if cluster else []),
+        *(extra_workflows or []),
+    ]
     async with Worker(
         client or env.client,
         task_queue=task_queue,

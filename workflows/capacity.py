@@ -67,6 +67,7 @@ class CapacityLedgerWorkflow:
     @workflow.init
     def __init__(self, input: CapacityLedgerInput) -> None:
         self._cluster = input.cluster
+        self._cluster_workflow_id = input.cluster_workflow_id or cluster_workflow_id(input.cluster)
         self._kubeconfig = input.kubeconfig or KubeconfigRef(
             namespace=DEFAULT_NAMESPACE, secret_name=kubeconfig_secret_name(input.cluster)
         )
@@ -151,6 +152,7 @@ class CapacityLedgerWorkflow:
     def _carry(self) -> CapacityLedgerInput:
         return CapacityLedgerInput(
             cluster=self._cluster,
+            cluster_workflow_id=self._cluster_workflow_id,
             kubeconfig=self._kubeconfig,
             inventory_loaded=self._loaded,
             state=self._ledger.state.model_dump(mode="json"),
@@ -227,7 +229,9 @@ class CapacityLedgerWorkflow:
     async def _read_inventory(self) -> None:
         try:
             inventory = await READ_GPU_INVENTORY(
-                ReadGpuInventoryRequest(kubeconfig=self._kubeconfig)
+                ReadGpuInventoryRequest(
+                    kubeconfig=self._kubeconfig, cluster_deployment=self._cluster
+                )
             )
         except Exception as error:
             if not is_failure(error):
@@ -236,6 +240,9 @@ class CapacityLedgerWorkflow:
                 "GPU inventory of %s not read: %s", self._cluster, reason_of(error)
             )
             return
+        if inventory.cluster_workflow_id:
+            # An organization's cluster is `cluster/<org>/<name>`: not derivable from the name.
+            self._cluster_workflow_id = inventory.cluster_workflow_id
         changes = self._ledger.capacity_changed(inventory.nodes)
         self._loaded = True
         await self._tell(changes)
@@ -275,7 +282,7 @@ class CapacityLedgerWorkflow:
         )
         await SIGNAL_WORKFLOW(
             SignalWorkflowRequest(
-                workflow_id=cluster_workflow_id(self._cluster),
+                workflow_id=self._cluster_workflow_id,
                 signal=GPU_HOLDERS_SIGNAL,
                 payload=message.model_dump(mode="json"),
             )
