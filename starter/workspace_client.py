@@ -143,6 +143,17 @@ def _rpc_error(exc: RPCError, what: str, name: str) -> ColonyError:
 # --- The class catalog --------------------------------------------------------------------------
 
 
+def _catalog_unavailable(exc: RPCError, failed: str) -> UnavailableError:
+    """The catalog workflow could not be reached: not running (the worker starts it), or Temporal
+    answered `exc` to what `failed` says."""
+    if exc.status == RPCStatusCode.NOT_FOUND:
+        return UnavailableError(
+            f"the workspace class catalog ({CATALOG_WORKFLOW_ID}) is not running: start "
+            "Colony's worker, which starts it"
+        )
+    return UnavailableError(f"{failed}: {exc.message}")
+
+
 async def catalog(client: Client) -> CatalogStatus:
     """The published classes, as the catalog workflow last read them from the management cluster.
 
@@ -154,12 +165,7 @@ async def catalog(client: Client) -> CatalogStatus:
     try:
         status: CatalogStatus = await handle.query(CLASSES_QUERY, result_type=CatalogStatus)
     except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND:
-            raise UnavailableError(
-                f"the workspace class catalog ({CATALOG_WORKFLOW_ID}) is not running: start "
-                "Colony's worker, which starts it"
-            ) from exc
-        raise UnavailableError(f"cannot read the workspace class catalog: {exc.message}") from exc
+        raise _catalog_unavailable(exc, "cannot read the workspace class catalog") from exc
     except WorkflowQueryFailedError as exc:
         raise UnavailableError(f"cannot read the workspace class catalog: {exc}") from exc
     return status
@@ -204,12 +210,7 @@ async def publish_class(
             f"publish {request.spec.name}: {getattr(cause, 'message', None) or cause or exc}"
         ) from exc
     except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND:
-            raise UnavailableError(
-                f"the workspace class catalog ({CATALOG_WORKFLOW_ID}) is not running: start "
-                "Colony's worker, which starts it"
-            ) from exc
-        raise UnavailableError(f"cannot publish {request.spec.name}: {exc.message}") from exc
+        raise _catalog_unavailable(exc, f"cannot publish {request.spec.name}") from exc
     return result
 
 
@@ -234,12 +235,7 @@ async def publish_objects(
             f"publish objects: {getattr(cause, 'message', None) or cause or exc}"
         ) from exc
     except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND:
-            raise UnavailableError(
-                f"the workspace class catalog ({CATALOG_WORKFLOW_ID}) is not running: start "
-                "Colony's worker, which starts it"
-            ) from exc
-        raise UnavailableError(f"cannot publish objects: {exc.message}") from exc
+        raise _catalog_unavailable(exc, "cannot publish objects") from exc
     return result
 
 
