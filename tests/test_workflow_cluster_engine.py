@@ -38,7 +38,6 @@ from tests.cluster_world import (
     pod,
     pool,
     pool_of,
-    registered,
     start,
     worker,
 )
@@ -48,9 +47,9 @@ from workflows.cluster import ClusterWorkflow
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-async def env(time_env: WorkflowEnvironment) -> WorkflowEnvironment:
-    return await registered(time_env)
+@pytest.fixture
+def env(time_env: WorkflowEnvironment) -> WorkflowEnvironment:
+    return time_env
 
 
 async def still_running(run: Run) -> bool:

@@ -37,7 +37,7 @@ from models.workspace_api import (
     ReadGpuInventoryResult,
     WorkspaceActivity,
 )
-from tests.cluster_world import FakeColony, registered
+from tests.cluster_world import FakeColony
 from tests.helpers import eventually, unique
 from workflows.cluster import ClusterWorkflow
 from workflows.colony import ColonyWorkflow
@@ -45,9 +45,9 @@ from workflows.colony import ColonyWorkflow
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-async def env(time_env: WorkflowEnvironment) -> WorkflowEnvironment:
-    return await registered(time_env)
+@pytest.fixture
+def env(time_env: WorkflowEnvironment) -> WorkflowEnvironment:
+    return time_env
 
 
 class ColonyWorld:
