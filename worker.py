@@ -11,7 +11,8 @@ activity becomes an OpenTelemetry span (Temporal's `TracingInterceptor`), contin
 the client that started it, and so does each Kubernetes and host-provider call of an activity.
 
 Metrics (`COLONY_METRICS_PORT`, `activities.metrics`): Colony's own and the Temporal runtime's
-worker metrics on one Prometheus endpoint.
+worker metrics on one Prometheus endpoint (the in-process watcher's too; a separate `watcher.py`
+serves its own on `COLONY_WATCHER_METRICS_PORT`).
 
 Watcher (`COLONY_WATCHER_IN_WORKER=1`): the `watching` package runs in this process too, elected on
 its Lease like a separate `watcher.py`, so a small deployment needs one process kind only.
