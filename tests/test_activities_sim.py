@@ -81,6 +81,15 @@ def _no_faults(world: SimWorld) -> Iterator[None]:
     world.faults.clear()
 
 
+@pytest.fixture(autouse=True)
+def _nothing_pruned(world: SimWorld) -> Iterator[None]:
+    """Every field the activities (and the sim's controllers) write into a custom resource is one
+    its CRD defines: a real API server would silently drop any other (structural pruning)."""
+    world.store.pruned_writes.clear()
+    yield
+    assert list(world.store.pruned_writes) == []
+
+
 @pytest.fixture(scope="module")
 def mgmt(world: SimWorld) -> Iterator[client.ApiClient]:
     api = management_api(world)

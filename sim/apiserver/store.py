@@ -147,6 +147,25 @@ class RejectedWrite:
 
 
 @dataclass(frozen=True)
+class PrunedWrite:
+    """A custom-resource write stored without some of its fields, which its CRD's schema does not
+    define: structural pruning drops them, as kube-apiserver does (silently, unless the request
+    asked for field validation).
+
+    A controller's pruned write is a sim bug (it writes a field the real CRD lacks, which a reader
+    would never see against k0rdent), so it is also logged as a warning; a client's shows what a
+    real API server would have dropped from that client's object.
+    """
+
+    kind: str
+    namespace: str | None
+    name: str
+    operation: str  # "create" | "update" | "status" | "mutate"
+    writer: str  # "client" | "controller"
+    paths: tuple[str, ...]  # the dropped fields, e.g. "status.observedGeneration"
+
+
+@dataclass(frozen=True)
 class _Change:
     rv: int
     type: str
@@ -249,6 +268,8 @@ class ClusterStore:
         self.container_logs = ContainerLogs()
         # Every schema rejection of a custom-resource write, newest last (see RejectedWrite).
         self.rejected_writes: deque[RejectedWrite] = deque(maxlen=REJECTED_WRITES_KEPT)
+        # Every custom-resource write that lost fields to pruning, newest last (see PrunedWrite).
+        self.pruned_writes: deque[PrunedWrite] = deque(maxlen=REJECTED_WRITES_KEPT)
         for ns in INITIAL_NAMESPACES:
             self.create(NAMESPACES, {"metadata": {"name": ns}})
 
@@ -672,11 +693,27 @@ class ClusterStore:
         """Prune, default and validate a custom resource against its openAPIV3Schema (in place).
 
         Every write path comes here: create, replace, patch, the status subresource and the
-        controllers' `update_status` / `mutate`. A rejection is recorded in `rejected_writes`.
+        controllers' `update_status` / `mutate`. A rejection is recorded in `rejected_writes`,
+        fields lost to pruning (unknown `metadata` fields included) in `pruned_writes`.
         """
         if rt.schema is None or _schema is None:
             return
-        pruned = _schema.prune(rt.schema, obj) if hasattr(_schema, "prune") else obj
+        pruned, dropped = _schema.prune_with_paths(rt.schema, obj)
+        dropped = _schema.unknown_metadata_fields(obj.get("metadata")) + dropped
+        if dropped:
+            meta = obj.get("metadata") or {}
+            self.pruned_writes.append(
+                PrunedWrite(
+                    rt.kind, meta.get("namespace"), str(meta.get("name", "")), operation, writer,
+                    tuple(dropped),
+                )
+            )  # fmt: skip
+            if writer == "controller":
+                log.warning(
+                    "%s: controller %s of %s %s/%s wrote fields its CRD does not define (pruned): %s",
+                    self.name, operation, rt.kind, meta.get("namespace") or "", meta.get("name"),
+                    ", ".join(dropped),
+                )  # fmt: skip
         defaulted = _schema.apply_defaults(rt.schema, pruned)
         problems = _schema.validate(rt.schema, defaulted)
         if problems:
