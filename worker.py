@@ -55,6 +55,7 @@ from temporalio.worker import Interceptor, Worker
 from activities import metrics, tracing
 from activities.child_cluster import ChildClients, ChildClusterActivities
 from activities.crds import ensure_crds
+from activities.heartbeat import HEARTBEAT_THROTTLE
 from activities.host_provider import HostProviderActivities
 from activities.kube import api_client_from_file, close_client
 from activities.management import ManagementClusterActivities
@@ -88,7 +89,6 @@ WORKFLOWS: Sequence[type] = (
     CatalogWorkflow,
 )
 
-HEARTBEAT_THROTTLE = timedelta(seconds=2)
 GRACEFUL_SHUTDOWN = timedelta(seconds=10)
 """Running activities get this long to finish on SIGTERM; then they are cancelled, and the waits
 among them (which heartbeat) are retried on another worker from where they were."""

@@ -65,6 +65,8 @@ INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease"
 DEFAULT_HISTORY = 5000
 # Schema rejections kept in `ClusterStore.rejected_writes` (oldest dropped first).
 REJECTED_WRITES_KEPT = 1000
+# Accepted evictions kept in `ClusterStore.evictions` (oldest dropped first).
+EVICTIONS_KEPT = 10_000
 # kube's default terminationGracePeriodSeconds.
 DEFAULT_POD_GRACE = 30
 FOREGROUND_FINALIZER = "foregroundDeletion"
@@ -144,6 +146,17 @@ class RejectedWrite:
     operation: str  # "create" | "update" | "status" | "mutate"
     writer: str  # "client" | "controller"
     causes: tuple[tuple[str, str, str], ...]  # (field path, message, reason)
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """One eviction the pods/eviction subresource accepted (answered 201 Created, not a dry run):
+    the pod as it was then. What a test compares with the evictions a drain says it made."""
+
+    namespace: str
+    name: str
+    uid: str
+    node: str  # spec.nodeName, "" for a pod not bound
 
 
 @dataclass(frozen=True)
@@ -268,6 +281,8 @@ class ClusterStore:
         self.container_logs = ContainerLogs()
         # Every schema rejection of a custom-resource write, newest last (see RejectedWrite).
         self.rejected_writes: deque[RejectedWrite] = deque(maxlen=REJECTED_WRITES_KEPT)
+        # Every eviction accepted, newest last (see Eviction).
+        self.evictions: deque[Eviction] = deque(maxlen=EVICTIONS_KEPT)
         # Every custom-resource write that lost fields to pruning, newest last (see PrunedWrite).
         self.pruned_writes: deque[PrunedWrite] = deque(maxlen=REJECTED_WRITES_KEPT)
         for ns in INITIAL_NAMESPACES:
@@ -1079,6 +1094,7 @@ class ClusterStore:
         """The eviction subresource: honour PodDisruptionBudgets, then delete gracefully.
 
         A dry run (the request's or deleteOptions.dryRun ["All"]) checks the budgets only.
+        Every eviction accepted (not a dry run) is recorded in `evictions`.
         """
         pod = self._stored(PODS, namespace, name)
         options = delete_options or {}
@@ -1107,13 +1123,22 @@ class ClusterStore:
                         }],
                     )  # fmt: skip
         grace = options.get("gracePeriodSeconds")
+        dry_run = dry_run or "All" in (options.get("dryRun") or ())
         self.delete(
             PODS, namespace, name,
             grace_period_seconds=None if grace is None else int(grace),
             propagation_policy=options.get("propagationPolicy"),
             preconditions=options.get("preconditions"),
-            dry_run=dry_run or "All" in (options.get("dryRun") or ()),
+            dry_run=dry_run,
         )  # fmt: skip
+        if not dry_run:
+            meta = pod["metadata"]
+            self.evictions.append(
+                Eviction(
+                    namespace, name, str(meta.get("uid", "")),
+                    str((pod.get("spec") or {}).get("nodeName") or ""),
+                )
+            )  # fmt: skip
 
     def pdb_status(self, pdb: Obj) -> Obj:
         """A PodDisruptionBudget's status computed from the pods it selects now."""
