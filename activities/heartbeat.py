@@ -36,7 +36,7 @@ HEARTBEAT_THROTTLE = timedelta(seconds=2)
 """The longest the SDK holds back a heartbeat: `worker.py` makes it the worker's
 `max_heartbeat_throttle_interval` (and its default one); with the workflows' 10 s heartbeat
 timeout the throttle in use is the smaller of it and 0.8 x the timeout, so this one."""
-DELIVERY_MARGIN = 0.5
+DELIVERY_MARGIN = 0.3
 """Seconds allowed for the heartbeat's RPC once the SDK sends it (loopback or one region away)."""
 
 P = ParamSpec("P")
@@ -47,6 +47,8 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 @dataclass
 class _Progress:
     details: BaseModel | None = None
+    beats: int = 0
+    """Heartbeats this attempt has sent so far."""
 
 
 _PROGRESS: contextvars.ContextVar[_Progress | None] = contextvars.ContextVar(
@@ -72,12 +74,21 @@ def heartbeating(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
 
 
 async def _beat(progress: _Progress) -> None:
+    # The first beat waits a beat: an attempt's first heartbeat leaves the worker at once (later
+    # ones wait out the SDK's throttle), so it is kept for what the activity reports first, which
+    # is often what `write_ahead` must have delivered before the activity acts.
     while True:
-        if progress.details is None:
-            activity.heartbeat()
-        else:
-            activity.heartbeat(progress.details)
         await asyncio.sleep(BEAT_EVERY)
+        _send(progress, progress.details)
+
+
+def _send(progress: _Progress | None, details: BaseModel | None) -> None:
+    if progress is not None:
+        progress.beats += 1
+    if details is None:
+        activity.heartbeat()
+    else:
+        activity.heartbeat(details)
 
 
 def report(details: BaseModel) -> None:
@@ -85,7 +96,7 @@ def report(details: BaseModel) -> None:
     progress = _PROGRESS.get()
     if progress is not None:
         progress.details = details
-    activity.heartbeat(details)
+    _send(progress, details)
 
 
 async def write_ahead(details: BaseModel) -> None:
@@ -94,12 +105,18 @@ async def write_ahead(details: BaseModel) -> None:
 
     The SDK sends a heartbeat at once when none went out within its throttle interval, and
     otherwise the latest details at the end of that interval (sdk-core's heartbeat manager), so
-    they have left the worker `HEARTBEAT_THROTTLE` (plus the RPC) after the call. A worker killed
+    they have left the worker `HEARTBEAT_THROTTLE` (plus the RPC) after the call, or at once when
+    they are the attempt's first heartbeat (`@heartbeating` keeps that one free). A worker killed
     during the wait has done nothing they promise; one killed after it leaves them to the next
     attempt. It costs that wait, so it is for records, not for progress.
     """
+    progress = _PROGRESS.get()
+    first = progress is not None and progress.beats == 0
     report(details)
-    await asyncio.sleep(HEARTBEAT_THROTTLE.total_seconds() + DELIVERY_MARGIN)
+    # The attempt's first heartbeat goes out at once; any later one at the throttle's end.
+    await asyncio.sleep(
+        DELIVERY_MARGIN if first else HEARTBEAT_THROTTLE.total_seconds() + DELIVERY_MARGIN
+    )
 
 
 def previous_details(model: type[ModelT]) -> ModelT | None:
