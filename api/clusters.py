@@ -91,7 +91,7 @@ Force = Annotated[
 ]
 
 READS = error_responses(401, 403, 404, 422, 429, 503)
-WRITES = error_responses(400, 401, 403, 404, 409, 422, 429, 503)
+WRITES = error_responses(400, 401, 403, 404, 409, 415, 422, 429, 503)
 
 
 def _shown(text: str) -> str:

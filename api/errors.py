@@ -7,6 +7,7 @@ exists ..."}}`: the message is the line `colonyctl` prints after `error: ` (both
 | raised | status | code |
 | --- | --- | --- |
 | body not JSON, not an object | 400 | bad_request |
+| a body not sent as `application/json` | 415 | unsupported_media_type |
 | `InvalidRequestError` (a rule, an unknown field, the catalog) | 422 | invalid |
 | FastAPI's own parameter validation (`?drain=maybe`) | 422 | invalid |
 | no key, unknown, revoked, expired key | 401 | unauthenticated |
@@ -185,6 +186,7 @@ def install(app: FastAPI) -> None:
 
 ERROR_DESCRIPTIONS = {
     400: "The body is not JSON, or not an object.",
+    415: "The body is not sent as `application/json`.",
     401: "No API key, or an unknown, revoked or expired one.",
     403: "The key lacks the permission this needs.",
     404: "Unknown (or deleted) cluster, pool, node, operation, workspace or class; another "

@@ -460,7 +460,8 @@ class Kubeconfig(BaseModel):
 class ErrorDetail(BaseModel):
     code: str
     """Stable: bad_request, invalid, unauthenticated, forbidden, not_found, conflict,
-    operation_failed, method_not_allowed, rate_limited, unavailable, internal."""
+    operation_failed, method_not_allowed, unsupported_media_type, rate_limited, unavailable,
+    internal."""
     field: str | None = None
     """The request field (or path parameter) the refusal is about, when it is about one."""
     message: str

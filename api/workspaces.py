@@ -71,7 +71,7 @@ _SHOWN = 80
 API_HINT = "give it in secretValues, answers or values{others}"
 """How an API caller answers a missing required prompt (`colonyctl` asks on a terminal)."""
 DELETE_REASON = "deleted through the HTTP API"
-PUBLISHES = {**error_responses(400, 401, 403, 409, 422, 429, 503)}
+PUBLISHES = {**error_responses(400, 401, 403, 409, 415, 422, 429, 503)}
 
 
 def _shown(text: str) -> str:
