@@ -10,15 +10,15 @@ exists ..."}}`: the message is the line `colonyctl` prints after `error: ` (both
 | a body not sent as `application/json` | 415 | unsupported_media_type |
 | `InvalidRequestError` (a rule, an unknown field, the catalog) | 422 | invalid |
 | FastAPI's own parameter validation (`?drain=maybe`) | 422 | invalid |
-| no key, unknown, revoked, expired key | 401 | unauthenticated |
+| no key, unknown, revoked, expired key | 401 | unauthenticated, with `WWW-Authenticate: Bearer` |
 | the key lacks the permission | 403 | forbidden |
 | `NotFoundError`, an unknown route, another organization's cluster or workspace | 404 | not_found |
 | `ConflictError` (name taken, the cluster's or workspace's state refuses it, a class published with another definition) | 409 | conflict |
 | `OperationFailedError` | 409 | operation_failed |
-| over the key's rate | 429 | rate_limited, with `Retry-After` |
+| over the key's rate, or the verification rate of the address or of the API | 429 | rate_limited, with `Retry-After` |
 | `UnavailableError` (Temporal, the management cluster or the provider down), `SettingsError` | 503 | unavailable |
 
-Installed on the app by `api.app.create_app`; `api.auth` and the routes raise `ApiError` or the
+Installed on the app by `api.app.create_app`; `api.context` and the routes raise `ApiError` or the
 `starter.errors` types.
 """
 
@@ -194,7 +194,8 @@ ERROR_DESCRIPTIONS = {
     409: "The name is taken, the cluster's or workspace's state refuses the operation now, or a "
     "class of that name exists with another definition.",
     422: "A field breaks a rule (the message names the field and the rule).",
-    429: "Over the key's request rate; retry after `Retry-After` seconds.",
+    429: "Over the key's request rate, or (before a key is verified) the client address's or the "
+    "API's rate of key verifications; retry after `Retry-After` seconds.",
     503: "Temporal, the management cluster or the host provider cannot be reached.",
 }
 
