@@ -41,6 +41,7 @@ from api.errors import ApiError
 from api.keys import ApiKey, KeyBusyError, KeyRefusedError, KeyStore, Permission, key_id_of
 from api.ratelimit import RateLimiter
 from api.settings import ApiSettings
+from starter.client import WorkflowRef
 from starter.errors import UnavailableError
 
 TemporalClientFactory = Callable[[], Awaitable[Client]]
@@ -86,8 +87,9 @@ class ApiContext:
                     ) from exc
         return self._client
 
-    def workflow_link(self, workflow_id: str) -> str:
-        return self.settings.workflow_link(workflow_id)
+    def workflow(self, workflow_id: str) -> WorkflowRef:
+        """A workflow as the API names it in its answers: `workflowId` and its Web UI page."""
+        return WorkflowRef(workflow_id, self.settings.workflow_link(workflow_id))
 
     def sealer(self) -> Sealer:
         """Colony's public key, with which the API seals the secret answers clients send it in

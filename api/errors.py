@@ -12,7 +12,7 @@ exists ..."}}`: the message is the line `colonyctl` prints after `error: ` (both
 | FastAPI's own parameter validation (`?drain=maybe`) | 422 | invalid |
 | no key, unknown, revoked, expired key | 401 | unauthenticated, with `WWW-Authenticate: Bearer` |
 | the key lacks the permission | 403 | forbidden |
-| `NotFoundError`, an unknown route, another organization's cluster or workspace | 404 | not_found |
+| `NotFoundError`, an unknown route, another organization's cluster, workspace or colony | 404 | not_found |
 | `ConflictError` (name taken, the cluster's or workspace's state refuses it, a class published with another definition) | 409 | conflict |
 | `OperationFailedError` | 409 | operation_failed |
 | over the key's rate, or the verification rate of the address or of the API | 429 | rate_limited, with `Retry-After` |
@@ -189,8 +189,8 @@ ERROR_DESCRIPTIONS = {
     415: "The body is not sent as `application/json`.",
     401: "No API key, or an unknown, revoked or expired one.",
     403: "The key lacks the permission this needs.",
-    404: "Unknown (or deleted) cluster, pool, node, operation, workspace or class; another "
-    "organization's cluster or workspace.",
+    404: "Unknown (or deleted) cluster, pool, node, operation, workspace, class or colony; another "
+    "organization's cluster, workspace or colony.",
     409: "The name is taken, the cluster's or workspace's state refuses the operation now, or a "
     "class of that name exists with another definition.",
     422: "A field breaks a rule (the message names the field and the rule).",

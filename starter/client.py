@@ -518,19 +518,20 @@ async def watch_status(
         status = await _read_status(client, handle, name)
 
 
-def workflow_id_of_link(link: str) -> str:
-    """The workflow id a Web UI link names (its last, quoted, path segment); empty for none."""
-    from urllib.parse import unquote
+@dataclass(frozen=True)
+class WorkflowRef:
+    """A workflow as a command shows it: its id, and its Web UI page (empty when unknown)."""
 
-    return unquote(link.rstrip("/").rpartition("/")[2]) if link else ""
+    workflow_id: str
+    link: str = ""
 
 
-def workflow_link(
+def cluster_workflow(
     settings: ColonySettings, client: Client, name: str, organization: str = ""
-) -> str:
-    """The cluster's Web UI page (the same function in `starter.remote` answers what the API
-    said)."""
-    return settings.workflow_link(workflow_id_of(name, organization))
+) -> WorkflowRef:
+    """The cluster's workflow (the same function in `starter.remote` answers what the API said)."""
+    workflow_id = workflow_id_of(name, organization)
+    return WorkflowRef(workflow_id, settings.workflow_link(workflow_id))
 
 
 CHECKS_LOCALLY = True

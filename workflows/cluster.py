@@ -340,7 +340,7 @@ class ClusterWorkflow:
         try:
             await SIGNAL_WORKFLOW(
                 SignalWorkflowRequest(
-                    workflow_id=colony_workflow_id(self._spec.colony),
+                    workflow_id=colony_workflow_id(self._spec.colony, self._spec.organization),
                     signal="cluster_report",
                     payload=report.model_dump(mode="json"),
                 )

@@ -57,7 +57,8 @@ class Plan:
     workspaces: list[WorkspaceSpec] = field(default_factory=list)
 
 
-def _read(path: Path) -> tuple[str, str]:
+def read_file(path: Path) -> tuple[str, str]:
+    """(where it came from, its text) of a `-f` file; `-` is stdin."""
     import sys
 
     from starter.errors import InvalidRequestError
@@ -102,7 +103,7 @@ def read_documents(paths: list[Path], wait_for_capacity: bool) -> tuple[list[Man
     bare = Plan()
     problems: list[str] = []
     for path in paths:
-        source, text = _read(path)
+        source, text = read_file(path)
         try:
             documents = [d for d in yaml.safe_load_all(text) if d is not None]
         except yaml.YAMLError as exc:
