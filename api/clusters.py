@@ -109,7 +109,7 @@ def cluster_name(cluster_id: str) -> str:
 def pool_name(cluster: str, pool: str) -> str:
     if name_problem("node pool", pool):
         raise NotFoundError(
-            f"node pool: node pool '{_shown(pool)}' does not exist in cluster '{cluster}'"
+            f"pool: node pool '{_shown(pool)}' does not exist in cluster '{cluster}'"
         )
     return pool
 
@@ -323,7 +323,7 @@ async def get_node_pool(
     _, status = await _status(context(request), principal, name)
     found = status.pool(pool)
     if found is None:
-        raise NotFoundError(f"node pool: node pool '{pool}' does not exist in cluster '{name}'")
+        raise NotFoundError(f"pool: node pool '{pool}' does not exist in cluster '{name}'")
     return found
 
 

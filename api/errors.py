@@ -53,11 +53,9 @@ _NOT_FIELDS = (
 ) | {
     "cancel_operation",
     "host provider",
-    "extraForbidden",
 }
-"""Message prefixes that name what refused or the rule, not a field (`scale_node_pool: ...`;
-`suspend: workspace 'nb' is already suspended`; `extraForbidden: unknown field 'x'` names its
-fields in the rule)."""
+"""Message prefixes that name what refused, not a field (`scale_node_pool: ...`; `suspend:
+workspace 'nb' is already suspended`)."""
 
 
 class ApiError(Exception):

@@ -100,18 +100,22 @@ class ColonyModel(BaseModel):
         known: set[str] = set()
         for name, field in cls.model_fields.items():
             known.update({name, field.alias or to_camel(name)})
-        unknown = sorted(str(key) for key in data if key not in known)
-        if unknown:
-            names = ", ".join(f"'{key}'" for key in unknown)
-            allowed = ", ".join(
-                sorted({f.alias or to_camel(n) for n, f in cls.model_fields.items()})
-            )
-            raise PydanticCustomError(
-                "extra_forbidden",
-                "unknown field {names} (known fields: {allowed})",
-                {"names": names, "allowed": allowed},
-            )
+        allowed = ", ".join(sorted({f.alias or to_camel(n) for n, f in cls.model_fields.items()}))
         wrong = [
+            # Located at the unknown field itself, so that the refusal names it as its field.
+            InitErrorDetails(
+                type=PydanticCustomError(
+                    "extra_forbidden",
+                    "unknown field '{name}' (known fields: {allowed})",
+                    {"name": str(key), "allowed": allowed},
+                ),
+                loc=(str(key),),
+                input=data[key],
+            )
+            for key in sorted(data, key=str)
+            if key not in known
+        ]
+        wrong += [
             InitErrorDetails(
                 type=PydanticCustomError("int_type" if kind is int else "bool_type", problem),
                 loc=(key,),

@@ -35,6 +35,7 @@ from models.colony import (
 )
 from models.manifests import ColonySpec
 from models.names import name_problem
+from starter import checks
 from starter.client import WorkflowRef, new_request_id, update_error
 from starter.client import connect as connect
 from starter.errors import InvalidRequestError, NotFoundError, UnavailableError
@@ -81,7 +82,8 @@ async def apply_colony(
     client: Client, settings: ColonySettings, spec: ColonySpec, *, request_id: str | None = None
 ) -> AppliedColony:
     """Start the colony's workflow, or send the changed manifest to the one that runs (of
-    `spec.organization`)."""
+    `spec.organization`), once the catalog was found to serve its new clusters
+    (`starter.checks.check_colony`: `InvalidRequestError` naming the entry otherwise)."""
     workflow_id = colony_workflow_id(spec.name, spec.organization)
     handle = client.get_workflow_handle(workflow_id)
     try:
@@ -91,6 +93,12 @@ async def apply_colony(
         if exc.status != RPCStatusCode.NOT_FOUND:
             raise UnavailableError(f"cannot read colony '{spec.name}': {exc.message}") from exc
         running = False
+    existing: frozenset[str] = frozenset()
+    if running:
+        status = await colony_status(client, spec.name, organization=spec.organization)
+        existing = frozenset(cluster.entry for cluster in status.clusters)
+    # Before anything starts, as for a cluster: the catalog serves every new cluster.
+    await checks.check_colony(settings, spec, existing=existing)
     if running:
         try:
             accepted: ColonyOperationAccepted = await handle.execute_update(

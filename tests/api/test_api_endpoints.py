@@ -187,10 +187,10 @@ async def test_bad_bodies_are_400_or_422_with_colonyctls_messages(api_stack: Api
         assert (await refused(["a"]))[0] == 400
         assert (await refused(None, raw=b""))[1]["message"] == "body: a JSON object is required"
         status, error = await refused({"name": "x", "locationId": "fra1", "owner": "me"})
-        assert (status, error["field"]) == (422, None)
+        assert (status, error["field"]) == (422, "owner")
         # Word for word what `colonyctl cluster create -f` says of the same file.
         assert error["message"] == (
-            "extraForbidden: unknown field 'owner' (known fields: locationId, name, nodePools, "
+            "owner: unknown field 'owner' (known fields: locationId, name, nodePools, "
             "waitForCapacity)"
         )
         assert await refused({"name": "Bad", "locationId": "fra1"}) == (
@@ -231,13 +231,13 @@ async def test_unknown_things_are_404(api_stack: ApiStack) -> None:
         cases = {
             ("GET", f"{CLUSTERS}/{unique('nobody')}"): "cluster",
             ("GET", f"{CLUSTERS}/Not_A_Name"): "cluster",
-            ("GET", f"{CLUSTERS}/{name}/node-pools/none"): "node pool",
-            ("PATCH", f"{CLUSTERS}/{name}/node-pools/none"): "scale_node_pool",
-            ("DELETE", f"{CLUSTERS}/{name}/node-pools/none"): "delete_node_pool",
-            ("GET", f"{CLUSTERS}/{name}/nodes/none"): "node",
-            ("DELETE", f"{CLUSTERS}/{name}/nodes/none"): "delete_node",
-            ("GET", f"{CLUSTERS}/{name}/operations/op-9999"): "operation",
-            ("POST", f"{CLUSTERS}/{name}/operations/op-9999/cancel"): "cancel_operation",
+            ("GET", f"{CLUSTERS}/{name}/node-pools/none"): "pool: ",
+            ("PATCH", f"{CLUSTERS}/{name}/node-pools/none"): "pool: ",
+            ("DELETE", f"{CLUSTERS}/{name}/node-pools/none"): "pool: ",
+            ("GET", f"{CLUSTERS}/{name}/nodes/none"): "node: ",
+            ("DELETE", f"{CLUSTERS}/{name}/nodes/none"): "node: ",
+            ("GET", f"{CLUSTERS}/{name}/operations/op-9999"): "operation: ",
+            ("POST", f"{CLUSTERS}/{name}/operations/op-9999/cancel"): "operation: ",
             ("GET", "/v1/nothing-here"): "no such endpoint",
         }
         for (method, path), prefix in cases.items():
@@ -264,9 +264,11 @@ async def test_conflicts_are_409(api_stack: ApiStack) -> None:
         pool = {"name": "gpu", "sku": {"gpuModelId": GPU}, "count": 1}
         exists = await http.post(f"{CLUSTERS}/{name}/node-pools", json=pool)
         assert exists.status_code == 409
-        assert error_of(exists)["message"] == (
-            f"add_node_pool: node pool 'gpu' already exists in cluster '{name}'"
-        )
+        assert error_of(exists) == {
+            "code": "conflict",
+            "field": "name",
+            "message": f"name: node pool 'gpu' already exists in cluster '{name}'",
+        }
         nodes = (await http.get(f"{CLUSTERS}/{name}/nodes")).json()["items"]
         last = await http.delete(f"{CLUSTERS}/{name}/nodes/{nodes[0]['name']}")
         assert last.status_code == 409
