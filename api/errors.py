@@ -35,7 +35,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from activities.settings import SettingsError
 from api.views import ErrorBody, ErrorDetail
 from models.operations import OperationKind
-from models.workspace_operations import WorkspaceOperationKind
 from starter.errors import (
     ColonyError,
     ConflictError,
@@ -48,14 +47,13 @@ UNAVAILABLE_RETRY_SECONDS = 5
 """`Retry-After` of a 503: Temporal or the management cluster restarting takes seconds."""
 
 _FIELD = re.compile(r"^[A-Za-z][A-Za-z0-9_.\[\]]*$")
-_NOT_FIELDS = (
-    {kind.value for kind in OperationKind} | {kind.value for kind in WorkspaceOperationKind}
-) | {
+_NOT_FIELDS = {kind.value for kind in OperationKind} | {
     "cancel_operation",
     "host provider",
 }
-"""Message prefixes that name what refused, not a field (`scale_node_pool: ...`; `suspend:
-workspace 'nb' is already suspended`)."""
+"""Message prefixes that name what refused, not a field (`scale_node_pool: ...`, when the workflow
+named no field); a workspace's refusals name the workspace (`workspace: workspace 'nb' is already
+suspended`), and `suspend` is a field of a deploy."""
 
 
 class ApiError(Exception):

@@ -17,11 +17,11 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from pydantic_core import InitErrorDetails, PydanticCustomError
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from models.activity_api import KubeconfigRef
-from models.base import ColonyModel
+from models.base import ColonyModel, refusal_at
 from models.catalog import LocationStock
 from models.cluster import (
     KUBERNETES_VERSION,
@@ -236,8 +236,10 @@ class ColonyApplyRequest(ColonyModel):
     def _clusters(cls, clusters: list[ColonyClusterSpec]) -> list[ColonyClusterSpec]:
         for index, cluster in enumerate(clusters):
             if cluster.cluster_deployment_spec:
-                raise _at(
-                    ("colonyClusters", index, "clusterDeploymentSpec"),
+                raise refusal_at(
+                    "ColonyApplyRequest",
+                    (index, "clusterDeploymentSpec"),
+                    "value_error",
                     "cannot be chosen through the API: give locationId and nodePools (an "
                     "operator applies raw ClusterDeployment specs through Temporal directly)",
                     cluster.cluster_deployment_spec,
@@ -248,27 +250,15 @@ class ColonyApplyRequest(ColonyModel):
             ):
                 reserved = sorted(k for k in marks if k.startswith(RESERVED_LABEL_DOMAINS))
                 if reserved:
-                    raise _at(
-                        ("colonyClusters", index, field),
+                    raise refusal_at(
+                        "ColonyApplyRequest",
+                        (index, field),
+                        "value_error",
                         f"'{reserved[0]}' is in a domain Colony reserves for its own marks "
                         f"({', '.join(RESERVED_LABEL_DOMAINS)})",
                         marks,
                     )
         return clusters
-
-
-def _at(location: tuple[str | int, ...], message: str, value: Any) -> ValidationError:
-    """A refusal of the value at `location` within the validated field (its path kept)."""
-    return ValidationError.from_exception_data(
-        "ColonyApplyRequest",
-        [
-            InitErrorDetails(
-                type=PydanticCustomError("value_error", message),
-                loc=location[1:],
-                input=value,
-            )
-        ],
-    )
 
 
 class WorkspaceClassPublishRequest(ColonyModel):

@@ -131,6 +131,23 @@ class ColonyModel(BaseModel):
         return data
 
 
+def refusal_at(
+    model: type[BaseModel] | str,
+    location: tuple[str | int, ...],
+    code: str,
+    message: str,
+    value: Any,
+) -> ValidationError:
+    """A refusal of the value at `location` (under where the validator runs), for a validator to
+    raise: pydantic keeps the location, so the refusal names the field it is about, not the
+    model that checks it (`colonyClusters[0].locationId: ...`, not `colonyClusters[0]: ...`)."""
+    title = model if isinstance(model, str) else model.__name__
+    return ValidationError.from_exception_data(
+        title,
+        [InitErrorDetails(type=PydanticCustomError(code, message), loc=location, input=value)],
+    )
+
+
 def user_input(model: type[ModelT], data: Any) -> ModelT:
     """`model` validated from data a user sent: every rule, no field the model does not know, and
     integers and booleans of their exact type.

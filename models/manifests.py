@@ -28,9 +28,9 @@ from typing import Any
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic_core import InitErrorDetails, PydanticCustomError
+from pydantic_core import PydanticCustomError
 
-from models.base import ColonyModel, user_input
+from models.base import ColonyModel, refusal_at, user_input
 from models.cluster import DEFAULT_NAMESPACE, ClusterSpec
 from models.names import label_key_problem, label_value_problem, name_problem
 from models.node_pool import NodePoolSpec
@@ -220,15 +220,21 @@ class ColonyClusterSpec(ColonyModel):
     @model_validator(mode="after")
     def _something_to_build(self) -> ColonyClusterSpec:
         if self.node_pools and not self.location_id:
-            raise _fail(
+            raise refusal_at(
+                type(self),
+                ("locationId",),
                 "location_id",
                 "locationId is required with nodePools: it says where hosts are claimed",
+                self.location_id,
             )
         if not self.cluster_deployment_spec and not self.location_id:
-            raise _fail(
+            raise refusal_at(
+                type(self),
+                ("clusterDeploymentSpec",),
                 "cluster_deployment_spec",
                 f"cluster '{self.cluster_name}' gives neither clusterDeploymentSpec nor "
                 "locationId and nodePools: there is nothing to build it from",
+                self.cluster_deployment_spec,
             )
         return self
 
@@ -299,26 +305,25 @@ class ColonySpec(ColonyModel):
         seen: set[str] = set()
         for index, cluster in enumerate(self.colony_clusters):
             if cluster.cluster_name in seen:
-                raise _fail("colony_clusters", f"cluster '{cluster.cluster_name}' is given twice")
+                raise refusal_at(
+                    type(self),
+                    ("colonyClusters", index, "clusterName"),
+                    "colony_clusters",
+                    f"cluster '{cluster.cluster_name}' is given twice",
+                    cluster.cluster_name,
+                )
             seen.add(cluster.cluster_name)
             # Checked here, not where the workflow makes it: a name too long must be refused
             # before anything starts.
             name = colony_cluster_name(self.name, cluster.cluster_name)
             problem = name_problem("cluster", name)
             if problem:
-                raise ValidationError.from_exception_data(
-                    type(self).__name__,
-                    [
-                        InitErrorDetails(
-                            type=PydanticCustomError(
-                                "cluster_name",
-                                "{problem} (the colony's name, a hyphen and this one)",
-                                {"problem": problem},
-                            ),
-                            loc=("colonyClusters", index, "clusterName"),
-                            input=cluster.cluster_name,
-                        )
-                    ],
+                raise refusal_at(
+                    type(self),
+                    ("colonyClusters", index, "clusterName"),
+                    "cluster_name",
+                    f"{problem} (the colony's name, a hyphen and this one)",
+                    cluster.cluster_name,
                 )
         return self
 

@@ -83,7 +83,13 @@ from models.workspace_api import (
 )
 from models.workspace_class import Prompt, PromptType, WorkspaceClassSpec
 from models.workspace_operations import WorkspaceOperationAccepted, WorkspaceOperationKind
-from starter.client import WorkflowRef, new_request_id, query_status, rejection_is_not_found
+from starter.client import (
+    WorkflowRef,
+    new_request_id,
+    query_status,
+    rejected_field,
+    rejection_is_not_found,
+)
 from starter.client import connect as connect
 from starter.errors import (
     ColonyError,
@@ -729,16 +735,19 @@ async def read_workspace(
 
 
 def _update_error(update: str, name: str, exc: WorkflowUpdateFailedError) -> ColonyError:
+    """The typed error of a refused or failed update; a refusal names the field it is about (the
+    workspace itself, unless the workflow named another), as every refusal does."""
     cause = exc.cause
     if not isinstance(cause, ApplicationError):
         return OperationFailedError(f"{update}: {cause or exc}")
     if rejection_is_not_found(cause):
         return workspace_not_found(name)
+    field = rejected_field(cause) or "workspace"
     if cause.type == ErrorType.OPERATION_REJECTED:
         # The workspace's state refuses it (already suspended, being deleted).
-        return ConflictError(f"{update}: {cause.message}")
+        return ConflictError(f"{field}: {cause.message}")
     if cause.type == ErrorType.INVALID_SPEC:
-        return InvalidRequestError(f"{update}: {cause.message}")
+        return InvalidRequestError(f"{field}: {cause.message}")
     return OperationFailedError(f"{update}: {cause.message}")
 
 

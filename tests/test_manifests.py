@@ -441,7 +441,7 @@ spec:
     nodePools: [{name: gpu, sku: {gpuModelId: h100}, count: 1}]
 """,
             [
-                "document 1 (Colony c): spec.colonyClusters[0]: locationId is required with nodePools: it says where hosts are claimed"
+                "document 1 (Colony c): spec.colonyClusters[0].locationId: locationId is required with nodePools: it says where hosts are claimed"
             ],
             id="colony-pools-need-a-location",
         ),
@@ -454,7 +454,7 @@ spec:
   colonyClusters: [{clusterName: a}]
 """,
             [
-                "document 1 (Colony c): spec.colonyClusters[0]: cluster 'a' gives neither "
+                "document 1 (Colony c): spec.colonyClusters[0].clusterDeploymentSpec: cluster 'a' gives neither "
                 "clusterDeploymentSpec nor locationId and nodePools: there is nothing to build it from"
             ],
             id="colony-nothing-to-build",

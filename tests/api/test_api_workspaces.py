@@ -205,8 +205,8 @@ async def test_a_workspace_from_deploy_to_404(catalog: ApiStack) -> None:
             409,
             {
                 "code": "conflict",
-                "field": None,
-                "message": f"suspend: workspace '{name}' is already suspended",
+                "field": "workspace",
+                "message": f"workspace: workspace '{name}' is already suspended",
             },
         )
         resumed = await http.post(

@@ -355,7 +355,7 @@ async def test_a_user_deploys_and_deletes_a_workspace_through_the_api(
     suspended = await me.ctl("workspace", "suspend", name, "--wait", "--timeout", "90")
     assert f"workspace {name} suspended" in suspended.stdout
     twice = await me.ctl("workspace", "suspend", name, expect=2)
-    assert twice.stderr == f"error: suspend: workspace '{name}' is already suspended\n"
+    assert twice.stderr == f"error: workspace: workspace '{name}' is already suspended\n"
     resumed = await me.ctl("workspace", "resume", name, "--wait", "--timeout", "90")
     assert f"workspace {name} running" in resumed.stdout
     deleted = await me.ctl("workspace", "delete", name, "--wait", "--timeout", "90")
