@@ -24,6 +24,7 @@ from tests.helpers import eventually, unique
 pytestmark = [pytest.mark.e2e]
 
 CLUSTERS = "/v1/kubernetes/clusters"
+POOL = {"name": "gpu", "sku": {"gpuModelId": GPU}, "count": 1}
 
 
 def error_of(response: httpx.Response) -> dict[str, Any]:
@@ -221,6 +222,82 @@ async def test_bad_bodies_are_400_or_422_with_colonyctls_messages(api_stack: Api
         bad_query = await http.delete(f"{CLUSTERS}/x/nodes/n", params={"drain": "maybe"})
         assert bad_query.status_code == 422
         assert error_of(bad_query)["field"] == "drain"
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field", "message"),
+    [
+        pytest.param(
+            "",
+            {"name": "x", "locationId": "fra1", "nodePools": [{**POOL, "count": "3"}]},
+            "nodePools[0].count",
+            "must be an integer, not the string '3'",
+            id="count-string",
+        ),
+        pytest.param(
+            "",
+            {"name": "x", "locationId": "fra1", "nodePools": [{**POOL, "count": True}]},
+            "nodePools[0].count",
+            "must be an integer, not the boolean true",
+            id="count-boolean",
+        ),
+        pytest.param(
+            "",
+            {"name": "x", "locationId": "fra1", "waitForCapacity": "yes"},
+            "waitForCapacity",
+            "must be true or false, not the string 'yes'",
+            id="wait-yes",
+        ),
+        pytest.param(
+            "/{c}/node-pools/gpu", {"count": 2.0}, "count", "must be an integer, not the number 2",
+            id="scale-float",
+        ),
+        pytest.param(
+            "/{c}/node-pools/gpu", {"count": 2, "force": "true"}, "force",
+            "must be true or false, not the string 'true'", id="force-string",
+        ),
+    ],
+)  # fmt: skip
+async def test_integers_and_booleans_are_strict(
+    api_stack: ApiStack, path: str, body: dict[str, Any], field: str, message: str
+) -> None:
+    """As the OpenAPI document says: an integer is an integer, a boolean a boolean (issue 13)."""
+    key = await api_stack.key(unique("org"))
+    async with api_stack.http(api_stack.app(), key) as http:
+        url = CLUSTERS + path.replace("{c}", unique("nobody"))
+        method = "PATCH" if "node-pools" in path else "POST"
+        response = await http.request(method, url, json=body)
+    assert response.status_code == 422, response.text
+    assert error_of(response) == {
+        "code": "invalid",
+        "field": field,
+        "message": f"{field}: {message}",
+    }
+
+
+async def test_a_body_must_be_sent_as_json(api_stack: ApiStack) -> None:
+    key = await api_stack.key(unique("org"))
+    body = json.dumps({"name": unique("x"), "locationId": "fra1"}).encode()
+    async with api_stack.http(api_stack.app(), key) as http:
+        for media_type in ("text/plain", "application/x-www-form-urlencoded", None):
+            headers = {"Content-Type": media_type} if media_type else {}
+            response = await http.post(CLUSTERS, content=body, headers=headers)
+            assert response.status_code == 415, (media_type, response.text)
+            assert error_of(response) == {
+                "code": "unsupported_media_type",
+                "field": "body",
+                "message": "body: must be sent as application/json, not "
+                + (media_type or "without a Content-Type"),
+            }
+        charset = await http.post(
+            CLUSTERS, content=b"[", headers={"Content-Type": "application/json; charset=utf-8"}
+        )
+        assert charset.status_code == 400, "JSON with a charset is JSON"
+        empty = await http.post(
+            f"{CLUSTERS}/{unique('nobody')}/operations/op-0001/cancel",
+            headers={"Content-Type": "text/plain"},
+        )
+        assert empty.status_code == 404, "no body, nothing to refuse: the cluster is not found"
 
 
 async def test_unknown_things_are_404(api_stack: ApiStack) -> None:
