@@ -35,6 +35,7 @@ not, must not be able to make the store do that at will (issue 13):
 - a key that failed is remembered by its id *and* a digest of the whole key for
   `NEGATIVE_SECONDS`: repeating a wrong secret costs nothing, and an attacker's wrong secret never
   blocks the owner's right one;
+- the same id read, or the same key verified, by many requests at once is read or hashed once;
 - scrypt runs at most `hash_rate` times a second in all (`KeyBusyError` beyond), so a flood of
   new wrong secrets cannot take the CPU; an owner whose key was proven needs no scrypt at all;
 - what still costs work for a presented key (reading the Secret of an id not proven here, a
@@ -54,7 +55,7 @@ import math
 import re
 import secrets
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -239,6 +240,28 @@ class _Memory(Generic[K, V]):
         self._entries.pop(key, None)
 
 
+class _OneAtATime(Generic[K]):
+    """One lock per key, dropped once nobody holds or awaits it: concurrent requests about the
+    same key do its work once (the others find it done)."""
+
+    def __init__(self) -> None:
+        self._locks: dict[K, tuple[asyncio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: K) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users == 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+
 def format_key(key_id: str, secret: str) -> str:
     return f"{KEY_PREFIX}_{key_id}_{secret}"
 
@@ -405,8 +428,8 @@ class KubernetesKeyStore:
         self._proven: _Memory[str, tuple[bytes, bytes]] = _Memory(math.inf)
         # (key id, sha256 of a key that failed): refused without work for a while.
         self._refused: _Memory[tuple[str, bytes], None] = _Memory(NEGATIVE_SECONDS)
-        self._reading: dict[str, asyncio.Lock] = {}
-        self._waiting: dict[str, int] = {}
+        self._reading: _OneAtATime[str] = _OneAtATime()
+        self._verifying: _OneAtATime[tuple[str, bytes]] = _OneAtATime()
         self._hashes = RateLimiter(
             hash_rate, max(1, math.ceil(hash_rate)), clock=lambda: self._clock().timestamp()
         )
@@ -579,12 +602,13 @@ class KubernetesKeyStore:
         stored = await self._stored(key_id, admit)
         if stored is None:
             raise KeyRefusedError(UNKNOWN_KEY)
-        proven = self._proven.get(key_id, now)
-        if proven is None or not (
-            hmac.compare_digest(proven[0][0], fingerprint)
-            and hmac.compare_digest(proven[0][1], stored.hash)
-        ):
-            await self._verify(key_id, secret, fingerprint, stored, admit)
+        if not self._is_proven(key_id, fingerprint, stored):
+            async with self._verifying.hold((key_id, fingerprint)):
+                # The request this one waited for may have settled it, either way.
+                if self._refused.get((key_id, fingerprint), self._clock()) is not None:
+                    raise KeyRefusedError(UNKNOWN_KEY)
+                if not self._is_proven(key_id, fingerprint, stored):
+                    await self._verify(key_id, secret, fingerprint, stored, admit)
         record = stored.key
         if record.expired(now):
             raise KeyRefusedError(
@@ -592,6 +616,14 @@ class KubernetesKeyStore:
             )
         self._touch(key_id, now)
         return record
+
+    def _is_proven(self, key_id: str, fingerprint: bytes, stored: _Stored) -> bool:
+        """True when this very key was verified against the hash its Secret holds now."""
+        proven = self._proven.get(key_id, self._clock())
+        return proven is not None and (
+            hmac.compare_digest(proven[0][0], fingerprint)
+            and hmac.compare_digest(proven[0][1], stored.hash)
+        )
 
     def _remembered(self, key_id: str) -> tuple[_Stored | None] | None:
         """`(its Secret, or None for none,)` when the store knows it without reading."""
@@ -608,28 +640,20 @@ class KubernetesKeyStore:
         known = self._remembered(key_id)
         if known is not None:
             return known[0]
-        lock = self._reading.setdefault(key_id, asyncio.Lock())
-        self._waiting[key_id] = self._waiting.get(key_id, 0) + 1
-        try:
-            async with lock:
-                known = self._remembered(key_id)
-                if known is not None:
-                    return known[0]  # read by the request this one waited for
-                if self._proven.get(key_id, self._clock()) is None:
-                    admit()
-                stored = await self._read(key_id)
-                now = self._clock()
-                if stored is None:
-                    self._unknown.set(key_id, None, now)
-                    self._proven.forget(key_id)
-                else:
-                    self._records.set(key_id, stored, now)
-                return stored
-        finally:
-            self._waiting[key_id] -= 1
-            if not self._waiting[key_id]:
-                del self._waiting[key_id]
-                del self._reading[key_id]
+        async with self._reading.hold(key_id):
+            known = self._remembered(key_id)
+            if known is not None:
+                return known[0]  # read by the request this one waited for
+            if self._proven.get(key_id, self._clock()) is None:
+                admit()
+            stored = await self._read(key_id)
+            now = self._clock()
+            if stored is None:
+                self._unknown.set(key_id, None, now)
+                self._proven.forget(key_id)
+            else:
+                self._records.set(key_id, stored, now)
+            return stored
 
     async def _verify(
         self, key_id: str, secret: str, fingerprint: bytes, stored: _Stored, admit: Admit

@@ -168,6 +168,20 @@ async def test_a_proven_key_is_not_hashed_again_and_its_secret_is_read_once_per_
     assert faked.secrets.reads[secret_name(key.split("_")[1])] == 12  # one per 5 s of 60 s
 
 
+async def test_one_key_presented_by_many_requests_at_once_is_read_and_hashed_once(
+    faked: Faked,
+) -> None:
+    _, key = await faked.store.create(ORGANIZATION, ["read"])
+    created = faked.hashes.calls
+    records = await asyncio.gather(*(faked.store.authenticate(key) for _ in range(20)))
+    assert {record.organization for record in records} == {ORGANIZATION}
+    attack = wrong(key)
+    refusals = await asyncio.gather(*(refused(faked.store, attack) for _ in range(20)))
+    assert set(refusals) == {KeyRefusedError}
+    assert faked.hashes.calls == created + 2, "one scrypt for the right key, one for the wrong"
+    assert faked.secrets.reads[secret_name(key.split("_")[1])] == 1
+
+
 async def test_scrypt_runs_within_its_budget_per_second(faked: Faked) -> None:
     _, key = await faked.store.create(ORGANIZATION, ["read"])
     created = faked.hashes.calls
