@@ -21,6 +21,7 @@ from models.colony import ColonyOperationAccepted, ColonyStatus
 from models.manifests import ColonySpec
 from starter.client import WorkflowRef
 from starter.colony_client import AppliedColony, ColonySummary
+from starter.errors import InvalidRequestError
 from starter.remote import RemoteClient, parsed
 from starter.remote import connect as connect
 
@@ -43,6 +44,11 @@ async def apply_colony(
     *,
     request_id: str | None = None,
 ) -> AppliedColony:
+    if spec.organization:
+        raise InvalidRequestError(
+            "organization: a colony applied through the API is the key's organization's; "
+            "leave it out of the manifest"
+        )
     body = {
         "name": spec.name,
         "colonyClusters": [
