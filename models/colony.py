@@ -1,9 +1,14 @@
 """Colonies: a group of clusters, possibly in several locations (the exalsius `Colony`).
 
-`ColonyWorkflow` (`workflows/colony.py`, id `colony/<name>`) takes a `ColonyWorkflowInput` built
-from a `models.manifests.ColonySpec` (an exalsius `infra.exalsius.ai/v1` Colony or Colony's own
-form), runs one `ClusterWorkflow` per entry (its cluster named `<colony>-<clusterName>`), hears
-each cluster's `ClusterReport` by signal, and answers its `status` query with a `ColonyStatus`.
+`ColonyWorkflow` (`workflows/colony.py`, id `colony_workflow_id(name, organization)`) takes a
+`ColonyWorkflowInput` built from a `models.manifests.ColonySpec` (an exalsius `infra.exalsius.ai/v1`
+Colony or Colony's own form), runs one `ClusterWorkflow` per entry (its cluster named
+`<colony>-<clusterName>`, of the colony's organization), hears each cluster's `ClusterReport` by
+signal, and answers its `status` query with a `ColonyStatus`.
+
+A colony belongs to an organization as a cluster does: the HTTP API sets `ColonySpec.organization`
+from the caller's key (empty for the colonies an operator applies through Temporal directly), and
+names are unique within an organization, so its id carries the organization as a cluster's does.
 """
 
 from __future__ import annotations
@@ -16,17 +21,22 @@ from pydantic import Field
 
 from models.base import ColonyModel
 from models.manifests import ColonySpec
+from models.names import shorten_name
 from models.operations import OperationBook, OperationState
 
 
-def colony_workflow_id(name: str) -> str:
-    """The id of the one workflow that owns colony `name`."""
-    return f"colony/{name}"
+def colony_workflow_id(name: str, organization: str = "") -> str:
+    """The id of the one workflow that owns colony `name` (of `organization`, as
+    `models.cluster.cluster_workflow_id` names a cluster's)."""
+    return f"colony/{organization}/{name}" if organization else f"colony/{name}"
 
 
-def colony_kubeconfigs_secret(name: str) -> str:
-    """The Secret on the management cluster listing the colony's clusters' kubeconfig Secrets."""
-    return f"{name}-kubeconfigs"
+def colony_kubeconfigs_secret(name: str, organization: str = "") -> str:
+    """The Secret on the management cluster listing the colony's clusters' kubeconfig Secrets
+    (one namespace for every organization's, as ClusterDeployments are named)."""
+    return shorten_name(
+        f"{organization}-{name}-kubeconfigs" if organization else f"{name}-kubeconfigs"
+    )
 
 
 class ColonyPhase(StrEnum):
@@ -147,6 +157,7 @@ class ColonyStatus(ColonyModel):
     """What `colonyctl colony get` shows."""
 
     name: str
+    organization: str = ""
     phase: ColonyPhase
     ready_clusters: int
     total_clusters: int

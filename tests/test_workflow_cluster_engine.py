@@ -237,7 +237,7 @@ async def test_cancel_operation_drops_a_queued_one_and_interrupts_the_running_on
             run, ClusterWorkflow.cancel_operation, CancelOperationRequest(operation_id="op-9999")
         )
         assert unknown.type == ErrorType.OPERATION_REJECTED
-        assert unknown.details == ({"reason": "NotFound"},)
+        assert unknown.details == ({"reason": "NotFound", "field": "operation"},)
 
 
 async def test_a_delete_cannot_be_cancelled_and_a_second_delete_joins_the_first(

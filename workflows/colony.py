@@ -1,4 +1,6 @@
-"""`ColonyWorkflow`: a group of clusters, id `colony/<name>` (the exalsius Colony, as a workflow).
+"""`ColonyWorkflow`: a group of clusters, id `colony/<name>` (`colony/<organization>/<name>` for an
+organization's: `models.colony.colony_workflow_id`), the exalsius Colony as a workflow. Its clusters
+belong to its organization.
 
 Built on the entity engine: `apply` (queued at start with the manifest, and again whenever a
 changed manifest is applied) and `delete` run one at a time; delete jumps the queue.
@@ -45,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
     from models.cluster import (
         DEFAULT_NAMESPACE,
         ClusterWorkflowInput,
+        cluster_deployment_name,
         cluster_workflow_id,
         kubeconfig_secret_name,
     )
@@ -97,6 +100,18 @@ class ColonyWorkflow:
     def _name(self) -> str:
         return self._state.spec.name
 
+    @property
+    def _organization(self) -> str:
+        return self._state.spec.organization
+
+    def _cluster_workflow_id(self, cluster: str) -> str:
+        return cluster_workflow_id(cluster, self._organization)
+
+    def _kubeconfig_secret(self, cluster: str) -> str:
+        """The Secret k0rdent writes the cluster's kubeconfig to (named by its ClusterDeployment,
+        which carries the organization)."""
+        return kubeconfig_secret_name(cluster_deployment_name(cluster, self._organization))
+
     @workflow.run
     async def run(self, input: ColonyWorkflowInput) -> ColonyStatus:
         """Apply and delete, and between them follow the clusters' reports."""
@@ -135,13 +150,13 @@ class ColonyWorkflow:
         for entry_name, entry in wanted.items():
             if entry_name in known:
                 continue
-            spec = entry.to_cluster_spec(self._name)
+            spec = entry.to_cluster_spec(self._name, self._organization)
             # Running already (a re-applied colony): adopted.
             with contextlib.suppress(WorkflowAlreadyStartedError):
                 await workflow.start_child_workflow(
                     ClusterWorkflow.run,
                     ClusterWorkflowInput(spec=spec),
-                    id=cluster_workflow_id(spec.name),
+                    id=spec.workflow_id,
                     parent_close_policy=ParentClosePolicy.ABANDON,
                     static_summary=f"cluster {spec.name} of colony {self._name}",
                 )
@@ -155,7 +170,7 @@ class ColonyWorkflow:
     async def _ask_delete(self, cluster: str, reason: str) -> None:
         await SIGNAL_WORKFLOW(
             SignalWorkflowRequest(
-                workflow_id=cluster_workflow_id(cluster),
+                workflow_id=self._cluster_workflow_id(cluster),
                 signal="delete_requested",
                 payload=DeleteRequested(
                     request_id=f"{workflow.info().workflow_id}/delete/{cluster}", reason=reason
@@ -199,7 +214,7 @@ class ColonyWorkflow:
             inventory = await READ_GPU_INVENTORY(
                 ReadGpuInventoryRequest(
                     kubeconfig=KubeconfigRef(
-                        namespace=DEFAULT_NAMESPACE, secret_name=kubeconfig_secret_name(cluster)
+                        namespace=DEFAULT_NAMESPACE, secret_name=self._kubeconfig_secret(cluster)
                     )
                 )
             )
@@ -233,10 +248,10 @@ class ColonyWorkflow:
         await WRITE_COLONY_KUBECONFIGS(
             WriteColonyKubeconfigsRequest(
                 namespace=DEFAULT_NAMESPACE,
-                name=colony_kubeconfigs_secret(self._name),
+                name=colony_kubeconfigs_secret(self._name, self._organization),
                 colony=self._name,
                 clusters={
-                    name: f"{DEFAULT_NAMESPACE}/{kubeconfig_secret_name(name)}" for name in ready
+                    name: f"{DEFAULT_NAMESPACE}/{self._kubeconfig_secret(name)}" for name in ready
                 },
             )
         )
@@ -257,7 +272,7 @@ class ColonyWorkflow:
         if clusters:
             left = await AWAIT_WORKFLOWS_CLOSED(
                 AwaitWorkflowsClosedRequest(
-                    workflow_ids=[cluster_workflow_id(name) for name in clusters],
+                    workflow_ids=[self._cluster_workflow_id(name) for name in clusters],
                     deadline=workflow.now() + DELETE_DEADLINE,
                 ),
                 wait=DELETE_DEADLINE,
@@ -299,6 +314,8 @@ class ColonyWorkflow:
             raise rejected(f"colony '{self._name}' is being deleted")
         if request.spec.name != self._name:
             raise rejected(f"this is colony '{self._name}', not '{request.spec.name}'")
+        if request.spec.organization != self._organization:
+            raise rejected(f"colony '{self._name}' belongs to another organization")
 
     @workflow.update
     async def delete(self, request: DeleteColonyRequest) -> ColonyOperationAccepted:
@@ -331,12 +348,13 @@ class ColonyWorkflow:
         state = self._state
         return ColonyStatus(
             name=self._name,
+            organization=self._organization,
             phase=state.phase,
             ready_clusters=sum(1 for c in state.clusters if c.phase == "ready"),
             total_clusters=len(state.clusters),
             conditions=state.conditions,
             clusters=state.clusters,
-            kubeconfigs_secret=colony_kubeconfigs_secret(self._name),
+            kubeconfigs_secret=colony_kubeconfigs_secret(self._name, self._organization),
             current_operation=self._engine.running,
             completed_operations=state.completed,
         )
