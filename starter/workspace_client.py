@@ -56,20 +56,26 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.settings import ColonySettings
+from models.capacity import Decision
 from models.cluster import cluster_deployment_name
 from models.errors import ErrorType
 from models.names import name_problem
 from models.value_paths import MISSING, get_path, parse_value_path
 from models.values import ValuesError, merge_workspace, split_plaintext_secrets
 from models.workspace import (
+    AdmissionState,
     WorkspacePhase,
     WorkspaceSpec,
     WorkspaceStatus,
     WorkspaceWorkflowInput,
+    capacity_workflow_id,
     workspace_workflow_id,
 )
 from models.workspace_api import (
+    CAPACITY_ANSWERS_QUERY,
     CATALOG_WORKFLOW_ID,
+    CapacityAnswers,
+    CapacityAnswersQuery,
     CatalogStatus,
     PublishObjectsRequest,
     PublishObjectsResult,
@@ -575,6 +581,30 @@ async def _as_named(
     return status.model_copy(update={"cluster": await _cluster_name(description)})
 
 
+async def with_current_position(client: Client, status: WorkspaceStatus) -> WorkspaceStatus:
+    """A waiting workspace's status with its position in line as its cluster's ledger works it out
+    now (`answers` query): the ledger does not tell waiters when the line moves, so the workflow
+    knows only the position of its first answer. Unchanged when it does not wait, or when the
+    ledger cannot be asked (the status then shows the workflow's last answer)."""
+    admission = status.admission
+    if admission is None or admission.state is not AdmissionState.WAITING:
+        return status
+    ledger = client.get_workflow_handle(capacity_workflow_id(status.cluster))
+    try:
+        found: CapacityAnswers = await ledger.query(
+            CAPACITY_ANSWERS_QUERY,
+            CapacityAnswersQuery(request_ids=[admission.request_id]),
+            result_type=CapacityAnswers,
+        )
+    except (RPCError, WorkflowQueryFailedError):
+        return status
+    answer = next(iter(found.answers), None)
+    if answer is None or answer.decision is not Decision.WAITING:
+        return status  # admitted (or released) this instant: the workspace is being told
+    current = admission.model_copy(update={"position": answer.position, "message": answer.message})
+    return status.model_copy(update={"admission": current})
+
+
 async def workspace_status(
     client: Client, name: str, *, organization: str | None = None
 ) -> WorkspaceStatus:
@@ -589,7 +619,7 @@ async def workspace_status(
         raise _rpc_error(exc, f"cannot read workspace '{name}'", name) from exc
     if status.phase is WorkspacePhase.DELETED:
         raise workspace_not_found(name)
-    return await _as_named(status, description, organization)
+    return await _as_named(await with_current_position(client, status), description, organization)
 
 
 async def read_workspace(
@@ -605,6 +635,7 @@ async def read_workspace(
             raise workspace_not_found(name)
         if description.status == ExecutionStatus.RUNNING:
             status: WorkspaceStatus = await handle.query(STATUS_QUERY, result_type=WorkspaceStatus)
+            status = await with_current_position(client, status)
             return await _as_named(status, description, organization)
         if description.status != ExecutionStatus.COMPLETED:
             return None

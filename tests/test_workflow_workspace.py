@@ -42,6 +42,7 @@ from models.workspace_operations import (
     ResumeWorkspaceRequest,
     SuspendWorkspaceRequest,
 )
+from starter.workspace_client import with_current_position
 from tests.cluster_world import registered
 from tests.helpers import eventually, history_text, unique
 from tests.workspace_world import STARTED, FakeWorkspaceWorld, h100_node, workspace_worker
@@ -128,6 +129,17 @@ async def deploy(
 async def status_of(handle: WorkflowHandle[Any, Any]) -> WorkspaceStatus:
     status: WorkspaceStatus = await handle.query(WorkspaceWorkflow.status)
     return status
+
+
+async def line_position(env: WorkflowEnvironment, handle: WorkflowHandle[Any, Any]) -> int:
+    """A waiting workspace's position as `workspace get` shows it (asked of the ledger)."""
+    status = await with_current_position(env.client, await status_of(handle))
+    assert status.admission is not None
+    return status.admission.position
+
+
+async def history_length(handle: WorkflowHandle[Any, Any]) -> int:
+    return len((await handle.fetch_history()).events)
 
 
 async def until(
@@ -376,11 +388,12 @@ async def test_delete_while_waiting_releases_the_place_in_line(
         await until(waiter, phase_is(WorkspacePhase.WAITING), "waiting")
         last = await deploy(env, task_queue, notebook(unique("c"), cluster, gpus=1))
         await until(last, lambda s: s.admission is not None and s.admission.position == 2, "2nd")
+        assert await line_position(env, last) == 2
+        events = await history_length(last)
         await delete(waiter)
-        moved = await until(
-            last, lambda s: s.admission is not None and s.admission.position == 1, "moved up"
-        )
-        assert moved.phase is WorkspacePhase.WAITING
+        await eventually(lambda: line_position(env, last), until=lambda p: p == 1, what="moved up")
+        assert (await status_of(last)).phase is WorkspacePhase.WAITING
+        assert await history_length(last) == events, "the line moved without telling it"
         await delete(holder)
         await until(last, phase_is(WorkspacePhase.RUNNING), "admitted")
         await delete(last)
