@@ -489,6 +489,9 @@ class CapacityLedgerInput(ColonyModel):
     """Messages received and not yet handled: the ledger continues as new between any two."""
     refresh: bool = False
     """A refresh of the inventory was asked for and not yet done."""
+    continue_as_new_events: int = 4_000
+    """The history length at which a run continues as new: well under Temporal's 10,240-event
+    suggestion, so a run never comes near a limit (tests lower it to see runs change)."""
 
 
 class CapacityLedgerStatus(ColonyModel):

@@ -72,9 +72,6 @@ with workflow.unsafe.imports_passed_through():
 
 CAPACITY_SIGNAL = "capacity"
 GPU_HOLDERS_SIGNAL = "gpu_holders"
-CONTINUE_AS_NEW_EVENTS = 4_000
-"""Well under Temporal's 10,240-event suggestion: a run ends long before any limit, and its last
-task (the carried state at 10,000 waiting is about 1 MB) stays small."""
 
 
 @workflow.defn
@@ -98,6 +95,7 @@ class CapacityLedgerWorkflow:
         self._ids = RequestIds(self._book)
         self._ports: dict[str, str] = dict(input.ports)
         self._loaded = input.inventory_loaded
+        self._run_events = input.continue_as_new_events
         self._inbox: deque[CapacityMessage] = deque(input.inbox)
         self._refresh = input.refresh
         self._closed = False
@@ -182,7 +180,7 @@ class CapacityLedgerWorkflow:
     def _history_is_long(self) -> bool:
         info = workflow.info()
         return info.is_continue_as_new_suggested() or (
-            info.get_current_history_length() > CONTINUE_AS_NEW_EVENTS
+            info.get_current_history_length() > self._run_events
         )
 
     async def _continue_as_new(self) -> None:
@@ -202,6 +200,7 @@ class CapacityLedgerWorkflow:
                 ports=self._ports,
                 inbox=list(self._inbox),
                 refresh=self._refresh,
+                continue_as_new_events=self._run_events,
             )
         )
 
