@@ -715,6 +715,10 @@ class WorkspaceSummary:
     organization: str = ""
     web_ui: str = ""
     """The workspace's Web UI page when the backend knows it (the API's answer); else empty."""
+    position: int = 0
+    """Waiting for GPUs: its place in line now (asked of its cluster's ledger); else 0."""
+    deployment: str = ""
+    """Its cluster's ClusterDeployment (what its ledger is named by); empty from the API."""
 
 
 async def list_workspaces(
@@ -761,11 +765,35 @@ async def list_workspaces(
                     workflow_id=execution.id,
                     started=execution.start_time.isoformat(timespec="seconds"),
                     organization=owner,
+                    deployment=deployment_name,
                 )
             )
     except RPCError as exc:
         raise UnavailableError(f"cannot list workspaces: {exc.message}") from exc
+    await fill_positions(client, found)
     return sorted(found, key=lambda w: w.name)
+
+
+async def fill_positions(client: Client, found: list[WorkspaceSummary]) -> None:
+    """The current place in line of each waiting workspace: one `answers` query per cluster
+    (positions are worked out by the ledger when asked; the workspaces are not told)."""
+    waiting: dict[str, list[WorkspaceSummary]] = {}
+    for summary in found:
+        if summary.phase == WorkspacePhase.WAITING.value:
+            waiting.setdefault(summary.deployment, []).append(summary)
+    for deployment, summaries in waiting.items():
+        ledger = client.get_workflow_handle(capacity_workflow_id(deployment))
+        try:
+            answers: CapacityAnswers = await ledger.query(
+                CAPACITY_ANSWERS_QUERY,
+                CapacityAnswersQuery(workspaces=[s.name for s in summaries]),
+                result_type=CapacityAnswers,
+            )
+        except (RPCError, WorkflowQueryFailedError):
+            continue  # the ledger cannot be asked now: the list still shows them Waiting
+        by_workspace = {a.workspace: a.position for a in answers.answers}
+        for summary in summaries:
+            summary.position = by_workspace.get(summary.name, 0)
 
 
 async def wait_for_workspace(

@@ -42,7 +42,7 @@ from models.workspace_operations import (
     ResumeWorkspaceRequest,
     SuspendWorkspaceRequest,
 )
-from starter.workspace_client import with_current_position
+from starter.workspace_client import WorkspaceSummary, fill_positions, with_current_position
 from tests.cluster_world import registered
 from tests.helpers import eventually, history_text, unique
 from tests.workspace_world import STARTED, FakeWorkspaceWorld, h100_node, workspace_worker
@@ -394,6 +394,19 @@ async def test_delete_while_waiting_releases_the_place_in_line(
         await eventually(lambda: line_position(env, last), until=lambda p: p == 1, what="moved up")
         assert (await status_of(last)).phase is WorkspacePhase.WAITING
         assert await history_length(last) == events, "the line moved without telling it"
+        listed = [
+            WorkspaceSummary(
+                name=last.id.removeprefix("workspace/"),
+                cluster=cluster,
+                class_name="",
+                phase=WorkspacePhase.WAITING.value,
+                workflow_id=last.id,
+                started="",
+                deployment=cluster,
+            )
+        ]
+        await fill_positions(env.client, listed)
+        assert listed[0].position == 1, "workspace list asks the ledger too"
         await delete(holder)
         await until(last, phase_is(WorkspacePhase.RUNNING), "admitted")
         await delete(last)
