@@ -60,8 +60,8 @@ from models.workspace_class import GPU_MODEL_LABEL, GpuVendor
 FINISHED_KEPT = 1000
 """Finished request ids remembered for late duplicates. Duplicates come from retried signals and
 restarted workflows, seconds to minutes after the original; 1,000 ids is hours of churn on a busy
-cluster and about 230 kB of state (measured), well inside Temporal's 2 MB payload limit for the
-continue-as-new input."""
+cluster and about 70 kB of carried state as rows (measured with real ids), beside about 470 kB for
+10,000 waiting: well inside Temporal's 2 MB payload limit for the continue-as-new input."""
 
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 
