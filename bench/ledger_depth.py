@@ -20,7 +20,8 @@ Columns (from the workflows' histories, server timestamps):
 - release -> admitted: from the release's arrival at the ledger to the admitted workspace's
   receipt of its answer, p50 and p99 over the single releases and the burst;
 - longest ledger task: the longest workflow task (started to completed) of the ledger, the figure
-  the SDK's 2 s deadlock detector (TMPRL1101) watches; deadlock warnings are counted from the logs;
+  the SDK's 2 s deadlock detector (TMPRL1101) watches, and the first task of the run, which loads
+  the carried line; deadlock warnings are counted from the logs;
 - carried state: the continue-as-new input the line needs;
 - model CPU per release: the ledger's model alone (`release` + a new `request`), no Temporal;
 - worker RSS: this process (worker, client and the model copies the bench builds).
@@ -46,6 +47,7 @@ import resource
 import statistics
 import sys
 import time
+import uuid
 from collections import deque
 from datetime import datetime
 from pathlib import Path
@@ -68,6 +70,7 @@ from models.capacity import (
     GpuNode,
     GpuSelector,
 )
+from models.workspace import capacity_request_id
 from models.workspace_api import (
     CapacityLedgerInput,
     CapacityMessage,
@@ -129,9 +132,15 @@ async def read_gpu_inventory(request: ReadGpuInventoryRequest) -> ReadGpuInvento
     return ReadGpuInventoryResult(nodes=[NODE])
 
 
+def rid(index: int) -> str:
+    """A request id of the shape workspaces use (workspace, its first run id, attempt)."""
+    workspace = f"ws-{index:05d}"
+    return capacity_request_id(workspace, str(uuid.uuid5(uuid.NAMESPACE_DNS, workspace)), 1)
+
+
 def request(index: int) -> CapacityRequest:
     return CapacityRequest(
-        request_id=f"r{index}",
+        request_id=rid(index),
         workspace=f"ws-{index:05d}",
         replicas=1,
         gpus_per_replica=8,
@@ -154,7 +163,7 @@ def carried_line(cluster: str, depth: int, real: set[int]) -> CapacityLedgerInpu
             ledger.request(request(index), reply_to=reply)  # type: ignore[call-arg,unused-ignore]
         else:
             ledger.request(request(index))
-            replies[f"r{index}"] = reply
+            replies[rid(index)] = reply
     state = ledger.snapshot() if COMPUTED else ledger.state  # type: ignore[attr-defined,unused-ignore]
     return CapacityLedgerInput.model_validate(
         {
@@ -177,7 +186,7 @@ def model_cpu_per_release(depth: int) -> float:
     samples = []
     for step in range(5):
         started = time.process_time()
-        ledger.release(f"r{step}")
+        ledger.release(rid(step))
         ledger.request(request(HOLDERS + depth + step))
         samples.append(time.process_time() - started)
     return statistics.median(samples)
@@ -255,6 +264,10 @@ class Line:
         )
         self.first_run = (await self.ledger.describe()).run_id or ""
         await quiet(self.ledger)
+        # Its first task builds the ledger from the carried line: the heaviest task of a run.
+        events = (await history(self.client, self.ledger.id, self.first_run)).events
+        self._record_tasks(events)
+        self.first_task_seconds = self.task_seconds[0]
 
     async def _start_waiter(self, workflow_id: str) -> None:
         await self.client.start_workflow(BenchWaiter.run, id=workflow_id, task_queue=TASK_QUEUE)
@@ -267,7 +280,7 @@ class Line:
         await self.ledger.signal(
             "capacity",
             CapacityMessage(
-                request_id=f"r{index}/request",
+                request_id=f"{rid(index)}/request",
                 kind=CapacityMessageKind.REQUEST,
                 request=request(index),
                 reply_to=waiter_id(self.cluster, index),
@@ -280,9 +293,9 @@ class Line:
         await self.ledger.signal(
             "capacity",
             CapacityMessage(
-                request_id=f"r{holder}/release",
+                request_id=f"{rid(holder)}/release",
                 kind=CapacityMessageKind.RELEASE,
-                target=f"r{holder}",
+                target=rid(holder),
                 reason="deleted",
             ),
         )
@@ -351,7 +364,7 @@ class Line:
         end = await quiet(self.ledger)
         events = await self._ledger_events(start, end)
         self._record_tasks(events)
-        arrivals = [signal_time(events, "capacity", f"r{holder}/release") for holder in holders]
+        arrivals = [signal_time(events, "capacity", f"{rid(holder)}/release") for holder in holders]
         latency = [
             (admit - arrived).total_seconds()
             for admit, arrived in zip(told, arrivals, strict=True)
@@ -417,6 +430,7 @@ async def measure_depth(client: Client, depth: int, releases: int) -> dict[str, 
         "release_to_admitted_burst_max": max(burst[0]["latencies"]),
         "burst_sent_within_seconds": line.burst_sent_seconds,
         "longest_ledger_task_seconds": max(line.task_seconds),
+        "first_ledger_task_seconds": line.first_task_seconds,
         "carried_state_bytes": line.carried_bytes,
         # The pushing ledger's model alone takes seconds per release from 1,000 waiting on.
         "model_cpu_per_release_seconds": (
@@ -493,11 +507,25 @@ COLUMNS = [
     ("release_to_admitted_p50", "release -> admitted p50", "{:.3f} s"),
     ("release_to_admitted_p99", "release -> admitted p99 (with a burst of 10)", "{:.3f} s"),
     ("longest_ledger_task_seconds", "longest ledger task", "{:.3f} s"),
+    ("first_ledger_task_seconds", "first task of a run (loads the line)", "{:.3f} s"),
     ("carried_state_bytes", "carried state", "{:,} B"),
     ("model_cpu_per_release_seconds", "model CPU per release", "{:.5f} s"),
     ("worker_rss_mb", "worker RSS", "{:.0f} MB"),
     ("deadlock_warnings", "deadlock warnings", "{}"),
 ]
+
+
+NOTES = """## Conditions
+
+Dev server (in-memory) and the worker in the benchmark's process, on the 2-core machine shared with
+other sessions running tests (the load average is in each heading). One cluster, one 80-GPU node,
+ten holders of 8 GPUs, the line of workspaces asking for 8; per depth 20 single releases (each
+followed by one new request at the back, not counted) and a burst of ten releases sent within
+0.3 s. Stand-in workflows answer for the workspaces and the cluster (`BenchWaiter`).
+`release -> admitted p99` is over the 30 admissions of a depth, so it is their maximum but one.
+The "before" rows ran an earlier version of this file with request ids `r<n>`, so its carried
+state is not comparable; "after" uses ids of the workspaces' shape (name, UUID, attempt).
+"""
 
 
 def report() -> None:
@@ -523,7 +551,7 @@ def report() -> None:
             ]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
-    (RESULTS / "ledger_depth.md").write_text("\n".join(lines))
+    (RESULTS / "ledger_depth.md").write_text("\n".join([*lines, NOTES]))
     figure, axes = plt.subplots(1, 3, figsize=(15, 4.5))
     panels = [
         ("ledger_events_per_release", "ledger events per release"),

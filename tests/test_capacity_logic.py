@@ -4,6 +4,7 @@ idempotency, scale-down refusal; and a property-based test of random interleavin
 from __future__ import annotations
 
 import random
+import uuid
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from models.capacity import (
     gpu_node,
     scale_down_problem,
 )
+from models.workspace import capacity_request_id, workspace_workflow_id
 from models.workspace_class import GPU_MODEL_LABEL, GpuVendor
 
 H100 = GpuSelector(labels={GPU_MODEL_LABEL: "H100"})
@@ -378,6 +380,31 @@ def test_finished_ids_are_bounded() -> None:
     assert len(finished) == FINISHED_KEPT
     assert finished[0].request_id == "r10"
     assert book.answer("r9") is None, "forgotten"
+
+
+def test_ten_thousand_waiting_carry_well_under_a_megabyte() -> None:
+    """Request ids as workspaces make them (a run id, a UUID, in each) and reply addresses: the
+    continue-as-new input of 10,000 waiting stays under 1 MB (Temporal's hard limit is 2 MB)."""
+    book = ledger(node("a", gpus=8))
+    for index in range(10_001):
+        workspace = f"notebook-{index:05d}"
+        book.request(
+            CapacityRequest(
+                request_id=capacity_request_id(workspace, str(uuid.uuid4()), 1),
+                workspace=workspace,
+                replicas=1,
+                gpus_per_replica=8,
+                selector=H100,
+            ),
+            reply_to=workspace_workflow_id(workspace),
+        )
+    for index in range(FINISHED_KEPT):
+        book.release(f"gone-{index}-{uuid.uuid4()}", "deleted")
+    carried = book.snapshot().model_dump_json()
+    assert book.waiting_count() == 10_000
+    assert len(carried) < 1_000_000, f"{len(carried):,} bytes"
+    again = CapacityLedger(CapacityLedgerState.model_validate_json(carried))
+    assert again.snapshot().model_dump_json() == carried
 
 
 # --- Property-based: random interleavings, duplicates and crashes ---------------------------------
