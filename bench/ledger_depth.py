@@ -525,6 +525,9 @@ followed by one new request at the back, not counted) and a burst of ten release
 `release -> admitted p99` is over the 30 admissions of a depth, so it is their maximum but one.
 The "before" rows ran an earlier version of this file with request ids `r<n>`, so its carried
 state is not comparable; "after" uses ids of the workspaces' shape (name, UUID, attempt).
+The real stack (dev server, sim, `worker.py`, real workspaces) at 1,000 waiting:
+`python -m bench.workspace_admission --releases 10 --depth 1000`, in
+`workspace_admission-1000.json`.
 """
 
 
