@@ -522,7 +522,7 @@ other sessions running tests (the load average is in each heading). One cluster,
 ten holders of 8 GPUs, the line of workspaces asking for 8; per depth 20 single releases (each
 followed by one new request at the back, not counted) and a burst of ten releases sent within
 0.3 s. Stand-in workflows answer for the workspaces and the cluster (`BenchWaiter`).
-`release -> admitted p99` is over the 30 admissions of a depth, so it is their maximum but one.
+`release -> admitted p99` is over the 30 admissions of a depth, so it is their maximum.
 The "before" rows ran an earlier version of this file with request ids `r<n>`, so its carried
 state is not comparable; "after" uses ids of the workspaces' shape (name, UUID, attempt).
 The real stack (dev server, sim, `worker.py`, real workspaces) at 1,000 waiting:
