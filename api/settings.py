@@ -15,6 +15,8 @@ Environment:
         colony-system (created when missing).
     COLONY_API_KEY_CACHE_SECONDS: how long a verified key is trusted without re-reading its
         Secret (a revocation made elsewhere takes this long to reach this process), default 5.
+    COLONY_DEV_STATE_ID: the development state `make run` started this API for; /healthz says
+        it, so a second `make run` can tell its own API from another program on the port.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from activities.settings import SettingsError
 
+SERVICE_NAME = "colony-api"
+"""What /healthz says it is: `make run` reuses what listens on the API's port only if it is this."""
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
 DEFAULT_RATE = 20.0
@@ -45,6 +49,7 @@ ENV = {
     "burst": "COLONY_API_BURST",
     "namespace": "COLONY_API_NAMESPACE",
     "key_cache_seconds": "COLONY_API_KEY_CACHE_SECONDS",
+    "dev_state_id": "COLONY_DEV_STATE_ID",
 }
 
 
@@ -59,6 +64,7 @@ class ApiSettings(BaseModel):
     burst: int = Field(default=DEFAULT_BURST, ge=1)
     namespace: str = DEFAULT_NAMESPACE
     key_cache_seconds: float = Field(default=DEFAULT_KEY_CACHE_SECONDS, ge=0)
+    dev_state_id: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ApiSettings:
