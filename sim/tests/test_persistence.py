@@ -390,6 +390,7 @@ async def test_clusters_and_services_resume_as_they_were(tmp_path: Path) -> None
         kubeconfig = yaml.safe_load(base64.b64decode(secret["data"]["value"]))
         node_uids = [n["metadata"]["uid"] for n in child.store.list(NODES)[0]]
         pod_uids = [p["metadata"]["uid"] for p in await pod_running()]
+        pod_ips = {(p.get("status") or {}).get("podIP") for p in child.store.list(PODS)[0]}
 
     async with persisted(tmp_path, timing) as world:
         # A second cluster going Ready shows the controller went through the restored one first.
@@ -408,6 +409,25 @@ async def test_clusters_and_services_resume_as_they_were(tmp_path: Path) -> None
         assert [(p.metadata.uid, p.status.phase) for p in pods.items] == [
             (uid, "Running") for uid in pod_uids
         ]
+        # A pod started after the restart gets an IP no pod from before it holds.
+        restored = world.child(KCM_NAMESPACE, cluster)
+        assert restored is not None
+        restored.store.create(
+            PODS,
+            {
+                "metadata": {"name": "newcomer", "namespace": "default"},
+                "spec": {
+                    "nodeName": nodes.items[0].metadata.name,
+                    "containers": [{"name": "main", "image": "busybox"}],
+                },
+            },
+        )
+
+        async def newcomer_ip() -> str:
+            pod = restored.store.get(PODS, "default", "newcomer")
+            return str((pod.get("status") or {}).get("podIP") or "")
+
+        assert await eventually(newcomer_ip, timeout=30, what="an IP") not in pod_ips
         # Removing the service after the restart uninstalls what was installed before it.
         world.store.delete(ss_rt, KCM_NAMESPACE, service_set)
 
