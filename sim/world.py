@@ -392,16 +392,18 @@ class SimWorld:
         """Save a persisted world, stop controllers (and with them every child cluster), then the
         servers."""
         saver, self.saver = self.saver, None
-        if saver is not None:
-            saver_task, self._saver_task = self._saver_task, None
-            await saver.stop(saver_task)
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        await self.hostprovider.stop()
-        await self.management.stop()
+        try:
+            if saver is not None:
+                saver_task, self._saver_task = self._saver_task, None
+                await saver.stop(saver_task)
+        finally:  # a failed last save (a full disk) still stops the world
+            task, self._task = self._task, None
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            await self.hostprovider.stop()
+            await self.management.stop()
 
     async def __aenter__(self) -> SimWorld:
         return await self.start()

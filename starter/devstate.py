@@ -148,7 +148,11 @@ def running(paths: DevPaths) -> list[str]:
     """Each process a `make run` of this state started that still runs, as "name (pid N)"."""
     alive = []
     for record in sorted(paths.processes.glob("*.json")):
-        for child in (_read_json(record) or {}).get("children") or ():
+        try:
+            children = (_read_json(record) or {}).get("children") or ()
+        except DevStateError:
+            continue  # half written when its make run was killed: its pids cannot be known
+        for child in children:
             pid, argv = int(child["pid"]), [str(a) for a in child["argv"]]
             if _runs(pid, argv):
                 alive.append(f"{child['name']} (pid {pid})")
@@ -163,10 +167,13 @@ def _runs(pid: int, argv: list[str]) -> bool:
         return False
     except PermissionError:
         return True  # someone else's process: alive, and not ours to judge
-    cmdline = Path(f"/proc/{pid}/cmdline")
-    if not cmdline.exists():  # no /proc (macOS): the pid is all there is to go by
+    if not Path("/proc/self").exists():  # no /proc (macOS): the pid is all there is to go by
         return True
-    return cmdline.read_bytes().split(b"\0")[:-1] == [a.encode() for a in argv]
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False  # ended meanwhile
+    return cmdline.split(b"\0")[:-1] == [a.encode() for a in argv]
 
 
 def reset(paths: DevPaths) -> bool:

@@ -315,12 +315,20 @@ class K0rdentControllers:
         """Start the child clusters of a `snapshot()` and resume the controllers' progress; before
         `run`. `floor("<namespace>/<name>")`: the resourceVersion a child may have handed out after
         the snapshot, by a process killed later (see `ClusterStore.restore`)."""
-        for saved in snapshot.get("children") or ():
-            namespace, name = str(saved["namespace"]), str(saved["name"])
-            child = await self._start_child(namespace, name, saved, floor(f"{namespace}/{name}"))
-            self.children.add(namespace, name, child)
-        self._cluster_deployments.import_state(snapshot.get("clusterDeployments") or ())
-        self._service_sets.import_state(snapshot.get("serviceSets") or ())
+        try:
+            for saved in snapshot.get("children") or ():
+                namespace, name = str(saved["namespace"]), str(saved["name"])
+                floor_ = floor(f"{namespace}/{name}")
+                child = await self._start_child(namespace, name, saved, floor_)
+                self.children.add(namespace, name, child)
+            self._cluster_deployments.import_state(snapshot.get("clusterDeployments") or ())
+            self._service_sets.import_state(snapshot.get("serviceSets") or ())
+        except BaseException:
+            # `run` never ran to stop them: the children started so far stop here.
+            for key, started in self.children.items():
+                self.children.pop(*key)
+                await started.stop()
+            raise
 
     def stores(self) -> dict[str, ClusterStore]:
         """Every child cluster's store, by "<namespace>/<name>"."""
