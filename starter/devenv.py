@@ -585,6 +585,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = 0
         if not args.no_scenario:
             status = run_scenario()
+        if status != 0 and not state.fresh:
+            # The demo met what earlier runs left (an interrupted demo's clusters hold hosts).
+            print(
+                "This development state keeps what earlier runs made (colonyctl cluster list, "
+                "colonyctl colony list): delete what is in the way, or `make reset` to start afresh."
+            )
         if args.exit:
             return status
         print("Everything keeps running for the Web UI; press Ctrl-C to stop.")
