@@ -36,6 +36,7 @@ from starter.commands import (
     cluster,
     colony,
     credentials,
+    dev,
     node,
     node_pool,
     operation,
@@ -230,6 +231,7 @@ app.add_typer(catalog.app, name="catalog")
 app.add_typer(auth.app, name="auth")
 app.add_typer(apikey.app, name="apikey")
 app.add_typer(sim.app, name="sim")
+app.add_typer(dev.app, name="dev")
 app.command("apply", epilog=EXIT_CODES_HELP)(apply.apply)
 app.command("kubeconfig")(credentials.kubeconfig)
 app.command("token")(credentials.token)

@@ -15,6 +15,7 @@ import contextlib
 import json
 import logging
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
@@ -569,13 +570,20 @@ def _wants_table(request: web.Request) -> bool:
     return "as=Table" in request.headers.get("Accept", "")
 
 
-def create_app(store: ClusterStore, *, faults: FaultInjector | None = None) -> web.Application:
-    """The aiohttp application serving `store` (and /sim/v1/faults when `faults` is given)."""
+def create_app(
+    store: ClusterStore,
+    *,
+    faults: FaultInjector | None = None,
+    routes: Iterable[web.AbstractRouteDef] = (),
+) -> web.Application:
+    """The aiohttp application serving `store` (and /sim/v1/faults when `faults` is given, and
+    the sim's own `routes`, e.g. /sim/v1/identity, ahead of the Kubernetes API)."""
     app = web.Application(client_max_size=64 * 1024 * 1024)
     handler = ApiHandler(store, faults)
     app[_STORE_KEY] = store
     if faults is not None:
         add_fault_routes(app, faults)
+    app.add_routes(routes)
     app.router.add_route("*", "/{tail:.*}", handler.handle)
     app.on_shutdown.append(handler.close_watches)
     return app

@@ -796,6 +796,77 @@ class ClusterDeploymentController:
                     machine.ready = True
         return problems
 
+    # ------------------------------------------------------------------ persistence
+
+    def export_state(self) -> list[dict[str, Any]]:
+        """Each ClusterDeployment's progress, JSON-shaped, for a persisted world: its step times
+        as offsets from now, so the time a world spends stopped does not count (`import_state`)."""
+        now = asyncio.get_running_loop().time()
+
+        def offset(at: float | None) -> float | None:
+            return None if at is None else at - now
+
+        return [
+            {
+                "namespace": namespace,
+                "name": name,
+                "created": state.created - now,
+                "generation": state.generation,
+                "generationSeen": state.generation_seen - now,
+                "controlPlaneAt": offset(state.control_plane_at),
+                "deletingSince": offset(state.deleting_since),
+                "gatewayProblem": state.gateway_problem,
+                "machines": [
+                    {
+                        "key": machine.key,
+                        "node": machine.node_name if machine.address is None else None,
+                        "address": machine.address,
+                        "port": machine.port,
+                        "firstSeen": machine.first_seen - now,
+                        "registered": machine.registered,
+                        "ready": machine.ready,
+                        "reportedUnknown": machine.reported_unknown,
+                        "lost": machine.lost,
+                    }
+                    for machine in state.machines.values()
+                ],
+            }
+            for (namespace, name), state in self._states.items()
+        ]
+
+    def import_state(self, states: Iterable[Mapping[str, Any]]) -> None:
+        """Resume the progress `export_state` wrote (before `run`): a Ready cluster stays Ready, a
+        joining machine goes on joining; hosts are looked up in the inventory again."""
+        now = asyncio.get_running_loop().time()
+
+        def at(offset: Any) -> float | None:
+            return None if offset is None else now + float(offset)
+
+        for entry in states:
+            state = _ClusterState(
+                created=now + float(entry["created"]),
+                generation=int(entry["generation"]),
+                generation_seen=now + float(entry["generationSeen"]),
+                control_plane_at=at(entry.get("controlPlaneAt")),
+                deleting_since=at(entry.get("deletingSince")),
+                gateway_problem=entry.get("gatewayProblem"),
+            )
+            for saved in entry.get("machines") or ():
+                want: dict[str, Any] = (
+                    {"node": saved["node"]}
+                    if saved.get("node")
+                    else {"address": saved["address"], "port": saved["port"]}
+                )
+                machine = self._new_machine(
+                    str(saved["key"]), want, now + float(saved["firstSeen"])
+                )
+                machine.registered = bool(saved.get("registered"))
+                machine.ready = bool(saved.get("ready"))
+                machine.reported_unknown = bool(saved.get("reportedUnknown"))
+                machine.lost = bool(saved.get("lost"))
+                state.machines[machine.key] = machine
+            self._states[(str(entry["namespace"]), str(entry["name"]))] = state
+
     def _new_machine(self, key: str, want: Mapping[str, Any], first_seen: float) -> _Machine:
         if "node" in want:
             return _Machine(key=key, node_name=str(want["node"]), first_seen=first_seen)

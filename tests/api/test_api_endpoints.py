@@ -500,5 +500,12 @@ async def test_the_openapi_document_and_docs_are_served(api_stack: ApiStack) -> 
     assert docs.status_code == 200
     assert "/docs-assets/swagger-ui-bundle.js" in docs.text, "no CDN: make run works offline"
     assert script.status_code == 200
-    assert health.json() == {"status": "ok"}
+    assert health.json() == {"status": "ok", "service": "colony-api"}
     assert json.dumps(schema)
+
+
+async def test_healthz_names_the_development_state_it_serves(api_stack: ApiStack) -> None:
+    """What `make run` asks before reusing what listens on COLONY_API_PORT."""
+    async with api_stack.http(api_stack.app(dev_state_id="state-1")) as http:
+        health = await http.get("/healthz")
+    assert health.json() == {"status": "ok", "service": "colony-api", "devStateId": "state-1"}
