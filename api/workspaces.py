@@ -6,13 +6,13 @@ Classes are Colony's, shared by every organization: any key with Read lists them
 one (classes are immutable: a different definition under an existing name is a 409, the
 identical one again a 200).
 
-A workspace belongs to the organization of its cluster. Its name is global (the workflow is
-`workspace/<name>`), so the workflow records the organization (`ColonyOrganization`, set at start)
-and every route passes the caller's to `starter.workspace_client`, which finds another
-organization's workspace simply not there (404, as for clusters; a deploy under a name another
-organization holds is a 409 that says only that the name is taken). A deploy names the cluster by
-its id in the API; the workspace's spec names its ClusterDeployment, `<organization>-<id>`, found
-from the caller's organization only, so no key can deploy onto another organization's cluster.
+A workspace belongs to the caller's organization (its spec's `organization`, from the key, never
+from the body): its name is unique within the organization and its workflow is
+`workspace/<organization>/<name>` (`models.identity`), so another organization's workspace of any
+name is simply not there (404, as for clusters), and a name another organization uses is free here.
+A deploy names the cluster by its id in the API; the workspace's workflow derives the
+ClusterDeployment from (organization, cluster) and admits the workspace only onto one marked as
+that organization's cluster's, so no key can deploy onto another organization's cluster.
 
 Secret prompt answers arrive in plaintext (`secretValues`, or in `values`/`answers`, over the API's
 connection) and are sealed here with Colony's public key (`COLONY_SEALING_PUBLIC_KEY_FILE`) before
@@ -85,8 +85,8 @@ def workspace_name(workspace_id: str) -> str:
     return workspace_id
 
 
-def _link(ctx: ApiContext, name: str) -> str:
-    return ctx.workflow_link(workspace_workflow_id(name))
+def _link(ctx: ApiContext, name: str, organization: str) -> str:
+    return ctx.workflow_link(workspace_workflow_id(name, organization))
 
 
 # --- workspace classes -----------------------------------------------------------------------
@@ -174,8 +174,8 @@ async def publish_class(
 
 
 def _spec_of(body: WorkspaceDeployRequest, organization: str) -> WorkspaceSpec:
-    """The deploy request as the workflow takes it (its cluster the organization's
-    ClusterDeployment), checked before anything is asked of anyone."""
+    """The deploy request as the workflow takes it (the caller's organization's), checked before
+    anything is asked of anyone."""
     shortcuts = (body.gpus, body.gpu_model, body.replicas)
     if body.resources is not None and any(value is not None for value in shortcuts):
         raise InvalidRequestError(
@@ -189,7 +189,8 @@ def _spec_of(body: WorkspaceDeployRequest, organization: str) -> WorkspaceSpec:
     data = {
         "name": body.name,
         "class": body.class_name,
-        "cluster": spaces.deployment_cluster(body.cluster, organization),
+        "cluster": body.cluster,
+        "organization": organization,
         "values": body.values,
         "answers": body.answers,
         "suspend": body.suspend,
@@ -267,8 +268,6 @@ async def deploy_workspace(
         prepared,
         workspace_class=pinned,
         request_id=idempotency_key,
-        organization=organization,
-        cluster_name=body.cluster,
     )
     phase, operation_id = "Pending", ""
     try:
@@ -336,7 +335,7 @@ async def list_workspaces(
                 status = await spaces.workspace_status(client, name, organization=organization)
             except NotFoundError:
                 return None  # deleted between the list and the query
-        return WorkspaceView.of(status, _link(ctx, name))
+        return WorkspaceView.of(status, _link(ctx, name, organization))
 
     views = await asyncio.gather(*(view(summary.name) for summary in found))
     return WorkspaceList(items=[v for v in views if v is not None])
@@ -359,7 +358,7 @@ async def get_workspace(
     status = await spaces.workspace_status(
         await ctx.temporal(), name, organization=principal.organization
     )
-    return WorkspaceView.of(status, _link(ctx, name))
+    return WorkspaceView.of(status, _link(ctx, name, principal.organization))
 
 
 async def _operate(
@@ -385,7 +384,7 @@ async def _operate(
         operation_id=accepted.operation_id,
         kind=accepted.kind,
         position=accepted.position,
-        web_ui=_link(ctx, name),
+        web_ui=_link(ctx, name, principal.organization),
     )
 
 

@@ -1,9 +1,11 @@
 """Colonies: a group of clusters, possibly in several locations (the exalsius `Colony`).
 
-`ColonyWorkflow` (`workflows/colony.py`, id `colony/<name>`) takes a `ColonyWorkflowInput` built
-from a `models.manifests.ColonySpec` (an exalsius `infra.exalsius.ai/v1` Colony or Colony's own
-form), runs one `ClusterWorkflow` per entry (its cluster named `<colony>-<clusterName>`), hears
+`ColonyWorkflow` (`workflows/colony.py`, id `colony/[<organization>/]<name>`) takes a
+`ColonyWorkflowInput` built from a `models.manifests.ColonySpec` (an exalsius
+`infra.exalsius.ai/v1` Colony or Colony's own form), runs one `ClusterWorkflow` per entry (its
+cluster named `<colony>--<clusterName>`, in the colony's organization: `models.identity`), hears
 each cluster's `ClusterReport` by signal, and answers its `status` query with a `ColonyStatus`.
+A colony belongs to one organization (empty: an operator's); its name is unique within it.
 """
 
 from __future__ import annotations
@@ -14,19 +16,22 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from models import identity
 from models.base import ColonyModel
+from models.identity import Entity
 from models.manifests import ColonySpec
 from models.operations import OperationBook, OperationState
+from models.ownership import Owner
 
 
-def colony_workflow_id(name: str) -> str:
-    """The id of the one workflow that owns colony `name`."""
-    return f"colony/{name}"
+def colony_workflow_id(name: str, organization: str = "") -> str:
+    """The id of the one workflow that owns colony `name` of `organization`."""
+    return identity.entity_workflow_id(Entity.COLONY, organization, name)
 
 
-def colony_kubeconfigs_secret(name: str) -> str:
+def colony_kubeconfigs_secret(name: str, organization: str = "") -> str:
     """The Secret on the management cluster listing the colony's clusters' kubeconfig Secrets."""
-    return f"{name}-kubeconfigs"
+    return identity.colony_kubeconfigs_secret_name(organization, name)
 
 
 class ColonyPhase(StrEnum):
@@ -68,7 +73,7 @@ class ColonyClusterStatus(ColonyModel):
     entry: str
     """The entry's `clusterName`."""
     cluster: str
-    """The Colony cluster's name (`<colony>-<clusterName>`)."""
+    """The Colony cluster's name (`<colony>--<clusterName>`)."""
     phase: str = "creating"
     reason: str = ""
     nodes: int = 0
@@ -140,6 +145,8 @@ class ColonyState(ColonyModel):
 
 class ColonyWorkflowInput(ColonyModel):
     spec: ColonySpec
+    organization: str = ""
+    """The organization the colony (and each of its clusters) belongs to; "" for an operator's."""
     state: ColonyState | None = None
 
 
@@ -147,6 +154,7 @@ class ColonyStatus(ColonyModel):
     """What `colonyctl colony get` shows."""
 
     name: str
+    organization: str = ""
     phase: ColonyPhase
     ready_clusters: int
     total_clusters: int
@@ -158,12 +166,14 @@ class ColonyStatus(ColonyModel):
 
 
 class WriteColonyKubeconfigsRequest(ColonyModel):
-    """Write (or, with no clusters, delete) `<colony>-kubeconfigs`: cluster name -> a reference to
-    its kubeconfig Secret (`<namespace>/<name>-kubeconfig`), as the exalsius operator keeps one."""
+    """Write (or, with no clusters, delete) the colony's kubeconfigs Secret: cluster name -> a
+    reference to its kubeconfig Secret (`<namespace>/<ClusterDeployment>-kubeconfig`), as the
+    exalsius operator keeps one. Only the colony's own (its owner's marks) is replaced or deleted."""
 
     namespace: str
     name: str
     colony: str
+    owner: Owner
     clusters: dict[str, str] = Field(default_factory=dict)
 
 

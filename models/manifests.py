@@ -32,7 +32,8 @@ from pydantic_core import PydanticCustomError
 
 from models.base import ColonyModel, user_input
 from models.cluster import DEFAULT_NAMESPACE, ClusterSpec
-from models.names import label_key_problem, label_value_problem, name_problem
+from models.identity import DERIVED_MARK, colony_member_name
+from models.names import NAME_MAX_LENGTH, label_key_problem, label_value_problem, name_problem
 from models.node_pool import NodePoolSpec
 from models.quantity import parse_go_duration
 from models.workspace import WorkspaceSpec
@@ -71,6 +72,15 @@ SUPPORTED: dict[tuple[str, str], ManifestKind] = {
 
 def _fail(code: str, message: str) -> PydanticCustomError:
     return PydanticCustomError(code, message)
+
+
+def _derived_mark_problem(kind: str, name: str) -> str | None:
+    if DERIVED_MARK in name:
+        return (
+            f"{kind} name '{name}' must not contain '{DERIVED_MARK}': Colony reserves it for the "
+            "names it derives (a colony's clusters are <colony>--<clusterName>)"
+        )
+    return None
 
 
 def _labels_problem(labels: Mapping[str, str], what: str) -> str | None:
@@ -204,7 +214,7 @@ class ColonyClusterSpec(ColonyModel):
     @field_validator("cluster_name")
     @classmethod
     def _name(cls, name: str) -> str:
-        problem = name_problem("cluster", name)
+        problem = name_problem("cluster", name) or _derived_mark_problem("cluster", name)
         if problem:
             raise _fail("cluster_name", problem)
         return name
@@ -232,18 +242,20 @@ class ColonyClusterSpec(ColonyModel):
             )
         return self
 
-    def to_cluster_spec(self, colony: str = "") -> ClusterSpec:
+    def to_cluster_spec(self, colony: str = "", organization: str = "") -> ClusterSpec:
         """The Colony cluster request this entry describes: claimed hosts when it gives a location
         (and node pools), else its raw ClusterDeployment spec, applied as written.
 
         Args:
-            colony: the colony it belongs to; the cluster is then named `<colony>-<clusterName>`
-                (one namespace of ClusterDeployments for every colony).
+            colony: the colony it belongs to; the cluster is then named `<colony>--<clusterName>`
+                (`models.identity.colony_member_name`: two colonies' entries never meet).
+            organization: the colony's organization, the cluster's too.
         """
-        name = f"{colony}-{self.cluster_name}" if colony else self.cluster_name
+        name = colony_member_name(colony, self.cluster_name) if colony else self.cluster_name
         data: dict[str, Any] = {
             "name": name,
             "colony": colony,
+            "organization": organization,
             "clusterLabels": self.cluster_labels,
             "clusterAnnotations": self.cluster_annotations,
         }
@@ -267,6 +279,14 @@ class ColonySpec(ColonyModel):
     namespace: str = "default"
     colony_clusters: list[ColonyClusterSpec] = Field(default_factory=list)
 
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        problem = name_problem("colony", name) or _derived_mark_problem("colony", name)
+        if problem:
+            raise _fail("name", problem)
+        return name
+
     @model_validator(mode="after")
     def _unique(self) -> ColonySpec:
         seen: set[str] = set()
@@ -274,6 +294,14 @@ class ColonySpec(ColonyModel):
             if cluster.cluster_name in seen:
                 raise _fail("colony_clusters", f"cluster '{cluster.cluster_name}' is given twice")
             seen.add(cluster.cluster_name)
+            member = colony_member_name(self.name, cluster.cluster_name)
+            if len(member) > NAME_MAX_LENGTH:
+                raise _fail(
+                    "colony_clusters",
+                    f"cluster '{cluster.cluster_name}' of colony '{self.name}' would be named "
+                    f"'{member}', {len(member)} characters long; at most {NAME_MAX_LENGTH} are "
+                    "allowed: shorten the colony's or the cluster's name",
+                )
         return self
 
 

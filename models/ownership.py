@@ -24,6 +24,7 @@ from enum import StrEnum
 from typing import Any
 
 from models.base import ColonyModel
+from models.identity import Entity, parse_entity_workflow_id
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "colony"
@@ -88,6 +89,21 @@ class Owner(ColonyModel):
 
     def owns(self, obj: Mapping[str, Any]) -> bool:
         return self.judge(obj) is Ownership.OURS
+
+
+def marked_entity(obj: Mapping[str, Any]) -> tuple[Entity, str, str] | None:
+    """(entity, organization, name) of the cluster, workspace or colony workflow whose marks `obj`
+    carries, when they are Colony's and agree with each other (the organization label is the
+    workflow id's); None for anything else (unmarked, a marked ledger's or prerequisite's object,
+    or marks that contradict themselves)."""
+    meta = _metadata(obj)
+    labels, annotations = _strings(meta.get("labels")), _strings(meta.get("annotations"))
+    if labels.get(MANAGED_BY_LABEL) != MANAGED_BY:
+        return None
+    found = parse_entity_workflow_id(str(annotations.get(OWNER_WORKFLOW_ANNOTATION) or ""))
+    if found is None or labels.get(ORGANIZATION_LABEL) != found[1]:
+        return None
+    return found
 
 
 def refusal(kind: str, where: str, name: str, ownership: Ownership) -> str:

@@ -20,9 +20,11 @@ from typing import Any
 
 from pydantic import Field
 
+from models import identity
 from models.activity_api import KubeconfigRef
 from models.base import ColonyModel
 from models.capacity import CapacityAnswer, CapacityRequest, GpuHolder, GpuNode
+from models.ownership import Owner
 from models.sealed import SealedValue
 from models.workspace import (
     AccessEntry,
@@ -38,8 +40,6 @@ WORKSPACE_LABEL = "colony.dev/workspace"
 """Label on a workspace's ServiceSet, values Secret and namespace: the workspace's name."""
 PREREQUISITE_LABEL = "colony.dev/prerequisite"
 """Label on a prerequisite's ServiceSet: the ServiceTemplate it installs."""
-OWNER_WORKFLOW_ANNOTATION = "colony.dev/workflow-id"
-"""Annotation on what a workflow creates: the workflow to signal when it changes (the watcher)."""
 COLONY_NAMESPACE = "colony-system"
 """Colony's own namespace on the management cluster (values Secrets, API keys, the watcher)."""
 
@@ -165,8 +165,9 @@ class ApplyServiceSetRequest(ColonyModel):
     name: str
     cluster_deployment: str
     services: list[ServiceSetService]
+    owner: Owner
+    """One of that name that is not this owner's is refused (`ForeignObject`), never changed."""
     labels: dict[str, str] = Field(default_factory=dict)
-    owner_workflow_id: str = ""
 
 
 class ApplyServiceSetResult(ColonyModel):
@@ -189,6 +190,8 @@ class AwaitServiceSetRequest(ColonyModel):
     namespace: str
     name: str
     service: str
+    owner: Owner
+    """One of that name that is not this owner's is not ours: reported GONE."""
     deadline: datetime
     known_state: str = ""
     generation: int = 0
@@ -206,6 +209,8 @@ class AwaitServiceSetResult(ColonyModel):
 class DeleteServiceSetRequest(ColonyModel):
     namespace: str
     name: str
+    owner: Owner
+    """Only this owner's is deleted; another's is left alone."""
     wait_until: datetime | None = None
     """Wait (heartbeating) until it is gone: k0rdent uninstalls its releases first."""
 
@@ -213,6 +218,8 @@ class DeleteServiceSetRequest(ColonyModel):
 class DeleteServiceSetResult(ColonyModel):
     existed: bool
     gone: bool = True
+    foreign: bool = False
+    """One of that name exists and is not this owner's: it was left alone."""
 
 
 class FindServiceSetsRequest(ColonyModel):
@@ -244,6 +251,9 @@ class WriteValuesSecretRequest(ColonyModel):
     name: str
     workspace: str
     secret_values: dict[str, SealedValue]
+    owner: Owner
+    """The workspace's: its organization scopes the sealed values; another owner's Secret of that
+    name is refused, never replaced."""
     labels: dict[str, str] = Field(default_factory=dict)
 
 
@@ -254,18 +264,25 @@ class WriteValuesSecretResult(ColonyModel):
 class DeleteValuesSecretRequest(ColonyModel):
     namespace: str
     name: str
+    owner: Owner
+    """Only this owner's is deleted."""
 
 
 class DeleteValuesSecretResult(ColonyModel):
     existed: bool
+    foreign: bool = False
 
 
 # --- Child cluster ---------------------------------------------------------------------------------
 
 
 class EnsureNamespaceRequest(ColonyModel):
+    """Create the namespace with the owner's marks; one that exists is taken only when it is this
+    owner's (a user's own namespace of that name is refused, `ForeignObject`, and left as it is)."""
+
     kubeconfig: KubeconfigRef
     name: str
+    owner: Owner
     labels: dict[str, str] = Field(default_factory=dict)
 
 
@@ -274,14 +291,19 @@ class EnsureNamespaceResult(ColonyModel):
 
 
 class DeleteNamespaceRequest(ColonyModel):
+    """Delete the namespace if it is this owner's; any other is left as it is."""
+
     kubeconfig: KubeconfigRef
     name: str
+    owner: Owner
     wait_until: datetime | None = None
 
 
 class DeleteNamespaceResult(ColonyModel):
     existed: bool
     gone: bool = True
+    foreign: bool = False
+    """It exists and is not this owner's: it was left alone."""
 
 
 class ReadGpuInventoryRequest(ColonyModel):
@@ -330,11 +352,15 @@ class RouteSpec(ColonyModel):
 
 
 class ApplyRoutesRequest(ColonyModel):
+    """Create the routes with the owner's marks; one of a route's name that is not this owner's
+    is refused (`ForeignObject`), never taken over."""
+
     kubeconfig: KubeconfigRef
     namespace: str
     gateway_namespace: str
     gateway_name: str
     routes: list[RouteSpec]
+    owner: Owner
     labels: dict[str, str] = Field(default_factory=dict)
 
 
@@ -352,6 +378,8 @@ class AwaitRoutesRequest(ColonyModel):
     kubeconfig: KubeconfigRef
     namespace: str
     routes: list[RouteSpec]
+    owner: Owner
+    """A route of that name that is not this owner's counts as not found."""
     deadline: datetime
 
 
@@ -361,9 +389,12 @@ class AwaitRoutesResult(ColonyModel):
 
 
 class DeleteRoutesRequest(ColonyModel):
+    """Delete the routes that are this owner's; any other of those names is left alone."""
+
     kubeconfig: KubeconfigRef
     namespace: str
     routes: list[RouteSpec]
+    owner: Owner
 
 
 class DeleteRoutesResult(ColonyModel):
@@ -449,7 +480,7 @@ class CapacityMessageKind(StrEnum):
 
 
 class CapacityMessage(ColonyModel):
-    """To a cluster's ledger (`capacity/<cluster>`, signal `capacity`): a workspace asks for GPUs,
+    """To a cluster's ledger (`capacity/<ClusterDeployment>`, signal `capacity`): a workspace asks for GPUs,
     gives them back, or a service says the cluster's GPUs changed (`capacity_changed`)."""
 
     request_id: str
@@ -474,6 +505,7 @@ class CapacityMessage(ColonyModel):
 
 class CapacityLedgerInput(ColonyModel):
     cluster: str
+    """The cluster's ClusterDeployment (`models.identity`: injective across organizations)."""
     cluster_workflow_id: str = ""
     """The cluster's workflow, told which workspaces hold GPUs (found with the inventory)."""
     kubeconfig: KubeconfigRef | None = None
@@ -516,7 +548,8 @@ class GpuHoldersMessage(ColonyModel):
 
 
 class PrerequisiteMessage(ColonyModel):
-    """To `prereq/<cluster>/<template>` (signal `prerequisite`): a workspace needs it installed."""
+    """To `prereq/<ClusterDeployment>/<template>` (signal `prerequisite`): a workspace needs it
+    installed."""
 
     request_id: str
     reply_to: str
@@ -526,12 +559,18 @@ class PrerequisiteMessage(ColonyModel):
 
 class PrerequisiteInput(ColonyModel):
     cluster: str
+    """The cluster, by its name in its organization."""
+    organization: str = ""
     template: str
     template_namespace: str
     namespace: str
     values: dict[str, Any] = Field(default_factory=dict)
     deploy_timeout_seconds: int = 900
     state: dict[str, Any] | None = None
+
+    @property
+    def cluster_deployment(self) -> str:
+        return identity.cluster_deployment_name(self.organization, self.cluster)
 
 
 class PrerequisiteAnswer(ColonyModel):

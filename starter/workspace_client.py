@@ -10,17 +10,18 @@ shares): a workflow that does not run is `NotFoundError`, an update the workspac
 `ConflictError` (a name taken too; `NotFoundError` when the refusal's details say so), a request
 that breaks a rule `InvalidRequestError`, Temporal unreachable `UnavailableError`.
 
-The workflows are addressed by their registered names and ids (`workspace/<name>`,
+The workflows are addressed by their registered names and ids (`workspace/[<organization>/]<name>`,
 `catalog/workspace-classes`); their code is not imported, only their contracts (`models/`).
 
-**Organizations.** Workspace names are global (`workspace/<name>`), but a workspace belongs to the
-organization of its cluster. `start_workspace` records that organization in the workflow's
-`ColonyOrganization` search attribute (empty for the workspaces an operator deploys through
-Temporal directly) and the cluster's name as the organization knows it in the memo (`cluster`;
-its `WorkspaceSpec.cluster` is the ClusterDeployment, `<organization>-<name>`). Every function that
-reads or changes a workspace takes `organization`: None (the operator, `colonyctl` in direct mode)
-sees every workspace; a string (the HTTP API passes its caller's) sees only that organization's,
-any other being simply not found, and names clusters as that organization does.
+**Organizations.** A workspace belongs to an organization (`WorkspaceSpec.organization`, empty for
+the workspaces an operator deploys through Temporal directly), and its name is unique within it:
+its workflow id holds both (`models.identity`), so two organizations' workspaces of one name are
+two workflows, and neither can find, refuse or change the other's. `start_workspace` records the
+organization in the `ColonyOrganization` search attribute and the cluster's name in the memo
+(`cluster`; `ColonyCluster` is the cluster's ClusterDeployment, injective across organizations).
+Every function that reads or changes a workspace takes `organization` (the HTTP API passes its
+caller's; `colonyctl` in direct mode the default mode's ""); `list_workspaces` takes None for
+every organization's (the operator's view).
 
 Before anything starts, `prepare_workspace` turns what a user gave into the request the workflow
 gets: missing required prompts are asked for (when the caller can ask) or refused by name, every
@@ -58,6 +59,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.settings import ColonySettings
 from models.cluster import cluster_deployment_name
 from models.errors import ErrorType
+from models.identity import parse_entity_workflow_id
 from models.names import name_problem
 from models.value_paths import MISSING, get_path, parse_value_path
 from models.values import ValuesError, merge_workspace, split_plaintext_secrets
@@ -111,8 +113,8 @@ is the same deploy, not a name conflict."""
 CLASS_MEMO = "class"
 """Memo key of the workspace's class (for `workspace list`, without a query per workspace)."""
 CLUSTER_MEMO = "cluster"
-"""Memo key of the workspace's cluster as its organization names it (the API's cluster id; the
-spec's `cluster` is the ClusterDeployment, `<organization>-<name>`)."""
+"""Memo key of the workspace's cluster as its organization names it (`ColonyCluster` holds the
+cluster's ClusterDeployment)."""
 POLL_SECONDS = 0.5
 """How often a follower asks a workspace for its status: a query costs its history nothing."""
 
@@ -254,10 +256,11 @@ def check_class_conflicts(
             raise ConflictError(f"name: {conflict}")
 
 
-async def workspace_exists(client: Client, name: str) -> bool:
-    """True when a workspace of that name runs (deleting counts: its name is not free yet)."""
+async def workspace_exists(client: Client, name: str, organization: str = "") -> bool:
+    """True when a workspace of that name runs in the organization (deleting counts: its name is
+    not free yet)."""
     try:
-        await _describe_running(client, name, None)
+        await _describe_running(client, name, organization)
     except NotFoundError:
         return False
     return True
@@ -399,11 +402,6 @@ def resources_from_flags(
     return resources
 
 
-def deployment_cluster(cluster: str, organization: str) -> str:
-    """The `WorkspaceSpec.cluster` (the ClusterDeployment) of an organization's cluster."""
-    return cluster_deployment_name(cluster, organization)
-
-
 # --- Workspaces ---------------------------------------------------------------------------------
 
 
@@ -457,26 +455,21 @@ async def start_workspace(
     *,
     workspace_class: WorkspaceClassSpec | None = None,
     request_id: str | None = None,
-    organization: str = "",
-    cluster_name: str | None = None,
 ) -> StartedWorkspace:
-    """Start the workspace's workflow (its deploy is its first operation).
+    """Start the workspace's workflow (its deploy is its first operation), in the spec's
+    organization.
 
     Args:
         spec: the prepared request (`prepare_workspace`): secrets sealed.
         workspace_class: its class, for the Web UI's details.
-        request_id: the same id again (from the same organization) finds the first deploy
-            instead of refusing the name.
-        organization: the organization of its cluster (recorded in `ColonyOrganization`); empty
-            for an operator's workspace.
-        cluster_name: the cluster as the organization names it (recorded in the memo); default
-            `spec.cluster`.
+        request_id: the same id again finds the first deploy instead of refusing the name.
 
     Raises:
-        ConflictError: a workspace of that name exists, whoever's (names are unique until a
-            deletion completes); the message says no more than that.
+        ConflictError: a workspace of that name exists in the organization (names are unique
+            within one until a deletion completes).
     """
-    memo: dict[str, Any] = {CLASS_MEMO: spec.class_name, CLUSTER_MEMO: cluster_name or spec.cluster}
+    organization = spec.organization
+    memo: dict[str, Any] = {CLASS_MEMO: spec.class_name, CLUSTER_MEMO: spec.cluster}
     if request_id:
         memo[REQUEST_ID_MEMO] = request_id
     try:
@@ -492,7 +485,7 @@ async def start_workspace(
             search_attributes=TypedSearchAttributes(
                 [
                     SearchAttributePair(COLONY_KIND, WORKSPACE_KIND),
-                    SearchAttributePair(COLONY_CLUSTER, spec.cluster),
+                    SearchAttributePair(COLONY_CLUSTER, spec.cluster_deployment),
                     # At start, never from the workflow: it marks whose the workspace is, and
                     # continue-as-new carries it over.
                     SearchAttributePair(COLONY_ORGANIZATION, organization),
@@ -503,7 +496,7 @@ async def start_workspace(
             static_details=workspace_details(spec, workspace_class),
         )
     except WorkflowAlreadyStartedError as exc:
-        if request_id and await _started_by(client, spec.name, request_id, organization):
+        if request_id and await _started_by(client, spec.workflow_id, request_id, organization):
             return StartedWorkspace(spec.workflow_id, repeated=True)
         raise ConflictError(
             f"name: workspace '{spec.name}' already exists (names are unique until a deletion "
@@ -514,9 +507,9 @@ async def start_workspace(
     return StartedWorkspace(spec.workflow_id)
 
 
-async def _started_by(client: Client, name: str, request_id: str, organization: str) -> bool:
+async def _started_by(client: Client, workflow_id: str, request_id: str, organization: str) -> bool:
     try:
-        description = await client.get_workflow_handle(workspace_workflow_id(name)).describe()
+        description = await client.get_workflow_handle(workflow_id).describe()
         memo = await description.memo_value(REQUEST_ID_MEMO, None)
     except RPCError:
         return False
@@ -532,27 +525,19 @@ def organization_of(description: WorkflowExecutionDescription) -> str:
     return description.typed_search_attributes.get(COLONY_ORGANIZATION) or ""
 
 
-def _belongs(description: WorkflowExecutionDescription, organization: str | None) -> bool:
-    return organization is None or organization_of(description) == organization
-
-
-async def _cluster_name(description: WorkflowExecutionDescription) -> str:
-    """The workspace's cluster as its organization names it (the memo; the search attribute
-    for a workspace started before the memo existed)."""
-    fallback = description.typed_search_attributes.get(COLONY_CLUSTER) or ""
-    try:
-        return str(await description.memo_value(CLUSTER_MEMO, fallback))
-    except Exception:  # a memo of another shape: what the search attribute says
-        return fallback
+def _belongs(description: WorkflowExecutionDescription, organization: str) -> bool:
+    """The workflow id names the organization already; its search attribute must agree."""
+    return organization_of(description) == organization
 
 
 async def _describe_running(
-    client: Client, name: str, organization: str | None
+    client: Client, name: str, organization: str
 ) -> tuple[WorkflowHandle[Any, Any], WorkflowExecutionDescription]:
     """The handle (bound to this workspace's chain of runs, so an update cannot reach a
     workspace created again under the name meanwhile) and description of the running workspace
-    of `organization`; `NotFoundError` otherwise."""
-    handle = client.get_workflow_handle(workspace_workflow_id(name))
+    `name` of `organization`; `NotFoundError` otherwise."""
+    workflow_id = workspace_workflow_id(name, organization)
+    handle = client.get_workflow_handle(workflow_id)
     try:
         description = await handle.describe()
     except RPCError as exc:
@@ -560,27 +545,14 @@ async def _describe_running(
     if description.status != ExecutionStatus.RUNNING or not _belongs(description, organization):
         raise workspace_not_found(name)
     first_run = description.raw_description.workflow_execution_info.first_run_id
-    bound = client.get_workflow_handle(
-        workspace_workflow_id(name), first_execution_run_id=first_run or None
-    )
+    bound = client.get_workflow_handle(workflow_id, first_execution_run_id=first_run or None)
     return bound, description
 
 
-async def _as_named(
-    status: WorkspaceStatus, description: WorkflowExecutionDescription, organization: str | None
-) -> WorkspaceStatus:
-    """The status with its cluster named as `organization` names it (unchanged for None)."""
-    if organization is None:
-        return status
-    return status.model_copy(update={"cluster": await _cluster_name(description)})
-
-
-async def workspace_status(
-    client: Client, name: str, *, organization: str | None = None
-) -> WorkspaceStatus:
-    """The workspace's status (its workflow's `status` query); `NotFoundError` when no workspace
-    of that name exists (never deployed, deleted, or another organization's)."""
-    handle, description = await _describe_running(client, name, organization)
+async def workspace_status(client: Client, name: str, *, organization: str = "") -> WorkspaceStatus:
+    """The workspace's status (its workflow's `status` query); `NotFoundError` when the
+    organization has no workspace of that name (never deployed, or deleted)."""
+    handle, _ = await _describe_running(client, name, organization)
     try:
         status: WorkspaceStatus = await handle.query(STATUS_QUERY, result_type=WorkspaceStatus)
     except WorkflowQueryFailedError as exc:
@@ -589,23 +561,24 @@ async def workspace_status(
         raise _rpc_error(exc, f"cannot read workspace '{name}'", name) from exc
     if status.phase is WorkspacePhase.DELETED:
         raise workspace_not_found(name)
-    return await _as_named(status, description, organization)
+    return status
 
 
 async def read_workspace(
-    client: Client, name: str, *, organization: str | None = None
+    client: Client, name: str, *, organization: str = ""
 ) -> WorkspaceStatus | None:
     """The status of a running workspace workflow, or the final one it returned once it ended
-    (phase Deleted); None when it ended without one (terminated). Another organization's is not
-    found."""
-    handle = client.get_workflow_handle(workspace_workflow_id(name), result_type=WorkspaceStatus)
+    (phase Deleted); None when it ended without one (terminated)."""
+    handle = client.get_workflow_handle(
+        workspace_workflow_id(name, organization), result_type=WorkspaceStatus
+    )
     try:
         description = await handle.describe()
         if not _belongs(description, organization):
             raise workspace_not_found(name)
         if description.status == ExecutionStatus.RUNNING:
             status: WorkspaceStatus = await handle.query(STATUS_QUERY, result_type=WorkspaceStatus)
-            return await _as_named(status, description, organization)
+            return status
         if description.status != ExecutionStatus.COMPLETED:
             return None
         final = await handle.result()
@@ -613,9 +586,7 @@ async def read_workspace(
         raise _rpc_error(exc, f"cannot read workspace '{name}'", name) from exc
     except WorkflowQueryFailedError as exc:
         raise UnavailableError(f"cannot read workspace '{name}': {exc}") from exc
-    if not isinstance(final, WorkspaceStatus):
-        return None
-    return await _as_named(final, description, organization)
+    return final if isinstance(final, WorkspaceStatus) else None
 
 
 def _update_error(update: str, name: str, exc: WorkflowUpdateFailedError) -> ColonyError:
@@ -647,14 +618,13 @@ async def send(
     request: BaseModel,
     *,
     request_id: str | None = None,
-    organization: str | None = None,
+    organization: str = "",
 ) -> WorkspaceOperationAccepted:
-    """Send an operation (`suspend`, `resume`, `delete`) to a workspace; the workflow's refusal
-    (already suspended, being deleted) is a `ConflictError`.
+    """Send an operation (`suspend`, `resume`, `delete`) to the organization's workspace `name`;
+    the workflow's refusal (already suspended, being deleted) is a `ConflictError`.
 
     Args:
         request_id: the update id; the same id again returns the first call's operation.
-        organization: the workspace must be this organization's (None: anyone's).
     """
     handle, _ = await _describe_running(client, name, organization)
     try:
@@ -693,38 +663,34 @@ async def list_workspaces(
     optionally of one cluster; phases are the ones the workflows last upserted.
 
     Args:
-        cluster: only this cluster's (named as `organization` names it).
-        organization: only this organization's, clusters named as it names them (None:
-            everyone's, clusters named by their ClusterDeployment).
+        cluster: only this cluster's (of `organization`; of the default mode when None).
+        organization: only this organization's ("" the default mode's); None: everyone's.
     """
     query = f"{COLONY_KIND.name} = '{WORKSPACE_KIND}' AND ExecutionStatus = 'Running'"
+    if organization and name_problem("organization", organization):
+        raise InvalidRequestError(f"organization: {name_problem('organization', organization)}")
     if cluster:
         # Cluster and organization names are DNS labels (validated): nothing to escape.
-        deployment = deployment_cluster(cluster, organization) if organization else cluster
-        if name_problem("cluster", deployment):
-            raise InvalidRequestError(f"cluster: {name_problem('cluster', deployment)}")
+        if name_problem("cluster", cluster):
+            raise InvalidRequestError(f"cluster: {name_problem('cluster', cluster)}")
+        deployment = cluster_deployment_name(cluster, organization or "")
         query += f" AND {COLONY_CLUSTER.name} = '{deployment}'"
     if organization:
-        if name_problem("organization", organization):
-            raise InvalidRequestError(f"organization: {name_problem('organization', organization)}")
         query += f" AND {COLONY_ORGANIZATION.name} = '{organization}'"
     found: list[WorkspaceSummary] = []
     try:
         async for execution in client.list_workflows(query):
             attributes = execution.typed_search_attributes
             owner = attributes.get(COLONY_ORGANIZATION) or ""
+            entity = parse_entity_workflow_id(execution.id)
+            if entity is None or entity[1] != owner:
+                continue  # not a workspace's id, or marks that contradict it
             if organization is not None and owner != organization:
-                continue  # an operator's workspace ("" matches no visibility filter)
-            deployment_name = attributes.get(COLONY_CLUSTER) or ""
-            named = (
-                str(await execution.memo_value(CLUSTER_MEMO, deployment_name))
-                if organization is not None
-                else deployment_name
-            )
+                continue  # another organization's ("" matches no visibility filter)
             found.append(
                 WorkspaceSummary(
-                    name=execution.id.removeprefix("workspace/"),
-                    cluster=named,
+                    name=entity[2],
+                    cluster=str(await execution.memo_value(CLUSTER_MEMO, "")),
                     class_name=str(await execution.memo_value(CLASS_MEMO, "")),
                     phase=attributes.get(COLONY_PHASE) or "",
                     workflow_id=execution.id,
@@ -734,7 +700,7 @@ async def list_workspaces(
             )
     except RPCError as exc:
         raise UnavailableError(f"cannot list workspaces: {exc.message}") from exc
-    return sorted(found, key=lambda w: w.name)
+    return sorted(found, key=lambda w: (w.organization, w.name))
 
 
 async def wait_for_workspace(
@@ -744,7 +710,7 @@ async def wait_for_workspace(
     on_status: Callable[[WorkspaceStatus], None],
     *,
     give_up_after: float | None = None,
-    organization: str | None = None,
+    organization: str = "",
 ) -> WorkspaceStatus | None:
     """Poll the workspace's status until `done` holds or its workflow ends; the last status
     (the final one, phase Deleted, once the workflow returned), or None when it ended without
@@ -769,7 +735,9 @@ async def wait_for_workspace(
         await asyncio.sleep(POLL_SECONDS)
 
 
-def workspace_link(settings: ColonySettings, client: Client, name: str) -> str:
+def workspace_link(
+    settings: ColonySettings, client: Client, name: str, organization: str = ""
+) -> str:
     """The workspace's Web UI page (the same function in `starter.remote_workspaces` answers what
     the API said)."""
-    return settings.workflow_link(workspace_workflow_id(name))
+    return settings.workflow_link(workspace_workflow_id(name, organization))

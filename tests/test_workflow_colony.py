@@ -21,6 +21,7 @@ from temporalio.worker import Worker
 
 from activities.temporal import TemporalActivities
 from models.capacity import gpu_node
+from models.cluster import cluster_deployment_name
 from models.colony import (
     ApplyColonyRequest,
     ColonyPhase,
@@ -29,6 +30,7 @@ from models.colony import (
     DeleteColonyRequest,
     colony_workflow_id,
 )
+from models.identity import parse_entity_workflow_id
 from models.manifests import ColonySpec
 from models.workspace_api import (
     ListWorkflowsRequest,
@@ -59,13 +61,12 @@ class ColonyWorld:
 
     @activity.defn(name=WorkspaceActivity.READ_GPU_INVENTORY)
     async def read_gpu_inventory(self, request: ReadGpuInventoryRequest) -> ReadGpuInventoryResult:
-        cluster = request.kubeconfig.secret_name.removesuffix("-kubeconfig")
-        owner = f"cluster/{cluster}/"
+        deployment = request.kubeconfig.secret_name.removesuffix("-kubeconfig")
         nodes = [
             gpu_node(name, {"exalsius.ai/gpu-model": "h100"}, {"nvidia.com/gpu": 8})
             for name, node in self.colony.nodes.items()
             if name.startswith("h100")
-            and self.colony.owners.get(node.host_id, "").startswith(owner)
+            and _deployment_of(self.colony.owners.get(node.host_id, "")) == deployment
         ]
         return ReadGpuInventoryResult(nodes=nodes)
 
@@ -75,6 +76,12 @@ class ColonyWorld:
 
     def activities(self) -> list[Callable[..., Any]]:
         return [self.read_gpu_inventory, self.list_workflows]
+
+
+def _deployment_of(owner: str) -> str:
+    """The ClusterDeployment of the cluster whose owner key (`<workflow id>/<run>`) claimed a host."""
+    found = parse_entity_workflow_id(owner.rpartition("/")[0])
+    return cluster_deployment_name(found[2], found[1]) if found else ""
 
 
 def manifest(name: str, *entries: dict[str, Any]) -> ColonySpec:
@@ -154,14 +161,16 @@ async def test_a_colony_runs_its_clusters_follows_them_and_deletes_them(
         )
         assert "not found" in condition.message
         west = next(c for c in status.clusters if c.entry == "west")
-        assert west.cluster == f"{name}-west"
+        assert west.cluster == f"{name}--west"
         assert [(g.model, g.total, g.nodes) for g in west.gpus] == [("h100", 8, 1)]
         assert west.gpus[0].node_selector == {"exalsius.ai/gpu-model": "h100"}
         # The raw entry was created as written; the Colony entry carries its labels.
-        assert fake.deployments[f"{name}-lab"]["owner"]
+        lab, west_deployment = (cluster_deployment_name(f"{name}--{e}") for e in ("lab", "west"))
+        assert lab.startswith(f"{name}-lab--"), "a member's ClusterDeployment is derived"
+        assert fake.deployments[lab]["owner"]
         assert extra.secrets[f"{name}-kubeconfigs"] == {
-            f"{name}-lab": f"kcm-system/{name}-lab-kubeconfig",
-            f"{name}-west": f"kcm-system/{name}-west-kubeconfig",
+            f"{name}--lab": f"kcm-system/{lab}-kubeconfig",
+            f"{name}--west": f"kcm-system/{west_deployment}-kubeconfig",
         }
 
         # Re-applied without the failed entry: that cluster is deleted, the others stay.
@@ -181,6 +190,8 @@ async def test_a_colony_runs_its_clusters_follows_them_and_deletes_them(
         assert final.phase is ColonyPhase.DELETED
         assert f"{name}-kubeconfigs" not in extra.secrets
         for cluster in ("west", "lab", "broken"):
-            described = await env.client.get_workflow_handle(f"cluster/{name}-{cluster}").describe()
+            described = await env.client.get_workflow_handle(
+                f"cluster/{name}--{cluster}"
+            ).describe()
             assert described.status.name == "COMPLETED", cluster
         assert fake.held() == []

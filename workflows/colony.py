@@ -1,9 +1,11 @@
-"""`ColonyWorkflow`: a group of clusters, id `colony/<name>` (the exalsius Colony, as a workflow).
+"""`ColonyWorkflow`: a group of clusters, id `colony/[<organization>/]<name>` (the exalsius Colony,
+as a workflow). A colony and every cluster it runs belong to one organization.
 
 Built on the entity engine: `apply` (queued at start with the manifest, and again whenever a
 changed manifest is applied) and `delete` run one at a time; delete jumps the queue.
 
-- Apply runs one cluster entity per entry: a `ClusterWorkflow` for `<colony>-<clusterName>`,
+- Apply runs one cluster entity per entry: a `ClusterWorkflow` for `<colony>--<clusterName>`
+  (`models.identity.colony_member_name`: two colonies' entries never share a cluster),
   started as a child whose parent-close policy is ABANDON (a cluster outlives a colony's run and
   continue-as-new, and a re-applied colony adopts the clusters that run already). An entry no
   longer in the manifest is deleted (signal `delete_requested`: its workspaces first). One
@@ -12,8 +14,10 @@ changed manifest is applied) and `delete` run one at a time; delete jumps the qu
   then reads that cluster's GPU inventory (an activity), so the inventory follows node pool
   changes, not a timer. Phase: Provisioning until every cluster is ready, Ready, Degraded when one
   failed; condition ClustersReady.
-- The Secret `<colony>-kubeconfigs` on the management cluster lists, per ready cluster, its
-  kubeconfig Secret (as the exalsius operator keeps one per colony).
+- The Secret `<colony>-kubeconfigs` (derived, for an organization's colony: `models.identity`) on
+  the management cluster lists, per ready cluster, its kubeconfig Secret (as the exalsius operator
+  keeps one per colony); it carries the colony's ownership marks, and only such a one is replaced
+  or deleted.
 - Delete asks every cluster to delete itself, waits until their workflows have ended, removes the
   kubeconfigs Secret, and ends.
 """
@@ -37,7 +41,12 @@ from workflows.engine import (
     reason_of,
     upsert_search_attributes,
 )
-from workflows.search_attributes import COLONY_KIND, COLONY_NAME, COLONY_PHASE
+from workflows.search_attributes import (
+    COLONY_KIND,
+    COLONY_NAME,
+    COLONY_ORGANIZATION,
+    COLONY_PHASE,
+)
 from workflows.workspace_calls import AWAIT_WORKFLOWS_CLOSED, READ_GPU_INVENTORY, SIGNAL_WORKFLOW
 
 with workflow.unsafe.imports_passed_through():
@@ -45,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
     from models.cluster import (
         DEFAULT_NAMESPACE,
         ClusterWorkflowInput,
+        cluster_deployment_name,
         cluster_workflow_id,
         kubeconfig_secret_name,
     )
@@ -65,6 +75,7 @@ with workflow.unsafe.imports_passed_through():
         colony_kubeconfigs_secret,
     )
     from models.errors import rejected
+    from models.ownership import Owner
     from models.workspace_api import (
         AwaitWorkflowsClosedRequest,
         DeleteRequested,
@@ -83,6 +94,7 @@ class ColonyWorkflow:
 
     @workflow.init
     def __init__(self, input: ColonyWorkflowInput) -> None:
+        self._organization = input.organization
         self._state = input.state or ColonyState(spec=input.spec)
         self._stale: set[str] = set()
         self._engine: EntityEngine[ColonyOperation] = EntityEngine(
@@ -106,7 +118,9 @@ class ColonyWorkflow:
                 lambda: self._state.phase is ColonyPhase.DELETED or bool(self._stale),
                 self._execute,
                 continue_as_new=lambda: workflow.continue_as_new(
-                    ColonyWorkflowInput(spec=self._state.spec, state=self._state)
+                    ColonyWorkflowInput(
+                        spec=self._state.spec, organization=self._organization, state=self._state
+                    )
                 ),
                 on_workflow_cancel=lambda running: False,
             )
@@ -135,13 +149,14 @@ class ColonyWorkflow:
         for entry_name, entry in wanted.items():
             if entry_name in known:
                 continue
-            spec = entry.to_cluster_spec(self._name)
-            # Running already (a re-applied colony): adopted.
+            spec = entry.to_cluster_spec(self._name, self._organization)
+            # Running already (a re-applied colony): adopted. Only this colony's entry can run
+            # under that id: member names are injective over (organization, colony, entry).
             with contextlib.suppress(WorkflowAlreadyStartedError):
                 await workflow.start_child_workflow(
                     ClusterWorkflow.run,
                     ClusterWorkflowInput(spec=spec),
-                    id=cluster_workflow_id(spec.name),
+                    id=spec.workflow_id,
                     parent_close_policy=ParentClosePolicy.ABANDON,
                     static_summary=f"cluster {spec.name} of colony {self._name}",
                 )
@@ -155,7 +170,7 @@ class ColonyWorkflow:
     async def _ask_delete(self, cluster: str, reason: str) -> None:
         await SIGNAL_WORKFLOW(
             SignalWorkflowRequest(
-                workflow_id=cluster_workflow_id(cluster),
+                workflow_id=cluster_workflow_id(cluster, self._organization),
                 signal="delete_requested",
                 payload=DeleteRequested(
                     request_id=f"{workflow.info().workflow_id}/delete/{cluster}", reason=reason
@@ -199,7 +214,8 @@ class ColonyWorkflow:
             inventory = await READ_GPU_INVENTORY(
                 ReadGpuInventoryRequest(
                     kubeconfig=KubeconfigRef(
-                        namespace=DEFAULT_NAMESPACE, secret_name=kubeconfig_secret_name(cluster)
+                        namespace=DEFAULT_NAMESPACE,
+                        secret_name=kubeconfig_secret_name(self._deployment(cluster)),
                     )
                 )
             )
@@ -233,10 +249,14 @@ class ColonyWorkflow:
         await WRITE_COLONY_KUBECONFIGS(
             WriteColonyKubeconfigsRequest(
                 namespace=DEFAULT_NAMESPACE,
-                name=colony_kubeconfigs_secret(self._name),
+                name=colony_kubeconfigs_secret(self._name, self._organization),
                 colony=self._name,
+                owner=Owner(
+                    workflow_id=workflow.info().workflow_id, organization=self._organization
+                ),
                 clusters={
-                    name: f"{DEFAULT_NAMESPACE}/{kubeconfig_secret_name(name)}" for name in ready
+                    name: f"{DEFAULT_NAMESPACE}/{kubeconfig_secret_name(self._deployment(name))}"
+                    for name in ready
                 },
             )
         )
@@ -257,7 +277,9 @@ class ColonyWorkflow:
         if clusters:
             left = await AWAIT_WORKFLOWS_CLOSED(
                 AwaitWorkflowsClosedRequest(
-                    workflow_ids=[cluster_workflow_id(name) for name in clusters],
+                    workflow_ids=[
+                        cluster_workflow_id(name, self._organization) for name in clusters
+                    ],
                     deadline=workflow.now() + DELETE_DEADLINE,
                 ),
                 wait=DELETE_DEADLINE,
@@ -331,12 +353,13 @@ class ColonyWorkflow:
         state = self._state
         return ColonyStatus(
             name=self._name,
+            organization=self._organization,
             phase=state.phase,
             ready_clusters=sum(1 for c in state.clusters if c.phase == "ready"),
             total_clusters=len(state.clusters),
             conditions=state.conditions,
             clusters=state.clusters,
-            kubeconfigs_secret=colony_kubeconfigs_secret(self._name),
+            kubeconfigs_secret=colony_kubeconfigs_secret(self._name, self._organization),
             current_operation=self._engine.running,
             completed_operations=state.completed,
         )
@@ -385,10 +408,15 @@ class ColonyWorkflow:
         self._upsert()
         self._engine.show_details()
 
+    def _deployment(self, cluster: str) -> str:
+        """A member cluster's ClusterDeployment (its kubeconfig Secret is named after it)."""
+        return cluster_deployment_name(cluster, self._organization)
+
     def _upsert(self) -> None:
         upsert_search_attributes(
             COLONY_KIND.value_set(KIND),
             COLONY_NAME.value_set(self._name),
+            COLONY_ORGANIZATION.value_set(self._organization),
             COLONY_PHASE.value_set(self._state.phase.value),
         )
 

@@ -253,7 +253,7 @@ def _prepare_and_publish(steps: Plan, *, request_id: str | None) -> list[_Deploy
         known.update({r.spec.name: r.spec for r in steps.classes})
         deploys: list[_Deploy] = []
         for spec in steps.workspaces:
-            if await spaces.workspace_exists(client, spec.name):
+            if await spaces.workspace_exists(client, spec.name, spec.organization):
                 deploys.append(_Deploy(spec, None))
                 continue
             pinned = known.get(spec.class_name)

@@ -11,7 +11,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from starter.options import OutputFormat, OutputOption, RequestIdOption
+from starter.options import (
+    OrganizationFilterOption,
+    OutputFormat,
+    OutputOption,
+    RequestIdOption,
+)
 
 if TYPE_CHECKING:
     from models.colony import ColonyStatus
@@ -108,8 +113,10 @@ def get(name: ColonyArgument, fmt: OutputOption = OutputFormat.TABLE) -> None:
 
 
 @app.command("list")
-def list_(fmt: OutputOption = OutputFormat.TABLE) -> None:
-    """Every colony."""
+def list_(
+    organization: OrganizationFilterOption = None, fmt: OutputOption = OutputFormat.TABLE
+) -> None:
+    """Every colony, with its organization."""
     from starter import colony_client, output
     from starter.client import connect
     from starter.session import run, settings
@@ -117,11 +124,14 @@ def list_(fmt: OutputOption = OutputFormat.TABLE) -> None:
     conf = settings()
 
     async def go() -> list[dict[str, object]]:
-        return await colony_client.list_colonies(await connect(conf))
+        return await colony_client.list_colonies(await connect(conf), organization=organization)
 
     colonies = run(go)
     if not output.emit(colonies, fmt):
-        output.print_table(("NAME", "PHASE"), [(c["name"], c["phase"]) for c in colonies])
+        output.print_table(
+            ("ORGANIZATION", "NAME", "PHASE"),
+            [(c["organization"] or "-", c["name"], c["phase"]) for c in colonies],
+        )
 
 
 @app.command("delete")
