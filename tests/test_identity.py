@@ -239,3 +239,49 @@ def test_a_refusal_names_the_object_never_its_owner() -> None:
     assert message.startswith("namespace ws-adopt already exists and is not Colony's")
     assert "neither adopts nor deletes" in message
     assert "acme" not in refusal("ServiceSet", "kcm-system/", "x", Ownership.FOREIGN)
+
+
+def deployment_marked(workflow_id: str, organization: str) -> dict[str, Any]:
+    return {"metadata": Owner(workflow_id=workflow_id, organization=organization).mark({})}
+
+
+@pytest.mark.parametrize(
+    ("deployment", "name", "expected"),
+    [
+        pytest.param(
+            deployment_marked("cluster/acme/labs-cx", "acme"),
+            cluster_deployment_name("acme", "labs-cx"),
+            "cluster/acme/labs-cx",
+            id="an-organizations",
+        ),
+        pytest.param(deployment_marked("cluster/x", ""), "x", "cluster/x", id="default-mode"),
+        pytest.param(
+            deployment_marked("cluster/acme/labs-cx", "acme"),
+            cluster_deployment_name("acme-labs", "cx"),
+            "",
+            id="marks-of-another-clusters-deployment",
+        ),
+        pytest.param(
+            deployment_marked("cluster/acme/labs-cx", "acme-labs"),
+            cluster_deployment_name("acme", "labs-cx"),
+            "",
+            id="organization-label-contradicts",
+        ),
+        pytest.param(
+            {"metadata": {"annotations": {"colony.dev/workflow-id": "cluster/x"}}},
+            "x",
+            "",
+            id="annotated-without-colony-marks",
+        ),
+        pytest.param(deployment_marked("workspace/x", ""), "x", "", id="not-a-cluster"),
+        pytest.param({}, "x", "", id="absent"),
+    ],
+)
+def test_the_ledger_trusts_only_marks_that_name_this_very_cluster_deployment(
+    deployment: dict[str, Any], name: str, expected: str
+) -> None:
+    """The GPU ledger tells the workflow its ClusterDeployment's marks name who holds GPUs: only
+    when those marks are Colony's, agree, and derive back to this ClusterDeployment's name."""
+    from activities.workspaces import cluster_owner_of
+
+    assert cluster_owner_of(deployment, name) == expected

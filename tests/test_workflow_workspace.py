@@ -217,6 +217,42 @@ async def test_a_missing_class_fails_with_class_not_found(
         await delete(handle)
 
 
+@pytest.mark.parametrize(
+    "marked_for",
+    [
+        pytest.param(Owner(workflow_id="cluster/acme/other", organization="acme"), id="other"),
+        pytest.param(Owner(workflow_id="", organization=""), id="not-colony's"),
+    ],
+)
+async def test_a_workspace_is_admitted_only_onto_its_organizations_cluster(
+    env: WorkflowEnvironment, task_queue: str, marked_for: Owner
+) -> None:
+    """Whatever the client did: a ClusterDeployment of the name the workspace derives, but marked
+    as another cluster's (another organization's, or none of Colony's), is not its cluster. The
+    workspace fails as for a cluster that does not exist, naming nothing of the other, and
+    installs nothing; and an organization's workspace never lands on a default-mode cluster of
+    the name it gives."""
+    fake, cluster = world(organization="acme")
+    fake.deployment_owners[cluster_deployment_name(cluster, "acme")] = marked_for
+    default_mode, _ = world()
+    async with workspace_worker(env, task_queue, fake):
+        handle = await deploy(env, task_queue, notebook(unique("nb"), cluster, organization="acme"))
+        failed = await until(handle, phase_is(WorkspacePhase.FAILED), "failed")
+        assert reason_of(failed) == ConditionReason.CLUSTER_DEPLOYMENT_NOT_FOUND
+        assert failed.message == f"cluster '{cluster}' does not exist"
+        assert (fake.applied, fake.namespaces) == ([], {})
+        await delete(handle)
+    fake.ready_clusters |= default_mode.ready_clusters
+    (plain,) = default_mode.ready_clusters
+    async with workspace_worker(env, task_queue, fake):
+        onto_plain = notebook(unique("nb"), plain, organization="acme")
+        handle = await deploy(env, task_queue, onto_plain)
+        failed = await until(handle, phase_is(WorkspacePhase.FAILED), "failed")
+        assert reason_of(failed) == ConditionReason.CLUSTER_DEPLOYMENT_NOT_FOUND
+        assert fake.applied == []
+        await delete(handle)
+
+
 async def test_gpus_the_cluster_does_not_have_fail_at_once(
     env: WorkflowEnvironment, task_queue: str
 ) -> None:
