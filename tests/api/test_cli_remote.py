@@ -342,7 +342,7 @@ async def test_a_user_deploys_and_deletes_a_workspace_through_the_api(
         *deploy, "--set", f"notebookPassword={password}", "--wait", "--timeout", "90"
     )
     assert f"workspace {name} running" in deployed.stdout
-    assert f"workflow workspace/{name}: http" in deployed.stderr
+    assert f"workflow workspace/{organization}/{name}: http" in deployed.stderr
     status = (await me.ctl("workspace", "get", name, "-o", "json")).json()
     assert (status["phase"], status["cluster"], status["class"]) == ("Running", cluster, JUPYTER)
     assert password not in json.dumps(status)
