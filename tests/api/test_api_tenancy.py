@@ -11,14 +11,21 @@ B was answered names anything of A's.
 
 from __future__ import annotations
 
+import asyncio
+import json
 from typing import Any
 
 import httpx
 import pytest
 from kubernetes import client as kube_client
 from temporalio.client import WorkflowExecutionStatus
+from typer.testing import CliRunner
 
 from models.cluster import cluster_deployment_name, cluster_workflow_id
+from models.manifests import ColonySpec
+from starter import colony_client
+from starter.cli import app, normalize_argv
+from starter.errors import NotFoundError
 from tests.api.conftest import JUPYTER, WORKSPACES, ApiStack
 from tests.helpers import eventually, unique
 from tests.simenv import call, child_api, close_client
@@ -156,3 +163,81 @@ async def test_two_organizations_with_colliding_names_never_meet(catalog: ApiSta
 
         await a.delete(f"{CLUSTERS}/{cluster_a}")
         await stack.wait_gone(a, cluster_a, timeout=120)
+
+
+async def operator_ctl(stack: ApiStack, *args: str) -> str:
+    """Local-mode `colonyctl` (the operator's: Temporal directly), its stdout."""
+    result = await asyncio.to_thread(
+        CliRunner().invoke, app, normalize_argv(args), env={**stack.env, "HOME": str(stack.tmp)}
+    )
+    assert result.exit_code == 0, f"colonyctl {' '.join(args)}: {result.stderr}"
+    return str(result.stdout)
+
+
+async def test_names_are_per_organization_and_an_operator_sees_every_organization(
+    catalog: ApiStack,
+) -> None:
+    """Two organizations use the same names for a cluster, a workspace and a colony: each is
+    its own (no 409, no 404 for the other's), and local-mode `colonyctl` lists every one of them
+    with its ORGANIZATION, or only one organization's with `--organization`."""
+    stack = catalog
+    orgs = [unique("org-a"), unique("org-b")]
+    cluster, workspace, colony_name = unique("training"), unique("nb"), unique("lab")
+    app_ = stack.app()
+    for organization in orgs:
+        async with stack.http(app_, await stack.key(organization)) as http:
+            await stack.ready_cluster(http, cluster, pools=[])
+            deployed = await http.post(
+                WORKSPACES,
+                json={
+                    "name": workspace,
+                    "class": JUPYTER,
+                    "cluster": cluster,
+                    "secretValues": {"notebookPassword": "pw"},
+                },
+            )
+            assert deployed.status_code == 202, deployed.text
+            await stack.wait_workspace(http, workspace, "Running")
+        workflow_id, started = await colony_client.apply_colony(
+            stack.temporal,
+            stack.task_queue,
+            ColonySpec(name=colony_name),
+            organization=organization,
+        )
+        assert (workflow_id, started) == (f"colony/{organization}/{colony_name}", True)
+    # Another organization's colony of that name is not there for a third.
+    with pytest.raises(NotFoundError):
+        await colony_client.colony_status(stack.temporal, colony_name, organization=unique("c"))
+    assert (
+        await colony_client.colony_status(stack.temporal, colony_name, organization=orgs[0])
+    ).organization == orgs[0]
+
+    async def listed(kind: str, *extra: str) -> list[tuple[str, str]]:
+        rows = json.loads(await operator_ctl(stack, kind, "list", *extra, "-o", "json"))
+        return sorted(
+            (row["organization"], row["name"])
+            for row in rows
+            if row["name"] in (cluster, workspace, colony_name)
+        )
+
+    async def every_organizations(kind: str, name: str) -> None:
+        await eventually(
+            lambda: listed(kind),
+            until=lambda rows: rows == [(org, name) for org in orgs],
+            timeout=15,
+            what=f"every organization's {kind} listed",
+        )
+        assert await listed(kind, "--organization", orgs[1]) == [(orgs[1], name)]
+        table = await operator_ctl(stack, kind, "list", "--organization", orgs[0])
+        assert table.splitlines()[0].split()[0] == "ORGANIZATION"
+        assert [line.split()[:2] for line in table.splitlines()[1:]] == [[orgs[0], name]]
+
+    await every_organizations("cluster", cluster)
+    await every_organizations("workspace", workspace)
+    await every_organizations("colony", colony_name)
+
+    for organization in orgs:
+        await colony_client.delete_colony(stack.temporal, colony_name, organization=organization)
+        async with stack.http(app_, await stack.key(organization)) as http:
+            await http.delete(f"{CLUSTERS}/{cluster}")
+            await stack.wait_gone(http, cluster, timeout=120)
