@@ -39,9 +39,22 @@ from activities.kube import MERGE_PATCH, Obj, call, call_or_none, call_or_raise
 from activities.sealing import SealingError, Unsealer, unseal_secret_values
 from models.capacity import gpu_node
 from models.errors import ErrorType, permanent
-from models.identity import Entity, cluster_deployment_name, entity_workflow_id
+from models.identity import (
+    Entity,
+    cluster_deployment_name,
+    entity_workflow_id,
+    workspace_class_object_name,
+)
 from models.manifests import EXALSIUS_WORKSPACES, workspace_class_object
-from models.ownership import Ownership, marked_entity, refusal
+from models.ownership import (
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    ORGANIZATION_LABEL,
+    Owner,
+    Ownership,
+    marked_entity,
+    refusal,
+)
 from models.workspace import (
     EventSummary,
     GatewayInfo,
@@ -49,6 +62,8 @@ from models.workspace import (
     ServiceStateSummary,
 )
 from models.workspace_api import (
+    CATALOG_WORKFLOW_ID,
+    CLASS_NAME_ANNOTATION,
     PREREQUISITE_LABEL,
     ApplyRoutesRequest,
     ApplyRoutesResult,
@@ -170,6 +185,37 @@ def cluster_owner_of(deployment: Obj, name: str) -> str:
     return entity_workflow_id(Entity.CLUSTER, organization, cluster)
 
 
+def class_organization(obj: Obj) -> str | None:
+    """Whose catalog a `WorkspaceClass` object is in: "" for the shared one (no organization
+    mark), the organization for one's own class (Colony's marks, the catalog's workflow, the class
+    name annotated, and the object named as `models.identity` derives it from both); None when
+    its marks contradict themselves (no one's class)."""
+    meta = obj.get("metadata") or {}
+    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    organization = str(labels.get(ORGANIZATION_LABEL) or "")
+    if not organization:
+        return ""
+    name = str(annotations.get(CLASS_NAME_ANNOTATION) or "")
+    owner = Owner(workflow_id=CATALOG_WORKFLOW_ID, organization=organization)
+    if not owner.owns(obj) or meta.get("name") != workspace_class_object_name(organization, name):
+        return None
+    return organization
+
+
+def _class_body(spec: WorkspaceClassSpec, organization: str) -> Obj:
+    """The stored class: shared under its name; an organization's under its derived name, with
+    the catalog workflow's marks for that organization and the class name annotated."""
+    if not organization:
+        return workspace_class_object(spec, {MANAGED_BY_LABEL: MANAGED_BY})
+    owner = Owner(workflow_id=CATALOG_WORKFLOW_ID, organization=organization)
+    return workspace_class_object(
+        spec,
+        owner.labels(),
+        name=workspace_class_object_name(organization, spec.name),
+        annotations={**owner.annotations(), CLASS_NAME_ANNOTATION: spec.name},
+    )
+
+
 def _foreign(kind: str, where: str, name: str, ownership: Ownership) -> ApplicationError:
     """The refusal to take over an object of the name asked for that is not the owner's."""
     return permanent(ErrorType.FOREIGN_OBJECT, refusal(kind, where, name, ownership))
@@ -231,17 +277,30 @@ class WorkspaceActivities:
 
     @staticmethod
     def _class_of(obj: Obj) -> WorkspaceClassSpec:
-        return WorkspaceClassSpec.model_validate(
-            {**(obj.get("spec") or {}), "name": obj["metadata"]["name"]}
-        )
+        meta = obj.get("metadata") or {}
+        name = (meta.get("annotations") or {}).get(CLASS_NAME_ANNOTATION) or meta["name"]
+        return WorkspaceClassSpec.model_validate({**(obj.get("spec") or {}), "name": name})
+
+    async def _class_object(self, organization: str, name: str) -> Obj | None:
+        """The object of `organization`'s class `name` ("" the shared catalog's), when its marks
+        say it is that: a shared name never finds an organization's class, nor the reverse."""
+        obj = await self._get_class_object(workspace_class_object_name(organization, name))
+        if obj is None or class_organization(obj) != organization:
+            return None
+        return obj
 
     @activity.defn(name=WorkspaceActivity.GET_WORKSPACE_CLASS)
     @heartbeating
     async def get_workspace_class(
         self, request: GetWorkspaceClassRequest
     ) -> GetWorkspaceClassResult:
-        """The stored class of that exact name, or `found=False`."""
-        obj = await self._get_class_object(request.name)
+        """The class of that exact name the organization sees (its own, else the shared
+        catalog's), or `found=False`."""
+        obj = None
+        if request.organization:
+            obj = await self._class_object(request.organization, request.name)
+        if obj is None:
+            obj = await self._class_object("", request.name)
         if obj is None:
             return GetWorkspaceClassResult(found=False)
         try:
@@ -254,7 +313,9 @@ class WorkspaceActivities:
     async def list_workspace_classes(
         self, request: ListWorkspaceClassesRequest
     ) -> ListWorkspaceClassesResult:
-        """Every stored class (those that do not validate are named with their problem)."""
+        """Every stored class, the shared catalog's and each organization's own (those that do
+        not validate are named with their problem; objects whose marks contradict their name are
+        no one's class)."""
         listed = await call_or_none(
             "list WorkspaceClasses",
             self._custom.list_cluster_custom_object,
@@ -263,11 +324,21 @@ class WorkspaceActivities:
         )
         result = ListWorkspaceClassesResult()
         for obj in (listed or {}).get("items") or []:
+            organization = class_organization(obj)
+            if organization is None:
+                continue
             try:
-                result.classes.append(self._class_of(obj))
+                spec = self._class_of(obj)
             except ValidationError as exc:
                 result.unreadable.append(f"{obj['metadata']['name']}: {exc.errors()[0]['msg']}")
+                continue
+            if organization:
+                result.private.setdefault(organization, []).append(spec)
+            else:
+                result.classes.append(spec)
         result.classes.sort(key=lambda spec: spec.name)
+        for classes in result.private.values():
+            classes.sort(key=lambda spec: spec.name)
         return result
 
     @activity.defn(name=WorkspaceActivity.PUBLISH_WORKSPACE_CLASS)
@@ -276,19 +347,42 @@ class WorkspaceActivities:
         self, request: PublishWorkspaceClassRequest
     ) -> PublishWorkspaceClassResult:
         """Create the class's objects (ServiceTemplates ...) when absent, then the class; refuse a
-        class of the same name with another definition (`ClassConflict`)."""
+        class of the same name with another definition (`ClassConflict`). An organization's own
+        class is stored under its derived name with its marks; it publishes no objects and may not
+        take a shared class's name."""
+        spec, organization = request.spec, request.organization
         result = PublishWorkspaceClassResult(created=False)
-        existing = await self._get_class_object(request.spec.name)
+        object_name = workspace_class_object_name(organization, spec.name)
+        if organization:
+            if request.objects:
+                raise permanent(
+                    ErrorType.INVALID_SPEC,
+                    f"workspace class '{spec.name}' of organization '{organization}' publishes no "
+                    "objects: ServiceTemplates belong to the shared catalog",
+                )
+            if await self._class_object("", spec.name) is not None:
+                raise permanent(
+                    ErrorType.CLASS_CONFLICT,
+                    f"workspace class '{spec.name}' is in the catalog every organization shares: "
+                    "an organization's own class needs a name of its own",
+                )
+        existing = await self._get_class_object(object_name)
         if existing is not None:
+            if class_organization(existing) != organization:
+                raise permanent(
+                    ErrorType.CLASS_CONFLICT,
+                    f"WorkspaceClass '{object_name}' exists and is not this catalog's; publish "
+                    "under a new name",
+                )
             try:
                 stored = self._class_of(existing)
             except ValidationError as exc:
                 raise permanent(
                     ErrorType.CLASS_CONFLICT,
-                    f"WorkspaceClass '{request.spec.name}' exists and is not a valid class "
+                    f"WorkspaceClass '{spec.name}' exists and is not a valid class "
                     f"({exc.errors()[0]['msg']}); publish under a new name",
                 ) from exc
-            conflict = class_conflict(stored, request.spec)
+            conflict = class_conflict(stored, spec)
             if conflict:
                 raise permanent(ErrorType.CLASS_CONFLICT, conflict)
         for obj in request.objects:
@@ -303,8 +397,7 @@ class WorkspaceActivities:
                     raise
                 result.objects_skipped.append(f"{label}: {exc.message}")
         if existing is None:
-            body = workspace_class_object(request.spec, {"app.kubernetes.io/managed-by": "colony"})
-            result.created = await self._create_if_absent(body)
+            result.created = await self._create_if_absent(_class_body(spec, organization))
         return result
 
     @activity.defn(name=WorkspaceActivity.PUBLISH_OBJECTS)

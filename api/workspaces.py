@@ -2,9 +2,13 @@
 clusters, through the functions of `starter.workspace_client` that `colonyctl class` and
 `colonyctl workspace` call.
 
-Classes are Colony's, shared by every organization: any key with Read lists them, Manage publishes
-one (classes are immutable: a different definition under an existing name is a 409, the
-identical one again a 200).
+Classes: the catalog every organization shares, and each organization's own classes, which only it
+sees (and which shadow nothing of anyone else's: a class name the shared catalog has is not free
+for one). Any key with Read lists and gets what its organization sees; a key with Manage publishes
+its organization's own class, one with Catalog Publish (`catalog:publish`, an operator's) publishes
+to the shared catalog, ServiceTemplates included (an organization's class deploys the templates
+the shared catalog published). Classes are immutable: a different definition under an existing
+name is a 409, the identical one again a 200.
 
 A workspace belongs to the caller's organization (its spec's `organization`, from the key, never
 from the body): its name is unique within the organization and its workflow is
@@ -34,7 +38,8 @@ from temporalio.client import Client
 from api.bodies import body_spec, read_body
 from api.clusters import MANAGE, READ, READS, WRITES, IdempotencyKey
 from api.context import ApiContext, Principal, context
-from api.errors import error_responses
+from api.errors import ApiError, error_responses
+from api.keys import Permission
 from api.views import (
     WorkspaceAccepted,
     WorkspaceClassList,
@@ -100,9 +105,9 @@ def _link(ctx: ApiContext, name: str, organization: str) -> str:
     summary="List workspace classes",
 )
 async def list_classes(request: Request, principal: Principal = READ) -> WorkspaceClassList:
-    """The published classes (Colony's, shared by every organization): resources, endpoints,
-    prompts."""
-    catalog = await spaces.catalog(await context(request).temporal())
+    """The classes the organization sees: the shared catalog's and its own (resources, endpoints,
+    prompts)."""
+    catalog = await spaces.catalog(await context(request).temporal(), principal.organization)
     return WorkspaceClassList(items=catalog.classes)
 
 
@@ -116,10 +121,13 @@ async def list_classes(request: Request, principal: Principal = READ) -> Workspa
 async def get_class(
     request: Request, class_name: str, principal: Principal = READ
 ) -> WorkspaceClassSpec:
-    """One class by its exact, versioned name."""
+    """One class the organization sees, by its exact, versioned name (another organization's own
+    class is not found)."""
     if dns_label_problem("workspace class", class_name):
         raise spaces.class_not_found(_shown(class_name))
-    return await spaces.get_class(await context(request).temporal(), class_name)
+    return await spaces.get_class(
+        await context(request).temporal(), class_name, principal.organization
+    )
 
 
 @classes.post(
@@ -140,9 +148,11 @@ async def publish_class(
     idempotency_key: IdempotencyKey = None,
     principal: Principal = MANAGE,
 ) -> WorkspaceClassPublished:
-    """Publish a class with the ServiceTemplates it deploys: 201 when published, 200 when the
-    identical class was there already; a different class under an existing name is a 409
-    (classes are immutable: a new version is a new name)."""
+    """Publish a class: the organization's own (seen by it alone), or, with Catalog Publish, to
+    the catalog every organization shares, with the ServiceTemplates it deploys. 201 when
+    published, 200 when the identical class was there already; a different class under an
+    existing name is a 409 (classes are immutable: a new version is a new name), and so is an
+    organization's class under a name the shared catalog has."""
     ctx = context(request)
     body = await read_body(request, WorkspaceClassPublishRequest)
     spec = body.class_spec
@@ -153,11 +163,24 @@ async def publish_class(
             f"serviceTemplates: ServiceTemplate {unused[0]} is not used by class '{spec.name}' "
             "(neither its serviceTemplate nor a prerequisite's)"
         )
+    shared = Permission.CATALOG_PUBLISH in principal.key.effective
+    if body.service_templates and not shared:
+        raise ApiError(
+            403,
+            "forbidden",
+            "serviceTemplates: publishing ServiceTemplates needs the permission Catalog: Publish "
+            f"({Permission.CATALOG_PUBLISH.value}); an organization's own class deploys the "
+            "ServiceTemplates the shared catalog has",
+            field="serviceTemplates",
+        )
+    organization = "" if shared else principal.organization
     publish = PublishWorkspaceClassRequest(
-        spec=spec, objects=[t.manifest().to_object() for t in body.service_templates]
+        spec=spec,
+        objects=[t.manifest().to_object() for t in body.service_templates],
+        organization=organization,
     )
     client = await ctx.temporal()
-    spaces.check_class_conflicts([publish], await spaces.catalog(client))
+    spaces.check_class_conflicts([publish], await spaces.catalog(client, organization))
     # The catalog is everyone's: another organization's key must not find this one's update.
     request_id = f"{principal.organization}/{idempotency_key}" if idempotency_key else None
     result = await spaces.publish_class(client, publish, request_id=request_id)
@@ -259,7 +282,7 @@ async def deploy_workspace(
     cluster = await colony.query_status(client, body.cluster, organization=organization)
     if cluster.phase in (ClusterPhase.DELETING, ClusterPhase.DELETED):
         raise ConflictError(f"cluster: cluster '{body.cluster}' is being deleted")
-    pinned = await spaces.get_class(client, spec.class_name)
+    pinned = await spaces.get_class(client, spec.class_name, organization)
     spec = _with_secret_values(spec, body.secret_values, pinned)
     prepared = spaces.prepare_workspace(spec, pinned, sealer=ctx.sealer, hint=API_HINT)
     started = await spaces.start_workspace(

@@ -69,6 +69,7 @@ class Kind(StrEnum):
     PREREQUISITE_SERVICE_SET = "PrerequisiteServiceSet"
     ROUTE = "Route"
     COLONY_KUBECONFIGS_SECRET = "ColonyKubeconfigsSecret"
+    WORKSPACE_CLASS = "WorkspaceClass"
 
 
 class Entity(StrEnum):
@@ -210,6 +211,16 @@ def colony_kubeconfigs_secret_name(organization: str, colony: str) -> str:
         return f"{colony}-kubeconfigs"
     identity = Identity(organization, Kind.COLONY_KUBECONFIGS_SECRET, (colony,))
     return derived_name(identity, f"{organization}-{colony}-kubeconfigs")
+
+
+def workspace_class_object_name(organization: str, name: str) -> str:
+    """The `WorkspaceClass` object storing a class: its name for the catalog every organization
+    shares, derived (`<organization>-<name>--<hash>`) for an organization's own class, which its
+    name alone must never find for anyone else."""
+    if not organization:
+        return name
+    identity = Identity(organization, Kind.WORKSPACE_CLASS, (name,))
+    return derived_name(identity, f"{organization}-{name}")
 
 
 # --- Workflow ids --------------------------------------------------------------------------------

@@ -586,18 +586,28 @@ def parse_manifests(text: str, source: str = "") -> list[Manifest]:
 
 
 def workspace_class_object(
-    spec: WorkspaceClassSpec, labels: Mapping[str, str] | None = None
+    spec: WorkspaceClassSpec,
+    labels: Mapping[str, str] | None = None,
+    *,
+    name: str | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The exalsius `WorkspaceClass` object that stores a class on the management cluster.
 
     Classes are kept as the exalsius CRD has them, so `kubectl get wsc` shows Colony's catalog and
     the exalsius tooling reads it.
+
+    Args:
+        name: the object's name when it is not the class's (an organization's own class:
+            `models.identity.workspace_class_object_name`).
     """
     body = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
     body.pop("name")
-    metadata: dict[str, Any] = {"name": spec.name}
+    metadata: dict[str, Any] = {"name": name or spec.name}
     if labels:
         metadata["labels"] = dict(labels)
+    if annotations:
+        metadata["annotations"] = dict(annotations)
     return {
         "apiVersion": EXALSIUS_WORKSPACES,
         "kind": "WorkspaceClass",

@@ -40,6 +40,9 @@ WORKSPACE_LABEL = "colony.dev/workspace"
 """Label on a workspace's ServiceSet, values Secret and namespace: the workspace's name."""
 PREREQUISITE_LABEL = "colony.dev/prerequisite"
 """Label on a prerequisite's ServiceSet: the ServiceTemplate it installs."""
+CLASS_NAME_ANNOTATION = "colony.dev/class-name"
+"""Annotation on an organization's own `WorkspaceClass` object: the class's name (the object's
+is derived from the organization and it: `models.identity.workspace_class_object_name`)."""
 COLONY_NAMESPACE = "colony-system"
 """Colony's own namespace on the management cluster (values Secrets, API keys, the watcher)."""
 
@@ -76,7 +79,11 @@ class WorkspaceActivity(StrEnum):
 
 
 class GetWorkspaceClassRequest(ColonyModel):
+    """The class a workspace of `organization` pins by `name`: the organization's own, else the
+    shared catalog's (never another organization's)."""
+
     name: str
+    organization: str = ""
 
 
 class GetWorkspaceClassResult(ColonyModel):
@@ -92,6 +99,9 @@ class ListWorkspaceClassesRequest(ColonyModel):
 
 class ListWorkspaceClassesResult(ColonyModel):
     classes: list[WorkspaceClassSpec] = Field(default_factory=list)
+    """The shared catalog's."""
+    private: dict[str, list[WorkspaceClassSpec]] = Field(default_factory=dict)
+    """Each organization's own classes, by organization."""
     unreadable: list[str] = Field(default_factory=list)
     """`name: problem` of stored objects that are not valid classes."""
 
@@ -103,7 +113,11 @@ class PublishWorkspaceClassRequest(ColonyModel):
 
     spec: WorkspaceClassSpec
     objects: list[dict[str, Any]] = Field(default_factory=list)
-    """ServiceTemplates (and their HelmRepository) to create when absent, as manifests."""
+    """ServiceTemplates (and their HelmRepository) to create when absent, as manifests (the
+    shared catalog's only)."""
+    organization: str = ""
+    """Empty: the catalog every organization shares (an operator publishes it). Otherwise that
+    organization's own class, which only it sees, and which may not take a shared class's name."""
 
 
 class PublishWorkspaceClassResult(ColonyModel):
@@ -605,10 +619,20 @@ class CatalogStatus(ColonyModel):
     """The `classes` query of the catalog workflow."""
 
     classes: list[WorkspaceClassSpec] = Field(default_factory=list)
+    """The shared catalog (with `for_organization`: and that organization's own classes)."""
+    private: dict[str, list[WorkspaceClassSpec]] = Field(default_factory=dict)
+    """Each organization's own classes, by organization (empty in `for_organization`'s view)."""
     unreadable: list[str] = Field(default_factory=list)
     """Stored objects that are not valid classes (edited by hand), with why."""
     seeded: list[str] = Field(default_factory=list)
     """Classes of Colony's shipped catalog this workflow published."""
+
+    def for_organization(self, organization: str) -> CatalogStatus:
+        """What `organization` sees: the shared classes and its own (no other organization's)."""
+        own = self.private.get(organization, []) if organization else []
+        return self.model_copy(
+            update={"classes": sorted([*self.classes, *own], key=lambda c: c.name), "private": {}}
+        )
 
 
 CATALOG_WORKFLOW_ID = "catalog/workspace-classes"
@@ -621,6 +645,7 @@ class CatalogInput(ColonyModel):
 
     seed: list[PublishWorkspaceClassRequest] = Field(default_factory=list)
     classes: list[WorkspaceClassSpec] = Field(default_factory=list)
+    private: dict[str, list[WorkspaceClassSpec]] = Field(default_factory=dict)
     book: dict[str, Any] | None = None
 
 

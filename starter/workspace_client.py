@@ -156,8 +156,9 @@ def _catalog_unavailable(exc: RPCError, failed: str) -> UnavailableError:
     return UnavailableError(f"{failed}: {exc.message}")
 
 
-async def catalog(client: Client) -> CatalogStatus:
-    """The published classes, as the catalog workflow last read them from the management cluster.
+async def catalog(client: Client, organization: str = "") -> CatalogStatus:
+    """The published classes `organization` sees (the shared catalog's and its own; "" the shared
+    catalog's only), as the catalog workflow last read them from the management cluster.
 
     Raises:
         UnavailableError: the catalog workflow does not run (the worker starts it) or Temporal
@@ -170,12 +171,13 @@ async def catalog(client: Client) -> CatalogStatus:
         raise _catalog_unavailable(exc, "cannot read the workspace class catalog") from exc
     except WorkflowQueryFailedError as exc:
         raise UnavailableError(f"cannot read the workspace class catalog: {exc}") from exc
-    return status
+    return status.for_organization(organization)
 
 
-async def get_class(client: Client, name: str) -> WorkspaceClassSpec:
-    """One published class by its exact name; `NotFoundError` when there is none."""
-    found = next((c for c in (await catalog(client)).classes if c.name == name), None)
+async def get_class(client: Client, name: str, organization: str = "") -> WorkspaceClassSpec:
+    """One class `organization` sees, by its exact name (its own before the shared catalog's);
+    `NotFoundError` when there is none (another organization's own class is none)."""
+    found = next((c for c in (await catalog(client, organization)).classes if c.name == name), None)
     if found is None:
         raise class_not_found(name)
     return found

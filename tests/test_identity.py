@@ -31,6 +31,7 @@ from models.identity import (
     parse_entity_workflow_id,
     prerequisite_service_set_name,
     route_name,
+    workspace_class_object_name,
     workspace_release_name,
     workspace_service_set_name,
     workspace_values_secret_name,
@@ -285,3 +286,39 @@ def test_the_ledger_trusts_only_marks_that_name_this_very_cluster_deployment(
     from activities.workspaces import cluster_owner_of
 
     assert cluster_owner_of(deployment, name) == expected
+
+
+def class_object(name: str, organization: str, class_name: str) -> dict[str, Any]:
+    owner = Owner(workflow_id="catalog/workspace-classes", organization=organization)
+    metadata = owner.mark({"name": name, "annotations": {"colony.dev/class-name": class_name}})
+    return {"metadata": metadata}
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        pytest.param({"metadata": {"name": "nb-1-0-0"}}, "", id="shared-by-kubectl"),
+        pytest.param(
+            {"metadata": {"name": "nb", "labels": {MANAGED_BY_LABEL: "colony"}}}, "", id="shared"
+        ),
+        pytest.param(
+            class_object(workspace_class_object_name("acme", "nb"), "acme", "nb"),
+            "acme",
+            id="an-organizations-own",
+        ),
+        pytest.param(
+            class_object(workspace_class_object_name("acme", "nb"), "acme-labs", "nb"),
+            None,
+            id="marked-for-another-organization-than-its-name",
+        ),
+        pytest.param(
+            class_object("nb", "acme", "nb"), None, id="an-organizations-under-a-plain-name"
+        ),
+    ],
+)
+def test_a_class_object_is_shared_or_one_organizations(
+    obj: dict[str, Any], expected: str | None
+) -> None:
+    from activities.workspaces import class_organization
+
+    assert class_organization(obj) == expected

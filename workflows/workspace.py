@@ -294,7 +294,11 @@ class WorkspaceWorkflow:
         state = self._state
         if state.class_spec is not None and state.class_spec.name == self._spec.class_name:
             return state.class_spec
-        found = await GET_WORKSPACE_CLASS(GetWorkspaceClassRequest(name=self._spec.class_name))
+        found = await GET_WORKSPACE_CLASS(
+            GetWorkspaceClassRequest(
+                name=self._spec.class_name, organization=self._spec.organization
+            )
+        )
         if not found.found:
             self._condition(
                 ConditionType.CLASS_RESOLVED,

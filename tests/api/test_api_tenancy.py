@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from functools import partial
 from typing import Any
 
 import httpx
@@ -23,7 +24,10 @@ from typer.testing import CliRunner
 
 from models.cluster import cluster_deployment_name, cluster_workflow_id
 from models.manifests import ColonySpec
+from models.workspace import WorkspaceSpec
+from models.workspace_operations import DeleteWorkspaceRequest
 from starter import colony_client
+from starter import workspace_client as spaces
 from starter.cli import app, normalize_argv
 from starter.errors import NotFoundError
 from tests.api.conftest import JUPYTER, WORKSPACES, ApiStack
@@ -241,3 +245,111 @@ async def test_names_are_per_organization_and_an_operator_sees_every_organizatio
         async with stack.http(app_, await stack.key(organization)) as http:
             await http.delete(f"{CLUSTERS}/{cluster}")
             await stack.wait_gone(http, cluster, timeout=120)
+
+
+CLASSES = "/v1/workspace-classes"
+
+
+async def test_an_organizations_own_classes_are_its_own_and_the_shared_catalog_is_an_operators(
+    catalog: ApiStack,
+) -> None:
+    stack = catalog
+    org_a, org_b, org_c = unique("cls-a"), unique("cls-b"), unique("cls-c")
+    operator_key = await stack.key(unique("ops"), "read", "manage", "catalog:publish")
+    app_ = stack.app()
+
+    async def names(http: httpx.AsyncClient) -> list[str]:
+        listed = await http.get(CLASSES)
+        assert listed.status_code == 200, listed.text
+        return [c["name"] for c in listed.json()["items"]]
+
+    async with (
+        stack.http(app_, await stack.key(org_a)) as a,
+        stack.http(app_, await stack.key(org_b)) as b,
+        stack.http(app_, operator_key) as operator,
+    ):
+        jupyter = (await a.get(f"{CLASSES}/{JUPYTER}")).json()
+        name = unique("team-nb")
+        published = await a.post(CLASSES, json={"class": {**jupyter, "name": name}})
+        assert published.status_code == 201, published.text
+
+        # A sees its class; B does not (404, not listed), and the name is free for B's own.
+        assert name in await names(a)
+        assert (await b.get(f"{CLASSES}/{name}")).status_code == 404
+        assert name not in await names(b)
+        theirs = {**jupyter, "name": name, "displayName": "B's notebook"}
+        assert (await b.post(CLASSES, json={"class": theirs})).status_code == 201
+        assert (await b.get(f"{CLASSES}/{name}")).json()["displayName"] == "B's notebook"
+        assert (await a.get(f"{CLASSES}/{name}")).json()["displayName"] == jupyter["displayName"]
+
+        # An organization's class takes no shared class's name, and publishes no templates.
+        shadow = await a.post(CLASSES, json={"class": {**jupyter, "displayName": "Mine"}})
+        assert shadow.status_code == 409, shadow.text
+        template = {
+            "name": name,
+            "spec": {
+                "helm": {
+                    "chartSpec": {
+                        "chart": "colony-jupyter",
+                        "version": "1.0.0",
+                        "interval": "10m",
+                        "sourceRef": {"kind": "HelmRepository", "name": "colony-catalog"},
+                    }
+                }
+            },
+        }
+        with_template = {
+            "class": {**jupyter, "name": unique("t"), "serviceTemplate": {"name": name}},
+            "serviceTemplates": [template],
+        }
+        refused = await a.post(CLASSES, json=with_template)
+        assert refused.status_code == 403, refused.text
+        assert refused.json()["error"]["field"] == "serviceTemplates"
+        assert "catalog:publish" in refused.json()["error"]["message"]
+
+        # The shared catalog is the operator's: every organization sees what it publishes there.
+        shared = unique("shared-nb")
+        by_operator = await operator.post(CLASSES, json={"class": {**jupyter, "name": shared}})
+        assert by_operator.status_code == 201, by_operator.text
+        for http in (a, b):
+            got = await eventually(
+                partial(http.get, f"{CLASSES}/{shared}"),
+                until=lambda r: r.status_code == 200,
+                timeout=10,
+                what="the shared class seen",
+            )
+            assert got.json()["name"] == shared
+        late = await b.post(CLASSES, json={"class": {**jupyter, "name": shared}})
+        assert late.status_code == 409, "a shared name is no organization's to take"
+
+        # A workspace pins its organization's class: A's runs on A's, and a workspace of
+        # another organization pinning that name, whatever its client did, finds no class.
+        cluster = unique("cls")
+        await stack.ready_cluster(a, cluster, pools=[])
+        deployed = await a.post(
+            WORKSPACES,
+            json={
+                "name": unique("nb"),
+                "class": name,
+                "cluster": cluster,
+                "secretValues": {"notebookPassword": "pw"},
+            },
+        )
+        assert deployed.status_code == 202, deployed.text
+        running = await stack.wait_workspace(a, deployed.json()["id"], "Running")
+        assert running["class"] == name
+        intruder = WorkspaceSpec.model_validate(
+            {"name": unique("nb"), "class": name, "cluster": cluster, "organization": org_c}
+        )
+        await spaces.start_workspace(stack.temporal, stack.settings, intruder)
+        handle = stack.temporal.get_workflow_handle(intruder.workflow_id)
+        failed = await eventually(
+            lambda: handle.query("status"),
+            until=lambda status: status["phase"] == "Failed",
+            timeout=30,
+            what="the intruder's workspace failed",
+        )
+        assert failed["message"].startswith(f"WorkspaceClass '{name}' not found")
+        await handle.execute_update("delete", DeleteWorkspaceRequest())
+        await a.delete(f"{CLUSTERS}/{cluster}")
+        await stack.wait_gone(a, cluster, timeout=120)
