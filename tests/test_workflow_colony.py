@@ -21,13 +21,14 @@ from temporalio.worker import Worker
 
 from activities.temporal import TemporalActivities
 from models.capacity import gpu_node
-from models.cluster import cluster_deployment_name
+from models.cluster import cluster_deployment_name, cluster_workflow_id
 from models.colony import (
     ApplyColonyRequest,
     ColonyPhase,
     ColonyStatus,
     ColonyWorkflowInput,
     DeleteColonyRequest,
+    colony_kubeconfigs_secret,
     colony_workflow_id,
 )
 from models.identity import parse_entity_workflow_id
@@ -113,9 +114,15 @@ async def colony_status(handle: WorkflowHandle[Any, Any]) -> ColonyStatus:
     return status
 
 
+@pytest.mark.parametrize(
+    "organization",
+    [pytest.param("", id="an-operators"), pytest.param("acme", id="an-organizations")],
+)
 async def test_a_colony_runs_its_clusters_follows_them_and_deletes_them(
-    env: WorkflowEnvironment, task_queue: str
+    env: WorkflowEnvironment, task_queue: str, organization: str
 ) -> None:
+    """The colony's clusters are `<colony>--<entry>` of its organization: their workflows,
+    ClusterDeployments and kubeconfigs Secret are the organization's (`models.identity`)."""
     fake = FakeColony(missing_templates={"no-such-template-1-0-0"})
     extra = ColonyWorld(fake)
     temporal = TemporalActivities(env.client, task_queue)
@@ -138,8 +145,8 @@ async def test_a_colony_runs_its_clusters_follows_them_and_deletes_them(
         name = unique("fleet")
         handle = await env.client.start_workflow(
             ColonyWorkflow.run,
-            ColonyWorkflowInput(spec=manifest(name, POOLS, RAW, BROKEN)),
-            id=colony_workflow_id(name),
+            ColonyWorkflowInput(spec=manifest(name, POOLS, RAW, BROKEN), organization=organization),
+            id=colony_workflow_id(name, organization),
             task_queue=task_queue,
         )
 
@@ -165,10 +172,16 @@ async def test_a_colony_runs_its_clusters_follows_them_and_deletes_them(
         assert [(g.model, g.total, g.nodes) for g in west.gpus] == [("h100", 8, 1)]
         assert west.gpus[0].node_selector == {"exalsius.ai/gpu-model": "h100"}
         # The raw entry was created as written; the Colony entry carries its labels.
-        lab, west_deployment = (cluster_deployment_name(f"{name}--{e}") for e in ("lab", "west"))
-        assert lab.startswith(f"{name}-lab--"), "a member's ClusterDeployment is derived"
+        lab, west_deployment = (
+            cluster_deployment_name(f"{name}--{e}", organization) for e in ("lab", "west")
+        )
+        assert "-lab--" in lab, "a member's ClusterDeployment is derived"
         assert fake.deployments[lab]["owner"]
-        assert extra.secrets[f"{name}-kubeconfigs"] == {
+        secret = colony_kubeconfigs_secret(name, organization)
+        assert (secret == f"{name}-kubeconfigs") is (not organization)
+        assert status.kubeconfigs_secret == secret
+        assert status.organization == organization
+        assert extra.secrets[secret] == {
             f"{name}--lab": f"kcm-system/{lab}-kubeconfig",
             f"{name}--west": f"kcm-system/{west_deployment}-kubeconfig",
         }
@@ -188,10 +201,9 @@ async def test_a_colony_runs_its_clusters_follows_them_and_deletes_them(
         await handle.execute_update(ColonyWorkflow.delete, DeleteColonyRequest())
         final: ColonyStatus = await handle.result()
         assert final.phase is ColonyPhase.DELETED
-        assert f"{name}-kubeconfigs" not in extra.secrets
+        assert secret not in extra.secrets
         for cluster in ("west", "lab", "broken"):
-            described = await env.client.get_workflow_handle(
-                f"cluster/{name}--{cluster}"
-            ).describe()
+            workflow_id = cluster_workflow_id(f"{name}--{cluster}", organization)
+            described = await env.client.get_workflow_handle(workflow_id).describe()
             assert described.status.name == "COMPLETED", cluster
         assert fake.held() == []
