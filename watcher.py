@@ -3,8 +3,9 @@
 Reads the same environment as the worker (`activities.settings`): Temporal's connection, the
 management cluster's kubeconfig (`COLONY_MANAGEMENT_KUBECONFIG`), Colony's namespace
 (`COLONY_SYSTEM_NAMESPACE`, default colony-system), where to look (`COLONY_WATCH_NAMESPACE`,
-default everywhere), its Lease identity (`COLONY_WATCHER_ID`), `COLONY_METRICS_PORT` and
-`COLONY_TRACE_EXPORT`. Run as many as you like: one leads (the Lease `colony-watcher`), the others
+default everywhere), its Lease identity (`COLONY_WATCHER_ID`), its Prometheus endpoint
+(`COLONY_WATCHER_METRICS_PORT`: its own, not the worker's `COLONY_METRICS_PORT`, so the two run side
+by side on one host) and `COLONY_TRACE_EXPORT`. Run as many as you like: one leads (the Lease `colony-watcher`), the others
 wait to take over. SIGINT/SIGTERM release the Lease, so a standby takes over at once.
 
 The logic is the `watching` package (named apart from this entry point, which it would shadow); `worker.py` runs the same watcher in-process when
@@ -41,8 +42,8 @@ async def run(settings: ColonySettings) -> None:
         data_converter=pydantic_data_converter,
         interceptors=[interceptor] if interceptor else [],
     )
-    if settings.metrics_port is not None:
-        port = metrics.serve(settings.metrics_port)
+    if settings.watcher_metrics_port is not None:
+        port = metrics.serve(settings.watcher_metrics_port)
         log.info("metrics on :%d/metrics", port)
     management = KubeApi.from_kubeconfig(kubeconfig)
     config = WatcherConfig.from_settings(settings)

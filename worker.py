@@ -11,7 +11,8 @@ activity becomes an OpenTelemetry span (Temporal's `TracingInterceptor`), contin
 the client that started it, and so does each Kubernetes and host-provider call of an activity.
 
 Metrics (`COLONY_METRICS_PORT`, `activities.metrics`): Colony's own and the Temporal runtime's
-worker metrics on one Prometheus endpoint.
+worker metrics on one Prometheus endpoint (the in-process watcher's too; a separate `watcher.py`
+serves its own on `COLONY_WATCHER_METRICS_PORT`).
 
 Watcher (`COLONY_WATCHER_IN_WORKER=1`): the `watching` package runs in this process too, elected on
 its Lease like a separate `watcher.py`, so a small deployment needs one process kind only.
@@ -54,6 +55,7 @@ from temporalio.worker import Interceptor, Worker
 from activities import metrics, tracing
 from activities.child_cluster import ChildClients, ChildClusterActivities
 from activities.crds import ensure_crds
+from activities.heartbeat import HEARTBEAT_THROTTLE
 from activities.host_provider import HostProviderActivities
 from activities.kube import api_client_from_file, close_client
 from activities.management import ManagementClusterActivities
@@ -87,7 +89,6 @@ WORKFLOWS: Sequence[type] = (
     CatalogWorkflow,
 )
 
-HEARTBEAT_THROTTLE = timedelta(seconds=2)
 GRACEFUL_SHUTDOWN = timedelta(seconds=10)
 """Running activities get this long to finish on SIGTERM; then they are cancelled, and the waits
 among them (which heartbeat) are retried on another worker from where they were."""

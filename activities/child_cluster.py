@@ -34,7 +34,7 @@ from temporalio import activity
 
 from activities import metrics
 from activities.errors import kube_error, kube_status
-from activities.heartbeat import heartbeating, previous_details, report
+from activities.heartbeat import heartbeating, previous_details, report, write_ahead
 from activities.kube import (
     MERGE_PATCH,
     Obj,
@@ -51,9 +51,9 @@ from models.activity_api import (
     CordonNodeResult,
     DeleteNodeRequest,
     DeleteNodeResult,
+    DrainHeartbeat,
     DrainNodeRequest,
     DrainNodeResult,
-    DrainProgress,
     EvictionOutcome,
     ExpectedNode,
     KubeconfigRef,
@@ -69,7 +69,7 @@ from models.activity_api import (
     UncordonNodeRequest,
     UncordonNodeResult,
 )
-from models.drain import PodDrainClass, classify_pod, pods_to_evict
+from models.drain import DrainTally, PodDrainClass, classify_pod, pods_to_evict
 from models.errors import ErrorType, permanent
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
@@ -441,11 +441,16 @@ class ChildClusterActivities:
     @heartbeating
     async def drain_node(self, request: DrainNodeRequest) -> DrainNodeResult:
         """Evict the node's pods (those a drain evicts), retry what budgets refuse, and wait until
-        they are gone, until the deadline; with `force`, delete what is left at the deadline."""
+        they are gone, until the deadline; with `force`, delete what is left at the deadline.
+
+        `progress.pods_evicted` counts every eviction accepted across attempts: an attempt after
+        a crash resumes the ledger of the last heartbeat (`DrainLedger`), whose requests were
+        written ahead of the evictions, and counts those whose pod is gone or terminating."""
         core = await self._core(request.kubeconfig)
-        before = previous_details(DrainProgress)
-        progress = DrainProgress(pods_evicted=before.pods_evicted if before else 0)
+        before = previous_details(DrainHeartbeat)
+        drain = DrainTally.resume(before)
         pause = EVICTION_RETRY_FIRST
+        settled = before is None
         while True:
             node = await call_or_none(
                 f"read node {request.node_name}", core.read_node, request.node_name
@@ -453,42 +458,45 @@ class ChildClusterActivities:
             if node is None:
                 # Gone (removed by someone else): its pods went with it.
                 _drain_finished("node_gone")
-                return DrainNodeResult(drained=True, node_found=False, progress=progress)
-            remaining = pods_to_evict(
-                [pod_info(p) for p in await self._pods_on(core, request.node_name)]
-            )
-            progress.pods_remaining = len(remaining)
+                return DrainNodeResult(drained=True, node_found=False, progress=drain.progress())
+            pods = [pod_info(p) for p in await self._pods_on(core, request.node_name)]
+            if not settled:
+                drain.settle(pods)
+                settled = True
+            remaining = pods_to_evict(pods)
+            drain.pods_remaining = len(remaining)
             if not remaining:
-                progress.blocking_pods = []
-                report(progress)
+                drain.blocking_pods = []
+                report(drain.heartbeat())
                 _drain_finished("drained")
-                return DrainNodeResult(drained=True, progress=progress)
+                return DrainNodeResult(drained=True, progress=drain.progress())
+            to_evict = [pod for pod in remaining if not pod.terminating]  # others: evicted already
+            if drain.request(to_evict):
+                await write_ahead(drain.heartbeat())
             blocking: list[str] = []
-            for pod in remaining:
-                if pod.terminating:
-                    continue  # evicted already: waiting for it to go
+            for pod in to_evict:
                 outcome, message = await self._evict(core, pod)
                 if outcome is EvictionOutcome.BLOCKED_BY_BUDGET:
                     metrics.eviction_refused()
                     blocking.append(f"{pod.ref}: {message}" if message else pod.ref)
                 elif outcome is EvictionOutcome.EVICTED:
-                    progress.pods_evicted += 1
-            progress.blocking_pods = blocking
-            report(progress)
+                    drain.evicted(pod)
+            drain.blocking_pods = blocking
+            report(drain.heartbeat())
             left = _seconds_until(request.deadline)
             if left <= 0:
                 if not request.force:
                     _drain_finished("timed_out")
-                    return DrainNodeResult(drained=False, progress=progress)
+                    return DrainNodeResult(drained=False, progress=drain.progress())
                 # A forced drain deletes what the budgets protect, and does not wait for it.
                 for pod in remaining:
                     if await self._delete_pod(core, pod.namespace, pod.name):
-                        progress.pods_deleted.append(pod.ref)
-                progress.blocking_pods = []
-                progress.pods_remaining = 0
-                report(progress)
+                        drain.pods_deleted.append(pod.ref)
+                drain.blocking_pods = []
+                drain.pods_remaining = 0
+                report(drain.heartbeat())
                 _drain_finished("forced")
-                return DrainNodeResult(drained=True, progress=progress)
+                return DrainNodeResult(drained=True, progress=drain.progress())
             await asyncio.sleep(min(pause, left))
             pause = min(pause * 2, EVICTION_RETRY_CAP)
 

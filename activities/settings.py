@@ -19,8 +19,11 @@ Environment:
         every namespace.
     COLONY_WATCHER_ID: the watcher's identity in its Lease, default `<hostname>-<pid>`.
     COLONY_WATCHER_IN_WORKER: `1` runs the watcher inside `worker.py` (elected like a separate one).
-    COLONY_METRICS_PORT: the worker's Prometheus endpoint (and the watcher's, in `watcher.py`);
-        unset: none.
+    COLONY_METRICS_PORT: the worker's Prometheus endpoint (`worker.py`, and the watcher running in
+        it with COLONY_WATCHER_IN_WORKER=1); unset: none.
+    COLONY_WATCHER_METRICS_PORT: the Prometheus endpoint of `watcher.py`; unset: none. Its own
+        setting, because a worker and a watcher on one host cannot bind the same port (`make run`
+        picks the first free port after COLONY_METRICS_PORT when it is unset).
     COLONY_TRACE_EXPORT: `otlp` (to OTEL_EXPORTER_OTLP_ENDPOINT, default http://localhost:4318),
         `console`, or empty: no tracing.
 """
@@ -45,6 +48,8 @@ DEFAULT_HOST_PROVIDER_CONFIG = ".colony/sim/hostprovider.json"
 DEFAULT_WEB_UI = "http://127.0.0.1:8233"
 DEFAULT_SYSTEM_NAMESPACE = "colony-system"
 TRACE_EXPORTERS = ("", "otlp", "console")
+METRICS_PORT_ENV = "COLONY_METRICS_PORT"
+WATCHER_METRICS_PORT_ENV = "COLONY_WATCHER_METRICS_PORT"
 _TRUE = ("1", "true", "yes", "on")
 
 
@@ -71,6 +76,9 @@ class ColonySettings(BaseModel):
     """Empty: `<hostname>-<pid>`, chosen by the watcher."""
     watcher_in_worker: bool = False
     metrics_port: int | None = None
+    """The worker's `/metrics` port (None: no endpoint)."""
+    watcher_metrics_port: int | None = None
+    """`watcher.py`'s `/metrics` port (None: no endpoint)."""
     trace_export: str = ""
 
     @classmethod
@@ -104,7 +112,10 @@ class ColonySettings(BaseModel):
             watch_namespace=environ.get("COLONY_WATCH_NAMESPACE", ""),
             watcher_id=environ.get("COLONY_WATCHER_ID", ""),
             watcher_in_worker=environ.get("COLONY_WATCHER_IN_WORKER", "").lower() in _TRUE,
-            metrics_port=_port(environ.get("COLONY_METRICS_PORT", "")),
+            metrics_port=parse_port(METRICS_PORT_ENV, environ.get(METRICS_PORT_ENV, "")),
+            watcher_metrics_port=parse_port(
+                WATCHER_METRICS_PORT_ENV, environ.get(WATCHER_METRICS_PORT_ENV, "")
+            ),
             trace_export=_trace_export(environ.get("COLONY_TRACE_EXPORT", "")),
         )
 
@@ -142,11 +153,12 @@ class ColonySettings(BaseModel):
         return self.management_kubeconfig
 
 
-def _port(value: str) -> int | None:
+def parse_port(variable: str, value: str) -> int | None:
+    """The port number `value` of the environment variable `variable`; None when it is empty."""
     if not value.strip():
         return None
     if not value.strip().isdigit() or not 0 <= int(value) <= 65535:
-        raise SettingsError(f"COLONY_METRICS_PORT: {value!r} is not a port number (0-65535)")
+        raise SettingsError(f"{variable}: {value!r} is not a port number (0-65535)")
     return int(value)
 
 

@@ -155,20 +155,22 @@ def _service_set_summary(name: str, obj: Obj) -> ServiceSetStatusSummary:
 def service_set_observed(obj: Obj, generation: int) -> bool:
     """Whether the ServiceSet's status speaks of `generation` (or a later one).
 
-    k0rdent's conditions carry `observedGeneration`; a status whose conditions all predate the
-    spec we wrote still shows the previous install's states. Without any observed generation
-    there is nothing to compare: the status is taken as current.
+    Only what k0rdent's CRD defines is read: the `observedGeneration` of the status' conditions
+    and of each service's (`status.services[*].conditions`), which KCM sets to the generation it
+    reconciled. The status itself has no `observedGeneration` in that CRD (an API server prunes
+    one a writer puts there), so it is never looked at. A status whose conditions all predate
+    the spec we wrote still shows the previous install's states. Without any observed
+    generation there is nothing to compare: the status is taken as current.
     """
     if generation <= 0:
         return True
     status = obj.get("status") or {}
+    conditions = list(_dicts(status.get("conditions")))
+    for service in _dicts(status.get("services")):
+        conditions += _dicts(service.get("conditions"))
     observed = [
-        c["observedGeneration"]
-        for c in status.get("conditions") or []
-        if isinstance(c, dict) and isinstance(c.get("observedGeneration"), int)
+        c["observedGeneration"] for c in conditions if isinstance(c.get("observedGeneration"), int)
     ]
-    if isinstance(status.get("observedGeneration"), int):
-        observed.append(status["observedGeneration"])
     return not observed or max(observed) >= generation
 
 
@@ -229,6 +231,11 @@ def _only(obj: Obj) -> Obj:
     """Delete options that delete exactly the object read and judged (a replacement in between
     answers 409, and is read and judged again on the retry)."""
     return {"preconditions": {"uid": _uid(obj)}}
+
+
+def _dicts(value: Any) -> list[Obj]:
+    """The objects of a list read from the API (anything else: none)."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
 def _accepted(route: Obj) -> tuple[bool, str]:

@@ -29,7 +29,10 @@ log = logging.getLogger("colony.api")
 async def serve(settings: ColonySettings, api_settings: ApiSettings) -> None:
     management = api_client_from_file(settings.require_management_kubeconfig())
     store = KubernetesKeyStore(
-        management, api_settings.namespace, cache_seconds=api_settings.key_cache_seconds
+        management,
+        api_settings.namespace,
+        cache_seconds=api_settings.key_cache_seconds,
+        hash_rate=api_settings.verify_rate,
     )
 
     app = create_app(settings, lambda: colony.connect(settings), store, api_settings=api_settings)

@@ -1,7 +1,8 @@
 """The HTTP API's application: `create_app(settings, temporal_client_factory, key_store)`.
 
-Wires the routes (`api.clusters`, `api.catalog`, `api.workspaces`, the caller's own key), the error bodies
-(`api.errors`), the per-key rate limit (`api.ratelimit`) and an access log of its own. Called by
+Wires the routes (`api.clusters`, `api.catalog`, `api.workspaces`, `api.colonies`, the caller's own key), the error bodies
+(`api.errors`), the rate limits per key and per client address (`api.ratelimit`, charged as
+`api.context` says) and an access log of its own. Called by
 `python -m api` (`api.__main__`), by `make run` through it, and by the tests, which pass the dev
 server's client and a key store on the simulated management cluster.
 
@@ -28,7 +29,7 @@ from swagger_ui_bundle import swagger_ui_path
 
 from activities.sealing import SealingSettings
 from activities.settings import ColonySettings
-from api import catalog, clusters, workspaces
+from api import catalog, clusters, colonies, workspaces
 from api.bodies import openapi_components
 from api.context import ApiContext, Principal, TemporalClientFactory, requires
 from api.errors import error_response, error_responses, install
@@ -82,6 +83,7 @@ def create_app(
         keys=key_store,
         connect=temporal_client_factory,
         limiter=RateLimiter(api.rate, api.burst),
+        addresses=RateLimiter(api.address_rate, api.address_burst),
         sealing=sealing or SealingSettings.from_env(),
     )
     install(app)
@@ -89,6 +91,7 @@ def create_app(
     app.include_router(catalog.router)
     app.include_router(workspaces.classes)
     app.include_router(workspaces.router)
+    app.include_router(colonies.router)
     app.add_api_route(
         "/v1/api-key",
         whoami,

@@ -2,10 +2,11 @@
 
 FastAPI would validate a body parameter leniently (unknown fields ignored) and word its own
 messages. Colony's rule is stricter and its messages are `colonyctl`'s: so a route reads its body
-with `read_body(request, Model)` (400 for what is not a JSON object, then
-`starter.parsing.validated`, which is `models.base.user_input`: 422 naming the field and the
-rule, unknown fields refused), and declares it with `body_spec(Model)`; `openapi_components()`
-adds the models' schemas (with `additionalProperties: false`, as they are read) to the document.
+with `read_body(request, Model)` (415 for a body that is not `application/json`, 400 for what is
+not a JSON object, then `starter.parsing.validated`, which is `models.base.user_input`: 422
+naming the field and the rule, unknown fields and integers or booleans of another type refused),
+and declares it with `body_spec(Model)`; `openapi_components()` adds the models' schemas (with
+`additionalProperties: false`, as they are read) to the document.
 """
 
 from __future__ import annotations
@@ -29,8 +30,16 @@ SCHEMA_SUFFIX = "Input"
 """Request schemas are named `<Model>Input` (a model read and answered has two shapes)."""
 
 
+JSON_MEDIA_TYPE = "application/json"
+
+
 def _bad(message: str) -> ApiError:
     return ApiError(400, "bad_request", message, field="body")
+
+
+def _media_type(request: Request) -> str:
+    """The body's media type, without parameters (`charset=utf-8`), lowercased."""
+    return request.headers.get("content-type", "").partition(";")[0].strip().lower()
 
 
 async def read_body(request: Request, model: type[ModelT], *, optional: bool = False) -> ModelT:
@@ -42,6 +51,16 @@ async def read_body(request: Request, model: type[ModelT], *, optional: bool = F
     raw = await request.body()
     if len(raw) > MAX_BODY_BYTES:
         raise _bad(f"body: larger than {MAX_BODY_BYTES // 1024} KiB")
+    media_type = _media_type(request)
+    if raw.strip() and media_type != JSON_MEDIA_TYPE:
+        # A body is read as what its sender says it is: JSON sent as text/plain (a form, a
+        # simple CORS request) is not taken for JSON.
+        raise ApiError(
+            415,
+            "unsupported_media_type",
+            f"body: must be sent as {JSON_MEDIA_TYPE}, not {media_type or 'without a Content-Type'}",
+            field="body",
+        )
     if not raw.strip():
         if not optional:
             raise _bad("body: a JSON object is required")

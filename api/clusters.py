@@ -59,6 +59,7 @@ from models.operations import (
 )
 from starter import checks, credentials
 from starter import client as colony
+from starter.client import WorkflowRef
 from starter.errors import ConflictError, NotFoundError
 from starter.parsing import validated
 
@@ -91,7 +92,7 @@ Force = Annotated[
 ]
 
 READS = error_responses(401, 403, 404, 422, 429, 503)
-WRITES = error_responses(400, 401, 403, 404, 409, 422, 429, 503)
+WRITES = error_responses(400, 401, 403, 404, 409, 415, 422, 429, 503)
 
 
 def _shown(text: str) -> str:
@@ -108,7 +109,7 @@ def cluster_name(cluster_id: str) -> str:
 def pool_name(cluster: str, pool: str) -> str:
     if name_problem("node pool", pool):
         raise NotFoundError(
-            f"node pool: node pool '{_shown(pool)}' does not exist in cluster '{cluster}'"
+            f"pool: node pool '{_shown(pool)}' does not exist in cluster '{cluster}'"
         )
     return pool
 
@@ -127,8 +128,8 @@ def operation_id(cluster: str, operation: str) -> str:
     return operation
 
 
-def _link(ctx: ApiContext, principal: Principal, name: str) -> str:
-    return ctx.workflow_link(cluster_workflow_id(name, principal.organization))
+def _workflow(ctx: ApiContext, principal: Principal, name: str) -> WorkflowRef:
+    return ctx.workflow(cluster_workflow_id(name, principal.organization))
 
 
 async def _status(ctx: ApiContext, principal: Principal, name: str) -> tuple[Client, ClusterStatus]:
@@ -159,13 +160,15 @@ async def _send(
         request_id=idempotency_key,
         organization=principal.organization,
     )
+    workflow = _workflow(ctx, principal, name)
     return OperationAcceptedView(
         cluster_id=name,
         status=status_after(accepted.kind),
         operation_id=accepted.operation_id,
         kind=accepted.kind,
         position=accepted.position,
-        web_ui=_link(ctx, principal, name),
+        workflow_id=workflow.workflow_id,
+        web_ui=workflow.link,
     )
 
 
@@ -212,7 +215,8 @@ async def create_cluster(
         name=spec.name,
         status=status,
         operation_id=started.operation_id,
-        web_ui=ctx.workflow_link(started.workflow_id),
+        workflow_id=started.workflow_id,
+        web_ui=ctx.workflow(started.workflow_id).link,
         repeated=started.repeated,
     )
 
@@ -239,7 +243,8 @@ async def list_clusters(request: Request, principal: Principal = READ) -> Cluste
                 )
             except NotFoundError:
                 return None  # deleted between the list and the query
-        return ClusterView.of(status, _link(ctx, principal, name))
+        workflow = _workflow(ctx, principal, name)
+        return ClusterView.of(status, workflow.workflow_id, workflow.link)
 
     views = await asyncio.gather(*(view(summary.name) for summary in found))
     return ClusterList(items=[v for v in views if v is not None])
@@ -260,7 +265,8 @@ async def get_cluster(
     ctx = context(request)
     name = cluster_name(cluster_id)
     _, status = await _status(ctx, principal, name)
-    return ClusterView.of(status, _link(ctx, principal, name))
+    workflow = _workflow(ctx, principal, name)
+    return ClusterView.of(status, workflow.workflow_id, workflow.link)
 
 
 @router.delete(
@@ -317,7 +323,7 @@ async def get_node_pool(
     _, status = await _status(context(request), principal, name)
     found = status.pool(pool)
     if found is None:
-        raise NotFoundError(f"node pool: node pool '{pool}' does not exist in cluster '{name}'")
+        raise NotFoundError(f"pool: node pool '{pool}' does not exist in cluster '{name}'")
     return found
 
 
@@ -502,8 +508,10 @@ async def delete_node(
 # --- operations ------------------------------------------------------------------------------
 
 
-def _operation_view(operation: Operation, web_ui: str) -> OperationView:
-    return OperationView.model_validate({**operation.model_dump(), "web_ui": web_ui})
+def _operation_view(operation: Operation, workflow: WorkflowRef) -> OperationView:
+    return OperationView.model_validate(
+        {**operation.model_dump(), "workflow_id": workflow.workflow_id, "web_ui": workflow.link}
+    )
 
 
 @router.get(
@@ -520,8 +528,8 @@ async def list_operations(
     ctx = context(request)
     name = cluster_name(cluster_id)
     _, status = await _status(ctx, principal, name)
-    link = _link(ctx, principal, name)
-    return OperationList(items=[_operation_view(op, link) for op in colony.operations(status)])
+    workflow = _workflow(ctx, principal, name)
+    return OperationList(items=[_operation_view(op, workflow) for op in colony.operations(status)])
 
 
 @router.get(
@@ -543,7 +551,7 @@ async def get_operation(
         operation_id(name, operation),
         organization=principal.organization,
     )
-    return _operation_view(found, _link(ctx, principal, name))
+    return _operation_view(found, _workflow(ctx, principal, name))
 
 
 @router.post(
@@ -575,7 +583,7 @@ async def cancel_operation(
         request_id=idempotency_key,
         organization=principal.organization,
     )
-    return _operation_view(cancelled, _link(ctx, principal, name))
+    return _operation_view(cancelled, _workflow(ctx, principal, name))
 
 
 # --- credentials -----------------------------------------------------------------------------

@@ -7,17 +7,18 @@ exists ..."}}`: the message is the line `colonyctl` prints after `error: ` (both
 | raised | status | code |
 | --- | --- | --- |
 | body not JSON, not an object | 400 | bad_request |
+| a body not sent as `application/json` | 415 | unsupported_media_type |
 | `InvalidRequestError` (a rule, an unknown field, the catalog) | 422 | invalid |
 | FastAPI's own parameter validation (`?drain=maybe`) | 422 | invalid |
-| no key, unknown, revoked, expired key | 401 | unauthenticated |
+| no key, unknown, revoked, expired key | 401 | unauthenticated, with `WWW-Authenticate: Bearer` |
 | the key lacks the permission | 403 | forbidden |
-| `NotFoundError`, an unknown route, another organization's cluster or workspace | 404 | not_found |
+| `NotFoundError`, an unknown route, another organization's cluster, workspace or colony | 404 | not_found |
 | `ConflictError` (name taken, the cluster's or workspace's state refuses it, a class published with another definition) | 409 | conflict |
 | `OperationFailedError` | 409 | operation_failed |
-| over the key's rate | 429 | rate_limited, with `Retry-After` |
+| over the key's rate, or the verification rate of the address or of the API | 429 | rate_limited, with `Retry-After` |
 | `UnavailableError` (Temporal, the management cluster or the provider down), `SettingsError` | 503 | unavailable |
 
-Installed on the app by `api.app.create_app`; `api.auth` and the routes raise `ApiError` or the
+Installed on the app by `api.app.create_app`; `api.context` and the routes raise `ApiError` or the
 `starter.errors` types.
 """
 
@@ -34,7 +35,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from activities.settings import SettingsError
 from api.views import ErrorBody, ErrorDetail
 from models.operations import OperationKind
-from models.workspace_operations import WorkspaceOperationKind
 from starter.errors import (
     ColonyError,
     ConflictError,
@@ -47,16 +47,13 @@ UNAVAILABLE_RETRY_SECONDS = 5
 """`Retry-After` of a 503: Temporal or the management cluster restarting takes seconds."""
 
 _FIELD = re.compile(r"^[A-Za-z][A-Za-z0-9_.\[\]]*$")
-_NOT_FIELDS = (
-    {kind.value for kind in OperationKind} | {kind.value for kind in WorkspaceOperationKind}
-) | {
+_NOT_FIELDS = {kind.value for kind in OperationKind} | {
     "cancel_operation",
     "host provider",
-    "extraForbidden",
 }
-"""Message prefixes that name what refused or the rule, not a field (`scale_node_pool: ...`;
-`suspend: workspace 'nb' is already suspended`; `extraForbidden: unknown field 'x'` names its
-fields in the rule)."""
+"""Message prefixes that name what refused, not a field (`scale_node_pool: ...`, when the workflow
+named no field); a workspace's refusals name the workspace (`workspace: workspace 'nb' is already
+suspended`), and `suspend` is a field of a deploy."""
 
 
 class ApiError(Exception):
@@ -185,14 +182,16 @@ def install(app: FastAPI) -> None:
 
 ERROR_DESCRIPTIONS = {
     400: "The body is not JSON, or not an object.",
+    415: "The body is not sent as `application/json`.",
     401: "No API key, or an unknown, revoked or expired one.",
     403: "The key lacks the permission this needs.",
-    404: "Unknown (or deleted) cluster, pool, node, operation, workspace or class; another "
-    "organization's cluster or workspace.",
+    404: "Unknown (or deleted) cluster, pool, node, operation, workspace, class or colony; another "
+    "organization's cluster, workspace or colony.",
     409: "The name is taken, the cluster's or workspace's state refuses the operation now, or a "
     "class of that name exists with another definition.",
     422: "A field breaks a rule (the message names the field and the rule).",
-    429: "Over the key's request rate; retry after `Retry-After` seconds.",
+    429: "Over the key's request rate, or (before a key is verified) the client address's or the "
+    "API's rate of key verifications; retry after `Retry-After` seconds.",
     503: "Temporal, the management cluster or the host provider cannot be reached.",
 }
 

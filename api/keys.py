@@ -1,7 +1,7 @@
 """API keys: their format, their permissions, how they are hashed, and the store that keeps them as
 one Kubernetes Secret per key on the management cluster.
 
-Called by the HTTP API (`api.auth` authenticates every request through `KeyStore.authenticate`)
+Called by the HTTP API (`api.context` authenticates every request through `KeyStore.authenticate`)
 and by `colonyctl apikey create|list|revoke` (`starter/commands/apikey.py`, the operator's side).
 No FastAPI here.
 
@@ -25,6 +25,23 @@ Permissions are the product's: Kubernetes Read (clusters, pools, nodes, operatio
 publish workspace classes to the catalog every organization shares. Legacy keys carry `clusters:read`, which
 grants Read, or `clusters:write`, which grants "the rest" (Connect and Manage), as the product
 document says; a key stores what it was granted and is mapped on use.
+
+Verifying a key costs a Secret read and a scrypt (on purpose), so whoever presents keys, valid or
+not, must not be able to make the store do that at will (issue 13):
+- a key's Secret, once read, is used for `cache_seconds` (then read again, so that a revocation
+  made elsewhere applies); an id that has no Secret is remembered as unknown for
+  `NEGATIVE_SECONDS`;
+- a secret proven right is remembered with the hash it matched: while the key's Secret holds that
+  hash, the same key is not hashed again;
+- a key that failed is remembered by its id *and* a digest of the whole key for
+  `NEGATIVE_SECONDS`: repeating a wrong secret costs nothing, and an attacker's wrong secret never
+  blocks the owner's right one;
+- the same id read, or the same key verified, by many requests at once is read or hashed once;
+- scrypt runs at most `hash_rate` times a second in all (`KeyBusyError` beyond), so a flood of
+  new wrong secrets cannot take the CPU; an owner whose key was proven needs no scrypt at all;
+- what still costs work for a presented key (reading the Secret of an id not proven here, a
+  scrypt) is first announced to the caller's `admit`, which may refuse it: the HTTP API charges
+  it to the client's address there (`api.context`).
 """
 
 from __future__ import annotations
@@ -35,13 +52,15 @@ import contextlib
 import hashlib
 import hmac
 import logging
+import math
 import re
 import secrets
-from collections.abc import Callable, Iterable
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -49,7 +68,8 @@ from pydantic import Field
 from temporalio.exceptions import ApplicationError
 
 from activities.kube import MERGE_PATCH, call
-from api.settings import DEFAULT_KEY_CACHE_SECONDS, DEFAULT_NAMESPACE
+from api.ratelimit import RateLimiter
+from api.settings import DEFAULT_KEY_CACHE_SECONDS, DEFAULT_NAMESPACE, DEFAULT_VERIFY_RATE
 from models.base import ColonyModel
 from models.names import name_problem
 from starter.errors import InvalidRequestError, UnavailableError
@@ -85,6 +105,13 @@ COMPONENT = "api-key"
 TOUCH_SECONDS = 60.0
 """`last-used-at` is written at most once a minute per key: a write per request would cost more
 than the request, and "last used" needs no finer grain."""
+NEGATIVE_SECONDS = 30.0
+"""How long an id without a Secret, or a key that failed verification, is refused from memory:
+ids are drawn at random when a key is created, so no key comes to exist under an id someone
+presented before; the memory is bounded (`MAX_REMEMBERED`) whatever a flood presents."""
+MAX_REMEMBERED = 10_000
+"""Entries each of the store's memories keeps at most (the oldest go first)."""
+UNKNOWN_KEY = "unknown API key (never issued, or revoked)"
 
 
 class Permission(StrEnum):
@@ -170,6 +197,74 @@ class KeyRefusedError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class KeyBusyError(Exception):
+    """The key cannot be verified now: the store's scrypt budget for this second is spent. Not
+    the key's fault: in `retry_after` seconds there is budget again."""
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(f"key verification busy; retry in {retry_after:.1f}s")
+        self.retry_after = retry_after
+
+
+Admit = Callable[[], None]
+"""Told before the store does costly work for a presented key; raises to refuse that work."""
+
+
+def admit_all() -> None:
+    """The `Admit` of callers that limit nothing (the operator's `colonyctl`)."""
+
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class _Memory(Generic[K, V]):
+    """A bounded map whose entries expire `seconds` after they were set (oldest dropped first)."""
+
+    def __init__(self, seconds: float, limit: int = MAX_REMEMBERED) -> None:
+        self._seconds = seconds
+        self._limit = limit
+        self._entries: OrderedDict[K, tuple[V, datetime]] = OrderedDict()
+
+    def get(self, key: K, now: datetime) -> tuple[V] | None:
+        """`(value,)` when `key` was set less than `seconds` ago; None otherwise."""
+        entry = self._entries.get(key)
+        if entry is None or (now - entry[1]).total_seconds() >= self._seconds:
+            return None
+        return (entry[0],)
+
+    def set(self, key: K, value: V, now: datetime) -> None:
+        self._entries.pop(key, None)
+        self._entries[key] = (value, now)
+        while len(self._entries) > self._limit:
+            self._entries.popitem(last=False)
+
+    def forget(self, key: K) -> None:
+        self._entries.pop(key, None)
+
+
+class _OneAtATime(Generic[K]):
+    """One lock per key, dropped once nobody holds or awaits it: concurrent requests about the
+    same key do its work once (the others find it done)."""
+
+    def __init__(self) -> None:
+        self._locks: dict[K, tuple[asyncio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: K) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users == 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
 
 
 def format_key(key_id: str, secret: str) -> str:
@@ -293,8 +388,10 @@ class KeyStore(Protocol):
         """Delete a key; False when there was none with that id."""
         ...
 
-    async def authenticate(self, key: str) -> ApiKey:
-        """The key's record when `key` is a valid, unexpired key; `KeyRefusedError` otherwise."""
+    async def authenticate(self, key: str, *, admit: Admit = admit_all) -> ApiKey:
+        """The key's record when `key` is a valid, unexpired key; `KeyRefusedError` otherwise,
+        `KeyBusyError` when it cannot be verified now. `admit` is called before costly work for
+        the key (see the module docstring); what it raises is raised."""
         ...
 
     async def close(self) -> None: ...
@@ -305,7 +402,10 @@ class KubernetesKeyStore:
 
     Args:
         api: the management cluster's client (the caller owns it and closes it).
-        cache_seconds: how long a verified key is trusted before its Secret is read again.
+        cache_seconds: how long a key's Secret, once read, is used before it is read again (how
+            long a revocation made by another process takes to apply here).
+        hash_rate: scrypt verifications per second in all (bursts of as many); 0: no cap.
+        hasher: hashes a secret (`hash_secret`; tests count the calls).
         clock: now (tests pass their own).
     """
 
@@ -316,17 +416,28 @@ class KubernetesKeyStore:
         *,
         cache_seconds: float = DEFAULT_KEY_CACHE_SECONDS,
         touch_seconds: float = TOUCH_SECONDS,
+        hash_rate: float = DEFAULT_VERIFY_RATE,
+        hasher: Callable[[str, bytes, str], bytes] = hash_secret,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.namespace = namespace
         self._core = client.CoreV1Api(api)
-        self._cache_seconds = cache_seconds
         self._touch_seconds = touch_seconds
+        self._hasher = hasher
         self._clock = clock
         self._namespace_ready = False
-        # key id -> (sha256 of the presented key, record, when verified): a hit costs a hash, not
-        # a scrypt and a Secret read. Only a key that verified is cached.
-        self._verified: dict[str, tuple[bytes, ApiKey, datetime]] = {}
+        # Key id -> its Secret as read, for `cache_seconds`; ids found without one.
+        self._records: _Memory[str, _Stored] = _Memory(cache_seconds)
+        self._unknown: _Memory[str, None] = _Memory(NEGATIVE_SECONDS)
+        # Key id -> (sha256 of the key proven right, the stored hash it matched).
+        self._proven: _Memory[str, tuple[bytes, bytes]] = _Memory(math.inf)
+        # (key id, sha256 of a key that failed): refused without work for a while.
+        self._refused: _Memory[tuple[str, bytes], None] = _Memory(NEGATIVE_SECONDS)
+        self._reading: _OneAtATime[str] = _OneAtATime()
+        self._verifying: _OneAtATime[tuple[str, bytes]] = _OneAtATime()
+        self._hashes = RateLimiter(
+            hash_rate, max(1, math.ceil(hash_rate)), clock=lambda: self._clock().timestamp()
+        )
         self._touched: dict[str, datetime] = {}
         self._background: set[asyncio.Task[None]] = set()
 
@@ -386,7 +497,7 @@ class KubernetesKeyStore:
         await self._ensure_namespace()
         secret = secrets.token_hex(SECRET_HEX_DIGITS // 2)
         salt = secrets.token_bytes(SALT_BYTES)
-        digest = await asyncio.to_thread(hash_secret, secret, salt)
+        digest = await asyncio.to_thread(self._hasher, secret, salt, ALGORITHM)
         while True:
             key_id = secrets.token_hex(ID_HEX_DIGITS // 2)
             annotations = {
@@ -469,7 +580,8 @@ class KubernetesKeyStore:
         return stored.key if stored else None
 
     async def revoke(self, key_id: str) -> bool:
-        self._verified.pop(key_id, None)
+        self._records.forget(key_id)
+        self._proven.forget(key_id)
         if not valid_key_id(key_id):
             return False
         stored = await self._read(key_id)
@@ -483,36 +595,85 @@ class KubernetesKeyStore:
         )
         return deleted is not None
 
-    async def authenticate(self, key: str) -> ApiKey:
+    async def authenticate(self, key: str, *, admit: Admit = admit_all) -> ApiKey:
         parsed = parse_key(key)
         if parsed is None:
             raise KeyRefusedError("the API key is malformed (expected colony_<id>_<secret>)")
         key_id, secret = parsed
         now = self._clock()
         fingerprint = hashlib.sha256(key.encode()).digest()
-        cached = self._verified.get(key_id)
-        if (
-            cached is not None
-            and hmac.compare_digest(cached[0], fingerprint)
-            and (now - cached[2]).total_seconds() < self._cache_seconds
-        ):
-            record = cached[1]
-        else:
-            stored = await self._read(key_id)
-            if stored is None:
-                self._verified.pop(key_id, None)
-                raise KeyRefusedError("unknown API key (never issued, or revoked)")
-            digest = await asyncio.to_thread(hash_secret, secret, stored.salt, stored.algorithm)
-            if not hmac.compare_digest(digest, stored.hash):
-                raise KeyRefusedError("unknown API key (never issued, or revoked)")
-            record = stored.key
-            self._verified[key_id] = (fingerprint, record, now)
+        if self._refused.get((key_id, fingerprint), now) is not None:
+            raise KeyRefusedError(UNKNOWN_KEY)
+        stored = await self._stored(key_id, admit)
+        if stored is None:
+            raise KeyRefusedError(UNKNOWN_KEY)
+        if not self._is_proven(key_id, fingerprint, stored):
+            async with self._verifying.hold((key_id, fingerprint)):
+                # The request this one waited for may have settled it, either way.
+                if self._refused.get((key_id, fingerprint), self._clock()) is not None:
+                    raise KeyRefusedError(UNKNOWN_KEY)
+                if not self._is_proven(key_id, fingerprint, stored):
+                    await self._verify(key_id, secret, fingerprint, stored, admit)
+        record = stored.key
         if record.expired(now):
             raise KeyRefusedError(
                 f"API key {key_id} expired at {_timestamp(record.expires_at or now)}"
             )
         self._touch(key_id, now)
         return record
+
+    def _is_proven(self, key_id: str, fingerprint: bytes, stored: _Stored) -> bool:
+        """True when this very key was verified against the hash its Secret holds now."""
+        proven = self._proven.get(key_id, self._clock())
+        return proven is not None and (
+            hmac.compare_digest(proven[0][0], fingerprint)
+            and hmac.compare_digest(proven[0][1], stored.hash)
+        )
+
+    def _remembered(self, key_id: str) -> tuple[_Stored | None] | None:
+        """`(its Secret, or None for none,)` when the store knows it without reading."""
+        now = self._clock()
+        if self._unknown.get(key_id, now) is not None:
+            return (None,)
+        return self._records.get(key_id, now)
+
+    async def _stored(self, key_id: str, admit: Admit) -> _Stored | None:
+        """The key's Secret: as read less than `cache_seconds` ago, else read now, once for all
+        the requests that ask meanwhile. Reading the Secret of an id no key was proven of here is
+        work the caller must be admitted to; refreshing a proven key's is not (that happens once
+        per `cache_seconds`, however many ask)."""
+        known = self._remembered(key_id)
+        if known is not None:
+            return known[0]
+        async with self._reading.hold(key_id):
+            known = self._remembered(key_id)
+            if known is not None:
+                return known[0]  # read by the request this one waited for
+            if self._proven.get(key_id, self._clock()) is None:
+                admit()
+            stored = await self._read(key_id)
+            now = self._clock()
+            if stored is None:
+                self._unknown.set(key_id, None, now)
+                self._proven.forget(key_id)
+            else:
+                self._records.set(key_id, stored, now)
+            return stored
+
+    async def _verify(
+        self, key_id: str, secret: str, fingerprint: bytes, stored: _Stored, admit: Admit
+    ) -> None:
+        """Hash the presented secret against the Secret's, within the store's scrypt budget."""
+        admit()
+        wait = self._hashes.acquire("scrypt")
+        if wait > 0:
+            raise KeyBusyError(wait)
+        digest = await asyncio.to_thread(self._hasher, secret, stored.salt, stored.algorithm)
+        now = self._clock()
+        if not hmac.compare_digest(digest, stored.hash):
+            self._refused.set((key_id, fingerprint), None, now)
+            raise KeyRefusedError(UNKNOWN_KEY)
+        self._proven.set(key_id, (fingerprint, stored.hash), now)
 
     def _touch(self, key_id: str, now: datetime) -> None:
         """Record the key's last use, at most every `touch_seconds`, off the request's path."""

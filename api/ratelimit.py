@@ -1,9 +1,11 @@
-"""Per-key request rates for the HTTP API: a token bucket for each API key, in this process.
+"""Request rates for the HTTP API: a token bucket for each key of a table, in this process.
 
-`api.auth` asks `RateLimiter.acquire(key_id)` before it verifies a key, so a flood with one key
-(valid or not) costs neither a Secret read nor a scrypt hash. Each key's bucket holds up to `burst`
-tokens and refills at `rate` per second; a request takes one, and one that finds none is refused
-with the seconds until the next token (the 429's `Retry-After`).
+`api.context` keeps three tables: one bucket per API key, charged only once the key is verified
+(so that nobody but its owner can spend it); one per client address, charged for the work done to
+verify keys that are not yet verified (a Secret read, a scrypt); and the key store's single bucket
+of scrypt hashes for everyone (`api.keys`). Each bucket holds up to `burst` tokens and refills at
+`rate` per second; a request takes one, and one that finds none is refused with the seconds until
+the next token (the 429's `Retry-After`).
 
 In-process: several API replicas each allow the rate (a shared limiter would need a shared store,
 which Colony does not run). The table of buckets is bounded: full buckets, which carry no state a

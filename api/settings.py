@@ -15,6 +15,10 @@ Environment:
         colony-system (created when missing).
     COLONY_API_KEY_CACHE_SECONDS: how long a verified key is trusted without re-reading its
         Secret (a revocation made elsewhere takes this long to reach this process), default 5.
+    COLONY_API_ADDRESS_RATE: key verifications (a Secret read of a key not yet verified, a
+        scrypt) per second each client address may cause, sustained, default 5.
+    COLONY_API_ADDRESS_BURST: how many of them an address may cause at once, default 20.
+    COLONY_API_VERIFY_RATE: scrypt verifications per second in all, default 10 (0: no cap).
 """
 
 from __future__ import annotations
@@ -33,6 +37,14 @@ DEFAULT_RATE = 20.0
 runaway loop does not."""
 DEFAULT_BURST = 40
 DEFAULT_NAMESPACE = "colony-system"
+DEFAULT_ADDRESS_RATE = 5.0
+DEFAULT_ADDRESS_BURST = 20
+"""Verification work per client address: a client verifies each of its keys once, then its
+requests are answered from the key store's memory; only a client presenting new keys (or wrong
+ones) over and over reaches this."""
+DEFAULT_VERIFY_RATE = 10.0
+"""scrypt hashes per second in all: about 35 ms of CPU each, so at most a third of a core goes to
+verifying keys, whatever a flood of wrong secrets asks."""
 DEFAULT_KEY_CACHE_SECONDS = 5.0
 """Verifying a key is a scrypt hash (tens of milliseconds of CPU, on purpose) and a Secret read;
 5 s of trust makes that once per key per 5 s, and bounds how long a revocation made by another
@@ -45,6 +57,9 @@ ENV = {
     "burst": "COLONY_API_BURST",
     "namespace": "COLONY_API_NAMESPACE",
     "key_cache_seconds": "COLONY_API_KEY_CACHE_SECONDS",
+    "address_rate": "COLONY_API_ADDRESS_RATE",
+    "address_burst": "COLONY_API_ADDRESS_BURST",
+    "verify_rate": "COLONY_API_VERIFY_RATE",
 }
 
 
@@ -59,6 +74,9 @@ class ApiSettings(BaseModel):
     burst: int = Field(default=DEFAULT_BURST, ge=1)
     namespace: str = DEFAULT_NAMESPACE
     key_cache_seconds: float = Field(default=DEFAULT_KEY_CACHE_SECONDS, ge=0)
+    address_rate: float = Field(default=DEFAULT_ADDRESS_RATE, ge=0)
+    address_burst: int = Field(default=DEFAULT_ADDRESS_BURST, ge=1)
+    verify_rate: float = Field(default=DEFAULT_VERIFY_RATE, ge=0)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ApiSettings:

@@ -1,10 +1,12 @@
 """What the HTTP API reads and answers: request bodies, response bodies and the cluster status the
 product documents (`creating|ready|updating|deleting|failed`), in the document's field names.
 
-Responses are Colony's own models with a few fields added (the cluster's `id`, `status` and Web UI
-link; a workspace's `id` and Web UI link), so `colonyctl` in remote mode (`starter.remote`,
-`starter.remote_workspaces`) reads them back into the same `ClusterStatus`, `Operation`,
-`WorkspaceStatus` and `WorkspaceClassSpec` it gets from Temporal, and prints the same thing.
+Responses are Colony's own models with a few fields added (the cluster's `id` and `status`; a
+workspace's or colony's `id`; and for each, the `workflowId` of the workflow that owns it and its
+Web UI link), so `colonyctl` in remote mode (`starter.remote`, `starter.remote_workspaces`,
+`starter.remote_colonies`) reads them back into the same `ClusterStatus`, `Operation`,
+`WorkspaceStatus`, `ColonyStatus` and `WorkspaceClassSpec` it gets from Temporal, prints the same
+thing, and takes workflow ids from the answers, never from a link.
 Request bodies are validated strictly (`models.base.user_input`: unknown fields are refused).
 Pure: no IO, no FastAPI.
 """
@@ -19,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from models.activity_api import KubeconfigRef
-from models.base import ColonyModel
+from models.base import ColonyModel, refusal_at
 from models.catalog import LocationStock
 from models.cluster import (
     KUBERNETES_VERSION,
@@ -28,7 +30,12 @@ from models.cluster import (
     ClusterPhase,
     ClusterStatus,
 )
-from models.manifests import ServiceTemplateManifest, service_template_spec_problem
+from models.colony import ColonyOperationAccepted, ColonyStatus
+from models.manifests import (
+    ColonyClusterSpec,
+    ServiceTemplateManifest,
+    service_template_spec_problem,
+)
 from models.names import label_key_problem, label_value_problem, name_problem
 from models.node_pool import NodePoolSpec, NodePoolStatus, NodeStatus
 from models.operations import Operation, OperationKind
@@ -207,6 +214,53 @@ class ServiceTemplateInput(ColonyModel):
         return ServiceTemplateManifest(name=self.name, labels=self.labels, spec=self.spec)
 
 
+RESERVED_LABEL_DOMAINS = ("colony.dev/", "k0rdent.mirantis.com/")
+"""Label and annotation domains whose keys mark Colony's and k0rdent's own objects: a caller's
+cluster may not carry them (they would pass it for someone else's)."""
+
+
+class ColonyApplyRequest(ColonyModel):
+    """`POST /v1/colonies`: a colony in Colony's form, `{"name": "lab", "colonyClusters":
+    [{"clusterName": "a", "locationId": "fra1", "nodePools": [...]}]}`; what `colonyctl colony
+    apply -f` reads from a Colony manifest (exalsius's or Colony's)."""
+
+    name: str
+    """A DNS label; each cluster is named `<name>-<clusterName>` (at most 63 characters)."""
+    colony_clusters: list[ColonyClusterSpec] = Field(default_factory=list)
+    """Its clusters, each claimed from a location (`locationId`, `nodePools`). A raw k0rdent
+    `clusterDeploymentSpec` (any template, credential or config) is the operator's to choose:
+    refused through the API."""
+
+    @field_validator("colony_clusters")
+    @classmethod
+    def _clusters(cls, clusters: list[ColonyClusterSpec]) -> list[ColonyClusterSpec]:
+        for index, cluster in enumerate(clusters):
+            if cluster.cluster_deployment_spec:
+                raise refusal_at(
+                    "ColonyApplyRequest",
+                    (index, "clusterDeploymentSpec"),
+                    "value_error",
+                    "cannot be chosen through the API: give locationId and nodePools (an "
+                    "operator applies raw ClusterDeployment specs through Temporal directly)",
+                    cluster.cluster_deployment_spec,
+                )
+            for field, marks in (
+                ("clusterLabels", cluster.cluster_labels),
+                ("clusterAnnotations", cluster.cluster_annotations),
+            ):
+                reserved = sorted(k for k in marks if k.startswith(RESERVED_LABEL_DOMAINS))
+                if reserved:
+                    raise refusal_at(
+                        "ColonyApplyRequest",
+                        (index, field),
+                        "value_error",
+                        f"'{reserved[0]}' is in a domain Colony reserves for its own marks "
+                        f"({', '.join(RESERVED_LABEL_DOMAINS)})",
+                        marks,
+                    )
+        return clusters
+
+
 class WorkspaceClassPublishRequest(ColonyModel):
     """`POST /v1/workspace-classes`: a class in Colony's form (what `GET` answers) and the
     ServiceTemplates it (or a prerequisite) deploys, as `colonyctl class publish -f` takes them
@@ -223,6 +277,7 @@ REQUEST_MODELS: tuple[type[BaseModel], ...] = (
     OperationCancelRequest,
     WorkspaceDeployRequest,
     WorkspaceClassPublishRequest,
+    ColonyApplyRequest,
 )
 """Bodies the API reads itself (strictly), documented in its OpenAPI schema by `api.app`."""
 
@@ -239,6 +294,8 @@ class ClusterView(ClusterStatus):
     kubernetes_version: str = KUBERNETES_VERSION
     pod_cidr: str = POD_CIDR
     service_cidr: str = SERVICE_CIDR
+    workflow_id: str = ""
+    """The id of the cluster's workflow in Temporal."""
     web_ui: str = ""
     """The cluster's workflow in the Temporal Web UI."""
     # Internal references, not for API users (the kubeconfig endpoints serve what they point at).
@@ -246,10 +303,16 @@ class ClusterView(ClusterStatus):
     held_hosts: list[str] = Field(default_factory=list, exclude=True)
 
     @classmethod
-    def of(cls, status: ClusterStatus, web_ui: str) -> ClusterView:
+    def of(cls, status: ClusterStatus, workflow_id: str, web_ui: str) -> ClusterView:
         data = status.model_dump(exclude={"kubeconfig", "held_hosts"})
         return cls.model_validate(
-            {**data, "id": status.name, "status": status_of(status), "web_ui": web_ui}
+            {
+                **data,
+                "id": status.name,
+                "status": status_of(status),
+                "workflow_id": workflow_id,
+                "web_ui": web_ui,
+            }
         )
 
 
@@ -264,6 +327,7 @@ class ClusterAccepted(ColonyModel):
     name: str
     status: ClusterStatusName
     operation_id: str
+    workflow_id: str
     web_ui: str
     repeated: bool = False
     """True when this `Idempotency-Key` had created it already: nothing new was started."""
@@ -279,12 +343,15 @@ class OperationAcceptedView(ColonyModel):
     kind: OperationKind
     position: int
     """Place in the cluster's queue: 1 runs next (or now)."""
+    workflow_id: str
     web_ui: str
 
 
 class OperationView(Operation):
     """An operation: queued, running or finished, its request, progress and reason."""
 
+    workflow_id: str = ""
+    """The cluster's workflow, which runs it."""
     web_ui: str = ""
 
 
@@ -337,12 +404,16 @@ class WorkspaceView(WorkspaceStatus):
 
     id: str
     """The workspace's id in the API: its name."""
+    workflow_id: str = ""
+    """The id of the workspace's workflow in Temporal."""
     web_ui: str = ""
     """The workspace's workflow in the Temporal Web UI."""
 
     @classmethod
-    def of(cls, status: WorkspaceStatus, web_ui: str) -> WorkspaceView:
-        return cls.model_validate({**status.model_dump(), "id": status.name, "web_ui": web_ui})
+    def of(cls, status: WorkspaceStatus, workflow_id: str, web_ui: str) -> WorkspaceView:
+        return cls.model_validate(
+            {**status.model_dump(), "id": status.name, "workflow_id": workflow_id, "web_ui": web_ui}
+        )
 
 
 class WorkspaceList(ColonyModel):
@@ -359,6 +430,7 @@ class WorkspaceAccepted(ColonyModel):
     cluster: str
     phase: str
     operation_id: str
+    workflow_id: str
     web_ui: str
     repeated: bool = False
     """True when this `Idempotency-Key` had deployed it already: nothing new was started."""
@@ -372,6 +444,48 @@ class WorkspaceOperationView(ColonyModel):
     kind: WorkspaceOperationKind
     position: int
     """Place in the workspace's queue: 1 runs next (or now)."""
+    workflow_id: str
+    web_ui: str
+
+
+class ColonyView(ColonyStatus):
+    """A colony: `GET /v1/colonies/{id}` and each item of the list: its phase, its clusters (ids
+    of the organization's clusters, `<colony>-<clusterName>`) and their GPUs."""
+
+    id: str
+    """The colony's id in the API: its name (unique within the organization)."""
+    workflow_id: str = ""
+    """The id of the colony's workflow in Temporal."""
+    web_ui: str = ""
+
+    @classmethod
+    def of(cls, status: ColonyStatus, workflow_id: str, web_ui: str) -> ColonyView:
+        return cls.model_validate(
+            {**status.model_dump(), "id": status.name, "workflow_id": workflow_id, "web_ui": web_ui}
+        )
+
+
+class ColonyList(ColonyModel):
+    items: list[ColonyView]
+
+
+class ColonyApplied(ColonyModel):
+    """202 to an apply: the colony was created (`created`), or its running workflow was given the
+    manifest (its apply queued as `operationId`); poll `GET /v1/colonies/{id}`."""
+
+    id: str
+    name: str
+    created: bool
+    operation_id: str = ""
+    workflow_id: str
+    web_ui: str
+
+
+class ColonyOperationView(ColonyOperationAccepted):
+    """202 to a delete: what was queued, and where."""
+
+    colony_id: str
+    workflow_id: str
     web_ui: str
 
 
@@ -460,7 +574,8 @@ class Kubeconfig(BaseModel):
 class ErrorDetail(BaseModel):
     code: str
     """Stable: bad_request, invalid, unauthenticated, forbidden, not_found, conflict,
-    operation_failed, method_not_allowed, rate_limited, unavailable, internal."""
+    operation_failed, method_not_allowed, unsupported_media_type, rate_limited, unavailable,
+    internal."""
     field: str | None = None
     """The request field (or path parameter) the refusal is about, when it is about one."""
     message: str

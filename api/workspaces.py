@@ -21,8 +21,10 @@ that organization's cluster's, so no key can deploy onto another organization's 
 Secret prompt answers arrive in plaintext (`secretValues`, or in `values`/`answers`, over the API's
 connection) and are sealed here with Colony's public key (`COLONY_SEALING_PUBLIC_KEY_FILE`) before
 the workflow starts, exactly as `colonyctl` seals them in direct mode: no plaintext reaches a
-workflow's history. Everything is checked before anything starts (the cluster, the class, every
-prompt), with `colonyctl`'s messages.
+workflow's history. A deploy goes through `starter.workspace_client.deploy`, the path
+`colonyctl workspace deploy` takes: everything is checked before anything starts (the cluster
+exists in the caller's organization and can take workspaces, the class, every prompt), with
+`colonyctl`'s messages.
 
 Mounted by `api.app.create_app`.
 """
@@ -50,21 +52,19 @@ from api.views import (
     WorkspaceOperationView,
     WorkspaceView,
 )
-from models.cluster import ClusterPhase
 from models.names import name_problem
-from models.value_paths import parse_value_path, value_path_problem
 from models.workspace import WorkspaceSpec, workspace_name_problem, workspace_workflow_id
 from models.workspace_api import PublishWorkspaceClassRequest
-from models.workspace_class import PromptType, WorkspaceClassSpec, dns_label_problem
+from models.workspace_class import WorkspaceClassSpec, dns_label_problem
 from models.workspace_operations import (
     DeleteWorkspaceRequest,
     ResumeWorkspaceRequest,
     SuspendWorkspaceRequest,
     WorkspaceOperationKind,
 )
-from starter import client as colony
 from starter import workspace_client as spaces
-from starter.errors import ConflictError, InvalidRequestError, NotFoundError
+from starter.client import WorkflowRef
+from starter.errors import InvalidRequestError, NotFoundError
 from starter.parsing import validated
 
 classes = APIRouter(prefix="/v1/workspace-classes", tags=["workspace classes"])
@@ -76,7 +76,7 @@ _SHOWN = 80
 API_HINT = "give it in secretValues, answers or values{others}"
 """How an API caller answers a missing required prompt (`colonyctl` asks on a terminal)."""
 DELETE_REASON = "deleted through the HTTP API"
-PUBLISHES = {**error_responses(400, 401, 403, 409, 422, 429, 503)}
+PUBLISHES = {**error_responses(400, 401, 403, 409, 415, 422, 429, 503)}
 
 
 def _shown(text: str) -> str:
@@ -90,8 +90,8 @@ def workspace_name(workspace_id: str) -> str:
     return workspace_id
 
 
-def _link(ctx: ApiContext, name: str, organization: str) -> str:
-    return ctx.workflow_link(workspace_workflow_id(name, organization))
+def _workflow(ctx: ApiContext, name: str, organization: str) -> WorkflowRef:
+    return ctx.workflow(workspace_workflow_id(name, organization))
 
 
 # --- workspace classes -----------------------------------------------------------------------
@@ -223,38 +223,6 @@ def _spec_of(body: WorkspaceDeployRequest, organization: str) -> WorkspaceSpec:
     return validated(WorkspaceSpec, data)
 
 
-def _with_secret_values(
-    spec: WorkspaceSpec, secret_values: dict[str, str], workspace_class: WorkspaceClassSpec
-) -> WorkspaceSpec:
-    """The request with `secretValues` among its answers (sealed next, with the others); each
-    must answer one of the class's secret prompts."""
-    secret = {
-        tuple(parse_value_path(p.helm_value_path)): p.helm_value_path
-        for p in workspace_class.prompts
-        if p.type is PromptType.SECRET
-    }
-    answers = dict(spec.answers)
-    answered = {tuple(parse_value_path(path)) for path in answers}
-    for path in secret_values:
-        problem = value_path_problem(path)
-        if problem:
-            raise InvalidRequestError(f"secretValues: answer '{_shown(path)}': {problem}")
-        key = tuple(parse_value_path(path))
-        if key not in secret:
-            known = ", ".join(secret.values()) or "none"
-            raise InvalidRequestError(
-                f"secretValues: '{_shown(path)}' is not a secret prompt of class "
-                f"'{workspace_class.name}' (its secret prompts: {known}); give other answers in "
-                "answers or values"
-            )
-        if key in answered:
-            raise InvalidRequestError(
-                f"secretValues: prompt '{secret[key]}' is answered in answers too; give one"
-            )
-        answers[secret[key]] = secret_values[path]
-    return spec.model_copy(update={"answers": answers})
-
-
 @router.post(
     "",
     status_code=202,
@@ -279,17 +247,13 @@ async def deploy_workspace(
     body = await read_body(request, WorkspaceDeployRequest)
     spec = _spec_of(body, organization)
     client = await ctx.temporal()
-    cluster = await colony.query_status(client, body.cluster, organization=organization)
-    if cluster.phase in (ClusterPhase.DELETING, ClusterPhase.DELETED):
-        raise ConflictError(f"cluster: cluster '{body.cluster}' is being deleted")
-    pinned = await spaces.get_class(client, spec.class_name, organization)
-    spec = _with_secret_values(spec, body.secret_values, pinned)
-    prepared = spaces.prepare_workspace(spec, pinned, sealer=ctx.sealer, hint=API_HINT)
-    started = await spaces.start_workspace(
+    started = await spaces.deploy(
         client,
         ctx.settings,
-        prepared,
-        workspace_class=pinned,
+        spec,
+        sealer=ctx.sealer,
+        hint=API_HINT,
+        secret_values=body.secret_values,
         request_id=idempotency_key,
     )
     phase, operation_id = "Pending", ""
@@ -321,7 +285,8 @@ async def deploy_workspace(
             "cluster": body.cluster,
             "phase": phase,
             "operation_id": operation_id,
-            "web_ui": ctx.workflow_link(started.workflow_id),
+            "workflow_id": started.workflow_id,
+            "web_ui": ctx.workflow(started.workflow_id).link,
             "repeated": started.repeated,
         }
     )
@@ -358,7 +323,8 @@ async def list_workspaces(
                 status = await spaces.workspace_status(client, name, organization=organization)
             except NotFoundError:
                 return None  # deleted between the list and the query
-        return WorkspaceView.of(status, _link(ctx, name, organization))
+        workflow = _workflow(ctx, name, organization)
+        return WorkspaceView.of(status, workflow.workflow_id, workflow.link)
 
     views = await asyncio.gather(*(view(summary.name) for summary in found))
     return WorkspaceList(items=[v for v in views if v is not None])
@@ -381,7 +347,8 @@ async def get_workspace(
     status = await spaces.workspace_status(
         await ctx.temporal(), name, organization=principal.organization
     )
-    return WorkspaceView.of(status, _link(ctx, name, principal.organization))
+    workflow = _workflow(ctx, name, principal.organization)
+    return WorkspaceView.of(status, workflow.workflow_id, workflow.link)
 
 
 async def _operate(
@@ -402,12 +369,14 @@ async def _operate(
         request_id=idempotency_key,
         organization=principal.organization,
     )
+    workflow = _workflow(ctx, name, principal.organization)
     return WorkspaceOperationView(
         workspace_id=name,
         operation_id=accepted.operation_id,
         kind=accepted.kind,
         position=accepted.position,
-        web_ui=_link(ctx, name, principal.organization),
+        workflow_id=workflow.workflow_id,
+        web_ui=workflow.link,
     )
 
 

@@ -458,6 +458,25 @@ class DrainProgress(ColonyModel):
     """Pods a forced drain deleted at the deadline."""
 
 
+class DrainLedger(ColonyModel):
+    """Which pods a drain asked to evict and which evictions it saw accepted, by pod uid.
+
+    An eviction is entered in `requested` (and that heartbeat given time to reach Temporal) before
+    it is sent, so an attempt that follows a crash knows every eviction the crashed one may have
+    made: those whose pod is now gone or terminating were accepted. Bounded by the pods of one node.
+    """
+
+    requested: list[str] = Field(default_factory=list)
+    evicted: list[str] = Field(default_factory=list)
+
+
+class DrainHeartbeat(DrainProgress):
+    """`drain_node`'s heartbeat details: its progress (what `colonyctl` and the Web UI show, read
+    as a `DrainProgress`) and the ledger a retried attempt resumes from."""
+
+    ledger: DrainLedger = Field(default_factory=DrainLedger)
+
+
 def drain_activity_id(operation_id: str, node: str) -> str:
     """The activity id of one node's drain, so a client finds its heartbeat among the pending
     activities (`colonyctl` merges it into the status it shows)."""
@@ -475,7 +494,8 @@ class DrainNodeRequest(ColonyModel):
     retry what a budget refuses, and wait until they are gone, until `deadline`.
 
     With `force`, pods still there at the deadline are deleted without the Eviction API and the
-    drain succeeds. Heartbeats `DrainProgress`; a retry after a crash keeps the evicted count.
+    drain succeeds. Heartbeats `DrainHeartbeat`; a retry after a crash counts every eviction the
+    crashed attempt made, including those after its last heartbeat (see `DrainLedger`).
     """
 
     kubeconfig: KubeconfigRef

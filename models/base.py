@@ -8,20 +8,76 @@ results must accept fields a later (or earlier) release wrote, or a removed fiel
 replay and the continue-as-new of every running workflow. So models ignore unknown fields by
 default, and strictness is applied where users send data: `user_input(Model, data)` (used by
 `colonyctl`, `apply -f` and the HTTP API) refuses any field the model does not know, naming it.
+
+Types, too, are strict for users only: an integer field takes an integer and a boolean field a
+boolean, never `"3"`, `true` or `3.0` for a count nor `"yes"` for a flag (pydantic's lax mode would
+convert them; the OpenAPI document says integer and boolean). The command line converts what it
+parses from text itself (`starter.parsing`) before a model sees it, so a YAML file's `count: "3"`
+and an HTTP body's are refused alike. Pydantic's own strict mode is not used: it would refuse an
+enum's or a duration's text too, which users rightly send.
 """
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+import types
+from functools import cache
+from typing import Any, TypeVar, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, ValidationInfo, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, model_validator
 from pydantic.alias_generators import to_camel
-from pydantic_core import PydanticCustomError
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 USER_INPUT = "colony.user_input"
 """Validation-context key: set (by `user_input`) when the data comes from a user, not from history."""
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def _described(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, str):
+        return f"the string '{value if len(value) <= 40 else value[:40] + '...'}'"
+    if isinstance(value, int | float):
+        return f"the number {value:g}"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    return f"a {type(value).__name__}"
+
+
+def strict_type_problem(expected: type, value: Any) -> str | None:
+    """Why `value` is not an `expected` (`int` or `bool`) as a user must give it; None when it is,
+    or is None (which the field's own type decides)."""
+    if value is None:
+        return None
+    if expected is bool:
+        return (
+            None if isinstance(value, bool) else f"must be true or false, not {_described(value)}"
+        )
+    if isinstance(value, int) and not isinstance(value, bool):
+        return None
+    return f"must be an integer, not {_described(value)}"
+
+
+def _scalar(annotation: Any) -> type | None:
+    """`int` or `bool` when a field holds one (or None), else None."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        inner = [arg for arg in get_args(annotation) if arg is not type(None)]
+        annotation = inner[0] if len(inner) == 1 else None
+    return annotation if annotation in (int, bool) else None
+
+
+@cache
+def _strict_fields(model: type[BaseModel]) -> tuple[tuple[tuple[str, ...], type], ...]:
+    """The model's integer and boolean fields: (the keys a user may give it by, its type)."""
+    found = []
+    for name, field in model.model_fields.items():
+        kind = _scalar(field.annotation)
+        if kind is not None:
+            found.append(((field.alias or to_camel(name), name), kind))
+    return tuple(found)
 
 
 class ColonyModel(BaseModel):
@@ -44,22 +100,57 @@ class ColonyModel(BaseModel):
         known: set[str] = set()
         for name, field in cls.model_fields.items():
             known.update({name, field.alias or to_camel(name)})
-        unknown = sorted(str(key) for key in data if key not in known)
-        if unknown:
-            names = ", ".join(f"'{key}'" for key in unknown)
-            allowed = ", ".join(
-                sorted({f.alias or to_camel(n) for n, f in cls.model_fields.items()})
+        allowed = ", ".join(sorted({f.alias or to_camel(n) for n, f in cls.model_fields.items()}))
+        wrong = [
+            # Located at the unknown field itself, so that the refusal names it as its field.
+            InitErrorDetails(
+                type=PydanticCustomError(
+                    "extra_forbidden",
+                    "unknown field '{name}' (known fields: {allowed})",
+                    {"name": str(key), "allowed": allowed},
+                ),
+                loc=(str(key),),
+                input=data[key],
             )
-            raise PydanticCustomError(
-                "extra_forbidden",
-                "unknown field {names} (known fields: {allowed})",
-                {"names": names, "allowed": allowed},
+            for key in sorted(data, key=str)
+            if key not in known
+        ]
+        wrong += [
+            InitErrorDetails(
+                type=PydanticCustomError("int_type" if kind is int else "bool_type", problem),
+                loc=(key,),
+                input=data[key],
             )
+            for keys, kind in _strict_fields(cls)
+            for key in dict.fromkeys(keys)
+            if key in data and (problem := strict_type_problem(kind, data[key]))
+        ]
+        if wrong:
+            # Raised here, a ValidationError keeps its fields' locations under the model's own.
+            raise ValidationError.from_exception_data(cls.__name__, wrong)
         return data
 
 
+def refusal_at(
+    model: type[BaseModel] | str,
+    location: tuple[str | int, ...],
+    code: str,
+    message: str,
+    value: Any,
+) -> ValidationError:
+    """A refusal of the value at `location` (under where the validator runs), for a validator to
+    raise: pydantic keeps the location, so the refusal names the field it is about, not the
+    model that checks it (`colonyClusters[0].locationId: ...`, not `colonyClusters[0]: ...`)."""
+    title = model if isinstance(model, str) else model.__name__
+    return ValidationError.from_exception_data(
+        title,
+        [InitErrorDetails(type=PydanticCustomError(code, message), loc=location, input=value)],
+    )
+
+
 def user_input(model: type[ModelT], data: Any) -> ModelT:
-    """`model` validated from data a user sent: every rule, and no field the model does not know.
+    """`model` validated from data a user sent: every rule, no field the model does not know, and
+    integers and booleans of their exact type.
 
     Raises:
         pydantic.ValidationError: naming the field and the rule it breaks.

@@ -3,9 +3,12 @@
 `ColonyWorkflow` (`workflows/colony.py`, id `colony/[<organization>/]<name>`) takes a
 `ColonyWorkflowInput` built from a `models.manifests.ColonySpec` (an exalsius
 `infra.exalsius.ai/v1` Colony or Colony's own form), runs one `ClusterWorkflow` per entry (its
-cluster named `<colony>--<clusterName>`, in the colony's organization: `models.identity`), hears
+cluster named `<colony>--<clusterName>`, of the colony's organization: `models.identity`), hears
 each cluster's `ClusterReport` by signal, and answers its `status` query with a `ColonyStatus`.
-A colony belongs to one organization (empty: an operator's); its name is unique within it.
+
+A colony belongs to an organization as a cluster does: the HTTP API sets `ColonySpec.organization`
+from the caller's key (empty for the colonies an operator applies through Temporal directly), and
+names are unique within an organization, so its id carries the organization as a cluster's does.
 """
 
 from __future__ import annotations
@@ -145,8 +148,6 @@ class ColonyState(ColonyModel):
 
 class ColonyWorkflowInput(ColonyModel):
     spec: ColonySpec
-    organization: str = ""
-    """The organization the colony (and each of its clusters) belongs to; "" for an operator's."""
     state: ColonyState | None = None
 
 

@@ -3,15 +3,25 @@
 Called by `ClusterWorkflow` (inside the sandbox, so no IO here) and by the `list_nodes` activity to
 count evictable pods. It follows `kubectl drain` as the product describes it: every pod is evicted
 except a DaemonSet's, a static pod's mirror and any pod that tolerates the cordon.
+
+`DrainTally` is the `drain_node` activity's bookkeeping of one node's evictions across attempts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 
-from models.activity_api import NodeInfo, PodInfo, Toleration
+from models.activity_api import (
+    DrainHeartbeat,
+    DrainLedger,
+    DrainProgress,
+    NodeInfo,
+    PodInfo,
+    Toleration,
+)
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 """The taint a cordon puts on a node (effect NoSchedule)."""
@@ -80,3 +90,77 @@ def removal_order(nodes: Sequence[NodeInfo]) -> list[NodeInfo]:
 def choose_nodes_to_remove(nodes: Sequence[NodeInfo], count: int) -> list[NodeInfo]:
     """The first `count` nodes of `removal_order(nodes)`."""
     return removal_order(nodes)[: max(count, 0)]
+
+
+@dataclass
+class DrainTally:
+    """One node's drain as `drain_node` keeps it: the progress it shows, and the ledger (by pod
+    uid) of the evictions it asked for and saw accepted, resumed from the last heartbeat.
+
+    Each eviction is `request`ed, and the heartbeat written ahead, before it is sent. An attempt
+    that follows a crash `settle`s the ledger it resumes against the node's pods: a pod asked for
+    that is now gone or terminating was evicted, even if the crashed attempt never heartbeated
+    the acceptance. So `pods_evicted` counts what happened, not what the last heartbeat said.
+    (A pod asked for that went away by itself in the same window would be counted too.)
+    """
+
+    requested: dict[str, None] = field(default_factory=dict)
+    accepted: dict[str, None] = field(default_factory=dict)
+    uncounted: int = 0
+    """Evictions counted by an attempt that kept no ledger (a worker of an earlier release)."""
+    pods_remaining: int = 0
+    blocking_pods: list[str] = field(default_factory=list)
+    pods_deleted: list[str] = field(default_factory=list)
+
+    @classmethod
+    def resume(cls, before: DrainHeartbeat | None) -> DrainTally:
+        """The tally a (re)tried attempt starts from: the last heartbeat's, or a fresh one."""
+        if before is None:
+            return cls()
+        return cls(
+            requested=dict.fromkeys(before.ledger.requested),
+            accepted=dict.fromkeys(before.ledger.evicted),
+            uncounted=max(0, before.pods_evicted - len(before.ledger.evicted)),
+            pods_deleted=list(before.pods_deleted),
+        )
+
+    def settle(self, pods: Sequence[PodInfo]) -> None:
+        """Count the requested evictions whose pod is no longer among `pods` (the node's now) or
+        is terminating: accepted, whether or not a heartbeat said so."""
+        present = {ledger_key(pod): pod for pod in pods}
+        for key in self.requested:
+            pod = present.get(key)
+            if pod is None or pod.terminating:
+                self.accepted[key] = None
+
+    def request(self, pods: Sequence[PodInfo]) -> bool:
+        """Enter the evictions about to be asked for; whether any is new (to be written ahead)."""
+        new = [key for key in map(ledger_key, pods) if key not in self.requested]
+        self.requested.update(dict.fromkeys(new))
+        return bool(new)
+
+    def evicted(self, pod: PodInfo) -> None:
+        """The eviction of `pod` was accepted."""
+        self.accepted[ledger_key(pod)] = None
+
+    def progress(self) -> DrainProgress:
+        """What the drain shows and returns."""
+        return DrainProgress(
+            pods_evicted=self.uncounted + len(self.accepted),
+            pods_remaining=self.pods_remaining,
+            blocking_pods=list(self.blocking_pods),
+            pods_deleted=list(self.pods_deleted),
+        )
+
+    def heartbeat(self) -> DrainHeartbeat:
+        """The progress with the ledger: the heartbeat details a retried attempt resumes from."""
+        return DrainHeartbeat(
+            **self.progress().model_dump(),
+            ledger=DrainLedger(requested=list(self.requested), evicted=list(self.accepted)),
+        )
+
+
+def ledger_key(pod: PodInfo) -> str:
+    """How the ledger names a pod: its uid (a recreated pod of the same name is another pod);
+    the reference only for a pod read without one."""
+    return pod.uid or pod.ref

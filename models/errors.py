@@ -87,17 +87,26 @@ def permanent(error_type: ErrorType, message: str) -> ApplicationError:
 REJECTED_NOT_FOUND = "NotFound"
 """The `reason` in a refusal's details when what the request names does not exist (clients map it
 to "not found", exit code 3, without reading the message)."""
+REJECTED_FIELD = "field"
+"""The key in a refusal's details of the request field it is about (clients name it, as they name
+the field of any refusal: `pool: node pool 'x' does not exist ...`)."""
 
 
-def rejected(message: str, *, not_found: bool = False) -> ApplicationError:
+def rejected(message: str, *, not_found: bool = False, field: str = "") -> ApplicationError:
     """The error an update validator raises to refuse an operation with a message for the user.
 
     Args:
         message: the rule broken, for the user.
         not_found: the request names a pool, node or operation that does not exist; the details
             then carry `{"reason": "NotFound"}`.
+        field: the request's field the refusal is about (`pool`, `count`, ...), in the details.
     """
-    details = [{"reason": REJECTED_NOT_FOUND}] if not_found else []
+    detail: dict[str, str] = {}
+    if not_found:
+        detail["reason"] = REJECTED_NOT_FOUND
+    if field:
+        detail[REJECTED_FIELD] = field
+    details = [detail] if detail else []
     return ApplicationError(
         message, *details, type=ErrorType.OPERATION_REJECTED, non_retryable=True
     )

@@ -30,10 +30,10 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from models.base import ColonyModel, user_input
+from models.base import ColonyModel, refusal_at, user_input
 from models.cluster import DEFAULT_NAMESPACE, ClusterSpec
 from models.identity import DERIVED_MARK, colony_member_name
-from models.names import NAME_MAX_LENGTH, label_key_problem, label_value_problem, name_problem
+from models.names import label_key_problem, label_value_problem, name_problem
 from models.node_pool import NodePoolSpec
 from models.quantity import parse_go_duration
 from models.workspace import WorkspaceSpec
@@ -230,15 +230,21 @@ class ColonyClusterSpec(ColonyModel):
     @model_validator(mode="after")
     def _something_to_build(self) -> ColonyClusterSpec:
         if self.node_pools and not self.location_id:
-            raise _fail(
+            raise refusal_at(
+                type(self),
+                ("locationId",),
                 "location_id",
                 "locationId is required with nodePools: it says where hosts are claimed",
+                self.location_id,
             )
         if not self.cluster_deployment_spec and not self.location_id:
-            raise _fail(
+            raise refusal_at(
+                type(self),
+                ("clusterDeploymentSpec",),
                 "cluster_deployment_spec",
                 f"cluster '{self.cluster_name}' gives neither clusterDeploymentSpec nor "
                 "locationId and nodePools: there is nothing to build it from",
+                self.cluster_deployment_spec,
             )
         return self
 
@@ -248,14 +254,14 @@ class ColonyClusterSpec(ColonyModel):
 
         Args:
             colony: the colony it belongs to; the cluster is then named `<colony>--<clusterName>`
-                (`models.identity.colony_member_name`: two colonies' entries never meet).
-            organization: the colony's organization, the cluster's too.
+                (`colony_cluster_name`: two colonies' entries never share a cluster).
+            organization: the colony's, which its clusters belong to.
         """
-        name = colony_member_name(colony, self.cluster_name) if colony else self.cluster_name
+        name = colony_cluster_name(colony, self.cluster_name)
         data: dict[str, Any] = {
             "name": name,
-            "colony": colony,
             "organization": organization,
+            "colony": colony,
             "clusterLabels": self.cluster_labels,
             "clusterAnnotations": self.cluster_annotations,
         }
@@ -272,35 +278,63 @@ class ColonyClusterSpec(ColonyModel):
         return ClusterSpec.model_validate(data)
 
 
+def colony_cluster_name(colony: str, entry: str) -> str:
+    """The cluster a colony's entry becomes: `<colony>--<clusterName>`
+    (`models.identity.colony_member_name`: injective, "--" being in neither name), the entry's
+    name alone outside a colony."""
+    return colony_member_name(colony, entry) if colony else entry
+
+
 class ColonySpec(ColonyModel):
     """A group of clusters (the exalsius `Colony`): each entry becomes one cluster."""
 
     name: str
     namespace: str = "default"
     colony_clusters: list[ColonyClusterSpec] = Field(default_factory=list)
+    organization: str = ""
+    """The organization that owns the colony and its clusters (set by the HTTP API from the
+    caller's key); empty for colonies an operator applies through Temporal directly."""
 
     @field_validator("name")
     @classmethod
     def _name(cls, name: str) -> str:
-        problem = name_problem("colony", name) or _derived_mark_problem("colony", name)
+        problem = dns_label_problem("colony", name) or _derived_mark_problem("colony", name)
         if problem:
             raise _fail("name", problem)
         return name
 
+    @field_validator("organization")
+    @classmethod
+    def _organization(cls, organization: str) -> str:
+        problem = name_problem("organization", organization) if organization else None
+        if problem:
+            raise _fail("organization", problem)
+        return organization
+
     @model_validator(mode="after")
-    def _unique(self) -> ColonySpec:
+    def _clusters(self) -> ColonySpec:
         seen: set[str] = set()
-        for cluster in self.colony_clusters:
+        for index, cluster in enumerate(self.colony_clusters):
             if cluster.cluster_name in seen:
-                raise _fail("colony_clusters", f"cluster '{cluster.cluster_name}' is given twice")
-            seen.add(cluster.cluster_name)
-            member = colony_member_name(self.name, cluster.cluster_name)
-            if len(member) > NAME_MAX_LENGTH:
-                raise _fail(
+                raise refusal_at(
+                    type(self),
+                    ("colonyClusters", index, "clusterName"),
                     "colony_clusters",
-                    f"cluster '{cluster.cluster_name}' of colony '{self.name}' would be named "
-                    f"'{member}', {len(member)} characters long; at most {NAME_MAX_LENGTH} are "
-                    "allowed: shorten the colony's or the cluster's name",
+                    f"cluster '{cluster.cluster_name}' is given twice",
+                    cluster.cluster_name,
+                )
+            seen.add(cluster.cluster_name)
+            # Checked here, not where the workflow makes it: a name too long must be refused
+            # before anything starts.
+            name = colony_cluster_name(self.name, cluster.cluster_name)
+            problem = name_problem("cluster", name)
+            if problem:
+                raise refusal_at(
+                    type(self),
+                    ("colonyClusters", index, "clusterName"),
+                    "cluster_name",
+                    f"{problem} (the colony's name, '--' and this one)",
+                    cluster.cluster_name,
                 )
         return self
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Self
+from typing import Any, Self
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -93,6 +93,15 @@ class NodePoolSpec(ColonyModel):
     count: int
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[Taint] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sku_is_its_rule(cls, data: Any) -> Any:
+        # A pool without a sku is told the sku's rule (which of the two to give), not "Field
+        # required": whether it came as a flag, a file or an HTTP body.
+        if isinstance(data, dict) and "sku" not in data:
+            return {**data, "sku": {}}
+        return data
 
     @field_validator("name")
     @classmethod

@@ -81,10 +81,12 @@ def plan(state: ClusterState, running: Operation | None) -> dict[str, PlannedPoo
 
 
 class Problem(NamedTuple):
-    """Why an operation is refused, and whether it is because what it names does not exist."""
+    """Why an operation is refused, whether it is because what it names does not exist, and the
+    request field it is about."""
 
     message: str
     not_found: bool = False
+    field: str = ""
 
 
 def _without_free_node(pools: dict[str, PlannedPool]) -> bool:
@@ -103,40 +105,55 @@ def operation_problem(
         request: the operation asked for.
     """
     if state.phase is ClusterPhase.DELETED:
-        return Problem(f"cluster '{cluster}' is deleted", not_found=True)
+        return Problem(f"cluster '{cluster}' is deleted", not_found=True, field="cluster")
     if isinstance(request, DeleteClusterRequest):
         return None
     if state.phase is ClusterPhase.DELETING:
-        return Problem(f"cluster '{cluster}' is being deleted: no other operation is accepted")
+        return Problem(
+            f"cluster '{cluster}' is being deleted: no other operation is accepted",
+            field="cluster",
+        )
     if state.phase is ClusterPhase.CREATING:
         return Problem(
-            f"cluster '{cluster}' is still being created: only delete is accepted until it is ready"
+            f"cluster '{cluster}' is still being created: only delete is accepted until it is "
+            "ready",
+            field="cluster",
         )
     if state.phase is ClusterPhase.FAILED:
-        return Problem(f"cluster '{cluster}' failed ({state.reason}): only delete is accepted")
+        return Problem(
+            f"cluster '{cluster}' failed ({state.reason}): only delete is accepted",
+            field="cluster",
+        )
 
     if isinstance(request, ScaleNodePoolRequest) and (problem := count_problem(request.count)):
-        return Problem(problem)
+        return Problem(problem, field="count")
     before = plan(state, running)
     match request:
         case AddNodePoolRequest(pool=spec) if spec.name in before:
-            return Problem(f"node pool '{spec.name}' already exists in cluster '{cluster}'")
+            return Problem(
+                f"node pool '{spec.name}' already exists in cluster '{cluster}'", field="name"
+            )
         case ScaleNodePoolRequest(pool=name) | DeleteNodePoolRequest(pool=name) if (
             name not in before
         ):
             return Problem(
-                f"node pool '{name}' does not exist in cluster '{cluster}'", not_found=True
+                f"node pool '{name}' does not exist in cluster '{cluster}'",
+                not_found=True,
+                field="pool",
             )
         case DeleteNodeRequest(node=node):
             owner = next((p for p in before.values() if any(node in ids for ids in p.nodes)), None)
             if owner is None:
                 return Problem(
-                    f"node '{node}' does not exist in cluster '{cluster}'", not_found=True
+                    f"node '{node}' does not exist in cluster '{cluster}'",
+                    not_found=True,
+                    field="node",
                 )
             if owner.count <= 1:
                 return Problem(
                     f"node '{node}' is the last node of node pool '{owner.name}' and cannot be "
-                    "deleted on its own: delete the pool"
+                    "deleted on its own: delete the pool",
+                    field="node",
                 )
         case _:
             pass
@@ -144,8 +161,19 @@ def operation_problem(
     after = plan(state, running)
     _apply(after, request)
     if _without_free_node(after) and not _without_free_node(before):
-        return Problem(FREE_NODE_MESSAGE.format(cluster=cluster))
+        return Problem(
+            FREE_NODE_MESSAGE.format(cluster=cluster), field=_FREE_NODE_FIELDS[type(request)]
+        )
     return None
+
+
+_FREE_NODE_FIELDS: dict[type, str] = {
+    AddNodePoolRequest: "taints",
+    ScaleNodePoolRequest: "count",
+    DeleteNodePoolRequest: "pool",
+    DeleteNodeRequest: "node",
+}
+"""What an operation that would leave no node free of taints changes: the field it is refused on."""
 
 
 def gpu_holders_problem(

@@ -1,9 +1,10 @@
 """Which client `colonyctl`'s commands talk through: Temporal directly (`starter.client`,
-`starter.workspace_client` and `starter.catalog`), or Colony's HTTP API (`starter.remote`,
-`starter.remote_workspaces`) once `colonyctl auth login` stored a URL and key (`starter.login`).
+`starter.workspace_client`, `starter.colony_client` and `starter.catalog`), or Colony's HTTP API
+(`starter.remote`, `starter.remote_workspaces`, `starter.remote_colonies`) once `colonyctl auth
+login` stored a URL and key (`starter.login`).
 
-The commands call `clusters()`, `workspaces()` and `catalog()` and use what they get through the
-protocols below,
+The commands call `clusters()`, `workspaces()`, `colonies()` and `catalog()` and use what they get
+through the protocols below,
 which both sides implement with the same signatures (mypy checks the modules against them), so a
 command reads the same in both modes. `colonyctl apikey` (operator side) and `colonyctl sim` never
 go through the API.
@@ -32,7 +33,10 @@ from models.workspace_operations import WorkspaceOperationAccepted
 from starter import login
 
 if TYPE_CHECKING:  # importing starter.client costs Temporal's import
-    from starter.client import ClusterSummary, Started
+    from models.colony import ColonyOperationAccepted, ColonyStatus
+    from models.manifests import ColonySpec
+    from starter.client import ClusterSummary, Started, WorkflowRef
+    from starter.colony_client import AppliedColony, ColonySummary
     from starter.workspace_client import Asker, StartedWorkspace, WorkspaceSummary
 
 
@@ -104,9 +108,9 @@ class ClusterBackend(Protocol):
 
     def operations(self, status: ClusterStatus) -> list[Operation]: ...
 
-    def workflow_link(
+    def cluster_workflow(
         self, settings: ColonySettings, client: Any, name: str, organization: str = ...
-    ) -> str: ...
+    ) -> WorkflowRef: ...
 
 
 class WorkspaceBackend(Protocol):
@@ -122,17 +126,14 @@ class WorkspaceBackend(Protocol):
         self, client: Any, request: PublishWorkspaceClassRequest, *, request_id: str | None = ...
     ) -> PublishWorkspaceClassResult: ...
 
-    def prepare_workspace(
-        self, spec: WorkspaceSpec, workspace_class: WorkspaceClassSpec, *, ask: Asker | None = ...
-    ) -> WorkspaceSpec: ...
-
-    async def start_workspace(
+    async def deploy(
         self,
         client: Any,
         settings: ColonySettings,
         spec: WorkspaceSpec,
         *,
         workspace_class: WorkspaceClassSpec | None = ...,
+        ask: Asker | None = ...,
         request_id: str | None = ...,
     ) -> StartedWorkspace: ...
 
@@ -166,7 +167,40 @@ class WorkspaceBackend(Protocol):
         organization: str = ...,
     ) -> WorkspaceStatus | None: ...
 
-    def workspace_link(self, settings: ColonySettings, client: Any, name: str) -> str: ...
+    def workspace_workflow(
+        self, settings: ColonySettings, client: Any, name: str
+    ) -> WorkflowRef: ...
+
+
+class ColonyBackend(Protocol):
+    """`starter.colony_client`'s functions, as the `colony` commands and `apply -f` use them."""
+
+    async def connect(self, settings: ColonySettings) -> Any: ...
+
+    async def apply_colony(
+        self,
+        client: Any,
+        settings: ColonySettings,
+        spec: ColonySpec,
+        *,
+        request_id: str | None = ...,
+    ) -> AppliedColony: ...
+
+    async def colony_status(
+        self, client: Any, name: str, *, organization: str = ...
+    ) -> ColonyStatus: ...
+
+    async def list_colonies(
+        self, client: Any, *, organization: str | None = ...
+    ) -> list[ColonySummary]: ...
+
+    async def delete_colony(
+        self, client: Any, name: str, *, request_id: str | None = ..., organization: str = ...
+    ) -> ColonyOperationAccepted: ...
+
+    def colony_workflow(
+        self, settings: ColonySettings, client: Any, name: str, organization: str = ...
+    ) -> WorkflowRef: ...
 
 
 class CatalogBackend(Protocol):
@@ -202,6 +236,17 @@ def workspaces() -> WorkspaceBackend:
 
         return through_api
     from starter import workspace_client as through_temporal
+
+    return through_temporal
+
+
+def colonies() -> ColonyBackend:
+    """The colony client of this mode."""
+    if remote():
+        from starter import remote_colonies as through_api
+
+        return through_api
+    from starter import colony_client as through_temporal
 
     return through_temporal
 

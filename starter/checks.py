@@ -4,8 +4,9 @@ waits for capacity).
 
 The catalog is only advice here (the workflow's claim is what counts), so when the host provider
 is not configured or cannot be reached the checks are skipped with a warning rather than blocking
-the request. Called by `cluster create`/`apply` and `node-pool create/scale`, and by the HTTP API
-(`api/`) before it sends the same operations. Raises `InvalidRequestError` with the field named.
+the request. Called by `cluster create`/`apply` and `node-pool create/scale`, by
+`starter.colony_client.apply_colony` for a colony's new clusters, and by the HTTP API (`api/`)
+before it sends the same operations. Raises `InvalidRequestError` with the field named.
 No printing: the warning is logged (`colony.checks`), which without a logging configuration (the
 CLI's case) Python writes to stderr as the bare line.
 """
@@ -19,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from activities.settings import ColonySettings
 from models.catalog import LocationStock, stock_problem
 from models.cluster import ClusterSpec, ClusterStatus
+from models.manifests import ColonySpec
 from models.node_pool import NodePoolSpec, NodeSku
 from models.operations import AddNodePoolRequest, ScaleNodePoolRequest
 from starter import catalog
@@ -80,6 +82,24 @@ async def check_cluster(conf: ColonySettings, spec: ClusterSpec) -> None:
         if problem:
             field, rule = problem
             raise InvalidRequestError(f"nodePools[{index}].{field}: {rule}")
+
+
+async def check_colony(
+    conf: ColonySettings, spec: ColonySpec, *, existing: frozenset[str] = frozenset()
+) -> None:
+    """Refuse a colony one of whose new clusters the catalog cannot serve, as a cluster create is
+    refused, naming its entry (`colonyClusters[1].nodePools[0].sku.gpuModelId: ...`).
+
+    Args:
+        existing: the entries (`clusterName`) whose clusters run already: not checked again.
+    """
+    for index, entry in enumerate(spec.colony_clusters):
+        if not entry.location_id or entry.cluster_name in existing:
+            continue  # a raw ClusterDeployment spec claims no hosts of the provider's
+        try:
+            await check_cluster(conf, entry.to_cluster_spec(spec.name, spec.organization))
+        except InvalidRequestError as exc:
+            raise InvalidRequestError(f"colonyClusters[{index}].{exc.message}") from exc
 
 
 async def check_new_pool(

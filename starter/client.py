@@ -13,7 +13,9 @@ workflow id is `models.cluster.cluster_workflow_id(name, organization)`. No Type
 - an update refused by its validator: `ApplicationError` of type `NotFound` (or of type
   `OperationRejected` whose first detail is `{"reason": "NotFound"}`) -> `NotFoundError`, of type
   `OperationRejected` -> `ConflictError` (the cluster's state refuses it), of type `InvalidSpec` ->
-  `InvalidRequestError`, anything else -> `OperationFailedError`;
+  `InvalidRequestError`, anything else -> `OperationFailedError`; the message starts with the
+  request field the refusal names in its details (`{"field": "pool"}`), as every refusal does,
+  else with the update's name;
 - a cluster name taken -> `ConflictError`;
 - Temporal unreachable or failing -> `UnavailableError`.
 
@@ -55,7 +57,7 @@ from activities.settings import ColonySettings
 from models.activity_api import DrainProgress, parse_drain_activity_id
 from models.cluster import ClusterPhase, ClusterSpec, ClusterStatus, ClusterWorkflowInput
 from models.cluster import cluster_workflow_id as workflow_id_of
-from models.errors import ErrorType
+from models.errors import REJECTED_FIELD, ErrorType
 from models.identity import parse_entity_workflow_id
 from models.names import name_problem
 from models.operations import (
@@ -283,12 +285,21 @@ def rejection_is_not_found(error: ApplicationError) -> bool:
     return isinstance(first, dict) and first.get("reason") == NOT_FOUND_REASON
 
 
+def rejected_field(error: ApplicationError) -> str:
+    """The request field a refusal names in its details (`models.errors.rejected`); empty when
+    none."""
+    first = error.details[0] if error.details else None
+    field = first.get(REJECTED_FIELD) if isinstance(first, dict) else None
+    return field if isinstance(field, str) else ""
+
+
 def update_error(update: str, exc: WorkflowUpdateFailedError) -> ColonyError:
-    """The typed error for an update the workflow refused or failed."""
+    """The typed error for an update the workflow refused or failed; its message starts with the
+    field the refusal is about when the workflow named one, else with the update's name."""
     cause = exc.cause
     if not isinstance(cause, ApplicationError):
         return OperationFailedError(f"{update}: {cause or exc}")
-    message = f"{update}: {cause.message}"
+    message = f"{rejected_field(cause) or update}: {cause.message}"
     if rejection_is_not_found(cause):
         return NotFoundError(message)
     if cause.type == ErrorType.OPERATION_REJECTED:
@@ -525,19 +536,20 @@ async def watch_status(
         status = await _read_status(client, handle, name)
 
 
-def workflow_id_of_link(link: str) -> str:
-    """The workflow id a Web UI link names (its last, quoted, path segment); empty for none."""
-    from urllib.parse import unquote
+@dataclass(frozen=True)
+class WorkflowRef:
+    """A workflow as a command shows it: its id, and its Web UI page (empty when unknown)."""
 
-    return unquote(link.rstrip("/").rpartition("/")[2]) if link else ""
+    workflow_id: str
+    link: str = ""
 
 
-def workflow_link(
+def cluster_workflow(
     settings: ColonySettings, client: Client, name: str, organization: str = ""
-) -> str:
-    """The cluster's Web UI page (the same function in `starter.remote` answers what the API
-    said)."""
-    return settings.workflow_link(workflow_id_of(name, organization))
+) -> WorkflowRef:
+    """The cluster's workflow (the same function in `starter.remote` answers what the API said)."""
+    workflow_id = workflow_id_of(name, organization)
+    return WorkflowRef(workflow_id, settings.workflow_link(workflow_id))
 
 
 CHECKS_LOCALLY = True

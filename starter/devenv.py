@@ -11,6 +11,10 @@ Starts, as child processes with their logs under `.colony/`:
 then runs the demo scenario through `colonyctl` and keeps everything serving until Ctrl-C, so the
 workflows stay browsable in the Web UI. Anything already listening (a dev server from an earlier
 `make run`) is reused rather than started twice.
+
+Metrics: with COLONY_METRICS_PORT set, the worker serves `/metrics` there and the watcher on
+COLONY_WATCHER_METRICS_PORT, by default the first free port after the worker's (two processes on
+one host cannot share a port); the banner prints both.
 """
 
 from __future__ import annotations
@@ -23,9 +27,16 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+from activities.settings import (
+    METRICS_PORT_ENV,
+    WATCHER_METRICS_PORT_ENV,
+    SettingsError,
+    parse_port,
+)
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
 
 STATE_DIR = Path(".colony")
@@ -38,6 +49,8 @@ DEFAULT_API_PORT = 8080
 API_KEY_FILE = STATE_DIR / "api-key"
 DEV_ORGANIZATION = "dev"
 STARTUP_DEADLINE_SECONDS = 60.0
+METRICS_PORT_SEARCH = 100
+"""Ports after COLONY_METRICS_PORT tried for the watcher's endpoint before giving up."""
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -46,6 +59,80 @@ def _port_open(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(0.2)
         return sock.connect_ex((host, port)) == 0
+
+
+def _port_free(port: int) -> bool:
+    """Whether `port` can be bound on every address, as `activities.metrics.serve` binds it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # The endpoint's HTTP server reuses addresses too: a port in TIME_WAIT is free for it.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class MetricsPorts:
+    """Where the worker and the watcher serve `/metrics` (None: not served; 0: any free port)."""
+
+    worker: int | None
+    watcher: int | None
+
+    def banner(self) -> str:
+        """The banner's line about them."""
+        if self.worker is None and self.watcher is None:
+            return f"off (set {METRICS_PORT_ENV} to serve the worker's and the watcher's /metrics)"
+        return ", ".join(
+            f"{who} {_endpoint(port)}"
+            for who, port in (("worker", self.worker), ("watcher", self.watcher))
+            if port is not None
+        )
+
+
+def _endpoint(port: int) -> str:
+    return "on a free port (see its log)" if port == 0 else f"http://127.0.0.1:{port}/metrics"
+
+
+def metrics_ports(environ: MutableMapping[str, str]) -> MetricsPorts:
+    """The `/metrics` ports of the worker and the watcher, checked before anything starts.
+
+    The worker serves on COLONY_METRICS_PORT and the watcher on COLONY_WATCHER_METRICS_PORT. When
+    only the first is set, the watcher gets the first free port after it, written into `environ`
+    (which the children inherit). A port already taken, or the same port twice, stops `make run`
+    with a message naming the setting, before a child dies of "Address already in use".
+    """
+    try:
+        worker = parse_port(METRICS_PORT_ENV, environ.get(METRICS_PORT_ENV, ""))
+        watcher = parse_port(WATCHER_METRICS_PORT_ENV, environ.get(WATCHER_METRICS_PORT_ENV, ""))
+    except SettingsError as exc:
+        raise SystemExit(f"colony: {exc}") from exc
+    if worker is not None and watcher is None:
+        watcher = 0 if worker == 0 else _first_free_port_after(worker)
+        environ[WATCHER_METRICS_PORT_ENV] = str(watcher)
+    if worker and worker == watcher:
+        raise SystemExit(
+            f"colony: {WATCHER_METRICS_PORT_ENV} must differ from {METRICS_PORT_ENV} ({worker}): "
+            "the worker and the watcher both serve /metrics on this host"
+        )
+    for variable, port in ((METRICS_PORT_ENV, worker), (WATCHER_METRICS_PORT_ENV, watcher)):
+        if port and not _port_free(port):
+            raise SystemExit(
+                f"colony: {variable}: port {port} is already in use (an earlier `make run`?); "
+                "choose another"
+            )
+    return MetricsPorts(worker=worker, watcher=watcher)
+
+
+def _first_free_port_after(port: int) -> int:
+    for candidate in range(port + 1, min(port + 1 + METRICS_PORT_SEARCH, 65536)):
+        if _port_free(candidate):
+            return candidate
+    raise SystemExit(
+        f"colony: no free port for the watcher's /metrics after {METRICS_PORT_ENV}={port}: "
+        f"set {WATCHER_METRICS_PORT_ENV}"
+    )
 
 
 def _wait_until(
@@ -89,6 +176,7 @@ class Processes:
                 child.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 child.kill()
+                child.wait()  # reaped: no zombie, and its return code is known
 
 
 def start_temporal(processes: Processes) -> None:
@@ -246,6 +334,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TEMPORAL_ADDRESS", f"{TEMPORAL_HOST}:{TEMPORAL_PORT}")
     processes = Processes()
     try:
+        metrics = metrics_ports(os.environ)
         start_temporal(processes)
         world = start_sim(processes)
         worker_started = start_worker(processes)
@@ -277,6 +366,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("Sealing key pair     .colony/sealing/ (colonyctl seals secrets with public.pem)")
         if watcher_started:
             print("Colony watcher       Lease colony-system/colony-watcher (events -> signals)")
+        print(f"Metrics              {metrics.banner()}")
         print()
         status = 0
         if not args.no_scenario:

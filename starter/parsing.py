@@ -2,8 +2,10 @@
 
 Every helper refuses a bad value with an `InvalidRequestError` whose message is `<field>: <rule>`,
 so the command line prints it on one line and exits 2 before anything starts. Models are always
-built through `models.base.user_input` (strict: a field the model does not know is refused by name).
-Called by the command modules (`starter/commands/`).
+built through `models.base.user_input` (strict: a field the model does not know is refused by name,
+and integers and booleans must be of their type). What the command line holds as text (`count=2` in
+a `--node-pool`) is converted here, before the model, so that a file's or an HTTP body's `"2"`
+stays refused. Called by the command modules (`starter/commands/`) and the HTTP API (`api/`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from starter.errors import InvalidRequestError
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_WHOLE = re.compile(r"^[+-]?\d+$")
 
 
 def _field(location: Sequence[int | str]) -> str:
@@ -106,6 +109,9 @@ def parse_pool(text: str, field: str = "nodePools") -> dict[str, Any]:
             )
         if canonical in ("gpuModelId", "cpuSku"):
             sku[canonical] = value
+        elif canonical == "count" and _WHOLE.match(value.strip()):
+            # Text on the command line: the model takes integers only (see the module docstring).
+            pool[canonical] = int(value)
         else:
             pool[canonical] = value
     if sku:

@@ -55,9 +55,8 @@ from models.operations import (
     ScaleNodePoolRequest,
 )
 from starter import login
-from starter.client import POLL_SECONDS, WATCH_SECONDS, ClusterSummary, Started
+from starter.client import POLL_SECONDS, WATCH_SECONDS, ClusterSummary, Started, WorkflowRef
 from starter.client import operations as operations
-from starter.client import workflow_id_of_link as workflow_id_of
 from starter.errors import (
     ColonyError,
     ConflictError,
@@ -84,12 +83,24 @@ class RemoteClient:
 
     url: str
     key: str = field(repr=False)
-    links: dict[str, str] = field(default_factory=dict)
-    """Web UI links the API gave, by cluster, for `workflow_link`."""
+    workflows: dict[str, WorkflowRef] = field(default_factory=dict)
+    """The workflows the API named in its answers (`workflowId`, `webUi`), by what they are of
+    (a cluster's name; `workspace/<name>`, `colony/<name>`): remote mode never works a workflow
+    id out for itself."""
 
-    def _remember(self, body: Any, name: str) -> None:
-        if isinstance(body, dict) and isinstance(body.get("webUi"), str) and body["webUi"]:
-            self.links[name] = body["webUi"]
+    def remember(self, body: Any, name: str) -> None:
+        """Keep the workflow an answer about `name` names, if it names one."""
+        if not isinstance(body, dict) or not isinstance(body.get("workflowId"), str):
+            return
+        if body["workflowId"]:
+            link = body.get("webUi")
+            self.workflows[name] = WorkflowRef(
+                body["workflowId"], link if isinstance(link, str) else ""
+            )
+
+    def workflow(self, name: str) -> WorkflowRef:
+        """The workflow of `name` as the API last named it; empty before any answer about it."""
+        return self.workflows.get(name, WorkflowRef(""))
 
     async def call(
         self,
@@ -221,9 +232,9 @@ async def start_cluster(
         "waitForCapacity": spec.wait_for_capacity,
     }
     accepted = await client.call("POST", CLUSTERS, json=body, request_id=request_id)
-    client._remember(accepted, spec.name)
+    client.remember(accepted, spec.name)
     return Started(
-        workflow_id=workflow_id_of(str(accepted.get("webUi", ""))),
+        workflow_id=str(accepted.get("workflowId", "")),
         operation_id=str(accepted.get("operationId", "")),
         repeated=bool(accepted.get("repeated", False)),
     )
@@ -231,7 +242,7 @@ async def start_cluster(
 
 async def query_status(client: RemoteClient, name: str, *, organization: str = "") -> ClusterStatus:
     body = await client.call("GET", _cluster_path(name))
-    client._remember(body, name)
+    client.remember(body, name)
     status: ClusterStatus = parsed(ClusterStatus, body)
     return status
 
@@ -274,7 +285,7 @@ async def send(
 ) -> OperationAccepted:
     method, path, body, query = _route(name, update, request)
     accepted = await client.call(method, path, json=body, params=query, request_id=request_id)
-    client._remember(accepted, name)
+    client.remember(accepted, name)
     result: OperationAccepted = parsed(OperationAccepted, accepted)
     return result
 
@@ -294,7 +305,7 @@ async def cancel_operation(
         json={"reason": reason},
         request_id=request_id,
     )
-    client._remember(body, name)
+    client.remember(body, name)
     operation: Operation = parsed(Operation, body)
     return operation
 
@@ -303,7 +314,7 @@ async def get_operation(
     client: RemoteClient, name: str, operation_id: str, *, organization: str = ""
 ) -> Operation:
     body = await client.call("GET", _cluster_path(name, "operations", operation_id))
-    client._remember(body, name)
+    client.remember(body, name)
     operation: Operation = parsed(Operation, body)
     return operation
 
@@ -320,7 +331,7 @@ async def list_clusters(
             ClusterSummary(
                 name=status.name,
                 phase=status.phase.value,
-                workflow_id=workflow_id_of(link),
+                workflow_id=str(item.get("workflowId", "")),
                 started=(
                     status.created_at.isoformat(timespec="seconds") if status.created_at else ""
                 ),
@@ -379,11 +390,11 @@ async def watch_status(
             return
 
 
-def workflow_link(
+def cluster_workflow(
     settings: ColonySettings, client: RemoteClient, name: str, organization: str = ""
-) -> str:
-    """The cluster's Web UI page as the API last gave it; empty before any answer about it."""
-    return client.links.get(name, "")
+) -> WorkflowRef:
+    """The cluster's workflow as the API last named it; empty before any answer about it."""
+    return client.workflow(name)
 
 
 # --- starter.catalog's functions -------------------------------------------------------------

@@ -36,7 +36,7 @@ from models.workspace_api import (
 )
 from models.workspace_class import WorkspaceClassSpec
 from models.workspace_operations import WorkspaceOperationAccepted
-from starter.client import workflow_id_of_link
+from starter.client import WorkflowRef
 from starter.errors import InvalidRequestError, NotFoundError, OperationFailedError
 from starter.remote import RemoteClient, parsed
 from starter.remote import connect as connect
@@ -61,7 +61,7 @@ def _path(base: str, name: str, *rest: str) -> str:
 
 
 def _link_key(name: str) -> str:
-    """Where a workspace's Web UI link is kept among the client's links (clusters use theirs)."""
+    """Under what a workspace's workflow is kept among the client's (clusters use their names)."""
     return f"workspace/{name}"
 
 
@@ -118,49 +118,51 @@ async def publish_class(
 # --- Workspaces ----------------------------------------------------------------------------------
 
 
-def prepare_workspace(
-    spec: WorkspaceSpec,
-    workspace_class: WorkspaceClassSpec,
-    *,
-    ask: Asker | None = None,
-    sealer: SealerSource = public_key_sealer,
-    hint: str = CLI_HINT,
-) -> WorkspaceSpec:
-    """The request with every required prompt answered (asked for on a terminal, or refused by
-    name as in direct mode); not sealed (`sealer` is unused): the API seals what it receives,
-    and checks the answers against the class with the same functions."""
-    return answer_missing(spec, workspace_class, ask=ask, hint=hint)
-
-
-async def start_workspace(
+async def deploy(
     client: RemoteClient,
     settings: ColonySettings,
     spec: WorkspaceSpec,
     *,
     workspace_class: WorkspaceClassSpec | None = None,
+    ask: Asker | None = None,
+    sealer: SealerSource = public_key_sealer,
+    hint: str = CLI_HINT,
+    secret_values: dict[str, str] | None = None,
     request_id: str | None = None,
-    organization: str = "",
-    cluster_name: str | None = None,
 ) -> StartedWorkspace:
+    """`POST /v1/workspaces`, where the API runs `starter.workspace_client.deploy` (the cluster,
+    the class, every prompt checked; secrets sealed there). Only the missing required prompts
+    are handled here first, as in direct mode (asked for on a terminal, else refused by name
+    with `colonyctl`'s hint), so a user is asked before the request leaves; the class is read
+    for that, so an unknown class is found before an unknown cluster here. `sealer` is unused:
+    the API seals what it receives."""
     if spec.sealed_answers:
         raise InvalidRequestError(
             "sealedAnswers: sealed answers cannot be sent through the API (it seals plaintext "
             "answers itself); log out to use Temporal directly"
         )
+    if spec.organization:
+        raise InvalidRequestError(
+            "organization: a workspace deployed through the API is the key's organization's; "
+            "leave it out of the manifest"
+        )
+    pinned = workspace_class or await get_class(client, spec.class_name)
+    spec = answer_missing(spec, pinned, ask=ask, hint=hint)
     body: dict[str, Any] = {
         "name": spec.name,
         "class": spec.class_name,
         "cluster": spec.cluster,
         "values": spec.values,
         "answers": spec.answers,
+        "secretValues": secret_values or {},
         "suspend": spec.suspend,
     }
     if spec.resources is not None:
         body["resources"] = spec.resources.model_dump(mode="json", exclude_none=True)
     accepted = await client.call("POST", WORKSPACES, json=body, request_id=request_id)
-    client._remember(accepted, _link_key(spec.name))
+    client.remember(accepted, _link_key(spec.name))
     return StartedWorkspace(
-        workflow_id=workflow_id_of_link(str(accepted.get("webUi", ""))),
+        workflow_id=str(accepted.get("workflowId", "")),
         repeated=bool(accepted.get("repeated", False)),
     )
 
@@ -169,7 +171,7 @@ async def workspace_status(
     client: RemoteClient, name: str, *, organization: str | None = None
 ) -> WorkspaceStatus:
     body = await client.call("GET", _path(WORKSPACES, name))
-    client._remember(body, _link_key(name))
+    client.remember(body, _link_key(name))
     status: WorkspaceStatus = parsed(WorkspaceStatus, body)
     return status
 
@@ -199,7 +201,7 @@ async def send(
         else ("POST", _path(WORKSPACES, name, update))
     )
     body = await client.call(method, path, request_id=request_id)
-    client._remember(body, _link_key(name))
+    client.remember(body, _link_key(name))
     accepted: WorkspaceOperationAccepted = parsed(WorkspaceOperationAccepted, body)
     return accepted
 
@@ -218,7 +220,7 @@ async def list_workspaces(
                 cluster=status.cluster,
                 class_name=status.class_name,
                 phase=status.phase.value,
-                workflow_id=workflow_id_of_link(link),
+                workflow_id=str(item.get("workflowId", "")),
                 started=status.created_at.isoformat(timespec="seconds")
                 if status.created_at
                 else "",
@@ -267,6 +269,6 @@ async def wait_for_workspace(
         await asyncio.sleep(POLL_SECONDS)
 
 
-def workspace_link(settings: ColonySettings, client: RemoteClient, name: str) -> str:
-    """The workspace's Web UI page as the API last gave it; empty before any answer about it."""
-    return client.links.get(_link_key(name), "")
+def workspace_workflow(settings: ColonySettings, client: RemoteClient, name: str) -> WorkflowRef:
+    """The workspace's workflow as the API last named it; empty before any answer about it."""
+    return client.workflow(_link_key(name))

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from activities.settings import ColonySettings, SettingsError
 from starter import output
 from starter.errors import InvalidRequestError
+
+if TYPE_CHECKING:  # importing starter.client costs Temporal's import
+    from starter.client import WorkflowRef
 
 T = TypeVar("T")
 
@@ -34,10 +37,8 @@ def run(step: Callable[[], Coroutine[Any, Any, T]]) -> T:
         raise InvalidRequestError(str(exc)) from exc
 
 
-def print_link(link: str) -> None:
-    """The Web UI page of a cluster's workflow, on stderr (stdout stays what scripts parse);
-    nothing when the backend does not know it."""
-    from starter.client import workflow_id_of_link
-
-    if link:
-        output.info(f"workflow {workflow_id_of_link(link)}: {link}")
+def print_link(workflow: WorkflowRef) -> None:
+    """A workflow and its Web UI page, on stderr (stdout stays what scripts parse); nothing when
+    the backend does not know its page."""
+    if workflow.link:
+        output.info(f"workflow {workflow.workflow_id}: {workflow.link}")

@@ -17,7 +17,7 @@ from models.operations import Operation, OperationAccepted, OperationState
 from starter import output
 from starter.backend import ClusterBackend, clusters
 from starter.checks import Check
-from starter.client import workflow_id_of_link
+from starter.client import WorkflowRef
 from starter.errors import OperationFailedError
 from starter.options import OutputFormat
 from starter.session import print_link, run, settings
@@ -75,15 +75,15 @@ def finish(
 
 
 def accepted_output(
-    link: str, cluster: str, accepted: OperationAccepted, fmt: OutputFormat
+    workflow: WorkflowRef, cluster: str, accepted: OperationAccepted, fmt: OutputFormat
 ) -> None:
     data = {
         "cluster": cluster,
-        "workflowId": workflow_id_of_link(link),
+        "workflowId": workflow.workflow_id,
         "operationId": accepted.operation_id,
         "kind": accepted.kind.value,
         "position": accepted.position,
-        "webUi": link,
+        "webUi": workflow.link,
     }
     if not output.emit(data, fmt):
         output.write(
@@ -113,22 +113,22 @@ def submit(
     """
     conf = settings()
     colony = clusters()
-    link = ""
+    workflow = WorkflowRef("")
 
     async def go() -> tuple[OperationAccepted, Operation | None]:
-        nonlocal link
+        nonlocal workflow
         client = await colony.connect(conf)
         if check is not None and colony.CHECKS_LOCALLY:
             await check(conf, await colony.query_status(client, cluster))
         accepted = await colony.send(client, cluster, update, request, request_id=request_id)
-        link = colony.workflow_link(conf, client, cluster)
-        print_link(link)
+        workflow = colony.cluster_workflow(conf, client, cluster)
+        print_link(workflow)
         if not wait:
             return accepted, None
         return accepted, await follow(colony, client, cluster, accepted.operation_id, timeout)
 
     accepted, operation = run(go)
     if not wait:
-        accepted_output(link, cluster, accepted, fmt)
+        accepted_output(workflow, cluster, accepted, fmt)
         return
     finish(operation, accepted.operation_id, gone_ok=gone_ok, fmt=fmt)

@@ -23,10 +23,15 @@ Every function that reads or changes a workspace takes `organization` (the HTTP 
 caller's; `colonyctl` in direct mode the default mode's ""); `list_workspaces` takes None for
 every organization's (the operator's view).
 
-Before anything starts, `prepare_workspace` turns what a user gave into the request the workflow
-gets: missing required prompts are asked for (when the caller can ask) or refused by name, every
-prompt is checked against the class (`models/values.py`, the same rules the workflow applies), and
-every plaintext answer to a secret prompt is sealed with Colony's public key
+**One deploy path.** `deploy` is how every deploy starts, `colonyctl workspace deploy` and `apply
+-f` in direct mode as well as `POST /v1/workspaces` (and `starter.remote_workspaces.deploy` sends
+the same request to that route): before anything starts, it checks, in this order, that the
+cluster exists in the caller's organization (`NotFoundError`, exit 3 / 404, naming `cluster`)
+and can take workspaces (`ConflictError` naming its phase, exit 2 / 409, when it failed or is
+being deleted: `check_cluster`), that the class is published, and, through `prepare_workspace`,
+that every required prompt is answered (asked for when the caller can ask, else refused by name),
+every prompt is checked against the class (`models/values.py`, the same rules the workflow
+applies) and every plaintext answer to a secret prompt is sealed with Colony's public key
 (`activities/sealing.py`): a secret never leaves the client in plaintext.
 """
 
@@ -57,11 +62,11 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.settings import ColonySettings
-from models.cluster import cluster_deployment_name
+from models.cluster import ClusterPhase, ClusterStatus, cluster_deployment_name
 from models.errors import ErrorType
 from models.identity import parse_entity_workflow_id
 from models.names import name_problem
-from models.value_paths import MISSING, get_path, parse_value_path
+from models.value_paths import MISSING, get_path, parse_value_path, value_path_problem
 from models.values import ValuesError, merge_workspace, split_plaintext_secrets
 from models.workspace import (
     WorkspacePhase,
@@ -80,8 +85,14 @@ from models.workspace_api import (
 )
 from models.workspace_class import Prompt, PromptType, WorkspaceClassSpec
 from models.workspace_operations import WorkspaceOperationAccepted, WorkspaceOperationKind
+from starter.client import (
+    WorkflowRef,
+    new_request_id,
+    query_status,
+    rejected_field,
+    rejection_is_not_found,
+)
 from starter.client import connect as connect
-from starter.client import new_request_id, rejection_is_not_found
 from starter.errors import (
     ColonyError,
     ConflictError,
@@ -117,6 +128,8 @@ CLUSTER_MEMO = "cluster"
 cluster's ClusterDeployment)."""
 POLL_SECONDS = 0.5
 """How often a follower asks a workspace for its status: a query costs its history nothing."""
+SHOWN = 80
+"""Characters of a user's path echoed in a message."""
 
 Asker = Callable[[Prompt], Any]
 """Asks a person for one prompt's answer (a terminal); returns the answer as typed."""
@@ -124,6 +137,10 @@ SealerSource = Callable[[], "Sealer"]
 """Gives the sealer of Colony's public key, loaded only when a request holds a secret."""
 CLI_HINT = "give --set {path}=...{others}, or run on a terminal to be asked"
 """How `colonyctl` says a missing required prompt can be answered."""
+NO_WORKSPACES_PHASES = (ClusterPhase.FAILED, ClusterPhase.DELETING, ClusterPhase.DELETED)
+"""A cluster in these phases takes no new workspace: a failed one has nothing to run it on (and
+its ClusterDeployment's name may be someone else's to create), a deleting one deletes its
+workspaces. A creating cluster takes them: they wait in line for its GPUs."""
 
 
 def workspace_not_found(name: str) -> NotFoundError:
@@ -441,6 +458,101 @@ def workspace_details(spec: WorkspaceSpec, workspace_class: WorkspaceClassSpec |
     return "\n".join(lines)
 
 
+async def check_cluster(client: Client, cluster: str, *, organization: str = "") -> ClusterStatus:
+    """The cluster a workspace is to run on, when it can take one.
+
+    Args:
+        cluster: the cluster as `organization` names it.
+        organization: the caller's (empty: the operator's clusters, as `colonyctl` names them).
+
+    Raises:
+        NotFoundError: no such cluster in the organization (another organization's is not
+            found either), naming `cluster`.
+        ConflictError: it failed or is being deleted, naming `cluster` and the phase.
+    """
+    status = await query_status(client, cluster, organization=organization)
+    if status.phase in NO_WORKSPACES_PHASES:
+        reason = (
+            f" ({status.reason})" if status.phase is ClusterPhase.FAILED and status.reason else ""
+        )
+        raise ConflictError(
+            f"cluster: cluster '{cluster}' is {status.phase.value}{reason}: it takes no workspaces"
+        )
+    return status
+
+
+def with_secret_values(
+    spec: WorkspaceSpec, secret_values: dict[str, str], workspace_class: WorkspaceClassSpec
+) -> WorkspaceSpec:
+    """The request with `secretValues` (the HTTP API's field) among its answers, to be sealed with
+    the others; each must answer one of the class's secret prompts, and only once."""
+    secret = {
+        tuple(parse_value_path(p.helm_value_path)): p.helm_value_path
+        for p in workspace_class.prompts
+        if p.type is PromptType.SECRET
+    }
+    answers = dict(spec.answers)
+    answered = {tuple(parse_value_path(path)) for path in answers}
+    for path in secret_values:
+        shown = path if len(path) <= SHOWN else path[:SHOWN] + "..."
+        problem = value_path_problem(path)
+        if problem:
+            raise InvalidRequestError(f"secretValues: answer '{shown}': {problem}")
+        key = tuple(parse_value_path(path))
+        if key not in secret:
+            known = ", ".join(secret.values()) or "none"
+            raise InvalidRequestError(
+                f"secretValues: '{shown}' is not a secret prompt of class "
+                f"'{workspace_class.name}' (its secret prompts: {known}); give other answers in "
+                "answers or values"
+            )
+        if key in answered:
+            raise InvalidRequestError(
+                f"secretValues: prompt '{secret[key]}' is answered in answers too; give one"
+            )
+        answers[secret[key]] = secret_values[path]
+    return spec.model_copy(update={"answers": answers})
+
+
+async def deploy(
+    client: Client,
+    settings: ColonySettings,
+    spec: WorkspaceSpec,
+    *,
+    workspace_class: WorkspaceClassSpec | None = None,
+    ask: Asker | None = None,
+    sealer: SealerSource = public_key_sealer,
+    hint: str = CLI_HINT,
+    secret_values: dict[str, str] | None = None,
+    request_id: str | None = None,
+) -> StartedWorkspace:
+    """Deploy a workspace: everything checked before anything starts (see the module docstring),
+    then its workflow started.
+
+    Args:
+        spec: the request as the user gave it, of its organization (`spec.organization`: the
+            caller's; empty for the operator in direct mode), on its cluster as that organization
+            names it.
+        workspace_class: the class, when the caller has it already (`apply -f` of a class and
+            its workspace); else read from the catalog.
+        ask, sealer, hint: as `prepare_workspace` takes them.
+        secret_values: secret answers given apart from the others (`with_secret_values`).
+        request_id: as `start_workspace` takes it.
+    """
+    await check_cluster(client, spec.cluster, organization=spec.organization)
+    pinned = workspace_class or await get_class(client, spec.class_name, spec.organization)
+    if secret_values:
+        spec = with_secret_values(spec, secret_values, pinned)
+    prepared = prepare_workspace(spec, pinned, ask=ask, sealer=sealer, hint=hint)
+    return await start_workspace(
+        client,
+        settings,
+        prepared,
+        workspace_class=pinned,
+        request_id=request_id,
+    )
+
+
 @dataclass
 class StartedWorkspace:
     """A workspace workflow just started (or found started by the same request id)."""
@@ -592,16 +704,19 @@ async def read_workspace(
 
 
 def _update_error(update: str, name: str, exc: WorkflowUpdateFailedError) -> ColonyError:
+    """The typed error of a refused or failed update; a refusal names the field it is about (the
+    workspace itself, unless the workflow named another), as every refusal does."""
     cause = exc.cause
     if not isinstance(cause, ApplicationError):
         return OperationFailedError(f"{update}: {cause or exc}")
     if rejection_is_not_found(cause):
         return workspace_not_found(name)
+    field = rejected_field(cause) or "workspace"
     if cause.type == ErrorType.OPERATION_REJECTED:
         # The workspace's state refuses it (already suspended, being deleted).
-        return ConflictError(f"{update}: {cause.message}")
+        return ConflictError(f"{field}: {cause.message}")
     if cause.type == ErrorType.INVALID_SPEC:
-        return InvalidRequestError(f"{update}: {cause.message}")
+        return InvalidRequestError(f"{field}: {cause.message}")
     return OperationFailedError(f"{update}: {cause.message}")
 
 
@@ -737,9 +852,10 @@ async def wait_for_workspace(
         await asyncio.sleep(POLL_SECONDS)
 
 
-def workspace_link(
+def workspace_workflow(
     settings: ColonySettings, client: Client, name: str, organization: str = ""
-) -> str:
-    """The workspace's Web UI page (the same function in `starter.remote_workspaces` answers what
+) -> WorkflowRef:
+    """The workspace's workflow (the same function in `starter.remote_workspaces` answers what
     the API said)."""
-    return settings.workflow_link(workspace_workflow_id(name, organization))
+    workflow_id = workspace_workflow_id(name, organization)
+    return WorkflowRef(workflow_id, settings.workflow_link(workflow_id))

@@ -25,8 +25,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio import activity
-from temporalio.api.enums.v1 import IndexedValueType
-from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
@@ -34,7 +32,7 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -107,7 +105,6 @@ from models.workspace_api import (
 )
 from tests.helpers import eventually, unique
 from workflows.cluster import ClusterWorkflow
-from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
 
 GPU = NodeSku(gpu_model_id="h100")
 CPU = NodeSku(cpu_sku="cpu-32")
@@ -635,24 +632,6 @@ class FakeColony:
 
 
 # --- Harness -------------------------------------------------------------------------------------
-
-
-async def registered(env: WorkflowEnvironment) -> WorkflowEnvironment:
-    """The time-skipping server with Colony's search attributes registered (it has no visibility)."""
-    try:
-        await env.client.operator_service.add_search_attributes(
-            AddSearchAttributesRequest(
-                namespace=env.client.namespace,
-                search_attributes={
-                    key.name: IndexedValueType.ValueType(key.indexed_value_type.value)
-                    for key in SEARCH_ATTRIBUTES
-                },
-            )
-        )
-    except RPCError as error:
-        if error.status is not RPCStatusCode.ALREADY_EXISTS:
-            raise
-    return env
 
 
 _started: list[WorkflowHandle[Any, Any]] = []

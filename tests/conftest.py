@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
@@ -71,15 +73,38 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
         await env.shutdown()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 async def time_env() -> AsyncIterator[WorkflowEnvironment]:
-    """The time-skipping test server; it has no visibility store, so search attributes are registered explicitly."""
+    """A time-skipping test server of the test's own, with Colony's search attributes registered
+    (it has no visibility store), whose clock moves only when the test says so (`env.sleep`).
+
+    Its own, because the server's clock and timers are global, and sharing them made tests fail
+    under load:
+    - with the SDK's automatic time skipping, awaiting a workflow's result unlocks the clock, and
+      whenever every workflow is idle for an instant the server jumps to the next timer anywhere,
+      up to the 10-year execution timeouts: workspaces of the running test timed out mid-test
+      ("update ... not found"). So automatic skipping is off: time moves only by `env.sleep`;
+    - the server keeps every activity's timeout timers until their deadline, and `env.sleep` walks
+      all of them: after a module's few thousand activities, skipping a day took over 30 s on a
+      loaded machine (the RPC's deadline: "Timeout expired", "h2 protocol error").
+    The server starts in about 0.15 s.
+    """
     env = await WorkflowEnvironment.start_time_skipping(
         data_converter=pydantic_data_converter,
         test_server_existing_path=venv_binary("temporal-test-server"),
     )
     try:
-        yield env
+        await env.client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(
+                namespace=env.client.namespace,
+                search_attributes={
+                    key.name: IndexedValueType.ValueType(key.indexed_value_type.value)
+                    for key in SEARCH_ATTRIBUTES
+                },
+            )
+        )
+        with env.auto_time_skipping_disabled():
+            yield env
     finally:
         await env.shutdown()
 

@@ -46,6 +46,9 @@ async def started_world(state_dir: Path, **timing: float) -> AsyncIterator[SimWo
         # Whatever a test sent on purpose, nothing the simulated k0rdent wrote may break the schema.
         refused = [w for w in world.store.rejected_writes if w.writer != "client"]
         assert not refused, f"the sim's controllers wrote invalid objects: {refused}"
+        # Nor a field k0rdent's CRDs lack: a real API server prunes it, no reader would see it.
+        pruned = [w for w in world.store.pruned_writes if w.writer != "client"]
+        assert not pruned, f"the sim's controllers wrote fields their CRDs lack: {pruned}"
 
 
 def colony_env(world: SimWorld, **extra: str) -> dict[str, str]:

@@ -8,6 +8,7 @@ would build from the sim's files.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -35,6 +36,8 @@ from models.activity_api import (
     DeleteNodeRequest,
     DeploymentOutcome,
     DeploymentWait,
+    DrainHeartbeat,
+    DrainLedger,
     DrainNodeRequest,
     ExpectedNode,
     GetClusterDeploymentStatusRequest,
@@ -79,6 +82,15 @@ def _no_faults(world: SimWorld) -> Iterator[None]:
     world.faults.clear()
     yield
     world.faults.clear()
+
+
+@pytest.fixture(autouse=True)
+def _nothing_pruned(world: SimWorld) -> Iterator[None]:
+    """Every field the activities (and the sim's controllers) write into a custom resource is one
+    its CRD defines: a real API server would silently drop any other (structural pruning)."""
+    world.store.pruned_writes.clear()
+    yield
+    assert list(world.store.pruned_writes) == []
 
 
 @pytest.fixture(scope="module")
@@ -414,6 +426,109 @@ async def test_cluster_lifecycle_through_management_and_child_activities(
         ReleaseHostsRequest(host_ids=[h.id for h in claimed.hosts], owner=owner),
     )
     assert sorted(released.released) == sorted(h.id for h in claimed.hosts)
+
+
+async def test_a_resumed_drain_counts_the_evictions_made_after_the_last_heartbeat(
+    world: SimWorld,
+    mgmt: client.ApiClient,
+    management: ManagementClusterActivities,
+    child: ChildClusterActivities,
+    hosts: HostProviderActivities,
+) -> None:
+    """A drain retried after a crash: the heartbeat it resumes from says it asked to evict a, b
+    and c and saw a's accepted, but b's was accepted too (after that heartbeat) and c's never
+    sent. The new attempt counts b (gone or terminating), evicts c and d, and reports four: the
+    evictions the cluster saw, not the three the lost heartbeat would make of it."""
+    name = unique("resume")
+    owner = f"cluster/{name}/run"
+    claimed = await run(
+        hosts.claim_hosts,
+        ClaimHostsRequest(
+            location_id="fra1", sku=GPU, count=1, idempotency_key=f"{owner}/k", owner=owner
+        ),
+    )
+    await run(management.create_cluster_deployment, create_request(name, claimed.hosts))
+    ref = KubeconfigRef(namespace=NAMESPACE, secret_name=f"{name}-kubeconfig")
+    admin = await eventually(
+        lambda: _child_with_a_ready_node(mgmt, name), what=f"{name}'s node Ready"
+    )
+    core = client.CoreV1Api(admin)
+    try:
+        node = (await call(core.list_node)).items[0].metadata.name
+        uids = {}
+        for pod_name in ("a", "b", "c", "d"):
+            created = await call(
+                core.create_namespaced_pod,
+                "default",
+                {
+                    "metadata": {"name": pod_name},
+                    "spec": {
+                        "nodeName": node,
+                        "containers": [{"name": "c", "image": "busybox"}],
+                        "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+                    },
+                },
+            )
+            uids[pod_name] = created.metadata.uid
+        await run(child.cordon_node, CordonNodeRequest(kubeconfig=ref, node_name=node))
+        # What the crashed attempt did: a and b evicted, c about to be.
+        for pod_name in ("a", "b"):
+            await call(
+                core.create_namespaced_pod_eviction,
+                pod_name,
+                "default",
+                {"metadata": {"name": pod_name, "namespace": "default"}},
+            )
+        cluster_store = world.child(NAMESPACE, name)
+        assert cluster_store is not None
+        # (CoreDNS pods of the sim's child run on the node too: the drain evicts them as well.)
+        last_heartbeat = DrainHeartbeat(
+            pods_evicted=1,
+            ledger=DrainLedger(requested=[uids["a"], uids["b"], uids["c"]], evicted=[uids["a"]]),
+        )
+        environment = ActivityEnvironment()
+        environment.info = dataclasses.replace(
+            environment.info, attempt=2, heartbeat_details=[last_heartbeat]
+        )
+        beats: list[Any] = []
+        environment.on_heartbeat = lambda *details: beats.extend(details)
+        drained = await environment.run(
+            child.drain_node, DrainNodeRequest(kubeconfig=ref, node_name=node, deadline=soon(30))
+        )
+        assert drained.drained
+        seen = [e for e in cluster_store.store.evictions if e.node == node]
+        assert {"a", "b", "c", "d"} <= {e.name for e in seen}
+        assert drained.progress.pods_evicted == len(seen), (drained.progress, seen)
+        # The ledger went out before the evictions it records, and ends with every uid accepted.
+        final = beats[-1]
+        assert isinstance(final, DrainHeartbeat)
+        assert set(final.ledger.evicted) == {e.uid for e in seen}
+    finally:
+        close_client(admin)
+        await run(
+            management.delete_cluster_deployment,
+            DeleteClusterDeploymentRequest(namespace=NAMESPACE, name=name, owner=owner),
+        )
+        await run(
+            hosts.release_hosts,
+            ReleaseHostsRequest(host_ids=[h.id for h in claimed.hosts], owner=owner),
+        )
+
+
+async def _child_with_a_ready_node(mgmt: client.ApiClient, name: str) -> client.ApiClient | None:
+    try:
+        admin = await child_api(mgmt, name)
+    except client.exceptions.ApiException:
+        return None
+    nodes = await call(client.CoreV1Api(admin).list_node)
+    if any(
+        c.type == "Ready" and c.status == "True"
+        for n in nodes.items
+        for c in n.status.conditions or []
+    ):
+        return admin
+    close_client(admin)
+    return None
 
 
 async def test_a_failed_cluster_deployment_is_reported_at_once(

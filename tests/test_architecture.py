@@ -80,6 +80,7 @@ def imported_names(path: Path) -> set[str]:
 API_MAY_USE_FROM_STARTER = {
     "starter.client",
     "starter.workspace_client",
+    "starter.colony_client",
     "starter.errors",
     "starter.catalog",
     "starter.checks",

@@ -364,3 +364,56 @@ def test_settings_defaults_and_link(tmp_path: Path) -> None:
         settings.workflow_link("cluster/training")
         == "http://127.0.0.1:8233/namespaces/default/workflows/cluster%2Ftraining"
     )
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "message"),
+    [
+        pytest.param(
+            'name: t\nlocationId: fra1\nnodePools:\n  - {name: gpu, sku: {gpuModelId: x}, count: "3"}\n',
+            "error: nodePools[0].count: must be an integer, not the string '3'",
+            id="count-string",
+        ),
+        pytest.param(
+            "name: t\nlocationId: fra1\nnodePools:\n  - {name: gpu, sku: {gpuModelId: x}, count: true}\n",
+            "error: nodePools[0].count: must be an integer, not the boolean true",
+            id="count-boolean",
+        ),
+        pytest.param(
+            "name: t\nlocationId: fra1\nwaitForCapacity: yes-please\n",
+            "error: waitForCapacity: must be true or false, not the string 'yes-please'",
+            id="flag-string",
+        ),
+        pytest.param(
+            "name: t\nlocationId: fra1\ndrainParallelism: 2.5\n",
+            "error: drainParallelism: must be an integer, not the number 2.5",
+            id="count-fraction",
+        ),
+    ],
+)
+@pytest.mark.parametrize("command", [("cluster", "create", "-f"), ("apply", "-f")])
+def test_a_file_gives_integers_and_booleans_of_their_type(
+    tmp_path: Path, yaml_text: str, message: str, command: tuple[str, ...]
+) -> None:
+    spec = tmp_path / "cluster.yaml"
+    spec.write_text(yaml_text)
+    code, stderr = invoke(*command, str(spec))
+    assert (code, stderr) == (2, message + "\n")
+
+
+def test_the_command_line_converts_its_own_text_before_the_strict_model() -> None:
+    """`count=2` is text on the command line, and becomes the integer the model takes: the request
+    passes validation and fails only to reach Temporal (exit 1, not 2)."""
+    code, stderr = invoke(
+        "cluster", "create", "ok", "--location-id", "fra1",
+        "--node-pool", "name=gpu,count=2,gpuModelId=h100-80gb",
+    )  # fmt: skip
+    assert (code, stderr.startswith("error: cannot reach Temporal")) == (1, True), stderr
+    code, stderr = invoke(
+        "cluster", "create", "ok", "--location-id", "fra1",
+        "--node-pool", "name=gpu,count=two,gpuModelId=h100-80gb",
+    )  # fmt: skip
+    assert (code, stderr) == (
+        2,
+        "error: nodePools[0].count: must be an integer, not the string 'two'\n",
+    )

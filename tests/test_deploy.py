@@ -155,8 +155,9 @@ def test_what_the_programs_need_is_set(compose: dict[str, Any], service: str) ->
     # Traces go to the collector's OTLP/HTTP port; metrics are served on an exposed port.
     assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector:4318"
     assert "4318" in services["otel-collector"]["expose"]
-    if service != "api":
-        assert str(settings.metrics_port) in services[service]["expose"]
+    metrics_port = {"worker": settings.metrics_port, "watcher": settings.watcher_metrics_port}
+    if service in metrics_port:
+        assert str(metrics_port[service]) in services[service]["expose"]
     # The Web UI links colonyctl and the API print lead to the temporal-ui service.
     ui_port = settings.web_ui.rsplit(":", 1)[1]
     assert f"{ui_port}:8080" in services["temporal-ui"]["ports"]
@@ -200,12 +201,22 @@ def test_the_sim_overlay_shares_the_sims_network_and_files() -> None:
         assert spec["network_mode"] == "service:sim"
         settings = ColonySettings.from_env({k: str(v) for k, v in spec["environment"].items()})
         assert str(settings.management_kubeconfig).startswith("/colony/sim/")
-    ports = {
-        spec["environment"].get("COLONY_METRICS_PORT", "9464")
-        for name, spec in overlay["services"].items()
-        if name in ("worker", "watcher")
+    # One network namespace: the worker's and the watcher's endpoints must not share a port.
+    merged = {
+        service: ColonySettings.from_env(
+            {
+                **service_env(load("docker-compose.yml"), service),
+                **{k: str(v) for k, v in overlay["services"][service]["environment"].items()},
+                "COLONY_HOST_PROVIDER_CONFIG": "/nonexistent",
+            }
+        )
+        for service in ("worker", "watcher")
     }
-    assert len(ports) == 2, "one network namespace: the metrics ports must differ"
+    worker_port = merged["worker"].metrics_port
+    watcher_port = merged["watcher"].watcher_metrics_port
+    assert worker_port is not None
+    assert watcher_port is not None
+    assert worker_port != watcher_port
 
 
 def rules(kind: str, name: str) -> list[dict[str, Any]]:

@@ -11,6 +11,10 @@ claim, no leak), the ClusterDeployment lists each machine once, and delete relea
 The sim runs with instant timing except node registration (a few seconds), so there is a window
 between "hosts claimed" and "nodes joined" to crash in; the drain is held in place by a
 PodDisruptionBudget that refuses every eviction until the test deletes it.
+
+A second test kills `python worker.py` in the middle of a drain, right after the sim accepted one
+of its evictions, and checks that the pods evicted the finished drain reports are the evictions
+the sim saw on that node (`store.evictions`).
 """
 
 from __future__ import annotations
@@ -372,3 +376,120 @@ async def test_worker_crashes_during_create_and_drain(
         for running in workers:
             await running.crash()
         close_client(management)
+
+
+TRAIN_PODS = 5
+"""Pods on each node; the i-th one's eviction is refused i times, so a drain evicts them one pass
+after another (passes 1, 2, 4, 5 s apart) and a crash can fall between two of them."""
+
+
+async def test_a_drain_killed_midway_reports_every_eviction(
+    dev_env: WorkflowEnvironment, world: SimWorld, task_queue: str, tmp_path: Path
+) -> None:
+    """`python worker.py` is killed with SIGKILL right after the sim accepted an eviction of the
+    drain (before any heartbeat could carry it); the next worker's attempt finishes the drain, and
+    the pods evicted it reports are the evictions the cluster saw on that node, not fewer."""
+    management = management_api(world)
+    name = unique("evict")
+    spec = ClusterSpec(
+        name=name, location_id=LOCATION, node_pools=[NodePoolSpec(name="gpu", sku=GPU, count=2)]
+    )
+    first = await start_worker_process(dev_env, world, task_queue, tmp_path / "worker-1.log")
+    workers: list[Worker] = [first]
+    handle = await dev_env.client.start_workflow(
+        ClusterWorkflow.run,
+        ClusterWorkflowInput(spec=spec),
+        id=spec.workflow_id,
+        task_queue=task_queue,
+    )
+    cluster = Cluster(world, management, handle, name)
+    try:
+        await cluster.until(
+            lambda s: s.phase is ClusterPhase.READY and s.current_operation is None,
+            what="created by the worker process",
+        )
+        child = world.child(NAMESPACE, name)
+        assert child is not None
+        api = await child_api(management, name)
+        try:
+            core = client.CoreV1Api(api)
+            for index, node in enumerate(await cluster.node_names()):
+                for refusals in range(TRAIN_PODS):
+                    pod = f"train-{index}-{refusals}"
+                    await call(
+                        core.create_namespaced_pod,
+                        "default",
+                        {
+                            "metadata": {"name": pod, "labels": {"app": "train"}},
+                            "spec": {
+                                "nodeName": node,
+                                "containers": [{"name": "c", "image": "busybox"}],
+                            },
+                        },
+                    )
+                    world.faults.evict_429("default", pod, refusals, cluster=name)
+        finally:
+            close_client(api)
+
+        def train_evictions() -> list[Any]:
+            return [e for e in child.store.evictions if e.name.startswith("train-")]
+
+        accepted = await handle.execute_update(
+            ClusterWorkflow.scale_node_pool, ScaleNodePoolRequest(pool="gpu", count=1)
+        )
+
+        # Kill the moment the second train pod's eviction is accepted: the heartbeat that would
+        # count it has not gone out (the SDK sends at most one every 2 s).
+        async def seen() -> list[Any]:
+            return train_evictions()
+
+        await eventually(
+            seen,
+            until=lambda evictions: len(evictions) >= 2,
+            timeout=60,
+            interval=0.01,
+            what="two evictions of the drain",
+        )
+        await first.crash()
+        evicted_before_the_kill = len(train_evictions())
+        assert evicted_before_the_kill < TRAIN_PODS, "the kill came after the drain"
+        workers.append(await start_worker(dev_env, world, task_queue))
+
+        def scaled_down(status: ClusterStatus) -> bool:
+            op = status.operation(accepted.operation_id)
+            return op is not None and op.state.finished
+
+        done = await cluster.until(scaled_down, what="scale-down finished by the second worker")
+        op = done.operation(accepted.operation_id)
+        assert op is not None
+        assert op.state is OperationState.SUCCEEDED, op
+        [drained] = op.progress.nodes
+        on_the_node = [e for e in child.store.evictions if e.node == drained.node]
+        # Every train pod of the node and whatever else the sim runs there (CoreDNS).
+        assert sum(e.name.startswith("train-") for e in on_the_node) == TRAIN_PODS
+        assert drained.pods_evicted == len(on_the_node), (drained, on_the_node)
+        # The drain ran in two attempts: the killed one and the one that finished.
+        assert await drain_attempts(handle) >= 2
+    finally:
+        with contextlib.suppress(RPCError):
+            if (await handle.describe()).status is WorkflowExecutionStatus.RUNNING:
+                await handle.terminate(reason="test finished")
+        for running in workers:
+            await running.crash()
+        world.faults.clear()
+        close_client(management)
+
+
+async def drain_attempts(handle: WorkflowHandle[Any, Any]) -> int:
+    """The attempt that ended the workflow's `drain_node` activity (its started event's)."""
+    drains: set[int] = set()
+    attempt = 0
+    async for event in handle.fetch_history_events():
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            if event.activity_task_scheduled_event_attributes.activity_type.name == "drain_node":
+                drains.add(event.event_id)
+        elif event.HasField("activity_task_started_event_attributes"):
+            started = event.activity_task_started_event_attributes
+            if started.scheduled_event_id in drains:
+                attempt = max(attempt, started.attempt)
+    return attempt

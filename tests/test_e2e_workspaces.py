@@ -286,7 +286,17 @@ async def test_cpu_notebook_runs_and_is_reached_by_port_forward(
 
 
 async def test_refusals_start_nothing(colony: Colony) -> None:
-    cluster, name = "no-such-cluster", unique("nb")
+    name = unique("nb")
+    # The cluster first (issue 13: a workspace on an unknown cluster used to start, then fail).
+    unknown = await colony.ctl(
+        "workspace", "deploy", name, "--cluster", "no-such-cluster",
+        "--class", "colony-jupyter-1-0-0", "--set", "notebookPassword=x", expect=3,
+    )  # fmt: skip
+    assert unknown.stderr == "error: cluster: cluster 'no-such-cluster' not found\n"
+    cluster = unique("refusals")
+    await colony.ctl(
+        "cluster", "create", cluster, "--location-id", LOCATION, "--wait", "--timeout", "90"
+    )
     cases = [
         (
             ("--class", "colony-jupyter-1-0-0"),
@@ -324,6 +334,7 @@ async def test_refusals_start_nothing(colony: Colony) -> None:
     await colony.ctl("workspace", "get", name, expect=3)
     await colony.ctl("workspace", "suspend", name, expect=3)
     await colony.ctl("class", "get", "colony-nothing-1-0-0", expect=3)
+    await colony.ctl("cluster", "delete", cluster, "--wait", "--timeout", "90")
 
 
 # --- A user's own namespace: never adopted, never deleted ------------------------------------

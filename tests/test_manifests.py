@@ -57,7 +57,7 @@ EXPECTED: dict[str, tuple[str, Any]] = {
     # remoteClusterEnabled are not in the CRD, so `kubectl apply` (strict validation) refuses it too.
     "operator-examples/remote-colony.yaml": (
         REFUSE,
-        ("spec", "unknown field 'externalAddress', 'hostedControlPlaneEnabled', 'k8sVersion'"),
+        ("spec.externalAddress", "unknown field 'externalAddress'"),
     ),
     # The operator's examples: four unversioned classes and deployments of them.
     "operator-examples/workspaces_workspace-classes.yaml": (
@@ -411,7 +411,7 @@ spec:
   owner: {username: me}
 """,
             [
-                "document 1 (WorkspaceDeployment nb): spec: unknown field 'owner' (known fields: "
+                "document 1 (WorkspaceDeployment nb): spec.owner: unknown field 'owner' (known fields: "
                 "clusterDeploymentRef, resources, suspend, values, workspaceClassRef)"
             ],
             id="deployment-unknown",
@@ -425,8 +425,8 @@ spec:
   colonyClusters: [{clusterName: a, nodePools: []}]
 """,
             [
-                "document 1 (Colony c): spec.colonyClusters[0]: unknown field 'nodePools' (known "
-                "fields: clusterAnnotations, clusterDeploymentSpec, clusterLabels, clusterName)"
+                "document 1 (Colony c): spec.colonyClusters[0].nodePools: unknown field 'nodePools' "
+                "(known fields: clusterAnnotations, clusterDeploymentSpec, clusterLabels, clusterName)"
             ],
             id="exalsius-colony-has-no-pools",
         ),
@@ -441,7 +441,7 @@ spec:
     nodePools: [{name: gpu, sku: {gpuModelId: h100}, count: 1}]
 """,
             [
-                "document 1 (Colony c): spec.colonyClusters[0]: locationId is required with nodePools: it says where hosts are claimed"
+                "document 1 (Colony c): spec.colonyClusters[0].locationId: locationId is required with nodePools: it says where hosts are claimed"
             ],
             id="colony-pools-need-a-location",
         ),
@@ -454,7 +454,7 @@ spec:
   colonyClusters: [{clusterName: a}]
 """,
             [
-                "document 1 (Colony c): spec.colonyClusters[0]: cluster 'a' gives neither "
+                "document 1 (Colony c): spec.colonyClusters[0].clusterDeploymentSpec: cluster 'a' gives neither "
                 "clusterDeploymentSpec nor locationId and nodePools: there is nothing to build it from"
             ],
             id="colony-nothing-to-build",

@@ -6,15 +6,20 @@
 - Metrics: a worker whose client runs on a Temporal runtime with Prometheus, serving Colony's
   endpoint on a free port; after a create, a drain held once by a budget and a failing claim, one
   scrape shows Colony's metrics and the Temporal runtime's.
+- `make run` with COLONY_METRICS_PORT: the worker and the watcher started by `starter.devenv` as
+  `make run` starts them, each serving its own endpoint (the watcher's on the next free port).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import socket
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,7 +34,9 @@ from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner, Result
 
 from activities import metrics, tracing
+from activities.settings import METRICS_PORT_ENV, WATCHER_METRICS_PORT_ENV
 from sim.world import SimWorld
+from starter import devenv
 from starter.cli import app, normalize_argv
 from tests.helpers import eventually, unique
 from tests.simenv import (
@@ -44,6 +51,8 @@ from tests.simenv import (
 from worker import build_worker, temporal_runtime
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @dataclass
@@ -245,3 +254,91 @@ async def test_the_worker_serves_colony_and_temporal_metrics(world: World) -> No
     temporal_names = [n for n in samples if n.startswith("temporal_")]
     assert any(n.startswith("temporal_worker_task_slots") for n in temporal_names), temporal_names
     assert json.dumps(temporal_names)  # names only, for the failure message above
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("0.0.0.0", 0))
+        return int(probe.getsockname()[1])
+
+
+def scrape_or_empty(port: int) -> dict[str, list[Any]]:
+    try:
+        return scrape(port)
+    except OSError:
+        return {}
+
+
+async def test_make_run_serves_the_worker_and_the_watcher_metrics(
+    world: World, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`COLONY_METRICS_PORT=<port> make run`: its worker and watcher both live and both serve."""
+    task_queue = unique("makerun")
+    worker_port = free_port()
+    child_env = env_for(world, world.dev_env.client, task_queue) | {
+        METRICS_PORT_ENV: str(worker_port),
+        "COLONY_SYSTEM_NAMESPACE": unique("colony-system"),
+        "COLONY_WATCHER_ID": "make-run",
+        "COLONY_SEALING_PRIVATE_KEY_FILE": str(tmp_path / "sealing" / "private.pem"),
+        "COLONY_SEALING_PUBLIC_KEY_FILE": str(tmp_path / "sealing" / "public.pem"),
+    }
+    for variable, setting in child_env.items():
+        monkeypatch.setenv(variable, setting)
+    monkeypatch.delenv(WATCHER_METRICS_PORT_ENV, raising=False)
+    monkeypatch.setattr(devenv, "STATE_DIR", tmp_path)  # the children's logs
+    monkeypatch.chdir(ROOT)
+    ports = devenv.metrics_ports(os.environ)
+    watcher_port = ports.watcher
+    assert ports.worker == worker_port
+    assert watcher_port is not None
+    assert watcher_port > worker_port
+    assert os.environ[WATCHER_METRICS_PORT_ENV] == str(watcher_port)
+    assert ports.banner() == (
+        f"worker http://127.0.0.1:{worker_port}/metrics, "
+        f"watcher http://127.0.0.1:{watcher_port}/metrics"
+    )
+    processes = devenv.Processes()
+    try:
+        assert devenv.start_worker(processes)
+        assert devenv.start_watcher(processes)
+        watcher = await eventually(
+            lambda: asyncio.to_thread(scrape_or_empty, watcher_port),
+            until=lambda s: value(s, "colony_watcher_leader") == 1,
+            timeout=30,
+            what="the watcher leading, on its own endpoint",
+        )
+        # Neither died of "Address already in use".
+        assert [name for name, child in processes.children if child.poll() is None] == [
+            "worker",
+            "watcher",
+        ]
+        env = env_for(world, world.dev_env.client, task_queue)
+        name = unique("makerun")
+        await ctl(
+            env, "cluster", "create", name, "--location-id", "fra1",
+            "--node-pool", "name=gpu,count=2,gpuModelId=h100-80gb", "--wait", "--timeout", "90",
+        )  # fmt: skip
+        await ctl(
+            env, "node-pool", "scale", name, "gpu", "--count", "1", "--wait", "--timeout", "90"
+        )
+        await ctl(env, "cluster", "delete", name, "--wait", "--timeout", "90")
+        worker = await asyncio.to_thread(scrape, worker_port)
+        watcher = await eventually(
+            lambda: asyncio.to_thread(scrape, watcher_port),
+            until=lambda s: value(s, "colony_watcher_signals_total", outcome="sent") >= 1,
+            timeout=10,
+            what="the watcher's signals counted",
+        )
+    finally:
+        # Off the loop: the sim serves on it, and the children talk to it while they stop.
+        await asyncio.to_thread(processes.stop_all)
+    assert any(n.startswith("temporal_worker_task_slots") for n in worker), sorted(worker)
+    assert value(worker, "colony_drain_duration_seconds_count", outcome="drained") >= 1
+    assert value(worker, "colony_host_claims_total", outcome="claimed") >= 1
+    # The watcher's endpoint is its own process': its metrics, none of the worker's.
+    assert value(watcher, "colony_watcher_leader") == 1
+    assert not [n for n in watcher if n.startswith("temporal_")]
+    assert value(watcher, "colony_host_claims_total") == 0
+    for process, child in processes.children:
+        log = (tmp_path / f"{process}.log").read_text()[-2000:]
+        assert child.returncode == 0, (process, log)

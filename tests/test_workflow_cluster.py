@@ -43,7 +43,6 @@ from tests.cluster_world import (
     pod,
     pool,
     pool_of,
-    registered,
     start,
     worker,
 )
@@ -53,9 +52,9 @@ from workflows.cluster import ClusterWorkflow
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-async def env(time_env: WorkflowEnvironment) -> WorkflowEnvironment:
-    return await registered(time_env)
+@pytest.fixture
+def env(time_env: WorkflowEnvironment) -> WorkflowEnvironment:
+    return time_env
 
 
 async def rejected(run: Run, update: Any, request: Any) -> str:

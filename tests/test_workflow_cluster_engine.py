@@ -38,7 +38,6 @@ from tests.cluster_world import (
     pod,
     pool,
     pool_of,
-    registered,
     start,
     worker,
 )
@@ -48,9 +47,9 @@ from workflows.cluster import ClusterWorkflow
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-async def env(time_env: WorkflowEnvironment) -> WorkflowEnvironment:
-    return await registered(time_env)
+@pytest.fixture
+def env(time_env: WorkflowEnvironment) -> WorkflowEnvironment:
+    return time_env
 
 
 async def still_running(run: Run) -> bool:
@@ -238,7 +237,7 @@ async def test_cancel_operation_drops_a_queued_one_and_interrupts_the_running_on
             run, ClusterWorkflow.cancel_operation, CancelOperationRequest(operation_id="op-9999")
         )
         assert unknown.type == ErrorType.OPERATION_REJECTED
-        assert unknown.details == ({"reason": "NotFound"},)
+        assert unknown.details == ({"reason": "NotFound", "field": "operation"},)
 
 
 async def test_a_delete_cannot_be_cancelled_and_a_second_delete_joins_the_first(

@@ -40,7 +40,7 @@ from models.workspace_api import (
     ReadGpuInventoryResult,
     WorkspaceActivity,
 )
-from tests.cluster_world import FakeColony, registered
+from tests.cluster_world import FakeColony
 from tests.helpers import eventually, unique
 from workflows.cluster import ClusterWorkflow
 from workflows.colony import ColonyWorkflow
@@ -48,9 +48,9 @@ from workflows.colony import ColonyWorkflow
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-async def env(time_env: WorkflowEnvironment) -> WorkflowEnvironment:
-    return await registered(time_env)
+@pytest.fixture
+def env(time_env: WorkflowEnvironment) -> WorkflowEnvironment:
+    return time_env
 
 
 class ColonyWorld:
@@ -145,7 +145,11 @@ async def test_a_colony_runs_its_clusters_follows_them_and_deletes_them(
         name = unique("fleet")
         handle = await env.client.start_workflow(
             ColonyWorkflow.run,
-            ColonyWorkflowInput(spec=manifest(name, POOLS, RAW, BROKEN), organization=organization),
+            ColonyWorkflowInput(
+                spec=manifest(name, POOLS, RAW, BROKEN).model_copy(
+                    update={"organization": organization}
+                )
+            ),
             id=colony_workflow_id(name, organization),
             task_queue=task_queue,
         )
@@ -188,7 +192,10 @@ async def test_a_colony_runs_its_clusters_follows_them_and_deletes_them(
 
         # Re-applied without the failed entry: that cluster is deleted, the others stay.
         await handle.execute_update(
-            ColonyWorkflow.apply, ApplyColonyRequest(spec=manifest(name, POOLS, RAW))
+            ColonyWorkflow.apply,
+            ApplyColonyRequest(
+                spec=manifest(name, POOLS, RAW).model_copy(update={"organization": organization})
+            ),
         )
         trimmed = await eventually(
             lambda: colony_status(handle),

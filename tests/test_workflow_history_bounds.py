@@ -31,7 +31,6 @@ from tests.cluster_world import (
     pod,
     pool,
     pool_of,
-    registered,
     start,
     worker,
 )
@@ -43,9 +42,9 @@ MAX_EVENTS = 10_000
 MAX_BYTES = 4 * 1024 * 1024
 
 
-@pytest.fixture(scope="module")
-async def env(time_env: WorkflowEnvironment) -> WorkflowEnvironment:
-    return await registered(time_env)
+@pytest.fixture
+def env(time_env: WorkflowEnvironment) -> WorkflowEnvironment:
+    return time_env
 
 
 async def runs_of(

@@ -44,7 +44,6 @@ from models.workspace_operations import (
     ResumeWorkspaceRequest,
     SuspendWorkspaceRequest,
 )
-from tests.cluster_world import registered
 from tests.helpers import eventually, history_text, unique
 from tests.workspace_world import STARTED, FakeWorkspaceWorld, h100_node, workspace_worker
 from workflows.capacity import GPU_HOLDERS_SIGNAL, CapacityLedgerWorkflow
@@ -59,9 +58,9 @@ SSH_KEY = (
 )
 
 
-@pytest.fixture(scope="module")
-async def env(time_env: WorkflowEnvironment) -> WorkflowEnvironment:
-    return await registered(time_env)
+@pytest.fixture
+def env(time_env: WorkflowEnvironment) -> WorkflowEnvironment:
+    return time_env
 
 
 def catalog_class(name: str) -> WorkspaceClassSpec:

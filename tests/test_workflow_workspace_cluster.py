@@ -31,7 +31,7 @@ from models.workspace_api import (
     ReadGpuInventoryResult,
     WorkspaceActivity,
 )
-from tests.cluster_world import CPU, FakeColony, op_of, pool, pool_of, registered, start
+from tests.cluster_world import CPU, FakeColony, op_of, pool, pool_of, start
 from tests.helpers import eventually, unique
 from tests.test_workflow_workspace import CATALOG, deploy, notebook, phase_is, until
 from tests.workspace_world import STARTED, FakeWorkspaceWorld, h100_node, workspace_worker
@@ -40,9 +40,9 @@ from workflows.cluster import ClusterWorkflow
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-async def env(time_env: WorkflowEnvironment) -> WorkflowEnvironment:
-    return await registered(time_env)
+@pytest.fixture
+def env(time_env: WorkflowEnvironment) -> WorkflowEnvironment:
+    return time_env
 
 
 class LinkedWorld(FakeWorkspaceWorld):

@@ -679,7 +679,7 @@ class ClusterWorkflow:
             self._spec.name, self._state, self._engine.running, request
         ) or gpu_holders_problem(self._spec.name, self._state, request, self._gpu_holders)
         if problem:
-            raise rejected(problem.message, not_found=problem.not_found)
+            raise rejected(problem.message, not_found=problem.not_found, field=problem.field)
 
     def _submit(self, request: OperationRequest) -> OperationAccepted:
         known = self._engine.known_update()
@@ -771,14 +771,19 @@ class ClusterWorkflow:
             raise rejected(
                 f"operation '{request.operation_id}' does not exist in cluster '{self._spec.name}'",
                 not_found=True,
+                field="operation",
             )
         if isinstance(operation.request, DeleteClusterRequest) and not operation.state.finished:
             raise rejected(
                 f"operation '{operation.id}' deletes cluster '{self._spec.name}' and cannot be "
-                "cancelled: a delete is final (repeat it to finish one that failed)"
+                "cancelled: a delete is final (repeat it to finish one that failed)",
+                field="operation",
             )
         if operation.state.finished and operation.state is not OperationState.CANCELLED:
-            raise rejected(f"operation '{operation.id}' has already {operation.state.value}")
+            raise rejected(
+                f"operation '{operation.id}' has already {operation.state.value}",
+                field="operation",
+            )
 
     # --- Signals -------------------------------------------------------------------------------
 

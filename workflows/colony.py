@@ -94,7 +94,6 @@ class ColonyWorkflow:
 
     @workflow.init
     def __init__(self, input: ColonyWorkflowInput) -> None:
-        self._organization = input.organization
         self._state = input.state or ColonyState(spec=input.spec)
         self._stale: set[str] = set()
         self._engine: EntityEngine[ColonyOperation] = EntityEngine(
@@ -109,6 +108,18 @@ class ColonyWorkflow:
     def _name(self) -> str:
         return self._state.spec.name
 
+    @property
+    def _organization(self) -> str:
+        return self._state.spec.organization
+
+    def _cluster_workflow_id(self, cluster: str) -> str:
+        return cluster_workflow_id(cluster, self._organization)
+
+    def _kubeconfig_secret(self, cluster: str) -> str:
+        """The Secret k0rdent writes the cluster's kubeconfig to (named by its ClusterDeployment,
+        which carries the organization)."""
+        return kubeconfig_secret_name(cluster_deployment_name(cluster, self._organization))
+
     @workflow.run
     async def run(self, input: ColonyWorkflowInput) -> ColonyStatus:
         """Apply and delete, and between them follow the clusters' reports."""
@@ -118,9 +129,7 @@ class ColonyWorkflow:
                 lambda: self._state.phase is ColonyPhase.DELETED or bool(self._stale),
                 self._execute,
                 continue_as_new=lambda: workflow.continue_as_new(
-                    ColonyWorkflowInput(
-                        spec=self._state.spec, organization=self._organization, state=self._state
-                    )
+                    ColonyWorkflowInput(spec=self._state.spec, state=self._state)
                 ),
                 on_workflow_cancel=lambda running: False,
             )
@@ -170,7 +179,7 @@ class ColonyWorkflow:
     async def _ask_delete(self, cluster: str, reason: str) -> None:
         await SIGNAL_WORKFLOW(
             SignalWorkflowRequest(
-                workflow_id=cluster_workflow_id(cluster, self._organization),
+                workflow_id=self._cluster_workflow_id(cluster),
                 signal="delete_requested",
                 payload=DeleteRequested(
                     request_id=f"{workflow.info().workflow_id}/delete/{cluster}", reason=reason
@@ -214,8 +223,7 @@ class ColonyWorkflow:
             inventory = await READ_GPU_INVENTORY(
                 ReadGpuInventoryRequest(
                     kubeconfig=KubeconfigRef(
-                        namespace=DEFAULT_NAMESPACE,
-                        secret_name=kubeconfig_secret_name(self._deployment(cluster)),
+                        namespace=DEFAULT_NAMESPACE, secret_name=self._kubeconfig_secret(cluster)
                     )
                 )
             )
@@ -255,8 +263,7 @@ class ColonyWorkflow:
                     workflow_id=workflow.info().workflow_id, organization=self._organization
                 ),
                 clusters={
-                    name: f"{DEFAULT_NAMESPACE}/{kubeconfig_secret_name(self._deployment(name))}"
-                    for name in ready
+                    name: f"{DEFAULT_NAMESPACE}/{self._kubeconfig_secret(name)}" for name in ready
                 },
             )
         )
@@ -277,9 +284,7 @@ class ColonyWorkflow:
         if clusters:
             left = await AWAIT_WORKFLOWS_CLOSED(
                 AwaitWorkflowsClosedRequest(
-                    workflow_ids=[
-                        cluster_workflow_id(name, self._organization) for name in clusters
-                    ],
+                    workflow_ids=[self._cluster_workflow_id(name) for name in clusters],
                     deadline=workflow.now() + DELETE_DEADLINE,
                 ),
                 wait=DELETE_DEADLINE,
@@ -321,6 +326,8 @@ class ColonyWorkflow:
             raise rejected(f"colony '{self._name}' is being deleted")
         if request.spec.name != self._name:
             raise rejected(f"this is colony '{self._name}', not '{request.spec.name}'")
+        if request.spec.organization != self._organization:
+            raise rejected(f"colony '{self._name}' belongs to another organization")
 
     @workflow.update
     async def delete(self, request: DeleteColonyRequest) -> ColonyOperationAccepted:
@@ -407,10 +414,6 @@ class ColonyWorkflow:
         self._state.phase = phase
         self._upsert()
         self._engine.show_details()
-
-    def _deployment(self, cluster: str) -> str:
-        """A member cluster's ClusterDeployment (its kubeconfig Secret is named after it)."""
-        return cluster_deployment_name(cluster, self._organization)
 
     def _upsert(self) -> None:
         upsert_search_attributes(

@@ -462,7 +462,10 @@ def prune(schema: dict[str, Any], obj: Any) -> Any:
 
     Kept: everything under `x-kubernetes-preserve-unknown-fields: true` (known properties below it
     are still pruned recursively), values of `additionalProperties`, and `apiVersion`, `kind`,
-    `metadata` at the root and in embedded resources. Returns a new value.
+    `metadata` at the root and in embedded resources (`x-kubernetes-embedded-resource`), whatever
+    the schema says of them. `metadata` there is an ObjectMeta: the apiserver decodes it as one
+    (`objectmeta.GetObjectMeta` / `SetObjectMeta` in apiextensions-apiserver's coercion), so its
+    unknown fields are dropped too. Returns a new value.
     """
     return _prune(schema, copy.deepcopy(obj), "", None, root=True)
 
@@ -511,9 +514,11 @@ def _prune(
         for key, item in value.items():
             if keep_meta and key in _ALWAYS_KEPT:
                 # The apiserver owns these: ObjectMeta is validated on its own, never by the CRD.
+                if key == "metadata" and isinstance(item, dict):
+                    if dropped is not None and embedded and not root:
+                        dropped.extend(unknown_metadata_fields(item, _child(path, key)))
+                    item = {k: v for k, v in item.items() if k in OBJECT_META_FIELDS}
                 pruned[key] = item
-                if dropped is not None and embedded and not root and key == "metadata":
-                    dropped.extend(unknown_metadata_fields(item, _child(path, key)))
             elif key in properties:
                 pruned[key] = _prune(properties[key], item, _child(path, key), dropped)
             elif isinstance(additional, dict):

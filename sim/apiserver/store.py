@@ -65,6 +65,8 @@ INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease"
 DEFAULT_HISTORY = 5000
 # Schema rejections kept in `ClusterStore.rejected_writes` (oldest dropped first).
 REJECTED_WRITES_KEPT = 1000
+# Accepted evictions kept in `ClusterStore.evictions` (oldest dropped first).
+EVICTIONS_KEPT = 10_000
 # kube's default terminationGracePeriodSeconds.
 DEFAULT_POD_GRACE = 30
 FOREGROUND_FINALIZER = "foregroundDeletion"
@@ -144,6 +146,36 @@ class RejectedWrite:
     operation: str  # "create" | "update" | "status" | "mutate"
     writer: str  # "client" | "controller"
     causes: tuple[tuple[str, str, str], ...]  # (field path, message, reason)
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """One eviction the pods/eviction subresource accepted (answered 201 Created, not a dry run):
+    the pod as it was then. What a test compares with the evictions a drain says it made."""
+
+    namespace: str
+    name: str
+    uid: str
+    node: str  # spec.nodeName, "" for a pod not bound
+
+
+@dataclass(frozen=True)
+class PrunedWrite:
+    """A custom-resource write stored without some of its fields, which its CRD's schema does not
+    define: structural pruning drops them, as kube-apiserver does (silently, unless the request
+    asked for field validation).
+
+    A controller's pruned write is a sim bug (it writes a field the real CRD lacks, which a reader
+    would never see against k0rdent), so it is also logged as a warning; a client's shows what a
+    real API server would have dropped from that client's object.
+    """
+
+    kind: str
+    namespace: str | None
+    name: str
+    operation: str  # "create" | "update" | "status" | "mutate"
+    writer: str  # "client" | "controller"
+    paths: tuple[str, ...]  # the dropped fields, e.g. "status.observedGeneration"
 
 
 @dataclass(frozen=True)
@@ -249,6 +281,10 @@ class ClusterStore:
         self.container_logs = ContainerLogs()
         # Every schema rejection of a custom-resource write, newest last (see RejectedWrite).
         self.rejected_writes: deque[RejectedWrite] = deque(maxlen=REJECTED_WRITES_KEPT)
+        # Every eviction accepted, newest last (see Eviction).
+        self.evictions: deque[Eviction] = deque(maxlen=EVICTIONS_KEPT)
+        # Every custom-resource write that lost fields to pruning, newest last (see PrunedWrite).
+        self.pruned_writes: deque[PrunedWrite] = deque(maxlen=REJECTED_WRITES_KEPT)
         for ns in INITIAL_NAMESPACES:
             self.create(NAMESPACES, {"metadata": {"name": ns}})
 
@@ -672,11 +708,27 @@ class ClusterStore:
         """Prune, default and validate a custom resource against its openAPIV3Schema (in place).
 
         Every write path comes here: create, replace, patch, the status subresource and the
-        controllers' `update_status` / `mutate`. A rejection is recorded in `rejected_writes`.
+        controllers' `update_status` / `mutate`. A rejection is recorded in `rejected_writes`,
+        fields lost to pruning (unknown `metadata` fields included) in `pruned_writes`.
         """
         if rt.schema is None or _schema is None:
             return
-        pruned = _schema.prune(rt.schema, obj) if hasattr(_schema, "prune") else obj
+        pruned, dropped = _schema.prune_with_paths(rt.schema, obj)
+        dropped = _schema.unknown_metadata_fields(obj.get("metadata")) + dropped
+        if dropped:
+            meta = obj.get("metadata") or {}
+            self.pruned_writes.append(
+                PrunedWrite(
+                    rt.kind, meta.get("namespace"), str(meta.get("name", "")), operation, writer,
+                    tuple(dropped),
+                )
+            )  # fmt: skip
+            if writer == "controller":
+                log.warning(
+                    "%s: controller %s of %s %s/%s wrote fields its CRD does not define (pruned): %s",
+                    self.name, operation, rt.kind, meta.get("namespace") or "", meta.get("name"),
+                    ", ".join(dropped),
+                )  # fmt: skip
         defaulted = _schema.apply_defaults(rt.schema, pruned)
         problems = _schema.validate(rt.schema, defaulted)
         if problems:
@@ -1042,6 +1094,7 @@ class ClusterStore:
         """The eviction subresource: honour PodDisruptionBudgets, then delete gracefully.
 
         A dry run (the request's or deleteOptions.dryRun ["All"]) checks the budgets only.
+        Every eviction accepted (not a dry run) is recorded in `evictions`.
         """
         pod = self._stored(PODS, namespace, name)
         options = delete_options or {}
@@ -1070,13 +1123,22 @@ class ClusterStore:
                         }],
                     )  # fmt: skip
         grace = options.get("gracePeriodSeconds")
+        dry_run = dry_run or "All" in (options.get("dryRun") or ())
         self.delete(
             PODS, namespace, name,
             grace_period_seconds=None if grace is None else int(grace),
             propagation_policy=options.get("propagationPolicy"),
             preconditions=options.get("preconditions"),
-            dry_run=dry_run or "All" in (options.get("dryRun") or ()),
+            dry_run=dry_run,
         )  # fmt: skip
+        if not dry_run:
+            meta = pod["metadata"]
+            self.evictions.append(
+                Eviction(
+                    namespace, name, str(meta.get("uid", "")),
+                    str((pod.get("spec") or {}).get("nodeName") or ""),
+                )
+            )  # fmt: skip
 
     def pdb_status(self, pdb: Obj) -> Obj:
         """A PodDisruptionBudget's status computed from the pods it selects now."""

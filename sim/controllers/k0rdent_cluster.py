@@ -328,7 +328,10 @@ class TemplateCredentialController:
                 status.update(
                     valid=False, validationError="spec.helm: chartSpec or chartRef must be set"
                 )
+            status["observedGeneration"] = generation
         else:
+            # A Credential's status has no observedGeneration (k0rdent's CRD: conditions and
+            # ready only); its conditions carry the generation.
             conditions = list(status.get("conditions") or [])
             if (obj.get("spec") or {}).get("identityRef"):
                 status["ready"] = True
@@ -351,7 +354,6 @@ class TemplateCredentialController:
                     generation,
                 )
             status["conditions"] = conditions
-        status["observedGeneration"] = generation
         write_status_if_changed(self.store, rt, obj, status)
         return None
 

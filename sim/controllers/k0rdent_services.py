@@ -667,8 +667,9 @@ class ServiceSetController:
             conditions, "ServicesInReadyState", state, reason, f"{deployed}/{len(entries)}",
             meta.get("generation"),
         )  # fmt: skip
+        # k0rdent's ServiceSet status has no observedGeneration of its own: the generation a
+        # status speaks of is its conditions' (set just above), as KCM's updateCondition sets it.
         status["conditions"] = conditions
-        status["observedGeneration"] = meta.get("generation", 1)
         write_status_if_changed(self.store, rt, obj, status)
 
 

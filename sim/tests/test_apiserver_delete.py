@@ -314,3 +314,33 @@ async def test_eviction_of_missing_pod_is_404(api_client: client.ApiClient) -> N
     with pytest.raises(ApiException) as err:
         await call(core.create_namespaced_pod_eviction, "none", "default", _eviction("none"))
     assert err.value.status == 404
+
+
+async def test_accepted_evictions_are_counted(
+    cluster: ClusterServer, api_client: client.ApiClient, kubelet: Kubelet
+) -> None:
+    """`store.evictions` holds every eviction answered 201, and nothing else: not a budget's
+    refusal, not a dry run, not a pod that does not exist."""
+    core = client.CoreV1Api(api_client)
+    policy = client.PolicyV1Api(api_client)
+    await _running_pods(api_client, ["c1", "c2"], {"app": "c"})
+    await call(core.create_namespaced_pod, "default", pod("elsewhere", node="n2"))
+    uid = (await call(core.read_namespaced_pod, "c1", "default")).metadata.uid
+    pdb = {"metadata": {"name": "c"}, "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "c"}}}}  # fmt: skip
+    await call(policy.create_namespaced_pod_disruption_budget, "default", pdb)
+    dry = {**_eviction("c1"), "deleteOptions": {"dryRun": ["All"]}}
+    await call(core.create_namespaced_pod_eviction, "c1", "default", dry)
+    assert list(cluster.store.evictions) == []
+    await call(core.create_namespaced_pod_eviction, "c1", "default", _eviction("c1"))
+    with pytest.raises(ApiException) as refused:
+        await call(core.create_namespaced_pod_eviction, "c2", "default", _eviction("c2"))
+    assert refused.value.status == 429
+    with pytest.raises(ApiException) as missing:
+        await call(core.create_namespaced_pod_eviction, "none", "default", _eviction("none"))
+    assert missing.value.status == 404
+    await call(core.create_namespaced_pod_eviction, "elsewhere", "default", _eviction("elsewhere"))
+    assert [(e.name, e.uid, e.node) for e in cluster.store.evictions] == [
+        ("c1", uid, "n1"),
+        ("elsewhere", cluster.store.evictions[1].uid, "n2"),
+    ]
+    assert all(e.namespace == "default" for e in cluster.store.evictions)

@@ -74,8 +74,10 @@ async def test_eviction_fault(faulty: tuple[ClusterServer, FaultInjector]) -> No
     with pytest.raises(ApiException) as err:
         await call(core.create_namespaced_pod_eviction, "p", "default", eviction)
     assert err.value.status == 429
+    assert list(server.store.evictions) == [], "a refused eviction is not counted"
     await call(core.create_namespaced_pod_eviction, "p", "default", eviction)
     assert server.store.try_get(PODS, "default", "p") is None  # unbound: deleted at once
+    assert [e.name for e in server.store.evictions] == ["p"]
     api.close()
 
 

@@ -4,10 +4,11 @@ k0rdent's released CRDs are read at test time from `../shared/k0rdent-crds/` (ne
 copied into it) and installed with `WorldConfig.crd_paths`, replacing the sim's own of the same name
 (the sim's StateManagementProvider stays: the folder has none). The store validates every write of
 a custom resource against the installed schema (create, update, patch, status, and the controllers'
-`update_status` / `mutate` shortcuts) and records rejections in `store.rejected_writes`, so a run of
-the whole lifecycle with an empty record proves the controllers' status conditions fit the real
-status schema. The lifecycle is driven as Colony drives it: the official client's CustomObjectsApi,
-blocking, so it runs in a thread while the world serves on the test loop.
+`update_status` / `mutate` shortcuts) and records rejections in `store.rejected_writes` and fields
+lost to pruning in `store.pruned_writes`, so a run of the whole lifecycle with empty records proves
+the controllers' statuses fit the real status schema, field for field. The lifecycle is driven as
+Colony drives it: the official client's CustomObjectsApi, blocking, so it runs in a thread while
+the world serves on the test loop.
 
 Skipped cleanly when the folder is absent.
 """
@@ -285,11 +286,15 @@ async def test_preloaded_objects_validate_against_real_crds(world: SimWorld) -> 
     )
     assert template["status"]["valid"] is True
     assert not world.store.rejected_writes
+    assert not world.store.pruned_writes
 
 
 async def test_lifecycle_through_official_client_validates(world: SimWorld) -> None:
     await asyncio.to_thread(drive_lifecycle, world, world.management_kubeconfig_path)
     assert not list(world.store.rejected_writes)
+    # Nor did any write lose a field to pruning: every field the controllers (ServiceSet and
+    # Credential status included) and the client wrote is one k0rdent's CRDs define.
+    assert not list(world.store.pruned_writes)
     assert assert_valid_against_real(world) >= 6
 
 

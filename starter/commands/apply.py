@@ -13,9 +13,9 @@ repeated). Each is an exalsius or Colony manifest (`models/manifests.py` lists t
 | Colony (exalsius or Colony) | its `ColonyWorkflow` started, or given the changed manifest (clusters added and removed), as `colonyctl colony apply` |
 
 A file of one bare cluster spec (no `apiVersion`) is a Cluster, as before. Everything is validated
-before anything starts: every document against its schema, every workspace against its class
-(from the same apply or the catalog) and its prompts, every class against the catalog (a
-conflicting one is refused). `--dry-run` stops after the schemas, without contacting Colony.
+before anything starts: every document against its schema, every workspace against its cluster
+(it exists and takes workspaces, unless this apply creates it), its class (from the same apply or
+the catalog) and its prompts, every class against the catalog (a conflicting one is refused). `--dry-run` stops after the schemas, without contacting Colony.
 
 Imports beyond Typer happen inside the command (see `starter/commands/__init__.py`).
 """
@@ -57,7 +57,8 @@ class Plan:
     workspaces: list[WorkspaceSpec] = field(default_factory=list)
 
 
-def _read(path: Path) -> tuple[str, str]:
+def read_file(path: Path) -> tuple[str, str]:
+    """(where it came from, its text) of a `-f` file; `-` is stdin."""
     import sys
 
     from starter.errors import InvalidRequestError
@@ -102,7 +103,7 @@ def read_documents(paths: list[Path], wait_for_capacity: bool) -> tuple[list[Man
     bare = Plan()
     problems: list[str] = []
     for path in paths:
-        source, text = _read(path)
+        source, text = read_file(path)
         try:
             documents = [d for d in yaml.safe_load_all(text) if d is not None]
         except yaml.YAMLError as exc:
@@ -251,10 +252,15 @@ def _prepare_and_publish(steps: Plan, *, request_id: str | None) -> list[_Deploy
         check_conflicts(steps.classes, catalog)
         published = {r.spec.name: r.spec for r in steps.classes}
         deploys: list[_Deploy] = []
+        created = {(cluster.organization, cluster.name) for cluster in steps.clusters}
         for spec in steps.workspaces:
             if await spaces.workspace_exists(client, spec.name, spec.organization):
                 deploys.append(_Deploy(spec, None))
                 continue
+            if (spec.organization, spec.cluster) not in created:
+                # As `workspace deploy` checks it (`workspace_client.deploy`), before anything
+                # of this apply starts; a cluster this apply creates is there by its deploy.
+                await spaces.check_cluster(client, spec.cluster, organization=spec.organization)
             # The classes the workspace's organization sees: the shared ones (and those this
             # apply publishes to them), and its own.
             known = {c.name: c for c in catalog.for_organization(spec.organization).classes}

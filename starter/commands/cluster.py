@@ -79,22 +79,22 @@ def create_cluster(
     from models.operations import Operation
     from starter import checks, output
     from starter.backend import clusters
-    from starter.client import Started
+    from starter.client import Started, WorkflowRef
     from starter.session import print_link, run, settings
     from starter.submit import finish, follow
 
     conf = settings()
     colony = clusters()
-    link = ""
+    workflow = WorkflowRef("")
 
     async def go() -> tuple[Started, Operation | None]:
-        nonlocal link
+        nonlocal workflow
         if colony.CHECKS_LOCALLY:
             await checks.check_cluster(conf, spec)
         client = await colony.connect(conf)
         started = await colony.start_cluster(client, conf, spec, request_id=request_id)
-        link = colony.workflow_link(conf, client, spec.name)
-        print_link(link)
+        workflow = colony.cluster_workflow(conf, client, spec.name)
+        print_link(workflow)
         if not wait:
             return started, None
         return started, await follow(colony, client, spec.name, started.operation_id, timeout)
@@ -107,7 +107,7 @@ def create_cluster(
         "cluster": spec.name,
         "workflowId": started.workflow_id,
         "operationId": started.operation_id,
-        "webUi": link,
+        "webUi": workflow.link,
     }
     if not output.emit(data, fmt):
         again = " (already started by this request id)" if started.repeated else ""

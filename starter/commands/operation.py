@@ -18,6 +18,7 @@ from starter.options import ClusterArgument, OutputFormat, OutputOption, Request
 if TYPE_CHECKING:
     from models.cluster import ClusterStatus
     from models.operations import Operation
+    from starter.client import WorkflowRef
 
 app = typer.Typer(help="List, inspect and cancel a cluster's operations.", no_args_is_help=True)
 
@@ -35,17 +36,14 @@ def list_(cluster: ClusterArgument, fmt: OutputOption = OutputFormat.TABLE) -> N
 
     conf = settings()
     colony = clusters()
-    link = ""
 
-    async def go() -> ClusterStatus:
-        nonlocal link
+    async def go() -> tuple[ClusterStatus, WorkflowRef]:
         client = await colony.connect(conf)
         status = await colony.query_status(client, cluster)
-        link = colony.workflow_link(conf, client, cluster)
-        return status
+        return status, colony.cluster_workflow(conf, client, cluster)
 
-    status = run(go)
-    print_link(link)
+    status, workflow = run(go)
+    print_link(workflow)
     operations = colony.operations(status)
     if not output.emit(operations, fmt):
         output.print_table(
@@ -96,7 +94,7 @@ def cancel(
         cancelled = await colony.cancel_operation(
             client, cluster, operation, reason=reason, request_id=request_id
         )
-        print_link(colony.workflow_link(conf, client, cluster))
+        print_link(colony.cluster_workflow(conf, client, cluster))
         return cancelled
 
     cancelled = run(go)

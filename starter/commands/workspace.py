@@ -247,24 +247,23 @@ def deploy_workspace(
     """Check the request against its class, seal its secrets, start its workflow, report."""
     from starter import output
     from starter.backend import workspaces
+    from starter.client import WorkflowRef
     from starter.session import print_link, run, settings
     from starter.workspace_client import StartedWorkspace
 
     conf = settings()
     ask = terminal_asker()
     spaces = workspaces()
-    link = ""
+    workflow = WorkflowRef("")
 
     async def go() -> StartedWorkspace:
-        nonlocal link
+        nonlocal workflow
         client = await spaces.connect(conf)
-        pinned = workspace_class or await spaces.get_class(client, spec.class_name)
-        prepared = spaces.prepare_workspace(spec, pinned, ask=ask)
-        started = await spaces.start_workspace(
-            client, conf, prepared, workspace_class=pinned, request_id=request_id
+        started = await spaces.deploy(
+            client, conf, spec, workspace_class=workspace_class, ask=ask, request_id=request_id
         )
-        link = spaces.workspace_link(conf, client, spec.name)
-        print_link(link)
+        workflow = spaces.workspace_workflow(conf, client, spec.name)
+        print_link(workflow)
         return started
 
     started = run(go)
@@ -282,7 +281,7 @@ def deploy_workspace(
         "class": spec.class_name,
         "cluster": spec.cluster,
         "workflowId": started.workflow_id,
-        "webUi": link,
+        "webUi": workflow.link,
     }
     if not output.emit(data, fmt):
         again = " (already started by this request id)" if started.repeated else ""
@@ -371,18 +370,19 @@ def _operate(
 ) -> None:
     from starter import output
     from starter.backend import workspaces
+    from starter.client import WorkflowRef
     from starter.session import print_link, run, settings
 
     conf = settings()
     spaces = workspaces()
-    link = ""
+    workflow = WorkflowRef("")
 
     async def go() -> Any:
-        nonlocal link
+        nonlocal workflow
         client = await spaces.connect(conf)
         accepted = await spaces.send(client, name, update, request, request_id=request_id)
-        link = spaces.workspace_link(conf, client, name)
-        print_link(link)
+        workflow = spaces.workspace_workflow(conf, client, name)
+        print_link(workflow)
         return accepted
 
     accepted = run(go)
@@ -401,7 +401,8 @@ def _operate(
         "operationId": accepted.operation_id,
         "kind": accepted.kind.value,
         "position": accepted.position,
-        "webUi": link,
+        "workflowId": workflow.workflow_id,
+        "webUi": workflow.link,
     }
     if not output.emit(data, fmt):
         output.write(

@@ -24,6 +24,7 @@ from tests.helpers import eventually, unique
 pytestmark = [pytest.mark.e2e]
 
 CLUSTERS = "/v1/kubernetes/clusters"
+POOL = {"name": "gpu", "sku": {"gpuModelId": GPU}, "count": 1}
 
 
 def error_of(response: httpx.Response) -> dict[str, Any]:
@@ -187,10 +188,10 @@ async def test_bad_bodies_are_400_or_422_with_colonyctls_messages(api_stack: Api
         assert (await refused(["a"]))[0] == 400
         assert (await refused(None, raw=b""))[1]["message"] == "body: a JSON object is required"
         status, error = await refused({"name": "x", "locationId": "fra1", "owner": "me"})
-        assert (status, error["field"]) == (422, None)
+        assert (status, error["field"]) == (422, "owner")
         # Word for word what `colonyctl cluster create -f` says of the same file.
         assert error["message"] == (
-            "extraForbidden: unknown field 'owner' (known fields: locationId, name, nodePools, "
+            "owner: unknown field 'owner' (known fields: locationId, name, nodePools, "
             "waitForCapacity)"
         )
         assert await refused({"name": "Bad", "locationId": "fra1"}) == (
@@ -223,6 +224,82 @@ async def test_bad_bodies_are_400_or_422_with_colonyctls_messages(api_stack: Api
         assert error_of(bad_query)["field"] == "drain"
 
 
+@pytest.mark.parametrize(
+    ("path", "body", "field", "message"),
+    [
+        pytest.param(
+            "",
+            {"name": "x", "locationId": "fra1", "nodePools": [{**POOL, "count": "3"}]},
+            "nodePools[0].count",
+            "must be an integer, not the string '3'",
+            id="count-string",
+        ),
+        pytest.param(
+            "",
+            {"name": "x", "locationId": "fra1", "nodePools": [{**POOL, "count": True}]},
+            "nodePools[0].count",
+            "must be an integer, not the boolean true",
+            id="count-boolean",
+        ),
+        pytest.param(
+            "",
+            {"name": "x", "locationId": "fra1", "waitForCapacity": "yes"},
+            "waitForCapacity",
+            "must be true or false, not the string 'yes'",
+            id="wait-yes",
+        ),
+        pytest.param(
+            "/{c}/node-pools/gpu", {"count": 2.0}, "count", "must be an integer, not the number 2",
+            id="scale-float",
+        ),
+        pytest.param(
+            "/{c}/node-pools/gpu", {"count": 2, "force": "true"}, "force",
+            "must be true or false, not the string 'true'", id="force-string",
+        ),
+    ],
+)  # fmt: skip
+async def test_integers_and_booleans_are_strict(
+    api_stack: ApiStack, path: str, body: dict[str, Any], field: str, message: str
+) -> None:
+    """As the OpenAPI document says: an integer is an integer, a boolean a boolean (issue 13)."""
+    key = await api_stack.key(unique("org"))
+    async with api_stack.http(api_stack.app(), key) as http:
+        url = CLUSTERS + path.replace("{c}", unique("nobody"))
+        method = "PATCH" if "node-pools" in path else "POST"
+        response = await http.request(method, url, json=body)
+    assert response.status_code == 422, response.text
+    assert error_of(response) == {
+        "code": "invalid",
+        "field": field,
+        "message": f"{field}: {message}",
+    }
+
+
+async def test_a_body_must_be_sent_as_json(api_stack: ApiStack) -> None:
+    key = await api_stack.key(unique("org"))
+    body = json.dumps({"name": unique("x"), "locationId": "fra1"}).encode()
+    async with api_stack.http(api_stack.app(), key) as http:
+        for media_type in ("text/plain", "application/x-www-form-urlencoded", None):
+            headers = {"Content-Type": media_type} if media_type else {}
+            response = await http.post(CLUSTERS, content=body, headers=headers)
+            assert response.status_code == 415, (media_type, response.text)
+            assert error_of(response) == {
+                "code": "unsupported_media_type",
+                "field": "body",
+                "message": "body: must be sent as application/json, not "
+                + (media_type or "without a Content-Type"),
+            }
+        charset = await http.post(
+            CLUSTERS, content=b"[", headers={"Content-Type": "application/json; charset=utf-8"}
+        )
+        assert charset.status_code == 400, "JSON with a charset is JSON"
+        empty = await http.post(
+            f"{CLUSTERS}/{unique('nobody')}/operations/op-0001/cancel",
+            headers={"Content-Type": "text/plain"},
+        )
+        assert empty.status_code == 404, "no body, nothing to refuse: the cluster is not found"
+
+
 async def test_unknown_things_are_404(api_stack: ApiStack) -> None:
     key = await api_stack.key(unique("org"))
     name = unique("nf")
@@ -231,13 +308,13 @@ async def test_unknown_things_are_404(api_stack: ApiStack) -> None:
         cases = {
             ("GET", f"{CLUSTERS}/{unique('nobody')}"): "cluster",
             ("GET", f"{CLUSTERS}/Not_A_Name"): "cluster",
-            ("GET", f"{CLUSTERS}/{name}/node-pools/none"): "node pool",
-            ("PATCH", f"{CLUSTERS}/{name}/node-pools/none"): "scale_node_pool",
-            ("DELETE", f"{CLUSTERS}/{name}/node-pools/none"): "delete_node_pool",
-            ("GET", f"{CLUSTERS}/{name}/nodes/none"): "node",
-            ("DELETE", f"{CLUSTERS}/{name}/nodes/none"): "delete_node",
-            ("GET", f"{CLUSTERS}/{name}/operations/op-9999"): "operation",
-            ("POST", f"{CLUSTERS}/{name}/operations/op-9999/cancel"): "cancel_operation",
+            ("GET", f"{CLUSTERS}/{name}/node-pools/none"): "pool: ",
+            ("PATCH", f"{CLUSTERS}/{name}/node-pools/none"): "pool: ",
+            ("DELETE", f"{CLUSTERS}/{name}/node-pools/none"): "pool: ",
+            ("GET", f"{CLUSTERS}/{name}/nodes/none"): "node: ",
+            ("DELETE", f"{CLUSTERS}/{name}/nodes/none"): "node: ",
+            ("GET", f"{CLUSTERS}/{name}/operations/op-9999"): "operation: ",
+            ("POST", f"{CLUSTERS}/{name}/operations/op-9999/cancel"): "operation: ",
             ("GET", "/v1/nothing-here"): "no such endpoint",
         }
         for (method, path), prefix in cases.items():
@@ -264,9 +341,11 @@ async def test_conflicts_are_409(api_stack: ApiStack) -> None:
         pool = {"name": "gpu", "sku": {"gpuModelId": GPU}, "count": 1}
         exists = await http.post(f"{CLUSTERS}/{name}/node-pools", json=pool)
         assert exists.status_code == 409
-        assert error_of(exists)["message"] == (
-            f"add_node_pool: node pool 'gpu' already exists in cluster '{name}'"
-        )
+        assert error_of(exists) == {
+            "code": "conflict",
+            "field": "name",
+            "message": f"name: node pool 'gpu' already exists in cluster '{name}'",
+        }
         nodes = (await http.get(f"{CLUSTERS}/{name}/nodes")).json()["items"]
         last = await http.delete(f"{CLUSTERS}/{name}/nodes/{nodes[0]['name']}")
         assert last.status_code == 409

@@ -202,13 +202,15 @@ async def test_names_are_per_organization_and_an_operator_sees_every_organizatio
             )
             assert deployed.status_code == 202, deployed.text
             await stack.wait_workspace(http, workspace, "Running")
-        workflow_id, started = await colony_client.apply_colony(
+        applied = await colony_client.apply_colony(
             stack.temporal,
-            stack.task_queue,
-            ColonySpec(name=colony_name),
-            organization=organization,
+            stack.settings,
+            ColonySpec(name=colony_name, organization=organization),
         )
-        assert (workflow_id, started) == (f"colony/{organization}/{colony_name}", True)
+        assert (applied.workflow_id, applied.created) == (
+            f"colony/{organization}/{colony_name}",
+            True,
+        )
     # Another organization's colony of that name is not there for a third.
     with pytest.raises(NotFoundError):
         await colony_client.colony_status(stack.temporal, colony_name, organization=unique("c"))

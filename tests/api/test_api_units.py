@@ -30,6 +30,7 @@ from api.views import ClusterStatusName, status_of
 from models.cluster import ClusterPhase, ClusterStatus
 from models.operations import Operation, ScaleNodePoolRequest
 from starter import login, remote, token_cache
+from starter.client import WorkflowRef
 from starter.errors import (
     ConflictError,
     ExitCode,
@@ -272,10 +273,13 @@ def test_a_refusal_that_is_not_the_apis_says_its_status() -> None:
     assert got.message == "Colony API: 502 Bad Gateway"
 
 
-def test_remote_reads_a_workflow_id_from_its_link() -> None:
-    link = "http://ui/namespaces/default/workflows/cluster%2Fdev%2Ftraining"
-    assert remote.workflow_id_of(link) == "cluster/dev/training"
-    assert remote.workflow_id_of("") == ""
+def test_remote_takes_workflow_ids_from_the_apis_answers() -> None:
+    client = remote.RemoteClient("http://api", format_key(KEY_ID, SECRET))
+    assert client.workflow("training") == WorkflowRef("")
+    client.remember({"webUi": "http://ui/namespaces/default/workflows/x"}, "training")
+    assert client.workflow("training") == WorkflowRef(""), "a link alone names no workflow"
+    client.remember({"workflowId": "cluster/dev/training", "webUi": "http://ui/w"}, "training")
+    assert client.workflow("training") == WorkflowRef("cluster/dev/training", "http://ui/w")
 
 
 def test_an_api_key_never_shows_in_the_remote_clients_repr() -> None:

@@ -206,8 +206,8 @@ async def test_a_workspace_from_deploy_to_404(catalog: ApiStack) -> None:
             409,
             {
                 "code": "conflict",
-                "field": None,
-                "message": f"suspend: workspace '{name}' is already suspended",
+                "field": "workspace",
+                "message": f"workspace: workspace '{name}' is already suspended",
             },
         )
         resumed = await http.post(
@@ -275,7 +275,8 @@ async def test_refused_deploys_start_nothing(catalog: ApiStack) -> None:
         assert (await refused(None, 400, raw=b"{"))["code"] == "bad_request"
         assert (await refused(None, 400, raw=b""))["message"] == "body: a JSON object is required"
         unknown = await refused({**notebook(name, cluster), "owner": "me"}, 422)
-        assert unknown["message"].startswith("extraForbidden: unknown field 'owner'")
+        assert unknown["field"] == "owner"
+        assert unknown["message"].startswith("owner: unknown field 'owner'")
         assert await refused(notebook("Bad", cluster), 422) == {
             "code": "invalid",
             "field": "name",

@@ -28,7 +28,7 @@ import pytest
 import uvicorn
 import yaml
 
-from tests.api.conftest import CPU_SKU, GPU, JUPYTER, ApiStack
+from tests.api.conftest import ALL_PERMISSIONS, CPU_SKU, GPU, JUPYTER, ApiStack
 from tests.conftest import venv_binary
 from tests.helpers import eventually, unique
 
@@ -290,7 +290,9 @@ async def test_a_user_deploys_and_deletes_a_workspace_through_the_api(
     catalog: ApiStack, api_url: str, tmp_path: Path
 ) -> None:
     organization = unique("remote-ws")
-    key = await catalog.key(organization)
+    # Catalog Publish: the class below comes with its ServiceTemplate, which only the shared
+    # catalog (an operator's) publishes.
+    key = await catalog.key(organization, *ALL_PERMISSIONS, "catalog:publish")
     me = user(tmp_path)
     await me.ctl("auth", "login", "--url", api_url, "--api-key", key)
     cluster, name = unique("rwc"), unique("rnb")
@@ -355,7 +357,7 @@ async def test_a_user_deploys_and_deletes_a_workspace_through_the_api(
     suspended = await me.ctl("workspace", "suspend", name, "--wait", "--timeout", "90")
     assert f"workspace {name} suspended" in suspended.stdout
     twice = await me.ctl("workspace", "suspend", name, expect=2)
-    assert twice.stderr == f"error: suspend: workspace '{name}' is already suspended\n"
+    assert twice.stderr == f"error: workspace: workspace '{name}' is already suspended\n"
     resumed = await me.ctl("workspace", "resume", name, "--wait", "--timeout", "90")
     assert f"workspace {name} running" in resumed.stdout
     deleted = await me.ctl("workspace", "delete", name, "--wait", "--timeout", "90")
@@ -363,3 +365,66 @@ async def test_a_user_deploys_and_deletes_a_workspace_through_the_api(
     gone = await me.ctl("workspace", "get", name, expect=3)
     assert gone.stderr == f"error: workspace: workspace '{name}' not found\n"
     await me.ctl("cluster", "delete", cluster, "--wait", "--timeout", "90")
+
+
+async def test_a_user_applies_and_deletes_a_colony_through_the_api(
+    api_stack: ApiStack, api_url: str, tmp_path: Path
+) -> None:
+    organization = unique("remote-col")
+    key = await api_stack.key(organization)
+    me = user(tmp_path)
+    await me.ctl("auth", "login", "--url", api_url, "--api-key", key)
+    name = unique("rlab")
+    manifest = tmp_path / "colony.yaml"
+    manifest.write_text(
+        "apiVersion: infra.exalsius.ai/v1\nkind: Colony\n"
+        f"metadata: {{name: {name}}}\n"
+        "spec:\n  colonyClusters: [{clusterName: west, clusterDeploymentSpec: {template: x}}]\n"
+    )
+    # A raw ClusterDeployment spec is the operator's: refused by the API, as it would say it.
+    raw = await me.ctl("colony", "apply", "-f", str(manifest), expect=2)
+    assert raw.stderr.startswith(
+        "error: colonyClusters[0].clusterDeploymentSpec: cannot be chosen through the API"
+    )
+    manifest.write_text(
+        "apiVersion: colony.dev/v1\nkind: Colony\n"
+        f"metadata: {{name: {name}}}\n"
+        "spec:\n  colonyClusters:\n"
+        "    - clusterName: west\n      locationId: fra1\n"
+        f"      nodePools: [{{name: cpu, sku: {{cpuSku: {CPU_SKU}}}, count: 1}}]\n"
+    )
+    applied = await me.ctl("colony", "apply", "-f", str(manifest))
+    assert applied.stdout == f"colony/{name} created\n"
+    # The workflow id is the API's answer, not read out of a link.
+    assert f"workflow colony/{organization}/{name}: http" in applied.stderr
+
+    async def phase() -> str:
+        got = await me.ctl("colony", "get", name, "-o", "json")
+        return str(got.json()["phase"])
+
+    await eventually(phase, until=lambda p: p == "Ready", timeout=120, what="colony ready")
+    table = await me.ctl("colony", "get", name)
+    assert f"colony {name}: Ready, 1/1 clusters ready" in table.stdout
+    assert f"{name}--west" in table.stdout
+    listed = (await me.ctl("colony", "list", "-o", "json")).json()
+    assert listed == [
+        {
+            "name": name,
+            "organization": organization,
+            "phase": "Ready",
+            "workflowId": f"colony/{organization}/{name}",
+        }
+    ]
+    again = await me.ctl("apply", "-f", str(manifest))
+    assert again.stdout == f"colony/{name} configured\n"
+    missing = await me.ctl("colony", "get", "nosuch", expect=3)
+    assert missing.stderr == "error: colony: colony 'nosuch' not found\n"
+
+    deleted = await me.ctl("colony", "delete", name)
+    assert deleted.stdout == f"colony/{name} deleting\n"
+
+    async def code() -> int:
+        return (await me.ctl("colony", "get", name, expect=None)).code
+
+    await eventually(code, until=lambda c: c == 3, timeout=120, what="colony deleted")
+    await me.ctl("cluster", "get", f"{name}--west", expect=3)
