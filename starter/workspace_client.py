@@ -138,9 +138,9 @@ SealerSource = Callable[[], "Sealer"]
 CLI_HINT = "give --set {path}=...{others}, or run on a terminal to be asked"
 """How `colonyctl` says a missing required prompt can be answered."""
 NO_WORKSPACES_PHASES = (ClusterPhase.FAILED, ClusterPhase.DELETING, ClusterPhase.DELETED)
-"""A cluster in these phases takes no new workspace: a failed one has nothing to run it on (and
-its ClusterDeployment's name may be someone else's to create), a deleting one deletes its
-workspaces. A creating cluster takes them: they wait in line for its GPUs."""
+"""A cluster in these phases takes no new workspace: a failed one has nothing to run it on (its
+ClusterDeployment may never have been made), a deleting one deletes its workspaces. A creating
+cluster takes them: they wait in line for its GPUs."""
 
 
 def workspace_not_found(name: str) -> NotFoundError:
