@@ -117,9 +117,11 @@ async def test_two_organizations_with_colliding_names_never_meet(catalog: ApiSta
         deployed_a = await a.post(WORKSPACES, json=gpu_notebook(workspace_a, cluster_a))
         assert deployed_a.status_code == 202, deployed_a.text
         deployed_b = await as_b(await b.post(WORKSPACES, json=gpu_notebook(workspace_b, cluster_b)))
-        assert deployed_b.status_code == 202, deployed_b.text
         await stack.wait_workspace(a, workspace_a, "Running")
-        seen_by_b.append(str(await stack.wait_workspace(b, workspace_b, "Running")))
+        if deployed_b.status_code == 202:
+            seen_by_b.append(str(await stack.wait_workspace(b, workspace_b, "Running")))
+        else:
+            harms.append(f"B could not deploy onto its cluster: {deployed_b.text[:300]}")
         assert await running_pods(stack, deployment_a, f"ws-{workspace_a}")
         if await running_pods(stack, deployment_a, f"ws-{workspace_b}"):
             harms.append("B's workspace runs on A's cluster")
