@@ -62,13 +62,15 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.settings import ColonySettings
+from models.capacity import Decision
 from models.cluster import ClusterPhase, ClusterStatus, cluster_deployment_name
 from models.errors import ErrorType
-from models.identity import parse_entity_workflow_id
+from models.identity import capacity_workflow_id, parse_entity_workflow_id
 from models.names import name_problem
 from models.value_paths import MISSING, get_path, parse_value_path, value_path_problem
 from models.values import ValuesError, merge_workspace, split_plaintext_secrets
 from models.workspace import (
+    AdmissionState,
     WorkspacePhase,
     WorkspaceSpec,
     WorkspaceStatus,
@@ -76,7 +78,10 @@ from models.workspace import (
     workspace_workflow_id,
 )
 from models.workspace_api import (
+    CAPACITY_ANSWERS_QUERY,
     CATALOG_WORKFLOW_ID,
+    CapacityAnswers,
+    CapacityAnswersQuery,
     CatalogStatus,
     PublishObjectsRequest,
     PublishObjectsResult,
@@ -663,6 +668,38 @@ async def _describe_running(
     return bound, description
 
 
+async def with_current_position(
+    client: Client, status: WorkspaceStatus, organization: str = ""
+) -> WorkspaceStatus:
+    """A waiting workspace's status with its position in line as its cluster's ledger works it out
+    now (`answers` query): the ledger does not tell waiters when the line moves, so the workflow
+    knows only the position of its first answer. Unchanged when it does not wait, or when the
+    ledger cannot be asked (the status then shows the workflow's last answer).
+
+    Args:
+        organization: the workspace's (its cluster's ledger is named by the ClusterDeployment of
+            the organization's cluster).
+    """
+    admission = status.admission
+    if admission is None or admission.state is not AdmissionState.WAITING:
+        return status
+    deployment = cluster_deployment_name(status.cluster, organization)
+    ledger = client.get_workflow_handle(capacity_workflow_id(deployment))
+    try:
+        found: CapacityAnswers = await ledger.query(
+            CAPACITY_ANSWERS_QUERY,
+            CapacityAnswersQuery(request_ids=[admission.request_id]),
+            result_type=CapacityAnswers,
+        )
+    except (RPCError, WorkflowQueryFailedError):
+        return status
+    answer = next(iter(found.answers), None)
+    if answer is None or answer.decision is not Decision.WAITING:
+        return status  # admitted (or released) this instant: the workspace is being told
+    current = admission.model_copy(update={"position": answer.position, "message": answer.message})
+    return status.model_copy(update={"admission": current})
+
+
 async def workspace_status(client: Client, name: str, *, organization: str = "") -> WorkspaceStatus:
     """The workspace's status (its workflow's `status` query); `NotFoundError` when the
     organization has no workspace of that name (never deployed, or deleted)."""
@@ -675,7 +712,7 @@ async def workspace_status(client: Client, name: str, *, organization: str = "")
         raise _rpc_error(exc, f"cannot read workspace '{name}'", name) from exc
     if status.phase is WorkspacePhase.DELETED:
         raise workspace_not_found(name)
-    return status
+    return await with_current_position(client, status, organization)
 
 
 async def read_workspace(
@@ -692,7 +729,7 @@ async def read_workspace(
             raise workspace_not_found(name)
         if description.status == ExecutionStatus.RUNNING:
             status: WorkspaceStatus = await handle.query(STATUS_QUERY, result_type=WorkspaceStatus)
-            return status
+            return await with_current_position(client, status, organization)
         if description.status != ExecutionStatus.COMPLETED:
             return None
         final = await handle.result()
@@ -771,6 +808,10 @@ class WorkspaceSummary:
     organization: str = ""
     web_ui: str = ""
     """The workspace's Web UI page when the backend knows it (the API's answer); else empty."""
+    position: int = 0
+    """Waiting for GPUs: its place in line now (asked of its cluster's ledger); else 0."""
+    deployment: str = ""
+    """Its cluster's ClusterDeployment (what its ledger is named by); empty from the API."""
 
 
 async def list_workspaces(
@@ -813,11 +854,35 @@ async def list_workspaces(
                     workflow_id=execution.id,
                     started=execution.start_time.isoformat(timespec="seconds"),
                     organization=owner,
+                    deployment=attributes.get(COLONY_CLUSTER) or "",
                 )
             )
     except RPCError as exc:
         raise UnavailableError(f"cannot list workspaces: {exc.message}") from exc
+    await fill_positions(client, found)
     return sorted(found, key=lambda w: (w.organization, w.name))
+
+
+async def fill_positions(client: Client, found: list[WorkspaceSummary]) -> None:
+    """The current place in line of each waiting workspace: one `answers` query per cluster
+    (positions are worked out by the ledger when asked; the workspaces are not told)."""
+    waiting: dict[str, list[WorkspaceSummary]] = {}
+    for summary in found:
+        if summary.phase == WorkspacePhase.WAITING.value:
+            waiting.setdefault(summary.deployment, []).append(summary)
+    for deployment, summaries in waiting.items():
+        ledger = client.get_workflow_handle(capacity_workflow_id(deployment))
+        try:
+            answers: CapacityAnswers = await ledger.query(
+                CAPACITY_ANSWERS_QUERY,
+                CapacityAnswersQuery(workspaces=[s.name for s in summaries]),
+                result_type=CapacityAnswers,
+            )
+        except (RPCError, WorkflowQueryFailedError):
+            continue  # the ledger cannot be asked now: the list still shows them Waiting
+        by_workspace = {a.workspace: a.position for a in answers.answers}
+        for summary in summaries:
+            summary.position = by_workspace.get(summary.name, 0)
 
 
 async def wait_for_workspace(

@@ -406,6 +406,8 @@ async def test_gpu_workspaces_fill_a_cluster_and_the_third_waits_its_turn(colony
     feasible = next(c for c in waiting["conditions"] if c["type"] == "Feasible")
     assert feasible["reason"] == "WaitingForGpuCapacity"
     assert "position 1" in (await colony.ctl("workspace", "get", third)).stdout
+    listed = await colony.json("workspace", "list", "--cluster", cluster)
+    assert [w["position"] for w in listed if w["name"] == third] == [1]
     for name in (first, second):
         (pod,) = running(await pods(colony, cluster, f"ws-{name}"))
         limits = pod.spec.containers[0].resources.limits
@@ -421,6 +423,7 @@ async def test_gpu_workspaces_fill_a_cluster_and_the_third_waits_its_turn(colony
     assert (await colony.phase_of(fourth, {"Waiting"}))["admission"]["position"] == 2
     await colony.ctl("workspace", "delete", fourth, "--wait", "--timeout", "60")
     await colony.ctl("workspace", "get", fourth, expect=3)
+    # The line moved, and the third was not told: `workspace get` asks the ledger.
     assert (await colony.workspace(third))["admission"]["position"] == 1
 
     # A release: the waiting one is admitted and runs, on the GPUs freed.

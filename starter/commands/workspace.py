@@ -342,6 +342,7 @@ def list_(
             "cluster": w.cluster,
             "class": w.class_name,
             "phase": w.phase,
+            "position": w.position,
             "workflowId": w.workflow_id,
             "started": w.started,
         }
@@ -351,7 +352,14 @@ def list_(
         output.print_table(
             ["ORGANIZATION", "NAME", "CLUSTER", "CLASS", "PHASE", "STARTED"],
             [
-                (w.organization or "-", w.name, w.cluster, w.class_name, w.phase, w.started)
+                (
+                    w.organization or "-",
+                    w.name,
+                    w.cluster,
+                    w.class_name,
+                    f"{w.phase} (position {w.position})" if w.position else w.phase,
+                    w.started,
+                )
                 for w in found
             ],
         )
