@@ -50,6 +50,7 @@ PERMISSION_LABELS = {
     Permission.READ: "Kubernetes: Read",
     Permission.CONNECT: "Kubernetes: Connect",
     Permission.MANAGE: "Kubernetes: Manage",
+    Permission.CATALOG_PUBLISH: "Catalog: Publish",
 }
 
 

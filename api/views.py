@@ -450,7 +450,7 @@ class WorkspaceOperationView(ColonyModel):
 
 class ColonyView(ColonyStatus):
     """A colony: `GET /v1/colonies/{id}` and each item of the list: its phase, its clusters (ids
-    of the organization's clusters, `<colony>-<clusterName>`) and their GPUs."""
+    of the organization's clusters, `<colony>--<clusterName>`) and their GPUs."""
 
     id: str
     """The colony's id in the API: its name (unique within the organization)."""

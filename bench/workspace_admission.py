@@ -37,7 +37,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from activities.settings import ColonySettings
 from bench.stack import Stack, describe, private_stack
-from models.workspace import WorkspacePhase, WorkspaceSpec, capacity_workflow_id
+from models.identity import capacity_workflow_id
+from models.workspace import WorkspacePhase, WorkspaceSpec
 from models.workspace_operations import DeleteWorkspaceRequest
 from starter import workspace_client as spaces
 from starter.errors import NotFoundError, UnavailableError

@@ -32,6 +32,7 @@ from pydantic_core import PydanticCustomError
 
 from models.base import ColonyModel, refusal_at, user_input
 from models.cluster import DEFAULT_NAMESPACE, ClusterSpec
+from models.identity import DERIVED_MARK, colony_member_name
 from models.names import label_key_problem, label_value_problem, name_problem
 from models.node_pool import NodePoolSpec
 from models.quantity import parse_go_duration
@@ -71,6 +72,15 @@ SUPPORTED: dict[tuple[str, str], ManifestKind] = {
 
 def _fail(code: str, message: str) -> PydanticCustomError:
     return PydanticCustomError(code, message)
+
+
+def _derived_mark_problem(kind: str, name: str) -> str | None:
+    if DERIVED_MARK in name:
+        return (
+            f"{kind} name '{name}' must not contain '{DERIVED_MARK}': Colony reserves it for the "
+            "names it derives (a colony's clusters are <colony>--<clusterName>)"
+        )
+    return None
 
 
 def _labels_problem(labels: Mapping[str, str], what: str) -> str | None:
@@ -204,7 +214,7 @@ class ColonyClusterSpec(ColonyModel):
     @field_validator("cluster_name")
     @classmethod
     def _name(cls, name: str) -> str:
-        problem = name_problem("cluster", name)
+        problem = name_problem("cluster", name) or _derived_mark_problem("cluster", name)
         if problem:
             raise _fail("cluster_name", problem)
         return name
@@ -243,8 +253,8 @@ class ColonyClusterSpec(ColonyModel):
         (and node pools), else its raw ClusterDeployment spec, applied as written.
 
         Args:
-            colony: the colony it belongs to; the cluster is then named `<colony>-<clusterName>`
-                (one namespace of ClusterDeployments for every colony).
+            colony: the colony it belongs to; the cluster is then named `<colony>--<clusterName>`
+                (`colony_cluster_name`: two colonies' entries never share a cluster).
             organization: the colony's, which its clusters belong to.
         """
         name = colony_cluster_name(colony, self.cluster_name)
@@ -269,9 +279,10 @@ class ColonyClusterSpec(ColonyModel):
 
 
 def colony_cluster_name(colony: str, entry: str) -> str:
-    """The cluster a colony's entry becomes: `<colony>-<clusterName>` (the entry's name alone
-    outside a colony)."""
-    return f"{colony}-{entry}" if colony else entry
+    """The cluster a colony's entry becomes: `<colony>--<clusterName>`
+    (`models.identity.colony_member_name`: injective, "--" being in neither name), the entry's
+    name alone outside a colony."""
+    return colony_member_name(colony, entry) if colony else entry
 
 
 class ColonySpec(ColonyModel):
@@ -287,7 +298,7 @@ class ColonySpec(ColonyModel):
     @field_validator("name")
     @classmethod
     def _name(cls, name: str) -> str:
-        problem = dns_label_problem("colony", name)
+        problem = dns_label_problem("colony", name) or _derived_mark_problem("colony", name)
         if problem:
             raise _fail("name", problem)
         return name
@@ -322,7 +333,7 @@ class ColonySpec(ColonyModel):
                     type(self),
                     ("colonyClusters", index, "clusterName"),
                     "cluster_name",
-                    f"{problem} (the colony's name, a hyphen and this one)",
+                    f"{problem} (the colony's name, '--' and this one)",
                     cluster.cluster_name,
                 )
         return self
@@ -609,18 +620,28 @@ def parse_manifests(text: str, source: str = "") -> list[Manifest]:
 
 
 def workspace_class_object(
-    spec: WorkspaceClassSpec, labels: Mapping[str, str] | None = None
+    spec: WorkspaceClassSpec,
+    labels: Mapping[str, str] | None = None,
+    *,
+    name: str | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The exalsius `WorkspaceClass` object that stores a class on the management cluster.
 
     Classes are kept as the exalsius CRD has them, so `kubectl get wsc` shows Colony's catalog and
     the exalsius tooling reads it.
+
+    Args:
+        name: the object's name when it is not the class's (an organization's own class:
+            `models.identity.workspace_class_object_name`).
     """
     body = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
     body.pop("name")
-    metadata: dict[str, Any] = {"name": spec.name}
+    metadata: dict[str, Any] = {"name": name or spec.name}
     if labels:
         metadata["labels"] = dict(labels)
+    if annotations:
+        metadata["annotations"] = dict(annotations)
     return {
         "apiVersion": EXALSIUS_WORKSPACES,
         "kind": "WorkspaceClass",

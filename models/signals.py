@@ -23,7 +23,7 @@ class SignalName(StrEnum):
     REFRESH = "refresh"
     NODE_EVENT = "node_event"
     CAPACITY_CHANGED = "capacity_changed"
-    """To a cluster's GPU ledger (`capacity/<cluster>`): its GPUs changed (a `RefreshRequest`)."""
+    """To a cluster's GPU ledger (`capacity/<ClusterDeployment>`): its GPUs changed (a `RefreshRequest`)."""
 
 
 class RefreshRequest(ColonyModel):

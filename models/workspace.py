@@ -1,16 +1,18 @@
 """Workspaces: the deploy request (`WorkspaceSpec`), the status users read, the workflow's state, names.
 
-A workspace is one instance of a workspace class on one Colony cluster, owned by one
-`WorkspaceWorkflow` (id `workspace/<name>`). The request mirrors the exalsius `WorkspaceDeployment`
-spec (class pinned by exact name, cluster, resource overrides with `gpuType` or `gpuNodeSelector`,
-values) and adds prompt answers, secret ones sealed (`models/sealed.py`). Phases, conditions,
+A workspace is one instance of a workspace class on one Colony cluster of its organization, owned
+by one `WorkspaceWorkflow` (id `workspace/[<organization>/]<name>`). The request mirrors the
+exalsius `WorkspaceDeployment` spec (class pinned by exact name, cluster, resource overrides with
+`gpuType` or `gpuNodeSelector`, values) and adds prompt answers, secret ones sealed
+(`models/sealed.py`). Phases, conditions,
 reasons, the failure context and the access list follow the exalsius status shape, so a client of
 either reads the other.
 
 The CLI validates a request with `user_input(WorkspaceSpec, ...)` before starting anything;
 `models/manifests.py` builds it from manifests; the workflow carries a `WorkspaceState` and answers
-its `status` query with a `WorkspaceStatus`. The naming functions at the end are the one place
-that decides the Kubernetes names a workspace uses.
+its `status` query with a `WorkspaceStatus`. The names a workspace's objects get are the spec's
+(`service_set_name`, `release_name`, ...), from `models.identity`: injective over (organization,
+cluster, workspace).
 """
 
 from __future__ import annotations
@@ -22,11 +24,14 @@ from typing import Any, Self
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from models import identity
 from models.activity_api import KubeconfigRef
 from models.base import ColonyModel
 from models.capacity import ReplicaPlacement
-from models.names import name_problem, shorten_name
+from models.identity import Entity
+from models.names import name_problem
 from models.operations import OperationBook
+from models.ownership import Owner
 from models.sealed import SealedValue
 from models.value_paths import value_path_problem
 from models.workspace_class import (
@@ -44,8 +49,6 @@ WORKSPACE_NAME_MAX = 60
 """60: the workspace namespace `ws-<name>` must fit a 63-character namespace name (the exalsius
 WorkspaceDeployment CRD's own rule)."""
 NAMESPACE_PREFIX = "ws-"
-HELM_RELEASE_NAME_MAX = 53
-"""53: Helm's limit on release names (it appends suffixes to reach the 63 of a label)."""
 RECENT_EVENTS_KEPT = 10
 """Events kept in the state and the failure context (the newest)."""
 
@@ -70,7 +73,12 @@ class WorkspaceSpec(ColonyModel):
     class_name: str = Field(alias="class")
     """The exact, versioned class name (`colony-jupyter-1-0-0`): a workspace pins its class."""
     cluster: str
-    """The Colony cluster (the name of its ClusterDeployment)."""
+    """The Colony cluster, by its name in the workspace's organization (never a ClusterDeployment:
+    that is derived from both, so no workspace can name another organization's)."""
+    organization: str = ""
+    """The organization the workspace belongs to (set by the HTTP API from the caller's key);
+    empty for the workspaces an operator deploys through `colonyctl` and Temporal directly. Its
+    name is unique within it, and it is admitted only onto a cluster of the same organization."""
     resources: WorkspaceResources | None = None
     """Overrides of the class's default resources, field by field; GPU model or node selector."""
     values: dict[str, Any] = Field(default_factory=dict)
@@ -106,6 +114,14 @@ class WorkspaceSpec(ColonyModel):
             raise _fail("cluster", problem)
         return name
 
+    @field_validator("organization")
+    @classmethod
+    def _organization(cls, organization: str) -> str:
+        problem = name_problem("organization", organization) if organization else None
+        if problem:
+            raise _fail("organization", problem)
+        return organization
+
     @field_validator("values")
     @classmethod
     def _values(cls, values: dict[str, Any]) -> dict[str, Any]:
@@ -138,7 +154,38 @@ class WorkspaceSpec(ColonyModel):
 
     @property
     def workflow_id(self) -> str:
-        return workspace_workflow_id(self.name)
+        return workspace_workflow_id(self.name, self.organization)
+
+    @property
+    def owner(self) -> Owner:
+        """Whose the workspace's objects are (namespace, ServiceSet, values Secret, routes)."""
+        return Owner(workflow_id=self.workflow_id, organization=self.organization)
+
+    @property
+    def cluster_deployment(self) -> str:
+        """Its cluster's ClusterDeployment (`models.identity.cluster_deployment_name`)."""
+        return identity.cluster_deployment_name(self.organization, self.cluster)
+
+    @property
+    def cluster_workflow_id(self) -> str:
+        """Its cluster's workflow: the owner its ClusterDeployment must be marked with."""
+        return identity.entity_workflow_id(Entity.CLUSTER, self.organization, self.cluster)
+
+    @property
+    def service_set_name(self) -> str:
+        return identity.workspace_service_set_name(self.organization, self.cluster, self.name)
+
+    @property
+    def values_secret_name(self) -> str:
+        return identity.workspace_values_secret_name(self.organization, self.cluster, self.name)
+
+    @property
+    def release_name(self) -> str:
+        """The Helm release (the ServiceSet's service); charts name Services after it."""
+        return identity.workspace_release_name(self.organization, self.cluster, self.name)
+
+    def route_name(self, endpoint: str) -> str:
+        return identity.route_name(self.organization, self.cluster, self.name, endpoint)
 
 
 # --- Status vocabulary (the exalsius WorkspaceDeployment's, plus Colony's) ------------------------
@@ -221,6 +268,9 @@ class ConditionReason(StrEnum):
     PORT_POOL_EXHAUSTED = "PortPoolExhausted"
     SUSPENDED = "Suspended"
     DELETION_IN_PROGRESS = "DeletionInProgress"
+    FOREIGN_OBJECT = "ForeignObject"
+    """An object the workspace would create (its namespace, a route, its ServiceSet) exists and is
+    not its own (a user's namespace of that name): refused, left untouched (`models.ownership`)."""
     INTERNAL_ERROR = "InternalError"
 
 
@@ -358,7 +408,7 @@ class PrerequisiteSource(StrEnum):
     """Who provides a prerequisite."""
 
     WORKSPACE = "workspace"
-    """Installed by Colony for workspaces (workflow `prereq/<cluster>/<template>`)."""
+    """Installed by Colony for workspaces (workflow `prereq/<ClusterDeployment>/<template>`)."""
     COLONY = "colony"
     """Found already deployed on the cluster by other means."""
 
@@ -380,7 +430,7 @@ class AdmissionState(StrEnum):
 
 
 class AdmissionStatus(ColonyModel):
-    """The workspace's place in its cluster's GPU ledger (`capacity/<cluster>`)."""
+    """The workspace's place in its cluster's GPU ledger (`capacity/<ClusterDeployment>`)."""
 
     request_id: str
     state: AdmissionState
@@ -487,51 +537,22 @@ def capacity_request_id(workspace: str, incarnation: str, attempt: int) -> str:
 # --- Names ----------------------------------------------------------------------------------------
 
 
-def workspace_workflow_id(name: str) -> str:
-    """The id of the one workflow that owns workspace `name`."""
-    return f"workspace/{name}"
-
-
-def capacity_workflow_id(cluster: str) -> str:
-    """The id of the GPU ledger workflow of `cluster`."""
-    return f"capacity/{cluster}"
-
-
-def prerequisite_workflow_id(cluster: str, template: str) -> str:
-    """The id of the workflow installing prerequisite `template` on `cluster` (one per pair)."""
-    return f"prereq/{cluster}/{template}"
+def workspace_workflow_id(name: str, organization: str = "") -> str:
+    """The id of the one workflow that owns workspace `name` of `organization`:
+    `workspace/<organization>/<name>`, `workspace/<name>` in the default mode."""
+    return identity.entity_workflow_id(Entity.WORKSPACE, organization, name)
 
 
 def workspace_namespace(name: str) -> str:
-    """The workspace's namespace in the child cluster (and on a regional gateway cluster)."""
+    """The workspace's namespace in its cluster (the exalsius name, kept: a child cluster is one
+    organization's, where workspace names are unique)."""
     return f"{NAMESPACE_PREFIX}{name}"
 
 
-def helm_release_name(cluster: str, workspace: str) -> str:
-    """The workspace's Helm release (the ServiceSet service's name), as the exalsius operator names
-    it: `wsd-<cluster>-<workspace>`, at most 53 characters. Charts name Services after it."""
-    return shorten_name(f"wsd-{cluster}-{workspace}", HELM_RELEASE_NAME_MAX)
-
-
-def service_set_name(cluster: str, workspace: str) -> str:
-    """The workspace's ServiceSet on the management cluster: `wsd-<cluster>-<workspace>`, <= 63."""
-    return shorten_name(f"wsd-{cluster}-{workspace}")
-
-
-def values_secret_name(cluster: str, workspace: str) -> str:
-    """The Secret beside the ServiceSet holding the unsealed secret values (`valuesFrom`)."""
-    return shorten_name(f"wsd-{cluster}-{workspace}-values")
-
-
-def prerequisite_service_set_name(cluster: str, template: str) -> str:
-    """The ServiceSet of a prerequisite on a cluster (exalsius' `wsprereq-` prefix), <= 63."""
-    return shorten_name(f"wsprereq-{cluster}-{template}")
-
-
-def endpoint_service_name(cluster: str, workspace: str, endpoint: AccessEndpoint) -> str:
+def endpoint_service_name(release: str, endpoint: AccessEndpoint) -> str:
     """The child-cluster Service behind an endpoint: the class's `serviceName`, else
     `<release>-<endpoint>` (the exalsius chart convention)."""
-    return endpoint.service_name or f"{helm_release_name(cluster, workspace)}-{endpoint.name}"
+    return endpoint.service_name or f"{release}-{endpoint.name}"
 
 
 # --- Access ---------------------------------------------------------------------------------------
@@ -569,17 +590,17 @@ def local_port(port: int) -> int:
 
 
 def port_forward_command(
-    cluster: str, workspace: str, endpoint: AccessEndpoint, kubeconfig: str | None = None
+    release: str, workspace: str, endpoint: AccessEndpoint, kubeconfig: str | None = None
 ) -> str:
     """The `kubectl port-forward` command reaching an endpoint when the cluster has no gateway.
 
     Args:
-        cluster: the workspace's cluster.
+        release: the workspace's Helm release (`WorkspaceSpec.release_name`).
         workspace: the workspace's name.
         endpoint: the class's endpoint.
         kubeconfig: the kubeconfig path to name (`colonyctl kubeconfig --cluster X --output ...`).
     """
-    service = endpoint_service_name(cluster, workspace, endpoint)
+    service = endpoint_service_name(release, endpoint)
     config = f" --kubeconfig {kubeconfig}" if kubeconfig else ""
     return (
         f"kubectl{config} port-forward -n {workspace_namespace(workspace)} "
@@ -595,7 +616,7 @@ def _scheme(protocol: EndpointProtocol, https: bool) -> str:
 
 def plan_access(
     workspace: str,
-    cluster: str,
+    release: str,
     workspace_class: WorkspaceClassSpec,
     gateway: GatewayInfo | None,
     tcp_ports: dict[str, int] | None = None,
@@ -610,7 +631,7 @@ def plan_access(
 
     Args:
         workspace: the workspace's name.
-        cluster: its cluster.
+        release: its Helm release (the Services behind its endpoints are named after it).
         workspace_class: its class (the endpoints, in order: the first HTTP one is the primary).
         gateway: the cluster's tenant gateway, or None.
         tcp_ports: pool ports allocated so far, by endpoint name.
@@ -622,7 +643,7 @@ def plan_access(
     for endpoint in workspace_class.access_endpoints:
         entry = AccessEntry(name=endpoint.name, protocol=endpoint.protocol)
         if gateway is None:
-            command = port_forward_command(cluster, workspace, endpoint, kubeconfig)
+            command = port_forward_command(release, workspace, endpoint, kubeconfig)
             entry.url = (
                 f"{_scheme(endpoint.protocol, False)}://localhost:{local_port(endpoint.port)}"
             )

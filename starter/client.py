@@ -58,6 +58,7 @@ from models.activity_api import DrainProgress, parse_drain_activity_id
 from models.cluster import ClusterPhase, ClusterSpec, ClusterStatus, ClusterWorkflowInput
 from models.cluster import cluster_workflow_id as workflow_id_of
 from models.errors import REJECTED_FIELD, ErrorType
+from models.identity import parse_entity_workflow_id
 from models.names import name_problem
 from models.operations import (
     CancelOperationRequest,
@@ -408,34 +409,40 @@ async def list_clusters(client: Client, *, organization: str | None = None) -> l
 
     Args:
         organization: only this organization's clusters (the ColonyOrganization attribute; the
-            dev server has visibility, the time-skipping server does not); None: everyone's.
+            dev server has visibility, the time-skipping server does not; "" the default mode's);
+            None: everyone's.
     """
     query = (
         f"WorkflowType = '{WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' "
         f"AND WorkflowId STARTS_WITH 'cluster/'"
     )
-    if organization is not None:
+    if organization:
         # Quoted into a visibility query: only a valid name (no quote can slip in) is accepted.
-        if organization and name_problem("organization", organization):
+        if name_problem("organization", organization):
             raise InvalidRequestError(f"organization: {name_problem('organization', organization)}")
         query += f" AND {COLONY_ORGANIZATION.name} = '{organization}'"
     clusters: list[ClusterSummary] = []
     try:
         async for execution in client.list_workflows(query):
             attributes = execution.typed_search_attributes
-            name = attributes.get(COLONY_CLUSTER) or execution.id.rpartition("/")[2]
+            owner = attributes.get(COLONY_ORGANIZATION) or ""
+            entity = parse_entity_workflow_id(execution.id)
+            if entity is None or entity[1] != owner:
+                continue  # not a cluster's id, or marks that contradict it
+            if organization is not None and owner != organization:
+                continue  # another organization's ("" matches no visibility filter)
             clusters.append(
                 ClusterSummary(
-                    name=name,
+                    name=entity[2],
                     phase=attributes.get(COLONY_PHASE) or "",
                     workflow_id=execution.id,
                     started=execution.start_time.isoformat(timespec="seconds"),
-                    organization=attributes.get(COLONY_ORGANIZATION) or "",
+                    organization=owner,
                 )
             )
     except RPCError as exc:
         raise UnavailableError(f"cannot list clusters: {exc.message}") from exc
-    return sorted(clusters, key=lambda c: c.name)
+    return sorted(clusters, key=lambda c: (c.organization, c.name))
 
 
 async def _final_status(handle: WorkflowHandle[Any, Any]) -> ClusterStatus | None:

@@ -47,3 +47,12 @@ WaitForCapacityOption = Annotated[
     ),
 ]
 ClusterArgument = Annotated[str, typer.Argument(help="Cluster name.", show_default=False)]
+OrganizationFilterOption = Annotated[
+    str | None,
+    typer.Option(
+        "--organization",
+        help="Only this organization's (local mode: an operator sees every organization's; "
+        "'' for the default mode's, without one). Through the API, a key sees its own only.",
+        show_default=False,
+    ),
+]

@@ -10,6 +10,8 @@ a user would, and checks the effects on the simulated infrastructure directly:
   `kubectl port-forward` command whose Service exists; delete removes it all;
 - GPU workspaces fill a cluster, a third one waits (position 1) and runs once one is deleted;
 - two LLM servers share one installation of their prerequisite (`wsprereq-...`), which outlives them;
+- a namespace the user made under the workspace's name (`ws-<name>`, holding their data) is never
+  adopted and never deleted: the deploy fails naming it, the delete leaves it and its contents;
 - a cluster attached to a tenant gateway gives `https://<ws>.<domain>` and `ssh://<domain>:<port>`,
   suspend frees the port and keeps the namespace, resume brings it back;
 - deleting a cluster deletes its workspaces first;
@@ -37,6 +39,13 @@ from typer.testing import CliRunner, Result
 
 from activities.crds import ensure_crds
 from activities.sealing import PUBLIC_KEY_ENV, SealingSettings, create_key_pair
+from models.identity import (
+    prerequisite_service_set_name,
+    route_name,
+    workspace_release_name,
+    workspace_service_set_name,
+    workspace_values_secret_name,
+)
 from sim.world import SimWorld
 from starter.cli import app, normalize_argv
 from tests.conftest import venv_binary
@@ -211,7 +220,7 @@ async def test_cpu_notebook_runs_and_is_reached_by_port_forward(
         "--set", "notebookPassword=correct-horse", "--set", "jupyter.interface=notebook",
         "--wait", "--timeout", "60",
     )  # fmt: skip
-    release = f"wsd-{cluster}-{name}"
+    release = workspace_release_name("", cluster, name)
     command = f"kubectl port-forward -n ws-{name} svc/{release}-http 8888:8888"
     assert f"workspace {name} running" in deployed.stdout
     assert command in deployed.stdout
@@ -245,7 +254,10 @@ async def test_cpu_notebook_runs_and_is_reached_by_port_forward(
     assert service["spec"]["ports"][0]["port"] == 8888
     assert all(pod.metadata.labels.get(k) == v for k, v in service["spec"]["selector"].items())
     # The prompt's answer and the resources reached the release's values.
-    (service_set,) = [s for s in await colony.service_sets() if s["metadata"]["name"] == release]
+    service_set_name = workspace_service_set_name("", cluster, name)
+    (service_set,) = [
+        s for s in await colony.service_sets() if s["metadata"]["name"] == service_set_name
+    ]
     values = yaml.safe_load(service_set["spec"]["services"][0]["values"])
     assert values["jupyter"]["interface"] == "notebook"
     assert values["_exalsius"]["resources"]["perReplica"]["cpu"] == "2"
@@ -267,7 +279,7 @@ async def test_cpu_notebook_runs_and_is_reached_by_port_forward(
 
     await colony.ctl("workspace", "delete", name, "--wait", "--timeout", "60")
     assert not await namespace_exists(colony, cluster, f"ws-{name}")
-    assert release not in [s["metadata"]["name"] for s in await colony.service_sets()]
+    assert service_set_name not in [s["metadata"]["name"] for s in await colony.service_sets()]
     gone = await colony.ctl("workspace", "get", name, expect=3)
     assert gone.stderr == f"error: workspace: workspace '{name}' not found\n"
     await colony.ctl("cluster", "delete", cluster, "--wait", "--timeout", "90")
@@ -322,6 +334,52 @@ async def test_refusals_start_nothing(colony: Colony) -> None:
     await colony.ctl("workspace", "get", name, expect=3)
     await colony.ctl("workspace", "suspend", name, expect=3)
     await colony.ctl("class", "get", "colony-nothing-1-0-0", expect=3)
+    await colony.ctl("cluster", "delete", cluster, "--wait", "--timeout", "90")
+
+
+# --- A user's own namespace: never adopted, never deleted ------------------------------------
+
+
+async def test_a_users_own_namespace_is_never_adopted_nor_deleted(colony: Colony) -> None:
+    """`ws-<name>` already in the child cluster, made by the user and holding their ConfigMap:
+    `workspace deploy` fails naming it, installing nothing, and `workspace delete` leaves the
+    namespace and what it holds as they were."""
+    cluster, name = unique("adopt"), unique("adopt")
+    namespace = f"ws-{name}"
+    await create_cluster(colony, cluster, cpu_pool())
+    api = await colony.child(cluster)
+    core = client.CoreV1Api(api)
+    try:
+        await call(core.create_namespace, {"metadata": {"name": namespace}})
+        await call(
+            core.create_namespaced_config_map,
+            namespace,
+            {"metadata": {"name": "notes"}, "data": {"keep": "me"}},
+        )
+        refused = await colony.ctl(
+            "workspace", "deploy", name, "--class", "colony-jupyter-1-0-0", "--cluster", cluster,
+            "--set", "notebookPassword=pw", "--wait", "--timeout", "60", expect=1,
+        )  # fmt: skip
+        assert refused.stderr.splitlines()[-1] == (
+            f"error: workspace '{name}' is Failed: namespace {namespace} already exists and is "
+            "not Colony's (it has no Colony ownership marks): Colony neither adopts nor deletes "
+            "it; remove or rename it, or use another name"
+        )
+        failed = await colony.workspace(name)
+        ready = next(c for c in failed["conditions"] if c["type"] == "Ready")
+        assert ready["reason"] == "ForeignObject"
+        assert workspace_service_set_name("", cluster, name) not in [
+            s["metadata"]["name"] for s in await colony.service_sets()
+        ], "nothing was installed"
+
+        await colony.ctl("workspace", "delete", name, "--wait", "--timeout", "60")
+        await colony.ctl("workspace", "get", name, expect=3)
+        kept = await call(core.read_namespace, namespace)
+        assert kept.metadata.deletion_timestamp is None
+        notes = await call(core.read_namespaced_config_map, "notes", namespace)
+        assert notes.data == {"keep": "me"}
+    finally:
+        close_client(api)
     await colony.ctl("cluster", "delete", cluster, "--wait", "--timeout", "90")
 
 
@@ -396,14 +454,17 @@ async def test_a_failed_install_shows_its_context_and_a_resume_tries_again(
     cluster, name = unique("fail"), unique("nb")
     await create_cluster(colony, cluster, cpu_pool())
     colony.world.faults.fail_service_set(
-        NAMESPACE, f"wsd-{cluster}-{name}", "Helm install failed: image pull back-off"
+        NAMESPACE,
+        workspace_service_set_name("", cluster, name),
+        "Helm install failed: image pull back-off",
     )
     failed = await colony.ctl(
         "workspace", "deploy", name, "--class", "colony-jupyter-1-0-0", "--cluster", cluster,
         "--set", "notebookPassword=pw", "--wait", "--timeout", "60", expect=1,
     )  # fmt: skip
     assert failed.stderr.splitlines()[-1] == (
-        f"error: workspace '{name}' is Failed: wsd-{cluster}-{name} failed: Helm install failed: "
+        f"error: workspace '{name}' is Failed: {workspace_release_name('', cluster, name)} "
+        "failed: Helm install failed: "
         "image pull back-off"
     )
     status = await colony.workspace(name)
@@ -446,13 +507,16 @@ async def test_llm_servers_share_one_prerequisite_installation(colony: Colony) -
             "Satisfied",
             "colony-inference",
         )
-        assert status["access"][0]["command"].endswith(f"svc/wsd-{cluster}-{name}-http 8000:8000")
+        release = workspace_release_name("", cluster, name)
+        assert status["access"][0]["command"].endswith(f"svc/{release}-http 8000:8000")
     prerequisite_sets = [
         s["metadata"]["name"]
         for s in await colony.service_sets()
         if s["metadata"]["name"].startswith(f"wsprereq-{cluster}-")
     ]
-    assert prerequisite_sets == [f"wsprereq-{cluster}-colony-inference-stack-1-0-0"]
+    assert prerequisite_sets == [
+        prerequisite_service_set_name("", cluster, "colony-inference-stack-1-0-0")
+    ]
     assert running(await pods(colony, cluster, "colony-inference"))
     for name in names:
         await colony.ctl("workspace", "delete", name, "--wait", "--timeout", "60")
@@ -494,12 +558,12 @@ async def test_tenant_gateway_urls_ssh_port_suspend_and_resume(colony: Colony) -
         custom = client.CustomObjectsApi(api)
         route = await call(
             custom.get_namespaced_custom_object, "gateway.networking.k8s.io", "v1",
-            f"ws-{notebook}", "httproutes", f"{notebook}-http",
+            f"ws-{notebook}", "httproutes", route_name("", cluster, notebook, "http"),
         )  # fmt: skip
         assert route["spec"]["hostnames"] == [f"{notebook}.{DOMAIN}"]
         tcp = await call(
             custom.get_namespaced_custom_object, "gateway.networking.k8s.io", "v1alpha2",
-            f"ws-{devbox}", "tcproutes", f"{devbox}-ssh",
+            f"ws-{devbox}", "tcproutes", route_name("", cluster, devbox, "ssh"),
         )  # fmt: skip
         assert tcp["spec"]["parentRefs"][0]["sectionName"] == "tcp-30000"
     finally:
@@ -542,7 +606,7 @@ async def test_deleting_a_cluster_deletes_its_workspaces_first(colony: Colony) -
     assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
     final = await handle.result()
     assert final["phase"] == "Deleted"
-    assert f"wsd-{cluster}-{name}" not in [
+    assert workspace_service_set_name("", cluster, name) not in [
         s["metadata"]["name"] for s in await colony.service_sets()
     ]
     await colony.ctl("workspace", "get", name, expect=3)
@@ -711,7 +775,7 @@ async def test_a_notebook_password_is_in_no_workflow_history(colony: Colony) -> 
     # It reached the chart, through the values Secret beside the ServiceSet.
     secret = await call(
         client.CoreV1Api(colony.management).read_namespaced_secret,
-        f"wsd-{cluster}-{name}-values",
+        workspace_values_secret_name("", cluster, name),
         NAMESPACE,
     )
     assert yaml.safe_load(base64.b64decode(secret.data["values"])) == {"notebookPassword": planted}

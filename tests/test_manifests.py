@@ -615,7 +615,7 @@ items:
     west, lab = colony.colony_clusters
     west_spec = west.to_cluster_spec("fleet")
     assert (west_spec.name, west_spec.location_id, west_spec.node_pools[0].name) == (
-        "fleet-west",
+        "fleet--west",
         "fra1",
         "gpu",
     )

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from models.ownership import Owner
 from models.signals import NodeEvent, NodeEventType, RefreshRequest, SignalName
 from watching.leader import micro_time
 from watching.mapping import (
@@ -27,6 +28,7 @@ def obj(
     uid: str = "u-1",
     rv: str = "42",
     annotations: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
     status: dict[str, Any] | None = None,
     generation: int = 1,
     namespace: str = "kcm-system",
@@ -38,10 +40,17 @@ def obj(
             "uid": uid,
             "resourceVersion": rv,
             "generation": generation,
+            "labels": labels if labels is not None else {},
             "annotations": annotations if annotations is not None else {},
         },
         "status": status or {},
     }
+
+
+def marked(workflow_id: str, organization: str = "") -> dict[str, Any]:
+    """An object with Colony's ownership marks for `workflow_id` of `organization`."""
+    owner = Owner(workflow_id=workflow_id, organization=organization)
+    return obj(labels=owner.labels(), annotations=owner.annotations())
 
 
 def node(
@@ -61,38 +70,51 @@ def node(
     }
 
 
-OWNED = {"colony.dev/workflow-id": "cluster/acme/training"}
-
-
 @pytest.mark.parametrize(
-    ("kind", "annotations", "expected"),
+    ("kind", "found", "expected"),
     [
         pytest.param(
             "ClusterDeployment",
-            OWNED,
+            marked("cluster/acme/training", "acme"),
             ("cluster/acme/training", "ClusterDeployment/u-1/42"),
             id="cluster-deployment",
         ),
         pytest.param(
             "ServiceSet",
-            {"colony.dev/workflow-id": "workspace/notebook"},
+            marked("workspace/notebook"),
             ("workspace/notebook", "ServiceSet/u-1/42"),
             id="service-set",
         ),
         pytest.param(
             "ConfigMap",
-            {"colony.dev/workflow-id": "colony/lab"},
+            marked("colony/lab"),
             ("colony/lab", "ConfigMap/u-1/42"),
-            id="any-annotated-kind",
+            id="any-marked-kind",
         ),
-        pytest.param("ClusterDeployment", {}, None, id="not-ours"),
-        pytest.param("ClusterDeployment", {"colony.dev/workflow-id": ""}, None, id="empty-owner"),
+        pytest.param("ClusterDeployment", obj(), None, id="not-ours"),
+        pytest.param(
+            "ClusterDeployment",
+            obj(annotations={"colony.dev/workflow-id": "cluster/acme/training"}),
+            None,
+            id="annotated-without-colony-marks",
+        ),
+        pytest.param(
+            "ServiceSet",
+            marked("workspace/acme/nb", "acme-labs"),
+            None,
+            id="organization-label-contradicts-the-workflow",
+        ),
+        pytest.param(
+            "ServiceSet", marked("workspace/nb", "acme"), None, id="an-organization-on-a-default-id"
+        ),
+        pytest.param("ServiceSet", marked("capacity/x"), None, id="not-an-entity-workflow"),
+        pytest.param("ClusterDeployment", marked(""), None, id="empty-owner"),
     ],
 )
 def test_owned_object_changes_become_refresh(
-    kind: str, annotations: dict[str, str], expected: tuple[str, str] | None
+    kind: str, found: dict[str, Any], expected: tuple[str, str] | None
 ) -> None:
-    signal = object_refresh(kind, obj(annotations=annotations))
+    signal = object_refresh(kind, found)
     if expected is None:
         assert signal is None
         return
@@ -105,8 +127,8 @@ def test_owned_object_changes_become_refresh(
 
 def test_the_workflow_id_is_taken_verbatim() -> None:
     # The label holds a label-safe form ("cluster.acme.training"); the annotation the real id.
-    cd = obj(annotations=OWNED)
-    cd["metadata"]["labels"] = {"colony.dev/workflow-id": "cluster.acme.training"}
+    cd = marked("cluster/acme/training", "acme")
+    cd["metadata"]["labels"]["colony.dev/workflow-id"] = "cluster.acme.training"
     assert owner_workflow_id(cd) == "cluster/acme/training"
 
 

@@ -25,6 +25,9 @@ from temporalio.testing import WorkflowEnvironment
 from activities.sealing import Unsealer, workspace_scope
 from catalog.workspaces import load_workspace_catalog
 from models.capacity import GpuHolder
+from models.cluster import cluster_deployment_name, cluster_workflow_id
+from models.identity import prerequisite_service_set_name, workspace_release_name
+from models.ownership import Owner
 from models.signals import RefreshRequest, SignalName
 from models.workspace import (
     ConditionReason,
@@ -33,7 +36,6 @@ from models.workspace import (
     WorkspaceSpec,
     WorkspaceStatus,
     WorkspaceWorkflowInput,
-    workspace_workflow_id,
 )
 from models.workspace_api import GpuHoldersMessage
 from models.workspace_class import WorkspaceClassSpec
@@ -68,17 +70,22 @@ def catalog_class(name: str) -> WorkspaceClassSpec:
     return found
 
 
-def world(gpus: int = 2, **extra: Any) -> tuple[FakeWorkspaceWorld, str]:
-    """A world with one ready cluster of a unique name (ledgers and prerequisites are one per
-    cluster: tests must not share them) with one node of `gpus` H100s."""
+def world(gpus: int = 2, organization: str = "", **extra: Any) -> tuple[FakeWorkspaceWorld, str]:
+    """A world with one ready cluster of `organization`, of a unique name (ledgers and
+    prerequisites are one per cluster: tests must not share them) with one node of `gpus` H100s.
+    The world knows it by its ClusterDeployment, as the management cluster does."""
     cluster = unique("gpu")
+    deployment = cluster_deployment_name(cluster, organization)
     fake = FakeWorkspaceWorld(
         classes={c.name: c for c in CATALOG.classes},
         templates={t.name for t in CATALOG.service_templates},
-        **{key: _keyed(value, cluster) for key, value in extra.items()},
+        **{key: _keyed(value, deployment) for key, value in extra.items()},
     )
-    fake.ready_clusters.add(cluster)
-    fake.nodes[cluster] = [h100_node(f"{cluster}-1", gpus)]
+    fake.ready_clusters.add(deployment)
+    fake.deployment_owners[deployment] = Owner(
+        workflow_id=cluster_workflow_id(cluster, organization), organization=organization
+    )
+    fake.nodes[deployment] = [h100_node(f"{deployment}-1", gpus)]
     return fake, cluster
 
 
@@ -93,20 +100,27 @@ def _keyed(value: Any, cluster: str) -> Any:
 
 
 def notebook(
-    name: str, cluster: str, gpus: int = 0, gpu_type: str = "h100", **extra: Any
+    name: str,
+    cluster: str,
+    gpus: int = 0,
+    gpu_type: str = "h100",
+    organization: str = "",
+    **extra: Any,
 ) -> WorkspaceSpec:
     """A Jupyter workspace (its secret prompt answered sealed, as `colonyctl` sends it)."""
     resources = {"perReplica": {"gpuCount": gpus, "gpuType": gpu_type}} if gpus else None
+    scope = workspace_scope(name, "notebookPassword", organization)
     return WorkspaceSpec.model_validate(
         {
             "name": name,
             "class": "colony-jupyter-1-0-0",
             "cluster": cluster,
+            "organization": organization,
             "resources": resources,
             "sealedAnswers": {
-                "notebookPassword": UNSEALER.sealer.seal(
-                    "hunter2-notebook", workspace_scope(name, "notebookPassword")
-                ).model_dump(mode="json")
+                "notebookPassword": UNSEALER.sealer.seal("hunter2-notebook", scope).model_dump(
+                    mode="json"
+                )
             },
             **extra,
         }
@@ -116,11 +130,11 @@ def notebook(
 async def deploy(
     env: WorkflowEnvironment, task_queue: str, spec: WorkspaceSpec
 ) -> WorkflowHandle[Any, Any]:
-    STARTED.append(workspace_workflow_id(spec.name))
+    STARTED.append(spec.workflow_id)
     return await env.client.start_workflow(
         WorkspaceWorkflow.run,
         WorkspaceWorkflowInput(spec=spec),
-        id=workspace_workflow_id(spec.name),
+        id=spec.workflow_id,
         task_queue=task_queue,
     )
 
@@ -187,9 +201,8 @@ async def test_a_cpu_notebook_runs_and_is_deleted_without_leftovers(
         # No gateway: the endpoint is reached with kubectl port-forward.
         (http,) = running.access
         assert http.ready
-        assert http.command.startswith(
-            f"kubectl port-forward -n ws-{name} svc/wsd-{cluster}-{name}-http"
-        )
+        release = workspace_release_name("", cluster, name)
+        assert http.command.startswith(f"kubectl port-forward -n ws-{name} svc/{release}-http")
         service_set = fake.service_sets[running.service_set]
         assert service_set.services[0]["namespace"] == f"ws-{name}"
         assert service_set.values_from  # the secret answer went to a Secret, referenced
@@ -211,6 +224,42 @@ async def test_a_missing_class_fails_with_class_not_found(
         failed = await until(handle, phase_is(WorkspacePhase.FAILED), "failed")
         assert reason_of(failed) == ConditionReason.CLASS_NOT_FOUND
         assert "WorkspaceClass 'jupyter-9-9-9' not found" in failed.message
+        assert fake.applied == []
+        await delete(handle)
+
+
+@pytest.mark.parametrize(
+    "marked_for",
+    [
+        pytest.param(Owner(workflow_id="cluster/acme/other", organization="acme"), id="other"),
+        pytest.param(Owner(workflow_id="", organization=""), id="not-colony's"),
+    ],
+)
+async def test_a_workspace_is_admitted_only_onto_its_organizations_cluster(
+    env: WorkflowEnvironment, task_queue: str, marked_for: Owner
+) -> None:
+    """Whatever the client did: a ClusterDeployment of the name the workspace derives, but marked
+    as another cluster's (another organization's, or none of Colony's), is not its cluster. The
+    workspace fails as for a cluster that does not exist, naming nothing of the other, and
+    installs nothing; and an organization's workspace never lands on a default-mode cluster of
+    the name it gives."""
+    fake, cluster = world(organization="acme")
+    fake.deployment_owners[cluster_deployment_name(cluster, "acme")] = marked_for
+    default_mode, _ = world()
+    async with workspace_worker(env, task_queue, fake):
+        handle = await deploy(env, task_queue, notebook(unique("nb"), cluster, organization="acme"))
+        failed = await until(handle, phase_is(WorkspacePhase.FAILED), "failed")
+        assert reason_of(failed) == ConditionReason.CLUSTER_DEPLOYMENT_NOT_FOUND
+        assert failed.message == f"cluster '{cluster}' does not exist"
+        assert (fake.applied, fake.namespaces) == ([], {})
+        await delete(handle)
+    fake.ready_clusters |= default_mode.ready_clusters
+    (plain,) = default_mode.ready_clusters
+    async with workspace_worker(env, task_queue, fake):
+        onto_plain = notebook(unique("nb"), plain, organization="acme")
+        handle = await deploy(env, task_queue, onto_plain)
+        failed = await until(handle, phase_is(WorkspacePhase.FAILED), "failed")
+        assert reason_of(failed) == ConditionReason.CLUSTER_DEPLOYMENT_NOT_FOUND
         assert fake.applied == []
         await delete(handle)
 
@@ -351,11 +400,11 @@ class OrganizationClusterStandIn:
 async def test_the_ledger_tells_an_organizations_cluster_who_holds_its_gpus(
     env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    """The ledger finds the cluster's workflow from its ClusterDeployment (`cluster/<org>/<name>`
-    is not derivable from `<org>-<name>`), so the scale-down guard works for organizations too."""
-    fake, cluster = world(gpus=2)
-    owner = f"cluster/acme/{cluster}"
-    fake.owners[cluster] = owner
+    """The ledger finds the cluster's workflow from its ClusterDeployment's marks
+    (`cluster/<org>/<name>` is not derivable from a derived name), so the scale-down guard works
+    for organizations too."""
+    fake, cluster = world(gpus=2, organization="acme")
+    owner = cluster_workflow_id(cluster, "acme")
     async with workspace_worker(
         env, task_queue, fake, extra_workflows=[OrganizationClusterStandIn]
     ):
@@ -363,7 +412,8 @@ async def test_the_ledger_tells_an_organizations_cluster_who_holds_its_gpus(
             OrganizationClusterStandIn.run, id=owner, task_queue=task_queue
         )
         STARTED.append(owner)
-        first = await deploy(env, task_queue, notebook(unique("a"), cluster, gpus=1))
+        name = unique("a")
+        first = await deploy(env, task_queue, notebook(name, cluster, gpus=1, organization="acme"))
         await until(first, phase_is(WorkspacePhase.RUNNING), "running")
         told = await eventually(
             lambda: listener.query(OrganizationClusterStandIn.told),
@@ -372,7 +422,7 @@ async def test_the_ledger_tells_an_organizations_cluster_who_holds_its_gpus(
             interval=0.05,
             what="the holders told to the organization's cluster",
         )
-        assert [h.workspace for h in told] == [first.id.removeprefix("workspace/")]
+        assert [h.workspace for h in told] == [name]
         await delete(first)
 
 
@@ -454,11 +504,12 @@ async def test_a_prerequisite_is_installed_once_for_two_concurrent_workspaces(
             assert prerequisite.name == "colony-inference-stack-1-0-0"
             assert prerequisite.phase.value == "Satisfied"
         installs = [name for name in fake.applied if name.startswith("wsprereq-")]
-        assert installs == [f"wsprereq-{cluster}-colony-inference-stack-1-0-0"]
+        installed = prerequisite_service_set_name("", cluster, "colony-inference-stack-1-0-0")
+        assert installs == [installed]
         # It outlives the workspaces that needed it.
         for handle in handles:
             await delete(handle)
-        assert f"wsprereq-{cluster}-colony-inference-stack-1-0-0" in fake.service_sets
+        assert installed in fake.service_sets
 
 
 def llm(name: str, cluster: str) -> WorkspaceSpec:

@@ -32,6 +32,7 @@ from models.activity_api import (
     GetClusterDeploymentStatusResult,
 )
 from models.capacity import GpuNode, gpu_node
+from models.ownership import Owner
 from models.sealed import SealedValue
 from models.workspace import GatewayInfo, ServiceSetStatusSummary, ServiceStateSummary
 from models.workspace_api import (
@@ -126,8 +127,9 @@ class FakeWorkspaceWorld:
     """(cluster, template) -> a ServiceSet not Colony's that already installs it."""
     nodes: dict[str, list[GpuNode]] = field(default_factory=dict)
     gateways: dict[str, GatewayInfo] = field(default_factory=dict)
-    owners: dict[str, str] = field(default_factory=dict)
-    """Cluster -> the workflow its ClusterDeployment names as owner (default `cluster/<name>`)."""
+    deployment_owners: dict[str, Owner] = field(default_factory=dict)
+    """ClusterDeployment -> the owner its marks name (default: the default-mode cluster of its
+    name, `cluster/<name>`); a wait given another owner finds none (as the real activity)."""
 
     service_sets: dict[str, FakeServiceSet] = field(default_factory=dict)
     applied: list[str] = field(default_factory=list)
@@ -138,11 +140,15 @@ class FakeWorkspaceWorld:
 
     # --- Management cluster ---------------------------------------------------------------------
 
+    def owner_of(self, deployment: str) -> Owner:
+        return self.deployment_owners.get(deployment, Owner(workflow_id=f"cluster/{deployment}"))
+
     @activity.defn(name=ActivityName.AWAIT_CLUSTER_DEPLOYMENT)
     async def await_cluster_deployment(
         self, request: AwaitClusterDeploymentRequest
     ) -> AwaitClusterDeploymentResult:
-        if request.name not in self.ready_clusters:
+        marked = self.owner_of(request.name)
+        if request.name not in self.ready_clusters or request.owner not in (None, marked):
             return AwaitClusterDeploymentResult(
                 outcome=DeploymentOutcome.GONE,
                 status=GetClusterDeploymentStatusResult(exists=False),
@@ -291,7 +297,7 @@ class FakeWorkspaceWorld:
     async def read_gpu_inventory(self, request: ReadGpuInventoryRequest) -> ReadGpuInventoryResult:
         cluster = request.kubeconfig.secret_name.removesuffix("-kubeconfig")
         self.calls.append(f"inventory {cluster}")
-        owner = self.owners.get(cluster, f"cluster/{cluster}") if request.cluster_deployment else ""
+        owner = self.owner_of(cluster).workflow_id if request.cluster_deployment else ""
         return ReadGpuInventoryResult(
             nodes=list(self.nodes.get(cluster, [])), cluster_workflow_id=owner
         )

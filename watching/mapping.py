@@ -7,8 +7,10 @@ Request ids make every signal idempotent (a workflow ignores an id it has seen),
 from what identifies one state of one object, so a watcher that sends the same event twice (after a
 restart, a relist, or a second watcher during a handover) costs nothing:
 
-- an object Colony owns changed (ClusterDeployment, ServiceSet, any object annotated
-  `colony.dev/workflow-id`): `refresh`, request id `<Kind>/<uid>/<resourceVersion>`;
+- an object Colony owns changed (ClusterDeployment, ServiceSet, any object carrying Colony's
+  ownership marks, `models.ownership`, for a cluster's, workspace's or colony's workflow):
+  `refresh` to the workflow its `colony.dev/workflow-id` names, request id
+  `<Kind>/<uid>/<resourceVersion>`;
 - a Node of a child cluster changed: `node_event`, request id `node/<cluster>/<uid>/<resourceVersion>`;
 - a stream was relisted (410 Gone: events may have been missed): `refresh`, request id
   `relist/<stream>/<resourceVersion of the list>`.
@@ -25,10 +27,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from models.identity import entity_workflow_id
+from models.ownership import marked_entity
 from models.signals import NodeEvent, NodeEventType, RefreshRequest, SignalName
 
-WORKFLOW_ID_ANNOTATION = "colony.dev/workflow-id"
-"""The owning workflow's id, verbatim (labels cannot hold "/"); Colony sets it on what it creates."""
 CLUSTER_LABEL = "colony.dev/cluster"
 """ClusterDeployments Colony created carry it (the cluster's name)."""
 WORKSPACE_LABEL = "colony.dev/workspace"
@@ -73,10 +75,12 @@ def _meta(obj: Obj) -> Obj:
 
 
 def owner_workflow_id(obj: Obj) -> str | None:
-    """The workflow that owns `obj` (its `colony.dev/workflow-id` annotation), if any."""
-    annotations = _meta(obj).get("annotations") or {}
-    owner = annotations.get(WORKFLOW_ID_ANNOTATION) if isinstance(annotations, dict) else None
-    return str(owner) if owner else None
+    """The workflow that owns `obj` (its `colony.dev/workflow-id` annotation), when the object
+    carries Colony's ownership marks and they agree with each other (`models.ownership`: Colony
+    made it, and its organization label is the workflow id's); None otherwise. An annotation alone
+    makes no owner: nothing merely annotated can steer signals to another organization's workflow."""
+    found = marked_entity(obj)
+    return entity_workflow_id(*found) if found else None
 
 
 def object_refresh(kind: str, obj: Obj) -> Signal | None:

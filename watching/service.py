@@ -7,7 +7,9 @@ the Lease watches and signals, the others wait to take over.
 While leading:
 - one stream per owned kind on the management cluster (`OWNED`: ClusterDeployments labelled
   `colony.dev/cluster`, ServiceSets labelled `colony.dev/workspace`); any object of theirs
-  annotated `colony.dev/workflow-id` gets `refresh` signals when it changes;
+  carrying Colony's ownership marks (`models.ownership`: Colony's, and the organization label
+  agreeing with the `colony.dev/workflow-id` annotation) gets that workflow `refresh` signals when
+  it changes (an annotation alone steers nothing);
 - for each ClusterDeployment, a stream of its child cluster's Nodes through the kubeconfig Secret
   `<name>-kubeconfig` (waiting for the Secret while the cluster is being created), whose changes
   become `node_event` signals to the ClusterDeployment's workflow; it stops when the

@@ -86,6 +86,12 @@ with workflow.unsafe.imports_passed_through():
     )
     from models.colony import ClusterReport, colony_workflow_id
     from models.errors import ErrorType, permanent, rejected
+    from models.identity import (
+        Entity,
+        capacity_workflow_id,
+        owner_key,
+        parse_entity_workflow_id,
+    )
     from models.node_pool import NodePoolStatus, NodeState
     from models.operations import (
         AddNodePoolRequest,
@@ -100,9 +106,9 @@ with workflow.unsafe.imports_passed_through():
         ScaleNodePoolRequest,
     )
     from models.operations import DeleteNodeRequest as DeleteNodeOperation
+    from models.ownership import Owner
     from models.rules import gpu_holders_problem, operation_problem
     from models.signals import NodeEvent, NodeEventType, RefreshRequest, SignalName
-    from models.workspace import capacity_workflow_id
     from models.workspace_api import (
         AwaitWorkflowsClosedRequest,
         CapacityMessage,
@@ -150,7 +156,7 @@ class ClusterWorkflow:
             # its creation is the first operation, queued before any update can arrive.
             info = workflow.info()
             self._state = ClusterState(
-                owner=f"{info.workflow_id}/{info.run_id}",
+                owner=owner_key(info.workflow_id, info.run_id),
                 created_at=workflow.now(),
                 node_pools=[
                     NodePoolStatus(
@@ -450,6 +456,7 @@ class ClusterWorkflow:
                 template=spec.template,
                 credential=spec.credential,
                 workflow_id=workflow.info().workflow_id,
+                organization=spec.organization,
                 owner=self._state.owner,
                 kubernetes_version=KUBERNETES_VERSION,
                 pod_cidr=POD_CIDR,
@@ -476,6 +483,7 @@ class ClusterWorkflow:
                     name=spec.deployment_name,
                     want=DeploymentWait.READY,
                     deadline=deadline,
+                    owner=self._owner(),
                     known_conditions=known,
                 ),
                 wait=left,
@@ -555,6 +563,7 @@ class ClusterWorkflow:
                     name=spec.deployment_name,
                     want=DeploymentWait.GONE,
                     deadline=deadline,
+                    owner=self._owner(),
                     known_conditions=known,
                 ),
                 wait=left,
@@ -573,8 +582,9 @@ class ClusterWorkflow:
     async def _tear_down_workspaces(self) -> None:
         """Delete the cluster's workspaces first (each uninstalls its release and frees its GPUs),
         wait until they are gone, then end the cluster's GPU ledger. Workspaces and the ledger name
-        the cluster by its ClusterDeployment (`<organization>-<name>` for an organization's), never
-        by its name, which another organization's cluster may share."""
+        the cluster by its ClusterDeployment (`models.identity`: injective across organizations),
+        never by its name, which another organization's cluster may share; and only workspaces of
+        the cluster's own organization are ever told to go."""
         cluster = self._spec.name
         deployment = self._spec.deployment_name
         listed = await LIST_WORKFLOWS(
@@ -582,8 +592,13 @@ class ClusterWorkflow:
                 query=f"ColonyKind = 'workspace' AND ColonyCluster = '{deployment}'"
             )
         )
+        workspaces = [
+            workflow_id
+            for workflow_id in listed.workflow_ids
+            if _workspace_of(workflow_id, self._spec.organization)
+        ]
         me = workflow.info().workflow_id
-        for workspace_id in listed.workflow_ids:
+        for workspace_id in workspaces:
             await SIGNAL_WORKFLOW(
                 SignalWorkflowRequest(
                     workflow_id=workspace_id,
@@ -594,10 +609,10 @@ class ClusterWorkflow:
                     ).model_dump(mode="json"),
                 )
             )
-        if listed.workflow_ids:
+        if workspaces:
             left = await AWAIT_WORKFLOWS_CLOSED(
                 AwaitWorkflowsClosedRequest(
-                    workflow_ids=listed.workflow_ids,
+                    workflow_ids=workspaces,
                     deadline=workflow.now() + WORKSPACES_DELETE_DEADLINE,
                 ),
                 wait=WORKSPACES_DELETE_DEADLINE,
@@ -875,6 +890,10 @@ class ClusterWorkflow:
             lines.append(self._state.reason)
         return lines
 
+    def _owner(self) -> Owner:
+        """The marks the cluster's ClusterDeployment carries: this workflow, its organization."""
+        return Owner(workflow_id=workflow.info().workflow_id, organization=self._spec.organization)
+
     def _set_phase(self, phase: ClusterPhase, reason: str = "") -> None:
         self._state.phase = phase
         self._state.reason = reason
@@ -889,6 +908,12 @@ class ClusterWorkflow:
             COLONY_NAME.value_set(self._spec.colony),
             COLONY_PHASE.value_set(self._state.phase.value),
         )
+
+
+def _workspace_of(workflow_id: str, organization: str) -> bool:
+    """True for the workflow id of a workspace of `organization`."""
+    found = parse_entity_workflow_id(workflow_id)
+    return found is not None and found[:2] == (Entity.WORKSPACE, organization)
 
 
 def _older(version: str, than: str) -> bool:

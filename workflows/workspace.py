@@ -1,5 +1,5 @@
-"""`WorkspaceWorkflow`: one durable workflow per workspace, id `workspace/<name>`, from deploy to
-delete (the exalsius WorkspaceDeployment, as a workflow).
+"""`WorkspaceWorkflow`: one durable workflow per workspace, id `workspace/[<organization>/]<name>`,
+from deploy to delete (the exalsius WorkspaceDeployment, as a workflow).
 
 Built on the entity engine (`workflows/engine.py`): deploy (queued at start), `suspend`, `resume`
 and `delete` (updates; delete also as the `delete_requested` signal a cluster sends before it
@@ -7,17 +7,21 @@ goes) run one at a time; delete jumps the queue and interrupts what runs.
 
 The plan of a deploy, each step with its condition:
 1. ClassResolved: the pinned class, read from the management cluster (missing: Failed,
-   ClassNotFound). ClusterDeploymentResolved: the cluster's ClusterDeployment is Ready (not yet:
-   Pending until it is, up to `PENDING_DEADLINE`; unknown: Failed).
+   ClassNotFound). ClusterDeploymentResolved: the cluster's ClusterDeployment (its name derived
+   from the workspace's organization and cluster, `models.identity`) carries the marks of that
+   cluster's workflow and organization and is Ready (not yet: Pending until it is, up to
+   `PENDING_DEADLINE`; unknown, or not the organization's: Failed, "does not exist").
 2. Values: class defaults and the user's values merged as Helm merges values files, prompts
    checked, resources injected (`models/values.py`); a problem fails with InvalidValues before
    anything is installed.
-3. PrerequisitesMet: each prerequisite through `prereq/<cluster>/<template>` (signal-with-start;
+3. PrerequisitesMet: each prerequisite through `prereq/<ClusterDeployment>/<template>` (signal-with-start;
    one installation shared by every workspace), answered by signal.
-4. Feasible: GPUs through the cluster's ledger `capacity/<cluster>` (signal-with-start; answered by
+4. Feasible: GPUs through the cluster's ledger `capacity/<ClusterDeployment>` (signal-with-start; answered by
    the signal `capacity_answer`): admitted, or Waiting with its position (strict first-come order)
    until capacity frees, or Failed (GpuOfferingUnavailable) when the cluster has no such GPUs.
-5. HelmReleaseReady: namespace `ws-<name>` in the child, the unsealed secret values in a Secret on
+5. HelmReleaseReady: namespace `ws-<name>` in the child (refused, untouched, when one of that name
+   exists without this workspace's ownership marks: a user's own is never adopted), the unsealed
+   secret values in a Secret on
    the management cluster (only sealed values ever reach this workflow), a k0rdent ServiceSet
    targeting the cluster's ClusterDeployment, waited on until Deployed or Failed within the class's
    deploy timeout (Colony enforces it).
@@ -32,7 +36,8 @@ asks (`workspace get`, the API).
 
 Suspend uninstalls the release (namespace and volumes stay) and frees the GPUs; resume goes through
 admission again; delete removes routes, the ServiceSet (waited for), the values Secret and the
-namespace, then frees the GPUs, which wakes the next waiting workspace. A failed deploy frees its
+namespace (each only if it carries this workspace's marks), then frees the GPUs, which wakes the
+next waiting workspace. A failed deploy frees its
 GPUs too and keeps what it installed for inspection until it is deleted or resumed.
 """
 
@@ -50,6 +55,7 @@ from workflows.engine import (
     EntityEngine,
     Interrupted,
     Interruption,
+    error_type_of,
     is_failure,
     reason_of,
     settle,
@@ -90,6 +96,8 @@ with workflow.unsafe.imports_passed_through():
     from models.capacity import CapacityAnswer, Decision
     from models.cluster import DEFAULT_NAMESPACE, kubeconfig_secret_name
     from models.errors import rejected
+    from models.identity import capacity_workflow_id, prerequisite_workflow_id
+    from models.ownership import Owner
     from models.signals import RefreshRequest, SignalName
     from models.values import (
         MergedWorkspace,
@@ -114,15 +122,10 @@ with workflow.unsafe.imports_passed_through():
         WorkspaceStatus,
         WorkspaceWorkflowInput,
         capacity_request_id,
-        capacity_workflow_id,
         endpoint_service_name,
-        helm_release_name,
         http_hostname,
         plan_access,
-        prerequisite_workflow_id,
-        service_set_name,
         set_condition,
-        values_secret_name,
         workspace_namespace,
     )
     from models.workspace_api import (
@@ -195,6 +198,8 @@ class WorkspaceWorkflow:
     def __init__(self, input: WorkspaceWorkflowInput) -> None:
         self._spec = input.spec
         info = workflow.info()
+        # Whose the workspace's objects are: this workflow's, of the workspace's organization.
+        self._owner = Owner(workflow_id=info.workflow_id, organization=input.spec.organization)
         self._state = input.state or WorkspaceState(
             created_at=workflow.now(), incarnation=info.run_id
         )
@@ -291,7 +296,11 @@ class WorkspaceWorkflow:
         state = self._state
         if state.class_spec is not None and state.class_spec.name == self._spec.class_name:
             return state.class_spec
-        found = await GET_WORKSPACE_CLASS(GetWorkspaceClassRequest(name=self._spec.class_name))
+        found = await GET_WORKSPACE_CLASS(
+            GetWorkspaceClassRequest(
+                name=self._spec.class_name, organization=self._spec.organization
+            )
+        )
         if not found.found:
             self._condition(
                 ConditionType.CLASS_RESOLVED,
@@ -315,7 +324,8 @@ class WorkspaceWorkflow:
         return found.spec
 
     async def _resolve_cluster(self) -> None:
-        cluster = self._spec.cluster
+        spec = self._spec
+        cluster = spec.cluster
         deadline = workflow.now() + PENDING_DEADLINE
         known: list[Condition] = []
         first = True
@@ -323,9 +333,14 @@ class WorkspaceWorkflow:
             seen = await AWAIT_CLUSTER_DEPLOYMENT(
                 AwaitClusterDeploymentRequest(
                     namespace=DEFAULT_NAMESPACE,
-                    name=cluster,
+                    name=spec.cluster_deployment,
                     want=DeploymentWait.READY,
                     deadline=deadline,
+                    # Only the workspace's organization's cluster of that name: any other
+                    # ClusterDeployment (not Colony's, another owner's) is not there at all.
+                    owner=Owner(
+                        workflow_id=spec.cluster_workflow_id, organization=spec.organization
+                    ),
                     known_conditions=known,
                 ),
                 wait=max(deadline - workflow.now(), timedelta(seconds=1)),
@@ -355,7 +370,7 @@ class WorkspaceWorkflow:
                 f"waiting for cluster '{cluster}' to be ready",
             )
         self._state.kubeconfig = KubeconfigRef(
-            namespace=DEFAULT_NAMESPACE, secret_name=kubeconfig_secret_name(cluster)
+            namespace=DEFAULT_NAMESPACE, secret_name=kubeconfig_secret_name(spec.cluster_deployment)
         )
         self._condition(
             ConditionType.CLUSTER_DEPLOYMENT_RESOLVED,
@@ -401,9 +416,12 @@ class WorkspaceWorkflow:
             await SIGNAL_WITH_START(
                 SignalWithStartRequest(
                     workflow=PREREQUISITE_WORKFLOW,
-                    workflow_id=prerequisite_workflow_id(self._spec.cluster, template.name),
+                    workflow_id=prerequisite_workflow_id(
+                        self._spec.cluster_deployment, template.name
+                    ),
                     input=PrerequisiteInput(
                         cluster=self._spec.cluster,
+                        organization=self._spec.organization,
                         template=template.name,
                         template_namespace=template.namespace or DEFAULT_NAMESPACE,
                         namespace=namespace,
@@ -470,8 +488,8 @@ class WorkspaceWorkflow:
         await SIGNAL_WITH_START(
             SignalWithStartRequest(
                 workflow=LEDGER_WORKFLOW,
-                workflow_id=capacity_workflow_id(spec.cluster),
-                input=CapacityLedgerInput(cluster=spec.cluster).model_dump(mode="json"),
+                workflow_id=capacity_workflow_id(spec.cluster_deployment),
+                input=CapacityLedgerInput(cluster=spec.cluster_deployment).model_dump(mode="json"),
                 signal=CAPACITY_SIGNAL,
                 payload=CapacityMessage(
                     request_id=f"{request_id}/request",
@@ -483,7 +501,7 @@ class WorkspaceWorkflow:
             )
         )
         answer = await self._await_admission(request_id)
-        metrics.admission_waited(spec.cluster, asked_at)
+        metrics.admission_waited(spec.cluster_deployment, asked_at)
         return answer
 
     async def _await_admission(self, request_id: str) -> CapacityAnswer:
@@ -519,29 +537,32 @@ class WorkspaceWorkflow:
         namespace = workspace_namespace(spec.name)
         labels = {WORKSPACE_LABEL: spec.name}
         await ENSURE_NAMESPACE(
-            EnsureNamespaceRequest(kubeconfig=kubeconfig, name=namespace, labels=labels)
+            EnsureNamespaceRequest(
+                kubeconfig=kubeconfig, name=namespace, owner=self._owner, labels=labels
+            )
         )
         state.namespace_created = True
         values_from = ""
         if merged.secret_values:
-            values_from = values_secret_name(spec.cluster, spec.name)
+            values_from = spec.values_secret_name
             await WRITE_VALUES_SECRET(
                 WriteValuesSecretRequest(
                     namespace=DEFAULT_NAMESPACE,
                     name=values_from,
                     workspace=spec.name,
                     secret_values=merged.secret_values,
+                    owner=self._owner,
                     labels=labels,
                 )
             )
             state.values_secret_written = True
-        name = service_set_name(spec.cluster, spec.name)
-        release = helm_release_name(spec.cluster, spec.name)
+        name = spec.service_set_name
+        release = spec.release_name
         applied = await APPLY_SERVICE_SET(
             ApplyServiceSetRequest(
                 namespace=DEFAULT_NAMESPACE,
                 name=name,
-                cluster_deployment=spec.cluster,
+                cluster_deployment=spec.cluster_deployment,
                 services=[
                     ServiceSetService(
                         name=release,
@@ -551,8 +572,8 @@ class WorkspaceWorkflow:
                         values_from_secret=values_from,
                     )
                 ],
+                owner=self._owner,
                 labels=labels,
-                owner_workflow_id=workflow.info().workflow_id,
             )
         )
         state.service_set_created = True
@@ -564,6 +585,7 @@ class WorkspaceWorkflow:
                     namespace=DEFAULT_NAMESPACE,
                     name=name,
                     service=release,
+                    owner=self._owner,
                     deadline=deadline,
                     known_state=known,
                     generation=applied.generation,
@@ -623,7 +645,7 @@ class WorkspaceWorkflow:
         found = await FIND_TENANT_GATEWAY(FindTenantGatewayRequest(kubeconfig=kubeconfig))
         gateway = found.gateway
         if gateway is None:
-            state.access = plan_access(spec.name, spec.cluster, workspace_class, None)
+            state.access = plan_access(spec.name, spec.release_name, workspace_class, None)
             self._condition(
                 ConditionType.ROUTES_READY,
                 True,
@@ -632,15 +654,17 @@ class WorkspaceWorkflow:
             )
             return
         await self._allocate_ports(workspace_class, gateway, found.taken_ports)
-        entries = plan_access(spec.name, spec.cluster, workspace_class, gateway, state.tcp_ports)
+        entries = plan_access(
+            spec.name, spec.release_name, workspace_class, gateway, state.tcp_ports
+        )
         routes: list[RouteSpec] = []
         primary = True
         for endpoint in workspace_class.access_endpoints:
-            service = endpoint_service_name(spec.cluster, spec.name, endpoint)
+            service = endpoint_service_name(spec.release_name, endpoint)
             if endpoint.protocol is EndpointProtocol.HTTP:
                 routes.append(
                     RouteSpec(
-                        name=f"{spec.name}-{endpoint.name}",
+                        name=spec.route_name(endpoint.name),
                         kind="HTTPRoute",
                         service=service,
                         port=endpoint.port,
@@ -654,7 +678,7 @@ class WorkspaceWorkflow:
             elif endpoint.name in state.tcp_ports:
                 routes.append(
                     RouteSpec(
-                        name=f"{spec.name}-{endpoint.name}",
+                        name=spec.route_name(endpoint.name),
                         kind="TCPRoute",
                         service=service,
                         port=endpoint.port,
@@ -669,6 +693,7 @@ class WorkspaceWorkflow:
                     gateway_namespace=found.gateway_namespace,
                     gateway_name=found.gateway_name,
                     routes=routes,
+                    owner=self._owner,
                     labels={WORKSPACE_LABEL: spec.name},
                 )
             )
@@ -678,13 +703,14 @@ class WorkspaceWorkflow:
                     kubeconfig=kubeconfig,
                     namespace=workspace_namespace(spec.name),
                     routes=routes,
+                    owner=self._owner,
                     deadline=workflow.now() + ROUTES_DEADLINE,
                 ),
                 wait=ROUTES_DEADLINE,
             )
             by_route = {route.name: route for route in accepted.routes}
             for entry in entries:
-                route = by_route.get(f"{spec.name}-{entry.name}")
+                route = by_route.get(spec.route_name(entry.name))
                 if route is not None:
                     entry.ready = route.accepted
                     entry.message = "" if route.accepted else route.message
@@ -715,8 +741,10 @@ class WorkspaceWorkflow:
         await SIGNAL_WITH_START(
             SignalWithStartRequest(
                 workflow=LEDGER_WORKFLOW,
-                workflow_id=capacity_workflow_id(self._spec.cluster),
-                input=CapacityLedgerInput(cluster=self._spec.cluster).model_dump(mode="json"),
+                workflow_id=capacity_workflow_id(self._spec.cluster_deployment),
+                input=CapacityLedgerInput(cluster=self._spec.cluster_deployment).model_dump(
+                    mode="json"
+                ),
                 signal=CAPACITY_SIGNAL,
                 payload=CapacityMessage(
                     request_id=request_id,
@@ -738,7 +766,7 @@ class WorkspaceWorkflow:
             return
         await SIGNAL_WORKFLOW(
             SignalWorkflowRequest(
-                workflow_id=capacity_workflow_id(self._spec.cluster),
+                workflow_id=capacity_workflow_id(self._spec.cluster_deployment),
                 signal=CAPACITY_SIGNAL,
                 payload=CapacityMessage(
                     request_id=f"{self._spec.name}/{self._state.incarnation}/release-ports#"
@@ -764,6 +792,7 @@ class WorkspaceWorkflow:
                         RouteSpec(name=r.name, kind=r.kind, service="", port=1)
                         for r in state.routes
                     ],
+                    owner=self._owner,
                 )
             )
         state.routes = []
@@ -772,7 +801,8 @@ class WorkspaceWorkflow:
         gone = await DELETE_SERVICE_SET(
             DeleteServiceSetRequest(
                 namespace=DEFAULT_NAMESPACE,
-                name=service_set_name(spec.cluster, spec.name),
+                name=spec.service_set_name,
+                owner=self._owner,
                 wait_until=workflow.now() + UNINSTALL_DEADLINE,
             ),
             wait=UNINSTALL_DEADLINE,
@@ -780,13 +810,13 @@ class WorkspaceWorkflow:
         if not gone.gone:
             raise WorkspaceFailed(
                 ConditionReason.INTERNAL_ERROR,
-                f"ServiceSet {service_set_name(spec.cluster, spec.name)} was not uninstalled within "
+                f"ServiceSet {spec.service_set_name} was not uninstalled within "
                 f"{int(UNINSTALL_DEADLINE.total_seconds() // 60)}m",
             )
         state.service_set_created = False
         await DELETE_VALUES_SECRET(
             DeleteValuesSecretRequest(
-                namespace=DEFAULT_NAMESPACE, name=values_secret_name(spec.cluster, spec.name)
+                namespace=DEFAULT_NAMESPACE, name=spec.values_secret_name, owner=self._owner
             )
         )
         state.values_secret_written = False
@@ -797,7 +827,7 @@ class WorkspaceWorkflow:
             return
         await SIGNAL_WORKFLOW(
             SignalWorkflowRequest(
-                workflow_id=capacity_workflow_id(self._spec.cluster),
+                workflow_id=capacity_workflow_id(self._spec.cluster_deployment),
                 signal=CAPACITY_SIGNAL,
                 payload=CapacityMessage(
                     request_id=f"{admission.request_id}/release",
@@ -826,6 +856,7 @@ class WorkspaceWorkflow:
                     DeleteNamespaceRequest(
                         kubeconfig=state.kubeconfig,
                         name=workspace_namespace(spec.name),
+                        owner=self._owner,
                         wait_until=workflow.now() + UNINSTALL_DEADLINE,
                     ),
                     wait=UNINSTALL_DEADLINE,
@@ -1023,7 +1054,7 @@ class WorkspaceWorkflow:
                 "access": state.access,
                 "failure_context": state.failure_context,
                 "namespace": workspace_namespace(spec.name),
-                "service_set": service_set_name(spec.cluster, spec.name),
+                "service_set": spec.service_set_name,
                 "suspended": state.suspended,
                 "created_at": state.created_at,
                 "updated_at": workflow.now(),
@@ -1058,12 +1089,12 @@ class WorkspaceWorkflow:
             self._state.failure_context = FailureContext(
                 phase_when_failed=self._state.phase, reason=message
             )
+        kind = error_type_of(error)
         self._condition(
             ConditionType.READY,
             False,
-            ConditionReason(error.type)
-            if isinstance(error, WorkspaceFailed)
-            and error.type in {r.value for r in ConditionReason}
+            ConditionReason(kind)
+            if kind in {r.value for r in ConditionReason}
             else ConditionReason.INTERNAL_ERROR,
             message,
         )
@@ -1078,7 +1109,9 @@ class WorkspaceWorkflow:
         current = workflow.info().typed_search_attributes
         wanted = [
             (COLONY_KIND, KIND),
-            (COLONY_CLUSTER, self._spec.cluster),
+            # The ClusterDeployment, injective across organizations: its cluster's delete finds
+            # the workspaces it must delete first by it, and no other organization's.
+            (COLONY_CLUSTER, self._spec.cluster_deployment),
             (COLONY_GPU_MODEL, gpu_model),
             (COLONY_PHASE, phase.value),
         ]

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from starter.options import (
+    OrganizationFilterOption,
     OutputFormat,
     OutputOption,
     RequestIdOption,
@@ -315,9 +316,11 @@ def list_(
     cluster: Annotated[
         str | None, typer.Option("--cluster", help="Only the workspaces of this cluster.")
     ] = None,
+    organization: OrganizationFilterOption = None,
     fmt: OutputOption = OutputFormat.TABLE,
 ) -> None:
-    """List workspaces (from Temporal visibility: ColonyKind = 'workspace')."""
+    """List workspaces, with their organization (from Temporal visibility: ColonyKind =
+    'workspace')."""
     from starter import output
     from starter.backend import workspaces
     from starter.session import run, settings
@@ -327,12 +330,15 @@ def list_(
     spaces = workspaces()
 
     async def go() -> list[WorkspaceSummary]:
-        return await spaces.list_workspaces(await spaces.connect(conf), cluster=cluster)
+        return await spaces.list_workspaces(
+            await spaces.connect(conf), cluster=cluster, organization=organization
+        )
 
     found = run(go)
     rows = [
         {
             "name": w.name,
+            "organization": w.organization,
             "cluster": w.cluster,
             "class": w.class_name,
             "phase": w.phase,
@@ -344,9 +350,10 @@ def list_(
     ]
     if not output.emit(rows, fmt):
         output.print_table(
-            ["NAME", "CLUSTER", "CLASS", "PHASE", "STARTED"],
+            ["ORGANIZATION", "NAME", "CLUSTER", "CLASS", "PHASE", "STARTED"],
             [
                 (
+                    w.organization or "-",
                     w.name,
                     w.cluster,
                     w.class_name,

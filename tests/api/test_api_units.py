@@ -105,6 +105,8 @@ def test_malformed_keys_are_not_keys(text: str) -> None:
         pytest.param(["read"], ["kubernetes:read"], id="short"),
         pytest.param(["Kubernetes:Manage", "manage"], ["kubernetes:manage"], id="repeats"),
         pytest.param(["clusters:write"], ["clusters:write"], id="legacy-kept"),
+        pytest.param(["catalog_publish"], ["catalog:publish"], id="catalog-publish"),
+        pytest.param(["catalog:publish"], ["catalog:publish"], id="catalog-publish-canonical"),
     ],
 )
 def test_permissions_are_stored_by_their_canonical_names(

@@ -15,8 +15,8 @@ import yaml
 from kubernetes import client as kube_client
 
 from activities.sealing import SealingSettings
-from models.cluster import cluster_deployment_name
-from models.workspace import values_secret_name, workspace_workflow_id
+from models.identity import workspace_values_secret_name
+from models.workspace import workspace_workflow_id
 from tests.api.conftest import CPU_SKU, JUPYTER, WORKSPACES, ApiStack
 from tests.api.test_api_endpoints import error_of
 from tests.helpers import eventually, unique
@@ -38,11 +38,12 @@ def notebook(name: str, cluster: str, **extra: Any) -> dict[str, Any]:
     return {"name": name, "class": JUPYTER, "cluster": cluster, **extra}
 
 
-async def workflow_exists(stack: ApiStack, name: str) -> bool:
+async def workflow_exists(stack: ApiStack, name: str, organization: str) -> bool:
     from temporalio.service import RPCError
 
     try:
-        await stack.temporal.get_workflow_handle(workspace_workflow_id(name)).describe()
+        workflow_id = workspace_workflow_id(name, organization)
+        await stack.temporal.get_workflow_handle(workflow_id).describe()
     except RPCError:
         return False
     return True
@@ -165,10 +166,10 @@ async def test_a_workspace_from_deploy_to_404(catalog: ApiStack) -> None:
         assert accepted["operationId"] == "op-0001"
         assert accepted["repeated"] is False
         assert deployed.headers["Location"] == f"{WORKSPACES}/{name}"
-        assert f"/workflows/workspace%2F{name}" in accepted["webUi"]
+        assert f"/workflows/workspace%2F{organization}%2F{name}" in accepted["webUi"]
 
         running = await stack.wait_workspace(http, name, "Running")
-        # The API's cluster id, not the ClusterDeployment (`<organization>-<cluster>`).
+        # The API's cluster id, not the ClusterDeployment (derived: `models.identity`).
         assert (running["id"], running["cluster"], running["class"]) == (name, cluster, JUPYTER)
         assert running["webUi"] == accepted["webUi"]
         assert [a["name"] for a in running["access"]] == ["http"]
@@ -177,7 +178,7 @@ async def test_a_workspace_from_deploy_to_404(catalog: ApiStack) -> None:
         # The API sealed the answer, the worker unsealed it into the values Secret only.
         secret = await call(
             kube_client.CoreV1Api(stack.management).read_namespaced_secret,
-            values_secret_name(cluster_deployment_name(cluster, organization), name),
+            workspace_values_secret_name(organization, cluster, name),
             NAMESPACE,
         )
         assert yaml.safe_load(base64.b64decode(secret.data["values"])) == {
@@ -328,7 +329,9 @@ async def test_refused_deploys_start_nothing(catalog: ApiStack) -> None:
         assert error_of(response)["message"].startswith(
             "the API is not configured for this: COLONY_SEALING_PUBLIC_KEY_FILE: cannot read"
         )
-        assert not await workflow_exists(stack, name), "a refused deploy started a workflow"
+        assert not await workflow_exists(stack, name, organization), (
+            "a refused deploy started a workflow"
+        )
 
         # The same Idempotency-Key repeats the deploy; another key finds the name taken.
         body = notebook(name, cluster, **answered)

@@ -28,7 +28,7 @@ import pytest
 import uvicorn
 import yaml
 
-from tests.api.conftest import CPU_SKU, GPU, JUPYTER, ApiStack
+from tests.api.conftest import ALL_PERMISSIONS, CPU_SKU, GPU, JUPYTER, ApiStack
 from tests.conftest import venv_binary
 from tests.helpers import eventually, unique
 
@@ -290,7 +290,9 @@ async def test_a_user_deploys_and_deletes_a_workspace_through_the_api(
     catalog: ApiStack, api_url: str, tmp_path: Path
 ) -> None:
     organization = unique("remote-ws")
-    key = await catalog.key(organization)
+    # Catalog Publish: the class below comes with its ServiceTemplate, which only the shared
+    # catalog (an operator's) publishes.
+    key = await catalog.key(organization, *ALL_PERMISSIONS, "catalog:publish")
     me = user(tmp_path)
     await me.ctl("auth", "login", "--url", api_url, "--api-key", key)
     cluster, name = unique("rwc"), unique("rnb")
@@ -342,7 +344,7 @@ async def test_a_user_deploys_and_deletes_a_workspace_through_the_api(
         *deploy, "--set", f"notebookPassword={password}", "--wait", "--timeout", "90"
     )
     assert f"workspace {name} running" in deployed.stdout
-    assert f"workflow workspace/{name}: http" in deployed.stderr
+    assert f"workflow workspace/{organization}/{name}: http" in deployed.stderr
     status = (await me.ctl("workspace", "get", name, "-o", "json")).json()
     assert (status["phase"], status["cluster"], status["class"]) == ("Running", cluster, JUPYTER)
     assert password not in json.dumps(status)
@@ -403,7 +405,7 @@ async def test_a_user_applies_and_deletes_a_colony_through_the_api(
     await eventually(phase, until=lambda p: p == "Ready", timeout=120, what="colony ready")
     table = await me.ctl("colony", "get", name)
     assert f"colony {name}: Ready, 1/1 clusters ready" in table.stdout
-    assert f"{name}-west" in table.stdout
+    assert f"{name}--west" in table.stdout
     listed = (await me.ctl("colony", "list", "-o", "json")).json()
     assert listed == [
         {
@@ -425,4 +427,4 @@ async def test_a_user_applies_and_deletes_a_colony_through_the_api(
         return (await me.ctl("colony", "get", name, expect=None)).code
 
     await eventually(code, until=lambda c: c == 3, timeout=120, what="colony deleted")
-    await me.ctl("cluster", "get", f"{name}-west", expect=3)
+    await me.ctl("cluster", "get", f"{name}--west", expect=3)
