@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from activities.settings import SettingsError
+from models.base import user_rule
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
@@ -89,4 +90,4 @@ class ApiSettings(BaseModel):
         except ValidationError as exc:
             first = exc.errors(include_url=False)[0]
             name = ENV.get(str(first["loc"][0]), str(first["loc"][0]))
-            raise SettingsError(f"{name}: {first['msg']}") from exc
+            raise SettingsError(f"{name}: {user_rule(first)}") from exc
