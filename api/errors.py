@@ -51,6 +51,7 @@ _FIELD = re.compile(r"^[A-Za-z][A-Za-z0-9_.\[\]]*$")
 _NOT_FIELDS = {kind.value for kind in OperationKind} | {
     "cancel_operation",
     "host provider",
+    "temporal",
 }
 """Message prefixes that name what refused, not a field (`scale_node_pool: ...`, when the workflow
 named no field); a workspace's refusals name the workspace (`workspace: workspace 'nb' is already

@@ -66,12 +66,14 @@ from models.operations import (
     OperationKind,
 )
 from starter.errors import (
+    TEMPORAL_HINT,
     ColonyError,
     ConflictError,
     InvalidRequestError,
     NotFoundError,
     OperationFailedError,
     UnavailableError,
+    temporal_unreachable,
 )
 from workflows.search_attributes import (
     COLONY_CLUSTER,
@@ -125,10 +127,7 @@ async def connect(settings: ColonySettings) -> Client:
             interceptors=[interceptor] if interceptor is not None else [],
         )
     except RuntimeError as exc:
-        raise UnavailableError(
-            f"cannot reach Temporal at {settings.temporal_address}: {exc} "
-            "(set TEMPORAL_ADDRESS, or start it: make run)"
-        ) from exc
+        raise temporal_unreachable(settings.temporal_address, exc, hint=TEMPORAL_HINT) from exc
 
 
 def cluster_details(spec: ClusterSpec) -> str:

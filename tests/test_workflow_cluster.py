@@ -180,12 +180,12 @@ async def test_validators_refuse_with_a_message_and_write_nothing(
             (
                 ClusterWorkflow.scale_node_pool,
                 ScaleNodePoolRequest(pool="nope", count=2),
-                f"node pool 'nope' does not exist in cluster '{run.name}'",
+                f"node pool 'nope' does not exist in cluster '{run.name}' (its node pools: gpu, tainted)",
             ),
             (
                 ClusterWorkflow.delete_node_pool,
                 DeleteNodePoolRequest(pool="nope"),
-                f"node pool 'nope' does not exist in cluster '{run.name}'",
+                f"node pool 'nope' does not exist in cluster '{run.name}' (its node pools: gpu, tainted)",
             ),
             (
                 ClusterWorkflow.delete_node,
@@ -249,7 +249,9 @@ async def test_validation_counts_queued_operations(
         gone = await rejected(
             run, ClusterWorkflow.scale_node_pool, ScaleNodePoolRequest(pool="cpu", count=3)
         )
-        assert gone == f"node pool 'cpu' does not exist in cluster '{run.name}'"
+        assert (
+            gone == f"node pool 'cpu' does not exist in cluster '{run.name}' (its node pools: gpu)"
+        )
 
 
 # --- Queue ---------------------------------------------------------------------------------------
