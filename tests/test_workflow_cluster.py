@@ -373,7 +373,7 @@ async def test_hosts_unavailable_fails_the_operation_and_keeps_the_pool(
         op = status.operation(accepted.operation_id)
         assert op is not None
         assert op.state is OperationState.FAILED
-        assert op.reason == "claim_hosts: only 1 hosts of h100 are free in fra"
+        assert op.reason == "claim hosts: only 1 hosts of h100 are free in fra"
         assert pool_of(status, "gpu").count == 1
 
 
@@ -672,7 +672,7 @@ async def test_a_failed_delete_is_finished_by_repeating_it(
         )
         failed = await run.until(lambda s: s.phase is ClusterPhase.FAILED, what="delete failed")
         assert failed.reason == (
-            "delete did not finish: delete_cluster_deployment: clusterdeployments is forbidden; "
+            "delete did not finish: delete cluster deployment: clusterdeployments is forbidden; "
             "repeat the delete to finish it"
         )
         assert op_of(failed, first.operation_id).state is OperationState.FAILED

@@ -343,7 +343,7 @@ async def test_a_failing_compensation_is_reported_and_does_not_stop_the_others(
         done = await run.finished(accepted)
         op = op_of(done, accepted.operation_id)
         assert op.state is OperationState.FAILED
-        assert f"node '{stuck}' stays cordoned: uncordon_node: nodes is forbidden" in op.reason
+        assert f"node '{stuck}' stays cordoned: uncordon node: nodes is forbidden" in op.reason
         # The other leaving node was given back all the same; the state says what is there.
         assert fake.cordoned() == [stuck]
         states = {node.name: node.state for node in pool_of(done, "gpu").nodes}
@@ -379,7 +379,7 @@ async def test_hosts_unavailable_at_create_keeps_its_type_and_leaves_no_empty_po
         )
         create = status.completed_operations[0]
         assert create.state is OperationState.FAILED
-        assert create.reason == "node pool 'gpu': claim_hosts: only 1 hosts of h100 are free in fra"
+        assert create.reason == "node pool 'gpu': claim hosts: only 1 hosts of h100 are free in fra"
         assert status.phase is ClusterPhase.READY
         assert [p.name for p in status.node_pools] == ["cpu"]
         # The same pool can be asked for again, and a smaller one fits.
