@@ -370,9 +370,9 @@ async def _scale(
 ) -> OperationAcceptedView:
     ctx = context(request)
     name = cluster_name(cluster_id)
+    body = await read_body(request, NodePoolScaleRequest)
     client, status = await _status(ctx, principal, name)
     pool = pool_name(status, pool)
-    body = await read_body(request, NodePoolScaleRequest)
     scale = validated(
         ScaleNodePoolRequest,
         {

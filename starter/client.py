@@ -115,9 +115,14 @@ def _rpc_error(exc: RPCError, what: str, name: str) -> ColonyError:
     return UnavailableError(f"{what}: {exc.message}")
 
 
-async def connect(settings: ColonySettings) -> Client:
+async def connect(settings: ColonySettings, *, hint: str = TEMPORAL_HINT) -> Client:
     """A Temporal client with the pydantic data converter, or an `UnavailableError` saying where
-    it looked."""
+    it looked.
+
+    Args:
+        hint: what the reader of the refusal can do (`colonyctl`'s user can set TEMPORAL_ADDRESS;
+            the HTTP API's caller cannot, and gets none).
+    """
     interceptor = tracing.interceptor()
     try:
         return await Client.connect(
@@ -127,7 +132,7 @@ async def connect(settings: ColonySettings) -> Client:
             interceptors=[interceptor] if interceptor is not None else [],
         )
     except RuntimeError as exc:
-        raise temporal_unreachable(settings.temporal_address, exc, hint=TEMPORAL_HINT) from exc
+        raise temporal_unreachable(settings.temporal_address, exc, hint=hint) from exc
 
 
 def cluster_details(spec: ClusterSpec) -> str:

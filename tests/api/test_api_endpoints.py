@@ -147,6 +147,49 @@ async def test_a_cluster_from_create_to_404(api_stack: ApiStack) -> None:
         }
 
 
+async def test_a_pool_waiting_for_hosts_is_waiting_never_ready(api_stack: ApiStack) -> None:
+    """Asked to wait for capacity, a pool whose hosts are not free yet shows the cluster's status
+    `waiting` (its reason, the pool's `waitingForHosts`) until they are, then `ready`; an unknown
+    pool is refused naming the pools there are."""
+    key = await api_stack.key(unique("org"))
+    name = unique("waits")
+    world = api_stack.world
+    async with api_stack.http(api_stack.app(), key) as http:
+        await api_stack.ready_cluster(
+            http, name, pools=[{"name": "cpu", "sku": {"cpuSku": "cpu-64c-512g"}, "count": 1}]
+        )
+        hold = unique("hold")
+        free = len(world.inventory.hosts(location="fra1", gpu_model_id=GPU, state="free"))
+        if free:  # someone else holds every free H100 of fra1
+            world.inventory.claim(hold, "fra1", Sku(gpu_model_id=GPU), free, "someone")
+        try:
+            pool = {"name": "gpu", "sku": {"gpuModelId": GPU}, "count": 1}
+            added = await http.post(
+                f"{CLUSTERS}/{name}/node-pools", json={**pool, "waitForCapacity": True}
+            )
+            assert added.status_code == 202, added.text
+            waiting = await api_stack.wait_status(http, name, "waiting")
+            assert waiting["reason"] == f"node pool 'gpu' waits for 1 free host(s) of gpu:{GPU}"
+            gpu = (await http.get(f"{CLUSTERS}/{name}/node-pools/gpu")).json()
+            assert (gpu["waitingForHosts"], gpu["readyCount"]) == (1, 0)
+            listed = (await http.get(CLUSTERS)).json()["items"]
+            assert [c["status"] for c in listed if c["id"] == name] == ["waiting"]
+            unknown = await http.get(f"{CLUSTERS}/{name}/node-pools/nosuch")
+            assert (unknown.status_code, error_of(unknown)["message"]) == (
+                404,
+                f"pool: node pool 'nosuch' does not exist in cluster '{name}' "
+                "(its node pools: cpu, gpu)",
+            )
+        finally:
+            if free:
+                world.inventory.release_claim(hold)
+        ready = await api_stack.wait_status(http, name, "ready")
+        gpu_pool = next(p for p in ready["nodePools"] if p["name"] == "gpu")
+        assert (gpu_pool["readyCount"], gpu_pool["waitingForHosts"]) == (1, 0)
+        assert (await http.delete(f"{CLUSTERS}/{name}")).status_code == 202
+        await api_stack.wait_gone(http, name)
+
+
 async def test_the_same_idempotency_key_repeats_the_first_answer(api_stack: ApiStack) -> None:
     key = await api_stack.key(unique("org"))
     name = unique("idem")
@@ -484,7 +527,7 @@ async def test_a_temporal_client_that_cannot_connect_is_503(api_stack: ApiStack)
 
     settings = ColonySettings.from_env({**api_stack.env, "TEMPORAL_ADDRESS": "127.0.0.1:9"})
     key = await api_stack.key(unique("org"))
-    app = api_stack.app(connect=lambda: colony.connect(settings))
+    app = api_stack.app(connect=lambda: colony.connect(settings, hint=""))  # as `python -m api`
     async with api_stack.http(app, key) as http:
         response = await http.get(CLUSTERS)
     assert response.status_code == 503
