@@ -232,7 +232,7 @@ async def test_cpu_notebook_runs_and_is_reached_by_port_forward(
     # Its pod runs in ws-<name> on the child, and the command's Service exists and selects it.
     (pod,) = running(await pods(colony, cluster, f"ws-{name}"))
     kubeconfig = tmp_path / "kubeconfig"
-    await colony.ctl("kubeconfig", "--cluster", cluster, "--output", str(kubeconfig))
+    await colony.ctl("kubeconfig", cluster, "--output", str(kubeconfig))
     kubectl = await asyncio.create_subprocess_exec(
         venv_binary("kubectl"), "--kubeconfig", str(kubeconfig), "get", "-n", f"ws-{name}",
         f"svc/{release}-http", "-o", "json",
@@ -347,7 +347,12 @@ async def test_gpu_workspaces_fill_a_cluster_and_the_third_waits_its_turn(colony
     assert waiting["admission"]["position"] == 1
     feasible = next(c for c in waiting["conditions"] if c["type"] == "Feasible")
     assert feasible["reason"] == "WaitingForGpuCapacity"
-    assert "position 1" in (await colony.ctl("workspace", "get", third)).stdout
+    shown = (await colony.ctl("workspace", "get", third)).stdout
+    # Said once: where it waits, and for what.
+    assert (
+        f"ADMISSION:  waiting for GPUs: position 1 in the queue for 1 x 4 GPUs {GPU_MODEL}\n"
+        in shown
+    )
     for name in (first, second):
         (pod,) = running(await pods(colony, cluster, f"ws-{name}"))
         limits = pod.spec.containers[0].resources.limits
@@ -355,7 +360,13 @@ async def test_gpu_workspaces_fill_a_cluster_and_the_third_waits_its_turn(colony
 
     # The cluster refuses to take the GPUs they hold, naming them.
     refused = await colony.ctl("node-pool", "delete", cluster, "gpu", expect=2)
+    assert refused.stderr.startswith(
+        f"error: pool: deleting node pool 'gpu' of cluster '{cluster}'"
+    )
     assert "would take GPUs from running workspaces: " in refused.stderr
+    assert refused.stderr.endswith(
+        "delete or suspend them first, or add --force (they go back to waiting for GPUs)\n"
+    )
     assert all(name in refused.stderr for name in (first, second))
 
     # A fourth waits behind the third; deleted while waiting, it leaves the queue.

@@ -744,7 +744,9 @@ class ClusterWorkflow:
         runs); answers once it has settled."""
         operation = self._engine.find(request.operation_id)
         if operation is None:
-            raise rejected(f"operation '{request.operation_id}' not found")
+            raise rejected(
+                f"operation '{request.operation_id}' not found", not_found=True, field="operation"
+            )
         if not operation.state.finished:
             reason = f"cancelled: {request.reason}" if request.reason else "cancelled on request"
             self._engine.cancel(operation, reason)
