@@ -117,9 +117,11 @@ async def get_class(
     request: Request, class_name: str, principal: Principal = READ
 ) -> WorkspaceClassSpec:
     """One class by its exact, versioned name."""
+    client = await context(request).temporal()
     if dns_label_problem("workspace class", class_name):
-        raise spaces.class_not_found(_shown(class_name))
-    return await spaces.get_class(await context(request).temporal(), class_name)
+        published = (c.name for c in (await spaces.catalog(client)).classes)
+        raise spaces.class_not_found(_shown(class_name), published)
+    return await spaces.get_class(client, class_name)
 
 
 @classes.post(

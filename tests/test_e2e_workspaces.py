@@ -303,8 +303,8 @@ async def test_refusals_start_nothing(colony: Colony) -> None:
         (
             ("--class", "colony-nothing-1-0-0"),
             3,
-            "error: class: workspace class 'colony-nothing-1-0-0' not found (colonyctl class list "
-            "shows the published ones)\n",
+            # Then the classes published by name (the shipped ones among them).
+            "error: class: workspace class 'colony-nothing-1-0-0' not found (published: ",
         ),
         (
             ("--class", "colony-jupyter-1-0-0", "--set", "a[x]=1"),
@@ -317,7 +317,7 @@ async def test_refusals_start_nothing(colony: Colony) -> None:
             "workspace", "deploy", name, "--cluster", cluster, *flags, expect=code
         )
         if line is not None:
-            assert refused.stderr == line
+            assert refused.stderr.startswith(line), refused.stderr
         assert len(refused.stderr.splitlines()) == 1
     await colony.ctl("workspace", "get", name, expect=3)
     await colony.ctl("workspace", "suspend", name, expect=3)

@@ -264,7 +264,7 @@ def _prepare_and_publish(steps: Plan, *, request_id: str | None) -> list[_Deploy
                 await spaces.check_cluster(client, spec.cluster)
             pinned = known.get(spec.class_name)
             if pinned is None:
-                raise spaces.class_not_found(spec.class_name)
+                raise spaces.class_not_found(spec.class_name, known)
             deploys.append(_Deploy(spaces.prepare_workspace(spec, pinned, ask=ask), pinned))
         # Everything is valid: now change things, in order.
         if steps.templates:
