@@ -29,6 +29,10 @@ Semantics:
   that removes a node, or shrinks one below what is reserved on it (a forced scale-down), displaces
   the reservations that no longer fit (youngest first): they go back to waiting at their original
   place in line (ahead of everyone who came after them) and are reported as displaced.
+- Positions are worked out, never pushed: each request gets a ticket (`seq`) when it arrives, and
+  its position is the number of tickets of its queue that wait up to its own (a Fenwick tree per
+  queue, `TicketTree`). A release looks only at the heads of the queues, so request, release and
+  answer cost O(log n) in the number waiting (times the number of selectors with a queue).
 - Every request and release carries an id and is idempotent: a repeated request returns the
   request's current answer and changes nothing; a repeated release is a no-op; a release that
   arrives before its request makes the request answer RELEASED, never admitted. Finished ids are
@@ -39,10 +43,16 @@ Semantics:
 
 from __future__ import annotations
 
+import base64
+import json
+import zlib
+from array import array
+from collections import deque
 from collections.abc import Iterable
 from enum import StrEnum
+from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_serializer, model_validator
 
 from models.base import ColonyModel
 from models.workspace_class import GPU_MODEL_LABEL, GpuVendor
@@ -50,8 +60,8 @@ from models.workspace_class import GPU_MODEL_LABEL, GpuVendor
 FINISHED_KEPT = 1000
 """Finished request ids remembered for late duplicates. Duplicates come from retried signals and
 restarted workflows, seconds to minutes after the original; 1,000 ids is hours of churn on a busy
-cluster and about 230 kB of state (measured), well inside Temporal's 2 MB payload limit for the
-continue-as-new input."""
+cluster and about 70 kB of carried state as rows (measured with real ids), beside about 470 kB for
+10,000 waiting: well inside Temporal's 2 MB payload limit for the continue-as-new input."""
 
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 
@@ -215,17 +225,89 @@ class Reservation(ColonyModel):
 
     request: CapacityRequest
     seq: int
-    """Its place in line when it arrived (kept if it is displaced and waits again)."""
+    """Its ticket: its place in line when it arrived (kept if it is displaced and waits again)."""
     placements: list[ReplicaPlacement]
+    reply_to: str = ""
+    """The workflow that asked (answered when it is displaced, or admitted again)."""
 
 
 class WaitingRequest(ColonyModel):
-    """A request waiting for GPUs."""
+    """A request waiting for GPUs, in the queue of its selector (`WaitingQueue`).
 
-    request: CapacityRequest
+    Serialized as an array `[seq, request_id, workspace, replicas, gpus_per_replica, reply_to,
+    displaced]`, not an object: at 10,000 waiting the field names alone would be 700 kB of the
+    continue-as-new input, whose hard limit is 2 MB."""
+
     seq: int
+    """Its ticket: its place in line (all selectors share one numbering)."""
+    request_id: str
+    workspace: str
+    replicas: int = Field(ge=1)
+    gpus_per_replica: int = Field(ge=1)
+    reply_to: str = ""
+    """The workflow that asked: told once, when it is admitted (its reply address goes with it)."""
     displaced: bool = False
     """True when it held GPUs and lost them (its node left the cluster)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_row(cls, data: Any) -> Any:
+        if isinstance(data, list | tuple):
+            return dict(zip(_WAITING_ROW, data, strict=False))
+        return data
+
+    @model_serializer(mode="plain")
+    def _as_row(self) -> list[Any]:
+        return [getattr(self, name) for name in _WAITING_ROW]
+
+    def request(self, selector: GpuSelector) -> CapacityRequest:
+        return CapacityRequest(
+            request_id=self.request_id,
+            workspace=self.workspace,
+            replicas=self.replicas,
+            gpus_per_replica=self.gpus_per_replica,
+            selector=selector,
+        )
+
+
+_WAITING_ROW = (
+    "seq",
+    "request_id",
+    "workspace",
+    "replicas",
+    "gpus_per_replica",
+    "reply_to",
+    "displaced",
+)
+
+
+class WaitingQueue(ColonyModel):
+    """The waiting requests of one selector, in ticket order (carried form).
+
+    Serialized as `{"selector": ..., "packed": ...}`: its rows as compact JSON, zlib-compressed and
+    base64-encoded. A row is about 117 bytes with real ids (each request id holds the workspace's
+    run id, a UUID), so 10,000 waiting would be 1.2 MB of the continue-as-new input (2 MB hard
+    limit); packed they are about 47 bytes. Compression is deterministic, and only ever read
+    back by validation, so replays do not depend on it."""
+
+    selector: GpuSelector
+    waiting: list[WaitingRequest] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unpack(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "packed" in data:
+            rows = json.loads(zlib.decompress(base64.b64decode(data["packed"])))
+            return {**{k: v for k, v in data.items() if k != "packed"}, "waiting": rows}
+        return data
+
+    @model_serializer(mode="plain")
+    def _pack(self) -> dict[str, Any]:
+        rows = json.dumps([w.model_dump() for w in self.waiting], separators=(",", ":"))
+        return {
+            "selector": self.selector.model_dump(mode="json"),
+            "packed": base64.b64encode(zlib.compress(rows.encode(), 9)).decode(),
+        }
 
 
 class Decision(StrEnum):
@@ -247,7 +329,7 @@ class CapacityAnswer(ColonyModel):
     decision: Decision
     placements: list[ReplicaPlacement] = Field(default_factory=list)
     position: int = 0
-    """Waiting: 1 = next in its selector's queue."""
+    """Waiting: 1 = next in its selector's queue. Worked out when asked (never pushed)."""
     selector: str = "*"
     """The queue (`GpuSelector.key`)."""
     resource_name: str = ""
@@ -261,19 +343,52 @@ class CapacityAnswer(ColonyModel):
         return list(dict.fromkeys(p.node for p in self.placements))
 
 
+class FinishedRequest(ColonyModel):
+    """A released or infeasible request, remembered for late duplicates (carried as an array
+    `[request_id, workspace, decision, selector, message]`)."""
+
+    request_id: str
+    workspace: str
+    decision: Decision
+    selector: str = "*"
+    message: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_row(cls, data: Any) -> Any:
+        if isinstance(data, list | tuple):
+            return dict(zip(_FINISHED_ROW, data, strict=False))
+        return data
+
+    @model_serializer(mode="plain")
+    def _as_row(self) -> list[Any]:
+        return [getattr(self, name) for name in _FINISHED_ROW]
+
+    def answer(self) -> CapacityAnswer:
+        return CapacityAnswer(
+            request_id=self.request_id,
+            workspace=self.workspace,
+            decision=self.decision,
+            selector=self.selector,
+            message=self.message,
+        )
+
+
+_FINISHED_ROW = ("request_id", "workspace", "decision", "selector", "message")
+
+
 class LedgerChanges(ColonyModel):
-    """What an operation did to other requests: the ledger workflow tells their workspaces."""
+    """What an operation did to other requests: the ledger workflow tells their workspaces. Those
+    still waiting are never told: their position is worked out when someone asks."""
 
     admitted: list[CapacityAnswer] = Field(default_factory=list)
     """Newly admitted, in admission order."""
     displaced: list[CapacityAnswer] = Field(default_factory=list)
     """Lost their GPUs (a node left); their answer after the operation (waiting, or re-admitted)."""
-    moved: list[CapacityAnswer] = Field(default_factory=list)
-    """Still waiting, at a new position."""
 
     @property
     def empty(self) -> bool:
-        return not (self.admitted or self.displaced or self.moved)
+        return not (self.admitted or self.displaced)
 
 
 class RequestResult(ColonyModel):
@@ -302,52 +417,162 @@ class GpuHolder(ColonyModel):
 
 
 class CapacityLedgerState(ColonyModel):
-    """Everything the ledger knows; carried whole across continue-as-new (JSON round-trips exactly)."""
+    """Everything the ledger knows, as carried across continue-as-new (`CapacityLedger.snapshot`;
+    JSON round-trips exactly). Tickets are renumbered 1..n in it, in order, so the ledger's ticket
+    trees start small again in every run."""
 
     cluster: str = ""
     nodes: list[GpuNode] = Field(default_factory=list)
     """The inventory, by name."""
     reservations: list[Reservation] = Field(default_factory=list)
-    """Admitted requests, in arrival order."""
-    waiting: list[WaitingRequest] = Field(default_factory=list)
-    """Waiting requests, in arrival order (all selectors)."""
-    finished: list[CapacityAnswer] = Field(default_factory=list)
+    """Admitted requests, in ticket order."""
+    queues: list[WaitingQueue] = Field(default_factory=list)
+    """Waiting requests, one queue per selector (ordered by the ticket of its first request)."""
+    finished: list[FinishedRequest] = Field(default_factory=list)
     """Released and infeasible requests, oldest first, at most `FINISHED_KEPT`."""
     next_seq: int = 1
 
+    @property
+    def waiting(self) -> list[WaitingRequest]:
+        """Every waiting request, in ticket order (all selectors)."""
+        return sorted((w for q in self.queues for w in q.waiting), key=lambda w: w.seq)
+
+
+class TicketTree:
+    """The tickets waiting in one queue: a Fenwick tree of counts over ticket numbers, so adding,
+    removing (from anywhere in the line), counting those ahead and finding the first ticket are
+    each O(log n). It grows by doubling; the new upper half of a Fenwick tree covers only empty
+    tickets except its last cell (the total), so growing copies nothing."""
+
+    def __init__(self) -> None:
+        self._size = 1
+        self._tree = array("q", [0, 0])
+        """1-based: cell i counts the tickets in (i - lowbit(i), i]."""
+        self.count = 0
+
+    def add(self, ticket: int) -> None:
+        while ticket > self._size:
+            self._tree.extend(bytes(8 * self._size))
+            self._size *= 2
+            self._tree[self._size] = self.count
+        self._change(ticket, 1)
+
+    def remove(self, ticket: int) -> None:
+        self._change(ticket, -1)
+
+    def _change(self, ticket: int, delta: int) -> None:
+        self.count += delta
+        index = ticket
+        while index <= self._size:
+            self._tree[index] += delta
+            index += index & -index
+
+    def rank(self, ticket: int) -> int:
+        """How many tickets up to and including `ticket` wait."""
+        total = 0
+        index = min(ticket, self._size)
+        while index > 0:
+            total += self._tree[index]
+            index -= index & -index
+        return total
+
+    def nth(self, n: int) -> int:
+        """The `n`-th waiting ticket (1 = the first); 0 when fewer wait."""
+        if n < 1 or n > self.count:
+            return 0
+        position, step = 0, self._size
+        while step:
+            if position + step <= self._size and self._tree[position + step] < n:
+                position += step
+                n -= self._tree[position]
+            step //= 2
+        return position + 1
+
+
+class _Queue:
+    """One selector's line: its selector and its tickets."""
+
+    def __init__(self, selector: GpuSelector) -> None:
+        self.selector = selector
+        self.tickets = TicketTree()
+
 
 class CapacityLedger:
-    """The operations on a `CapacityLedgerState` (which it modifies in place; see the module doc)."""
+    """The operations of the ledger (see the module doc). Built from a `CapacityLedgerState` (O(n)
+    once, when a run starts); `snapshot` gives the state to carry. Every operation and answer is
+    O(log n) in the number waiting, times the number of selectors that have a queue."""
 
     def __init__(self, state: CapacityLedgerState) -> None:
-        self.state = state
+        self.cluster = state.cluster
+        self._nodes: list[GpuNode] = []
+        self._node_by_name: dict[str, GpuNode] = {}
+        self._set_nodes(state.nodes)
+        self._reservations: dict[str, Reservation] = {}
+        self._held: dict[str, int] = {}
+        """GPUs reserved per node (kept with the reservations)."""
+        self._waiting: dict[str, WaitingRequest] = {}
+        self._selector_of: dict[str, str] = {}
+        """Waiting request id -> its queue's key."""
+        self._by_ticket: dict[int, str] = {}
+        """Waiting ticket -> request id."""
+        self._queues: dict[str, _Queue] = {}
+        self._by_workspace: dict[str, str] = {}
+        """Workspace -> its one live (held or waiting) request id."""
+        self._finished: dict[str, FinishedRequest] = {}
+        self._finished_order: deque[str] = deque()
+        self._next_seq = state.next_seq
+        for reservation in state.reservations:
+            self._reserve(reservation)
+        for queue in state.queues:
+            for waiting in queue.waiting:
+                self._enqueue(waiting, queue.selector)
+        for finished in state.finished:
+            self._finish(finished)
 
     # --- queries ----------------------------------------------------------------------------------
 
+    @property
+    def nodes(self) -> list[GpuNode]:
+        """The inventory, by name."""
+        return list(self._nodes)
+
     def answer(self, request_id: str) -> CapacityAnswer | None:
-        """Where the request stands now, or None for an id the ledger never saw (or forgot)."""
-        for reservation in self.state.reservations:
-            if reservation.request.request_id == request_id:
-                return self._admitted_answer(reservation)
-        for waiting in self.state.waiting:
-            if waiting.request.request_id == request_id:
-                return self._waiting_answer(waiting)
-        return next((a for a in self.state.finished if a.request_id == request_id), None)
+        """Where the request stands now (its position worked out from its ticket), or None for an
+        id the ledger never saw (or forgot)."""
+        reservation = self._reservations.get(request_id)
+        if reservation is not None:
+            return self._admitted_answer(reservation)
+        waiting = self._waiting.get(request_id)
+        if waiting is not None:
+            return self._waiting_answer(waiting)
+        finished = self._finished.get(request_id)
+        return finished.answer() if finished is not None else None
+
+    def workspace_request(self, workspace: str) -> str | None:
+        """The request a workspace holds GPUs with or waits with, if any."""
+        return self._by_workspace.get(workspace)
+
+    def reply_to(self, request_id: str) -> str:
+        """The workflow to tell about a held or waiting request ("" when unknown)."""
+        live = self._reservations.get(request_id) or self._waiting.get(request_id)
+        return live.reply_to if live is not None else ""
+
+    def waiting_count(self) -> int:
+        return len(self._waiting)
+
+    def queue_lengths(self) -> dict[str, int]:
+        """How many wait, per selector key."""
+        return {key: queue.tickets.count for key, queue in self._queues.items()}
 
     def reserved(self) -> dict[str, int]:
         """GPUs held by admitted workspaces, per node."""
-        held: dict[str, int] = {}
-        for reservation in self.state.reservations:
-            for placement in reservation.placements:
-                held[placement.node] = held.get(placement.node, 0) + placement.gpus
-        return held
+        return {node: count for node, count in self._held.items() if count}
 
     def free(self) -> dict[str, int]:
         """GPUs free for new admissions per usable node (allocatable, minus foreign and reserved)."""
-        held = self.reserved()
         return {
-            node.name: max(0, node.allocatable - node.foreign_used - held.get(node.name, 0))
-            for node in self.state.nodes
+            node.name: max(0, node.allocatable - node.foreign_used - self._held.get(node.name, 0))
+            for node in self._nodes
             if node.usable
         }
 
@@ -355,7 +580,7 @@ class CapacityLedger:
         """The workspaces holding GPUs on any of `nodes`, in arrival order."""
         wanted = set(nodes)
         holders: list[GpuHolder] = []
-        for reservation in self.state.reservations:
+        for reservation in sorted(self._reservations.values(), key=lambda r: r.seq):
             on = [p for p in reservation.placements if p.node in wanted]
             if on:
                 holders.append(
@@ -368,52 +593,105 @@ class CapacityLedger:
                 )
         return holders
 
-    def queue(self, selector_key: str) -> list[CapacityAnswer]:
-        """The waiting requests of one selector, in order."""
+    def queue(self, selector_key: str, limit: int | None = None) -> list[CapacityAnswer]:
+        """The waiting requests of one selector, in order (the first `limit` of them)."""
+        queue = self._queues.get(selector_key)
+        if queue is None:
+            return []
+        count = queue.tickets.count if limit is None else min(limit, queue.tickets.count)
         return [
-            self._waiting_answer(w)
-            for w in self.state.waiting
-            if w.request.selector.key == selector_key
+            self._waiting_answer(self._waiting[self._by_ticket[queue.tickets.nth(n)]])
+            for n in range(1, count + 1)
         ]
+
+    def snapshot(self) -> CapacityLedgerState:
+        """The state to carry across continue-as-new, tickets renumbered 1..n in order (O(n log n):
+        once per run)."""
+        live = sorted(
+            [
+                *((r.seq, r.request.request_id) for r in self._reservations.values()),
+                *((w.seq, w.request_id) for w in self._waiting.values()),
+            ]
+        )
+        renumbered = {request_id: index for index, (_, request_id) in enumerate(live, start=1)}
+        reservations = [
+            r.model_copy(update={"seq": renumbered[r.request.request_id]})
+            for r in sorted(self._reservations.values(), key=lambda r: r.seq)
+        ]
+        queues = [
+            WaitingQueue(
+                selector=queue.selector,
+                waiting=[
+                    self._waiting[rid].model_copy(update={"seq": renumbered[rid]})
+                    for rid in (
+                        self._by_ticket[queue.tickets.nth(n)]
+                        for n in range(1, queue.tickets.count + 1)
+                    )
+                ],
+            )
+            for queue in sorted(self._queues.values(), key=lambda q: q.tickets.nth(1))
+        ]
+        return CapacityLedgerState(
+            cluster=self.cluster,
+            nodes=list(self._nodes),
+            reservations=reservations,
+            queues=queues,
+            finished=[self._finished[rid] for rid in self._finished_order],
+            next_seq=len(live) + 1,
+        )
 
     # --- operations -------------------------------------------------------------------------------
 
-    def request(self, request: CapacityRequest) -> RequestResult:
-        """Admit, queue or refuse a request; idempotent by `request_id` (see the module doc)."""
+    def request(self, request: CapacityRequest, reply_to: str = "") -> RequestResult:
+        """Admit, queue or refuse a request; idempotent by `request_id` (see the module doc).
+
+        Args:
+            request: what is asked for.
+            reply_to: the workflow to tell when it is admitted later (carried with it).
+        """
         known = self.answer(request.request_id)
         if known is not None:
             return RequestResult(answer=known)
-        before = self._positions()
-        superseded = self._supersede(request)
+        self._supersede(request)
         problem = self._infeasible(request)
         if problem:
-            answer = CapacityAnswer(
-                request_id=request.request_id,
-                workspace=request.workspace,
-                decision=Decision.INFEASIBLE,
-                selector=request.selector.key,
-                message=problem,
+            self._finish(
+                FinishedRequest(
+                    request_id=request.request_id,
+                    workspace=request.workspace,
+                    decision=Decision.INFEASIBLE,
+                    selector=request.selector.key,
+                    message=problem,
+                )
             )
-            self._finish(answer)
-            changes = self._admit_waiting(before) if superseded else LedgerChanges()
-            return RequestResult(answer=answer, changes=changes)
-        seq = self.state.next_seq
-        self.state.next_seq += 1
-        queued_ahead = any(
-            w.request.selector.key == request.selector.key for w in self.state.waiting
-        )
+            answer = self.answer(request.request_id)
+            assert answer is not None
+            return RequestResult(answer=answer, changes=self._admit_waiting())
+        seq = self._next_seq
+        self._next_seq += 1
+        queue = self._queues.get(request.selector.key)
+        queued_ahead = queue is not None and queue.tickets.count > 0
         placements = None if queued_ahead else self._place(request)
         if placements is not None:
-            self.state.reservations.append(
-                Reservation(request=request, seq=seq, placements=placements)
+            self._reserve(
+                Reservation(request=request, seq=seq, placements=placements, reply_to=reply_to)
             )
         else:
-            self._enqueue(WaitingRequest(request=request, seq=seq))
-        changes = self._admit_waiting(before)
+            self._enqueue(
+                WaitingRequest(
+                    seq=seq,
+                    request_id=request.request_id,
+                    workspace=request.workspace,
+                    replicas=request.replicas,
+                    gpus_per_replica=request.gpus_per_replica,
+                    reply_to=reply_to,
+                ),
+                request.selector,
+            )
+        changes = self._admit_waiting()
         current = self.answer(request.request_id)
         assert current is not None
         changes.admitted = [a for a in changes.admitted if a.request_id != request.request_id]
-        changes.moved = [a for a in changes.moved if a.request_id != request.request_id]
         return RequestResult(answer=current, changes=changes)
 
     def release(self, request_id: str, reason: str = "released") -> ReleaseResult:
@@ -423,62 +701,62 @@ class CapacityLedger:
             request_id: the request to release.
             reason: recorded on its answer ("deleted", "suspended").
         """
-        before = self._positions()
-        for index, reservation in enumerate(self.state.reservations):
-            if reservation.request.request_id == request_id:
-                del self.state.reservations[index]
-                answer = self._released(reservation.request, reason)
-                return ReleaseResult(answer=answer, held=True, changes=self._admit_waiting(before))
-        for index, waiting in enumerate(self.state.waiting):
-            if waiting.request.request_id == request_id:
-                del self.state.waiting[index]
-                answer = self._released(waiting.request, reason)
-                return ReleaseResult(answer=answer, held=True, changes=self._admit_waiting(before))
+        if request_id in self._reservations or request_id in self._waiting:
+            released = self._released(request_id, reason)
+            return ReleaseResult(answer=released, held=True, changes=self._admit_waiting())
         known = self.answer(request_id)
         if known is not None:
             return ReleaseResult(answer=known, held=False)
         # A release that overtook its request: remember it, so the request is never admitted.
-        answer = CapacityAnswer(
-            request_id=request_id,
-            workspace="",
-            decision=Decision.RELEASED,
-            message=f"{reason} before it was requested",
+        self._finish(
+            FinishedRequest(
+                request_id=request_id,
+                workspace="",
+                decision=Decision.RELEASED,
+                message=f"{reason} before it was requested",
+            )
         )
-        self._finish(answer)
+        answer = self.answer(request_id)
+        assert answer is not None
         return ReleaseResult(answer=answer, held=False)
 
     def refresh_inventory(self, nodes: Iterable[GpuNode]) -> LedgerChanges:
         """Replace the inventory; displace reservations that lost their node; admit what now fits."""
-        before = self._positions()
-        self.state.nodes = sorted(nodes, key=lambda node: node.name)
-        by_name = {node.name: node for node in self.state.nodes}
+        self._set_nodes(nodes)
         displaced: list[Reservation] = []
         # A node that left takes every reservation on it.
-        for reservation in list(self.state.reservations):
-            if any(p.node not in by_name for p in reservation.placements):
-                displaced.append(reservation)
-                self.state.reservations.remove(reservation)
+        for reservation in sorted(self._reservations.values(), key=lambda r: r.seq):
+            if any(p.node not in self._node_by_name for p in reservation.placements):
+                displaced.append(self._unreserve(reservation.request.request_id))
         # A node shrunk below what is held on it: the youngest reservations there give way.
-        for node in self.state.nodes:
-            while self.reserved().get(node.name, 0) > node.allocatable:
+        for node in self._nodes:
+            while self._held.get(node.name, 0) > node.allocatable:
                 youngest = max(
                     (
                         r
-                        for r in self.state.reservations
+                        for r in self._reservations.values()
                         if any(p.node == node.name for p in r.placements)
                     ),
                     key=lambda r: r.seq,
                 )
-                displaced.append(youngest)
-                self.state.reservations.remove(youngest)
+                displaced.append(self._unreserve(youngest.request.request_id))
         for reservation in displaced:
+            request = reservation.request
             self._enqueue(
-                WaitingRequest(request=reservation.request, seq=reservation.seq, displaced=True)
+                WaitingRequest(
+                    seq=reservation.seq,
+                    request_id=request.request_id,
+                    workspace=request.workspace,
+                    replicas=request.replicas,
+                    gpus_per_replica=request.gpus_per_replica,
+                    reply_to=reservation.reply_to,
+                    displaced=True,
+                ),
+                request.selector,
             )
-        changes = self._admit_waiting(before)
+        changes = self._admit_waiting()
         ids = [r.request.request_id for r in sorted(displaced, key=lambda r: r.seq)]
         changes.displaced = [a for i in ids if (a := self.answer(i)) is not None]
-        changes.moved = [a for a in changes.moved if a.request_id not in ids]
         return changes
 
     def capacity_changed(self, nodes: Iterable[GpuNode] | None = None) -> LedgerChanges:
@@ -489,16 +767,18 @@ class CapacityLedger:
         """
         if nodes is not None:
             return self.refresh_inventory(nodes)
-        return self._admit_waiting(self._positions())
+        return self._admit_waiting()
 
     # --- internals --------------------------------------------------------------------------------
+
+    def _set_nodes(self, nodes: Iterable[GpuNode]) -> None:
+        self._nodes = sorted(nodes, key=lambda node: node.name)
+        self._node_by_name = {node.name: node for node in self._nodes}
 
     def _admitted_answer(self, reservation: Reservation) -> CapacityAnswer:
         request = reservation.request
         nodes = ", ".join(dict.fromkeys(p.node for p in reservation.placements))
-        first = next(
-            (n for n in self.state.nodes if n.name == reservation.placements[0].node), None
-        )
+        first = self._node_by_name.get(reservation.placements[0].node)
         return CapacityAnswer(
             request_id=request.request_id,
             workspace=request.workspace,
@@ -510,12 +790,9 @@ class CapacityLedger:
         )
 
     def _waiting_answer(self, waiting: WaitingRequest) -> CapacityAnswer:
-        request = waiting.request
-        position = 1 + sum(
-            1
-            for other in self.state.waiting
-            if other.request.selector.key == request.selector.key and other.seq < waiting.seq
-        )
+        queue = self._queues[self._selector_of[waiting.request_id]]
+        request = waiting.request(queue.selector)
+        position = queue.tickets.rank(waiting.seq)
         lost = "its GPUs' node left the cluster; " if waiting.displaced else ""
         return CapacityAnswer(
             request_id=request.request_id,
@@ -529,47 +806,82 @@ class CapacityLedger:
             ),
         )
 
-    def _released(self, request: CapacityRequest, reason: str) -> CapacityAnswer:
-        answer = CapacityAnswer(
-            request_id=request.request_id,
-            workspace=request.workspace,
-            decision=Decision.RELEASED,
-            selector=request.selector.key,
-            message=reason,
+    def _reserve(self, reservation: Reservation) -> None:
+        request = reservation.request
+        self._reservations[request.request_id] = reservation
+        self._by_workspace[request.workspace] = request.request_id
+        for placement in reservation.placements:
+            self._held[placement.node] = self._held.get(placement.node, 0) + placement.gpus
+
+    def _unreserve(self, request_id: str) -> Reservation:
+        reservation = self._reservations.pop(request_id)
+        del self._by_workspace[reservation.request.workspace]
+        for placement in reservation.placements:
+            self._held[placement.node] -= placement.gpus
+        return reservation
+
+    def _enqueue(self, waiting: WaitingRequest, selector: GpuSelector) -> None:
+        key = selector.key
+        queue = self._queues.get(key)
+        if queue is None:
+            queue = self._queues[key] = _Queue(selector)
+        queue.tickets.add(waiting.seq)
+        self._waiting[waiting.request_id] = waiting
+        self._selector_of[waiting.request_id] = key
+        self._by_ticket[waiting.seq] = waiting.request_id
+        self._by_workspace[waiting.workspace] = waiting.request_id
+
+    def _dequeue(self, request_id: str) -> tuple[WaitingRequest, GpuSelector]:
+        waiting = self._waiting.pop(request_id)
+        key = self._selector_of.pop(request_id)
+        del self._by_ticket[waiting.seq]
+        del self._by_workspace[waiting.workspace]
+        queue = self._queues[key]
+        queue.tickets.remove(waiting.seq)
+        if not queue.tickets.count:
+            del self._queues[key]  # its tree grew with the tickets of this run: let it go
+        return waiting, queue.selector
+
+    def _released(self, request_id: str, reason: str) -> CapacityAnswer:
+        """Drop a held or waiting request, remembering it as released."""
+        if request_id in self._reservations:
+            request = self._unreserve(request_id).request
+        else:
+            waiting, selector = self._dequeue(request_id)
+            request = waiting.request(selector)
+        self._finish(
+            FinishedRequest(
+                request_id=request.request_id,
+                workspace=request.workspace,
+                decision=Decision.RELEASED,
+                selector=request.selector.key,
+                message=reason,
+            )
         )
-        self._finish(answer)
+        answer = self.answer(request_id)
+        assert answer is not None
         return answer
 
-    def _finish(self, answer: CapacityAnswer) -> None:
-        self.state.finished.append(answer)
-        del self.state.finished[:-FINISHED_KEPT]
+    def _finish(self, finished: FinishedRequest) -> None:
+        if finished.request_id in self._finished:
+            self._finished_order.remove(finished.request_id)  # a forgotten id finished again
+        self._finished[finished.request_id] = finished
+        self._finished_order.append(finished.request_id)
+        while len(self._finished_order) > FINISHED_KEPT:
+            del self._finished[self._finished_order.popleft()]
 
-    def _enqueue(self, waiting: WaitingRequest) -> None:
-        self.state.waiting.append(waiting)
-        self.state.waiting.sort(key=lambda w: w.seq)
-
-    def _supersede(self, request: CapacityRequest) -> bool:
-        """Release the workspace's older request, if any; True when one was released."""
-        for reservation in self.state.reservations:
-            if reservation.request.workspace == request.workspace:
-                self.state.reservations.remove(reservation)
-                self._released(reservation.request, f"superseded by request {request.request_id}")
-                return True
-        for waiting in self.state.waiting:
-            if waiting.request.workspace == request.workspace:
-                self.state.waiting.remove(waiting)
-                self._released(waiting.request, f"superseded by request {request.request_id}")
-                return True
-        return False
+    def _supersede(self, request: CapacityRequest) -> None:
+        """Release the workspace's older request, if any."""
+        older = self._by_workspace.get(request.workspace)
+        if older is not None:
+            self._released(older, f"superseded by request {request.request_id}")
 
     def _infeasible(self, request: CapacityRequest) -> str | None:
         """Why the cluster can never satisfy the request, or None (every matching node counts)."""
         matching = [
-            node
-            for node in self.state.nodes
-            if node.allocatable > 0 and request.selector.matches(node)
+            node for node in self._nodes if node.allocatable > 0 and request.selector.matches(node)
         ]
-        cluster = f"cluster '{self.state.cluster}'" if self.state.cluster else "the cluster"
+        cluster = f"cluster '{self.cluster}'" if self.cluster else "the cluster"
         if not matching:
             return f"{cluster} has no GPUs matching {request.selector.describe()}"
         room = sum(node.allocatable // request.gpus_per_replica for node in matching)
@@ -585,8 +897,11 @@ class CapacityLedger:
 
     def _place(self, request: CapacityRequest) -> list[ReplicaPlacement] | None:
         """A placement on usable matching nodes that fits now (best fit), or None."""
-        matching = {n.name for n in self.state.nodes if n.usable and request.selector.matches(n)}
-        free = {name: count for name, count in self.free().items() if name in matching}
+        free = {
+            name: count
+            for name, count in self.free().items()
+            if request.selector.matches(self._node_by_name[name])
+        }
         placements: list[ReplicaPlacement] = []
         for _ in range(request.replicas):
             fitting = [name for name, count in free.items() if count >= request.gpus_per_replica]
@@ -597,36 +912,31 @@ class CapacityLedger:
             placements.append(ReplicaPlacement(node=chosen, gpus=request.gpus_per_replica))
         return placements
 
-    def _positions(self) -> dict[str, int]:
-        return {w.request.request_id: self._waiting_answer(w).position for w in self.state.waiting}
-
-    def _admit_waiting(self, before: dict[str, int]) -> LedgerChanges:
-        """Admit queue heads that fit, oldest first, until none does; report what moved."""
+    def _admit_waiting(self) -> LedgerChanges:
+        """Admit queue heads that fit, oldest first, until none does. Only the heads are looked
+        at (one per selector), so this costs the same at any depth."""
         admitted: list[CapacityAnswer] = []
-        progress = True
-        while progress:
-            progress = False
-            heads: dict[str, WaitingRequest] = {}
-            for waiting in self.state.waiting:
-                heads.setdefault(waiting.request.selector.key, waiting)
-            for head in sorted(heads.values(), key=lambda w: w.seq):
-                placements = self._place(head.request)
+        while True:
+            heads = sorted(
+                (queue.tickets.nth(1), queue.selector) for queue in self._queues.values()
+            )
+            for ticket, selector in heads:
+                head = self._waiting[self._by_ticket[ticket]]
+                placements = self._place(head.request(selector))
                 if placements is None:
                     continue
-                self.state.waiting.remove(head)
-                reservation = Reservation(request=head.request, seq=head.seq, placements=placements)
-                self.state.reservations.append(reservation)
-                self.state.reservations.sort(key=lambda r: r.seq)
+                waiting, _ = self._dequeue(head.request_id)
+                reservation = Reservation(
+                    request=waiting.request(selector),
+                    seq=waiting.seq,
+                    placements=placements,
+                    reply_to=waiting.reply_to,
+                )
+                self._reserve(reservation)
                 admitted.append(self._admitted_answer(reservation))
-                progress = True
                 break
-        moved = [
-            self._waiting_answer(w)
-            for w in self.state.waiting
-            if w.request.request_id in before
-            and before[w.request.request_id] != self._waiting_answer(w).position
-        ]
-        return LedgerChanges(admitted=admitted, moved=moved)
+            else:
+                return LedgerChanges(admitted=admitted)
 
 
 def scale_down_problem(

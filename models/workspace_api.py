@@ -480,12 +480,18 @@ class CapacityLedgerInput(ColonyModel):
     """The cluster's kubeconfig Secret (default `kcm-system/<cluster>-kubeconfig`)."""
     inventory_loaded: bool = False
     state: dict[str, Any] | None = None
-    """The ledger's state when continuing as new (`CapacityLedgerState` as JSON)."""
+    """The ledger's state when continuing as new (`CapacityLedgerState` as JSON; each request
+    carries the workflow to answer)."""
     book: dict[str, Any] | None = None
-    replies: dict[str, str] = Field(default_factory=dict)
-    """request id -> the workflow that asked, for later answers (admitted after waiting)."""
     ports: dict[str, str] = Field(default_factory=dict)
     """Gateway pool port (as a string) -> `<workspace>/<endpoint>` holding it."""
+    inbox: list[CapacityMessage] = Field(default_factory=list)
+    """Messages received and not yet handled: the ledger continues as new between any two."""
+    refresh: bool = False
+    """A refresh of the inventory was asked for and not yet done."""
+    continue_as_new_events: int = 4_000
+    """The history length at which a run continues as new: well under Temporal's 10,240-event
+    suggestion, so a run never comes near a limit (tests lower it to see runs change)."""
 
 
 class CapacityLedgerStatus(ColonyModel):
@@ -495,7 +501,33 @@ class CapacityLedgerStatus(ColonyModel):
     nodes: list[GpuNode] = Field(default_factory=list)
     holders: list[GpuHolder] = Field(default_factory=list)
     waiting: list[CapacityAnswer] = Field(default_factory=list)
+    """The first `STATUS_WAITING_SHOWN` of each queue, in order (the whole line can be 10,000)."""
+    queues: dict[str, int] = Field(default_factory=dict)
+    """How many wait, per selector."""
     free: dict[str, int] = Field(default_factory=dict)
+
+
+STATUS_WAITING_SHOWN = 100
+"""Waiting requests per queue a ledger's `status` lists: enough for a person, small enough that
+the answer stays far under the 4 MB gRPC message limit at any depth."""
+
+
+CAPACITY_ANSWERS_QUERY = "answers"
+"""The ledger's query for where requests stand (`CapacityAnswersQuery` -> `CapacityAnswers`)."""
+
+
+class CapacityAnswersQuery(ColonyModel):
+    """The `answers` query of a ledger: where these requests (or these workspaces' requests) stand,
+    positions worked out now."""
+
+    request_ids: list[str] = Field(default_factory=list)
+    workspaces: list[str] = Field(default_factory=list)
+
+
+class CapacityAnswers(ColonyModel):
+    """Answers, in the order asked (request ids first); ids the ledger does not know are left out."""
+
+    answers: list[CapacityAnswer] = Field(default_factory=list)
 
 
 class PortsAnswer(ColonyModel):

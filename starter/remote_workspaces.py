@@ -222,6 +222,7 @@ async def list_workspaces(
                 if status.created_at
                 else "",
                 web_ui=link,
+                position=status.admission.position if status.admission is not None else 0,
             )
         )
     return sorted(summaries, key=lambda w: w.name)

@@ -61,20 +61,26 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.settings import ColonySettings
+from models.capacity import Decision
 from models.cluster import ClusterPhase, ClusterStatus, cluster_deployment_name
 from models.errors import ErrorType
 from models.names import name_problem
 from models.value_paths import MISSING, get_path, parse_value_path, value_path_problem
 from models.values import ValuesError, merge_workspace, split_plaintext_secrets
 from models.workspace import (
+    AdmissionState,
     WorkspacePhase,
     WorkspaceSpec,
     WorkspaceStatus,
     WorkspaceWorkflowInput,
+    capacity_workflow_id,
     workspace_workflow_id,
 )
 from models.workspace_api import (
+    CAPACITY_ANSWERS_QUERY,
     CATALOG_WORKFLOW_ID,
+    CapacityAnswers,
+    CapacityAnswersQuery,
     CatalogStatus,
     PublishObjectsRequest,
     PublishObjectsResult,
@@ -703,6 +709,30 @@ async def _as_named(
     return status.model_copy(update={"cluster": await _cluster_name(description)})
 
 
+async def with_current_position(client: Client, status: WorkspaceStatus) -> WorkspaceStatus:
+    """A waiting workspace's status with its position in line as its cluster's ledger works it out
+    now (`answers` query): the ledger does not tell waiters when the line moves, so the workflow
+    knows only the position of its first answer. Unchanged when it does not wait, or when the
+    ledger cannot be asked (the status then shows the workflow's last answer)."""
+    admission = status.admission
+    if admission is None or admission.state is not AdmissionState.WAITING:
+        return status
+    ledger = client.get_workflow_handle(capacity_workflow_id(status.cluster))
+    try:
+        found: CapacityAnswers = await ledger.query(
+            CAPACITY_ANSWERS_QUERY,
+            CapacityAnswersQuery(request_ids=[admission.request_id]),
+            result_type=CapacityAnswers,
+        )
+    except (RPCError, WorkflowQueryFailedError):
+        return status
+    answer = next(iter(found.answers), None)
+    if answer is None or answer.decision is not Decision.WAITING:
+        return status  # admitted (or released) this instant: the workspace is being told
+    current = admission.model_copy(update={"position": answer.position, "message": answer.message})
+    return status.model_copy(update={"admission": current})
+
+
 async def workspace_status(
     client: Client, name: str, *, organization: str | None = None
 ) -> WorkspaceStatus:
@@ -717,7 +747,7 @@ async def workspace_status(
         raise _rpc_error(exc, f"cannot read workspace '{name}'", name) from exc
     if status.phase is WorkspacePhase.DELETED:
         raise workspace_not_found(name)
-    return await _as_named(status, description, organization)
+    return await _as_named(await with_current_position(client, status), description, organization)
 
 
 async def read_workspace(
@@ -733,6 +763,7 @@ async def read_workspace(
             raise workspace_not_found(name)
         if description.status == ExecutionStatus.RUNNING:
             status: WorkspaceStatus = await handle.query(STATUS_QUERY, result_type=WorkspaceStatus)
+            status = await with_current_position(client, status)
             return await _as_named(status, description, organization)
         if description.status != ExecutionStatus.COMPLETED:
             return None
@@ -815,6 +846,10 @@ class WorkspaceSummary:
     organization: str = ""
     web_ui: str = ""
     """The workspace's Web UI page when the backend knows it (the API's answer); else empty."""
+    position: int = 0
+    """Waiting for GPUs: its place in line now (asked of its cluster's ledger); else 0."""
+    deployment: str = ""
+    """Its cluster's ClusterDeployment (what its ledger is named by); empty from the API."""
 
 
 async def list_workspaces(
@@ -861,11 +896,35 @@ async def list_workspaces(
                     workflow_id=execution.id,
                     started=execution.start_time.isoformat(timespec="seconds"),
                     organization=owner,
+                    deployment=deployment_name,
                 )
             )
     except RPCError as exc:
         raise UnavailableError(f"cannot list workspaces: {exc.message}") from exc
+    await fill_positions(client, found)
     return sorted(found, key=lambda w: w.name)
+
+
+async def fill_positions(client: Client, found: list[WorkspaceSummary]) -> None:
+    """The current place in line of each waiting workspace: one `answers` query per cluster
+    (positions are worked out by the ledger when asked; the workspaces are not told)."""
+    waiting: dict[str, list[WorkspaceSummary]] = {}
+    for summary in found:
+        if summary.phase == WorkspacePhase.WAITING.value:
+            waiting.setdefault(summary.deployment, []).append(summary)
+    for deployment, summaries in waiting.items():
+        ledger = client.get_workflow_handle(capacity_workflow_id(deployment))
+        try:
+            answers: CapacityAnswers = await ledger.query(
+                CAPACITY_ANSWERS_QUERY,
+                CapacityAnswersQuery(workspaces=[s.name for s in summaries]),
+                result_type=CapacityAnswers,
+            )
+        except (RPCError, WorkflowQueryFailedError):
+            continue  # the ledger cannot be asked now: the list still shows them Waiting
+        by_workspace = {a.workspace: a.position for a in answers.answers}
+        for summary in summaries:
+            summary.position = by_workspace.get(summary.name, 0)
 
 
 async def wait_for_workspace(

@@ -3,6 +3,8 @@ idempotency, scale-down refusal; and a property-based test of random interleavin
 
 from __future__ import annotations
 
+import random
+import uuid
 from typing import Any
 
 import pytest
@@ -20,6 +22,7 @@ from models.capacity import (
     gpu_node,
     scale_down_problem,
 )
+from models.workspace import capacity_request_id, workspace_workflow_id
 from models.workspace_class import GPU_MODEL_LABEL, GpuVendor
 
 H100 = GpuSelector(labels={GPU_MODEL_LABEL: "H100"})
@@ -133,8 +136,8 @@ def test_infeasible_fails_at_once(
     answer = ask(book, "r1", replicas, gpus, selector).answer
     assert answer.decision is Decision.INFEASIBLE
     assert answer.message == message
-    assert not book.state.waiting
-    assert not book.state.reservations
+    assert book.waiting_count() == 0
+    assert not book.reserved()
 
 
 @pytest.mark.parametrize(
@@ -219,24 +222,27 @@ def test_head_of_line_blocks_later_requests_of_the_same_selector() -> None:
     assert [a.request_id for a in changes.admitted] == ["big-2", "small"]
 
 
-def test_moved_reports_new_positions() -> None:
+def test_positions_are_worked_out_when_asked() -> None:
     book = ledger(node("a", gpus=2))
-    ask(book, "r1", gpus=2)
-    ask(book, "r2", gpus=2)
-    ask(book, "r3", gpus=2)
+    for rid in ("r1", "r2", "r3", "r4", "r5"):
+        ask(book, rid, gpus=2)
     changes = book.release("r1").changes
-    assert [a.request_id for a in changes.admitted] == ["r2"]
-    assert [(a.request_id, a.position) for a in changes.moved] == [("r3", 1)]
+    assert [a.request_id for a in changes.admitted] == ["r2"], "the waiters are not told"
+    assert [book.answer(r).position for r in ("r3", "r4", "r5")] == [1, 2, 3]  # type: ignore[union-attr]
+    book.release("r4", "deleted")  # leaves from the middle of the line
+    assert [book.answer(r).position for r in ("r3", "r5")] == [1, 2]  # type: ignore[union-attr]
+    assert [a.request_id for a in book.queue(H100.key)] == ["r3", "r5"]
+    assert [a.request_id for a in book.queue(H100.key, limit=1)] == ["r3"]
 
 
 def test_request_and_release_are_idempotent() -> None:
     book = ledger(node("a", gpus=4))
     first = ask(book, "r1", gpus=4).answer
     waiting = ask(book, "r2", gpus=4).answer
-    state = book.state.model_dump_json()
+    state = book.snapshot().model_dump_json()
     assert ask(book, "r1", gpus=4).answer == first
     assert ask(book, "r2", gpus=4).answer == waiting
-    assert book.state.model_dump_json() == state, "a repeated request changes nothing"
+    assert book.snapshot().model_dump_json() == state, "a repeated request changes nothing"
     assert book.release("r1").held
     again = book.release("r1")
     assert not again.held
@@ -250,7 +256,7 @@ def test_release_that_overtakes_its_request() -> None:
     answer = ask(book, "r1", gpus=1).answer
     assert answer.decision is Decision.RELEASED
     assert answer.message == "deleted before it was requested"
-    assert not book.state.reservations
+    assert not book.reserved()
 
 
 def test_infeasible_is_remembered() -> None:
@@ -322,7 +328,7 @@ def test_a_removed_node_displaces_its_workspaces_to_the_front_of_the_line() -> N
         ("r1", Decision.WAITING, 1)
     ]
     assert "its GPUs' node left the cluster" in changes.displaced[0].message
-    assert [(a.request_id, a.position) for a in changes.moved] == [("r3", 2)]
+    assert book.answer("r3").position == 2  # type: ignore[union-attr]
     regrown = book.refresh_inventory([node("b"), node("c")])
     assert [a.request_id for a in regrown.admitted] == ["r1"], "it was there first"
 
@@ -341,9 +347,9 @@ def test_scale_down_refused_naming_the_workspaces() -> None:
     ask(book, "r1", gpus=8, workspace="notebook")
     ask(book, "r2", replicas=2, gpus=4, workspace="llm")
     assert [p.node for p in book.answer("r2").placements] == ["gpu-3", "gpu-2"]  # type: ignore[union-attr]
-    assert scale_down_problem(book.state, "training", "gpu", []) is None
-    assert scale_down_problem(book.state, "training", "gpu", ["gpu-9"]) is None
-    assert scale_down_problem(book.state, "training", "gpu", ["gpu-1", "gpu-2"]) == (
+    assert scale_down_problem(book.snapshot(), "training", "gpu", []) is None
+    assert scale_down_problem(book.snapshot(), "training", "gpu", ["gpu-9"]) is None
+    assert scale_down_problem(book.snapshot(), "training", "gpu", ["gpu-1", "gpu-2"]) == (
         "scaling node pool 'gpu' of cluster 'training' down would take GPUs from running "
         "workspaces: notebook (8 GPUs on gpu-1), llm (4 GPUs on gpu-2); delete or suspend them "
         "first, or force the scale-down (they go back to waiting for GPUs)"
@@ -355,18 +361,50 @@ def test_state_round_trips_through_json() -> None:
     ask(book, "r1", gpus=4)
     ask(book, "r2", gpus=2)
     ask(book, "r3", gpus=16)
+    ask(book, "r4", gpus=4)
     book.release("gone")
-    copy = CapacityLedgerState.model_validate_json(book.state.model_dump_json())
-    assert copy == book.state
-    assert copy.model_dump_json() == book.state.model_dump_json()
+    state = book.snapshot()
+    copy = CapacityLedgerState.model_validate_json(state.model_dump_json())
+    assert copy == state
+    assert copy.model_dump_json() == state.model_dump_json()
+    again = CapacityLedger(copy)
+    assert again.snapshot() == state
+    assert again.answer("r4") == book.answer("r4")
 
 
 def test_finished_ids_are_bounded() -> None:
     book = ledger(node("a"))
     for index in range(FINISHED_KEPT + 10):
         book.release(f"r{index}")
-    assert len(book.state.finished) == FINISHED_KEPT
-    assert book.state.finished[0].request_id == "r10"
+    finished = book.snapshot().finished
+    assert len(finished) == FINISHED_KEPT
+    assert finished[0].request_id == "r10"
+    assert book.answer("r9") is None, "forgotten"
+
+
+def test_ten_thousand_waiting_carry_well_under_a_megabyte() -> None:
+    """Request ids as workspaces make them (a run id, a UUID, in each) and reply addresses: the
+    continue-as-new input of 10,000 waiting stays under 1 MB (Temporal's hard limit is 2 MB)."""
+    book = ledger(node("a", gpus=8))
+    for index in range(10_001):
+        workspace = f"notebook-{index:05d}"
+        book.request(
+            CapacityRequest(
+                request_id=capacity_request_id(workspace, str(uuid.uuid4()), 1),
+                workspace=workspace,
+                replicas=1,
+                gpus_per_replica=8,
+                selector=H100,
+            ),
+            reply_to=workspace_workflow_id(workspace),
+        )
+    for index in range(FINISHED_KEPT):
+        book.release(f"gone-{index}-{uuid.uuid4()}", "deleted")
+    carried = book.snapshot().model_dump_json()
+    assert book.waiting_count() == 10_000
+    assert len(carried) < 1_000_000, f"{len(carried):,} bytes"
+    again = CapacityLedger(CapacityLedgerState.model_validate_json(carried))
+    assert again.snapshot().model_dump_json() == carried
 
 
 # --- Property-based: random interleavings, duplicates and crashes ---------------------------------
@@ -443,7 +481,7 @@ def fits(book: CapacityLedger, request: CapacityRequest) -> bool:
     """An independent check that a request could be placed now (not the ledger's own code)."""
     held = reserved(book)
     room = 0
-    for candidate in book.state.nodes:
+    for candidate in book.nodes:
         if candidate.ready and candidate.schedulable and request.selector.matches(candidate):
             free = candidate.allocatable - candidate.foreign_used - held.get(candidate.name, 0)
             room += max(0, free) // request.gpus_per_replica
@@ -453,10 +491,11 @@ def fits(book: CapacityLedger, request: CapacityRequest) -> bool:
 def check_invariants(
     book: CapacityLedger, arrival: dict[str, int], newly_admitted: set[str]
 ) -> None:
-    state = book.state
+    state = book.snapshot()
     nodes = {n.name: n for n in state.nodes}
     held = reserved(book)
-    active = [r.request for r in state.reservations] + [w.request for w in state.waiting]
+    waiting = [w.request(queue.selector) for queue in state.queues for w in queue.waiting]
+    active = [r.request for r in state.reservations] + waiting
     ids = [r.request_id for r in active]
     assert len(ids) == len(set(ids)), "a request is held or waits, never both, never twice"
     workspaces = [r.workspace for r in active]
@@ -475,14 +514,14 @@ def check_invariants(
             assert held[target.name] + target.foreign_used <= target.allocatable, (
                 f"{rid} admitted onto GPUs already used on {target.name}"
             )
-        for waiting in state.waiting:
-            same_queue = waiting.request.selector.key == reservation.request.selector.key
-            assert not (same_queue and arrival[waiting.request.request_id] < arrival[rid]), (
-                f"{rid} admitted before {waiting.request.request_id}, which came first"
+        for other in waiting:
+            same_queue = other.selector.key == reservation.request.selector.key
+            assert not (same_queue and arrival[other.request_id] < arrival[rid]), (
+                f"{rid} admitted before {other.request_id}, which came first"
             )
     heads: dict[str, CapacityRequest] = {}
-    for waiting in state.waiting:
-        heads.setdefault(waiting.request.selector.key, waiting.request)
+    for other in waiting:
+        heads.setdefault(other.selector.key, other)
     for head in heads.values():
         assert not fits(book, head), f"{head.request_id} fits but waits"
 
@@ -505,19 +544,19 @@ def test_random_interleavings_never_overcommit_nor_overtake(
     counter = 0
     for op in operations:
         # Placed now: new reservations, and displaced ones placed again elsewhere.
-        before_held = {r.request.request_id: r.placements for r in book.state.reservations}
+        before_held = {r.request.request_id: r.placements for r in book.snapshot().reservations}
         kind = op[0]
         if kind == "crash":
             book = CapacityLedger(
-                CapacityLedgerState.model_validate_json(book.state.model_dump_json())
+                CapacityLedgerState.model_validate_json(book.snapshot().model_dump_json())
             )
-            assert book.state == twin.state
+            assert book.snapshot() == twin.snapshot()
             continue
         if kind == "duplicate":
             if not delivered:
                 continue
             kind, payload = delivered[op[1] % len(delivered)]
-            before = book.state.model_dump_json()
+            before = book.snapshot().model_dump_json()
             if kind == "request":
                 expected = book.answer(payload.request_id)
                 result = book.request(payload)
@@ -527,7 +566,9 @@ def test_random_interleavings_never_overcommit_nor_overtake(
                 result_release = book.release(payload)
                 assert twin.release(payload) == result_release
                 assert not result_release.held
-            assert book.state.model_dump_json() == before, "a duplicate delivery changes nothing"
+            assert book.snapshot().model_dump_json() == before, (
+                "a duplicate delivery changes nothing"
+            )
             continue
         if kind == "request":
             _, workspace, replicas, gpus, selector = op
@@ -553,8 +594,195 @@ def test_random_interleavings_never_overcommit_nor_overtake(
             assert twin.capacity_changed() == book.capacity_changed()
         placed = {
             r.request.request_id
-            for r in book.state.reservations
+            for r in book.snapshot().reservations
             if before_held.get(r.request.request_id) != r.placements
         }
         check_invariants(book, arrival, placed)
-        assert book.state == twin.state
+        assert book.snapshot() == twin.snapshot()
+
+
+# --- Deep queues: thousands waiting, leaves from the middle, suspends, releases -------------------
+
+
+class PlainLedger:
+    """The ledger's rules written the plain way, every list scanned in full (O(n) per operation):
+    the fast ledger must decide exactly as it does, whatever the depth."""
+
+    def __init__(self, nodes: list[GpuNode]) -> None:
+        self.nodes = sorted(nodes, key=lambda n: n.name)
+        self.held: list[tuple[int, CapacityRequest, list[str]]] = []
+        """(ticket, request, node per replica), in ticket order."""
+        self.waiting: list[tuple[int, str, CapacityRequest]] = []
+        """(ticket, selector key, request), in ticket order, every selector."""
+        self.finished: dict[str, Decision] = {}
+        self.next_ticket = 1
+
+    def free(self) -> dict[str, int]:
+        used: dict[str, int] = {}
+        for _, request, placed in self.held:
+            for name in placed:
+                used[name] = used.get(name, 0) + request.gpus_per_replica
+        return {
+            n.name: n.allocatable - n.foreign_used - used.get(n.name, 0)
+            for n in self.nodes
+            if n.usable
+        }
+
+    def place(self, request: CapacityRequest) -> list[str] | None:
+        free = {
+            name: count
+            for name, count in self.free().items()
+            if request.selector.matches(next(n for n in self.nodes if n.name == name))
+        }
+        placed: list[str] = []
+        for _ in range(request.replicas):
+            fitting = sorted(
+                (count, name) for name, count in free.items() if count >= request.gpus_per_replica
+            )
+            if not fitting:
+                return None
+            placed.append(fitting[0][1])
+            free[fitting[0][1]] -= request.gpus_per_replica
+        return placed
+
+    def decision(self, request_id: str) -> tuple[Decision, int]:
+        """Its decision, and its position when waiting (those of its queue ahead of it, plus 1)."""
+        for ticket, key, request in self.waiting:
+            if request.request_id == request_id:
+                ahead = sum(1 for t, k, _ in self.waiting if k == key and t < ticket)
+                return Decision.WAITING, ahead + 1
+        if any(request.request_id == request_id for _, request, _ in self.held):
+            return Decision.ADMITTED, 0
+        return self.finished[request_id], 0
+
+    def admit(self) -> list[str]:
+        admitted: list[str] = []
+        while True:
+            heads: dict[str, tuple[int, str, CapacityRequest]] = {}
+            for entry in self.waiting:
+                heads.setdefault(entry[1], entry)
+            for entry in sorted(heads.values(), key=lambda head: head[0]):
+                placed = self.place(entry[2])
+                if placed is not None:
+                    self.waiting.remove(entry)
+                    self.held.append((entry[0], entry[2], placed))
+                    self.held.sort(key=lambda held: held[0])
+                    admitted.append(entry[2].request_id)
+                    break
+            else:
+                return admitted
+
+    def drop(self, request_id: str) -> bool:
+        for entry in self.waiting:
+            if entry[2].request_id == request_id:
+                self.waiting.remove(entry)
+                self.finished[request_id] = Decision.RELEASED
+                return True
+        for held in self.held:
+            if held[1].request_id == request_id:
+                self.held.remove(held)
+                self.finished[request_id] = Decision.RELEASED
+                return True
+        return False
+
+    def request(self, request: CapacityRequest) -> list[str]:
+        for older in [*(r for _, _, r in self.waiting), *(r for _, r, _ in self.held)]:
+            if older.workspace == request.workspace:
+                self.drop(older.request_id)
+        matching = [n for n in self.nodes if request.selector.matches(n)]
+        if sum(n.allocatable // request.gpus_per_replica for n in matching) < request.replicas:
+            self.finished[request.request_id] = Decision.INFEASIBLE
+            return self.admit()
+        ticket = self.next_ticket
+        self.next_ticket += 1
+        key = request.selector.key
+        queued = any(k == key for _, k, _ in self.waiting)
+        placed = None if queued else self.place(request)
+        if placed is None:
+            self.waiting.append((ticket, key, request))
+        else:
+            self.held.append((ticket, request, placed))
+        return [rid for rid in self.admit() if rid != request.request_id]
+
+    def release(self, request_id: str) -> list[str]:
+        return self.admit() if self.drop(request_id) else []
+
+
+DEEP_NODES = [
+    node("h1", gpus=8),
+    node("h2", gpus=8),
+    node("a1", model="A100", gpus=8),
+    node("l1", model="L40", labels={"nvidia.com/gpu.product": "NVIDIA-L40"}, gpus=4),
+]
+DEEP_SELECTORS = [H100, H100, H100, ANY, A100, L40_RAW]
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), operations=st.integers(2_500, 3_500))
+def test_deep_queues_decide_as_the_plain_rules_do(seed: int, operations: int) -> None:
+    """Thousands waiting across selectors, with releases of holders, leaves from anywhere in the
+    line, suspends (release, then a new request at the back) and duplicates: every decision,
+    every admission (in order) and every position the fast ledger gives are the plain rules'.
+    Hypothesis draws the seed of the run (thousands of drawn operations would not shrink well)."""
+    rng = random.Random(seed)
+    book = ledger(*DEEP_NODES)
+    plain = PlainLedger(DEEP_NODES)
+    sent: list[CapacityRequest] = []
+    live: list[str] = []
+    suspended: list[CapacityRequest] = []
+    deepest = 0
+    for step in range(operations):
+        roll = rng.random()
+        if roll < 0.7 or not live:
+            if suspended and roll < 0.05:  # a resume: the same workspace asks again, at the back
+                workspace = suspended.pop(rng.randrange(len(suspended))).workspace
+            else:
+                workspace = f"ws{step}"
+            request = CapacityRequest(
+                request_id=f"r{step}",
+                workspace=workspace,
+                replicas=rng.choice([1, 1, 1, 2]),
+                gpus_per_replica=rng.choice([1, 2, 4, 8]),
+                selector=rng.choice(DEEP_SELECTORS),
+            )
+            result = book.request(request)
+            admitted = plain.request(request)
+            sent.append(request)
+            live.append(request.request_id)
+            subject = request.request_id
+        elif roll < 0.95:
+            # A leave from anywhere (delete, suspend), or the oldest holder's release.
+            rid = live.pop(rng.randrange(len(live)) if roll < 0.9 else 0)
+            answer = book.answer(rid)
+            if roll < 0.8 and answer is not None and answer.decision is not Decision.RELEASED:
+                suspended.append(next(r for r in sent if r.request_id == rid))
+            release = book.release(rid, "suspended" if roll < 0.8 else "deleted")
+            admitted = plain.release(rid)
+            result = release
+            subject = rid
+        else:
+            duplicate = rng.choice(sent)
+            before = book.answer(duplicate.request_id)
+            result = book.request(duplicate)
+            assert result.answer == before, "a duplicate changes nothing"
+            assert result.changes.empty
+            continue
+        assert [a.request_id for a in result.changes.admitted] == admitted
+        answer = book.answer(subject)
+        assert answer is not None
+        assert (answer.decision, answer.position) == plain.decision(subject)
+        assert all(count >= 0 for count in book.free().values()), "over-committed"
+        deepest = max(deepest, book.waiting_count())
+        if step % 500 == 0:  # every position, in every queue
+            in_line: dict[str, int] = {}
+            for _, key, request in plain.waiting:
+                in_line[key] = in_line.get(key, 0) + 1
+                found = book.answer(request.request_id)
+                assert found is not None
+                assert (found.decision, found.position) == (
+                    Decision.WAITING,
+                    in_line[key],
+                )
+            assert book.waiting_count() == len(plain.waiting)
+            book = CapacityLedger(book.snapshot())  # continue-as-new: tickets renumbered
+    assert deepest >= 1_000, f"the line was only {deepest} deep"

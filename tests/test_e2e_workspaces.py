@@ -353,6 +353,8 @@ async def test_gpu_workspaces_fill_a_cluster_and_the_third_waits_its_turn(colony
         f"ADMISSION:  waiting for GPUs: position 1 in the queue for 1 x 4 GPUs {GPU_MODEL}\n"
         in shown
     )
+    listed = await colony.json("workspace", "list", "--cluster", cluster)
+    assert [w["position"] for w in listed if w["name"] == third] == [1]
     for name in (first, second):
         (pod,) = running(await pods(colony, cluster, f"ws-{name}"))
         limits = pod.spec.containers[0].resources.limits
@@ -374,6 +376,7 @@ async def test_gpu_workspaces_fill_a_cluster_and_the_third_waits_its_turn(colony
     assert (await colony.phase_of(fourth, {"Waiting"}))["admission"]["position"] == 2
     await colony.ctl("workspace", "delete", fourth, "--wait", "--timeout", "60")
     await colony.ctl("workspace", "get", fourth, expect=3)
+    # The line moved, and the third was not told: `workspace get` asks the ledger.
     assert (await colony.workspace(third))["admission"]["position"] == 1
 
     # A release: the waiting one is admitted and runs, on the GPUs freed.

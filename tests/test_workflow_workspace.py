@@ -42,6 +42,7 @@ from models.workspace_operations import (
     ResumeWorkspaceRequest,
     SuspendWorkspaceRequest,
 )
+from starter.workspace_client import WorkspaceSummary, fill_positions, with_current_position
 from tests.helpers import eventually, history_text, unique
 from tests.workspace_world import STARTED, FakeWorkspaceWorld, h100_node, workspace_worker
 from workflows.capacity import GPU_HOLDERS_SIGNAL, CapacityLedgerWorkflow
@@ -127,6 +128,17 @@ async def deploy(
 async def status_of(handle: WorkflowHandle[Any, Any]) -> WorkspaceStatus:
     status: WorkspaceStatus = await handle.query(WorkspaceWorkflow.status)
     return status
+
+
+async def line_position(env: WorkflowEnvironment, handle: WorkflowHandle[Any, Any]) -> int:
+    """A waiting workspace's position as `workspace get` shows it (asked of the ledger)."""
+    status = await with_current_position(env.client, await status_of(handle))
+    assert status.admission is not None
+    return status.admission.position
+
+
+async def history_length(handle: WorkflowHandle[Any, Any]) -> int:
+    return len((await handle.fetch_history()).events)
 
 
 async def until(
@@ -375,11 +387,25 @@ async def test_delete_while_waiting_releases_the_place_in_line(
         await until(waiter, phase_is(WorkspacePhase.WAITING), "waiting")
         last = await deploy(env, task_queue, notebook(unique("c"), cluster, gpus=1))
         await until(last, lambda s: s.admission is not None and s.admission.position == 2, "2nd")
+        assert await line_position(env, last) == 2
+        events = await history_length(last)
         await delete(waiter)
-        moved = await until(
-            last, lambda s: s.admission is not None and s.admission.position == 1, "moved up"
-        )
-        assert moved.phase is WorkspacePhase.WAITING
+        await eventually(lambda: line_position(env, last), until=lambda p: p == 1, what="moved up")
+        assert (await status_of(last)).phase is WorkspacePhase.WAITING
+        assert await history_length(last) == events, "the line moved without telling it"
+        listed = [
+            WorkspaceSummary(
+                name=last.id.removeprefix("workspace/"),
+                cluster=cluster,
+                class_name="",
+                phase=WorkspacePhase.WAITING.value,
+                workflow_id=last.id,
+                started="",
+                deployment=cluster,
+            )
+        ]
+        await fill_positions(env.client, listed)
+        assert listed[0].position == 1, "workspace list asks the ledger too"
         await delete(holder)
         await until(last, phase_is(WorkspacePhase.RUNNING), "admitted")
         await delete(last)

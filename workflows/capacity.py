@@ -2,20 +2,27 @@
 
 It owns the pure `models.capacity.CapacityLedger` of the cluster and is the only writer of it, so
 two workspaces are never admitted onto the same GPUs, however their requests race: messages are
-handled one at a time, in arrival order, each exactly once (request ids), and the ledger's state
-is carried whole across continue-as-new.
+handled one at a time, in arrival order, each exactly once (request ids), and the ledger's whole
+typed state (with every request's reply address, and the messages not yet handled) is carried
+across continue-as-new, which may happen between any two messages.
 
 It also owns the cluster's share of the tenant gateway's TCP port pool (`ports`, `release_ports`):
 the same single writer, so two workspaces deployed at once never get the same listener port.
 
 Messages (signal `capacity`, `models.workspace_api.CapacityMessage`): a workspace asks for GPUs
-(`request`, answered by the signal `capacity_answer` to `reply_to`, now and on every later change:
-admitted after waiting, moved in the queue, displaced by a forced scale-down), gives them back
-(`release`), a service or the cluster's workflow says the GPUs changed (`changed`: the inventory is
-read again), or the cluster is gone (`close`). `refresh` and `capacity_changed` (models.signals,
-from any service) read the inventory too.
-After every change, the cluster's workflow gets the holders per node (signal `gpu_holders`), so its
-validator refuses a scale-down that would take GPUs a running workspace holds.
+(`request`, answered by the signal `capacity_answer` to `reply_to` now, and once more when it is
+admitted after waiting or displaced by a forced scale-down), gives them back (`release`), a
+service or the cluster's workflow says the GPUs changed (`changed`: the inventory is read again),
+or the cluster is gone (`close`). `refresh` and `capacity_changed` (models.signals, from any
+service) read the inventory too.
+
+Positions are not pushed: a waiting workspace hears nothing while others are admitted or leave, so
+its history does not grow with the line's movement. Whoever wants a position asks (query
+`answers`: worked out from the request's ticket, O(log n)). A release costs the same number of
+events at any depth: the admitted workspaces are signalled straight from this workflow (external
+signals, not awaited one after another), plus one `gpu_holders` signal to the cluster's workflow,
+so its validator refuses a scale-down that would take GPUs a running workspace holds. A workspace
+that is gone when signalled (terminated) has its request released.
 
 Started on demand by the first workspace that needs GPUs on the cluster (signal-with-start, from
 the `signal_with_start` activity), it waits for messages without timers: an idle ledger costs no
@@ -24,11 +31,16 @@ history, and a busy one continues as new between messages.
 
 from __future__ import annotations
 
+import asyncio
+from collections import deque
+from typing import Any
+
 from temporalio import workflow
+from temporalio.exceptions import FailureError
 
 from workflows import metrics
 from workflows.engine import RequestIds, is_failure, reason_of
-from workflows.workspace_calls import READ_GPU_INVENTORY, SIGNAL_WORKFLOW
+from workflows.workspace_calls import READ_GPU_INVENTORY
 
 with workflow.unsafe.imports_passed_through():
     from models.activity_api import KubeconfigRef
@@ -44,6 +56,10 @@ with workflow.unsafe.imports_passed_through():
     from models.operations import OperationBook
     from models.signals import RefreshRequest, SignalName
     from models.workspace_api import (
+        CAPACITY_ANSWERS_QUERY,
+        STATUS_WAITING_SHOWN,
+        CapacityAnswers,
+        CapacityAnswersQuery,
         CapacityLedgerInput,
         CapacityLedgerStatus,
         CapacityMessage,
@@ -51,13 +67,11 @@ with workflow.unsafe.imports_passed_through():
         GpuHoldersMessage,
         PortsAnswer,
         ReadGpuInventoryRequest,
-        SignalWorkflowRequest,
         WorkspaceSignal,
     )
 
 CAPACITY_SIGNAL = "capacity"
 GPU_HOLDERS_SIGNAL = "gpu_holders"
-CONTINUE_AS_NEW_EVENTS = 4_000
 
 
 @workflow.defn
@@ -79,13 +93,16 @@ class CapacityLedgerWorkflow:
         self._ledger = CapacityLedger(state)
         self._book = OperationBook.model_validate(input.book) if input.book else OperationBook()
         self._ids = RequestIds(self._book)
-        self._replies: dict[str, str] = dict(input.replies)
         self._ports: dict[str, str] = dict(input.ports)
         self._loaded = input.inventory_loaded
-        self._inbox: list[CapacityMessage] = []
-        self._refresh = False
+        self._run_events = input.continue_as_new_events
+        self._inbox: deque[CapacityMessage] = deque(input.inbox)
+        self._refresh = input.refresh
         self._closed = False
         self._holders: list[GpuHolder] | None = None
+        self._holders_sent = 0
+        self._sending: set[asyncio.Task[None]] = set()
+        """External signals sent and not yet settled (continue-as-new waits for them)."""
 
     # --- Messages in ---------------------------------------------------------------------------
 
@@ -109,15 +126,32 @@ class CapacityLedgerWorkflow:
 
     @workflow.query
     def status(self) -> CapacityLedgerStatus:
-        """Inventory, holders and queues."""
+        """Inventory, holders and the head of each queue."""
         ledger = self._ledger
-        waiting = [ledger.answer(w.request.request_id) for w in ledger.state.waiting]
+        lengths = ledger.queue_lengths()
         return CapacityLedgerStatus(
             cluster=self._cluster,
-            nodes=ledger.state.nodes,
-            holders=ledger.holders_on_nodes(node.name for node in ledger.state.nodes),
-            waiting=[answer for answer in waiting if answer is not None],
+            nodes=ledger.nodes,
+            holders=ledger.holders_on_nodes(node.name for node in ledger.nodes),
+            waiting=[
+                answer
+                for key in sorted(lengths)
+                for answer in ledger.queue(key, limit=STATUS_WAITING_SHOWN)
+            ],
+            queues=lengths,
             free=ledger.free(),
+        )
+
+    @workflow.query(name=CAPACITY_ANSWERS_QUERY)
+    def answers(self, query: CapacityAnswersQuery) -> CapacityAnswers:
+        """Where requests stand now, positions worked out from their tickets (O(log n) each)."""
+        ledger = self._ledger
+        ids = [
+            *query.request_ids,
+            *(rid for w in query.workspaces if (rid := ledger.workspace_request(w)) is not None),
+        ]
+        return CapacityAnswers(
+            answers=[answer for rid in ids if (answer := ledger.answer(rid)) is not None]
         )
 
     # --- The loop ------------------------------------------------------------------------------
@@ -129,70 +163,78 @@ class CapacityLedgerWorkflow:
             await workflow.wait_condition(
                 lambda: bool(self._inbox) or self._refresh or self._history_is_long()
             )
+            if self._history_is_long():
+                await self._continue_as_new()
             if self._refresh:
                 self._refresh = False
                 await self._read_inventory()
-            while self._inbox and not self._closed:
-                await self._handle(self._inbox.pop(0))
-            await self._publish_holders()
-            metrics.workspaces_waiting(self._cluster, len(self._ledger.state.waiting))
-            if self._history_is_long() and not self._inbox:
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                if not self._inbox:
-                    workflow.continue_as_new(self._carry())
+            if self._inbox:
+                await self._handle(self._inbox.popleft())
+            if not self._inbox:
+                self._publish_holders()
+                metrics.workspaces_waiting(self._cluster, self._ledger.waiting_count())
+        await workflow.wait_condition(lambda: not self._sending)
         metrics.workspaces_waiting(self._cluster, 0)
         return self.status()
 
     def _history_is_long(self) -> bool:
         info = workflow.info()
         return info.is_continue_as_new_suggested() or (
-            info.get_current_history_length() > CONTINUE_AS_NEW_EVENTS
+            info.get_current_history_length() > self._run_events
         )
 
-    def _carry(self) -> CapacityLedgerInput:
-        return CapacityLedgerInput(
-            cluster=self._cluster,
-            cluster_workflow_id=self._cluster_workflow_id,
-            kubeconfig=self._kubeconfig,
-            inventory_loaded=self._loaded,
-            state=self._ledger.state.model_dump(mode="json"),
-            book=self._book.model_dump(mode="json"),
-            replies=self._replies,
-            ports=self._ports,
+    async def _continue_as_new(self) -> None:
+        """Between two messages: the ones not yet handled go along with the state."""
+        self._publish_holders()
+        await workflow.wait_condition(
+            lambda: not self._sending and workflow.all_handlers_finished()
+        )
+        workflow.continue_as_new(
+            CapacityLedgerInput(
+                cluster=self._cluster,
+                cluster_workflow_id=self._cluster_workflow_id,
+                kubeconfig=self._kubeconfig,
+                inventory_loaded=self._loaded,
+                state=self._ledger.snapshot().model_dump(mode="json"),
+                book=self._book.model_dump(mode="json"),
+                ports=self._ports,
+                inbox=list(self._inbox),
+                refresh=self._refresh,
+                continue_as_new_events=self._run_events,
+            )
         )
 
     async def _handle(self, message: CapacityMessage) -> None:
         ledger = self._ledger
         match message.kind:
             case CapacityMessageKind.REQUEST if message.request is not None:
-                if message.reply_to:
-                    self._replies[message.request.request_id] = message.reply_to
                 if not self._loaded:
                     await self._read_inventory()
                 if not self._loaded:
                     # Without an inventory no answer is honest but "not now": the request waits
                     # in the inbox order for the next refresh (the cluster may still be starting).
-                    await self._answer(
+                    self._answer(
+                        message.reply_to,
                         CapacityAnswer(
                             request_id=message.request.request_id,
                             workspace=message.request.workspace,
                             decision=Decision.INFEASIBLE,
                             message=f"cannot read the GPU inventory of cluster '{self._cluster}'",
-                        )
+                        ),
                     )
                     return
-                result = ledger.request(message.request)
-                await self._answer(result.answer)
-                await self._tell(result.changes)
+                result = ledger.request(message.request, reply_to=message.reply_to)
+                self._answer(message.reply_to, result.answer)
+                self._tell(result.changes)
             case CapacityMessageKind.RELEASE:
                 released = ledger.release(message.target, message.reason or "released")
-                await self._tell(released.changes)
+                self._tell(released.changes)
             case CapacityMessageKind.CHANGED:
                 await self._read_inventory()
             case CapacityMessageKind.CLOSE:
                 self._closed = True
             case CapacityMessageKind.PORTS:
-                await self._allocate_ports(message)
+                self._allocate_ports(message)
             case CapacityMessageKind.RELEASE_PORTS:
                 prefix = f"{message.holder}/"
                 self._ports = {p: h for p, h in self._ports.items() if not h.startswith(prefix)}
@@ -201,7 +243,7 @@ class CapacityLedgerWorkflow:
                     "ignored a malformed capacity message %s", message.request_id
                 )
 
-    async def _allocate_ports(self, message: CapacityMessage) -> None:
+    def _allocate_ports(self, message: CapacityMessage) -> None:
         """One pool port per endpoint: the one it holds already, else the lowest free."""
         held = {holder: int(port) for port, holder in self._ports.items()}
         in_use = {int(port) for port in self._ports} | set(message.taken)
@@ -218,13 +260,7 @@ class CapacityLedgerWorkflow:
             in_use.add(port)
             answer.ports[endpoint] = port
         if message.reply_to:
-            await SIGNAL_WORKFLOW(
-                SignalWorkflowRequest(
-                    workflow_id=message.reply_to,
-                    signal=WorkspaceSignal.PORTS_ANSWER,
-                    payload=answer.model_dump(mode="json"),
-                )
-            )
+            self._send(message.reply_to, WorkspaceSignal.PORTS_ANSWER, answer)
 
     async def _read_inventory(self) -> None:
         try:
@@ -245,45 +281,59 @@ class CapacityLedgerWorkflow:
             self._cluster_workflow_id = inventory.cluster_workflow_id
         changes = self._ledger.capacity_changed(inventory.nodes)
         self._loaded = True
-        await self._tell(changes)
+        self._tell(changes)
 
-    async def _tell(self, changes: LedgerChanges) -> None:
-        for answer in [*changes.admitted, *changes.displaced, *changes.moved]:
-            await self._answer(answer)
+    def _tell(self, changes: LedgerChanges) -> None:
+        """One message per admitted or displaced workspace; those still waiting hear nothing."""
+        for answer in [*changes.admitted, *changes.displaced]:
+            self._answer(self._ledger.reply_to(answer.request_id), answer)
 
-    async def _answer(self, answer: CapacityAnswer) -> None:
-        reply_to = self._replies.get(answer.request_id)
+    def _answer(self, reply_to: str, answer: CapacityAnswer) -> None:
         if not reply_to:
             return
-        if answer.decision in (Decision.RELEASED, Decision.INFEASIBLE):
-            self._replies.pop(answer.request_id, None)
-        delivered = await SIGNAL_WORKFLOW(
-            SignalWorkflowRequest(
-                workflow_id=reply_to,
-                signal=WorkspaceSignal.CAPACITY_ANSWER,
-                payload=answer.model_dump(mode="json"),
+        # A held or waiting request whose workspace is gone (terminated without releasing) would
+        # hold its GPUs or its place forever: release it, in inbox order, as a message.
+        gone = (
+            CapacityMessage(
+                request_id=f"{answer.request_id}/gone",
+                kind=CapacityMessageKind.RELEASE,
+                target=answer.request_id,
+                reason="its workspace is gone",
             )
+            if answer.decision in (Decision.ADMITTED, Decision.WAITING)
+            else None
         )
-        if not delivered.delivered:
-            # The workspace is gone without releasing (terminated): free what it held.
-            self._replies.pop(answer.request_id, None)
-            changes = self._ledger.release(answer.request_id, "its workspace is gone").changes
-            await self._tell(changes)
+        self._send(reply_to, WorkspaceSignal.CAPACITY_ANSWER, answer, gone=gone)
 
-    async def _publish_holders(self) -> None:
-        holders = self._ledger.holders_on_nodes(node.name for node in self._ledger.state.nodes)
+    def _publish_holders(self) -> None:
+        holders = self._ledger.holders_on_nodes(node.name for node in self._ledger.nodes)
         if holders == self._holders:
             return
         self._holders = holders
-        # Unique and deterministic: the history length at the moment it is sent.
-        sent_at = workflow.info().get_current_history_length()
+        self._holders_sent += 1
+        info = workflow.info()
         message = GpuHoldersMessage(
-            request_id=f"{workflow.info().workflow_id}/holders/{sent_at}", holders=holders
+            # Unique and deterministic: this run, and the count of updates it sent.
+            request_id=f"{info.workflow_id}/{info.run_id}/holders/{self._holders_sent}",
+            holders=holders,
         )
-        await SIGNAL_WORKFLOW(
-            SignalWorkflowRequest(
-                workflow_id=self._cluster_workflow_id,
-                signal=GPU_HOLDERS_SIGNAL,
-                payload=message.model_dump(mode="json"),
-            )
-        )
+        self._send(self._cluster_workflow_id, GPU_HOLDERS_SIGNAL, message)
+
+    def _send(
+        self, workflow_id: str, signal: str, payload: Any, *, gone: CapacityMessage | None = None
+    ) -> None:
+        """Signal another workflow from this one (two events, no activity), without waiting for
+        it: the next message is handled meanwhile. `gone` goes to the inbox if it does not run."""
+        task = asyncio.create_task(self._deliver(workflow_id, signal, payload, gone))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _deliver(
+        self, workflow_id: str, signal: str, payload: Any, gone: CapacityMessage | None
+    ) -> None:
+        try:
+            await workflow.get_external_workflow_handle(workflow_id).signal(signal, payload)
+        except FailureError as error:
+            workflow.logger.info("%s not told (%s): %s", workflow_id, signal, error)
+            if gone is not None and self._ids.first_time(gone.request_id):
+                self._inbox.append(gone)

@@ -25,8 +25,10 @@ The plan of a deploy, each step with its condition:
    for TCP/SSH ones, reported once accepted; without one, each endpoint's `kubectl port-forward`.
 
 Waiting costs nothing: admission and prerequisites are answered by signals, installs and routes are
-waited on inside heartbeating activities; a workspace that waits a day for GPUs adds only the
-ledger's position updates to its history.
+waited on inside heartbeating activities; a workspace that waits a day for GPUs adds nothing to its
+history while it waits, however many are admitted before it: the ledger answers once when asked
+and once when it is admitted, and positions in between are the ledger's to work out when someone
+asks (`workspace get`, the API).
 
 Suspend uninstalls the release (namespace and volumes stay) and frees the GPUs; resume goes through
 admission again; delete removes routes, the ServiceSet (waited for), the values Secret and the
@@ -868,14 +870,16 @@ class WorkspaceWorkflow:
                         id=op_id, request=RedeployWorkspaceRequest(reason="GPUs taken")
                     )
                 )
+            # The position moves without this workspace hearing of it: the clients ask the
+            # ledger for the current one, so none is written where it would go stale.
+            queue = answer.selector if answer.selector != "*" else "any GPU"
             self._condition(
                 ConditionType.FEASIBLE,
                 False,
                 ConditionReason.WAITING_FOR_GPU_CAPACITY,
-                f"waiting for GPUs: position {answer.position} in the queue for "
-                f"{answer.selector if answer.selector != '*' else 'any GPU'}",
+                f"waiting for GPUs in the queue for {queue}",
             )
-            self._set_phase(WorkspacePhase.WAITING, f"position {answer.position}")
+            self._set_phase(WorkspacePhase.WAITING, f"waiting for GPUs in the queue for {queue}")
         elif answer.decision is Decision.ADMITTED:
             admission.state = AdmissionState.ADMITTED
             admission.position = 0
@@ -1093,7 +1097,7 @@ class WorkspaceWorkflow:
         if state.message:
             lines.append(state.message)
         if state.admission is not None and state.admission.state is AdmissionState.WAITING:
-            lines.append(f"waiting for GPUs: position {state.admission.position}")
+            lines.append("waiting for GPUs (`colonyctl workspace get` tells the position)")
         ready = [entry for entry in state.access if entry.ready and entry.url]
         if ready:
             lines.append("access: " + ", ".join(f"{e.name} {e.url}" for e in ready))

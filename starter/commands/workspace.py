@@ -336,6 +336,7 @@ def list_(
             "cluster": w.cluster,
             "class": w.class_name,
             "phase": w.phase,
+            "position": w.position,
             "workflowId": w.workflow_id,
             "started": w.started,
         }
@@ -344,7 +345,16 @@ def list_(
     if not output.emit(rows, fmt):
         output.print_table(
             ["NAME", "CLUSTER", "CLASS", "PHASE", "STARTED"],
-            [(w.name, w.cluster, w.class_name, w.phase, w.started) for w in found],
+            [
+                (
+                    w.name,
+                    w.cluster,
+                    w.class_name,
+                    f"{w.phase} (position {w.position})" if w.position else w.phase,
+                    w.started,
+                )
+                for w in found
+            ],
         )
 
 
