@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from activities.settings import SettingsError
+from models.base import user_rule
 
 SERVICE_NAME = "colony-api"
 """What /healthz says it is: `make run` reuses what listens on the API's port only if it is this."""
@@ -95,4 +96,4 @@ class ApiSettings(BaseModel):
         except ValidationError as exc:
             first = exc.errors(include_url=False)[0]
             name = ENV.get(str(first["loc"][0]), str(first["loc"][0]))
-            raise SettingsError(f"{name}: {first['msg']}") from exc
+            raise SettingsError(f"{name}: {user_rule(first)}") from exc

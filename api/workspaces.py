@@ -123,11 +123,11 @@ async def get_class(
 ) -> WorkspaceClassSpec:
     """One class the organization sees, by its exact, versioned name (another organization's own
     class is not found)."""
+    client = await context(request).temporal()
     if dns_label_problem("workspace class", class_name):
-        raise spaces.class_not_found(_shown(class_name))
-    return await spaces.get_class(
-        await context(request).temporal(), class_name, principal.organization
-    )
+        published = (c.name for c in (await spaces.catalog(client, principal.organization)).classes)
+        raise spaces.class_not_found(_shown(class_name), published)
+    return await spaces.get_class(client, class_name, principal.organization)
 
 
 @classes.post(

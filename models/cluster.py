@@ -228,6 +228,9 @@ class ClusterSpec(ColonyModel):
 class ClusterPhase(StrEnum):
     CREATING = "creating"
     READY = "ready"
+    WAITING = "waiting"
+    """Ready, but a node pool waits for hosts (asked to wait for capacity): shown, never stored
+    (`ClusterState.shown`), so every rule that holds for a ready cluster holds for it."""
     DELETING = "deleting"
     DELETED = "deleted"
     FAILED = "failed"
@@ -322,6 +325,17 @@ class ClusterState(ColonyModel):
 
     def pool(self, name: str) -> NodePoolStatus | None:
         return next((pool for pool in self.node_pools if pool.name == name), None)
+
+    def shown(self) -> tuple[ClusterPhase, str]:
+        """The phase and reason users see (status, list, the Web UI): `waiting`, and what for,
+        while a ready cluster's pool waits for hosts, never `ready`; else the stored ones."""
+        waiting = [pool for pool in self.node_pools if pool.waiting_for_hosts]
+        if self.phase is not ClusterPhase.READY or not waiting:
+            return self.phase, self.reason
+        return ClusterPhase.WAITING, "; ".join(
+            f"node pool '{pool.name}' waits for {pool.waiting_for_hosts} free host(s) of {pool.sku}"
+            for pool in waiting
+        )
 
 
 class ClusterWorkflowInput(ColonyModel):

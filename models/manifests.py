@@ -30,7 +30,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from models.base import ColonyModel, refusal_at, user_input
+from models.base import ColonyModel, refusal_at, user_input, user_rule
 from models.cluster import DEFAULT_NAMESPACE, ClusterSpec
 from models.identity import DERIVED_MARK, colony_member_name
 from models.names import label_key_problem, label_value_problem, name_problem
@@ -431,9 +431,7 @@ def _problems(
     found: list[ManifestProblem] = []
     for item in error.errors():
         loc = tuple(part for part in item["loc"] if not str(part).startswith("function-"))
-        message = str(item["msg"])
-        if item["type"] == "missing":
-            message = "required"
+        message = user_rule(item)
         found.append(ManifestProblem(index, kind, name, _path(loc, prefix, renames or {}), message))
     return found
 

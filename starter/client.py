@@ -67,12 +67,14 @@ from models.operations import (
     OperationKind,
 )
 from starter.errors import (
+    TEMPORAL_HINT,
     ColonyError,
     ConflictError,
     InvalidRequestError,
     NotFoundError,
     OperationFailedError,
     UnavailableError,
+    temporal_unreachable,
 )
 from workflows.search_attributes import (
     COLONY_CLUSTER,
@@ -114,9 +116,14 @@ def _rpc_error(exc: RPCError, what: str, name: str) -> ColonyError:
     return UnavailableError(f"{what}: {exc.message}")
 
 
-async def connect(settings: ColonySettings) -> Client:
+async def connect(settings: ColonySettings, *, hint: str = TEMPORAL_HINT) -> Client:
     """A Temporal client with the pydantic data converter, or an `UnavailableError` saying where
-    it looked."""
+    it looked.
+
+    Args:
+        hint: what the reader of the refusal can do (`colonyctl`'s user can set TEMPORAL_ADDRESS;
+            the HTTP API's caller cannot, and gets none).
+    """
     interceptor = tracing.interceptor()
     try:
         return await Client.connect(
@@ -126,10 +133,7 @@ async def connect(settings: ColonySettings) -> Client:
             interceptors=[interceptor] if interceptor is not None else [],
         )
     except RuntimeError as exc:
-        raise UnavailableError(
-            f"cannot reach Temporal at {settings.temporal_address}: {exc} "
-            "(set TEMPORAL_ADDRESS, or start it: make run)"
-        ) from exc
+        raise temporal_unreachable(settings.temporal_address, exc, hint=hint) from exc
 
 
 def cluster_details(spec: ClusterSpec) -> str:

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -152,9 +152,20 @@ def workspace_not_found(name: str) -> NotFoundError:
     return NotFoundError(f"workspace: workspace '{name}' not found")
 
 
-def class_not_found(name: str) -> NotFoundError:
+SHOWN_CLASSES = 10
+"""Published classes a refusal names (the catalog may hold many)."""
+
+
+def class_not_found(name: str, published: Iterable[str]) -> NotFoundError:
+    """A class nobody published, refused naming those that are (the same words for `colonyctl`
+    and the HTTP API: neither's command is the other's)."""
+    names = sorted(published)
+    shown = ", ".join(names[:SHOWN_CLASSES]) + (
+        f" and {len(names) - SHOWN_CLASSES} more" if len(names) > SHOWN_CLASSES else ""
+    )
     return NotFoundError(
-        f"class: workspace class '{name}' not found (colonyctl class list shows the published ones)"
+        f"class: workspace class '{name}' not found "
+        + (f"(published: {shown})" if names else "(no class is published)")
     )
 
 
@@ -199,9 +210,10 @@ async def catalog(client: Client, organization: str = "") -> CatalogStatus:
 async def get_class(client: Client, name: str, organization: str = "") -> WorkspaceClassSpec:
     """One class `organization` sees, by its exact name (its own before the shared catalog's);
     `NotFoundError` when there is none (another organization's own class is none)."""
-    found = next((c for c in (await catalog(client, organization)).classes if c.name == name), None)
+    classes = (await catalog(client, organization)).classes
+    found = next((c for c in classes if c.name == name), None)
     if found is None:
-        raise class_not_found(name)
+        raise class_not_found(name, (c.name for c in classes))
     return found
 
 

@@ -39,12 +39,37 @@ def resources_text(status: WorkspaceStatus) -> str:
     return f"{resolved.replicas or 1} x ({', '.join(p for p in parts if p)})"
 
 
+LEDGER_WAITING = "waiting for GPU capacity"
+"""How the GPU ledger's message of a waiting request begins (`models.capacity`), after what
+happened to it, if anything (`its GPUs' node left the cluster; `)."""
+
+
+def gpus_text(status: WorkspaceStatus) -> str:
+    """The GPUs a workspace asks for: `2 x 4 GPUs h100-80gb` (empty when it asks for none)."""
+    resolved = status.resolved_resources
+    if resolved is None or not resolved.per_replica.gpu_count:
+        return ""
+    per = resolved.per_replica
+    which = per.gpu_type or ",".join(f"{k}={v}" for k, v in (per.gpu_node_selector or {}).items())
+    unit = "GPU" if per.gpu_count == 1 else "GPUs"
+    return f"{resolved.replicas or 1} x {per.gpu_count} {unit} {which or 'of any model'}"
+
+
 def admission_text(status: WorkspaceStatus) -> str:
+    """Where the workspace stands in its cluster's GPU ledger, on one line."""
     admission = status.admission
     if admission is None:
         return "no GPUs requested" if status.resolved_resources else "-"
     if admission.state is AdmissionState.WAITING:
-        return f"waiting for GPUs: position {admission.position} ({admission.message or 'queued'})"
+        # Said once: the ledger's own message repeats the position and the request, so only what
+        # happened before it waited (a node lost) is kept of it.
+        happened, waits, _ = admission.message.partition(LEDGER_WAITING)
+        asked = gpus_text(status)
+        return (
+            (happened if waits else "")
+            + f"waiting for GPUs: position {admission.position}"
+            + (f" in the queue for {asked}" if asked else "")
+        )
     nodes = sorted({p.node for p in admission.placements})
     return f"admitted: GPUs reserved on {', '.join(nodes) or 'its nodes'}"
 
@@ -95,7 +120,7 @@ def print_workspace(status: WorkspaceStatus) -> None:
     _section("access", ACCESS_COLUMNS, access_rows(status))
     if any(entry.command for entry in status.access):
         output.write(
-            f"(port-forward with the cluster's kubeconfig: colonyctl kubeconfig --cluster "
+            f"(port-forward with the cluster's kubeconfig: colonyctl kubeconfig "
             f"{status.cluster} --output FILE, then kubectl --kubeconfig FILE ...)"
         )
     _section(

@@ -387,7 +387,12 @@ def test_workspace_get_shows_the_failure_context(capsys: pytest.CaptureFixture[s
             "conditions": [
                 {"type": "HelmReleaseReady", "status": "False", "reason": "HelmReleaseFailed"}
             ],
-            "admission": {"requestId": "r", "state": "waiting", "position": 2, "message": "2 x 4"},
+            "admission": {
+                "requestId": "r",
+                "state": "waiting",
+                "position": 2,
+                "message": "waiting for GPU capacity: position 2 in the queue for any GPU",
+            },
             "failureContext": {
                 "phaseWhenFailed": "Deploying",
                 "reason": "wsd-training-nb failed: image pull",
@@ -407,8 +412,45 @@ def test_workspace_get_shows_the_failure_context(capsys: pytest.CaptureFixture[s
     text = capsys.readouterr().out
     assert "PHASE:" in text
     assert "Failed" in text
-    assert "waiting for GPUs: position 2 (2 x 4)" in text
+    assert "ADMISSION:  waiting for GPUs: position 2\n" in text
     assert "phase when failed: Deploying" in text
     assert "service wsd-training-nb: Failed: boom" in text
     assert "Warning BackOff: Pod/x: pull" in text
     assert "HelmReleaseFailed" in text
+
+
+@pytest.mark.parametrize(
+    ("message", "resources", "line"),
+    [
+        pytest.param(
+            "waiting for GPU capacity: position 1 in the queue for exalsius.ai/gpu-model=h100-80gb "
+            "(1 x 1 GPU (exalsius.ai/gpu-model=h100-80gb))",
+            {"perReplica": {"gpuCount": 1, "gpuType": "h100-80gb"}},
+            "waiting for GPUs: position 1 in the queue for 1 x 1 GPU h100-80gb",
+            id="once",
+        ),
+        pytest.param(
+            "its GPUs' node left the cluster; waiting for GPU capacity: position 1 in the queue "
+            "for any GPU (2 x 4 GPUs (any GPU))",
+            {"replicas": 2, "perReplica": {"gpuCount": 4}},
+            "its GPUs' node left the cluster; waiting for GPUs: position 1 in the queue for "
+            "2 x 4 GPUs of any model",
+            id="what-happened-kept",
+        ),
+        pytest.param("", None, "waiting for GPUs: position 1", id="nothing-known"),
+    ],
+)
+def test_a_waiting_workspace_says_where_it_waits_once(
+    message: str, resources: dict[str, Any] | None, line: str
+) -> None:
+    status = WorkspaceStatus.model_validate(
+        {
+            "name": "nb",
+            "class": "colony-jupyter-1-0-0",
+            "cluster": "training",
+            "phase": "Waiting",
+            "resolvedResources": resources,
+            "admission": {"requestId": "r", "state": "waiting", "position": 1, "message": message},
+        }
+    )
+    assert workspace_output.admission_text(status) == line

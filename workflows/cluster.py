@@ -129,6 +129,8 @@ DELETE_DEADLINE = timedelta(minutes=30)
 """Tearing down a ClusterDeployment (machines reset over SSH) takes minutes, rarely more."""
 KIND = "cluster"
 """The `ColonyKind` search attribute of cluster workflows."""
+WAITING_PHASE_PATCH = "pool-waiting-phase"
+"""`workflow.patched` id of the phase upserts made while a pool waits for hosts."""
 
 
 def _waiting_on(conditions: list[Condition]) -> str:
@@ -169,7 +171,7 @@ class ClusterWorkflow:
                     for pool in self._spec.node_pools
                 ],
             )
-        self._cluster = ClusterContext(self._spec, self._state)
+        self._cluster = ClusterContext(self._spec, self._state, shown_changed=self._show_phase)
         self._engine: EntityEngine[Operation] = EntityEngine(
             self._state.book, self._state.queue, self._state.completed, headline=self._headline
         )
@@ -757,7 +759,9 @@ class ClusterWorkflow:
         runs); answers once it has settled."""
         operation = self._engine.find(request.operation_id)
         if operation is None:
-            raise rejected(f"operation '{request.operation_id}' not found")
+            raise rejected(
+                f"operation '{request.operation_id}' not found", not_found=True, field="operation"
+            )
         if not operation.state.finished:
             reason = f"cancelled: {request.reason}" if request.reason else "cancelled on request"
             self._engine.cancel(operation, reason)
@@ -860,12 +864,13 @@ class ClusterWorkflow:
     def status(self) -> ClusterStatus:
         """The cluster as it is: phase, pools and nodes, running and queued operations, results."""
         state = self._state
+        phase, reason = state.shown()
         return ClusterStatus(
             name=self._spec.name,
             location_id=self._spec.location_id,
             organization=self._spec.organization,
-            phase=state.phase,
-            reason=state.reason,
+            phase=phase,
+            reason=reason,
             conditions=state.conditions,
             node_pools=state.node_pools,
             current_operation=self._engine.running,
@@ -880,14 +885,15 @@ class ClusterWorkflow:
     # --- Small helpers -------------------------------------------------------------------------
 
     def _headline(self) -> list[str]:
-        lines = [f"**{self._spec.name}** in `{self._spec.location_id}`: {self._state.phase.value}"]
+        phase, reason = self._state.shown()
+        lines = [f"**{self._spec.name}** in `{self._spec.location_id}`: {phase.value}"]
         pools = ", ".join(
             f"{pool.name} {pool.ready_count}/{pool.count}" for pool in self._state.node_pools
         )
         if pools:
             lines.append(f"pools (ready/count): {pools}")
-        if self._state.reason:
-            lines.append(self._state.reason)
+        if reason:
+            lines.append(reason)
         return lines
 
     def _owner(self) -> Owner:
@@ -900,13 +906,19 @@ class ClusterWorkflow:
         self._upsert_search_attributes()
         self._engine.show_details()
 
+    def _show_phase(self) -> None:
+        # Histories recorded before pools could be seen waiting have no upsert here.
+        if workflow.patched(WAITING_PHASE_PATCH):
+            self._upsert_search_attributes()
+        self._engine.show_details()
+
     def _upsert_search_attributes(self) -> None:
         upsert_search_attributes(
             COLONY_KIND.value_set(KIND),
             COLONY_CLUSTER.value_set(self._spec.name),
             COLONY_ORGANIZATION.value_set(self._spec.organization),
             COLONY_NAME.value_set(self._spec.colony),
-            COLONY_PHASE.value_set(self._state.phase.value),
+            COLONY_PHASE.value_set(self._state.shown()[0].value),
         )
 
 

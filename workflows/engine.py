@@ -167,11 +167,14 @@ async def _gather_all(*works: Coroutine[Any, Any, Any]) -> list[Any]:
 
 
 def reason_of(error: BaseException) -> str:
-    """The message a user should read for a failed step."""
-    if isinstance(error, ActivityError) and isinstance(error.cause, ApplicationError):
-        return f"{error.activity_type}: {error.cause.message}"
-    if isinstance(error, ActivityError) and error.cause is not None:
-        return f"{error.activity_type}: {error.cause}"
+    """The message a user should read for a failed step: what was being done, in words (`claim
+    hosts`, not the activity's registered name `claim_hosts`), and why it failed."""
+    if isinstance(error, ActivityError):
+        step = (error.activity_type or "a step").replace("_", " ")
+        if isinstance(error.cause, ApplicationError):
+            return f"{step}: {error.cause.message}"
+        if error.cause is not None:
+            return f"{step}: {error.cause}"
     if isinstance(error, ApplicationError):
         return error.message
     return str(error) or type(error).__name__

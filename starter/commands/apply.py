@@ -266,7 +266,7 @@ def _prepare_and_publish(steps: Plan, *, request_id: str | None) -> list[_Deploy
             known = {c.name: c for c in catalog.for_organization(spec.organization).classes}
             pinned = published.get(spec.class_name) or known.get(spec.class_name)
             if pinned is None:
-                raise spaces.class_not_found(spec.class_name)
+                raise spaces.class_not_found(spec.class_name, known)
             deploys.append(_Deploy(spaces.prepare_workspace(spec, pinned, ask=ask), pinned))
         # Everything is valid: now change things, in order.
         if steps.templates:

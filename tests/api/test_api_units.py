@@ -191,7 +191,8 @@ def test_the_documented_status_of_a_cluster(
             "nodePools[0].sku.gpuModelId: unknown", "nodePools[0].sku.gpuModelId", id="path"
         ),
         pytest.param("scale_node_pool: cluster 'x' is being deleted", None, id="update-name"),
-        pytest.param("cannot reach Temporal at x: refused", None, id="sentence"),
+        pytest.param("cannot reach x: refused", None, id="sentence"),
+        pytest.param("temporal: cannot reach x: connection refused", None, id="temporal"),
         pytest.param("host provider: 503", None, id="system"),
     ],
 )
