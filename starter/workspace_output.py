@@ -15,7 +15,7 @@ from models.workspace import AdmissionState, WorkspaceStatus
 from models.workspace_class import WorkspaceClassSpec
 from starter import output
 
-ACCESS_COLUMNS = ("ENDPOINT", "PROTOCOL", "URL", "READY", "HOW")
+ACCESS_COLUMNS = ("ENDPOINT", "PROTOCOL", "URL", "READY", "STATE", "HOW")
 CONDITION_COLUMNS = ("TYPE", "STATUS", "REASON", "MESSAGE")
 PREREQUISITE_COLUMNS = ("TEMPLATE", "PHASE", "NAMESPACE", "SOURCE", "MESSAGE")
 OPERATION_COLUMNS = ("ID", "KIND", "STATE", "STARTED", "FINISHED", "REASON")
@@ -81,7 +81,8 @@ def access_rows(status: WorkspaceStatus) -> list[tuple[Any, ...]]:
             entry.protocol.value,
             entry.url or "-",
             "yes" if entry.ready else "no",
-            entry.command or ("" if entry.ready else entry.message) or "-",
+            entry.reason or "-",
+            (entry.command if entry.ready else entry.message or entry.command) or "-",
         )
         for entry in status.access
     ]
@@ -142,6 +143,8 @@ def print_workspace(status: WorkspaceStatus) -> None:
         output.write("FAILURE")
         output.write(f"phase when failed: {failure.phase_when_failed.value}")
         output.write(f"reason: {output.cell(failure.reason)}")
+        if failure.message:
+            output.write(f"message: {output.cell(failure.message)}")
         if failure.service_set_status is not None:
             for service in failure.service_set_status.services:
                 output.write(

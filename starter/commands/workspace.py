@@ -166,7 +166,8 @@ def _finished(status: WorkspaceStatus | None, name: str, wanted: str, fmt: Outpu
     if status is None:
         raise OperationFailedError(f"workspace '{name}': its workflow ended without a status")
     if status.phase.value != wanted:
-        reason = status.failure_context.reason if status.failure_context else status.message
+        failure = status.failure_context
+        reason = failure.message if failure is not None and failure.message else status.message
         raise OperationFailedError(
             f"workspace '{name}' is {status.phase.value}: {reason or 'see colonyctl workspace get'}"
         )
