@@ -12,6 +12,10 @@ restart, a relist, or a second watcher during a handover) costs nothing:
   `refresh` to the workflow its `colony.dev/workflow-id` names, request id
   `<Kind>/<uid>/<resourceVersion>`;
 - a Node of a child cluster changed: `node_event`, request id `node/<cluster>/<uid>/<resourceVersion>`;
+- a tenant Gateway of a child cluster (label `colony.dev/tenant-gateway=true`) appeared, changed or
+  went: `gateway_changed` to every workspace with a namespace in that child (its marks name the
+  workspace's workflow, of the cluster's own organization), request id
+  `gateway/<cluster>/<uid>/<resourceVersion>`;
 - a stream was relisted (410 Gone: events may have been missed): `refresh`, request id
   `relist/<stream>/<resourceVersion of the list>`.
 
@@ -27,14 +31,18 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from models.identity import entity_workflow_id
+from models.identity import Entity, entity_workflow_id
 from models.ownership import marked_entity
-from models.signals import NodeEvent, NodeEventType, RefreshRequest, SignalName
+from models.signals import GatewayChanged, NodeEvent, NodeEventType, RefreshRequest, SignalName
 
 CLUSTER_LABEL = "colony.dev/cluster"
 """ClusterDeployments Colony created carry it (the cluster's name)."""
 WORKSPACE_LABEL = "colony.dev/workspace"
 """ServiceSets Colony created carry it (the workspace's name)."""
+TENANT_GATEWAY_SELECTOR = "colony.dev/tenant-gateway=true"
+"""The Gateways routing looks for in a child cluster (`activities.workspaces.find_tenant_gateway`)."""
+DOMAIN_ANNOTATION = "colony.dev/domain"
+"""A tenant Gateway's domain, when its listeners do not say it."""
 KUBECONFIG_SECRET_SUFFIX = "-kubeconfig"
 KUBECONFIG_KEY = "value"
 """k0rdent writes a child cluster's kubeconfig to Secret `<ClusterDeployment>-kubeconfig`, key
@@ -62,7 +70,7 @@ class Signal:
 
     workflow_id: str
     name: SignalName
-    payload: RefreshRequest | NodeEvent
+    payload: RefreshRequest | NodeEvent | GatewayChanged
 
     @property
     def request_id(self) -> str:
@@ -135,6 +143,61 @@ def node_event(cluster: str, workflow_id: str, event_type: str, node: Obj) -> Si
             resource_version=version,
         ),
     )
+
+
+def gateway_changed(workflow_id: str, cluster: str, event_type: str, gateway: Obj) -> Signal:
+    """`gateway_changed` to a workspace of `cluster` (the ClusterDeployment's name)."""
+    meta = _meta(gateway)
+    return Signal(
+        workflow_id,
+        SignalName.GATEWAY_CHANGED,
+        GatewayChanged(
+            request_id=f"gateway/{cluster}/{meta.get('uid', '')}/{meta.get('resourceVersion', '')}",
+            cluster=cluster,
+            gateway=f"{meta.get('namespace', '')}/{meta.get('name', '')}",
+            type=NodeEventType(event_type),
+        ),
+    )
+
+
+def gateway_relisted(workflow_id: str, cluster: str, stream: str, list_version: str) -> Signal:
+    """`gateway_changed` after a relist of a child's Gateways: one may have gone unseen."""
+    return Signal(
+        workflow_id,
+        SignalName.GATEWAY_CHANGED,
+        GatewayChanged(request_id=f"relist/{stream}/{list_version}", cluster=cluster),
+    )
+
+
+def gateway_fingerprint(gateway: Obj) -> str:
+    """What routes depend on in a Gateway: its spec (generation), its domain annotation, its
+    deletion and its status without times and messages."""
+    meta = _meta(gateway)
+    return json.dumps(
+        [
+            meta.get("generation"),
+            (meta.get("annotations") or {}).get(DOMAIN_ANNOTATION),
+            bool(meta.get("deletionTimestamp")),
+            _stable(gateway.get("status")),
+        ],
+        sort_keys=True,
+        default=str,
+    )
+
+
+def workspace_owners(namespaces: list[Obj], cluster_deployment: Obj) -> list[str]:
+    """The workspaces of a child cluster: the workflows its namespaces' marks name, when they are
+    workspaces of the cluster's own organization (a namespace made in the child by hand, naming
+    another organization's workspace, steers nothing there)."""
+    cluster = marked_entity(cluster_deployment)
+    if cluster is None:
+        return []
+    owners = set()
+    for namespace in namespaces:
+        found = marked_entity(namespace)
+        if found is not None and found[0] is Entity.WORKSPACE and found[1] == cluster[1]:
+            owners.add(entity_workflow_id(*found))
+    return sorted(owners)
 
 
 def node_fingerprint(node: Obj) -> tuple[str, bool]:
