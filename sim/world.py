@@ -13,7 +13,12 @@ StateManagementProvider `ksm-projectsveltos`, and the workspace hub's ServiceTem
 It writes what a client needs into `state_dir` (default `.colony/sim`):
     management.kubeconfig   admin kubeconfig of the management cluster
     hostprovider.json       {"url": ..., "apiKey": ...}
+    ca.crt                  the sim's CA: it signs every server certificate, the tenant gateways'
+                            `*.<domain>` ones included (`curl --cacert`)
     world.json              ports, URLs and pid
+
+Tenant gateways listen on 127.0.0.1, on the ports their Gateway's listeners name (see
+`sim/controllers/tenant_gateway.py`).
 
 Tests and Colony's dev tooling start it like this:
 
@@ -47,6 +52,7 @@ from sim.apiserver.registry import CRDS, NAMESPACES
 from sim.apiserver.server import ClusterServer
 from sim.apiserver.store import ClusterStore
 from sim.charts import HUB_REPOSITORY, default_catalog
+from sim.controllers.gateway_dataplane import LISTEN_ADDRESS
 from sim.controllers.k0rdent import K0rdentControllers
 from sim.controllers.k0rdent_cluster import ChildCluster
 from sim.crds import load_colony_crds
@@ -260,6 +266,10 @@ class SimWorld:
     def world_json_path(self) -> Path:
         return self.state_dir / "world.json"
 
+    @property
+    def ca_path(self) -> Path:
+        return self.state_dir / "ca.crt"
+
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> SimWorld:
@@ -323,6 +333,11 @@ class SimWorld:
                 "port": int(self.hostprovider.url.rsplit(":", 1)[1]),
                 "credentials": str(self.hostprovider_json_path),
             },
+            "ca": str(self.ca_path),
+            "tenantGateways": {
+                "address": LISTEN_ADDRESS,
+                "ports": "the listeners of Gateway colony-gateway/tenant in each child cluster",
+            },
             "faultsPath": "/sim/v1/faults",
             "timeScale": self.config.timing.time_scale,
             "startedAt": self.started_at,
@@ -379,6 +394,7 @@ class SimWorld:
             )
             + "\n",
         )
+        self.ca_path.write_bytes(self.ca.cert_pem)
         self.world_json_path.write_text(json.dumps(self.describe(), indent=2) + "\n")
 
 
