@@ -403,7 +403,8 @@ async def _serve_streams(
 
     async def monitor(pair: _Pair) -> None:
         try:
-            await asyncio.wait_for(pair.complete.wait(), STREAM_CREATION_TIMEOUT)
+            async with asyncio.timeout(STREAM_CREATION_TIMEOUT):
+                await pair.complete.wait()
         except TimeoutError:
             await pair.print_error(
                 f"(conn={id(session):#x}, request={pair.request_id}) timed out waiting for streams"

@@ -82,6 +82,7 @@ class ListenerPorts:
 class _Served:
     kind: str  # "https" | "http" | "tcp"
     server: asyncio.Server
+    http: web.Server | None = None
 
 
 @dataclass
@@ -109,6 +110,7 @@ class TenantGatewayDataPlane:
         self.host = host
         self.backends = Backends()
         self._served: dict[int, _Served] = {}
+        self._tcp_connections: set[asyncio.Task[Any]] = set()
         self._tls: tuple[str, ssl.SSLContext] | None = None
 
     @property
@@ -144,7 +146,7 @@ class TenantGatewayDataPlane:
         sock = _bind(self.host, preferred)
         port = int(sock.getsockname()[1])
         loop = asyncio.get_running_loop()
-        server: asyncio.Server
+        http: web.Server | None = None
         if kind == "tcp":
             server = await asyncio.start_server(lambda r, w: self._tcp(port, r, w), sock=sock)
         else:
@@ -152,7 +154,7 @@ class TenantGatewayDataPlane:
             server = await loop.create_server(
                 http, sock=sock, ssl=self._ssl_context() if kind == "https" else None
             )
-        self._served[port] = _Served(kind, server)
+        self._served[port] = _Served(kind, server, http)
         log.info(
             "tenant gateway %s/%s of %s: %s on %s:%d",
             self.gateway_namespace, self.gateway_name, self.store.name, kind.upper(), self.host, port,
@@ -161,10 +163,19 @@ class TenantGatewayDataPlane:
 
     async def _close(self, port: int) -> None:
         served = self._served.pop(port, None)
-        if served is not None:
-            served.server.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(served.server.wait_closed(), 1.0)
+        if served is None:
+            return
+        # Stop accepting, then drop what is open. Nothing here waits on the server: a timed wait
+        # (wait_for) could swallow the cancellation of the controller that stops a cluster.
+        served.server.close()
+        if served.http is not None:
+            for connection in served.http.connections:
+                connection.force_close()
+        if served.kind == "tcp":
+            mine = [t for t in self._tcp_connections if t.get_name() == f"tcp:{port}"]
+            for task in mine:
+                task.cancel()
+            await asyncio.gather(*mine, return_exceptions=True)
 
     # ------------------------------------------------------------------ the Gateway's objects
 
@@ -354,6 +365,11 @@ class TenantGatewayDataPlane:
     # ------------------------------------------------------------------ TCP
 
     async def _tcp(self, port: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:  # fmt: skip
+        task = asyncio.current_task()
+        if task is not None:
+            task.set_name(f"tcp:{port}")
+            self._tcp_connections.add(task)
+            task.add_done_callback(self._tcp_connections.discard)
         try:
             conn = self._tcp_backend(port)
             if conn is None:
