@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import os
 import re
+import shutil
 import ssl
 import sys
 from collections.abc import AsyncIterator, Mapping
@@ -114,3 +115,24 @@ async def gateway_get(url: str, address: str, ca: Path, *, follow: bool = True) 
                 extensions={"sni_hostname": host},
             )
         return response
+
+
+async def local_get(port: int, path: str) -> httpx.Response:
+    """GET http://127.0.0.1:PORT/PATH (a port-forward's local end)."""
+    async with httpx.AsyncClient() as http:
+        return await http.get(f"http://127.0.0.1:{port}{path}", timeout=30)
+
+
+async def ssh_disconnect_message(address: str, port: int) -> str | None:
+    """What the machine's `ssh` client prints about the server at address:port (None without an
+    `ssh` binary): a simulated sshd identifies itself, then disconnects by application."""
+    ssh = shutil.which("ssh")
+    if ssh is None:
+        return None
+    process = await asyncio.create_subprocess_exec(
+        ssh, "-p", str(port), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+        "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=10", f"colony@{address}", "true",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    _, err = await asyncio.wait_for(process.communicate(), READY_TIMEOUT)
+    return err.decode()
