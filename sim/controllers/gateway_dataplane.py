@@ -135,10 +135,17 @@ class TenantGatewayDataPlane:
         wanted = [p for p in (keep.tcp if keep else ()) if p not in tcp]
         while len(tcp) < tcp_count:
             tcp.append(await self._open("tcp", wanted.pop(0) if wanted else 0))
-        return ListenerPorts(https, http, tuple(sorted(tcp)))
+        ports = ListenerPorts(https, http, tuple(sorted(tcp)))
+        if ports != current:
+            log.info(
+                "tenant gateway %s/%s of %s listens on %s: https %d, http %d, tcp %s",
+                self.gateway_namespace, self.gateway_name, self.store.name, self.host,
+                ports.https, ports.http, ", ".join(map(str, ports.tcp)) or "none",
+            )  # fmt: skip
+        return ports
 
     async def stop(self) -> None:
-        """Close every listener (open connections end with the loop's tasks)."""
+        """Close every listener and drop the connections still open on them."""
         for port in list(self._served):
             await self._close(port)
 
@@ -155,10 +162,6 @@ class TenantGatewayDataPlane:
                 http, sock=sock, ssl=self._ssl_context() if kind == "https" else None
             )
         self._served[port] = _Served(kind, server, http)
-        log.info(
-            "tenant gateway %s/%s of %s: %s on %s:%d",
-            self.gateway_namespace, self.gateway_name, self.store.name, kind.upper(), self.host, port,
-        )  # fmt: skip
         return port
 
     async def _close(self, port: int) -> None:
