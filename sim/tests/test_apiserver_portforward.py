@@ -268,6 +268,15 @@ async def test_discovery_lists_the_subresource(env: Env) -> None:
     resources = await call(client.CoreV1Api(env.api).get_api_resources)
     (entry,) = [r for r in resources.resources if r.name == "pods/portforward"]
     assert (entry.kind, sorted(entry.verbs)) == ("PodPortForwardOptions", ["create", "get"])
+    # Services have none, as in kube-apiserver: kubectl resolves svc/x to a pod itself.
+    assert not [r for r in resources.resources if r.name == "services/portforward"]
+    trust = ssl.create_default_context(cafile=str(env.server.ca.ca_file))
+    async with httpx.AsyncClient(verify=trust) as http:
+        answer = await http.post(
+            f"{env.server.url}/api/v1/namespaces/default/services/front/portforward",
+            headers={"Authorization": f"Bearer {env.server.admin_token}", **SPDY_HEADERS},
+        )
+    assert answer.status_code == 404
 
 
 # ---------------------------------------------------------------------- the SPDY session
