@@ -110,7 +110,8 @@ class TenantGatewayDataPlane:
         self.host = host
         self.backends = Backends()
         self._served: dict[int, _Served] = {}
-        self._tcp_connections: set[asyncio.Task[Any]] = set()
+        self._tcp_connections: dict[int, set[asyncio.Task[Any]]] = {}
+        """Open TCP connections by listener port, dropped when the listener closes."""
         self._tls: tuple[str, ssl.SSLContext] | None = None
 
     @property
@@ -174,11 +175,10 @@ class TenantGatewayDataPlane:
         if served.http is not None:
             for connection in served.http.connections:
                 connection.force_close()
-        if served.kind == "tcp":
-            mine = [t for t in self._tcp_connections if t.get_name() == f"tcp:{port}"]
-            for task in mine:
-                task.cancel()
-            await asyncio.gather(*mine, return_exceptions=True)
+        connections = list(self._tcp_connections.pop(port, ()))
+        for task in connections:
+            task.cancel()
+        await asyncio.gather(*connections, return_exceptions=True)
 
     # ------------------------------------------------------------------ the Gateway's objects
 
@@ -370,9 +370,9 @@ class TenantGatewayDataPlane:
     async def _tcp(self, port: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:  # fmt: skip
         task = asyncio.current_task()
         if task is not None:
-            task.set_name(f"tcp:{port}")
-            self._tcp_connections.add(task)
-            task.add_done_callback(self._tcp_connections.discard)
+            open_here = self._tcp_connections.setdefault(port, set())
+            open_here.add(task)
+            task.add_done_callback(open_here.discard)
         try:
             conn = self._tcp_backend(port)
             if conn is None:

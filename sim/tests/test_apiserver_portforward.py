@@ -256,6 +256,21 @@ async def test_refusals_before_the_upgrade(env: Env) -> None:
     assert plain.status_code == 400
     assert plain.text.startswith("unable to upgrade: missing upgrade headers in request")
 
+    # A pod whose containers have ended has no sandbox left to forward into.
+    env.store.create(PODS, {
+        "metadata": {"name": "done", "namespace": "default"},
+        "spec": {"nodeName": NODE, "restartPolicy": "Never",
+                 "containers": [{"name": "c", "image": "busybox", "command": ["true"]}]},
+    })  # fmt: skip
+
+    async def finished() -> str:
+        return str((env.store.get(PODS, "default", "done").get("status") or {}).get("phase"))
+
+    await eventually(finished, until=lambda phase: phase == "Succeeded", what="done Succeeded")
+    ended = await upgrade(env, "done", SPDY_HEADERS)
+    assert ended.status_code == 500
+    assert ended.json()["message"].endswith("is not running")
+
     env.faults.stop_kubelet(NODE)
     down = await upgrade(env, "up", SPDY_HEADERS)
     assert down.status_code == 500
