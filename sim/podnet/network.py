@@ -10,7 +10,7 @@ written by the sim's charts, `sim/charts.yaml`), a JSON map from port to app:
 
 A port named there listens too (in the first container) even if no container declares it.
 
-`connect(store, namespace, pod, port)` opens an in-memory connection (`sim/podnet/pipe.py`) to a
+`connect_pod(pod, port)` opens an in-memory connection (`sim/podnet/pipe.py`) to a
 listening port and starts the app on its other end; a port nothing listens on raises
 `PortRefused` with the dial error a node would see. `Backends.pick(store, namespace, service,
 port)` is what kube-proxy does for a ClusterIP: the Service's port, its ready endpoints (Running
@@ -157,18 +157,6 @@ def connect_pod(pod: Mapping[str, Any], port: int) -> PipeEnd:
     _serving.add(task)
     task.add_done_callback(_serving.discard)
     return client
-
-
-def connect(store: ClusterStore, namespace: str, name: str, port: int) -> PipeEnd:
-    """A connection to `port` of pod namespace/name.
-
-    Raises:
-        PortRefused: no such pod, or nothing listens there.
-    """
-    pod = store.try_get(PODS, namespace, name)
-    if pod is None:
-        raise PortRefused(f"dial tcp: lookup {name}.{namespace}: no such host")
-    return connect_pod(pod, port)
 
 
 def _ready(pod: Mapping[str, Any]) -> bool:
