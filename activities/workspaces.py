@@ -976,6 +976,16 @@ class WorkspaceActivities:
             hostname = next((str(x.get("hostname")) for x in listeners if x.get("hostname")), "")
             domain = hostname.removeprefix("*.")
         https = any(listener.get("protocol") == "HTTPS" for listener in listeners)
+        # The listener HTTPRoutes attach to (sectionName "https" or "http"): a URL must name its
+        # port when it is not the scheme's own.
+        http_port = next(
+            (
+                int(listener["port"])
+                for listener in listeners
+                if listener.get("name") == ("https" if https else "http") and listener.get("port")
+            ),
+            None,
+        )
         pool = sorted(
             int(listener["port"]) for listener in listeners if listener.get("protocol") == "TCP"
         )
@@ -995,7 +1005,7 @@ class WorkspaceActivities:
                     if with_port.isdigit():
                         taken.add(int(with_port))
         return FindTenantGatewayResult(
-            gateway=GatewayInfo(domain=domain, https=https, tcp_ports=pool),
+            gateway=GatewayInfo(domain=domain, https=https, tcp_ports=pool, http_port=http_port),
             gateway_namespace=str(meta.get("namespace", "")),
             gateway_name=str(meta["name"]),
             gateway_uid=str(meta.get("uid", "")),

@@ -619,6 +619,9 @@ class GatewayInfo(ColonyModel):
     """True when the wildcard listener is HTTPS (production); HTTP in dev."""
     tcp_ports: list[int] = Field(default_factory=list)
     """The port pool: the gateway's TCP listeners, for SSH and TCP endpoints."""
+    http_port: int | None = None
+    """The port of the listener HTTP endpoints are routed through; URLs name it unless it is the
+    scheme's own (443 for https, 80 for http). None: the scheme's own."""
 
 
 def http_hostname(workspace: str, endpoint: str, domain: str, *, primary: bool) -> str:
@@ -684,6 +687,14 @@ def port_forward_command(
     )
 
 
+_DEFAULT_PORTS = {"https": 443, "http": 80}
+
+
+def _port_suffix(scheme: str, port: int | None) -> str:
+    """`:<port>` when a URL must name its port (not the scheme's default), else nothing."""
+    return "" if port is None or port == _DEFAULT_PORTS.get(scheme) else f":{port}"
+
+
 def _scheme(protocol: EndpointProtocol, https: bool) -> str:
     if protocol is EndpointProtocol.HTTP:
         return "https" if https else "http"
@@ -739,7 +750,8 @@ def plan_access(
                     "shorten the workspace or endpoint name"
                 )
             else:
-                entry.url = f"{_scheme(endpoint.protocol, gateway.https)}://{host}"
+                scheme = _scheme(endpoint.protocol, gateway.https)
+                entry.url = f"{scheme}://{host}{_port_suffix(scheme, gateway.http_port)}"
                 entry.message = "waiting for the gateway to accept the route"
         elif endpoint.name in ports:
             entry.url = f"{_scheme(endpoint.protocol, gateway.https)}://{gateway.domain}:{ports[endpoint.name]}"

@@ -832,7 +832,17 @@ async def test_routes_through_the_tenant_gateway(
     assert found.gateway_uid
     assert found.gateway_generation >= 1
     assert found.fingerprint() == (await run(workspaces.find_tenant_gateway, find)).fingerprint()
-    assert found.gateway.tcp_ports == list(range(30000, 30010))
+    gateway = await call(
+        client.CustomObjectsApi(cluster.admin).get_namespaced_custom_object,
+        "gateway.networking.k8s.io", "v1", "colony-gateway", "gateways", "tenant",
+    )  # fmt: skip
+    listeners = {x["name"]: int(x["port"]) for x in gateway["spec"]["listeners"]}
+    # The pool and the HTTPS port are the listeners' (the sim's are real local ports).
+    assert found.gateway.tcp_ports == sorted(
+        p for n, p in listeners.items() if n.startswith("tcp-")
+    )
+    assert len(found.gateway.tcp_ports) == 10
+    assert found.gateway.http_port == listeners["https"]
     port = next(p for p in found.gateway.tcp_ports if p not in found.taken_ports)
 
     routes = [

@@ -7,13 +7,17 @@ drives uniquely named clusters and workspaces (ledgers are one per cluster) thro
 a user would, and checks the effects on the simulated infrastructure directly:
 
 - a CPU notebook reaches Running, its pod runs in `ws-<name>` on the child and its access is the
-  `kubectl port-forward` command whose Service exists; delete removes it all;
+  `kubectl port-forward` command whose Service exists, and that real kubectl reaches the
+  notebook's (simulated) Jupyter server; delete removes it all;
 - GPU workspaces fill a cluster, a third one waits (position 1) and runs once one is deleted;
-- two LLM servers share one installation of their prerequisite (`wsprereq-...`), which outlives them;
+- two LLM servers share one installation of their prerequisite (`wsprereq-...`), which outlives
+  them, and each answers `/v1/models` with its model at the URL Colony prints;
 - a namespace the user made under the workspace's name (`ws-<name>`, holding their data) is never
   adopted and never deleted: the deploy fails naming it, the delete leaves it and its contents;
-- a cluster attached to a tenant gateway gives `https://<ws>.<domain>` and `ssh://<domain>:<port>`,
-  suspend frees the port and keeps the namespace, resume brings it back;
+- a cluster attached to a tenant gateway gives `https://<ws>.<domain>:<port>` and
+  `ssh://<domain>:<port>` (the simulated gateway listens on local ports, named in the URLs), which
+  open the notebook's page and the dev box's SSH server, as does a kubectl port-forward; suspend
+  frees the port and keeps the namespace, resume brings it back;
 - deleting a cluster deletes its workspaces first;
 - exalsius manifests through `colonyctl apply -f` (class with its template, a deployment, a
   standalone template, a conflicting class);
@@ -46,8 +50,10 @@ from models.identity import (
     workspace_service_set_name,
     workspace_values_secret_name,
 )
+from sim.podnet.apps import JUPYTER_SERVER_VERSION, SSH_IDENTIFICATION
 from sim.world import SimWorld
 from starter.cli import app, normalize_argv
+from tests.access import gateway_get, kubectl_port_forward, local_get, ssh_disconnect_message
 from tests.conftest import venv_binary
 from tests.helpers import eventually, history_text, unique
 from tests.simenv import (
@@ -203,6 +209,35 @@ async def namespace_exists(colony: Colony, cluster: str, namespace: str) -> bool
         close_client(api)
 
 
+def kube_env(colony: Colony, home: Path) -> dict[str, str]:
+    """What kubectl needs to use `colonyctl kubeconfig`'s file (its exec plugin is colonyctl)."""
+    return {**colony.env, "PATH": str(Path(venv_binary("colonyctl")).parent), "HOME": str(home)}
+
+
+async def tenant_gateway(colony: Colony, cluster: str) -> tuple[str, dict[str, int]]:
+    """The tenant gateway's address and its listeners' ports, as the cluster's admin reads them."""
+    api = await colony.child(cluster)
+    try:
+        gateway = await call(
+            client.CustomObjectsApi(api).get_namespaced_custom_object,
+            "gateway.networking.k8s.io", "v1", "colony-gateway", "gateways", "tenant",
+        )  # fmt: skip
+    finally:
+        close_client(api)
+    address = gateway["status"]["addresses"][0]["value"]
+    return address, {x["name"]: int(x["port"]) for x in gateway["spec"]["listeners"]}
+
+
+async def ssh_banner(address: str, port: int) -> str:
+    """The SSH server's identification line at address:port."""
+    reader, writer = await asyncio.open_connection(address, port)
+    try:
+        line = await asyncio.wait_for(reader.readline(), 30)
+    finally:
+        writer.close()
+    return line.decode().rstrip("\r\n")
+
+
 def running(items: list[Any]) -> list[Any]:
     return [p for p in items if p.status.phase == "Running" and not p.metadata.deletion_timestamp]
 
@@ -246,13 +281,22 @@ async def test_cpu_notebook_runs_and_is_reached_by_port_forward(
         venv_binary("kubectl"), "--kubeconfig", str(kubeconfig), "get", "-n", f"ws-{name}",
         f"svc/{release}-http", "-o", "json",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env={**colony.env, "PATH": str(Path(venv_binary("colonyctl")).parent), "HOME": str(tmp_path)},
+        env=kube_env(colony, tmp_path),
     )  # fmt: skip
     out, err = await kubectl.communicate()
     assert kubectl.returncode == 0, err.decode()
     service = json.loads(out)
     assert service["spec"]["ports"][0]["port"] == 8888
     assert all(pod.metadata.labels.get(k) == v for k, v in service["spec"]["selector"].items())
+    # The printed command opens the notebook (on a free local port: tests run side by side).
+    async with kubectl_port_forward(
+        kubeconfig, f"svc/{release}-http", 8888, namespace=f"ws-{name}", env=kube_env(colony, tmp_path)
+    ) as forward:  # fmt: skip
+        api, lab = await local_get(forward.port, "/api"), await local_get(forward.port, "/lab")
+    assert api.json() == {"version": JUPYTER_SERVER_VERSION}
+    assert lab.status_code == 200
+    assert "SIMULATED JupyterLab" in lab.text
+    assert f"<td>{pod.metadata.name}</td>" in lab.text
     # The prompt's answer and the resources reached the release's values.
     service_set_name = workspace_service_set_name("", cluster, name)
     (service_set,) = [
@@ -503,7 +547,8 @@ async def test_a_failed_install_shows_its_context_and_a_resume_tries_again(
 
 async def test_llm_servers_share_one_prerequisite_installation(colony: Colony) -> None:
     cluster = unique("llm")
-    await create_cluster(colony, cluster, gpu_pool())
+    await create_cluster(colony, cluster, gpu_pool(), "--tenant-gateway-domain", DOMAIN)
+    address, listeners = await tenant_gateway(colony, cluster)
     names = [unique("llm"), unique("llm")]
     for name in names:  # at once: they meet in one prerequisite workflow
         await colony.ctl(
@@ -518,8 +563,13 @@ async def test_llm_servers_share_one_prerequisite_installation(colony: Colony) -
             "Satisfied",
             "colony-inference",
         )
-        release = workspace_release_name("", cluster, name)
-        assert status["access"][0]["command"].endswith(f"svc/{release}-http 8000:8000")
+        url = f"https://{name}.{DOMAIN}:{listeners['https']}"
+        assert [(a["name"], a["url"], a["ready"]) for a in status["access"]] == [
+            ("http", url, True)
+        ]
+        # Its OpenAI-compatible API, through its route, serves the model it was deployed with.
+        models = await gateway_get(f"{url}/v1/models", address, colony.world.ca_path)
+        assert [m["id"] for m in models.json()["data"]] == ["Qwen/Qwen3-0.6B"]
     prerequisite_sets = [
         s["metadata"]["name"]
         for s in await colony.service_sets()
@@ -539,7 +589,9 @@ async def test_llm_servers_share_one_prerequisite_installation(colony: Colony) -
 # --- A tenant gateway: hostnames and an SSH port; suspend and resume --------------------------
 
 
-async def test_tenant_gateway_urls_ssh_port_suspend_and_resume(colony: Colony) -> None:
+async def test_tenant_gateway_urls_ssh_port_suspend_and_resume(
+    colony: Colony, tmp_path: Path
+) -> None:
     cluster = unique("gw")
     await create_cluster(colony, cluster, cpu_pool(), "--tenant-gateway-domain", DOMAIN)
     deployment = await call(
@@ -556,14 +608,41 @@ async def test_tenant_gateway_urls_ssh_port_suspend_and_resume(colony: Colony) -
         "workspace", "deploy", devbox, "--class", "colony-devbox-1-0-0", "--cluster", cluster,
         "--set", f"ssh.authorizedKeys={SSH_KEY}", "--wait", "--timeout", "60",
     )  # fmt: skip
+    address, listeners = await tenant_gateway(colony, cluster)
+    pool = sorted(port for name, port in listeners.items() if name.startswith("tcp-"))
     web = await colony.workspace(notebook)
-    assert [(a["name"], a["url"], a["ready"]) for a in web["access"]] == [
-        ("http", f"https://{notebook}.{DOMAIN}", True)
-    ]
+    url = f"https://{notebook}.{DOMAIN}:{listeners['https']}"
+    assert [(a["name"], a["url"], a["ready"]) for a in web["access"]] == [("http", url, True)]
     ssh = await colony.workspace(devbox)
     assert [(a["name"], a["url"], a["ready"]) for a in ssh["access"]] == [
-        ("ssh", f"ssh://{DOMAIN}:30000", True)
+        ("ssh", f"ssh://{DOMAIN}:{pool[0]}", True)
     ]
+    # The printed URL opens the notebook: by name (SNI, Host, the sim CA's certificate) at the
+    # gateway's address, as `curl --cacert ... --resolve <name>:<port>:<address>` does.
+    (nb_pod,) = running(await pods(colony, cluster, f"ws-{notebook}"))
+    lab = await gateway_get(f"{url}/", address, colony.world.ca_path)
+    assert lab.status_code == 200
+    assert "SIMULATED JupyterLab" in lab.text
+    assert f"<td>{nb_pod.metadata.name}</td>" in lab.text
+    # And so does a port-forward to its Service, gateway or not.
+    kubeconfig = tmp_path / "kubeconfig"
+    await colony.ctl("kubeconfig", "--cluster", cluster, "--output", str(kubeconfig))
+    async with kubectl_port_forward(
+        kubeconfig, f"svc/{workspace_release_name('', cluster, notebook)}-http", 8888,
+        namespace=f"ws-{notebook}",
+        env=kube_env(colony, tmp_path),
+    ) as forward:  # fmt: skip
+        api = await local_get(forward.port, "/api")
+    assert api.json() == {"version": JUPYTER_SERVER_VERSION}
+    # The SSH URL reaches the dev box's (simulated) sshd through its TCPRoute.
+    (dev_pod,) = running(await pods(colony, cluster, f"ws-{devbox}"))
+    assert await ssh_banner(address, pool[0]) == (
+        f"{SSH_IDENTIFICATION} SIMULATED colony-sim ws-{devbox}/{dev_pod.metadata.name}"
+    )
+    said = await ssh_disconnect_message(address, pool[0])
+    assert said is None or f"SIMULATED: ws-{devbox}/{dev_pod.metadata.name} runs no sshd" in said, (
+        said
+    )
     api = await colony.child(cluster)
     try:
         custom = client.CustomObjectsApi(api)
@@ -576,7 +655,7 @@ async def test_tenant_gateway_urls_ssh_port_suspend_and_resume(colony: Colony) -
             custom.get_namespaced_custom_object, "gateway.networking.k8s.io", "v1alpha2",
             f"ws-{devbox}", "tcproutes", route_name("", cluster, devbox, "ssh"),
         )  # fmt: skip
-        assert tcp["spec"]["parentRefs"][0]["sectionName"] == "tcp-30000"
+        assert tcp["spec"]["parentRefs"][0]["sectionName"] == f"tcp-{pool[0]}"
     finally:
         close_client(api)
 
@@ -592,12 +671,12 @@ async def test_tenant_gateway_urls_ssh_port_suspend_and_resume(colony: Colony) -
         "workspace", "deploy", other, "--class", "colony-devbox-1-0-0", "--cluster", cluster,
         "--set", f"ssh.authorizedKeys={SSH_KEY}", "--wait", "--timeout", "60",
     )  # fmt: skip
-    assert (await colony.workspace(other))["access"][0]["url"] == f"ssh://{DOMAIN}:30000"
+    assert (await colony.workspace(other))["access"][0]["url"] == f"ssh://{DOMAIN}:{pool[0]}"
     # Resume: admitted again, routed again on the next free port.
     await colony.ctl("workspace", "resume", devbox, "--wait", "--timeout", "60")
     resumed = await colony.workspace(devbox)
     assert resumed["phase"] == "Running"
-    assert resumed["access"][0]["url"] == f"ssh://{DOMAIN}:30001"
+    assert resumed["access"][0]["url"] == f"ssh://{DOMAIN}:{pool[1]}"
     assert running(await pods(colony, cluster, f"ws-{devbox}"))
     await colony.ctl("cluster", "delete", cluster, "--wait", "--timeout", "120")
 

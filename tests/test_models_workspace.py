@@ -257,6 +257,23 @@ def test_http_listener_gives_http_urls() -> None:
     assert entries[0].url == "http://llm.dev.local"
 
 
+@pytest.mark.parametrize(
+    ("https", "http_port", "url"),
+    [
+        pytest.param(True, 443, "https://llm.d.example", id="https-on-443"),
+        pytest.param(True, 8443, "https://llm.d.example:8443", id="https-elsewhere"),
+        pytest.param(False, 80, "http://llm.d.example", id="http-on-80"),
+        pytest.param(False, 443, "http://llm.d.example:443", id="http-on-443"),
+        pytest.param(True, None, "https://llm.d.example", id="unknown-port"),
+    ],
+)
+def test_urls_name_a_listener_port_that_is_not_the_schemes_own(
+    https: bool, http_port: int | None, url: str
+) -> None:
+    gateway = GatewayInfo(domain="d.example", https=https, http_port=http_port)
+    assert plan_access("llm", "training", LLM, gateway)[0].url == url
+
+
 def test_exhausted_or_missing_port_pool() -> None:
     full = plan_access(
         "llm", "wsd-training-llm", LLM, GatewayInfo(domain="d.example", tcp_ports=[2200]), {}
