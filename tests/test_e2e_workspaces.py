@@ -55,6 +55,7 @@ from sim.world import SimWorld
 from starter.cli import app, normalize_argv
 from tests.access import gateway_get, kubectl_port_forward, local_get, ssh_disconnect_message
 from tests.conftest import venv_binary
+from tests.exalsius_status import exalsius_problems
 from tests.helpers import eventually, history_text, unique
 from tests.simenv import (
     NAMESPACE,
@@ -116,6 +117,17 @@ class Colony:
             timeout=timeout,
             interval=0.2,
             what=f"workspace {name} in {phases}",
+        )
+
+    async def deployed(self, name: str, timeout: float = 60) -> dict[str, Any]:
+        """The workspace once Running with its deploy finished: its access step (which follows
+        Running) has reported every endpoint."""
+        return await eventually(
+            lambda: self.workspace(name),
+            until=lambda w: w["phase"] == "Running" and "currentOperation" not in w,
+            timeout=timeout,
+            interval=0.2,
+            what=f"workspace {name} deployed",
         )
 
     async def child(self, cluster: str) -> client.ApiClient:
@@ -524,14 +536,26 @@ async def test_a_failed_install_shows_its_context_and_a_resume_tries_again(
     )
     status = await colony.workspace(name)
     context = status["failureContext"]
-    assert context["phaseWhenFailed"] == "Deploying"
+    # The exalsius shape: the failing condition's reason, the failure first among the events.
+    assert (context["phaseWhenFailed"], context["reason"]) == ("Deploying", "HelmReleaseFailed")
+    assert context["message"] == status["message"]
+    assert context["message"].endswith("failed: Helm install failed: image pull back-off")
     assert [(s["state"], s["failureMessage"]) for s in context["serviceSetStatus"]["services"]] == [
         ("Failed", "Helm install failed: image pull back-off")
     ]
+    first = context["recentEvents"][0]
+    assert (first["type"], first["reason"], first["message"]) == (
+        "Warning",
+        "HelmReleaseFailed",
+        context["message"],
+    )
     helm = next(c for c in status["conditions"] if c["type"] == "HelmReleaseReady")
     assert helm["reason"] == "HelmReleaseFailed"
+    # A client of the exalsius operator reads it as a WorkspaceDeployment's status.
+    assert exalsius_problems(status) == []
     shown = (await colony.ctl("workspace", "get", name)).stdout
     assert "phase when failed: Deploying" in shown
+    assert "reason: HelmReleaseFailed" in shown
     assert "image pull back-off" in shown
 
     colony.world.faults.clear()
@@ -539,6 +563,7 @@ async def test_a_failed_install_shows_its_context_and_a_resume_tries_again(
     resumed = await colony.workspace(name)
     assert resumed["phase"] == "Running"
     assert "failureContext" not in resumed
+    assert exalsius_problems(resumed) == []
     await colony.ctl("cluster", "delete", cluster, "--wait", "--timeout", "120")
 
 
@@ -556,7 +581,7 @@ async def test_llm_servers_share_one_prerequisite_installation(colony: Colony) -
             "--set", "vllm.model=Qwen/Qwen3-0.6B",
         )  # fmt: skip
     for name in names:
-        status = await colony.phase_of(name, {"Running"})
+        status = await colony.deployed(name)
         (prerequisite,) = status["prerequisites"]
         assert (prerequisite["name"], prerequisite["phase"], prerequisite["namespace"]) == (
             "colony-inference-stack-1-0-0",
