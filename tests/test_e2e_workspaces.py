@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ from models.identity import (
     workspace_service_set_name,
     workspace_values_secret_name,
 )
+from models.signals import GatewayChanged, SignalName
 from sim.podnet.apps import JUPYTER_SERVER_VERSION, SSH_IDENTIFICATION
 from sim.world import SimWorld
 from starter.cli import app, normalize_argv
@@ -67,6 +69,11 @@ from tests.simenv import (
     management_api,
     started_world,
 )
+from watching.kubeapi import KubeApi
+from watching.leader import LeaseTiming
+from watching.mapping import Signal
+from watching.service import Watcher, WatcherConfig
+from watching.signals import TemporalSignals
 from worker import build_worker, ensure_catalog
 from workflows.search_attributes import COLONY_CLUSTER, COLONY_KIND, COLONY_PHASE
 
@@ -703,6 +710,252 @@ async def test_tenant_gateway_urls_ssh_port_suspend_and_resume(
     assert resumed["phase"] == "Running"
     assert resumed["access"][0]["url"] == f"ssh://{DOMAIN}:{pool[1]}"
     assert running(await pods(colony, cluster, f"ws-{devbox}"))
+    await colony.ctl("cluster", "delete", cluster, "--wait", "--timeout", "120")
+
+
+# --- Routes follow the gateway, one endpoint at a time (with the watcher) ----------------------
+
+GATEWAY_API = ("gateway.networking.k8s.io", "v1")
+WATCH_LEASE = LeaseTiming(lease_duration=2.0, renew_deadline=1.5, retry_period=0.25)
+"""Seconds, so the test's watcher leads at once (client-go's are 15/10/2)."""
+
+
+class SentSignals:
+    """Temporal signals, recorded: which ones the watcher sent."""
+
+    def __init__(self, temporal: Client) -> None:
+        self._temporal = TemporalSignals(temporal)
+        self.sent: list[Signal] = []
+
+    async def send(self, signal: Signal) -> bool:
+        delivered = await self._temporal.send(signal)
+        self.sent.append(signal)
+        return delivered
+
+    def gateway_changes(self, workflow_id: str) -> list[Signal]:
+        return [
+            s
+            for s in self.sent
+            if s.workflow_id == workflow_id and s.name is SignalName.GATEWAY_CHANGED
+        ]
+
+
+@dataclass
+class RunningWatcher:
+    watcher: Watcher
+    signals: SentSignals
+
+    async def following_gateways_of(self, cluster: str) -> None:
+        """Until the watcher has listed the cluster's Gateways (later changes are its events)."""
+        await eventually(
+            lambda: _now(self.watcher.streams.get(f"gateways.{NAMESPACE}.{cluster}")),
+            until=lambda stream: stream is not None and bool(stream.version),
+            timeout=30,
+            what=f"the watcher following the Gateways of {cluster}",
+        )
+
+
+async def _now(value: Any) -> Any:
+    return value
+
+
+@pytest.fixture
+async def watcher(colony: Colony) -> AsyncIterator[RunningWatcher]:
+    """A watcher of the test's own (its own Lease and state namespace), as `watcher.py` runs."""
+    api = KubeApi.from_kubeconfig(colony.world.management_kubeconfig_path)
+    signals = SentSignals(colony.temporal)
+    running = Watcher(
+        api,
+        signals,
+        WatcherConfig(
+            identity=unique("watcher"), system_namespace=unique("colony-system"), lease=WATCH_LEASE
+        ),
+    )
+    task = asyncio.create_task(running.run())
+    try:
+        yield RunningWatcher(running, signals)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await api.aclose()
+
+
+async def tenant_gateway_object(colony: Colony, cluster: str) -> dict[str, Any]:
+    api = await colony.child(cluster)
+    try:
+        gateway: dict[str, Any] = await call(
+            client.CustomObjectsApi(api).get_namespaced_custom_object,
+            *GATEWAY_API, "colony-gateway", "gateways", "tenant",
+        )  # fmt: skip
+        return gateway
+    finally:
+        close_client(api)
+
+
+async def remove_gateway(colony: Colony, cluster: str) -> dict[str, Any]:
+    """Delete the cluster's tenant Gateway (as the platform losing it would); what it was."""
+    gateway = await tenant_gateway_object(colony, cluster)
+    api = await colony.child(cluster)
+    try:
+        await call(
+            client.CustomObjectsApi(api).delete_namespaced_custom_object,
+            *GATEWAY_API, "colony-gateway", "gateways", "tenant",
+        )  # fmt: skip
+    finally:
+        close_client(api)
+    return gateway
+
+
+async def restore_gateway(colony: Colony, cluster: str, gateway: dict[str, Any]) -> None:
+    """Create the Gateway again as it was (a new object: a new uid)."""
+    meta = gateway["metadata"]
+    body = {
+        "apiVersion": gateway["apiVersion"],
+        "kind": "Gateway",
+        "metadata": {
+            k: meta[k] for k in ("name", "namespace", "labels", "annotations") if k in meta
+        },
+        "spec": gateway["spec"],
+    }
+    api = await colony.child(cluster)
+    try:
+        await call(
+            client.CustomObjectsApi(api).create_namespaced_custom_object,
+            *GATEWAY_API, "colony-gateway", "gateways", body,
+        )  # fmt: skip
+    finally:
+        close_client(api)
+
+
+def routes_ready(status: dict[str, Any]) -> tuple[str, str]:
+    found = next(c for c in status["conditions"] if c["type"] == "RoutesReady")
+    return found["status"], found["reason"]
+
+
+async def test_a_gateway_removed_and_restored_under_a_running_workspace(
+    colony: Colony, watcher: RunningWatcher
+) -> None:
+    """The watcher sees the tenant Gateway go: the running workspace reports RoutesReady False
+    RoutingInfraNotReady (its endpoint reachable by port-forward meanwhile); it comes back: routed
+    again at `https://<ws>.<domain>`, with no suspend, no resume, never out of Running."""
+    cluster, name = unique("flap"), unique("nb")
+    await create_cluster(colony, cluster, cpu_pool(), "--tenant-gateway-domain", DOMAIN)
+    await colony.ctl(
+        "workspace", "deploy", name, "--class", "colony-jupyter-1-0-0", "--cluster", cluster,
+        "--set", "notebookPassword=pw", "--wait", "--timeout", "60",
+    )  # fmt: skip
+    routed = await colony.workspace(name)
+    assert routes_ready(routed) == ("True", "RoutesReady")
+    (entry,) = routed["access"]
+    assert entry["url"].startswith(f"https://{name}.{DOMAIN}")
+    assert (entry["ready"], entry["reason"]) == (True, "Accepted")
+    await watcher.following_gateways_of(cluster)
+
+    gateway = await remove_gateway(colony, cluster)
+    # Far sooner than the workspace's own look (ROUTES_FALLBACK, ten minutes): the watcher's.
+    waiting = await eventually(
+        lambda: colony.workspace(name),
+        until=lambda w: routes_ready(w)[0] == "False",
+        timeout=30,
+        interval=0.2,
+        what="RoutesReady False once the Gateway is gone",
+    )
+    assert routes_ready(waiting) == ("False", "RoutingInfraNotReady")
+    assert waiting["phase"] == "Running"
+    (entry,) = waiting["access"]
+    assert (entry["ready"], entry["reason"]) == (False, "RoutingInfraNotReady")
+    assert entry["url"] == f"https://{name}.{DOMAIN}"
+    assert entry["command"].startswith(f"kubectl port-forward -n ws-{name} ")
+    told = watcher.signals.gateway_changes(f"workspace/{name}")
+    assert "DELETED" in [
+        s.payload.type.value for s in told if isinstance(s.payload, GatewayChanged)
+    ]
+    shown = (await colony.ctl("workspace", "get", name)).stdout
+    assert "RoutingInfraNotReady" in shown
+
+    await restore_gateway(colony, cluster, gateway)
+    back = await eventually(
+        lambda: colony.workspace(name),
+        until=lambda w: routes_ready(w)[0] == "True",
+        timeout=30,
+        interval=0.2,
+        what="routed again once the Gateway is back",
+    )
+    (entry,) = back["access"]
+    assert entry["url"].startswith(f"https://{name}.{DOMAIN}")
+    assert (entry["ready"], entry["reason"], entry["command"]) == (True, "Accepted", "")
+    assert back["phase"] == "Running"
+    told = watcher.signals.gateway_changes(f"workspace/{name}")
+    assert "ADDED" in [s.payload.type.value for s in told if isinstance(s.payload, GatewayChanged)]
+    assert [op["request"]["kind"] for op in back["completedOperations"]] == ["deploy"]
+    api = await colony.child(cluster)
+    try:
+        route = await call(
+            client.CustomObjectsApi(api).get_namespaced_custom_object,
+            *GATEWAY_API, f"ws-{name}", "httproutes", route_name("", cluster, name, "http"),
+        )  # fmt: skip
+    finally:
+        close_client(api)
+    (parent,) = route["status"]["parents"]
+    assert {c["type"]: c["status"] for c in parent["conditions"]} == {
+        "Accepted": "True",
+        "ResolvedRefs": "True",
+    }
+    await colony.ctl("cluster", "delete", cluster, "--wait", "--timeout", "120")
+
+
+def two_endpoint_class(name: str) -> str:
+    """The notebook's chart behind a class with a second HTTP endpoint on the same port, whose
+    Service the chart does not render (it renders `<release>-http` only)."""
+    return exalsius_class(name, "two endpoints").replace(
+        "accessEndpoints: [{name: http, protocol: HTTP, port: 8888}]",
+        "accessEndpoints: [{name: http, protocol: HTTP, port: 8888}, "
+        "{name: admin, protocol: HTTP, port: 8888}]",
+    )
+
+
+async def test_a_chart_that_renders_one_of_two_endpoints_services(
+    colony: Colony, watcher: RunningWatcher, tmp_path: Path
+) -> None:
+    """Running as soon as the release is (not after a routes deadline): the endpoint with a Service
+    is routed, the other reports BackendNotFound; while the Gateway is missing, both are
+    forwarded on local ports of their own."""
+    cluster, name = unique("two"), unique("nb")
+    workspace_class = unique("two-web") + "-1-0-0"
+    await create_cluster(colony, cluster, cpu_pool(), "--tenant-gateway-domain", DOMAIN)
+    manifest = tmp_path / "class.yaml"
+    manifest.write_text(two_endpoint_class(workspace_class))
+    await colony.ctl("class", "publish", "-f", str(manifest))
+    deployed = await colony.ctl(
+        "workspace", "deploy", name, "--class", workspace_class, "--cluster", cluster,
+        "--set", "notebookPassword=pw", "--wait", "--timeout", "60",
+    )  # fmt: skip
+    assert f"workspace {name} running" in deployed.stdout
+    status = await colony.workspace(name)
+    release = workspace_release_name("", cluster, name)
+    http, admin = status["access"]
+    assert http["url"].startswith(f"https://{name}.{DOMAIN}")
+    assert (http["ready"], http["reason"]) == (True, "Accepted")
+    assert admin["url"].startswith(f"https://{name}-admin.{DOMAIN}")
+    assert (admin["ready"], admin["reason"]) == (False, "BackendNotFound")
+    assert f"Service ws-{name}/{release}-admin not found" in admin["message"]
+    assert routes_ready(status) == ("False", "RoutingError")
+    assert status["phase"] == "Running"
+    deploy = status["completedOperations"][0]
+    assert (deploy["request"]["kind"], deploy["state"]) == ("deploy", "succeeded")
+    assert exalsius_problems(status) == []
+
+    await watcher.following_gateways_of(cluster)
+    await remove_gateway(colony, cluster)
+    waiting = await eventually(
+        lambda: colony.workspace(name),
+        until=lambda w: routes_ready(w)[1] == "RoutingInfraNotReady",
+        timeout=30,
+        interval=0.2,
+        what="RoutingInfraNotReady once the Gateway is gone",
+    )
+    assert [a["command"].split()[-1] for a in waiting["access"]] == ["8888:8888", "8889:8888"]
     await colony.ctl("cluster", "delete", cluster, "--wait", "--timeout", "120")
 
 

@@ -284,6 +284,12 @@ def test_a_gateway_change_goes_to_a_workspace_with_an_id_of_its_state() -> None:
             id="only-a-message",
         ),
         pytest.param({}, {"rv": "99"}, False, id="only-its-version"),
+        pytest.param(
+            {"status": {"listeners": [{"name": "https", "attachedRoutes": 1}]}},
+            {"status": {"listeners": [{"name": "https", "attachedRoutes": 2}]}},
+            False,
+            id="another-route-attached",
+        ),
     ],
 )
 def test_a_gateway_is_signalled_when_what_routes_depend_on_changes(

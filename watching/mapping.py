@@ -61,6 +61,9 @@ _VOLATILE_KEYS = frozenset(
 """Status keys whose change alone says nothing a workflow acts on (KCM rewrites messages with
 counters and times on every reconcile)."""
 
+ATTACHED_ROUTES = frozenset({"attachedRoutes"})
+"""A Gateway listener's count of routes attached to it."""
+
 Obj = dict[str, Any]
 
 
@@ -171,14 +174,16 @@ def gateway_relisted(workflow_id: str, cluster: str, stream: str, list_version: 
 
 def gateway_fingerprint(gateway: Obj) -> str:
     """What routes depend on in a Gateway: its spec (generation), its domain annotation, its
-    deletion and its status without times and messages."""
+    deletion and its status without times, messages and route counts (every route a workspace
+    attaches moves `attachedRoutes`: signalling that would tell every workspace of the cluster
+    about every other one's deploy)."""
     meta = _meta(gateway)
     return json.dumps(
         [
             meta.get("generation"),
             (meta.get("annotations") or {}).get(DOMAIN_ANNOTATION),
             bool(meta.get("deletionTimestamp")),
-            _stable(gateway.get("status")),
+            _stable(gateway.get("status"), ATTACHED_ROUTES),
         ],
         sort_keys=True,
         default=str,
@@ -205,11 +210,15 @@ def node_fingerprint(node: Obj) -> tuple[str, bool]:
     return ready_status(node), bool((node.get("spec") or {}).get("unschedulable"))
 
 
-def _stable(value: Any) -> Any:
+def _stable(value: Any, also: frozenset[str] = frozenset()) -> Any:
     if isinstance(value, dict):
-        return {k: _stable(v) for k, v in value.items() if k not in _VOLATILE_KEYS}
+        return {
+            k: _stable(v, also)
+            for k, v in value.items()
+            if k not in _VOLATILE_KEYS and k not in also
+        }
     if isinstance(value, list):
-        return [_stable(v) for v in value]
+        return [_stable(v, also) for v in value]
     return value
 
 
