@@ -9,12 +9,20 @@ when stdout is not a terminal, rich's fitted columns on one. Called by
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from models.workspace import AdmissionState, WorkspaceStatus
 from models.workspace_class import WorkspaceClassSpec
 from starter import output
 
+if TYPE_CHECKING:
+    from starter.workspace_client import WorkspaceSummary
+
+LIST_COLUMNS = ("ORGANIZATION", "NAME", "CLUSTER", "CLASS", "PHASE", "STARTED")
+WIDE_COLUMNS = (
+    "ORGANIZATION", "NAME", "CLUSTER", "CLASS", "PHASE", "GPUS", "POSITION", "AGE", "STARTED",
+)  # fmt: skip
 ACCESS_COLUMNS = ("ENDPOINT", "PROTOCOL", "URL", "READY", "STATE", "HOW")
 CONDITION_COLUMNS = ("TYPE", "STATUS", "REASON", "MESSAGE")
 PREREQUISITE_COLUMNS = ("TEMPLATE", "PHASE", "NAMESPACE", "SOURCE", "MESSAGE")
@@ -72,6 +80,55 @@ def admission_text(status: WorkspaceStatus) -> str:
         )
     nodes = sorted({p.node for p in admission.placements})
     return f"admitted: GPUs reserved on {', '.join(nodes) or 'its nodes'}"
+
+
+def age_text(started: str, now: datetime | None = None) -> str:
+    """How long ago `started` (ISO 8601) was, as kubectl's AGE column says it: `45s`, `12m`,
+    `5h`, `3d` ("-" when unknown)."""
+    try:
+        since = datetime.fromisoformat(started)
+    except ValueError:
+        return "-"
+    if since.tzinfo is None:
+        since = since.replace(tzinfo=UTC)
+    seconds = max(int(((now or datetime.now(UTC)) - since).total_seconds()), 0)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def workspace_rows(
+    found: Sequence[WorkspaceSummary], *, wide: bool = False, now: datetime | None = None
+) -> tuple[Sequence[str], list[tuple[Any, ...]]]:
+    """`workspace list`'s columns and rows; `wide` (`-o wide`) adds the GPUs each asks for, its
+    place in line for them and its age."""
+    if not wide:
+        return LIST_COLUMNS, [
+            (
+                w.organization or "-",
+                w.name,
+                w.cluster,
+                w.class_name,
+                f"{w.phase} (position {w.position})" if w.position else w.phase,
+                w.started,
+            )
+            for w in found
+        ]
+    return WIDE_COLUMNS, [
+        (
+            w.organization or "-",
+            w.name,
+            w.cluster,
+            w.class_name,
+            w.phase,
+            "-" if w.gpus is None else w.gpus,
+            w.position or "-",
+            age_text(w.started, now),
+            w.started,
+        )
+        for w in found
+    ]
 
 
 def access_rows(status: WorkspaceStatus) -> list[tuple[Any, ...]]:

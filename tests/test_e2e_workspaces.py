@@ -30,6 +30,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import re
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -452,7 +453,9 @@ async def test_a_users_own_namespace_is_never_adopted_nor_deleted(colony: Colony
 async def test_gpu_workspaces_fill_a_cluster_and_the_third_waits_its_turn(colony: Colony) -> None:
     cluster = unique("gpus")
     await create_cluster(colony, cluster, gpu_pool(), "--node-pool", cpu_pool())
-    first, second, third, fourth = (unique(f"nb{i}") for i in range(4))
+    # Numbered so that their natural order (9, 10, 11, 12) is not their order as strings.
+    burst = unique("burst")
+    first, second, third, fourth = (f"{burst}-{i}" for i in (9, 10, 11, 12))
 
     async def deploy(name: str, *extra: str) -> Result:
         return await colony.ctl(
@@ -475,7 +478,23 @@ async def test_gpu_workspaces_fill_a_cluster_and_the_third_waits_its_turn(colony
         in shown
     )
     listed = await colony.json("workspace", "list", "--cluster", cluster)
+    assert [w["name"] for w in listed] == [first, second, third]  # burst-9 before burst-10
     assert [w["position"] for w in listed if w["name"] == third] == [1]
+    assert [w["gpus"] for w in listed] == [4, 4, 4]
+    wide = (await colony.ctl("workspace", "list", "--cluster", cluster, "-o", "wide")).stdout
+    header, *lines = [re.split(r"\s{2,}", line) for line in wide.splitlines()]
+    assert header == [
+        "ORGANIZATION", "NAME", "CLUSTER", "CLASS", "PHASE", "GPUS", "POSITION", "AGE", "STARTED",
+    ]  # fmt: skip
+    rows = {line[1]: dict(zip(header, line, strict=True)) for line in lines}
+    assert list(rows) == [first, second, third]
+    assert (rows[third]["PHASE"], rows[third]["GPUS"], rows[third]["POSITION"]) == (
+        "Waiting",
+        "4",
+        "1",
+    )
+    assert (rows[first]["CLUSTER"], rows[first]["POSITION"]) == (cluster, "-")
+    assert re.fullmatch(r"\d+[smhd]", rows[first]["AGE"])
     for name in (first, second):
         (pod,) = running(await pods(colony, cluster, f"ws-{name}"))
         limits = pod.spec.containers[0].resources.limits
