@@ -60,7 +60,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, FailureError
 
 from workflows import metrics
 from workflows.activity_calls import AWAIT_CLUSTER_DEPLOYMENT
@@ -94,7 +94,6 @@ from workflows.workspace_calls import (
     GET_WORKSPACE_CLASS,
     RECENT_EVENTS,
     SIGNAL_WITH_START,
-    SIGNAL_WORKFLOW,
     WRITE_VALUES_SECRET,
 )
 
@@ -173,7 +172,6 @@ with workflow.unsafe.imports_passed_through():
         ServiceSetOutcome,
         ServiceSetService,
         SignalWithStartRequest,
-        SignalWorkflowRequest,
         WorkspaceSignal,
         WriteValuesSecretRequest,
         workspace_labels,
@@ -875,15 +873,11 @@ class WorkspaceWorkflow:
     async def _release_ports(self) -> None:
         if not self._state.tcp_ports:
             return
-        await SIGNAL_WORKFLOW(
-            SignalWorkflowRequest(
-                workflow_id=capacity_workflow_id(self._spec.cluster_deployment),
-                signal=CAPACITY_SIGNAL,
-                payload=CapacityMessage(
-                    request_id=self._ports_message_id("release-ports"),
-                    kind=CapacityMessageKind.RELEASE_PORTS,
-                    holder=self._spec.name,
-                ).model_dump(mode="json"),
+        await self._tell_ledger(
+            CapacityMessage(
+                request_id=self._ports_message_id("release-ports"),
+                kind=CapacityMessageKind.RELEASE_PORTS,
+                holder=self._spec.name,
             )
         )
         self._state.tcp_ports = {}
@@ -959,19 +953,25 @@ class WorkspaceWorkflow:
         admission = self._state.admission
         if admission is None:
             return
-        await SIGNAL_WORKFLOW(
-            SignalWorkflowRequest(
-                workflow_id=capacity_workflow_id(self._spec.cluster_deployment),
-                signal=CAPACITY_SIGNAL,
-                payload=CapacityMessage(
-                    request_id=f"{admission.request_id}/release",
-                    kind=CapacityMessageKind.RELEASE,
-                    target=admission.request_id,
-                    reason=reason,
-                ).model_dump(mode="json"),
+        await self._tell_ledger(
+            CapacityMessage(
+                request_id=f"{admission.request_id}/release",
+                kind=CapacityMessageKind.RELEASE,
+                target=admission.request_id,
+                reason=reason,
             )
         )
         self._state.admission = None
+
+    async def _tell_ledger(self, message: CapacityMessage) -> None:
+        """A message to the cluster's running ledger, signalled from this workflow: two events and
+        no activity's round trip, which the next waiter's admission would wait for. A ledger that
+        has ended (its cluster was deleted) holds nothing to give back: not an error."""
+        ledger = capacity_workflow_id(self._spec.cluster_deployment)
+        try:
+            await workflow.get_external_workflow_handle(ledger).signal(CAPACITY_SIGNAL, message)
+        except FailureError as error:
+            workflow.logger.info("%s not told (%s): %s", ledger, message.kind.value, error)
 
     async def _suspend(self) -> None:
         await self._unroute()
