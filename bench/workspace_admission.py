@@ -16,7 +16,8 @@ count):
   `release` signal to the next workspace's receipt of its `capacity_answer` admitted; what a
   release costs Colony, signal to signal through the ledger.
 - delete -> admitted: from the delete update being accepted by the running workspace's workflow
-  to the same admission; includes the uninstall (routes, ServiceSet, namespace) that comes first.
+  to the same admission; includes what comes first: routes, and the ServiceSet's removal (the
+  release uninstalled, seen as a watch event); the values Secret and the namespace follow it.
 - history events of one workspace's whole life (deploy -> Running -> delete), for the first one
   (admitted at once) and for one that waited K releases in line.
 """
