@@ -322,6 +322,9 @@ async def test_cpu_notebook_runs_and_is_reached_by_port_forward(
     (service_set,) = [
         s for s in await colony.service_sets() if s["metadata"]["name"] == service_set_name
     ]
+    # The exalsius operator's label beside Colony's, on the workspace's objects.
+    assert service_set["metadata"]["labels"]["workspaces.exalsius.ai/workspace"] == name
+    assert service_set["metadata"]["labels"]["colony.dev/workspace"] == name
     values = yaml.safe_load(service_set["spec"]["services"][0]["values"])
     assert values["jupyter"]["interface"] == "notebook"
     assert values["_exalsius"]["resources"]["perReplica"]["cpu"] == "2"
@@ -622,13 +625,19 @@ async def test_llm_servers_share_one_prerequisite_installation(colony: Colony) -
         models = await gateway_get(f"{url}/v1/models", address, colony.world.ca_path)
         assert [m["id"] for m in models.json()["data"]] == ["Qwen/Qwen3-0.6B"]
     prerequisite_sets = [
-        s["metadata"]["name"]
+        s
         for s in await colony.service_sets()
         if s["metadata"]["name"].startswith(f"wsprereq-{cluster}-")
     ]
-    assert prerequisite_sets == [
+    assert [s["metadata"]["name"] for s in prerequisite_sets] == [
         prerequisite_service_set_name("", cluster, "colony-inference-stack-1-0-0")
     ]
+    labels = prerequisite_sets[0]["metadata"]["labels"]
+    assert (labels["workspaces.exalsius.ai/role"], labels["colony.dev/prerequisite"]) == (
+        "prerequisite",
+        "colony-inference-stack-1-0-0",
+    )
+    assert labels["workspaces.exalsius.ai/cluster-deployment"] == cluster
     assert running(await pods(colony, cluster, "colony-inference"))
     for name in names:
         await colony.ctl("workspace", "delete", name, "--wait", "--timeout", "60")

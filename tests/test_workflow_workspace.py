@@ -515,6 +515,34 @@ async def test_a_prerequisite_is_installed_once_for_two_concurrent_workspaces(
         for handle in handles:
             await delete(handle)
         assert installed in fake.service_sets
+        labels = fake.service_sets[installed].labels
+        assert labels["workspaces.exalsius.ai/role"] == "prerequisite"
+        assert labels["colony.dev/prerequisite"] == "colony-inference-stack-1-0-0"
+
+
+async def test_a_prerequisite_without_a_namespace_gets_one_of_its_own(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    vllm = catalog_class("colony-vllm-1-0-0")
+    (stack,) = vllm.prerequisites
+    own = vllm.model_copy(
+        update={
+            "name": "vllm-own-1-0-0",
+            "prerequisites": [stack.model_copy(update={"namespace": None})],
+        }
+    )
+    fake, cluster = world(gpus=4)
+    fake.classes[own.name] = own
+    async with workspace_worker(env, task_queue, fake):
+        spec = llm(unique("llm"), cluster).model_copy(update={"class_name": own.name})
+        handle = await deploy(env, task_queue, spec)
+        running = await until(handle, phase_is(WorkspacePhase.RUNNING), "running")
+        (prerequisite,) = running.prerequisites
+        namespace = "colony-inference-stack-1-0-0-system"
+        assert prerequisite.namespace == namespace
+        installed = prerequisite_service_set_name("", cluster, stack.service_template.name)
+        assert fake.service_sets[installed].services[0]["namespace"] == namespace
+        await delete(handle)
 
 
 def llm(name: str, cluster: str) -> WorkspaceSpec:
