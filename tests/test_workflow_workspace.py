@@ -10,6 +10,7 @@ never reach a history in plaintext, and routes through a tenant gateway with a p
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -314,6 +315,27 @@ async def test_workspaces_wait_for_gpus_in_order_and_proceed_when_one_is_deleted
         assert sorted(h.workspace for h in held) == sorted([b.name, c.name])
         await delete(second)
         await delete(third)
+
+
+async def test_the_next_in_line_is_admitted_once_the_release_is_gone_not_the_namespace(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """A delete gives the GPUs back as soon as its ServiceSet is gone: the next waiter runs while
+    the deleted workspace's namespace is still being deleted."""
+    fake, cluster = world(gpus=1)
+    fake.namespace_deletes_held = asyncio.Event()
+    async with workspace_worker(env, task_queue, fake):
+        holder = await deploy(env, task_queue, notebook(unique("a"), cluster, gpus=1))
+        await until(holder, phase_is(WorkspacePhase.RUNNING), "running")
+        waiter = await deploy(env, task_queue, notebook(unique("b"), cluster, gpus=1))
+        await until(waiter, phase_is(WorkspacePhase.WAITING), "waiting")
+        await holder.execute_update(WorkspaceWorkflow.delete, DeleteWorkspaceRequest())
+        await until(waiter, phase_is(WorkspacePhase.RUNNING), "admitted")
+        assert (await status_of(holder)).phase is WorkspacePhase.DELETING
+        assert fake.service_sets.keys() == {(await status_of(waiter)).service_set}
+        fake.namespace_deletes_held.set()
+        assert (await holder.result()).phase is WorkspacePhase.DELETED
+        await delete(waiter)
 
 
 async def test_the_ledger_and_admissions_are_measured(

@@ -138,6 +138,9 @@ class FakeWorkspaceWorld:
     """ClusterDeployment -> the owner its marks name (default: the default-mode cluster of its
     name, `cluster/<name>`); a wait given another owner finds none (as the real activity)."""
 
+    namespace_deletes_held: asyncio.Event | None = None
+    """When set, a namespace's deletion waits for it (a test looks at what happened before)."""
+
     service_sets: dict[str, FakeServiceSet] = field(default_factory=dict)
     applied: list[str] = field(default_factory=list)
     namespaces: dict[str, set[str]] = field(default_factory=dict)
@@ -295,6 +298,8 @@ class FakeWorkspaceWorld:
 
     @activity.defn(name=WorkspaceActivity.DELETE_NAMESPACE)
     async def delete_namespace(self, request: DeleteNamespaceRequest) -> DeleteNamespaceResult:
+        if self.namespace_deletes_held is not None:
+            await self.namespace_deletes_held.wait()
         names = self.namespaces.setdefault(request.kubeconfig.secret_name, set())
         existed = request.name in names
         names.discard(request.name)
