@@ -38,8 +38,8 @@ with the failure first.
 
 Routes follow the gateway: between operations, a running workspace routes again when its
 cluster's Gateway appears, changes or goes, told by the watcher (`gateway_changed`), or by itself
-(`ROUTES_RETRY` while an endpoint is not reachable, `ROUTES_FALLBACK` otherwise), without a
-suspend and resume.
+(`ROUTES_RETRY` while its routes are in progress or its Gateway is missing, `ROUTES_FALLBACK`
+otherwise), without a suspend and resume.
 
 Waiting costs nothing: admission and prerequisites are answered by signals, installs and routes are
 waited on inside heartbeating activities; a workspace that waits a day for GPUs adds nothing to its
@@ -195,11 +195,15 @@ ROUTES_SETTLE = timedelta(minutes=1)
 """How long the access step waits for the gateway's controller to answer for new routes; past
 it, the endpoints not answered for are `RoutingInProgress` and the next look sees the answer."""
 ROUTES_RETRY = timedelta(minutes=1)
-"""A running workspace with an endpoint not reachable looks at its gateway this often by itself."""
+"""A running workspace whose routes are in progress, or whose Gateway is missing, looks at its
+gateway this often by itself."""
 ROUTES_FALLBACK = timedelta(minutes=10)
-"""... and one whose endpoints are all reachable this often: the watcher's `gateway_changed`
-tells it within a second; this only bounds how stale routes get without one (a look that finds
-nothing new is one activity)."""
+"""... and any other running one this often: the watcher's `gateway_changed` tells it within a
+second; this only bounds how stale routes get without one (a look that finds nothing new is one
+activity). An endpoint refused for good (its chart renders no Service) waits for a change, not for
+time, so it is looked at no more often."""
+ROUTES_PENDING = {ConditionReason.ROUTING_IN_PROGRESS, ConditionReason.ROUTING_INFRA_NOT_READY}
+"""RoutesReady's reasons that time may change: looked at again after `ROUTES_RETRY`."""
 UNINSTALL_DEADLINE = timedelta(minutes=15)
 """How long an uninstall or a namespace deletion may take before the delete reports it."""
 LEDGER_WORKFLOW = "CapacityLedgerWorkflow"
@@ -686,7 +690,7 @@ class WorkspaceWorkflow:
             found = found or await self._find_gateway()
             self._state.gateway_fingerprint = found.fingerprint()
             if found.gateway is not None:
-                await self._route_through_gateway(workspace_class, found)
+                await self._route_through_gateway(workspace_class, found, found.gateway)
             elif found.expected_domain:
                 self._await_gateway(workspace_class, found.expected_domain)
             else:
@@ -718,13 +722,15 @@ class WorkspaceWorkflow:
         )
 
     async def _route_through_gateway(
-        self, workspace_class: WorkspaceClassSpec, found: FindTenantGatewayResult
+        self,
+        workspace_class: WorkspaceClassSpec,
+        found: FindTenantGatewayResult,
+        gateway: GatewayInfo,
     ) -> None:
         """An HTTPRoute per HTTP endpoint and a TCPRoute per SSH/TCP one on its pool port, each
-        endpoint reported as the Gateway's controller answered for its route."""
+        endpoint reported as the Gateway's controller (of `gateway`, as `found`) answered for its
+        route."""
         spec, state = self._spec, self._state
-        gateway = found.gateway
-        assert gateway is not None  # the caller's branch
         await self._allocate_ports(workspace_class, gateway, found.taken_ports)
         routes = routes_for(spec, workspace_class, gateway, state.tcp_ports)
         await self._remove_routes(keep={route.name for route in routes})
@@ -820,13 +826,14 @@ class WorkspaceWorkflow:
 
     def _routes_look_interval(self) -> timedelta | None:
         """How long a running workspace waits for a `gateway_changed` before it looks anyway:
-        `ROUTES_RETRY` while an endpoint is not reachable, `ROUTES_FALLBACK` otherwise."""
+        `ROUTES_RETRY` while routes are in progress or the Gateway is missing, `ROUTES_FALLBACK`
+        otherwise."""
         if self._state.phase is not WorkspacePhase.RUNNING:
             return None
         routes_ready = condition(self._state.conditions, ConditionType.ROUTES_READY)
-        if routes_ready is not None and routes_ready.status is ConditionStatus.TRUE:
-            return ROUTES_FALLBACK
-        return ROUTES_RETRY
+        if routes_ready is not None and routes_ready.reason in ROUTES_PENDING:
+            return ROUTES_RETRY
+        return ROUTES_FALLBACK
 
     async def _allocate_ports(
         self, workspace_class: WorkspaceClassSpec, gateway: GatewayInfo, taken: list[int]
