@@ -538,6 +538,12 @@ async def test_gpu_workspaces_fill_a_cluster_and_the_third_waits_its_turn(colony
     failed = await colony.phase_of(absent, {"Failed"})
     feasible = next(c for c in failed["conditions"] if c["type"] == "Feasible")
     assert feasible["reason"] == "GpuOfferingUnavailable"
+    context = failed["failureContext"]
+    assert (context["reason"], context["recentEvents"][0]["reason"]) == (
+        "GpuOfferingUnavailable",
+        "GpuOfferingUnavailable",
+    )
+    assert exalsius_problems(failed) == []
     await colony.ctl("cluster", "delete", cluster, "--wait", "--timeout", "120")
 
 
