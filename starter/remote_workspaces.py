@@ -226,9 +226,10 @@ async def list_workspaces(
                 else "",
                 web_ui=link,
                 position=status.admission.position if status.admission is not None else 0,
+                gpus=status.resolved_resources.gpus if status.resolved_resources else None,
             )
         )
-    return sorted(summaries, key=lambda w: w.name)
+    return sorted(summaries, key=lambda w: w.order)
 
 
 async def wait_for_workspace(

@@ -66,9 +66,14 @@ from models.capacity import Decision
 from models.cluster import ClusterPhase, ClusterStatus, cluster_deployment_name
 from models.errors import ErrorType
 from models.identity import capacity_workflow_id, parse_entity_workflow_id
-from models.names import name_problem
+from models.names import name_problem, natural_key
 from models.value_paths import MISSING, get_path, parse_value_path, value_path_problem
-from models.values import ValuesError, merge_workspace, split_plaintext_secrets
+from models.values import (
+    ValuesError,
+    merge_workspace,
+    resolve_resources,
+    split_plaintext_secrets,
+)
 from models.workspace import (
     AdmissionState,
     WorkspacePhase,
@@ -131,6 +136,9 @@ CLASS_MEMO = "class"
 CLUSTER_MEMO = "cluster"
 """Memo key of the workspace's cluster as its organization names it (`ColonyCluster` holds the
 cluster's ClusterDeployment)."""
+GPUS_MEMO = "gpus"
+"""Memo key of the GPUs the workspace asks for (replicas x gpuCount of its resolved resources),
+for `workspace list -o wide` without a query per workspace."""
 POLL_SECONDS = 0.5
 """How often a follower asks a workspace for its status: a query costs its history nothing."""
 SHOWN = 80
@@ -601,6 +609,8 @@ async def start_workspace(
     """
     organization = spec.organization
     memo: dict[str, Any] = {CLASS_MEMO: spec.class_name, CLUSTER_MEMO: spec.cluster}
+    if workspace_class is not None:
+        memo[GPUS_MEMO] = resolve_resources(workspace_class.default_resources, spec.resources).gpus
     if request_id:
         memo[REQUEST_ID_MEMO] = request_id
     try:
@@ -824,6 +834,15 @@ class WorkspaceSummary:
     """Waiting for GPUs: its place in line now (asked of its cluster's ledger); else 0."""
     deployment: str = ""
     """Its cluster's ClusterDeployment (what its ledger is named by); empty from the API."""
+    gpus: int | None = None
+    """The GPUs it asks for (replicas x gpuCount); None when not known (deployed without its
+    class at hand, or before its resources were resolved)."""
+
+    @property
+    def order(self) -> tuple[str, tuple[tuple[int, int, str], ...]]:
+        """Where it is listed: by organization, then by name as people count (`burst-2` before
+        `burst-10`)."""
+        return self.organization, natural_key(self.name)
 
 
 async def list_workspaces(
@@ -867,12 +886,18 @@ async def list_workspaces(
                     started=execution.start_time.isoformat(timespec="seconds"),
                     organization=owner,
                     deployment=attributes.get(COLONY_CLUSTER) or "",
+                    gpus=_whole(await execution.memo_value(GPUS_MEMO, None)),
                 )
             )
     except RPCError as exc:
         raise UnavailableError(f"cannot list workspaces: {exc.message}") from exc
     await fill_positions(client, found)
-    return sorted(found, key=lambda w: (w.organization, w.name))
+    return sorted(found, key=lambda w: w.order)
+
+
+def _whole(value: Any) -> int | None:
+    """A memo's count (absent in workspaces started before it was written: None)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 async def fill_positions(client: Client, found: list[WorkspaceSummary]) -> None:

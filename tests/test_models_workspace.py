@@ -317,6 +317,40 @@ def test_port_forward_command_without_kubeconfig() -> None:
 
 
 @pytest.mark.parametrize(
+    ("ports", "local"),
+    [
+        pytest.param([80, 80], [8080, 8081], id="two-on-80"),
+        pytest.param([80, 8081, 80], [8080, 8081, 8082], id="skips-a-taken-one"),
+        pytest.param([8888, 22, 8888, 8022], [8888, 8022, 8889, 8023], id="unprivileged-too"),
+        pytest.param([65535, 65535], [65535, 1024], id="wraps-to-the-first-unprivileged"),
+    ],
+)
+def test_every_endpoint_is_forwarded_on_a_local_port_of_its_own(
+    ports: list[int], local: list[int]
+) -> None:
+    endpoints = [
+        {"name": f"e{index}", "protocol": "HTTP", "port": port} for index, port in enumerate(ports)
+    ]
+    entries = plan_access("nb", "rel", workspace_class(*endpoints), None)
+    assert [int(e.command.split()[-1].split(":")[0]) for e in entries] == local
+    assert [e.url for e in entries] == [f"http://localhost:{port}" for port in local]
+    assert {e.reason for e in entries} == {"NoGateway"}
+
+
+def test_planned_endpoints_say_what_they_wait_for() -> None:
+    gateway = GatewayInfo(domain="d.example", tcp_ports=[2200])
+    entries = plan_access("llm", "rel", LLM, gateway, {"ssh": 2200})
+    assert [(e.name, e.reason) for e in entries] == [
+        ("api", "RoutingInProgress"),
+        ("ssh", "RoutingInProgress"),
+        ("chat", "RoutingInProgress"),
+        ("db", "PortPoolExhausted"),
+    ]
+    long = plan_access("w" * 60, "rel", LLM, GatewayInfo(domain="d.example"))
+    assert long[2].reason == "RoutingError"
+
+
+@pytest.mark.parametrize(
     ("pool", "taken", "port"),
     [
         pytest.param([2202, 2200, 2201], {2200}, 2201, id="lowest-free"),
