@@ -24,7 +24,10 @@ from models.capacity import gpu_node
 from models.cluster import cluster_deployment_name, cluster_workflow_id
 from models.colony import (
     ApplyColonyRequest,
+    ClusterReport,
+    ColonyClusterStatus,
     ColonyPhase,
+    ColonyState,
     ColonyStatus,
     ColonyWorkflowInput,
     DeleteColonyRequest,
@@ -214,3 +217,56 @@ async def test_a_colony_runs_its_clusters_follows_them_and_deletes_them(
             described = await env.client.get_workflow_handle(workflow_id).describe()
             assert described.status.name == "COMPLETED", cluster
         assert fake.held() == []
+
+
+@activity.defn(name=WorkspaceActivity.READ_GPU_INVENTORY)
+async def one_h100_node(request: ReadGpuInventoryRequest) -> ReadGpuInventoryResult:
+    """Every cluster has one node with eight H100s."""
+    name = request.kubeconfig.secret_name.removesuffix("-kubeconfig")
+    return ReadGpuInventoryResult(
+        nodes=[gpu_node(f"{name}-0", {"exalsius.ai/gpu-model": "h100"}, {"nvidia.com/gpu": 8})]
+    )
+
+
+async def test_a_deleted_clusters_report_hides_no_other_report(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """Two clusters report in the same workflow task, the first deleted (it leaves the colony),
+    the second ready (its GPUs are read): following the first never skips the second."""
+    name = unique("fleet")
+    gone, west = f"{name}--gone", f"{name}--west"
+    spec = manifest(name, {**POOLS, "clusterName": "west"})
+    state = ColonyState(
+        spec=spec,
+        clusters=[
+            ColonyClusterStatus(entry="gone", cluster=gone, phase="deleting"),
+            ColonyClusterStatus(entry="west", cluster=west),
+        ],
+    )
+    handle = await env.client.start_workflow(
+        ColonyWorkflow.run,
+        ColonyWorkflowInput(spec=spec, state=state),
+        id=colony_workflow_id(name),
+        task_queue=task_queue,
+    )
+    # Sent before any worker polls: the colony's first workflow task holds both.
+    for cluster, phase in ((gone, "deleted"), (west, "ready")):
+        await handle.signal(
+            ColonyWorkflow.cluster_report,
+            ClusterReport(request_id=f"report/{cluster}", cluster=cluster, phase=phase, nodes=1),
+        )
+    fake = FakeColony()
+    async with Worker(
+        env.client,
+        task_queue=task_queue,
+        workflows=[ColonyWorkflow],
+        activities=[one_h100_node, fake.write_colony_kubeconfigs],
+    ):
+        status = await eventually(
+            lambda: colony_status(handle),
+            until=lambda s: [(c.cluster, bool(c.gpus)) for c in s.clusters] == [(west, True)],
+            timeout=15,
+            what="the deleted cluster gone and the ready one's GPUs read",
+        )
+        assert status.phase is ColonyPhase.READY
+        await handle.terminate(reason="test finished")

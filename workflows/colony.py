@@ -206,15 +206,14 @@ class ColonyWorkflow:
     async def _follow_reports(self) -> None:
         """Read the GPUs of the clusters that reported, and rewrite the kubeconfigs Secret."""
         stale, self._stale = self._stale, set()
+        # A deleted cluster leaves the list first (never while the list is walked: the cluster
+        # after it would be skipped), then the ready ones that reported read their GPUs.
+        self._state.clusters = [
+            c for c in self._state.clusters if not (c.cluster in stale and c.phase == "deleted")
+        ]
         for cluster in self._state.clusters:
-            if cluster.cluster not in stale:
-                continue
-            if cluster.phase == "deleted":
-                self._state.clusters.remove(cluster)
-                continue
-            if cluster.phase != "ready":
-                continue
-            cluster.gpus = await self._gpus(cluster.cluster)
+            if cluster.cluster in stale and cluster.phase == "ready":
+                cluster.gpus = await self._gpus(cluster.cluster)
         await self._write_kubeconfigs()
         self._update_phase()
 
