@@ -10,9 +10,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Generator
+from datetime import UTC, datetime
 from typing import Any
 
-from workflows.engine import settle
+import pytest
+
+from models.operations import CreateClusterRequest, Operation, OperationBook
+from workflows import engine
+from workflows.engine import EntityEngine, settle
 
 
 class Suspend:
@@ -59,3 +64,30 @@ async def test_an_interrupted_operation_still_runs_its_clean_up() -> None:
     await asyncio.gather(task, return_exceptions=True)
 
     assert ran == ["clean-up"]
+
+
+async def test_a_run_closed_while_its_operation_is_in_flight_lets_the_close_finish(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An evicted workflow's coroutines are closed by the garbage collector: the engine's run of
+    an operation, suspended on the operation's task, receives GeneratorExit while that task is not
+    done, and must let it through (reading the task's outcome raised `InvalidStateError:
+    Exception is not set`)."""
+    monkeypatch.setattr(engine.workflow, "now", lambda: datetime.now(UTC))
+    monkeypatch.setattr(engine.workflow, "set_current_details", lambda details: None)
+    runner: EntityEngine[Operation] = EntityEngine(
+        OperationBook(), [], [], headline=lambda: ["probe"]
+    )
+    operation = Operation(id="op-0001", request=CreateClusterRequest())
+
+    async def execute(_: Operation) -> None:
+        await asyncio.sleep(3600)
+
+    coroutine = runner._run(operation, execute, lambda running: False)
+    coroutine.send(None)  # suspended on the operation's task, as a workflow waiting on it
+    in_flight = runner._task
+    assert in_flight is not None
+    assert not in_flight.done()
+    coroutine.close()  # raised InvalidStateError instead of finishing the close
+    in_flight.cancel()
+    await asyncio.gather(in_flight, return_exceptions=True)

@@ -459,6 +459,10 @@ class EntityEngine(Generic[OpT]):
                 _uncancel()
                 self._workflow_cancelled(operation, on_workflow_cancel)
             except BaseException:
+                if not task.done():
+                    # Not the operation's outcome: the coroutine itself is being closed (an
+                    # evicted workflow's, by the garbage collector) or torn down; let it go.
+                    raise
                 break  # the outcome is read from the task below
         state, reason = OperationState.SUCCEEDED, ""
         if task.cancelled():
