@@ -87,6 +87,7 @@ async def test_a_run_closed_while_its_operation_is_in_flight_lets_the_close_fini
     coroutine.send(None)  # suspended on the operation's task, as a workflow waiting on it
     in_flight = runner._task
     assert in_flight is not None
+    await asyncio.sleep(0)  # the operation starts
     assert not in_flight.done()
     coroutine.close()  # raised InvalidStateError instead of finishing the close
     in_flight.cancel()
