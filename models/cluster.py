@@ -18,6 +18,7 @@ from pydantic_core import PydanticCustomError
 from models import identity
 from models.activity_api import Condition, DrainProgress, Host, KubeconfigRef
 from models.base import ColonyModel
+from models.capacity import GpuHolder
 from models.identity import DERIVED_MARK, Entity, colony_member_entry
 from models.names import domain_problem, name_problem
 from models.node_pool import NodePoolSpec, NodePoolStatus
@@ -321,6 +322,10 @@ class ClusterState(ColonyModel):
     book: OperationBook = Field(default_factory=OperationBook)
     node_versions: dict[str, str] = Field(default_factory=dict)
     """The last resourceVersion a `node_event` reported per node, so an older event is ignored."""
+    gpu_holders: list[GpuHolder] = Field(default_factory=list)
+    """Which workspaces hold GPUs on which nodes, as the cluster's GPU ledger last reported (it
+    reports only changes, so this is carried): a scale-down chooses other nodes first, and one
+    that would take them is refused unless forced."""
     created_at: datetime | None = None
 
     def pool(self, name: str) -> NodePoolStatus | None:

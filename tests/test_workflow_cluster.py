@@ -16,6 +16,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from models.activity_api import ActivityName, DrainProgress, Toleration
+from models.capacity import GpuHolder
 from models.cluster import (
     ClusterPhase,
     ClusterSpec,
@@ -33,6 +34,7 @@ from models.operations import (
     ScaleNodePoolRequest,
 )
 from models.operations import DeleteNodeRequest as DeleteNodeOperation
+from models.workspace_api import GpuHoldersMessage
 from tests.cluster_world import (
     BUDGET_MESSAGE,
     CPU,
@@ -740,3 +742,46 @@ async def test_continue_as_new_carries_state_and_queue(
         await latest.execute_update(ClusterWorkflow.delete_cluster, DeleteClusterRequest())
         assert (await latest.result()).phase is ClusterPhase.DELETED
         assert fake.held() == []
+
+
+async def test_gpu_holders_are_carried_across_continue_as_new(
+    dev_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """The ledger tells its cluster who holds GPUs once, when that changes: a continue-as-new of
+    the cluster must not forget it, or a scale-down would take GPUs running workspaces hold."""
+    env = dev_env
+    fake = FakeColony()
+    async with worker(env, task_queue, fake):
+        run = await start(env, task_queue, fake, pool("gpu", 1), continue_as_new_after=1)
+        first_run = (await run.handle.describe()).run_id
+        run.handle = env.client.get_workflow_handle_for(ClusterWorkflow.run, run.handle.id)
+        status = await run.ready()
+        node = pool_of(status, "gpu").nodes[0].name
+        await run.handle.signal(
+            ClusterWorkflow.gpu_holders,
+            GpuHoldersMessage(
+                request_id="holders-1",
+                holders=[GpuHolder(workspace="nb", request_id="nb/1#1", gpus=1, nodes=[node])],
+            ),
+        )
+        refusal = await rejected(
+            run, ClusterWorkflow.delete_node_pool, DeleteNodePoolRequest(pool="gpu")
+        )
+        assert "would take GPUs from running workspaces: nb" in refusal
+        # Another operation, and the run continues as new after it.
+        before = (await run.handle.describe()).run_id
+        added = await run.handle.execute_update(
+            ClusterWorkflow.add_node_pool, AddNodePoolRequest(pool=pool("cpu", 1, CPU))
+        )
+        await run.finished(added)
+
+        async def run_id() -> str | None:
+            return (await run.handle.describe()).run_id
+
+        await eventually(
+            run_id, until=lambda r: r not in (first_run, before), what="continued as new"
+        )
+        assert (
+            await rejected(run, ClusterWorkflow.delete_node_pool, DeleteNodePoolRequest(pool="gpu"))
+            == refusal
+        )

@@ -72,7 +72,6 @@ with workflow.unsafe.imports_passed_through():
         KubeconfigRef,
         ListNodesRequest,
     )
-    from models.capacity import GpuHolder
     from models.cluster import (
         KUBERNETES_VERSION,
         POD_CIDR,
@@ -150,7 +149,6 @@ class ClusterWorkflow:
         self._spec: ClusterSpec = input.spec
         self._continue_as_new_after = input.continue_as_new_after_operations
         self._refresh_requested = False
-        self._gpu_holders: list[GpuHolder] = []
         if input.state is not None:
             self._state = input.state
         else:
@@ -280,7 +278,7 @@ class ClusterWorkflow:
                     removal = NodeRemoval(
                         cluster, operation, pool, drain=True, force=force, parallelism=limit
                     )
-                    held = {node for holder in self._gpu_holders for node in holder.nodes}
+                    held = {node for holder in self._state.gpu_holders for node in holder.nodes}
                     await removal.run(await removal.choose(present - count, held=held))
             case DeleteNodePoolRequest(pool=name, force=force, drain_parallelism=limit):
                 pool = cluster.pool(name)
@@ -679,7 +677,7 @@ class ClusterWorkflow:
             return  # a retried update: it was accepted once, it is answered the same way
         problem = operation_problem(
             self._spec.name, self._state, self._engine.running, request
-        ) or gpu_holders_problem(self._spec.name, self._state, request, self._gpu_holders)
+        ) or gpu_holders_problem(self._spec.name, self._state, request, self._state.gpu_holders)
         if problem:
             raise rejected(problem.message, not_found=problem.not_found, field=problem.field)
 
@@ -856,7 +854,7 @@ class ClusterWorkflow:
         """The cluster's GPU ledger reports which workspaces hold GPUs on which nodes (for the
         validators: a scale-down that would take them is refused unless forced)."""
         if self._engine.request_ids.first_time(message.request_id):
-            self._gpu_holders = message.holders
+            self._state.gpu_holders = message.holders
 
     # --- Queries -------------------------------------------------------------------------------
 
