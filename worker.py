@@ -70,13 +70,13 @@ from watching.kubeapi import KubeApi
 from watching.service import Watcher, WatcherConfig
 from watching.signals import TemporalSignals
 from workflows import metrics as workflow_metrics
-from workflows.capacity import CapacityLedgerWorkflow
-from workflows.catalog import CatalogWorkflow
-from workflows.cluster import ClusterWorkflow
-from workflows.colony import ColonyWorkflow
-from workflows.prerequisite import PrerequisiteWorkflow
+from workflows.capacity.workflow import CapacityLedgerWorkflow
+from workflows.catalog.workflow import CatalogWorkflow
+from workflows.cluster.workflow import ClusterWorkflow
+from workflows.colony.workflow import ColonyWorkflow
+from workflows.prerequisite.workflow import PrerequisiteWorkflow
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
-from workflows.workspace import WorkspaceWorkflow
+from workflows.workspace.workflow import WorkspaceWorkflow
 
 log = logging.getLogger("colony.worker")
 

@@ -82,7 +82,7 @@ from models.workspace_api import (
     WorkspaceSignal,
 )
 from models.workspace_class import GPU_MODEL_LABEL, GpuVendor
-from workflows.capacity import GPU_HOLDERS_SIGNAL, CapacityLedgerWorkflow
+from workflows.capacity.workflow import GPU_HOLDERS_SIGNAL, CapacityLedgerWorkflow
 
 RESULTS = Path(__file__).parent / "results"
 HOLDERS = 10

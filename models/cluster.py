@@ -1,6 +1,6 @@
 """Clusters: the create request (`ClusterSpec`), the status users read, and the workflow's state.
 
-`ClusterWorkflow` (workflows/cluster.py) takes a `ClusterWorkflowInput`, carries a `ClusterState`
+`ClusterWorkflow` (workflows/cluster/workflow.py) takes a `ClusterWorkflowInput`, carries a `ClusterState`
 across continue-as-new, and answers its `status` query with a `ClusterStatus`. The CLI validates a
 create request through `ClusterSpec` before starting the workflow.
 """

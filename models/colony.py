@@ -1,6 +1,6 @@
 """Colonies: a group of clusters, possibly in several locations (the exalsius `Colony`).
 
-`ColonyWorkflow` (`workflows/colony.py`, id `colony/[<organization>/]<name>`) takes a
+`ColonyWorkflow` (`workflows/colony/workflow.py`, id `colony/[<organization>/]<name>`) takes a
 `ColonyWorkflowInput` built from a `models.manifests.ColonySpec` (an exalsius
 `infra.exalsius.ai/v1` Colony or Colony's own form), runs one `ClusterWorkflow` per entry (its
 cluster named `<colony>--<clusterName>`, of the colony's organization: `models.identity`), hears

@@ -179,7 +179,7 @@ class Operation(ColonyModel):
 
 
 class OperationBook(ColonyModel):
-    """The entity engine's persisted bookkeeping (`workflows.engine`), part of every entity's state."""
+    """The entity engine's persisted bookkeeping (`workflows.kit.engine`), part of every entity's state."""
 
     next_operation: int = 1
     operations_run: int = 0

@@ -190,7 +190,7 @@ def gpu_holders_problem(
 ) -> Problem | None:
     """Why `request` would take GPUs that running workspaces hold, or None.
 
-    A scale-down removes nodes without holders first (`workflows/cluster_drain.py`), so it is
+    A scale-down removes nodes without holders first (`workflows/cluster/drain.py`), so it is
     refused only when the pool has fewer such nodes than it removes; deleting a pool, or a node,
     is refused when a workspace holds GPUs there. `force` (on each of them) lets it through: the
     nodes are drained and their workspaces go back to waiting for GPUs.

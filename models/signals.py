@@ -3,7 +3,7 @@ workspace and capacity workflows) may send them, one model per signal.
 
 Every signal carries a `request_id` chosen by the sender: a workflow acts on an id once and ignores
 it when it arrives again (a sender that is unsure whether its signal landed simply sends it again).
-The ids seen are kept, bounded, across continue-as-new (`workflows.engine.RequestIds`).
+The ids seen are kept, bounded, across continue-as-new (`workflows.kit.engine.RequestIds`).
 
 Workflow to workflow, the pattern is the same in both directions: signal with a request id (and the
 id of the workflow to answer, where an answer is expected), and answer by a signal carrying that

@@ -1,5 +1,5 @@
 """Operations on a workspace: the update payloads `colonyctl` (and the HTTP API) send, and how an
-operation is tracked by `WorkspaceWorkflow`'s entity engine (`workflows/engine.py`).
+operation is tracked by `WorkspaceWorkflow`'s entity engine (`workflows/kit/engine.py`).
 
 Deploy is queued by the workflow itself when it starts; suspend, resume and delete come as updates
 (delete also as the `delete_requested` signal a cluster sends before it goes); `redeploy` is queued

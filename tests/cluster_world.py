@@ -104,7 +104,7 @@ from models.workspace_api import (
     WorkspaceActivity,
 )
 from tests.helpers import eventually, unique
-from workflows.cluster import ClusterWorkflow
+from workflows.cluster.workflow import ClusterWorkflow
 
 GPU = NodeSku(gpu_model_id="h100")
 CPU = NodeSku(cpu_sku="cpu-32")

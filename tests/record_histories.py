@@ -33,7 +33,7 @@ from models.operations import (
 )
 from tests.cluster_world import FakeColony, pod
 from tests.conftest import venv_binary
-from workflows.cluster import ClusterWorkflow
+from workflows.cluster.workflow import ClusterWorkflow
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
 
 HISTORIES = Path(__file__).parent / "histories"

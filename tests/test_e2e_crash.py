@@ -56,7 +56,7 @@ from tests.simenv import (
     started_world,
 )
 from worker import build_worker
-from workflows.cluster import ClusterWorkflow
+from workflows.cluster.workflow import ClusterWorkflow
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

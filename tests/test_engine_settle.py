@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from models.operations import CreateClusterRequest, Operation, OperationBook
-from workflows import engine
-from workflows.engine import EntityEngine, settle
+from workflows.kit import engine
+from workflows.kit.engine import EntityEngine, settle
 
 
 class Suspend:

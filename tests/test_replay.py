@@ -26,7 +26,7 @@ from temporalio.workflow import NondeterminismError
 with workflow.unsafe.imports_passed_through():
     from models.activity_api import ActivityName, ListClaimedHostsRequest, ListClaimedHostsResult
     from models.cluster import ClusterStatus, ClusterWorkflowInput
-    from workflows.cluster import ClusterWorkflow
+    from workflows.cluster.workflow import ClusterWorkflow
 
 HISTORIES = Path(__file__).parent / "histories"
 HISTORY_FILES = sorted(HISTORIES.glob("*.json"))

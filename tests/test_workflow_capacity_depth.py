@@ -43,7 +43,7 @@ from models.workspace_api import (
 )
 from models.workspace_class import GPU_MODEL_LABEL, GpuVendor
 from tests.helpers import eventually, unique
-from workflows.capacity import GPU_HOLDERS_SIGNAL, CapacityLedgerWorkflow
+from workflows.capacity.workflow import GPU_HOLDERS_SIGNAL, CapacityLedgerWorkflow
 
 DEPTH = 3_000
 HOLDERS = 10

@@ -49,7 +49,7 @@ from tests.cluster_world import (
     worker,
 )
 from tests.helpers import eventually
-from workflows.cluster import ClusterWorkflow
+from workflows.cluster.workflow import ClusterWorkflow
 
 pytestmark = pytest.mark.slow
 

@@ -45,8 +45,8 @@ from models.workspace_api import (
 )
 from tests.cluster_world import FakeColony
 from tests.helpers import eventually, unique
-from workflows.cluster import ClusterWorkflow
-from workflows.colony import ColonyWorkflow
+from workflows.cluster.workflow import ClusterWorkflow
+from workflows.colony.workflow import ColonyWorkflow
 
 pytestmark = pytest.mark.slow
 

@@ -34,7 +34,7 @@ from tests.cluster_world import (
     start,
     worker,
 )
-from workflows.cluster import ClusterWorkflow
+from workflows.cluster.workflow import ClusterWorkflow
 
 pytestmark = pytest.mark.slow
 

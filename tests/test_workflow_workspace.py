@@ -48,8 +48,8 @@ from models.workspace_operations import (
 from starter.workspace_client import WorkspaceSummary, fill_positions, with_current_position
 from tests.helpers import eventually, history_text, unique
 from tests.workspace_world import STARTED, FakeWorkspaceWorld, h100_node, workspace_worker
-from workflows.capacity import GPU_HOLDERS_SIGNAL, CapacityLedgerWorkflow
-from workflows.workspace import ROUTES_FALLBACK, ROUTES_RETRY, WorkspaceWorkflow
+from workflows.capacity.workflow import GPU_HOLDERS_SIGNAL, CapacityLedgerWorkflow
+from workflows.workspace.workflow import ROUTES_FALLBACK, ROUTES_RETRY, WorkspaceWorkflow
 
 pytestmark = pytest.mark.slow
 

@@ -35,7 +35,7 @@ from tests.cluster_world import CPU, FakeColony, op_of, pool, pool_of, start
 from tests.helpers import eventually, unique
 from tests.test_workflow_workspace import CATALOG, deploy, notebook, phase_is, until
 from tests.workspace_world import STARTED, FakeWorkspaceWorld, h100_node, workspace_worker
-from workflows.cluster import ClusterWorkflow
+from workflows.cluster.workflow import ClusterWorkflow
 
 pytestmark = pytest.mark.slow
 

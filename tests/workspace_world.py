@@ -85,11 +85,11 @@ from models.workspace_api import (
     WriteValuesSecretResult,
 )
 from models.workspace_class import WorkspaceClassSpec, class_conflict
-from workflows.capacity import CapacityLedgerWorkflow
-from workflows.catalog import CatalogWorkflow
-from workflows.cluster import ClusterWorkflow
-from workflows.prerequisite import PrerequisiteWorkflow
-from workflows.workspace import WorkspaceWorkflow
+from workflows.capacity.workflow import CapacityLedgerWorkflow
+from workflows.catalog.workflow import CatalogWorkflow
+from workflows.cluster.workflow import ClusterWorkflow
+from workflows.prerequisite.workflow import PrerequisiteWorkflow
+from workflows.workspace.workflow import WorkspaceWorkflow
 
 WORKFLOWS = [WorkspaceWorkflow, CapacityLedgerWorkflow, PrerequisiteWorkflow, CatalogWorkflow]
 

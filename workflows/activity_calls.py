@@ -29,7 +29,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, CancelledError
 from temporalio.workflow import ActivityCancellationType
 
-from workflows.engine import check_interrupted
+from workflows.kit.engine import check_interrupted
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
@@ -146,7 +146,7 @@ class ActivityCall(Generic[RequestT, ResultT]):
 
         Raises:
             asyncio.CancelledError: the operation was interrupted (before the call, during it, or
-                while it completed anyway: see `workflows.engine.check_interrupted`).
+                while it completed anyway: see `workflows.kit.engine.check_interrupted`).
             ActivityError: the activity failed (its cause is the domain `ApplicationError`).
         """
         start_to_close, schedule_to_close = self.start_to_close, self.schedule_to_close

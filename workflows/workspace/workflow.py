@@ -1,7 +1,7 @@
 """`WorkspaceWorkflow`: one durable workflow per workspace, id `workspace/[<organization>/]<name>`,
 from deploy to delete (the exalsius WorkspaceDeployment, as a workflow).
 
-Built on the entity engine (`workflows/engine.py`): deploy (queued at start), `suspend`, `resume`
+Built on the entity engine (`workflows/kit/engine.py`): deploy (queued at start), `suspend`, `resume`
 and `delete` (updates; delete also as the `delete_requested` signal a cluster sends before it
 goes) run one at a time; delete jumps the queue and interrupts what runs.
 
@@ -64,7 +64,7 @@ from temporalio.exceptions import ApplicationError, FailureError
 
 from workflows import metrics
 from workflows.activity_calls import AWAIT_CLUSTER_DEPLOYMENT
-from workflows.engine import (
+from workflows.kit.engine import (
     EntityEngine,
     Interrupted,
     Interruption,

@@ -22,7 +22,7 @@ import asyncio
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
-from workflows.engine import RequestIds, error_type_of, is_failure, reason_of
+from workflows.kit.engine import RequestIds, error_type_of, is_failure, reason_of
 from workflows.workspace_calls import (
     LIST_WORKSPACE_CLASSES,
     PUBLISH_OBJECTS,

@@ -32,8 +32,15 @@ from workflows.activity_calls import (
     REMOVE_CLUSTER_MACHINES,
     UNCORDON_NODE,
 )
-from workflows.cluster_context import ClusterContext, human
-from workflows.engine import Interrupted, error_type_of, is_failure, reason_of, settle, settle_all
+from workflows.cluster.context import ClusterContext, human
+from workflows.kit.engine import (
+    Interrupted,
+    error_type_of,
+    is_failure,
+    reason_of,
+    settle,
+    settle_all,
+)
 
 with workflow.unsafe.imports_passed_through():
     from models.activity_api import (

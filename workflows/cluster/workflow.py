@@ -4,11 +4,11 @@ It owns the cluster's state. Users change the cluster through updates (`add_node
 `scale_node_pool`, `delete_node_pool`, `delete_node`, `delete_cluster`, `cancel_operation`); each
 is checked at once by its validator against the state the queue will produce (`models.rules`), then
 queued with its update id (a retried update returns the operation it queued). The entity engine
-(`workflows.engine`) runs the queue one operation at a time and carries the state across
+(`workflows.kit.engine`) runs the queue one operation at a time and carries the state across
 continue-as-new; the `status` query shows the running operation, the queue and recent results.
 
-Plans, by concern: create and delete are here; growing a pool is `workflows.cluster_scale_up`;
-draining and removing nodes is `workflows.cluster_drain`. All IO is in activities
+Plans, by concern: create and delete are here; growing a pool is `workflows.cluster.scale_up`;
+draining and removing nodes is `workflows.cluster.drain`. All IO is in activities
 (`workflows.activity_calls`); every wait is a heartbeating activity, so the history grows with what
 happens, not with how long anything takes.
 
@@ -37,10 +37,10 @@ from workflows.activity_calls import (
     DELETE_CLUSTER_DEPLOYMENT,
     LIST_NODES,
 )
-from workflows.cluster_context import ClusterContext, human
-from workflows.cluster_drain import NodeRemoval
-from workflows.cluster_scale_up import ScaleUp
-from workflows.engine import (
+from workflows.cluster.context import ClusterContext, human
+from workflows.cluster.drain import NodeRemoval
+from workflows.cluster.scale_up import ScaleUp
+from workflows.kit.engine import (
     EntityEngine,
     Interrupted,
     Interruption,

@@ -21,7 +21,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 
-from workflows.engine import RequestIds, is_failure, reason_of
+from workflows.kit.engine import RequestIds, is_failure, reason_of
 from workflows.workspace_calls import (
     APPLY_SERVICE_SET,
     AWAIT_SERVICE_SET,

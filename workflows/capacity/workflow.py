@@ -40,7 +40,7 @@ from temporalio import workflow
 from temporalio.exceptions import FailureError
 
 from workflows import metrics
-from workflows.engine import RequestIds, is_failure, reason_of
+from workflows.kit.engine import RequestIds, is_failure, reason_of
 from workflows.workspace_calls import READ_GPU_INVENTORY
 
 with workflow.unsafe.imports_passed_through():

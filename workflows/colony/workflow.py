@@ -33,8 +33,8 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
 from workflows.activity_calls import WRITE_COLONY_KUBECONFIGS
-from workflows.cluster import ClusterWorkflow
-from workflows.engine import (
+from workflows.cluster.workflow import ClusterWorkflow
+from workflows.kit.engine import (
     EntityEngine,
     Interruption,
     is_failure,

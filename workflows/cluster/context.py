@@ -1,8 +1,8 @@
 """What the parts of `ClusterWorkflow` share: the cluster's spec and state, and the small steps
 every plan uses (its kubeconfig reference, a pool by name, releasing hosts, the owner sweep).
 
-`workflows/cluster.py` (the entity: create, delete, updates, signals), `workflows/cluster_scale_up.py`
-(claim, join, give back) and `workflows/cluster_drain.py` (cordon, drain, remove) each receive one
+`workflows/cluster/workflow.py` (the entity: create, delete, updates, signals), `workflows/cluster/scale_up.py`
+(claim, join, give back) and `workflows/cluster/drain.py` (cordon, drain, remove) each receive one
 `ClusterContext`; deterministic code only, like every module of `workflows/`.
 """
 

@@ -30,8 +30,8 @@ from workflows.activity_calls import (
     DELETE_NODE,
     REMOVE_CLUSTER_MACHINES,
 )
-from workflows.cluster_context import ClusterContext, human
-from workflows.engine import Interrupted, error_type_of, is_failure, settle
+from workflows.cluster.context import ClusterContext, human
+from workflows.kit.engine import Interrupted, error_type_of, is_failure, settle
 
 with workflow.unsafe.imports_passed_through():
     from models.activity_api import (

@@ -1,0 +1,1 @@
+"""The cluster entity: its contract (`contract.py`, importable without the workflow) and its workflow."""
