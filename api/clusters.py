@@ -63,6 +63,7 @@ from starter import client as colony
 from starter.client import WorkflowRef
 from starter.errors import ConflictError, NotFoundError
 from starter.parsing import validated
+from workflows.cluster.contract import CLUSTER
 
 router = APIRouter(prefix="/v1/kubernetes/clusters", tags=["clusters"])
 
@@ -295,7 +296,12 @@ async def delete_cluster(
     same delete; once it completed, the cluster is not found (404)."""
     name = cluster_name(cluster_id)
     return await _send(
-        context(request), principal, name, "delete_cluster", DeleteClusterRequest(), idempotency_key
+        context(request),
+        principal,
+        name,
+        CLUSTER.delete_cluster.name,
+        DeleteClusterRequest(),
+        idempotency_key,
     )
 
 
@@ -362,7 +368,9 @@ async def create_node_pool(
     await checks.check_new_pool(
         ctx.settings, status, add.pool, wait_for_capacity=add.wait_for_capacity
     )
-    return await _send(ctx, principal, name, "add_node_pool", add, idempotency_key, client)
+    return await _send(
+        ctx, principal, name, CLUSTER.add_node_pool.name, add, idempotency_key, client
+    )
 
 
 async def _scale(
@@ -383,7 +391,9 @@ async def _scale(
         },
     )
     await checks.check_scale(ctx.settings, status, scale)
-    return await _send(ctx, principal, name, "scale_node_pool", scale, idempotency_key, client)
+    return await _send(
+        ctx, principal, name, CLUSTER.scale_node_pool.name, scale, idempotency_key, client
+    )
 
 
 @router.patch(
@@ -448,7 +458,7 @@ async def delete_node_pool(
     client, status = await _status(ctx, principal, name)
     request_model = DeleteNodePoolRequest(pool=pool_name(status, pool), force=force)
     return await _send(
-        ctx, principal, name, "delete_node_pool", request_model, idempotency_key, client
+        ctx, principal, name, CLUSTER.delete_node_pool.name, request_model, idempotency_key, client
     )
 
 
@@ -510,7 +520,7 @@ async def delete_node(
     name = cluster_name(cluster_id)
     request_model = DeleteNodeRequest(node=node_id(name, node), drain=drain, force=force)
     return await _send(
-        context(request), principal, name, "delete_node", request_model, idempotency_key
+        context(request), principal, name, CLUSTER.delete_node.name, request_model, idempotency_key
     )
 
 

@@ -43,13 +43,14 @@ from starter.errors import (
     NotFoundError,
     OperationFailedError,
 )
+from workflows.cluster.contract import CLUSTER
 
 UNAVAILABLE_RETRY_SECONDS = 5
 """`Retry-After` of a 503: Temporal or the management cluster restarting takes seconds."""
 
 _FIELD = re.compile(r"^[A-Za-z][A-Za-z0-9_.\[\]]*$")
 _NOT_FIELDS = {kind.value for kind in OperationKind} | {
-    "cancel_operation",
+    CLUSTER.cancel_operation.name,
     "host provider",
     "temporal",
 }

@@ -37,6 +37,7 @@ from models.cluster import ClusterSpec
 from models.operations import DeleteClusterRequest
 from starter import checks
 from starter import client as colony
+from workflows.cluster.contract import CLUSTER
 
 ORGANIZATION = "bench"
 CLUSTERS = "/v1/kubernetes/clusters"
@@ -142,7 +143,7 @@ async def measure(
             await colony.send(
                 temporal,
                 cluster,
-                "delete_cluster",
+                CLUSTER.delete_cluster.name,
                 DeleteClusterRequest(),
                 organization=ORGANIZATION,
             )

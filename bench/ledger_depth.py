@@ -79,10 +79,12 @@ from models.workspace_api import (
     ReadGpuInventoryRequest,
     ReadGpuInventoryResult,
     WorkspaceActivity,
-    WorkspaceSignal,
 )
 from models.workspace_class import GPU_MODEL_LABEL, GpuVendor
-from workflows.capacity.workflow import GPU_HOLDERS_SIGNAL, CapacityLedgerWorkflow
+from workflows.capacity.contract import CAPACITY
+from workflows.capacity.workflow import CapacityLedgerWorkflow
+from workflows.cluster.contract import CLUSTER
+from workflows.workspace.contract import WORKSPACE
 
 RESULTS = Path(__file__).parent / "results"
 HOLDERS = 10
@@ -114,11 +116,11 @@ class BenchWaiter:
     async def run(self) -> None:
         await workflow.wait_condition(lambda: False)
 
-    @workflow.signal(name=WorkspaceSignal.CAPACITY_ANSWER)
+    @workflow.signal(name=WORKSPACE.capacity_answer.name)
     def capacity_answer(self, answer: CapacityAnswer) -> None:
         self._answers.append(answer)
 
-    @workflow.signal(name=GPU_HOLDERS_SIGNAL)
+    @workflow.signal(name=CLUSTER.gpu_holders.name)
     def gpu_holders(self, message: GpuHoldersMessage) -> None:
         pass
 
@@ -278,7 +280,7 @@ class Line:
         await self._start_waiter(waiter_id(self.cluster, index))
         self.real.add(index)
         await self.ledger.signal(
-            "capacity",
+            CAPACITY.capacity.name,
             CapacityMessage(
                 request_id=f"{rid(index)}/request",
                 kind=CapacityMessageKind.REQUEST,
@@ -291,7 +293,7 @@ class Line:
         """Release the oldest holder; the index of the workspace it lets in."""
         holder = self.holders.popleft()
         await self.ledger.signal(
-            "capacity",
+            CAPACITY.capacity.name,
             CapacityMessage(
                 request_id=f"{rid(holder)}/release",
                 kind=CapacityMessageKind.RELEASE,
@@ -314,7 +316,7 @@ class Line:
                 raise TimeoutError(f"{handle.id} not admitted within 300 s")
             await asyncio.sleep(0.05)
         events = (await handle.fetch_history()).events
-        told = signal_time(events, WorkspaceSignal.CAPACITY_ANSWER, '"admitted"')
+        told = signal_time(events, WORKSPACE.capacity_answer.name, '"admitted"')
         assert told is not None
         return told
 
@@ -364,7 +366,10 @@ class Line:
         end = await quiet(self.ledger)
         events = await self._ledger_events(start, end)
         self._record_tasks(events)
-        arrivals = [signal_time(events, "capacity", f"{rid(holder)}/release") for holder in holders]
+        arrivals = [
+            signal_time(events, CAPACITY.capacity.name, f"{rid(holder)}/release")
+            for holder in holders
+        ]
         latency = [
             (admit - arrived).total_seconds()
             for admit, arrived in zip(told, arrivals, strict=True)

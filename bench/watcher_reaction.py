@@ -33,7 +33,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from activities.kube import api_client_from_dict, api_client_from_file, close_client
 from bench.stack import Stack, describe, private_stack, summary
-from models.signals import RefreshRequest, SignalName
+from models.signals import RefreshRequest
+from workflows.cluster.contract import CLUSTER as CLUSTER_WORKFLOW
 
 POLL = 0.01
 CLUSTER = "reaction"
@@ -92,7 +93,7 @@ class World:
     async def status_of(self, node: str) -> str:
         status: dict[str, Any] = await self.temporal.get_workflow_handle(
             f"cluster/{CLUSTER}"
-        ).query("status", result_type=dict)
+        ).query(CLUSTER_WORKFLOW.status.name, result_type=dict)
         for pool in status["nodePools"]:
             for entry in pool["nodes"]:
                 if entry["name"] == node:
@@ -102,7 +103,7 @@ class World:
     async def nodes(self) -> list[str]:
         status: dict[str, Any] = await self.temporal.get_workflow_handle(
             f"cluster/{CLUSTER}"
-        ).query("status", result_type=dict)
+        ).query(CLUSTER_WORKFLOW.status.name, result_type=dict)
         return sorted(n["name"] for n in status["nodePools"][0]["nodes"])
 
     async def reaction(self, node: str, *, stop: bool, timeout: float = 30.0) -> float | None:
@@ -152,7 +153,8 @@ async def measure(stack: Stack, trials: int, fallback_wait: float) -> dict[str, 
         unseen = await world.reaction(victim, stop=True, timeout=fallback_wait)
         sent = time.monotonic()
         await temporal.get_workflow_handle(f"cluster/{CLUSTER}").signal(
-            SignalName.REFRESH.value, RefreshRequest(request_id=f"bench-{sent}", reason="bench")
+            CLUSTER_WORKFLOW.refresh.name,
+            RefreshRequest(request_id=f"bench-{sent}", reason="bench"),
         )
         shown = await first_time(
             lambda: _holds(world.status_of(victim), lambda s: s != "Ready"), 30

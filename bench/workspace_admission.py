@@ -44,6 +44,8 @@ from models.workspace import WorkspacePhase, WorkspaceSpec
 from models.workspace_operations import DeleteWorkspaceRequest
 from starter import workspace_client as spaces
 from starter.errors import NotFoundError, UnavailableError
+from workflows.capacity.contract import CAPACITY
+from workflows.workspace.contract import WORKSPACE
 
 CLUSTER = "admission"
 CLASS = "colony-devbox-1-0-0"
@@ -109,7 +111,10 @@ def releases_received(ledger: list[WorkflowHistory]) -> dict[str, datetime]:
         for event in history.events:
             if event.event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
                 continue
-            if event.workflow_execution_signaled_event_attributes.signal_name != "capacity":
+            if (
+                event.workflow_execution_signaled_event_attributes.signal_name
+                != CAPACITY.capacity.name
+            ):
                 continue
             message = _payload(event)
             if message.get("kind") == "release":
@@ -122,7 +127,8 @@ def admitted_at(history: WorkflowHistory) -> datetime | None:
     for event in history.events:
         if (
             event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
-            and event.workflow_execution_signaled_event_attributes.signal_name == "capacity_answer"
+            and event.workflow_execution_signaled_event_attributes.signal_name
+            == WORKSPACE.capacity_answer.name
             and _payload(event).get("decision") == "admitted"
         ):
             return _time(event)
@@ -134,7 +140,7 @@ def delete_accepted_at(history: WorkflowHistory) -> datetime | None:
         attributes = event.workflow_execution_update_accepted_event_attributes
         if (
             event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
-            and attributes.accepted_request.input.name == "delete"
+            and attributes.accepted_request.input.name == WORKSPACE.delete.name
         ):
             return _time(event)
     return None
@@ -192,7 +198,9 @@ async def measure(stack: Stack, releases: int, depth: int) -> dict[str, Any]:
         await until_phase(temporal, spec(deployed - 1).name, {WorkspacePhase.WAITING})
     for index in range(releases):
         running, first_in_line = spec(index).name, spec(index + 1).name
-        await spaces.send(temporal, running, "delete", DeleteWorkspaceRequest(reason="bench"))
+        await spaces.send(
+            temporal, running, WORKSPACE.delete.name, DeleteWorkspaceRequest(reason="bench")
+        )
         await until_phase(temporal, first_in_line, {WorkspacePhase.RUNNING})
         await deploy_next()
         if (index + 1) % 10 == 0:

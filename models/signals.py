@@ -1,5 +1,6 @@
-"""The signal contract of Colony's entity workflows: what other services (a watcher, a scheduler, the
-workspace and capacity workflows) may send them, one model per signal.
+"""The payloads of the signals other services (a watcher, a scheduler, the workspace and capacity
+workflows) send Colony's entity workflows, one model per signal. The signals' names, and which
+workflow takes which, are the workflows' contracts (`workflows/<entity>/contract.py`).
 
 Every signal carries a `request_id` chosen by the sender: a workflow acts on an id once and ignores
 it when it arrives again (a sender that is unsure whether its signal landed simply sends it again).
@@ -15,17 +16,6 @@ from __future__ import annotations
 from enum import StrEnum
 
 from models.base import ColonyModel
-
-
-class SignalName(StrEnum):
-    """The names signals are registered under (`temporal workflow signal --name ...`)."""
-
-    REFRESH = "refresh"
-    NODE_EVENT = "node_event"
-    CAPACITY_CHANGED = "capacity_changed"
-    """To a cluster's GPU ledger (`capacity/<ClusterDeployment>`): its GPUs changed (a `RefreshRequest`)."""
-    GATEWAY_CHANGED = "gateway_changed"
-    """To a workspace: its cluster's tenant Gateway changed (a `GatewayChanged`)."""
 
 
 class RefreshRequest(ColonyModel):

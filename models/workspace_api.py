@@ -629,10 +629,6 @@ STATUS_WAITING_SHOWN = 100
 the answer stays far under the 4 MB gRPC message limit at any depth."""
 
 
-CAPACITY_ANSWERS_QUERY = "answers"
-"""The ledger's query for where requests stand (`CapacityAnswersQuery` -> `CapacityAnswers`)."""
-
-
 class CapacityAnswersQuery(ColonyModel):
     """The `answers` query of a ledger: where these requests (or these workspaces' requests) stand,
     positions worked out now."""
@@ -699,18 +695,6 @@ class PrerequisiteAnswer(ColonyModel):
     source: PrerequisiteSource | None = None
     namespace: str = ""
     message: str = ""
-
-
-class WorkspaceSignal(StrEnum):
-    """Signals a workspace's workflow takes."""
-
-    CAPACITY_ANSWER = "capacity_answer"
-    PORTS_ANSWER = "ports_answer"
-    PREREQUISITE_ANSWER = "prerequisite_answer"
-    DELETE_REQUESTED = "delete_requested"
-    REFRESH = "refresh"
-    GATEWAY_CHANGED = "gateway_changed"
-    """Its cluster's tenant Gateway appeared, changed or went (`models.signals.GatewayChanged`)."""
 
 
 class DeleteRequested(ColonyModel):

@@ -76,6 +76,7 @@ from starter.errors import (
     UnavailableError,
     temporal_unreachable,
 )
+from workflows.cluster.contract import CLUSTER
 from workflows.search_attributes import (
     COLONY_CLUSTER,
     COLONY_KIND,
@@ -83,9 +84,9 @@ from workflows.search_attributes import (
     COLONY_PHASE,
 )
 
-WORKFLOW_TYPE = "ClusterWorkflow"
-STATUS_QUERY = "status"
-CANCEL_OPERATION_UPDATE = "cancel_operation"
+WORKFLOW_TYPE = CLUSTER.workflow_type
+STATUS_QUERY = CLUSTER.status.name
+CANCEL_OPERATION_UPDATE = CLUSTER.cancel_operation.name
 REQUEST_ID_MEMO = "requestId"
 """Memo key of the request id a cluster was created with: a create repeated with the same id is
 the same create, not a name conflict."""

@@ -39,6 +39,7 @@ from starter import checks
 from starter.client import WorkflowRef, new_request_id, update_error
 from starter.client import connect as connect
 from starter.errors import InvalidRequestError, NotFoundError, UnavailableError
+from workflows.colony.contract import COLONY
 from workflows.search_attributes import (
     COLONY_KIND,
     COLONY_NAME,
@@ -46,7 +47,7 @@ from workflows.search_attributes import (
     COLONY_PHASE,
 )
 
-WORKFLOW = "ColonyWorkflow"
+WORKFLOW = COLONY.workflow_type
 COLONY_KIND_VALUE = "colony"
 """`ColonyKind` of colony workflows (the workflow upserts the same value)."""
 
@@ -102,13 +103,13 @@ async def apply_colony(
     if running:
         try:
             accepted: ColonyOperationAccepted = await handle.execute_update(
-                "apply",
+                COLONY.apply.name,
                 ApplyColonyRequest(spec=spec),
                 id=request_id or new_request_id(),
                 result_type=ColonyOperationAccepted,
             )
         except WorkflowUpdateFailedError as exc:
-            raise update_error("apply", exc) from exc
+            raise update_error(COLONY.apply.name, exc) from exc
         return AppliedColony(workflow_id, created=False, operation_id=accepted.operation_id)
     try:
         await client.start_workflow(
@@ -141,7 +142,7 @@ async def colony_status(client: Client, name: str, *, organization: str = "") ->
         described = await handle.describe()
         if described.status != WorkflowExecutionStatus.RUNNING:
             raise colony_not_found(name)
-        status: ColonyStatus = await handle.query("status", result_type=ColonyStatus)
+        status: ColonyStatus = await handle.query(COLONY.status.name, result_type=ColonyStatus)
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
             raise colony_not_found(name) from exc
@@ -191,13 +192,13 @@ async def delete_colony(
     handle = client.get_workflow_handle(colony_workflow_id(name, organization))
     try:
         accepted: ColonyOperationAccepted = await handle.execute_update(
-            "delete",
+            COLONY.delete.name,
             DeleteColonyRequest(),
             id=request_id or new_request_id(),
             result_type=ColonyOperationAccepted,
         )
     except WorkflowUpdateFailedError as exc:
-        raise update_error("delete", exc) from exc
+        raise update_error(COLONY.delete.name, exc) from exc
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
             raise colony_not_found(name) from exc

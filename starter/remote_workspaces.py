@@ -51,6 +51,7 @@ from starter.workspace_client import (
     answer_missing,
     public_key_sealer,
 )
+from workflows.workspace.contract import WORKSPACE
 
 CLASSES = "/v1/workspace-classes"
 WORKSPACES = "/v1/workspaces"
@@ -197,7 +198,7 @@ async def send(
         raise InvalidRequestError(f"{update}: not available through the API")
     method, path = (
         ("DELETE", _path(WORKSPACES, name))
-        if update == "delete"
+        if update == WORKSPACE.delete.name
         else ("POST", _path(WORKSPACES, name, update))
     )
     body = await client.call(method, path, request_id=request_id)

@@ -83,7 +83,6 @@ from models.workspace import (
     workspace_workflow_id,
 )
 from models.workspace_api import (
-    CAPACITY_ANSWERS_QUERY,
     CATALOG_WORKFLOW_ID,
     CapacityAnswers,
     CapacityAnswersQuery,
@@ -94,7 +93,7 @@ from models.workspace_api import (
     PublishWorkspaceClassResult,
 )
 from models.workspace_class import Prompt, PromptType, WorkspaceClassSpec
-from models.workspace_operations import WorkspaceOperationAccepted, WorkspaceOperationKind
+from models.workspace_operations import WorkspaceOperationAccepted
 from starter.client import (
     WorkflowRef,
     new_request_id,
@@ -111,21 +110,24 @@ from starter.errors import (
     OperationFailedError,
     UnavailableError,
 )
+from workflows.capacity.contract import CAPACITY
+from workflows.catalog.contract import CATALOG
 from workflows.search_attributes import (
     COLONY_CLUSTER,
     COLONY_KIND,
     COLONY_ORGANIZATION,
     COLONY_PHASE,
 )
+from workflows.workspace.contract import WORKSPACE
 
 if TYPE_CHECKING:  # only a request with a secret needs the cryptography
     from activities.sealing import Sealer
 
-WORKSPACE_WORKFLOW = "WorkspaceWorkflow"
-STATUS_QUERY = "status"
-CLASSES_QUERY = "classes"
-PUBLISH_CLASS_UPDATE = "publish_class"
-PUBLISH_OBJECTS_UPDATE = "publish_objects"
+WORKSPACE_WORKFLOW = WORKSPACE.workflow_type
+STATUS_QUERY = WORKSPACE.status.name
+CLASSES_QUERY = CATALOG.classes.name
+PUBLISH_CLASS_UPDATE = CATALOG.publish_class.name
+PUBLISH_OBJECTS_UPDATE = CATALOG.publish_objects.name
 WORKSPACE_KIND = "workspace"
 """`ColonyKind` of workspace workflows (the workflow upserts the same value)."""
 REQUEST_ID_MEMO = "requestId"
@@ -709,7 +711,7 @@ async def with_current_position(
     ledger = client.get_workflow_handle(capacity_workflow_id(deployment))
     try:
         found: CapacityAnswers = await ledger.query(
-            CAPACITY_ANSWERS_QUERY,
+            CAPACITY.answers.name,
             CapacityAnswersQuery(request_ids=[admission.request_id]),
             result_type=CapacityAnswers,
         )
@@ -779,11 +781,7 @@ def _update_error(update: str, name: str, exc: WorkflowUpdateFailedError) -> Col
     return OperationFailedError(f"{update}: {cause.message}")
 
 
-UPDATES = {
-    WorkspaceOperationKind.SUSPEND.value,
-    WorkspaceOperationKind.RESUME.value,
-    WorkspaceOperationKind.DELETE.value,
-}
+UPDATES = {WORKSPACE.suspend.name, WORKSPACE.resume.name, WORKSPACE.delete.name}
 """The updates a client may send a workspace."""
 
 
@@ -911,7 +909,7 @@ async def fill_positions(client: Client, found: list[WorkspaceSummary]) -> None:
         ledger = client.get_workflow_handle(capacity_workflow_id(deployment))
         try:
             answers: CapacityAnswers = await ledger.query(
-                CAPACITY_ANSWERS_QUERY,
+                CAPACITY.answers.name,
                 CapacityAnswersQuery(workspaces=[s.name for s in summaries]),
                 result_type=CapacityAnswers,
             )

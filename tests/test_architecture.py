@@ -7,12 +7,16 @@
   only, never the CLI's Typer/rich layer; its key store and settings, which `colonyctl apikey` imports, import no FastAPI; the CLI
   imports nothing else of `api/`.
 - `watching/` (the watcher) talks to Kubernetes and Temporal only: it imports no workflow, CLI or
-  simulator code (it signals workflows by name, with the contract in `models.signals`).
+  simulator code; it signals workflows through their contracts.
+- Of `workflows/`, the HTTP API and the watcher import the contracts only
+  (`workflows/<entity>/contract.py` and `workflows/kit/contract.py`: names and models, no workflow
+  code).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -77,6 +81,19 @@ def imported_names(path: Path) -> set[str]:
     return found
 
 
+CONTRACT = re.compile(r"^workflows\.(kit|[a-z_]+)\.contract(\.|$)")
+"""A workflow type's contract module (or the kit's contract classes), and the names in it."""
+
+
+def workflow_code(names: set[str]) -> set[str]:
+    """The imported modules of `workflows/` that are not contracts."""
+    return {
+        n
+        for n in names
+        if (n == "workflows" or n.startswith("workflows.")) and not CONTRACT.match(n)
+    }
+
+
 API_MAY_USE_FROM_STARTER = {
     "starter.client",
     "starter.workspace_client",
@@ -97,7 +114,8 @@ def test_the_api_uses_the_cli_client_functions_not_the_cli(path: Path) -> None:
     names = imported_names(path)
     starter = {n for n in names if n.startswith("starter.") and n.count(".") == 1}
     assert starter <= API_MAY_USE_FROM_STARTER, sorted(starter)
-    assert not {n.split(".")[0] for n in names} & {"typer", "rich", "workflows", "sim"}
+    assert not {n.split(".")[0] for n in names} & {"typer", "rich", "sim"}
+    assert workflow_code(names) == set()
 
 
 @pytest.mark.parametrize(
@@ -121,5 +139,6 @@ def test_the_cli_imports_only_the_key_store_of_the_api(path: Path) -> None:
     [pytest.param(p, id=str(p.relative_to(ROOT))) for p in python_files("watching")],
 )
 def test_the_watcher_imports_no_workflow_cli_or_simulator(path: Path) -> None:
-    forbidden = imported_modules(path) & {"workflows", "starter", "sim"}
+    forbidden = imported_modules(path) & {"starter", "sim"}
     assert not forbidden, f"{path.relative_to(ROOT)} imports {sorted(forbidden)}"
+    assert workflow_code(imported_names(path)) == set()

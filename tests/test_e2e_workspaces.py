@@ -52,7 +52,7 @@ from models.identity import (
     workspace_service_set_name,
     workspace_values_secret_name,
 )
-from models.signals import GatewayChanged, SignalName
+from models.signals import GatewayChanged
 from sim.podnet.apps import JUPYTER_SERVER_VERSION, SSH_IDENTIFICATION
 from sim.world import SimWorld
 from starter.cli import app, normalize_argv
@@ -77,6 +77,7 @@ from watching.service import Watcher, WatcherConfig
 from watching.signals import TemporalSignals
 from worker import build_worker, ensure_catalog
 from workflows.search_attributes import COLONY_CLUSTER, COLONY_KIND, COLONY_PHASE
+from workflows.workspace.contract import WORKSPACE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -770,7 +771,7 @@ class SentSignals:
         return [
             s
             for s in self.sent
-            if s.workflow_id == workflow_id and s.name is SignalName.GATEWAY_CHANGED
+            if s.workflow_id == workflow_id and s.name == WORKSPACE.gateway_changed.name
         ]
 
 

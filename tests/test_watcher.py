@@ -29,7 +29,7 @@ from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner, Result
 
 from models.ownership import Owner
-from models.signals import NodeEvent, SignalName
+from models.signals import NodeEvent
 from sim.crds.samples import service_set
 from sim.world import SimWorld
 from starter.cli import app, normalize_argv
@@ -50,6 +50,7 @@ from watching.service import Watcher, WatcherConfig
 from watching.signals import TemporalSignals
 from watching.state import STATE_CONFIGMAP
 from worker import build_worker
+from workflows.cluster.contract import CLUSTER
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -364,7 +365,7 @@ async def test_410_gone_relists_and_asks_the_workflow_to_refresh(
             [
                 s
                 for _, s in watchers.sent
-                if s.name is SignalName.REFRESH and s.request_id.startswith("relist/nodes.")
+                if s.name == CLUSTER.refresh.name and s.request_id.startswith("relist/nodes.")
             ]
         ),
         timeout=10,
@@ -378,7 +379,7 @@ async def test_signalling_a_deleted_cluster_is_not_an_error(stack: Stack) -> Non
     signals = TemporalSignals(stack.dev_env.client)
     gone = Signal(
         "cluster/never-existed",
-        SignalName.NODE_EVENT,
+        CLUSTER.node_event.name,
         NodeEvent(request_id="node/x/u/1", node="n"),
     )
     assert await signals.send(gone) is False
@@ -512,7 +513,7 @@ async def test_a_lost_node_and_a_workspace_service_set(stack: Stack, watchers: W
         what="a refresh for the ServiceSet",
     )
     assert refreshed[0].workflow_id == f"cluster/{name}"
-    assert refreshed[0].name is SignalName.REFRESH
+    assert refreshed[0].name == CLUSTER.refresh.name
     await call(
         client.CustomObjectsApi(stack.management).delete_namespaced_custom_object,
         "k0rdent.mirantis.com", "v1beta1", "kcm-system", "servicesets", body["metadata"]["name"],

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from models.ownership import Owner
-from models.signals import GatewayChanged, NodeEvent, NodeEventType, RefreshRequest, SignalName
+from models.signals import GatewayChanged, NodeEvent, NodeEventType, RefreshRequest
 from watching.leader import micro_time
 from watching.mapping import (
     Fingerprints,
@@ -24,6 +24,8 @@ from watching.mapping import (
     relist_refresh,
     workspace_owners,
 )
+from workflows.cluster.contract import CLUSTER
+from workflows.workspace.contract import WORKSPACE
 
 
 def obj(
@@ -124,7 +126,7 @@ def test_owned_object_changes_become_refresh(
         return
     assert signal is not None
     assert (signal.workflow_id, signal.request_id) == expected
-    assert signal.name is SignalName.REFRESH
+    assert signal.name == CLUSTER.refresh.name
     assert isinstance(signal.payload, RefreshRequest)
     assert kind in signal.payload.reason
 
@@ -156,7 +158,7 @@ def test_node_changes_become_node_event(
         node(ready=ready, unschedulable=unschedulable),
     )
     assert signal.workflow_id == "cluster/acme/training"
-    assert signal.name is SignalName.NODE_EVENT
+    assert signal.name == CLUSTER.node_event.name
     payload = signal.payload
     assert isinstance(payload, NodeEvent)
     assert payload == NodeEvent(
@@ -176,7 +178,7 @@ def test_node_changes_become_node_event(
 def test_relist_refresh_ids_name_the_stream_and_the_list() -> None:
     signal = relist_refresh("cluster/x", "nodes.kcm-system.x", "991")
     assert signal.request_id == "relist/nodes.kcm-system.x/991"
-    assert signal.name is SignalName.REFRESH
+    assert signal.name == CLUSTER.refresh.name
 
 
 def test_same_event_twice_has_the_same_request_id() -> None:
@@ -255,7 +257,10 @@ def test_lease_times_are_micro_times() -> None:
 def test_a_gateway_change_goes_to_a_workspace_with_an_id_of_its_state() -> None:
     gateway = obj("tenant", uid="g-1", rv="77", namespace="colony-gateway")
     signal = gateway_changed("workspace/acme/nb", "acme-labs--x", "DELETED", gateway)
-    assert (signal.workflow_id, signal.name) == ("workspace/acme/nb", SignalName.GATEWAY_CHANGED)
+    assert (signal.workflow_id, signal.name) == (
+        "workspace/acme/nb",
+        WORKSPACE.gateway_changed.name,
+    )
     assert signal.payload == GatewayChanged(
         request_id="gateway/acme-labs--x/g-1/77",
         cluster="acme-labs--x",

@@ -32,18 +32,19 @@ from models.capacity import (
     GpuSelector,
 )
 from models.workspace_api import (
-    CAPACITY_ANSWERS_QUERY,
     CapacityAnswers,
     CapacityAnswersQuery,
     CapacityLedgerInput,
     CapacityMessage,
     CapacityMessageKind,
     GpuHoldersMessage,
-    WorkspaceSignal,
 )
 from models.workspace_class import GPU_MODEL_LABEL, GpuVendor
 from tests.helpers import eventually, unique
-from workflows.capacity.workflow import GPU_HOLDERS_SIGNAL, CapacityLedgerWorkflow
+from workflows.capacity.contract import CAPACITY
+from workflows.capacity.workflow import CapacityLedgerWorkflow
+from workflows.cluster.contract import CLUSTER
+from workflows.workspace.contract import WORKSPACE
 
 DEPTH = 3_000
 HOLDERS = 10
@@ -67,11 +68,11 @@ class LineWaiter:
     async def run(self) -> None:
         await workflow.wait_condition(lambda: False)
 
-    @workflow.signal(name=WorkspaceSignal.CAPACITY_ANSWER)
+    @workflow.signal(name=WORKSPACE.capacity_answer.name)
     def capacity_answer(self, answer: CapacityAnswer) -> None:
         self._answers.append(answer)
 
-    @workflow.signal(name=GPU_HOLDERS_SIGNAL)
+    @workflow.signal(name=CLUSTER.gpu_holders.name)
     def gpu_holders(self, message: GpuHoldersMessage) -> None:
         self._holders += 1
 
@@ -168,7 +169,7 @@ async def line(
 
 async def release(ledger: WorkflowHandle[Any, Any], index: int) -> None:
     await ledger.signal(
-        "capacity",
+        CAPACITY.capacity.name,
         CapacityMessage(
             request_id=f"r{index}/release",
             kind=CapacityMessageKind.RELEASE,
@@ -190,7 +191,7 @@ async def admitted(waiter: WorkflowHandle[Any, Any]) -> CapacityAnswer:
 
 async def position(ledger: WorkflowHandle[Any, Any], index: int) -> int:
     found: CapacityAnswers = await ledger.query(
-        CAPACITY_ANSWERS_QUERY,
+        CAPACITY.answers.name,
         CapacityAnswersQuery(request_ids=[f"r{index}"]),
         result_type=CapacityAnswers,
     )
@@ -250,7 +251,7 @@ async def test_runs_continue_as_new_between_messages_and_stay_small(
             await release(ledger, index)  # ten releases at once: ten admitted
         for extra in range(burst):
             await ledger.signal(
-                "capacity",
+                CAPACITY.capacity.name,
                 CapacityMessage(
                     request_id=f"late-{extra}",
                     kind=CapacityMessageKind.REQUEST,
@@ -265,7 +266,7 @@ async def test_runs_continue_as_new_between_messages_and_stay_small(
             what="the line moved up by ten",
         )
         found: CapacityAnswers = await ledger.query(
-            CAPACITY_ANSWERS_QUERY,
+            CAPACITY.answers.name,
             CapacityAnswersQuery(request_ids=[f"late-{burst - 1}"]),
             result_type=CapacityAnswers,
         )

@@ -31,7 +31,7 @@ from models.operations import (
     OperationState,
     ScaleNodePoolRequest,
 )
-from models.signals import NodeEvent, NodeEventType, RefreshRequest, SignalName
+from models.signals import NodeEvent, NodeEventType, RefreshRequest
 from tests.cluster_world import (
     CPU,
     FakeColony,
@@ -44,6 +44,7 @@ from tests.cluster_world import (
     worker,
 )
 from tests.helpers import eventually
+from workflows.cluster.contract import CLUSTER
 from workflows.cluster.workflow import ClusterWorkflow
 
 pytestmark = pytest.mark.slow
@@ -534,11 +535,11 @@ async def test_refresh_looks_at_the_nodes_once_per_request_id(
         node = pool_of(status, "gpu").nodes[1].name
         fake.nodes[node].polls_until_ready = 1_000  # the node went NotReady behind Colony's back
         # By name, as `temporal workflow signal --name refresh` sends it.
-        await run.handle.signal(SignalName.REFRESH, RefreshRequest(request_id="r1"))
+        await run.handle.signal(CLUSTER.refresh.name, RefreshRequest(request_id="r1"))
         seen = await run.until(lambda s: pool_of(s, "gpu").ready_count == 1, what="refreshed")
         assert pool_of(seen, "gpu").nodes[1].kubernetes_status == "NotReady"
-        await run.handle.signal(SignalName.REFRESH, RefreshRequest(request_id="r1"))
-        await run.handle.signal(SignalName.REFRESH, RefreshRequest(request_id="r2"))
+        await run.handle.signal(CLUSTER.refresh.name, RefreshRequest(request_id="r1"))
+        await run.handle.signal(CLUSTER.refresh.name, RefreshRequest(request_id="r2"))
         await eventually(
             lambda: asyncio.sleep(0, fake.calls.count("list_nodes colony.dev/node-pool")),
             until=lambda n: n == 2,
@@ -554,9 +555,9 @@ class NodeWatcherStandIn:
     async def run(self, cluster_workflow_id: str, node: str) -> None:
         cluster = workflow.get_external_workflow_handle(cluster_workflow_id)
         event = NodeEvent(request_id="watch-1", node=node, ready_status="False")
-        await cluster.signal(SignalName.NODE_EVENT, event)
+        await cluster.signal(CLUSTER.node_event.name, event)
         await cluster.signal(
-            SignalName.NODE_EVENT, event.model_copy(update={"ready_status": "True"})
+            CLUSTER.node_event.name, event.model_copy(update={"ready_status": "True"})
         )
 
 

@@ -29,7 +29,7 @@ from models.capacity import GpuHolder
 from models.cluster import cluster_deployment_name, cluster_workflow_id
 from models.identity import prerequisite_service_set_name, workspace_release_name
 from models.ownership import Owner
-from models.signals import GatewayChanged, NodeEventType, RefreshRequest, SignalName
+from models.signals import GatewayChanged, NodeEventType, RefreshRequest
 from models.workspace import (
     ConditionReason,
     GatewayInfo,
@@ -48,7 +48,9 @@ from models.workspace_operations import (
 from starter.workspace_client import WorkspaceSummary, fill_positions, with_current_position
 from tests.helpers import eventually, history_text, unique
 from tests.workspace_world import STARTED, FakeWorkspaceWorld, h100_node, workspace_worker
-from workflows.capacity.workflow import GPU_HOLDERS_SIGNAL, CapacityLedgerWorkflow
+from workflows.capacity.contract import CAPACITY
+from workflows.capacity.workflow import CapacityLedgerWorkflow
+from workflows.cluster.contract import CLUSTER
 from workflows.workspace.workflow import ROUTES_FALLBACK, ROUTES_RETRY, WorkspaceWorkflow
 
 pytestmark = pytest.mark.slow
@@ -394,8 +396,8 @@ async def test_a_waiting_workspace_proceeds_when_a_service_says_the_gpus_changed
         fake.nodes[cluster].append(h100_node(f"{cluster}-2", 2))
         ledger = env.client.get_workflow_handle(f"capacity/{cluster}")
         changed = RefreshRequest(request_id="device-plugin-1", reason="GPUs added")
-        await ledger.signal(SignalName.CAPACITY_CHANGED, changed)
-        await ledger.signal(SignalName.CAPACITY_CHANGED, changed)  # a repeat changes nothing
+        await ledger.signal(CAPACITY.capacity_changed.name, changed)
+        await ledger.signal(CAPACITY.capacity_changed.name, changed)  # a repeat changes nothing
 
         running = await until(second, phase_is(WorkspacePhase.RUNNING), "second running")
         assert running.admission is not None
@@ -415,7 +417,7 @@ class OrganizationClusterStandIn:
     async def run(self) -> None:
         await workflow.wait_condition(lambda: False)
 
-    @workflow.signal(name=GPU_HOLDERS_SIGNAL)
+    @workflow.signal(name=CLUSTER.gpu_holders.name)
     def gpu_holders(self, message: GpuHoldersMessage) -> None:
         self.holders = message.holders
 

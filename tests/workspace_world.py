@@ -85,6 +85,7 @@ from models.workspace_api import (
     WriteValuesSecretResult,
 )
 from models.workspace_class import WorkspaceClassSpec, class_conflict
+from workflows.capacity.contract import CAPACITY
 from workflows.capacity.workflow import CapacityLedgerWorkflow
 from workflows.catalog.workflow import CatalogWorkflow
 from workflows.cluster.workflow import ClusterWorkflow
@@ -427,7 +428,7 @@ async def end_gracefully(env: WorkflowEnvironment, workflow_id: str) -> None:
             await asyncio.sleep(0.05)
         if workflow_id.startswith("capacity/"):
             await handle.signal(
-                "capacity",
+                CAPACITY.capacity.name,
                 CapacityMessage(request_id="test-close", kind=CapacityMessageKind.CLOSE),
             )
             with contextlib.suppress(TimeoutError):

@@ -33,7 +33,9 @@ from typing import Any
 
 from models.identity import Entity, entity_workflow_id
 from models.ownership import marked_entity
-from models.signals import GatewayChanged, NodeEvent, NodeEventType, RefreshRequest, SignalName
+from models.signals import GatewayChanged, NodeEvent, NodeEventType, RefreshRequest
+from workflows.cluster.contract import CLUSTER
+from workflows.workspace.contract import WORKSPACE
 
 CLUSTER_LABEL = "colony.dev/cluster"
 """ClusterDeployments Colony created carry it (the cluster's name)."""
@@ -72,7 +74,8 @@ class Signal:
     """One signal to send: to `workflow_id`, named `name`, carrying `payload`."""
 
     workflow_id: str
-    name: SignalName
+    name: str
+    """The signal's name, from the receiving workflow's contract (`workflows.<entity>.contract`)."""
     payload: RefreshRequest | NodeEvent | GatewayChanged
 
     @property
@@ -103,7 +106,7 @@ def object_refresh(kind: str, obj: Obj) -> Signal | None:
     request_id = f"{kind}/{meta.get('uid', '')}/{meta.get('resourceVersion', '')}"
     return Signal(
         workflow_id,
-        SignalName.REFRESH,
+        CLUSTER.refresh.name,
         RefreshRequest(
             request_id=request_id, reason=f"watcher: {kind} {meta.get('name', '')} changed"
         ),
@@ -114,7 +117,7 @@ def relist_refresh(workflow_id: str, stream: str, list_version: str) -> Signal:
     """`refresh` after a relist: events may have been missed (deletions above all)."""
     return Signal(
         workflow_id,
-        SignalName.REFRESH,
+        CLUSTER.refresh.name,
         RefreshRequest(
             request_id=f"relist/{stream}/{list_version}",
             reason=f"watcher: {stream} relisted, events may have been missed",
@@ -136,7 +139,7 @@ def node_event(cluster: str, workflow_id: str, event_type: str, node: Obj) -> Si
     version = str(meta.get("resourceVersion", ""))
     return Signal(
         workflow_id,
-        SignalName.NODE_EVENT,
+        CLUSTER.node_event.name,
         NodeEvent(
             request_id=f"node/{cluster}/{meta.get('uid', '')}/{version}",
             node=str(meta.get("name", "")),
@@ -153,7 +156,7 @@ def gateway_changed(workflow_id: str, cluster: str, event_type: str, gateway: Ob
     meta = _meta(gateway)
     return Signal(
         workflow_id,
-        SignalName.GATEWAY_CHANGED,
+        WORKSPACE.gateway_changed.name,
         GatewayChanged(
             request_id=f"gateway/{cluster}/{meta.get('uid', '')}/{meta.get('resourceVersion', '')}",
             cluster=cluster,
@@ -167,7 +170,7 @@ def gateway_relisted(workflow_id: str, cluster: str, stream: str, list_version: 
     """`gateway_changed` after a relist of a child's Gateways: one may have gone unseen."""
     return Signal(
         workflow_id,
-        SignalName.GATEWAY_CHANGED,
+        WORKSPACE.gateway_changed.name,
         GatewayChanged(request_id=f"relist/{stream}/{list_version}", cluster=cluster),
     )
 

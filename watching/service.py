@@ -258,7 +258,7 @@ class Watcher:
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, SIGNAL_RETRY_CAP)
                 continue
-            metrics.watcher_signal(signal.name.value, delivered)
+            metrics.watcher_signal(signal.name, delivered)
             if delivered:
                 self.signalled.append(signal)
             return

@@ -34,7 +34,7 @@ class TemporalSignals:
     async def send(self, signal: Signal) -> bool:
         handle = self._client.get_workflow_handle(signal.workflow_id)
         try:
-            await handle.signal(signal.name.value, signal.payload)
+            await handle.signal(signal.name, signal.payload)
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
                 # Absent, or completed (deleted): nothing to tell.

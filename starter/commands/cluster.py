@@ -199,6 +199,7 @@ def apply_cluster(
     from starter.errors import NotFoundError
     from starter.session import run, settings
     from starter.submit import submit
+    from workflows.cluster.contract import CLUSTER
 
     conf = settings()
     colony = clusters()
@@ -219,12 +220,12 @@ def apply_cluster(
         current = status.pool(pool.name)
         if current is None:
             add = AddNodePoolRequest(pool=pool, wait_for_capacity=spec.wait_for_capacity)
-            changes.append(("add_node_pool", add, checks.new_pool_check(add)))
+            changes.append((CLUSTER.add_node_pool.name, add, checks.new_pool_check(add)))
         elif current.count != pool.count:
             scale = ScaleNodePoolRequest(
                 pool=pool.name, count=pool.count, wait_for_capacity=spec.wait_for_capacity
             )
-            changes.append(("scale_node_pool", scale, checks.scale_check(scale)))
+            changes.append((CLUSTER.scale_node_pool.name, scale, checks.scale_check(scale)))
     if not changes:
         output.write(f"cluster {spec.name} unchanged")
         return
@@ -324,9 +325,10 @@ def delete(
     from models.operations import DeleteClusterRequest
     from starter import output
     from starter.submit import submit
+    from workflows.cluster.contract import CLUSTER
 
     submit(
-        name, "delete_cluster", DeleteClusterRequest(), wait=wait, timeout=timeout, fmt=fmt,
+        name, CLUSTER.delete_cluster.name, DeleteClusterRequest(), wait=wait, timeout=timeout, fmt=fmt,
         request_id=request_id, gone_ok=True,
     )  # fmt: skip
     if wait and fmt is OutputFormat.TABLE:

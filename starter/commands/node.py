@@ -61,9 +61,10 @@ def delete(
     from models.operations import DeleteNodeRequest
     from starter.parsing import validated
     from starter.submit import submit
+    from workflows.cluster.contract import CLUSTER
 
     request = validated(DeleteNodeRequest, {"node": node, "drain": drain, "force": force})
     submit(
-        cluster, "delete_node", request, wait=wait, timeout=timeout, fmt=fmt,
+        cluster, CLUSTER.delete_node.name, request, wait=wait, timeout=timeout, fmt=fmt,
         request_id=request_id,
     )  # fmt: skip

@@ -53,6 +53,7 @@ def create(
     from starter.checks import new_pool_check
     from starter.parsing import parse_labels, parse_sku, parse_taints, validated
     from starter.submit import submit
+    from workflows.cluster.contract import CLUSTER
 
     pool = {
         "name": name,
@@ -67,7 +68,7 @@ def create(
         pool=validated(NodePoolSpec, pool), wait_for_capacity=wait_for_capacity
     )
     submit(
-        cluster, "add_node_pool", request, wait=wait, timeout=timeout, fmt=fmt,
+        cluster, CLUSTER.add_node_pool.name, request, wait=wait, timeout=timeout, fmt=fmt,
         request_id=request_id, check=new_pool_check(request),
     )  # fmt: skip
 
@@ -91,13 +92,14 @@ def scale(
     from starter.checks import scale_check
     from starter.parsing import validated
     from starter.submit import submit
+    from workflows.cluster.contract import CLUSTER
 
     request = validated(
         ScaleNodePoolRequest,
         {"pool": pool, "count": count, "force": force, "waitForCapacity": wait_for_capacity},
     )
     submit(
-        cluster, "scale_node_pool", request, wait=wait, timeout=timeout, fmt=fmt,
+        cluster, CLUSTER.scale_node_pool.name, request, wait=wait, timeout=timeout, fmt=fmt,
         request_id=request_id, check=scale_check(request),
     )  # fmt: skip
 
@@ -118,9 +120,10 @@ def delete(
     from models.operations import DeleteNodePoolRequest
     from starter.parsing import validated
     from starter.submit import submit
+    from workflows.cluster.contract import CLUSTER
 
     request = validated(DeleteNodePoolRequest, {"pool": pool, "force": force})
     submit(
-        cluster, "delete_node_pool", request, wait=wait, timeout=timeout, fmt=fmt,
+        cluster, CLUSTER.delete_node_pool.name, request, wait=wait, timeout=timeout, fmt=fmt,
         request_id=request_id,
     )  # fmt: skip

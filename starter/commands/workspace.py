@@ -422,9 +422,10 @@ def delete(
 ) -> None:
     """Delete a workspace: routes, release, namespace, then its GPUs go to the next in line."""
     from models.workspace_operations import DeleteWorkspaceRequest
+    from workflows.workspace.contract import WORKSPACE
 
     _operate(
-        name, "delete", DeleteWorkspaceRequest(reason="colonyctl workspace delete"),
+        name, WORKSPACE.delete.name, DeleteWorkspaceRequest(reason="colonyctl workspace delete"),
         wanted="Deleted", wait=wait, timeout=timeout, fmt=fmt, request_id=request_id,
     )  # fmt: skip
 
@@ -439,9 +440,10 @@ def suspend(
 ) -> None:
     """Uninstall the release, keep the namespace, volumes and definition; free the GPUs."""
     from models.workspace_operations import SuspendWorkspaceRequest
+    from workflows.workspace.contract import WORKSPACE
 
     _operate(
-        name, "suspend", SuspendWorkspaceRequest(), wanted="Suspended", wait=wait,
+        name, WORKSPACE.suspend.name, SuspendWorkspaceRequest(), wanted="Suspended", wait=wait,
         timeout=timeout, fmt=fmt, request_id=request_id,
     )  # fmt: skip
 
@@ -456,8 +458,9 @@ def resume(
 ) -> None:
     """Deploy a suspended (or failed) workspace again, through GPU admission again."""
     from models.workspace_operations import ResumeWorkspaceRequest
+    from workflows.workspace.contract import WORKSPACE
 
     _operate(
-        name, "resume", ResumeWorkspaceRequest(), wanted="Running", wait=wait, timeout=timeout,
+        name, WORKSPACE.resume.name, ResumeWorkspaceRequest(), wanted="Running", wait=wait, timeout=timeout,
         fmt=fmt, request_id=request_id,
     )  # fmt: skip

@@ -55,9 +55,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from models.cluster import DEFAULT_NAMESPACE, kubeconfig_secret_name
     from models.operations import OperationBook
-    from models.signals import RefreshRequest, SignalName
+    from models.signals import RefreshRequest
     from models.workspace_api import (
-        CAPACITY_ANSWERS_QUERY,
         STATUS_WAITING_SHOWN,
         CapacityAnswers,
         CapacityAnswersQuery,
@@ -68,14 +67,13 @@ with workflow.unsafe.imports_passed_through():
         GpuHoldersMessage,
         PortsAnswer,
         ReadGpuInventoryRequest,
-        WorkspaceSignal,
     )
+    from workflows.capacity.contract import CAPACITY
+    from workflows.cluster.contract import CLUSTER
+    from workflows.workspace.contract import WORKSPACE
 
-CAPACITY_SIGNAL = "capacity"
-GPU_HOLDERS_SIGNAL = "gpu_holders"
 
-
-@workflow.defn
+@workflow.defn(name=CAPACITY.workflow_type)
 class CapacityLedgerWorkflow:
     """The GPU ledger of one cluster (see the module docstring)."""
 
@@ -109,25 +107,25 @@ class CapacityLedgerWorkflow:
 
     # --- Messages in ---------------------------------------------------------------------------
 
-    @workflow.signal(name=CAPACITY_SIGNAL)
+    @workflow.signal(name=CAPACITY.capacity.name)
     def capacity(self, message: CapacityMessage) -> None:
         """A request, a release, a change of the cluster's GPUs, or the end (see the module doc)."""
         if self._ids.first_time(message.request_id):
             self._inbox.append(message)
 
-    @workflow.signal(name=SignalName.REFRESH)
+    @workflow.signal(name=CAPACITY.refresh.name)
     def refresh(self, request: RefreshRequest) -> None:
         """Read the cluster's GPU inventory again."""
         if self._ids.first_time(request.request_id):
             self._refresh = True
 
-    @workflow.signal(name=SignalName.CAPACITY_CHANGED)
+    @workflow.signal(name=CAPACITY.capacity_changed.name)
     def capacity_changed(self, request: RefreshRequest) -> None:
         """Another service says the cluster's GPUs changed (a device plugin, a maintenance tool):
         read the inventory again, and admit whoever now fits, in order."""
         self.refresh(request)
 
-    @workflow.query
+    @workflow.query(name=CAPACITY.status.name)
     def status(self) -> CapacityLedgerStatus:
         """Inventory, holders and the head of each queue."""
         ledger = self._ledger
@@ -145,7 +143,7 @@ class CapacityLedgerWorkflow:
             free=ledger.free(),
         )
 
-    @workflow.query(name=CAPACITY_ANSWERS_QUERY)
+    @workflow.query(name=CAPACITY.answers.name)
     def answers(self, query: CapacityAnswersQuery) -> CapacityAnswers:
         """Where requests stand now, positions worked out from their tickets (O(log n) each)."""
         ledger = self._ledger
@@ -263,7 +261,7 @@ class CapacityLedgerWorkflow:
             in_use.add(port)
             answer.ports[endpoint] = port
         if message.reply_to:
-            self._send(message.reply_to, WorkspaceSignal.PORTS_ANSWER, answer)
+            self._send(message.reply_to, WORKSPACE.ports_answer.name, answer)
 
     async def _read_inventory(self) -> None:
         try:
@@ -307,7 +305,7 @@ class CapacityLedgerWorkflow:
             if answer.decision in (Decision.ADMITTED, Decision.WAITING)
             else None
         )
-        self._send(reply_to, WorkspaceSignal.CAPACITY_ANSWER, answer, gone=gone)
+        self._send(reply_to, WORKSPACE.capacity_answer.name, answer, gone=gone)
 
     def _publish_holders(self) -> None:
         holders = self._ledger.holders_on_nodes(node.name for node in self._ledger.nodes)
@@ -321,7 +319,7 @@ class CapacityLedgerWorkflow:
             request_id=f"{info.workflow_id}/{info.run_id}/holders/{self._holders_sent}",
             holders=holders,
         )
-        self._send(self._cluster_workflow_id, GPU_HOLDERS_SIGNAL, message)
+        self._send(self._cluster_workflow_id, CLUSTER.gpu_holders.name, message)
 
     def _send(
         self, workflow_id: str, signal: str, payload: Any, *, gone: CapacityMessage | None = None

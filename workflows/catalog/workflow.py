@@ -32,7 +32,7 @@ from workflows.workspace_calls import (
 with workflow.unsafe.imports_passed_through():
     from models.errors import ErrorType, rejected
     from models.operations import OperationBook
-    from models.signals import RefreshRequest, SignalName
+    from models.signals import RefreshRequest
     from models.workspace_api import (
         CatalogInput,
         CatalogStatus,
@@ -42,11 +42,12 @@ with workflow.unsafe.imports_passed_through():
         PublishWorkspaceClassRequest,
         PublishWorkspaceClassResult,
     )
+    from workflows.catalog.contract import CATALOG
 
 CONTINUE_AS_NEW_EVENTS = 2_000
 
 
-@workflow.defn
+@workflow.defn(name=CATALOG.workflow_type)
 class CatalogWorkflow:
     """The workspace class catalog (see the module docstring)."""
 
@@ -100,7 +101,7 @@ class CatalogWorkflow:
         self._status.private = listed.private
         self._status.unreadable = listed.unreadable
 
-    @workflow.update
+    @workflow.update(name=CATALOG.publish_class.name)
     async def publish_class(
         self, request: PublishWorkspaceClassRequest
     ) -> PublishWorkspaceClassResult:
@@ -116,7 +117,7 @@ class CatalogWorkflow:
                 raise rejected(reason_of(error).split(": ", 1)[-1]) from error
             raise ApplicationError(reason_of(error), type=error_type_of(error)) from error
 
-    @workflow.update
+    @workflow.update(name=CATALOG.publish_objects.name)
     async def publish_objects(self, request: PublishObjectsRequest) -> PublishObjectsResult:
         """Store objects classes will need (ServiceTemplates applied on their own) when absent."""
         try:
@@ -140,12 +141,12 @@ class CatalogWorkflow:
             await self._read()
             return result
 
-    @workflow.query
+    @workflow.query(name=CATALOG.classes.name)
     def classes(self) -> CatalogStatus:
         """The classes as last read from the management cluster."""
         return self._status
 
-    @workflow.signal(name=SignalName.REFRESH)
+    @workflow.signal(name=CATALOG.refresh.name)
     def refresh(self, request: RefreshRequest) -> None:
         """Read the classes again (one was applied by other means)."""
         if self._ids.first_time(request.request_id):

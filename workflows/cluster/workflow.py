@@ -107,7 +107,7 @@ with workflow.unsafe.imports_passed_through():
     from models.operations import DeleteNodeRequest as DeleteNodeOperation
     from models.ownership import Owner
     from models.rules import gpu_holders_problem, operation_problem
-    from models.signals import NodeEvent, NodeEventType, RefreshRequest, SignalName
+    from models.signals import NodeEvent, NodeEventType, RefreshRequest
     from models.workspace_api import (
         AwaitWorkflowsClosedRequest,
         CapacityMessage,
@@ -116,8 +116,11 @@ with workflow.unsafe.imports_passed_through():
         GpuHoldersMessage,
         ListWorkflowsRequest,
         SignalWorkflowRequest,
-        WorkspaceSignal,
     )
+    from workflows.capacity.contract import CAPACITY
+    from workflows.cluster.contract import CLUSTER
+    from workflows.colony.contract import COLONY
+    from workflows.workspace.contract import WORKSPACE
 
 FALLBACK_REFRESH = timedelta(minutes=10)
 """An idle cluster looks at its nodes this often when nothing told it of a change: the watcher
@@ -140,7 +143,7 @@ def _waiting_on(conditions: list[Condition]) -> str:
     )
 
 
-@workflow.defn
+@workflow.defn(name=CLUSTER.workflow_type)
 class ClusterWorkflow:
     """The life of one cluster: create, queued operations, delete."""
 
@@ -315,7 +318,7 @@ class ClusterWorkflow:
                 SignalWorkflowRequest(
                     # Workspaces name their cluster by its ClusterDeployment, and so do ledgers.
                     workflow_id=capacity_workflow_id(self._spec.deployment_name),
-                    signal="capacity",
+                    signal=CAPACITY.capacity.name,
                     payload=CapacityMessage(
                         request_id=f"{workflow.info().workflow_id}/{operation.id}/{kind.value}",
                         kind=kind,
@@ -347,7 +350,7 @@ class ClusterWorkflow:
             await SIGNAL_WORKFLOW(
                 SignalWorkflowRequest(
                     workflow_id=colony_workflow_id(self._spec.colony, self._spec.organization),
-                    signal="cluster_report",
+                    signal=COLONY.cluster_report.name,
                     payload=report.model_dump(mode="json"),
                 )
             )
@@ -602,7 +605,7 @@ class ClusterWorkflow:
             await SIGNAL_WORKFLOW(
                 SignalWorkflowRequest(
                     workflow_id=workspace_id,
-                    signal=WorkspaceSignal.DELETE_REQUESTED,
+                    signal=WORKSPACE.delete_requested.name,
                     payload=DeleteRequested(
                         request_id=f"{me}/{self._state.owner}/delete",
                         reason=f"cluster '{cluster}' is being deleted",
@@ -626,7 +629,7 @@ class ClusterWorkflow:
         await SIGNAL_WORKFLOW(
             SignalWorkflowRequest(
                 workflow_id=capacity_workflow_id(deployment),
-                signal="capacity",
+                signal=CAPACITY.capacity.name,
                 payload=CapacityMessage(
                     request_id=f"{me}/{self._state.owner}/close", kind=CapacityMessageKind.CLOSE
                 ).model_dump(mode="json"),
@@ -689,7 +692,7 @@ class ClusterWorkflow:
             self._engine.enqueue(lambda op_id: Operation(id=op_id, request=request))
         )
 
-    @workflow.update
+    @workflow.update(name=CLUSTER.add_node_pool.name)
     async def add_node_pool(self, request: AddNodePoolRequest) -> OperationAccepted:
         """Queue a new node pool."""
         return self._submit(request)
@@ -698,7 +701,7 @@ class ClusterWorkflow:
     def _validate_add_node_pool(self, request: AddNodePoolRequest) -> None:
         self._validate(request)
 
-    @workflow.update
+    @workflow.update(name=CLUSTER.scale_node_pool.name)
     async def scale_node_pool(self, request: ScaleNodePoolRequest) -> OperationAccepted:
         """Queue a change of a pool's count."""
         return self._submit(request)
@@ -707,7 +710,7 @@ class ClusterWorkflow:
     def _validate_scale_node_pool(self, request: ScaleNodePoolRequest) -> None:
         self._validate(request)
 
-    @workflow.update
+    @workflow.update(name=CLUSTER.delete_node_pool.name)
     async def delete_node_pool(self, request: DeleteNodePoolRequest) -> OperationAccepted:
         """Queue the deletion of a pool and its nodes."""
         return self._submit(request)
@@ -716,7 +719,7 @@ class ClusterWorkflow:
     def _validate_delete_node_pool(self, request: DeleteNodePoolRequest) -> None:
         self._validate(request)
 
-    @workflow.update
+    @workflow.update(name=CLUSTER.delete_node.name)
     async def delete_node(self, request: DeleteNodeOperation) -> OperationAccepted:
         """Queue the deletion of one node."""
         return self._submit(request)
@@ -725,7 +728,7 @@ class ClusterWorkflow:
     def _validate_delete_node(self, request: DeleteNodeOperation) -> None:
         self._validate(request)
 
-    @workflow.update
+    @workflow.update(name=CLUSTER.delete_cluster.name)
     async def delete_cluster(self, request: DeleteClusterRequest) -> OperationAccepted:
         """Delete the cluster now: cancel the queue, interrupt the running operation, then remove
         everything. While a delete is queued or runs, asking again returns that delete."""
@@ -751,7 +754,7 @@ class ClusterWorkflow:
     def _validate_delete_cluster(self, request: DeleteClusterRequest) -> None:
         self._validate(request)
 
-    @workflow.update
+    @workflow.update(name=CLUSTER.cancel_operation.name)
     async def cancel_operation(self, request: CancelOperationRequest) -> Operation:
         """Cancel a queued operation (dropped) or the running one (interrupted, its compensation
         runs); answers once it has settled."""
@@ -789,13 +792,13 @@ class ClusterWorkflow:
 
     # --- Signals -------------------------------------------------------------------------------
 
-    @workflow.signal(name=SignalName.REFRESH)
+    @workflow.signal(name=CLUSTER.refresh.name)
     def refresh(self, request: RefreshRequest) -> None:
         """Look at the nodes now (between operations), instead of at the next operation."""
         if self._engine.request_ids.first_time(request.request_id):
             self._refresh_requested = True
 
-    @workflow.signal(name=SignalName.NODE_EVENT)
+    @workflow.signal(name=CLUSTER.node_event.name)
     def node_event(self, event: NodeEvent) -> None:
         """Record a Node's change (Ready, NotReady, gone) reported by a watcher."""
         if not self._engine.request_ids.first_time(event.request_id):
@@ -822,7 +825,7 @@ class ClusterWorkflow:
                 self._engine.show_details()
                 return
 
-    @workflow.signal(name="delete_requested")
+    @workflow.signal(name=CLUSTER.delete_requested.name)
     def delete_requested(self, request: DeleteRequested) -> None:
         """Delete the cluster (its colony is deleted, or it left the colony's manifest): the same
         as the `delete_cluster` update, for senders that cannot send updates (workflows)."""
@@ -849,7 +852,7 @@ class ClusterWorkflow:
             lambda op_id: Operation(id=op_id, request=DeleteClusterRequest()), front=True
         )
 
-    @workflow.signal(name="gpu_holders")
+    @workflow.signal(name=CLUSTER.gpu_holders.name)
     def gpu_holders(self, message: GpuHoldersMessage) -> None:
         """The cluster's GPU ledger reports which workspaces hold GPUs on which nodes (for the
         validators: a scale-down that would take them is refused unless forced)."""
@@ -858,7 +861,7 @@ class ClusterWorkflow:
 
     # --- Queries -------------------------------------------------------------------------------
 
-    @workflow.query
+    @workflow.query(name=CLUSTER.status.name)
     def status(self) -> ClusterStatus:
         """The cluster as it is: phase, pools and nodes, running and queued operations, results."""
         state = self._state

@@ -33,7 +33,6 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
 from workflows.activity_calls import WRITE_COLONY_KUBECONFIGS
-from workflows.cluster.workflow import ClusterWorkflow
 from workflows.kit.engine import (
     EntityEngine,
     Interruption,
@@ -82,13 +81,15 @@ with workflow.unsafe.imports_passed_through():
         ReadGpuInventoryRequest,
         SignalWorkflowRequest,
     )
+    from workflows.cluster.contract import CLUSTER
+    from workflows.colony.contract import COLONY
 
 KIND = "colony"
 DELETE_DEADLINE = timedelta(hours=1)
 """How long a colony's delete waits for its clusters (and their workspaces) to be gone."""
 
 
-@workflow.defn
+@workflow.defn(name=COLONY.workflow_type)
 class ColonyWorkflow:
     """A colony of clusters (see the module docstring)."""
 
@@ -163,8 +164,9 @@ class ColonyWorkflow:
             # under that id: member names are injective over (organization, colony, entry).
             with contextlib.suppress(WorkflowAlreadyStartedError):
                 await workflow.start_child_workflow(
-                    ClusterWorkflow.run,
+                    CLUSTER.workflow_type,
                     ClusterWorkflowInput(spec=spec),
+                    result_type=CLUSTER.output,
                     id=spec.workflow_id,
                     parent_close_policy=ParentClosePolicy.ABANDON,
                     static_summary=f"cluster {spec.name} of colony {self._name}",
@@ -180,7 +182,7 @@ class ColonyWorkflow:
         await SIGNAL_WORKFLOW(
             SignalWorkflowRequest(
                 workflow_id=self._cluster_workflow_id(cluster),
-                signal="delete_requested",
+                signal=CLUSTER.delete_requested.name,
                 payload=DeleteRequested(
                     request_id=f"{workflow.info().workflow_id}/delete/{cluster}", reason=reason
                 ).model_dump(mode="json"),
@@ -189,7 +191,7 @@ class ColonyWorkflow:
 
     # --- Reports ---------------------------------------------------------------------------------
 
-    @workflow.signal(name="cluster_report")
+    @workflow.signal(name=COLONY.cluster_report.name)
     def cluster_report(self, report: ClusterReport) -> None:
         """A cluster of the colony reports where it stands (after each of its operations)."""
         if not self._engine.request_ids.first_time(report.request_id):
@@ -307,7 +309,7 @@ class ColonyWorkflow:
             position=self._engine.position(operation),
         )
 
-    @workflow.update
+    @workflow.update(name=COLONY.apply.name)
     async def apply(self, request: ApplyColonyRequest) -> ColonyOperationAccepted:
         """Bring the colony to a changed manifest (clusters added and removed)."""
         known = self._engine.known_update()
@@ -328,7 +330,7 @@ class ColonyWorkflow:
         if request.spec.organization != self._organization:
             raise rejected(f"colony '{self._name}' belongs to another organization")
 
-    @workflow.update
+    @workflow.update(name=COLONY.delete.name)
     async def delete(self, request: DeleteColonyRequest) -> ColonyOperationAccepted:
         """Delete the colony's clusters (and their workspaces), then the colony."""
         engine = self._engine
@@ -353,7 +355,7 @@ class ColonyWorkflow:
         if self._state.phase is ColonyPhase.DELETED:
             raise rejected(f"colony '{self._name}' is deleted", not_found=True)
 
-    @workflow.query
+    @workflow.query(name=COLONY.status.name)
     def status(self) -> ColonyStatus:
         """The colony as it is: phase, clusters, GPU inventory."""
         state = self._state

@@ -48,16 +48,16 @@ with workflow.unsafe.imports_passed_through():
         ServiceSetOutcome,
         ServiceSetService,
         SignalWorkflowRequest,
-        WorkspaceSignal,
         prerequisite_labels,
     )
+    from workflows.prerequisite.contract import PREREQUISITE
+    from workflows.workspace.contract import WORKSPACE
 
-PREREQUISITE_SIGNAL = "prerequisite"
 HELM_RELEASE_NAME_MAX = 53
 """Helm's limit on release names."""
 
 
-@workflow.defn
+@workflow.defn(name=PREREQUISITE.workflow_type)
 class PrerequisiteWorkflow:
     """One prerequisite on one cluster (see the module docstring)."""
 
@@ -69,13 +69,13 @@ class PrerequisiteWorkflow:
         self._answered: set[str] = set()
         self._result: PrerequisiteAnswer | None = None
 
-    @workflow.signal(name=PREREQUISITE_SIGNAL)
+    @workflow.signal(name=PREREQUISITE.prerequisite.name)
     def prerequisite(self, message: PrerequisiteMessage) -> None:
         """A workspace needs the prerequisite: it is answered once the outcome is known."""
         if self._ids.first_time(message.request_id):
             self._waiters[message.request_id] = message.reply_to
 
-    @workflow.query
+    @workflow.query(name=PREREQUISITE.status.name)
     def status(self) -> PrerequisiteAnswer:
         """The outcome, or Installing."""
         return self._result or PrerequisiteAnswer(
@@ -105,7 +105,7 @@ class PrerequisiteWorkflow:
                     await SIGNAL_WORKFLOW(
                         SignalWorkflowRequest(
                             workflow_id=reply_to,
-                            signal=WorkspaceSignal.PREREQUISITE_ANSWER,
+                            signal=WORKSPACE.prerequisite_answer.name,
                             payload=self._result.model_copy(
                                 update={"request_id": request_id}
                             ).model_dump(mode="json"),

@@ -110,7 +110,7 @@ with workflow.unsafe.imports_passed_through():
     from models.errors import rejected
     from models.identity import capacity_workflow_id, prerequisite_workflow_id
     from models.ownership import Owner
-    from models.signals import GatewayChanged, RefreshRequest, SignalName
+    from models.signals import GatewayChanged, RefreshRequest
     from models.values import (
         MergedWorkspace,
         ValuesError,
@@ -172,7 +172,6 @@ with workflow.unsafe.imports_passed_through():
         ServiceSetOutcome,
         ServiceSetService,
         SignalWithStartRequest,
-        WorkspaceSignal,
         WriteValuesSecretRequest,
         workspace_labels,
     )
@@ -187,6 +186,9 @@ with workflow.unsafe.imports_passed_through():
         WorkspaceOperationAccepted,
         WorkspaceOperationRequest,
     )
+    from workflows.capacity.contract import CAPACITY
+    from workflows.prerequisite.contract import PREREQUISITE
+    from workflows.workspace.contract import WORKSPACE
 
 KIND = "workspace"
 PENDING_DEADLINE = timedelta(minutes=30)
@@ -206,10 +208,6 @@ ROUTES_PENDING = {ConditionReason.ROUTING_IN_PROGRESS, ConditionReason.ROUTING_I
 """RoutesReady's reasons that time may change: looked at again after `ROUTES_RETRY`."""
 UNINSTALL_DEADLINE = timedelta(minutes=15)
 """How long an uninstall or a namespace deletion may take before the delete reports it."""
-LEDGER_WORKFLOW = "CapacityLedgerWorkflow"
-PREREQUISITE_WORKFLOW = "PrerequisiteWorkflow"
-CAPACITY_SIGNAL = "capacity"
-PREREQUISITE_SIGNAL = "prerequisite"
 
 
 class WorkspaceFailed(ApplicationError):
@@ -219,7 +217,7 @@ class WorkspaceFailed(ApplicationError):
         super().__init__(message, type=reason.value, non_retryable=True)
 
 
-@workflow.defn
+@workflow.defn(name=WORKSPACE.workflow_type)
 class WorkspaceWorkflow:
     """The life of one workspace (see the module docstring)."""
 
@@ -452,7 +450,7 @@ class WorkspaceWorkflow:
             )
             await SIGNAL_WITH_START(
                 SignalWithStartRequest(
-                    workflow=PREREQUISITE_WORKFLOW,
+                    workflow=PREREQUISITE.workflow_type,
                     workflow_id=prerequisite_workflow_id(
                         self._spec.cluster_deployment, template.name
                     ),
@@ -470,7 +468,7 @@ class WorkspaceWorkflow:
                             ).total_seconds()
                         ),
                     ).model_dump(mode="json"),
-                    signal=PREREQUISITE_SIGNAL,
+                    signal=PREREQUISITE.prerequisite.name,
                     payload=PrerequisiteMessage(
                         request_id=request_id,
                         reply_to=info.workflow_id,
@@ -524,10 +522,10 @@ class WorkspaceWorkflow:
         asked_at = workflow.now()
         await SIGNAL_WITH_START(
             SignalWithStartRequest(
-                workflow=LEDGER_WORKFLOW,
+                workflow=CAPACITY.workflow_type,
                 workflow_id=capacity_workflow_id(spec.cluster_deployment),
                 input=CapacityLedgerInput(cluster=spec.cluster_deployment).model_dump(mode="json"),
-                signal=CAPACITY_SIGNAL,
+                signal=CAPACITY.capacity.name,
                 payload=CapacityMessage(
                     request_id=f"{request_id}/request",
                     kind=CapacityMessageKind.REQUEST,
@@ -856,12 +854,12 @@ class WorkspaceWorkflow:
         ours = set(state.tcp_ports.values())
         await SIGNAL_WITH_START(
             SignalWithStartRequest(
-                workflow=LEDGER_WORKFLOW,
+                workflow=CAPACITY.workflow_type,
                 workflow_id=capacity_workflow_id(self._spec.cluster_deployment),
                 input=CapacityLedgerInput(cluster=self._spec.cluster_deployment).model_dump(
                     mode="json"
                 ),
-                signal=CAPACITY_SIGNAL,
+                signal=CAPACITY.capacity.name,
                 payload=CapacityMessage(
                     request_id=request_id,
                     kind=CapacityMessageKind.PORTS,
@@ -976,7 +974,9 @@ class WorkspaceWorkflow:
         has ended (its cluster was deleted) holds nothing to give back: not an error."""
         ledger = capacity_workflow_id(self._spec.cluster_deployment)
         try:
-            await workflow.get_external_workflow_handle(ledger).signal(CAPACITY_SIGNAL, message)
+            await workflow.get_external_workflow_handle(ledger).signal(
+                CAPACITY.capacity.name, message
+            )
         except FailureError as error:
             workflow.logger.info("%s not told (%s): %s", ledger, message.kind.value, error)
 
@@ -1026,7 +1026,7 @@ class WorkspaceWorkflow:
 
     # --- Signals -----------------------------------------------------------------------------------
 
-    @workflow.signal(name=WorkspaceSignal.CAPACITY_ANSWER)
+    @workflow.signal(name=WORKSPACE.capacity_answer.name)
     def capacity_answer(self, answer: CapacityAnswer) -> None:
         """The ledger's answer to this workspace's GPU request (and every later change of it)."""
         admission = self._state.admission
@@ -1066,12 +1066,12 @@ class WorkspaceWorkflow:
             admission.state = AdmissionState.ADMITTED
             admission.position = 0
 
-    @workflow.signal(name=WorkspaceSignal.PORTS_ANSWER)
+    @workflow.signal(name=WORKSPACE.ports_answer.name)
     def ports_answer(self, answer: PortsAnswer) -> None:
         """The ledger's answer: this workspace's gateway pool ports."""
         self._ports[answer.request_id] = answer
 
-    @workflow.signal(name=WorkspaceSignal.PREREQUISITE_ANSWER)
+    @workflow.signal(name=WORKSPACE.prerequisite_answer.name)
     def prerequisite_answer(self, answer: PrerequisiteAnswer) -> None:
         """A prerequisite's workflow reports its outcome."""
         self._prerequisites[answer.request_id] = answer
@@ -1081,18 +1081,18 @@ class WorkspaceWorkflow:
                 status.source = answer.source
                 status.message = answer.message
 
-    @workflow.signal(name=WorkspaceSignal.DELETE_REQUESTED)
+    @workflow.signal(name=WORKSPACE.delete_requested.name)
     def delete_requested(self, request: DeleteRequested) -> None:
         """Its cluster (or colony) is being deleted: delete the workspace now."""
         if self._engine.request_ids.first_time(request.request_id):
             self._start_delete(DeleteWorkspaceRequest(reason=request.reason))
 
-    @workflow.signal(name=SignalName.REFRESH)
+    @workflow.signal(name=WORKSPACE.refresh.name)
     def refresh(self, request: RefreshRequest) -> None:
         """A watcher saw its ServiceSet change (the running waits read it within seconds anyway)."""
         self._engine.request_ids.first_time(request.request_id)
 
-    @workflow.signal(name=WorkspaceSignal.GATEWAY_CHANGED)
+    @workflow.signal(name=WORKSPACE.gateway_changed.name)
     def gateway_changed(self, change: GatewayChanged) -> None:
         """Its cluster's tenant Gateway appeared, changed or went (the watcher): a running
         workspace routes again now, between operations (one deploying routes at its end)."""
@@ -1147,7 +1147,7 @@ class WorkspaceWorkflow:
                 not_found=self._state.phase is WorkspacePhase.DELETED,
             )
 
-    @workflow.update
+    @workflow.update(name=WORKSPACE.suspend.name)
     async def suspend(self, request: SuspendWorkspaceRequest) -> WorkspaceOperationAccepted:
         """Uninstall the release, keep the namespace and definition, free the GPUs."""
         return self._submit(request)
@@ -1160,7 +1160,7 @@ class WorkspaceWorkflow:
         if self._state.phase is WorkspacePhase.SUSPENDED or self._pending(SuspendWorkspaceRequest):
             raise rejected(f"workspace '{self._spec.name}' is already suspended")
 
-    @workflow.update
+    @workflow.update(name=WORKSPACE.resume.name)
     async def resume(self, request: ResumeWorkspaceRequest) -> WorkspaceOperationAccepted:
         """Deploy a suspended (or failed) workspace again, through admission again."""
         return self._submit(request)
@@ -1179,7 +1179,7 @@ class WorkspaceWorkflow:
                 "failed workspace can be resumed"
             )
 
-    @workflow.update
+    @workflow.update(name=WORKSPACE.delete.name)
     async def delete(self, request: DeleteWorkspaceRequest) -> WorkspaceOperationAccepted:
         """Delete the workspace now (a delete while one runs returns that delete)."""
         known = self._engine.known_update()
@@ -1194,7 +1194,7 @@ class WorkspaceWorkflow:
 
     # --- Query -------------------------------------------------------------------------------------
 
-    @workflow.query
+    @workflow.query(name=WORKSPACE.status.name)
     def status(self) -> WorkspaceStatus:
         """The workspace as it is: phase, conditions, admission, access, operations."""
         spec, state = self._spec, self._state

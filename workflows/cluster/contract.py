@@ -1,0 +1,50 @@
+"""The contract of `ClusterWorkflow` (`workflows.kit.contract`): one workflow per cluster, id
+`cluster/[<organization>/]<name>`. Users change the cluster through its updates (each queues an
+operation and answers with its id and place), other services tell it about the world through its
+signals, and `status` shows it."""
+
+from __future__ import annotations
+
+from models.cluster import ClusterStatus, ClusterWorkflowInput, cluster_workflow_id
+from models.operations import (
+    AddNodePoolRequest,
+    CancelOperationRequest,
+    DeleteClusterRequest,
+    DeleteNodePoolRequest,
+    DeleteNodeRequest,
+    Operation,
+    OperationAccepted,
+    ScaleNodePoolRequest,
+)
+from models.signals import NodeEvent, RefreshRequest
+from models.workspace_api import DeleteRequested, GpuHoldersMessage
+from workflows.kit.contract import Query, Signal, Update, WorkflowContract
+
+
+class ClusterContract(WorkflowContract[ClusterWorkflowInput, ClusterStatus, [str, str]]):
+    """`ClusterWorkflow`'s updates, signals and query."""
+
+    add_node_pool = Update("add_node_pool", AddNodePoolRequest, OperationAccepted)
+    scale_node_pool = Update("scale_node_pool", ScaleNodePoolRequest, OperationAccepted)
+    delete_node_pool = Update("delete_node_pool", DeleteNodePoolRequest, OperationAccepted)
+    delete_node = Update("delete_node", DeleteNodeRequest, OperationAccepted)
+    delete_cluster = Update("delete_cluster", DeleteClusterRequest, OperationAccepted)
+    """Jumps the queue: the queue is cancelled and the running operation interrupted."""
+    cancel_operation = Update("cancel_operation", CancelOperationRequest, Operation)
+    """Answers once the operation has settled."""
+
+    refresh = Signal("refresh", RefreshRequest)
+    """Look at the nodes now (the watcher, after a ClusterDeployment's change or a relist)."""
+    node_event = Signal("node_event", NodeEvent)
+    """A Node's change, from the watcher."""
+    delete_requested = Signal("delete_requested", DeleteRequested)
+    """`delete_cluster` for senders that cannot send updates (its colony's workflow)."""
+    gpu_holders = Signal("gpu_holders", GpuHoldersMessage)
+    """Which workspaces hold GPUs on which nodes, from the cluster's GPU ledger."""
+
+    status = Query("status", ClusterStatus)
+
+
+CLUSTER = ClusterContract(
+    "ClusterWorkflow", ClusterWorkflowInput, ClusterStatus, workflow_id=cluster_workflow_id
+)

@@ -1,0 +1,35 @@
+"""The contract of `ColonyWorkflow` (`workflows.kit.contract`): one workflow per colony, id
+`colony/[<organization>/]<name>`: `apply` and `delete` from users, `cluster_report` from its
+clusters' workflows, `status`."""
+
+from __future__ import annotations
+
+from models.colony import (
+    ApplyColonyRequest,
+    ClusterReport,
+    ColonyOperationAccepted,
+    ColonyStatus,
+    ColonyWorkflowInput,
+    DeleteColonyRequest,
+    colony_workflow_id,
+)
+from workflows.kit.contract import Query, Signal, Update, WorkflowContract
+
+
+class ColonyContract(WorkflowContract[ColonyWorkflowInput, ColonyStatus, [str, str]]):
+    """`ColonyWorkflow`'s updates, signal and query."""
+
+    apply = Update("apply", ApplyColonyRequest, ColonyOperationAccepted)
+    """Bring the colony to a changed manifest."""
+    delete = Update("delete", DeleteColonyRequest, ColonyOperationAccepted)
+    """Jumps the queue: every cluster is deleted, then the colony."""
+
+    cluster_report = Signal("cluster_report", ClusterReport)
+    """A cluster of the colony reports where it stands (after each of its operations)."""
+
+    status = Query("status", ColonyStatus)
+
+
+COLONY = ColonyContract(
+    "ColonyWorkflow", ColonyWorkflowInput, ColonyStatus, workflow_id=colony_workflow_id
+)

@@ -1,0 +1,27 @@
+"""The contract of `PrerequisiteWorkflow` (`workflows.kit.contract`): one prerequisite on one
+cluster, id `prereq/<ClusterDeployment>/<template>`, asked for by workspaces (signal-with-start)
+and answering each of them."""
+
+from __future__ import annotations
+
+from models.identity import prerequisite_workflow_id
+from models.workspace_api import PrerequisiteAnswer, PrerequisiteInput, PrerequisiteMessage
+from workflows.kit.contract import Query, Signal, WorkflowContract
+
+
+class PrerequisiteContract(WorkflowContract[PrerequisiteInput, PrerequisiteAnswer, [str, str]]):
+    """`PrerequisiteWorkflow`'s signal and query."""
+
+    prerequisite = Signal("prerequisite", PrerequisiteMessage)
+    """A workspace needs the prerequisite: it is answered (`prerequisite_answer`) once it is known."""
+
+    status = Query("status", PrerequisiteAnswer)
+    """The outcome, or Installing."""
+
+
+PREREQUISITE = PrerequisiteContract(
+    "PrerequisiteWorkflow",
+    PrerequisiteInput,
+    PrerequisiteAnswer,
+    workflow_id=prerequisite_workflow_id,
+)

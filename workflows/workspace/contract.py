@@ -1,0 +1,47 @@
+"""The contract of `WorkspaceWorkflow` (`workflows.kit.contract`): one workflow per workspace, id
+`workspace/[<organization>/]<name>`. Users suspend, resume and delete it through updates; its
+cluster's ledger, its prerequisites' workflows, its cluster (or colony) and the watcher answer or
+tell it through signals; `status` shows it."""
+
+from __future__ import annotations
+
+from models.capacity import CapacityAnswer
+from models.signals import GatewayChanged, RefreshRequest
+from models.workspace import WorkspaceStatus, WorkspaceWorkflowInput, workspace_workflow_id
+from models.workspace_api import DeleteRequested, PortsAnswer, PrerequisiteAnswer
+from models.workspace_operations import (
+    DeleteWorkspaceRequest,
+    ResumeWorkspaceRequest,
+    SuspendWorkspaceRequest,
+    WorkspaceOperationAccepted,
+)
+from workflows.kit.contract import Query, Signal, Update, WorkflowContract
+
+
+class WorkspaceContract(WorkflowContract[WorkspaceWorkflowInput, WorkspaceStatus, [str, str]]):
+    """`WorkspaceWorkflow`'s updates, signals and query."""
+
+    suspend = Update("suspend", SuspendWorkspaceRequest, WorkspaceOperationAccepted)
+    resume = Update("resume", ResumeWorkspaceRequest, WorkspaceOperationAccepted)
+    delete = Update("delete", DeleteWorkspaceRequest, WorkspaceOperationAccepted)
+    """Jumps the queue: the queue is cancelled and the running operation interrupted."""
+
+    capacity_answer = Signal("capacity_answer", CapacityAnswer)
+    """The ledger's answer to the workspace's GPU request, and every later change of it."""
+    ports_answer = Signal("ports_answer", PortsAnswer)
+    """The ledger's answer: the workspace's gateway pool ports."""
+    prerequisite_answer = Signal("prerequisite_answer", PrerequisiteAnswer)
+    """A prerequisite's workflow reports its outcome."""
+    delete_requested = Signal("delete_requested", DeleteRequested)
+    """`delete` for senders that cannot send updates (its cluster's or colony's workflow)."""
+    gateway_changed = Signal("gateway_changed", GatewayChanged)
+    """Its cluster's tenant Gateway appeared, changed or went (the watcher)."""
+    refresh = Signal("refresh", RefreshRequest)
+    """A watcher saw its ServiceSet change."""
+
+    status = Query("status", WorkspaceStatus)
+
+
+WORKSPACE = WorkspaceContract(
+    "WorkspaceWorkflow", WorkspaceWorkflowInput, WorkspaceStatus, workflow_id=workspace_workflow_id
+)
