@@ -238,7 +238,6 @@ def allowed(rule_list: list[dict[str, Any]], group: str, resource: str) -> set[s
     ("kind", "name", "group", "resource", "verbs"),
     [
         pytest.param("ClusterRole", "colony-watcher", "k0rdent.mirantis.com", "clusterdeployments", {"list", "watch"}, id="watcher-cds"),
-        pytest.param("ClusterRole", "colony-watcher", "k0rdent.mirantis.com", "servicesets", {"list", "watch"}, id="watcher-servicesets"),
         pytest.param("ClusterRole", "colony-watcher", "", "secrets", {"get"}, id="watcher-kubeconfigs"),
         pytest.param("Role", "colony-watcher-state", "coordination.k8s.io", "leases", {"get", "create", "update"}, id="watcher-lease"),
         pytest.param("Role", "colony-watcher-state", "", "configmaps", {"get", "create", "update"}, id="watcher-state"),

@@ -86,17 +86,15 @@ def node(
             id="cluster-deployment",
         ),
         pytest.param(
-            "ServiceSet",
-            marked("workspace/notebook"),
-            ("workspace/notebook", "ServiceSet/u-1/42"),
-            id="service-set",
-        ),
-        pytest.param(
             "ConfigMap",
-            marked("colony/lab"),
-            ("colony/lab", "ConfigMap/u-1/42"),
+            marked("cluster/lab"),
+            ("cluster/lab", "ConfigMap/u-1/42"),
             id="any-marked-kind",
         ),
+        # Only a cluster acts on `refresh` (it looks at its nodes): a workspace's ServiceSet or a
+        # colony's object changing is no signal, only an event in a history for nothing.
+        pytest.param("ServiceSet", marked("workspace/notebook"), None, id="a-workspaces"),
+        pytest.param("Secret", marked("colony/acme/lab", "acme"), None, id="a-colonys"),
         pytest.param("ClusterDeployment", obj(), None, id="not-ours"),
         pytest.param(
             "ClusterDeployment",
@@ -177,8 +175,14 @@ def test_node_changes_become_node_event(
 
 def test_relist_refresh_ids_name_the_stream_and_the_list() -> None:
     signal = relist_refresh("cluster/x", "nodes.kcm-system.x", "991")
+    assert signal is not None
     assert signal.request_id == "relist/nodes.kcm-system.x/991"
     assert signal.name == CLUSTER.refresh.name
+
+
+@pytest.mark.parametrize("owner", ["workspace/nb", "workspace/acme/nb", "colony/lab"])
+def test_a_relist_refreshes_no_workflow_that_does_nothing_with_it(owner: str) -> None:
+    assert relist_refresh(owner, "clusterdeployments", "991") is None
 
 
 def test_same_event_twice_has_the_same_request_id() -> None:

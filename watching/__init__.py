@@ -1,11 +1,11 @@
 """Colony's watcher (`watcher.py`, or inside the worker): Kubernetes watch events in, Temporal
 signals out.
 
-It watches the management cluster's ClusterDeployments and ServiceSets that Colony created, and
-through each ClusterDeployment's kubeconfig Secret the Nodes and tenant Gateways of its child
-cluster, and tells the workflow that owns each object (the annotation `colony.dev/workflow-id`;
-for a Gateway, the workspaces with a namespace in that child) what changed, with the signal
-contract of `models.signals`. Workflows keep a slow fallback of their own, so the watcher
+It watches the management cluster's ClusterDeployments that Colony created, and through each
+ClusterDeployment's kubeconfig Secret the Nodes and tenant Gateways of its child cluster, and tells
+the workflow that owns each object (the annotation `colony.dev/workflow-id`; for a Gateway, the
+workspaces with a namespace in that child) what changed, through the workflows' contracts
+(`workflows/<entity>/contract.py`). Workflows keep a slow fallback of their own, so the watcher
 makes Colony fast, never correct: when it is down, nothing hangs.
 
 Modules, by concern:

@@ -7,17 +7,18 @@ Request ids make every signal idempotent (a workflow ignores an id it has seen),
 from what identifies one state of one object, so a watcher that sends the same event twice (after a
 restart, a relist, or a second watcher during a handover) costs nothing:
 
-- an object Colony owns changed (ClusterDeployment, ServiceSet, any object carrying Colony's
-  ownership marks, `models.ownership`, for a cluster's, workspace's or colony's workflow):
-  `refresh` to the workflow its `colony.dev/workflow-id` names, request id
+- an object Colony owns changed (a ClusterDeployment, any object carrying Colony's ownership
+  marks, `models.ownership`): `refresh` to the workflow its `colony.dev/workflow-id` names, when
+  that workflow acts on one (its contract declares `refresh`: a cluster looks at its nodes; a
+  workspace or a colony would only add an event to its history), request id
   `<Kind>/<uid>/<resourceVersion>`;
 - a Node of a child cluster changed: `node_event`, request id `node/<cluster>/<uid>/<resourceVersion>`;
 - a tenant Gateway of a child cluster (label `colony.dev/tenant-gateway=true`) appeared, changed or
   went: `gateway_changed` to every workspace with a namespace in that child (its marks name the
   workspace's workflow, of the cluster's own organization), request id
   `gateway/<cluster>/<uid>/<resourceVersion>`;
-- a stream was relisted (410 Gone: events may have been missed): `refresh`, request id
-  `relist/<stream>/<resourceVersion of the list>`.
+- a stream was relisted (410 Gone: events may have been missed): `refresh` to the owners that act
+  on one, request id `relist/<stream>/<resourceVersion of the list>`.
 
 Not every event is worth a signal, since each one is an event in the workflow's history: a Node
 is signalled when what the workflow records changes (Ready, unschedulable, added, deleted), not on
@@ -31,16 +32,19 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from models.identity import Entity, entity_workflow_id
+from models.identity import Entity, entity_workflow_id, parse_entity_workflow_id
 from models.ownership import marked_entity
 from models.signals import GatewayChanged, NodeEvent, NodeEventType, RefreshRequest
 from workflows.cluster.contract import CLUSTER
+from workflows.colony.contract import COLONY
+from workflows.kit.contract import WorkflowContract
 from workflows.workspace.contract import WORKSPACE
 
 CLUSTER_LABEL = "colony.dev/cluster"
 """ClusterDeployments Colony created carry it (the cluster's name)."""
 WORKSPACE_LABEL = "colony.dev/workspace"
-"""ServiceSets Colony created carry it (the workspace's name)."""
+"""What Colony made for a workspace carries it (the workspace's name): its namespace in the child
+cluster, its ServiceSet."""
 TENANT_GATEWAY_SELECTOR = "colony.dev/tenant-gateway=true"
 """The Gateways routing looks for in a child cluster (`activities.workspaces.find_tenant_gateway`)."""
 DOMAIN_ANNOTATION = "colony.dev/domain"
@@ -97,10 +101,25 @@ def owner_workflow_id(obj: Obj) -> str | None:
     return entity_workflow_id(*found) if found else None
 
 
+CONTRACTS: dict[Entity, WorkflowContract[Any, Any, Any]] = {
+    Entity.CLUSTER: CLUSTER,
+    Entity.WORKSPACE: WORKSPACE,
+    Entity.COLONY: COLONY,
+}
+"""The contract of each entity whose workflow an object's marks can name."""
+
+
+def takes_refresh(workflow_id: str) -> bool:
+    """True when the workflow acts on `refresh` (its contract declares it)."""
+    found = parse_entity_workflow_id(workflow_id)
+    return found is not None and CLUSTER.refresh.name in CONTRACTS[found[0]].signals()
+
+
 def object_refresh(kind: str, obj: Obj) -> Signal | None:
-    """`refresh` for an owned object's change; None when nothing owns it."""
+    """`refresh` for an owned object's change; None when nothing owns it, or its owner would do
+    nothing with it."""
     workflow_id = owner_workflow_id(obj)
-    if workflow_id is None:
+    if workflow_id is None or not takes_refresh(workflow_id):
         return None
     meta = _meta(obj)
     request_id = f"{kind}/{meta.get('uid', '')}/{meta.get('resourceVersion', '')}"
@@ -113,8 +132,11 @@ def object_refresh(kind: str, obj: Obj) -> Signal | None:
     )
 
 
-def relist_refresh(workflow_id: str, stream: str, list_version: str) -> Signal:
-    """`refresh` after a relist: events may have been missed (deletions above all)."""
+def relist_refresh(workflow_id: str, stream: str, list_version: str) -> Signal | None:
+    """`refresh` after a relist: events may have been missed (deletions above all); None for an
+    owner that would do nothing with it."""
+    if not takes_refresh(workflow_id):
+        return None
     return Signal(
         workflow_id,
         CLUSTER.refresh.name,

@@ -6,10 +6,11 @@ the Lease watches and signals, the others wait to take over.
 
 While leading:
 - one stream per owned kind on the management cluster (`OWNED`: ClusterDeployments labelled
-  `colony.dev/cluster`, ServiceSets labelled `colony.dev/workspace`); any object of theirs
-  carrying Colony's ownership marks (`models.ownership`: Colony's, and the organization label
-  agreeing with the `colony.dev/workflow-id` annotation) gets that workflow `refresh` signals when
-  it changes (an annotation alone steers nothing);
+  `colony.dev/cluster`); any object of theirs carrying Colony's ownership marks
+  (`models.ownership`: Colony's, and the organization label agreeing with the
+  `colony.dev/workflow-id` annotation) gets that workflow `refresh` signals when it changes, if
+  the workflow acts on one (`watching.mapping.takes_refresh`; an annotation alone steers
+  nothing);
 - for each ClusterDeployment, a stream of its child cluster's Nodes through the kubeconfig Secret
   `<name>-kubeconfig` (waiting for the Secret while the cluster is being created), whose changes
   become `node_event` signals to the ClusterDeployment's workflow, and a stream of its tenant
@@ -17,7 +18,8 @@ While leading:
   signals to the workspaces with a namespace in that child (listed when the Gateway changes);
   both stop when the ClusterDeployment goes;
 - every stream resumes from the resourceVersion persisted in `watching.state` (a restart watches
-  from there, it does not list), and after a relist (410 Gone) each owner also gets a `refresh`.
+  from there, it does not list), and after a relist (410 Gone) each owner that acts on a
+  `refresh` gets one.
 
 A stream handles its events one at a time, in order: a signal is retried (same request id) until
 Temporal takes it, and only then is the event's resourceVersion recorded. So a crash re-sends a
@@ -110,10 +112,9 @@ CLUSTER_DEPLOYMENTS = OwnedKind(
     CLUSTER_LABEL,
     children=True,
 )
-SERVICE_SETS = OwnedKind(
-    "ServiceSet", "k0rdent.mirantis.com", "v1beta1", "servicesets", WORKSPACE_LABEL
-)
-OWNED = (CLUSTER_DEPLOYMENTS, SERVICE_SETS)
+OWNED = (CLUSTER_DEPLOYMENTS,)
+"""ServiceSets are not followed: their owners (workspaces, prerequisites) act on no `refresh`,
+and a workspace's own waits read its ServiceSet through a watch of their own."""
 
 
 @dataclass(frozen=True)
@@ -316,10 +317,13 @@ class Watcher:
                 metrics.watcher_relist(owned.stream)
                 for obj in stream.known.values():
                     workflow_id = owner_workflow_id(obj)
-                    if workflow_id:
-                        await self._deliver(
-                            relist_refresh(workflow_id, owned.stream, event.version)
-                        )
+                    refresh = (
+                        relist_refresh(workflow_id, owned.stream, event.version)
+                        if workflow_id
+                        else None
+                    )
+                    if refresh is not None:
+                        await self._deliver(refresh)
             self._acknowledge(owned.stream, event.version)
             return
         obj = event.obj
@@ -470,7 +474,9 @@ class Watcher:
         if event.type == SYNCED:
             if event.relist:
                 metrics.watcher_relist("nodes")
-                await self._deliver(relist_refresh(workflow_id, stream_name, event.version))
+                refresh = relist_refresh(workflow_id, stream_name, event.version)
+                if refresh is not None:
+                    await self._deliver(refresh)
             self._acknowledge(stream_name, f"{uid}/{event.version}")
             return
         node = event.obj

@@ -5,7 +5,7 @@ that changed while no watcher ran is missed (and nothing is relisted, unless the
 longer keeps that far back: 410, then a relist). Used by `watching.service`; only the leader writes.
 
 ConfigMap `colony-watcher-state` in Colony's namespace (`colony-system`), one key per stream
-(`clusterdeployments`, `servicesets`, `nodes.<namespace>.<ClusterDeployment>`), value
+(`clusterdeployments`, `nodes.<namespace>.<ClusterDeployment>`, `gateways.<namespace>.<ClusterDeployment>`), value
 `<resourceVersion>` or, for a child cluster's stream, `<ClusterDeployment uid>/<resourceVersion>`:
 a recreated cluster of the same name is another API server, whose versions have nothing to do
 with the old one's.

@@ -1,7 +1,7 @@
 """One resumable watch of one collection: list once, then watch from the last resourceVersion,
 resuming after every disconnect and relisting on 410 Gone, as client-go's reflector does.
 
-Used by `watching.service` (ClusterDeployments, ServiceSets, each child cluster's Nodes). The stream
+Used by `watching.service` (ClusterDeployments, each child cluster's Nodes and Gateways). The stream
 yields what happened; the consumer signals, then records `StreamEvent.version` as the point to
 resume from (so an event is acknowledged only once its signal went out: at least once).
 

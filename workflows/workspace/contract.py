@@ -6,7 +6,7 @@ tell it through signals; `status` shows it."""
 from __future__ import annotations
 
 from models.capacity import CapacityAnswer
-from models.signals import GatewayChanged, RefreshRequest
+from models.signals import GatewayChanged
 from models.workspace import WorkspaceStatus, WorkspaceWorkflowInput, workspace_workflow_id
 from models.workspace_api import DeleteRequested, PortsAnswer, PrerequisiteAnswer
 from models.workspace_operations import (
@@ -36,8 +36,6 @@ class WorkspaceContract(WorkflowContract[WorkspaceWorkflowInput, WorkspaceStatus
     """`delete` for senders that cannot send updates (its cluster's or colony's workflow)."""
     gateway_changed = Signal("gateway_changed", GatewayChanged)
     """Its cluster's tenant Gateway appeared, changed or went (the watcher)."""
-    refresh = Signal("refresh", RefreshRequest)
-    """A watcher saw its ServiceSet change."""
 
     status = Query("status", WorkspaceStatus)
 

@@ -110,7 +110,7 @@ with workflow.unsafe.imports_passed_through():
     from models.errors import rejected
     from models.identity import capacity_workflow_id, prerequisite_workflow_id
     from models.ownership import Owner
-    from models.signals import GatewayChanged, RefreshRequest
+    from models.signals import GatewayChanged
     from models.values import (
         MergedWorkspace,
         ValuesError,
@@ -1086,11 +1086,6 @@ class WorkspaceWorkflow:
         """Its cluster (or colony) is being deleted: delete the workspace now."""
         if self._engine.request_ids.first_time(request.request_id):
             self._start_delete(DeleteWorkspaceRequest(reason=request.reason))
-
-    @workflow.signal(name=WORKSPACE.refresh.name)
-    def refresh(self, request: RefreshRequest) -> None:
-        """A watcher saw its ServiceSet change (the running waits read it within seconds anyway)."""
-        self._engine.request_ids.first_time(request.request_id)
 
     @workflow.signal(name=WORKSPACE.gateway_changed.name)
     def gateway_changed(self, change: GatewayChanged) -> None:
