@@ -3,7 +3,7 @@
 `@heartbeating` (under `@activity.defn`) runs a beat every `BEAT_EVERY` seconds for as long as the
 activity runs, so that:
 - a worker killed mid-activity is noticed within the heartbeat timeout the workflows set
-  (`workflows.activity_calls.HEARTBEAT`, 10 s) and the attempt is retried elsewhere at once,
+  (`workflows.kit.activity.HEARTBEAT`, 10 s) and the attempt is retried elsewhere at once,
   instead of after its whole start-to-close;
 - a cancel requested by the workflow reaches the activity (Temporal delivers cancellation with
   the answer to a heartbeat), so an interrupted operation's waits stop within seconds.

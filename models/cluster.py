@@ -22,7 +22,7 @@ from models.capacity import GpuHolder
 from models.identity import DERIVED_MARK, Entity, colony_member_entry
 from models.names import domain_problem, name_problem
 from models.node_pool import NodePoolSpec, NodePoolStatus
-from models.operations import Operation, OperationBook
+from models.operations import ContinueAsNewPolicy, Operation, OperationBook
 from models.ownership import Owner
 
 MAX_CREATE_NODE_POOLS = 10
@@ -322,6 +322,8 @@ class ClusterState(ColonyModel):
     book: OperationBook = Field(default_factory=OperationBook)
     node_versions: dict[str, str] = Field(default_factory=dict)
     """The last resourceVersion a `node_event` reported per node, so an older event is ignored."""
+    refresh_due: bool = False
+    """A look at the nodes was asked for (`refresh`, or the fallback): taken between operations."""
     gpu_holders: list[GpuHolder] = Field(default_factory=list)
     """Which workspaces hold GPUs on which nodes, as the cluster's GPU ledger last reported (it
     reports only changes, so this is carried): a scale-down chooses other nodes first, and one
@@ -348,5 +350,4 @@ class ClusterWorkflowInput(ColonyModel):
 
     spec: ClusterSpec
     state: ClusterState | None = None
-    continue_as_new_after_operations: int | None = None
-    """Test hook: continue as new after this many operations, whatever the history size."""
+    continue_as_new: ContinueAsNewPolicy = Field(default_factory=ContinueAsNewPolicy)

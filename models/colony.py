@@ -23,7 +23,7 @@ from models import identity
 from models.base import ColonyModel
 from models.identity import Entity
 from models.manifests import ColonySpec
-from models.operations import OperationBook, OperationState
+from models.operations import ContinueAsNewPolicy, OperationBook, OperationRecord
 from models.ownership import Owner
 
 
@@ -111,15 +111,8 @@ ColonyOperationRequest = Annotated[
 ]
 
 
-class ColonyOperation(ColonyModel):
-    id: str
-    request: ColonyOperationRequest
-    state: OperationState = OperationState.QUEUED
-    reason: str = ""
-    submitted_at: datetime | None = None
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-    update_id: str = ""
+class ColonyOperation(OperationRecord[ColonyOperationRequest]):
+    """One accepted colony operation: queued, running or finished."""
 
     @property
     def kind(self) -> str:
@@ -144,11 +137,17 @@ class ColonyState(ColonyModel):
     book: OperationBook = Field(default_factory=OperationBook)
     secret_written_for: list[str] = Field(default_factory=list)
     """The ready clusters the kubeconfigs Secret lists now."""
+    reports_due: list[str] = Field(default_factory=list)
+    """Clusters that reported since the colony last followed their reports (read their GPUs,
+    rewrote the kubeconfigs Secret): taken between operations."""
 
 
 class ColonyWorkflowInput(ColonyModel):
+    """The input of `ColonyWorkflow`: the manifest, and the state when continuing as new."""
+
     spec: ColonySpec
     state: ColonyState | None = None
+    continue_as_new: ContinueAsNewPolicy = Field(default_factory=ContinueAsNewPolicy)
 
 
 class ColonyStatus(ColonyModel):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Generic, Literal, TypeVar
 
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
@@ -157,21 +157,31 @@ class OperationProgress(ColonyModel):
     nodes: list[NodeProgress] = Field(default_factory=list)
 
 
-class Operation(ColonyModel):
-    """One accepted operation: queued, running or finished."""
+RequestT = TypeVar("RequestT")
+
+
+class OperationRecord(ColonyModel, Generic[RequestT]):
+    """One accepted operation of any entity, as the entity engine (`workflows.kit.engine`) keeps it:
+    queued, running or finished. Each entity's operation names its requests and its kind
+    (`Operation` is a cluster's)."""
 
     id: str
-    request: OperationRequest
+    request: RequestT
     state: OperationState = OperationState.QUEUED
     reason: str = ""
     """Why it failed or was cancelled; empty on success."""
     submitted_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
-    progress: OperationProgress = Field(default_factory=OperationProgress)
     update_id: str = ""
     """The Temporal update id it was submitted with: the same id again returns this operation
     instead of queueing another (across continue-as-new too)."""
+
+
+class Operation(OperationRecord[OperationRequest]):
+    """One accepted cluster operation."""
+
+    progress: OperationProgress = Field(default_factory=OperationProgress)
 
     @property
     def kind(self) -> OperationKind:
@@ -188,6 +198,30 @@ class OperationBook(ColonyModel):
     update returns its operation instead of queueing another, across continue-as-new too."""
     request_ids: list[str] = Field(default_factory=list)
     """Signal request ids already acted on (bounded, oldest dropped first)."""
+
+
+class ContinueAsNewPolicy(ColonyModel):
+    """When an entity's run continues as new (`workflows.kit.run_limit`), between two operations
+    or two messages, once it has handled something: when Temporal suggests it, or past either
+    bound. One policy for every workflow; a test lowers it to see runs change."""
+
+    events: int = 4_000
+    """Well below the 10,240 events at which Temporal suggests it, leaving room for the longest
+    single operation (a 100-node pool drained and removed is about 3,000 events)."""
+    bytes: int = 2 * 1024 * 1024
+    """2 MB of history (Temporal's hard limit is 50 MB; Colony's bound is 4 MB per run)."""
+
+
+MessageT = TypeVar("MessageT")
+
+
+class Inbox(ColonyModel, Generic[MessageT]):
+    """A single-writer service's messages not yet handled, and the request ids it has seen
+    (`workflows.kit.service`): carried whole across continue-as-new, which may happen between any
+    two messages."""
+
+    pending: list[MessageT] = Field(default_factory=list)
+    book: OperationBook = Field(default_factory=OperationBook)
 
 
 class OperationAccepted(ColonyModel):

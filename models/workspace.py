@@ -27,10 +27,10 @@ from pydantic_core import PydanticCustomError
 from models import identity
 from models.activity_api import KubeconfigRef
 from models.base import ColonyModel
-from models.capacity import ReplicaPlacement
+from models.capacity import CapacityAnswer, ReplicaPlacement
 from models.identity import Entity
 from models.names import name_problem
-from models.operations import OperationBook
+from models.operations import ContinueAsNewPolicy, OperationBook
 from models.ownership import Owner
 from models.sealed import SealedValue
 from models.value_paths import value_path_problem
@@ -529,6 +529,10 @@ class WorkspaceState(ColonyModel):
     resolved_resources: WorkspaceResources | None = None
     prerequisites: list[PrerequisiteStatus] = Field(default_factory=list)
     admission: AdmissionStatus | None = None
+    capacity_answer: CapacityAnswer | None = None
+    """The ledger's latest answer to the current GPU request (`admission.request_id`): carried,
+    since it may come between operations (a displaced workspace's admission, before its redeploy
+    runs)."""
     admissions_requested: int = 0
     """How many capacity requests this workspace made (`capacity_request_id`'s attempt): a resume
     is a new request, a retry of the same one keeps its id."""
@@ -576,6 +580,7 @@ class WorkspaceWorkflowInput(ColonyModel):
 
     spec: WorkspaceSpec
     state: WorkspaceState | None = None
+    continue_as_new: ContinueAsNewPolicy = Field(default_factory=ContinueAsNewPolicy)
 
 
 def capacity_request_id(workspace: str, incarnation: str, attempt: int) -> str:

@@ -23,8 +23,15 @@ from pydantic import Field
 from models import identity
 from models.activity_api import CLUSTER_LABEL, KubeconfigRef
 from models.base import ColonyModel
-from models.capacity import CapacityAnswer, CapacityRequest, GpuHolder, GpuNode
+from models.capacity import (
+    CapacityAnswer,
+    CapacityLedgerState,
+    CapacityRequest,
+    GpuHolder,
+    GpuNode,
+)
 from models.names import shorten_name
+from models.operations import ContinueAsNewPolicy, Inbox
 from models.ownership import Owner
 from models.sealed import SealedValue
 from models.workspace import (
@@ -588,6 +595,22 @@ class CapacityMessage(ColonyModel):
     reason: str = ""
 
 
+class CapacityWorkflowState(ColonyModel):
+    """Everything `CapacityLedgerWorkflow` knows, carried whole across continue-as-new (which may
+    happen between any two messages)."""
+
+    ledger: CapacityLedgerState
+    """The pure ledger's own state (`CapacityLedger.snapshot`; each request carries the workflow
+    to answer)."""
+    inventory_loaded: bool = False
+    ports: dict[str, str] = Field(default_factory=dict)
+    """Gateway pool port (as a string) -> `<workspace>/<endpoint>` holding it."""
+    inbox: Inbox[CapacityMessage] = Field(default_factory=Inbox[CapacityMessage])
+    """Messages received and not yet handled, and the request ids seen."""
+    refresh_due: bool = False
+    """A refresh of the inventory was asked for and not yet done."""
+
+
 class CapacityLedgerInput(ColonyModel):
     cluster: str
     """The cluster's ClusterDeployment (`models.identity`: injective across organizations)."""
@@ -595,20 +618,9 @@ class CapacityLedgerInput(ColonyModel):
     """The cluster's workflow, told which workspaces hold GPUs (found with the inventory)."""
     kubeconfig: KubeconfigRef | None = None
     """The cluster's kubeconfig Secret (default `kcm-system/<cluster>-kubeconfig`)."""
-    inventory_loaded: bool = False
-    state: dict[str, Any] | None = None
-    """The ledger's state when continuing as new (`CapacityLedgerState` as JSON; each request
-    carries the workflow to answer)."""
-    book: dict[str, Any] | None = None
-    ports: dict[str, str] = Field(default_factory=dict)
-    """Gateway pool port (as a string) -> `<workspace>/<endpoint>` holding it."""
-    inbox: list[CapacityMessage] = Field(default_factory=list)
-    """Messages received and not yet handled: the ledger continues as new between any two."""
-    refresh: bool = False
-    """A refresh of the inventory was asked for and not yet done."""
-    continue_as_new_events: int = 4_000
-    """The history length at which a run continues as new: well under Temporal's 10,240-event
-    suggestion, so a run never comes near a limit (tests lower it to see runs change)."""
+    state: CapacityWorkflowState | None = None
+    """The ledger's state when continuing as new (or given, to start with a known ledger)."""
+    continue_as_new: ContinueAsNewPolicy = Field(default_factory=ContinueAsNewPolicy)
 
 
 class CapacityLedgerStatus(ColonyModel):
@@ -679,7 +691,9 @@ class PrerequisiteInput(ColonyModel):
     namespace: str
     values: dict[str, Any] = Field(default_factory=dict)
     deploy_timeout_seconds: int = 900
-    state: dict[str, Any] | None = None
+    state: PrerequisiteState | None = None
+    """The installer's state when continuing as new."""
+    continue_as_new: ContinueAsNewPolicy = Field(default_factory=ContinueAsNewPolicy)
 
     @property
     def cluster_deployment(self) -> str:
@@ -695,6 +709,14 @@ class PrerequisiteAnswer(ColonyModel):
     source: PrerequisiteSource | None = None
     namespace: str = ""
     message: str = ""
+
+
+class PrerequisiteState(ColonyModel):
+    """Everything `PrerequisiteWorkflow` knows, carried across continue-as-new."""
+
+    inbox: Inbox[PrerequisiteMessage] = Field(default_factory=Inbox[PrerequisiteMessage])
+    result: PrerequisiteAnswer | None = None
+    """The installation's outcome, once known (the first request installs; the others hear it)."""
 
 
 class DeleteRequested(ColonyModel):
@@ -728,14 +750,26 @@ CATALOG_WORKFLOW_ID = "catalog/workspace-classes"
 """The one catalog workflow: `colonyctl class publish|list|get` address it."""
 
 
+CatalogMessage = PublishWorkspaceClassRequest | PublishObjectsRequest
+"""What the catalog handles one at a time: the updates that write to the management cluster."""
+
+
+class CatalogState(ColonyModel):
+    """Everything `CatalogWorkflow` knows, carried across continue-as-new."""
+
+    status: CatalogStatus = Field(default_factory=CatalogStatus)
+    inbox: Inbox[CatalogMessage] = Field(default_factory=Inbox[CatalogMessage])
+    refresh_due: bool = True
+    """A read of the classes was asked for (at first, and on `refresh`) and not yet done."""
+
+
 class CatalogInput(ColonyModel):
     """The catalog workflow's input: Colony's shipped classes to publish when absent (the worker
     builds it from `catalog/`), and the state when continuing as new."""
 
     seed: list[PublishWorkspaceClassRequest] = Field(default_factory=list)
-    classes: list[WorkspaceClassSpec] = Field(default_factory=list)
-    private: dict[str, list[WorkspaceClassSpec]] = Field(default_factory=dict)
-    book: dict[str, Any] | None = None
+    state: CatalogState | None = None
+    continue_as_new: ContinueAsNewPolicy = Field(default_factory=ContinueAsNewPolicy)
 
 
 class AccessReport(ColonyModel):

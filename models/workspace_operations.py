@@ -8,14 +8,13 @@ by the workflow when its GPUs were taken (a forced scale-down) and it must wait 
 
 from __future__ import annotations
 
-from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import Field
 
 from models.base import ColonyModel
-from models.operations import OperationState
+from models.operations import OperationRecord
 
 
 class WorkspaceOperationKind(StrEnum):
@@ -68,17 +67,8 @@ WorkspaceOperationRequest = Annotated[
 ]
 
 
-class WorkspaceOperation(ColonyModel):
+class WorkspaceOperation(OperationRecord[WorkspaceOperationRequest]):
     """One accepted workspace operation: queued, running or finished."""
-
-    id: str
-    request: WorkspaceOperationRequest
-    state: OperationState = OperationState.QUEUED
-    reason: str = ""
-    submitted_at: datetime | None = None
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-    update_id: str = ""
 
     @property
     def kind(self) -> WorkspaceOperationKind:

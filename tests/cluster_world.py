@@ -93,7 +93,12 @@ from models.colony import WriteColonyKubeconfigsRequest, WriteColonyKubeconfigsR
 from models.drain import PodDrainClass, classify_pod, pods_to_evict
 from models.errors import ErrorType
 from models.node_pool import NodePoolSpec, NodePoolStatus, NodeSku
-from models.operations import DeleteClusterRequest, Operation, OperationAccepted
+from models.operations import (
+    ContinueAsNewPolicy,
+    DeleteClusterRequest,
+    Operation,
+    OperationAccepted,
+)
 from models.workspace_api import (
     AwaitWorkflowsClosedRequest,
     AwaitWorkflowsClosedResult,
@@ -739,7 +744,7 @@ async def start(
     task_queue: str,
     fake: FakeColony,
     *pools: NodePoolSpec,
-    continue_as_new_after: int | None = None,
+    run_events: int | None = None,
     **spec: Any,
 ) -> Run:
     name = unique("c")
@@ -747,7 +752,7 @@ async def start(
         ClusterWorkflow.run,
         ClusterWorkflowInput(
             spec=ClusterSpec(name=name, location_id="fra", node_pools=list(pools), **spec),
-            continue_as_new_after_operations=continue_as_new_after,
+            continue_as_new=ContinueAsNewPolicy(events=run_events or ContinueAsNewPolicy().events),
         ),
         id=cluster_workflow_id(name),
         task_queue=task_queue,

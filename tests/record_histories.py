@@ -26,6 +26,7 @@ from temporalio.worker import Worker
 from models.cluster import ClusterPhase, ClusterSpec, ClusterStatus, ClusterWorkflowInput
 from models.node_pool import NodePoolSpec, NodeSku
 from models.operations import (
+    ContinueAsNewPolicy,
     DeleteClusterRequest,
     OperationAccepted,
     OperationState,
@@ -133,7 +134,7 @@ class Recording:
     fake: Callable[[], FakeColony]
     drive: Callable[[Scenario], Awaitable[None]]
     count: int
-    continue_as_new_after: int | None = None
+    run_events: int | None = None
 
 
 RECORDINGS = [
@@ -141,7 +142,7 @@ RECORDINGS = [
     Recording(
         "missing_template", lambda: FakeColony(template_found=False), missing_template, count=1
     ),
-    Recording("continue_as_new", FakeColony, continue_as_new, count=1, continue_as_new_after=1),
+    Recording("continue_as_new", FakeColony, continue_as_new, count=1, run_events=1),
 ]
 
 
@@ -196,7 +197,10 @@ async def record(recording: Recording) -> list[Path]:
             handle = await env.client.start_workflow(
                 ClusterWorkflow.run,
                 ClusterWorkflowInput(
-                    spec=spec, continue_as_new_after_operations=recording.continue_as_new_after
+                    spec=spec,
+                    continue_as_new=ContinueAsNewPolicy(
+                        events=recording.run_events or ContinueAsNewPolicy().events
+                    ),
                 ),
                 id=spec.workflow_id,
                 task_queue=task_queue,

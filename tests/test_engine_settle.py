@@ -15,9 +15,15 @@ from typing import Any
 
 import pytest
 
-from models.operations import CreateClusterRequest, Operation, OperationBook
+from models.operations import (
+    ContinueAsNewPolicy,
+    CreateClusterRequest,
+    Operation,
+    OperationBook,
+)
 from workflows.kit import engine
 from workflows.kit.engine import EntityEngine, settle
+from workflows.kit.run_limit import RunLimit
 
 
 class Suspend:
@@ -76,7 +82,7 @@ async def test_a_run_closed_while_its_operation_is_in_flight_lets_the_close_fini
     monkeypatch.setattr(engine.workflow, "now", lambda: datetime.now(UTC))
     monkeypatch.setattr(engine.workflow, "set_current_details", lambda details: None)
     runner: EntityEngine[Operation] = EntityEngine(
-        OperationBook(), [], [], headline=lambda: ["probe"]
+        OperationBook(), [], [], limit=RunLimit(ContinueAsNewPolicy()), headline=lambda: ["probe"]
     )
     operation = Operation(id="op-0001", request=CreateClusterRequest())
 

@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
 HISTORIES = Path(__file__).parent / "histories"
 HISTORY_FILES = sorted(HISTORIES.glob("*.json"))
 PRE_ENGINE_FILES = sorted((HISTORIES / "pre-engine").glob("*.json"))
+PRE_KIT_FILES = sorted((HISTORIES / "pre-kit").glob("*.json"))
 
 
 def load(path: Path) -> WorkflowHistory:
@@ -67,7 +68,10 @@ class AlteredClusterWorkflow:
         raise AssertionError("replay must stop at the first command")
 
 
-@pytest.mark.parametrize("path", [pytest.param(p, id=p.stem) for p in PRE_ENGINE_FILES])
+@pytest.mark.parametrize(
+    "path",
+    [pytest.param(p, id=f"{p.parent.name}/{p.stem}") for p in PRE_ENGINE_FILES + PRE_KIT_FILES],
+)
 async def test_histories_before_the_engine_are_knowingly_incompatible(path: Path) -> None:
     replayer = Replayer(workflows=[ClusterWorkflow], data_converter=pydantic_data_converter)
     result = await replayer.replay_workflow(load(path), raise_on_replay_failure=False)

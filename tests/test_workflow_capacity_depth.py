@@ -31,12 +31,14 @@ from models.capacity import (
     GpuNode,
     GpuSelector,
 )
+from models.operations import ContinueAsNewPolicy
 from models.workspace_api import (
     CapacityAnswers,
     CapacityAnswersQuery,
     CapacityLedgerInput,
     CapacityMessage,
     CapacityMessageKind,
+    CapacityWorkflowState,
     GpuHoldersMessage,
 )
 from models.workspace_class import GPU_MODEL_LABEL, GpuVendor
@@ -151,9 +153,8 @@ async def line(
             CapacityLedgerInput(
                 cluster=cluster,
                 cluster_workflow_id=listener.id,
-                inventory_loaded=True,
-                state=state.model_dump(mode="json"),
-                continue_as_new_events=run_events,
+                state=CapacityWorkflowState(ledger=state, inventory_loaded=True),
+                continue_as_new=ContinueAsNewPolicy(events=run_events),
             ),
             id=f"capacity/{cluster}",
             task_queue=task_queue,
@@ -229,7 +230,7 @@ def carried_inboxes(history: Any) -> list[int]:
     for event in history.events:
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
             payload = event.workflow_execution_continued_as_new_event_attributes.input.payloads[0]
-            carried.append(len(json.loads(payload.data).get("inbox", [])))
+            carried.append(len(json.loads(payload.data)["state"]["inbox"]["pending"]))
     return carried
 
 

@@ -701,7 +701,7 @@ async def test_continue_as_new_carries_state_and_queue(
     env = dev_env
     fake = FakeColony(join_delay=2)
     async with worker(env, task_queue, fake):
-        run = await start(env, task_queue, fake, pool("gpu", 1), continue_as_new_after=1)
+        run = await start(env, task_queue, fake, pool("gpu", 1), run_events=1)
         first_run = (await run.handle.describe()).run_id
         latest = env.client.get_workflow_handle_for(ClusterWorkflow.run, run.handle.id)
         run.handle = latest
@@ -752,7 +752,7 @@ async def test_gpu_holders_are_carried_across_continue_as_new(
     env = dev_env
     fake = FakeColony()
     async with worker(env, task_queue, fake):
-        run = await start(env, task_queue, fake, pool("gpu", 1), continue_as_new_after=1)
+        run = await start(env, task_queue, fake, pool("gpu", 1), run_events=1)
         first_run = (await run.handle.describe()).run_id
         run.handle = env.client.get_workflow_handle_for(ClusterWorkflow.run, run.handle.id)
         status = await run.ready()

@@ -463,7 +463,7 @@ async def test_a_retried_update_returns_its_operation_instead_of_queueing_anothe
     env = dev_env
     fake = FakeColony()
     async with worker(env, task_queue, fake):
-        run = await start(env, task_queue, fake, pool("gpu", 1), continue_as_new_after=1)
+        run = await start(env, task_queue, fake, pool("gpu", 1), run_events=1)
         first_run = (await run.handle.describe()).run_id
         latest = env.client.get_workflow_handle_for(ClusterWorkflow.run, run.handle.id)
         run.handle = latest

@@ -51,7 +51,8 @@ from tests.workspace_world import STARTED, FakeWorkspaceWorld, h100_node, worksp
 from workflows.capacity.contract import CAPACITY
 from workflows.capacity.workflow import CapacityLedgerWorkflow
 from workflows.cluster.contract import CLUSTER
-from workflows.workspace.workflow import ROUTES_FALLBACK, ROUTES_RETRY, WorkspaceWorkflow
+from workflows.workspace.access import ROUTES_FALLBACK, ROUTES_RETRY
+from workflows.workspace.workflow import WorkspaceWorkflow
 
 pytestmark = pytest.mark.slow
 

@@ -1,39 +1,19 @@
-"""Every activity a workflow calls, declared once: name, request and result types, timeouts, retry
-policy and the summary the Web UI shows on the activity's events.
-
-Call sites name the declaration (`await CLAIM_HOSTS(request)`), never a string, a result type or a
-timeout, so the timeouts of one kind of call cannot drift apart between workflows.
-
-Timeouts, and why:
-- Every activity heartbeats (the activities wrap themselves in `activities.heartbeat.heartbeating`,
-  which beats every couple of seconds, and long waits report their progress in the details), so a
-  killed worker's attempt times out after `HEARTBEAT` and is retried on another worker within
-  about ten seconds, however long the attempt was allowed to run.
-- Every call is cancelled with `WAIT_CANCELLATION_COMPLETED`: when an operation is interrupted (a
-  delete jumping the queue, `cancel_operation`, a workflow cancel), its awaits return only once each
-  activity has really stopped, so the clean-up sweeps that follow see everything it did.
-- Temporary failures are retried with backoff until `schedule_to_close`; permanent ones (the
-  types in `models.errors.NON_RETRYABLE`) never are.
+"""Every activity of the management cluster, the child clusters and the host provider that a
+workflow calls, declared once (`workflows.kit.activity.ActivityCall`: name, request and result
+types, timeouts, the summary the Web UI shows). The workspace side's are in
+`workflows/workspace_calls.py`.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import timedelta
-from typing import Generic, TypeVar
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, CancelledError
-from temporalio.workflow import ActivityCancellationType
 
-from workflows.kit.engine import check_interrupted
+from workflows.kit.activity import HOST_CALL, ActivityCall
+from workflows.kit.until import until
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import BaseModel
-
     from models.activity_api import (
         ActivityName,
         AddClusterMachinesRequest,
@@ -58,10 +38,6 @@ with workflow.unsafe.imports_passed_through():
         DeleteNodeResult,
         DrainNodeRequest,
         DrainNodeResult,
-        GetClusterDeploymentStatusRequest,
-        GetClusterDeploymentStatusResult,
-        LabelNodeRequest,
-        LabelNodeResult,
         ListClaimedHostsRequest,
         ListClaimedHostsResult,
         ListNodesRequest,
@@ -73,106 +49,6 @@ with workflow.unsafe.imports_passed_through():
         UncordonNodeResult,
     )
     from models.colony import WriteColonyKubeconfigsRequest, WriteColonyKubeconfigsResult
-    from models.errors import NON_RETRYABLE
-
-RequestT = TypeVar("RequestT", bound=BaseModel)
-ResultT = TypeVar("ResultT", bound=BaseModel)
-
-HEARTBEAT = timedelta(seconds=10)
-"""Every activity beats every 2 s (`activities.heartbeat.BEAT_EVERY`); 10 s without one means the
-worker is gone, and the attempt is retried elsewhere."""
-
-KUBE_CALL = timedelta(seconds=30)
-"""One Kubernetes API round trip (or a short read-modify-write loop): seconds."""
-HOST_CALL = timedelta(minutes=1)
-"""The host provider answers a claim once it has reserved the hosts: slower than a Kubernetes call."""
-RETRY_FOR = timedelta(minutes=10)
-"""How long temporary failures (5xx, 429, timeouts, conflicts) of one call are retried."""
-WAIT_SLACK = timedelta(minutes=5)
-"""Added to a wait's own deadline for its start-to-close: the activity returns at the deadline by
-itself; this only bounds an attempt that hangs while its heartbeats still arrive."""
-
-RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=30),
-    non_retryable_error_types=NON_RETRYABLE,
-)
-"""Temporary failures are retried until `schedule_to_close`; permanent ones never are."""
-
-COMPENSATION_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=30),
-    non_retryable_error_types=NON_RETRYABLE,
-)
-"""Clean-up calls (uncordon, release) are retried as long as a normal call; when one still fails it
-is reported on the operation and the state keeps saying what is really there."""
-
-
-@dataclass(frozen=True)
-class ActivityCall(Generic[RequestT, ResultT]):
-    """One activity as workflows call it.
-
-    Attributes:
-        name: the registered activity name.
-        result: the result model (the request type is the generic parameter).
-        summary: what the Web UI shows for a call, from its request.
-        start_to_close: one attempt's limit (a wait's own length is added per call).
-        schedule_to_close: all attempts' limit; None for waits (their deadline bounds them).
-    """
-
-    name: str
-    result: type[ResultT]
-    summary: Callable[[RequestT], str]
-    start_to_close: timedelta = KUBE_CALL
-    schedule_to_close: timedelta | None = RETRY_FOR
-    retry: RetryPolicy = field(default_factory=lambda: RETRY)
-
-    async def __call__(
-        self,
-        request: RequestT,
-        *,
-        activity_id: str | None = None,
-        wait: timedelta | None = None,
-    ) -> ResultT:
-        """Run the activity with its declared timeouts.
-
-        Args:
-            request: the activity's one input model.
-            activity_id: a stable id where a client must find the call among pending activities.
-            wait: for a wait, how long it may last: one attempt may then run the whole wait, and
-                all attempts together the wait plus the usual retry time.
-
-        Raises:
-            asyncio.CancelledError: the operation was interrupted (before the call, during it, or
-                while it completed anyway: see `workflows.kit.engine.check_interrupted`).
-            ActivityError: the activity failed (its cause is the domain `ApplicationError`).
-        """
-        start_to_close, schedule_to_close = self.start_to_close, self.schedule_to_close
-        if wait is not None:
-            start_to_close, schedule_to_close = wait + WAIT_SLACK, wait + RETRY_FOR
-        check_interrupted()
-        try:
-            result: ResultT = await workflow.execute_activity(
-                self.name,
-                request,
-                result_type=self.result,
-                start_to_close_timeout=start_to_close,
-                schedule_to_close_timeout=schedule_to_close,
-                heartbeat_timeout=HEARTBEAT,
-                retry_policy=self.retry,
-                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                activity_id=activity_id,
-                summary=self.summary(request)[:200],
-            )
-        except ActivityError as error:
-            if isinstance(error.cause, CancelledError):
-                # One meaning for "interrupted" in every plan: asyncio's own cancellation.
-                raise asyncio.CancelledError() from error
-            raise
-        check_interrupted()
-        return result
 
 
 # --- Management cluster (k0rdent) ---------------------------------------------------------------
@@ -190,13 +66,6 @@ CREATE_CLUSTER_DEPLOYMENT = ActivityCall[
     ActivityName.CREATE_CLUSTER_DEPLOYMENT,
     CreateClusterDeploymentResult,
     lambda r: f"create ClusterDeployment {r.namespace}/{r.name} from {r.template}",
-)
-GET_CLUSTER_DEPLOYMENT_STATUS = ActivityCall[
-    GetClusterDeploymentStatusRequest, GetClusterDeploymentStatusResult
-](
-    ActivityName.GET_CLUSTER_DEPLOYMENT_STATUS,
-    GetClusterDeploymentStatusResult,
-    lambda r: f"read ClusterDeployment {r.namespace}/{r.name}",
 )
 AWAIT_CLUSTER_DEPLOYMENT = ActivityCall[
     AwaitClusterDeploymentRequest, AwaitClusterDeploymentResult
@@ -251,9 +120,6 @@ AWAIT_NODES = ActivityCall[AwaitNodesRequest, AwaitNodesResult](
     ),
     schedule_to_close=None,
 )
-LABEL_NODE = ActivityCall[LabelNodeRequest, LabelNodeResult](
-    ActivityName.LABEL_NODE, LabelNodeResult, lambda r: f"label node {r.node_name}"
-)
 CORDON_NODE = ActivityCall[CordonNodeRequest, CordonNodeResult](
     ActivityName.CORDON_NODE, CordonNodeResult, lambda r: f"cordon node {r.node_name}"
 )
@@ -261,7 +127,6 @@ UNCORDON_NODE = ActivityCall[UncordonNodeRequest, UncordonNodeResult](
     ActivityName.UNCORDON_NODE,
     UncordonNodeResult,
     lambda r: f"uncordon node {r.node_name}",
-    retry=COMPENSATION_RETRY,
 )
 DRAIN_NODE = ActivityCall[DrainNodeRequest, DrainNodeResult](
     ActivityName.DRAIN_NODE,
@@ -289,7 +154,6 @@ RELEASE_HOSTS = ActivityCall[ReleaseHostsRequest, ReleaseHostsResult](
     ReleaseHostsResult,
     lambda r: f"release {len(r.host_ids)} host(s): {', '.join(r.host_ids)}",
     start_to_close=HOST_CALL,
-    retry=COMPENSATION_RETRY,
 )
 LIST_CLAIMED_HOSTS = ActivityCall[ListClaimedHostsRequest, ListClaimedHostsResult](
     ActivityName.LIST_CLAIMED_HOSTS,
@@ -303,3 +167,23 @@ AWAIT_FREE_HOSTS = ActivityCall[AwaitFreeHostsRequest, AwaitFreeHostsResult](
     lambda r: f"wait for {r.count} free host(s) of {r.sku} in {r.location_id}",
     schedule_to_close=None,
 )
+
+
+async def await_cluster_deployment(
+    request: AwaitClusterDeploymentRequest,
+    *,
+    settled: Callable[[AwaitClusterDeploymentResult], bool],
+    seen: Callable[[AwaitClusterDeploymentResult], None] = lambda _: None,
+) -> AwaitClusterDeploymentResult:
+    """Wait, one `await_cluster_deployment` per change of the ClusterDeployment's conditions,
+    until its outcome is `settled` (`workflows.kit.until`); `seen` records each look."""
+    return await until(
+        lambda known, left: AWAIT_CLUSTER_DEPLOYMENT(
+            request.model_copy(update={"known_conditions": known}), wait=left
+        ),
+        known=request.known_conditions,
+        learn=lambda found, _: found.status.conditions,
+        settled=settled,
+        deadline=request.deadline,
+        seen=seen,
+    )

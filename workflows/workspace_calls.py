@@ -1,13 +1,15 @@
-"""The workspace side's activities, declared once (see `workflows/activity_calls.py` for the rules:
-heartbeats, `WAIT_CANCELLATION_COMPLETED`, retries, summaries shown in the Web UI)."""
+"""The workspace side's activities (management cluster objects of workspaces, child cluster
+namespaces and routes, Temporal itself), declared once (see `workflows/kit/activity.py` for the
+rules: heartbeats, `WAIT_CANCELLATION_COMPLETED`, retries, summaries shown in the Web UI)."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Callable
 
 from temporalio import workflow
 
-from workflows.activity_calls import COMPENSATION_RETRY, ActivityCall
+from workflows.kit.activity import ActivityCall
+from workflows.kit.until import until
 
 with workflow.unsafe.imports_passed_through():
     from models.workspace_api import (
@@ -51,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
         ReadGpuInventoryResult,
         RecentEventsRequest,
         RecentEventsResult,
+        ServiceSetOutcome,
         SignalWithStartRequest,
         SignalWithStartResult,
         SignalWorkflowRequest,
@@ -105,7 +108,6 @@ DELETE_SERVICE_SET = ActivityCall[DeleteServiceSetRequest, DeleteServiceSetResul
         + (" and wait until its releases are uninstalled" if r.wait_until else "")
     ),
     schedule_to_close=None,
-    retry=COMPENSATION_RETRY,
 )
 FIND_SERVICE_SETS = ActivityCall[FindServiceSetsRequest, FindServiceSetsResult](
     A.FIND_SERVICE_SETS,
@@ -121,7 +123,6 @@ DELETE_VALUES_SECRET = ActivityCall[DeleteValuesSecretRequest, DeleteValuesSecre
     A.DELETE_VALUES_SECRET,
     DeleteValuesSecretResult,
     lambda r: f"delete Secret {r.namespace}/{r.name}",
-    retry=COMPENSATION_RETRY,
 )
 ENSURE_NAMESPACE = ActivityCall[EnsureNamespaceRequest, EnsureNamespaceResult](
     A.ENSURE_NAMESPACE, EnsureNamespaceResult, lambda r: f"create namespace {r.name}"
@@ -131,7 +132,6 @@ DELETE_NAMESPACE = ActivityCall[DeleteNamespaceRequest, DeleteNamespaceResult](
     DeleteNamespaceResult,
     lambda r: f"delete namespace {r.name}",
     schedule_to_close=None,
-    retry=COMPENSATION_RETRY,
 )
 READ_GPU_INVENTORY = ActivityCall[ReadGpuInventoryRequest, ReadGpuInventoryResult](
     A.READ_GPU_INVENTORY, ReadGpuInventoryResult, lambda r: "read the cluster's GPU inventory"
@@ -154,7 +154,6 @@ DELETE_ROUTES = ActivityCall[DeleteRoutesRequest, DeleteRoutesResult](
     A.DELETE_ROUTES,
     DeleteRoutesResult,
     lambda r: "delete routes " + ", ".join(x.name for x in r.routes),
-    retry=COMPENSATION_RETRY,
 )
 RECENT_EVENTS = ActivityCall[RecentEventsRequest, RecentEventsResult](
     A.RECENT_EVENTS, RecentEventsResult, lambda r: f"read recent events in {r.namespace}"
@@ -168,7 +167,6 @@ SIGNAL_WORKFLOW = ActivityCall[SignalWorkflowRequest, SignalWorkflowResult](
     A.SIGNAL_WORKFLOW,
     SignalWorkflowResult,
     lambda r: f"signal {r.signal} to {r.workflow_id}",
-    retry=COMPENSATION_RETRY,
 )
 LIST_WORKFLOWS = ActivityCall[ListWorkflowsRequest, ListWorkflowsResult](
     A.LIST_WORKFLOWS, ListWorkflowsResult, lambda r: f"list workflows where {r.query}"
@@ -180,5 +178,21 @@ AWAIT_WORKFLOWS_CLOSED = ActivityCall[AwaitWorkflowsClosedRequest, AwaitWorkflow
     schedule_to_close=None,
 )
 
-DEFAULT_WAIT = timedelta(minutes=15)
-"""How long the workspace side waits for a delete or an uninstall to finish before reporting it."""
+
+async def await_service_set(
+    request: AwaitServiceSetRequest,
+    *,
+    seen: Callable[[AwaitServiceSetResult], None] = lambda _: None,
+) -> AwaitServiceSetResult:
+    """Wait, one `await_service_set` per change of the service's state, until it is deployed,
+    failed or gone, or the deadline passed (`workflows.kit.until`); `seen` records each look."""
+    return await until(
+        lambda known, left: AWAIT_SERVICE_SET(
+            request.model_copy(update={"known_state": known}), wait=left
+        ),
+        known=request.known_state,
+        learn=lambda found, _: found.state,
+        settled=lambda found: found.outcome is not ServiceSetOutcome.CHANGED,
+        deadline=request.deadline,
+        seen=seen,
+    )

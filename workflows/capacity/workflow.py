@@ -2,10 +2,12 @@
 (`models.identity`: the ClusterDeployment's name is injective across organizations).
 
 It owns the pure `models.capacity.CapacityLedger` of the cluster and is the only writer of it, so
-two workspaces are never admitted onto the same GPUs, however their requests race: messages are
-handled one at a time, in arrival order, each exactly once (request ids), and the ledger's whole
-typed state (with every request's reply address, and the messages not yet handled) is carried
-across continue-as-new, which may happen between any two messages.
+two workspaces are never admitted onto the same GPUs, however their requests race: it runs in the
+kit's single-writer mode (`workflows.kit.service`): messages are handled one at a time, in
+arrival order, each exactly once (request ids), and its whole typed state
+(`models.workspace_api.CapacityWorkflowState`: the ledger with every request's reply address, the
+ports, the messages not yet handled) is carried across continue-as-new, which may happen between
+any two messages.
 
 It also owns the cluster's share of the tenant gateway's TCP port pool (`ports`, `release_ports`):
 the same single writer, so two workspaces deployed at once never get the same listener port.
@@ -14,8 +16,8 @@ Messages (signal `capacity`, `models.workspace_api.CapacityMessage`): a workspac
 (`request`, answered by the signal `capacity_answer` to `reply_to` now, and once more when it is
 admitted after waiting or displaced by a forced scale-down), gives them back (`release`), a
 service or the cluster's workflow says the GPUs changed (`changed`: the inventory is read again),
-or the cluster is gone (`close`). `refresh` and `capacity_changed` (models.signals, from any
-service) read the inventory too.
+or the cluster is gone (`close`). `refresh` and `capacity_changed` (from any service; the
+contract is `workflows/capacity/contract.py`) read the inventory too, between two messages.
 
 Positions are not pushed: a waiting workspace hears nothing while others are admitted or leave, so
 its history does not grow with the line's movement. Whoever wants a position asks (query
@@ -32,15 +34,12 @@ history, and a busy one continues as new between messages.
 
 from __future__ import annotations
 
-import asyncio
-from collections import deque
-from typing import Any
-
 from temporalio import workflow
-from temporalio.exceptions import FailureError
 
 from workflows import metrics
-from workflows.kit.engine import RequestIds, is_failure, reason_of
+from workflows.kit.engine import Chore, is_failure, reason_of
+from workflows.kit.run_limit import RunLimit
+from workflows.kit.service import Service
 from workflows.workspace_calls import READ_GPU_INVENTORY
 
 with workflow.unsafe.imports_passed_through():
@@ -54,7 +53,6 @@ with workflow.unsafe.imports_passed_through():
         LedgerChanges,
     )
     from models.cluster import DEFAULT_NAMESPACE, kubeconfig_secret_name
-    from models.operations import OperationBook
     from models.signals import RefreshRequest
     from models.workspace_api import (
         STATUS_WAITING_SHOWN,
@@ -64,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
         CapacityLedgerStatus,
         CapacityMessage,
         CapacityMessageKind,
+        CapacityWorkflowState,
         GpuHoldersMessage,
         PortsAnswer,
         ReadGpuInventoryRequest,
@@ -86,38 +85,29 @@ class CapacityLedgerWorkflow:
         self._kubeconfig = input.kubeconfig or KubeconfigRef(
             namespace=DEFAULT_NAMESPACE, secret_name=kubeconfig_secret_name(input.cluster)
         )
-        state = (
-            CapacityLedgerState.model_validate(input.state)
-            if input.state
-            else CapacityLedgerState(cluster=input.cluster)
+        self._state = input.state or CapacityWorkflowState(
+            ledger=CapacityLedgerState(cluster=input.cluster)
         )
-        self._ledger = CapacityLedger(state)
-        self._book = OperationBook.model_validate(input.book) if input.book else OperationBook()
-        self._ids = RequestIds(self._book)
-        self._ports: dict[str, str] = dict(input.ports)
-        self._loaded = input.inventory_loaded
-        self._run_events = input.continue_as_new_events
-        self._inbox: deque[CapacityMessage] = deque(input.inbox)
-        self._refresh = input.refresh
+        self._ledger = CapacityLedger(self._state.ledger)
+        self._limit = RunLimit(input.continue_as_new)
+        self._service = Service(self._state.inbox, self._limit)
         self._closed = False
         self._holders: list[GpuHolder] | None = None
+        """The holders last published in this run (a new run publishes them again once)."""
         self._holders_sent = 0
-        self._sending: set[asyncio.Task[None]] = set()
-        """External signals sent and not yet settled (continue-as-new waits for them)."""
 
     # --- Messages in ---------------------------------------------------------------------------
 
     @workflow.signal(name=CAPACITY.capacity.name)
     def capacity(self, message: CapacityMessage) -> None:
         """A request, a release, a change of the cluster's GPUs, or the end (see the module doc)."""
-        if self._ids.first_time(message.request_id):
-            self._inbox.append(message)
+        self._service.post(message, message.request_id)
 
     @workflow.signal(name=CAPACITY.refresh.name)
     def refresh(self, request: RefreshRequest) -> None:
         """Read the cluster's GPU inventory again."""
-        if self._ids.first_time(request.request_id):
-            self._refresh = True
+        if self._service.request_ids.first_time(request.request_id):
+            self._state.refresh_due = True
 
     @workflow.signal(name=CAPACITY.capacity_changed.name)
     def capacity_changed(self, request: RefreshRequest) -> None:
@@ -160,58 +150,39 @@ class CapacityLedgerWorkflow:
     @workflow.run
     async def run(self, input: CapacityLedgerInput) -> CapacityLedgerStatus:
         """Handle messages one at a time until the cluster is gone."""
-        while not self._closed:
-            await workflow.wait_condition(
-                lambda: bool(self._inbox) or self._refresh or self._history_is_long()
-            )
-            if self._history_is_long():
-                await self._continue_as_new()
-            if self._refresh:
-                self._refresh = False
-                await self._read_inventory()
-            if self._inbox:
-                await self._handle(self._inbox.popleft())
-            if not self._inbox:
-                self._publish_holders()
-                metrics.workspaces_waiting(self._cluster, self._ledger.waiting_count())
-        await workflow.wait_condition(lambda: not self._sending)
-        metrics.workspaces_waiting(self._cluster, 0)
-        return self.status()
-
-    def _history_is_long(self) -> bool:
-        info = workflow.info()
-        return info.is_continue_as_new_suggested() or (
-            info.get_current_history_length() > self._run_events
-        )
-
-    async def _continue_as_new(self) -> None:
-        """Between two messages: the ones not yet handled go along with the state."""
-        self._publish_holders()
-        await workflow.wait_condition(
-            lambda: not self._sending and workflow.all_handlers_finished()
-        )
-        workflow.continue_as_new(
-            CapacityLedgerInput(
+        await self._service.serve(
+            self._handle,
+            closed=lambda: self._closed,
+            carry=lambda: CapacityLedgerInput(
                 cluster=self._cluster,
                 cluster_workflow_id=self._cluster_workflow_id,
                 kubeconfig=self._kubeconfig,
-                inventory_loaded=self._loaded,
-                state=self._ledger.snapshot().model_dump(mode="json"),
-                book=self._book.model_dump(mode="json"),
-                ports=self._ports,
-                inbox=list(self._inbox),
-                refresh=self._refresh,
-                continue_as_new_events=self._run_events,
-            )
+                state=self._state.model_copy(update={"ledger": self._ledger.snapshot()}),
+                continue_as_new=self._limit.policy,
+            ),
+            chore=Chore(due=lambda: self._state.refresh_due, run=self._refresh),
+            caught_up=self._caught_up,
         )
+        metrics.workspaces_waiting(self._cluster, 0)
+        return self.status()
+
+    async def _refresh(self) -> None:
+        self._state.refresh_due = False
+        await self._read_inventory()
+
+    def _caught_up(self) -> None:
+        """Nothing left to handle (or the run ends): the cluster hears who holds GPUs, if that
+        changed, and the waiting gauge is set."""
+        self._publish_holders()
+        metrics.workspaces_waiting(self._cluster, self._ledger.waiting_count())
 
     async def _handle(self, message: CapacityMessage) -> None:
         ledger = self._ledger
         match message.kind:
             case CapacityMessageKind.REQUEST if message.request is not None:
-                if not self._loaded:
+                if not self._state.inventory_loaded:
                     await self._read_inventory()
-                if not self._loaded:
+                if not self._state.inventory_loaded:
                     # Without an inventory no answer is honest but "not now": the request waits
                     # in the inbox order for the next refresh (the cluster may still be starting).
                     self._answer(
@@ -238,7 +209,9 @@ class CapacityLedgerWorkflow:
                 self._allocate_ports(message)
             case CapacityMessageKind.RELEASE_PORTS:
                 prefix = f"{message.holder}/"
-                self._ports = {p: h for p, h in self._ports.items() if not h.startswith(prefix)}
+                self._state.ports = {
+                    p: h for p, h in self._state.ports.items() if not h.startswith(prefix)
+                }
             case _:
                 workflow.logger.warning(
                     "ignored a malformed capacity message %s", message.request_id
@@ -246,8 +219,8 @@ class CapacityLedgerWorkflow:
 
     def _allocate_ports(self, message: CapacityMessage) -> None:
         """One pool port per endpoint: the one it holds already, else the lowest free."""
-        held = {holder: int(port) for port, holder in self._ports.items()}
-        in_use = {int(port) for port in self._ports} | set(message.taken)
+        held = {holder: int(port) for port, holder in self._state.ports.items()}
+        in_use = {int(port) for port in self._state.ports} | set(message.taken)
         answer = PortsAnswer(request_id=message.request_id)
         for endpoint in message.endpoints:
             key = f"{message.holder}/{endpoint}"
@@ -257,11 +230,11 @@ class CapacityLedgerWorkflow:
             if port is None:
                 answer.exhausted.append(endpoint)
                 continue
-            self._ports[str(port)] = key
+            self._state.ports[str(port)] = key
             in_use.add(port)
             answer.ports[endpoint] = port
         if message.reply_to:
-            self._send(message.reply_to, WORKSPACE.ports_answer.name, answer)
+            self._service.send(WORKSPACE.ports_answer, message.reply_to, answer)
 
     async def _read_inventory(self) -> None:
         try:
@@ -282,7 +255,7 @@ class CapacityLedgerWorkflow:
             # ClusterDeployment's name, so read from its marks (checked by the activity).
             self._cluster_workflow_id = inventory.cluster_workflow_id
         changes = self._ledger.capacity_changed(inventory.nodes)
-        self._loaded = True
+        self._state.inventory_loaded = True
         self._tell(changes)
 
     def _tell(self, changes: LedgerChanges) -> None:
@@ -305,7 +278,12 @@ class CapacityLedgerWorkflow:
             if answer.decision in (Decision.ADMITTED, Decision.WAITING)
             else None
         )
-        self._send(reply_to, WORKSPACE.capacity_answer.name, answer, gone=gone)
+        self._service.send(
+            WORKSPACE.capacity_answer,
+            reply_to,
+            answer,
+            gone=(gone, gone.request_id) if gone is not None else None,
+        )
 
     def _publish_holders(self) -> None:
         holders = self._ledger.holders_on_nodes(node.name for node in self._ledger.nodes)
@@ -319,23 +297,4 @@ class CapacityLedgerWorkflow:
             request_id=f"{info.workflow_id}/{info.run_id}/holders/{self._holders_sent}",
             holders=holders,
         )
-        self._send(self._cluster_workflow_id, CLUSTER.gpu_holders.name, message)
-
-    def _send(
-        self, workflow_id: str, signal: str, payload: Any, *, gone: CapacityMessage | None = None
-    ) -> None:
-        """Signal another workflow from this one (two events, no activity), without waiting for
-        it: the next message is handled meanwhile. `gone` goes to the inbox if it does not run."""
-        task = asyncio.create_task(self._deliver(workflow_id, signal, payload, gone))
-        self._sending.add(task)
-        task.add_done_callback(self._sending.discard)
-
-    async def _deliver(
-        self, workflow_id: str, signal: str, payload: Any, gone: CapacityMessage | None
-    ) -> None:
-        try:
-            await workflow.get_external_workflow_handle(workflow_id).signal(signal, payload)
-        except FailureError as error:
-            workflow.logger.info("%s not told (%s): %s", workflow_id, signal, error)
-            if gone is not None and self._ids.first_time(gone.request_id):
-                self._inbox.append(gone)
+        self._service.send(CLUSTER.gpu_holders, self._cluster_workflow_id, message)

@@ -1,4 +1,5 @@
-"""`CatalogWorkflow`: Colony's workspace class catalog, id `catalog/workspace-classes`.
+"""`CatalogWorkflow`: Colony's workspace class catalog, id `catalog/workspace-classes` (its
+contract: `workflows/catalog/contract.py`).
 
 Classes live on the management cluster as `WorkspaceClass` objects (so `kubectl get wsc` shows
 them): the catalog every organization shares (an operator publishes it), and each organization's
@@ -10,6 +11,10 @@ under an existing name (classes are immutable: a new version is a new name), and
 query answers from what it last read. It reads the catalog again after each publish and on
 `refresh` (a class applied with kubectl, a watcher's event).
 
+It is the one writer of the catalog, in the kit's single-writer mode (`workflows.kit.service`):
+publishes are handled one at a time, each update waiting for its own outcome, and a read of the
+classes happens between two of them.
+
 The worker starts it with Colony's shipped catalog (`catalog/`) as its seed: shipped classes that
 are absent are published once, at start. Workspaces do not ask this workflow for their class: they
 read the stored object itself (`get_workspace_class`), the source of truth.
@@ -17,12 +22,12 @@ read the stored object itself (`get_workspace_class`), the source of truth.
 
 from __future__ import annotations
 
-import asyncio
-
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
-from workflows.kit.engine import RequestIds, error_type_of, is_failure, reason_of
+from workflows.kit.engine import Chore, error_type_of, is_failure, reason_of
+from workflows.kit.run_limit import RunLimit
+from workflows.kit.service import Service
 from workflows.workspace_calls import (
     LIST_WORKSPACE_CLASSES,
     PUBLISH_OBJECTS,
@@ -31,10 +36,11 @@ from workflows.workspace_calls import (
 
 with workflow.unsafe.imports_passed_through():
     from models.errors import ErrorType, rejected
-    from models.operations import OperationBook
     from models.signals import RefreshRequest
     from models.workspace_api import (
         CatalogInput,
+        CatalogMessage,
+        CatalogState,
         CatalogStatus,
         ListWorkspaceClassesRequest,
         PublishObjectsRequest,
@@ -44,8 +50,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.catalog.contract import CATALOG
 
-CONTINUE_AS_NEW_EVENTS = 2_000
-
 
 @workflow.defn(name=CATALOG.workflow_type)
 class CatalogWorkflow:
@@ -53,53 +57,64 @@ class CatalogWorkflow:
 
     @workflow.init
     def __init__(self, input: CatalogInput) -> None:
-        self._status = CatalogStatus(classes=input.classes, private=input.private)
-        self._book = OperationBook.model_validate(input.book) if input.book else OperationBook()
-        self._ids = RequestIds(self._book)
-        self._lock = asyncio.Lock()
-        self._refresh = not input.classes
-        self._seed = input.seed
+        self._state = input.state or CatalogState()
+        self._limit = RunLimit(input.continue_as_new)
+        self._service: Service[CatalogMessage] = Service(self._state.inbox, self._limit)
 
     @workflow.run
     async def run(self, input: CatalogInput) -> CatalogStatus:
         """Publish the shipped classes that are absent, then keep the listing fresh."""
-        for request in self._seed:
-            try:
-                result = await self._publish(request)
-            except Exception as error:
-                if not is_failure(error):
-                    raise
-                workflow.logger.warning(
-                    "shipped class %s not published: %s", request.spec.name, reason_of(error)
-                )
-                continue
-            if result.created:
-                self._status.seeded.append(request.spec.name)
-        self._seed = []
-        while True:
-            await workflow.wait_condition(lambda: self._refresh or self._history_is_long())
-            if self._refresh:
-                self._refresh = False
-                async with self._lock:
-                    await self._read()
-            if self._history_is_long():
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(
-                    CatalogInput(
-                        classes=self._status.classes,
-                        private=self._status.private,
-                        book=self._book.model_dump(mode="json"),
-                    )
-                )
+        for request in input.seed:
+            await self._seed(request)
+        await self._service.serve(
+            self._handle,
+            closed=lambda: False,
+            carry=lambda: CatalogInput(state=self._state, continue_as_new=self._limit.policy),
+            chore=Chore(due=lambda: self._state.refresh_due, run=self._read),
+        )
+        return self._state.status
 
-    def _history_is_long(self) -> bool:
-        return workflow.info().get_current_history_length() > CONTINUE_AS_NEW_EVENTS
+    async def _seed(self, request: PublishWorkspaceClassRequest) -> None:
+        try:
+            result = await self._publish(request)
+        except Exception as error:
+            if not is_failure(error):
+                raise
+            workflow.logger.warning(
+                "shipped class %s not published: %s", request.spec.name, reason_of(error)
+            )
+            return
+        if result.created:
+            self._state.status.seeded.append(request.spec.name)
+
+    async def _handle(
+        self, message: CatalogMessage
+    ) -> PublishWorkspaceClassResult | PublishObjectsResult:
+        """One publish; a refusal or failure reaches its caller as an `ApplicationError` with the
+        reason."""
+        try:
+            if isinstance(message, PublishObjectsRequest):
+                return await PUBLISH_OBJECTS(message)
+            return await self._publish(message)
+        except Exception as error:
+            if not is_failure(error):
+                raise
+            if error_type_of(error) == ErrorType.CLASS_CONFLICT:
+                raise rejected(reason_of(error).split(": ", 1)[-1]) from error
+            raise ApplicationError(reason_of(error), type=error_type_of(error)) from error
+
+    async def _publish(self, request: PublishWorkspaceClassRequest) -> PublishWorkspaceClassResult:
+        result = await PUBLISH_WORKSPACE_CLASS(request)
+        await self._read()
+        return result
 
     async def _read(self) -> None:
+        self._state.refresh_due = False
         listed = await LIST_WORKSPACE_CLASSES(ListWorkspaceClassesRequest())
-        self._status.classes = listed.classes
-        self._status.private = listed.private
-        self._status.unreadable = listed.unreadable
+        status = self._state.status
+        status.classes = listed.classes
+        status.private = listed.private
+        status.unreadable = listed.unreadable
 
     @workflow.update(name=CATALOG.publish_class.name)
     async def publish_class(
@@ -107,26 +122,12 @@ class CatalogWorkflow:
     ) -> PublishWorkspaceClassResult:
         """Store a class (and the objects it needs) unless the identical one is there; a different
         class under an existing name is refused (`OperationRejected`, with the rule)."""
-        try:
-            return await self._publish(request)
-        except Exception as error:
-            if not is_failure(error):
-                raise
-            # Refusals and failures reach the caller as ApplicationErrors with the reason.
-            if error_type_of(error) == ErrorType.CLASS_CONFLICT:
-                raise rejected(reason_of(error).split(": ", 1)[-1]) from error
-            raise ApplicationError(reason_of(error), type=error_type_of(error)) from error
+        return await self._service.ask(request, _update_id(), PublishWorkspaceClassResult)
 
     @workflow.update(name=CATALOG.publish_objects.name)
     async def publish_objects(self, request: PublishObjectsRequest) -> PublishObjectsResult:
         """Store objects classes will need (ServiceTemplates applied on their own) when absent."""
-        try:
-            async with self._lock:
-                return await PUBLISH_OBJECTS(request)
-        except Exception as error:
-            if not is_failure(error):
-                raise
-            raise ApplicationError(reason_of(error), type=error_type_of(error)) from error
+        return await self._service.ask(request, _update_id(), PublishObjectsResult)
 
     @publish_objects.validator
     def _validate_publish_objects(self, request: PublishObjectsRequest) -> None:
@@ -135,19 +136,19 @@ class CatalogWorkflow:
             if not obj.get("kind") or not isinstance(metadata, dict) or not metadata.get("name"):
                 raise rejected("every object needs a kind and metadata.name")
 
-    async def _publish(self, request: PublishWorkspaceClassRequest) -> PublishWorkspaceClassResult:
-        async with self._lock:
-            result = await PUBLISH_WORKSPACE_CLASS(request)
-            await self._read()
-            return result
-
     @workflow.query(name=CATALOG.classes.name)
     def classes(self) -> CatalogStatus:
         """The classes as last read from the management cluster."""
-        return self._status
+        return self._state.status
 
     @workflow.signal(name=CATALOG.refresh.name)
     def refresh(self, request: RefreshRequest) -> None:
         """Read the classes again (one was applied by other means)."""
-        if self._ids.first_time(request.request_id):
-            self._refresh = True
+        if self._service.request_ids.first_time(request.request_id):
+            self._state.refresh_due = True
+
+
+def _update_id() -> str:
+    info = workflow.current_update_info()
+    assert info is not None, "called from an update handler"
+    return info.id

@@ -1,15 +1,17 @@
-"""What the parts of `ClusterWorkflow` share: the cluster's spec and state, and the small steps
-every plan uses (its kubeconfig reference, a pool by name, releasing hosts, the owner sweep).
+"""What the parts of `ClusterWorkflow` share: the cluster's spec and state, how it shows its
+phase, and the small steps every plan uses (its kubeconfig reference, a pool by name, releasing
+hosts, the owner sweep).
 
-`workflows/cluster/workflow.py` (the entity: create, delete, updates, signals), `workflows/cluster/scale_up.py`
-(claim, join, give back) and `workflows/cluster/drain.py` (cordon, drain, remove) each receive one
-`ClusterContext`; deterministic code only, like every module of `workflows/`.
+`workflows/cluster/workflow.py` (the entity: the queue, updates, signals), `create.py` and
+`delete.py` (the cluster's own life), `scale_up.py` (claim, join, give back) and `drain.py`
+(cordon, drain, remove) each receive one `ClusterContext`; deterministic code only, like every
+module of `workflows/`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from temporalio import workflow
 
@@ -25,9 +27,10 @@ with workflow.unsafe.imports_passed_through():
         ListClaimedHostsRequest,
         ReleaseHostsRequest,
     )
-    from models.cluster import ClusterSpec, ClusterState
+    from models.cluster import ClusterPhase, ClusterSpec, ClusterState
     from models.errors import ErrorType, permanent
     from models.node_pool import NodePoolStatus, NodeState, NodeStatus
+    from models.ownership import Owner
     from models.rules import unknown_pool
 
 
@@ -46,9 +49,18 @@ class ClusterContext:
 
     spec: ClusterSpec
     state: ClusterState
-    shown_changed: Callable[[], None] = lambda: None
-    """Called when what users see of the cluster changed without a phase being set (a pool
-    starts or stops waiting for hosts): the workflow shows its phase again (`ClusterState.shown`)."""
+    shown_changed: Callable[[], None] = field(default=lambda: None)
+    """Called when what users see of the cluster changed (its phase, its reason, a pool waiting
+    for hosts): the workflow shows it again (search attributes on change, the Web UI)."""
+
+    def set_phase(self, phase: ClusterPhase, reason: str = "") -> None:
+        self.state.phase = phase
+        self.state.reason = reason
+        self.shown_changed()
+
+    def owner(self) -> Owner:
+        """The marks the cluster's ClusterDeployment carries: its workflow, its organization."""
+        return Owner(workflow_id=workflow.info().workflow_id, organization=self.spec.organization)
 
     @property
     def name(self) -> str:
@@ -108,6 +120,13 @@ class ClusterContext:
             for node in pool.nodes
             if node.state is not NodeState.REGISTERED and node.kubernetes_status == "Ready"
         )
+
+    def drop_if_empty(self, pool_name: str) -> None:
+        """A pool whose nodes are all gone (its add failed, or it was deleted) is not a pool: it is
+        removed, so the same request can be sent again and status says what exists."""
+        pool = self.state.pool(pool_name)
+        if pool is not None and not pool.nodes:
+            self.state.node_pools.remove(pool)
 
     async def release(self, host_ids: Iterable[str]) -> None:
         """Give hosts back and forget them (a compensation-grade call: retried, then reported)."""

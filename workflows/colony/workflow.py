@@ -1,8 +1,9 @@
 """`ColonyWorkflow`: a group of clusters, id `colony/[<organization>/]<name>` (the exalsius Colony,
 as a workflow). A colony and every cluster it runs belong to one organization.
 
-Built on the entity engine: `apply` (queued at start with the manifest, and again whenever a
-changed manifest is applied) and `delete` run one at a time; delete jumps the queue.
+Built on the entity kit (`workflows/kit/`; its contract: `workflows/colony/contract.py`): `apply`
+(queued at start with the manifest, and again whenever a changed manifest is applied) and `delete`
+run one at a time; delete jumps the queue.
 
 - Apply runs one cluster entity per entry: a `ClusterWorkflow` for `<colony>--<clusterName>`
   (`models.identity.colony_member_name`: two colonies' entries never share a cluster),
@@ -10,9 +11,9 @@ changed manifest is applied) and `delete` run one at a time; delete jumps the qu
   continue-as-new, and a re-applied colony adopts the clusters that run already). An entry no
   longer in the manifest is deleted (signal `delete_requested`: its workspaces first). One
   cluster's failure does not hold back the others.
-- Each cluster reports where it stands after every operation (signal `cluster_report`); the colony
-  then reads that cluster's GPU inventory (an activity), so the inventory follows node pool
-  changes, not a timer. Phase: Provisioning until every cluster is ready, Ready, Degraded when one
+- Each cluster reports where it stands after every operation (signal `cluster_report`); between
+  operations the colony then reads that cluster's GPU inventory (an activity), so the inventory
+  follows node pool changes, not a timer; a deleted cluster leaves the list. Phase: Provisioning until every cluster is ready, Ready, Degraded when one
   failed; condition ClustersReady.
 - The Secret `<colony>-kubeconfigs` (derived, for an organization's colony: `models.identity`) on
   the management cluster lists, per ready cluster, its kubeconfig Secret (as the exalsius operator
@@ -33,20 +34,17 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
 from workflows.activity_calls import WRITE_COLONY_KUBECONFIGS
-from workflows.kit.engine import (
-    EntityEngine,
-    Interruption,
-    is_failure,
-    reason_of,
-    upsert_search_attributes,
-)
+from workflows.kit.engine import Chore, EntityEngine, is_failure, reason_of
+from workflows.kit.entity import EntityWorkflow
+from workflows.kit.run_limit import RunLimit
+from workflows.kit.service import tell
 from workflows.search_attributes import (
     COLONY_KIND,
     COLONY_NAME,
     COLONY_ORGANIZATION,
     COLONY_PHASE,
 )
-from workflows.workspace_calls import AWAIT_WORKFLOWS_CLOSED, READ_GPU_INVENTORY, SIGNAL_WORKFLOW
+from workflows.workspace_calls import AWAIT_WORKFLOWS_CLOSED, READ_GPU_INVENTORY
 
 with workflow.unsafe.imports_passed_through():
     from models.activity_api import KubeconfigRef
@@ -54,7 +52,6 @@ with workflow.unsafe.imports_passed_through():
         DEFAULT_NAMESPACE,
         ClusterWorkflowInput,
         cluster_deployment_name,
-        cluster_workflow_id,
         kubeconfig_secret_name,
     )
     from models.colony import (
@@ -64,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
         ColonyCondition,
         ColonyOperation,
         ColonyOperationAccepted,
+        ColonyOperationRequest,
         ColonyPhase,
         ColonyState,
         ColonyStatus,
@@ -79,7 +77,6 @@ with workflow.unsafe.imports_passed_through():
         AwaitWorkflowsClosedRequest,
         DeleteRequested,
         ReadGpuInventoryRequest,
-        SignalWorkflowRequest,
     )
     from workflows.cluster.contract import CLUSTER
     from workflows.colony.contract import COLONY
@@ -90,18 +87,28 @@ DELETE_DEADLINE = timedelta(hours=1)
 
 
 @workflow.defn(name=COLONY.workflow_type)
-class ColonyWorkflow:
+class ColonyWorkflow(
+    EntityWorkflow[ColonyOperation, ColonyOperationRequest, ColonyOperationAccepted]
+):
     """A colony of clusters (see the module docstring)."""
 
     @workflow.init
     def __init__(self, input: ColonyWorkflowInput) -> None:
         self._state = input.state or ColonyState(spec=input.spec)
-        self._stale: set[str] = set()
-        self._engine: EntityEngine[ColonyOperation] = EntityEngine(
-            self._state.book, self._state.queue, self._state.completed, headline=self._headline
+        self._limit = RunLimit(input.continue_as_new)
+        super().__init__(
+            EntityEngine(
+                self._state.book,
+                self._state.queue,
+                self._state.completed,
+                limit=self._limit,
+                headline=self._headline,
+            ),
+            operation=lambda op_id, request: ColonyOperation(id=op_id, request=request),
+            accepted=ColonyOperationAccepted,
         )
         if input.state is None:
-            self._engine.enqueue(
+            self.engine.enqueue(
                 lambda op_id: ColonyOperation(id=op_id, request=ApplyColonyRequest(spec=input.spec))
             )
 
@@ -113,9 +120,6 @@ class ColonyWorkflow:
     def _organization(self) -> str:
         return self._state.spec.organization
 
-    def _cluster_workflow_id(self, cluster: str) -> str:
-        return cluster_workflow_id(cluster, self._organization)
-
     def _kubeconfig_secret(self, cluster: str) -> str:
         """The Secret k0rdent writes the cluster's kubeconfig to (named by its ClusterDeployment,
         which carries the organization)."""
@@ -124,20 +128,16 @@ class ColonyWorkflow:
     @workflow.run
     async def run(self, input: ColonyWorkflowInput) -> ColonyStatus:
         """Apply and delete, and between them follow the clusters' reports."""
-        self._upsert()
-        while True:
-            await self._engine.run_until(
-                lambda: self._state.phase is ColonyPhase.DELETED or bool(self._stale),
-                self._execute,
-                continue_as_new=lambda: workflow.continue_as_new(
-                    ColonyWorkflowInput(spec=self._state.spec, state=self._state)
-                ),
-                on_workflow_cancel=lambda running: False,
-            )
-            if self._state.phase is ColonyPhase.DELETED:
-                break
-            await self._follow_reports()
-        await workflow.wait_condition(workflow.all_handlers_finished)
+        self._show_phase()
+        await self.engine.run(
+            gone=lambda: self._state.phase is ColonyPhase.DELETED,
+            execute=self._execute,
+            carry=lambda: ColonyWorkflowInput(
+                spec=self._state.spec, state=self._state, continue_as_new=self._limit.policy
+            ),
+            on_workflow_cancel=lambda running: False,
+            chore=Chore(due=lambda: bool(self._state.reports_due), run=self._follow_reports),
+        )
         return self.status()
 
     async def _execute(self, operation: ColonyOperation) -> None:
@@ -179,14 +179,12 @@ class ColonyWorkflow:
         self._update_phase()
 
     async def _ask_delete(self, cluster: str, reason: str) -> None:
-        await SIGNAL_WORKFLOW(
-            SignalWorkflowRequest(
-                workflow_id=self._cluster_workflow_id(cluster),
-                signal=CLUSTER.delete_requested.name,
-                payload=DeleteRequested(
-                    request_id=f"{workflow.info().workflow_id}/delete/{cluster}", reason=reason
-                ).model_dump(mode="json"),
-            )
+        await tell(
+            CLUSTER.delete_requested,
+            CLUSTER.workflow_id(cluster, self._organization),
+            DeleteRequested(
+                request_id=f"{workflow.info().workflow_id}/delete/{cluster}", reason=reason
+            ),
         )
 
     # --- Reports ---------------------------------------------------------------------------------
@@ -194,7 +192,7 @@ class ColonyWorkflow:
     @workflow.signal(name=COLONY.cluster_report.name)
     def cluster_report(self, report: ClusterReport) -> None:
         """A cluster of the colony reports where it stands (after each of its operations)."""
-        if not self._engine.request_ids.first_time(report.request_id):
+        if not self.engine.request_ids.first_time(report.request_id):
             return
         for cluster in self._state.clusters:
             if cluster.cluster == report.cluster:
@@ -202,19 +200,22 @@ class ColonyWorkflow:
                 cluster.reason = report.reason
                 cluster.nodes = report.nodes
                 cluster.ready_nodes = report.ready_nodes
-                self._stale.add(cluster.cluster)
+                if cluster.cluster not in self._state.reports_due:
+                    self._state.reports_due.append(cluster.cluster)
         self._update_phase()
 
     async def _follow_reports(self) -> None:
-        """Read the GPUs of the clusters that reported, and rewrite the kubeconfigs Secret."""
-        stale, self._stale = self._stale, set()
+        """The chore: read the GPUs of the clusters that reported, and rewrite the kubeconfigs
+        Secret."""
+        state = self._state
+        due, state.reports_due = set(state.reports_due), []
         # A deleted cluster leaves the list first (never while the list is walked: the cluster
         # after it would be skipped), then the ready ones that reported read their GPUs.
-        self._state.clusters = [
-            c for c in self._state.clusters if not (c.cluster in stale and c.phase == "deleted")
+        state.clusters = [
+            c for c in state.clusters if not (c.cluster in due and c.phase == "deleted")
         ]
-        for cluster in self._state.clusters:
-            if cluster.cluster in stale and cluster.phase == "ready":
+        for cluster in state.clusters:
+            if cluster.cluster in due and cluster.phase == "ready":
                 cluster.gpus = await self._gpus(cluster.cluster)
         await self._write_kubeconfigs()
         self._update_phase()
@@ -285,7 +286,9 @@ class ColonyWorkflow:
         if clusters:
             left = await AWAIT_WORKFLOWS_CLOSED(
                 AwaitWorkflowsClosedRequest(
-                    workflow_ids=[self._cluster_workflow_id(name) for name in clusters],
+                    workflow_ids=[
+                        CLUSTER.workflow_id(name, self._organization) for name in clusters
+                    ],
                     deadline=workflow.now() + DELETE_DEADLINE,
                 ),
                 wait=DELETE_DEADLINE,
@@ -302,27 +305,16 @@ class ColonyWorkflow:
 
     # --- Updates and query -------------------------------------------------------------------------
 
-    def _accepted(self, operation: ColonyOperation) -> ColonyOperationAccepted:
-        return ColonyOperationAccepted(
-            operation_id=operation.id,
-            kind=operation.kind,
-            position=self._engine.position(operation),
-        )
-
     @workflow.update(name=COLONY.apply.name)
     async def apply(self, request: ApplyColonyRequest) -> ColonyOperationAccepted:
         """Bring the colony to a changed manifest (clusters added and removed)."""
-        known = self._engine.known_update()
-        if known is not None:
-            return self._accepted(known)
-        return self._accepted(
-            self._engine.enqueue(lambda op_id: ColonyOperation(id=op_id, request=request))
-        )
+        return self.accept(request)
 
     @apply.validator
     def _validate_apply(self, request: ApplyColonyRequest) -> None:
-        if self._engine.known_update() is not None:
-            return
+        self.validate(lambda: self._check_apply(request))
+
+    def _check_apply(self, request: ApplyColonyRequest) -> None:
         if self._state.phase in (ColonyPhase.DELETING, ColonyPhase.DELETED):
             raise rejected(f"colony '{self._name}' is being deleted")
         if request.spec.name != self._name:
@@ -333,22 +325,7 @@ class ColonyWorkflow:
     @workflow.update(name=COLONY.delete.name)
     async def delete(self, request: DeleteColonyRequest) -> ColonyOperationAccepted:
         """Delete the colony's clusters (and their workspaces), then the colony."""
-        engine = self._engine
-        known = engine.known_update()
-        if known is not None:
-            return self._accepted(known)
-        pending = [
-            op
-            for op in [engine.running, *engine.queue]
-            if op is not None and isinstance(op.request, DeleteColonyRequest)
-        ]
-        if pending:
-            return self._accepted(pending[0])
-        engine.cancel_queue(f"cancelled: colony '{self._name}' is being deleted")
-        engine.interrupt(Interruption(f"interrupted: colony '{self._name}' is being deleted"))
-        return self._accepted(
-            engine.enqueue(lambda op_id: ColonyOperation(id=op_id, request=request), front=True)
-        )
+        return self.accept_delete(request, subject=f"colony '{self._name}'")
 
     @delete.validator
     def _validate_delete(self, request: DeleteColonyRequest) -> None:
@@ -368,7 +345,7 @@ class ColonyWorkflow:
             conditions=state.conditions,
             clusters=state.clusters,
             kubeconfigs_secret=colony_kubeconfigs_secret(self._name, self._organization),
-            current_operation=self._engine.running,
+            current_operation=self.engine.running,
             completed_operations=state.completed,
         )
 
@@ -406,22 +383,20 @@ class ColonyWorkflow:
         if previous is not None and previous.status == condition.status:
             condition.last_transition_time = previous.last_transition_time
         state.conditions = [condition]
-        if phase is not state.phase:
-            self._set_phase(phase)
-        else:
-            self._engine.show_details()
+        self._set_phase(phase)
 
     def _set_phase(self, phase: ColonyPhase) -> None:
         self._state.phase = phase
-        self._upsert()
-        self._engine.show_details()
+        self._show_phase()
 
-    def _upsert(self) -> None:
-        upsert_search_attributes(
-            COLONY_KIND.value_set(KIND),
-            COLONY_NAME.value_set(self._name),
-            COLONY_ORGANIZATION.value_set(self._organization),
-            COLONY_PHASE.value_set(self._state.phase.value),
+    def _show_phase(self) -> None:
+        self.show(
+            [
+                (COLONY_KIND, KIND),
+                (COLONY_NAME, self._name),
+                (COLONY_ORGANIZATION, self._organization),
+                (COLONY_PHASE, self._state.phase.value),
+            ]
         )
 
     def _headline(self) -> list[str]:

@@ -1,5 +1,7 @@
-"""The entity engine: what every long-lived entity workflow (a cluster, a workspace, a capacity
-ledger) shares, so none of them re-implements it with its own weak points.
+"""The entity engine: what every long-lived entity workflow (a cluster, a workspace, a colony)
+shares, so none of them re-implements it with its own weak points. The single-writer services (a
+cluster's GPU ledger, a prerequisite's installer, the class catalog) share its request ids,
+interruption-free steps and run limit through `workflows.kit.service`.
 
 It owns:
 - the **operation queue**: operations accepted by updates (each with its update id, so a retried
@@ -8,23 +10,25 @@ It owns:
 - **running, finishing and cancelling** an operation: `cancel(op)` drops a queued one or interrupts
   the running one; a workflow cancel request (Web UI, `temporal workflow cancel`) interrupts the
   running operation and drops the queue, and the entity **keeps running** (only its own delete ends
-  it); `interrupt_for(delete)` is how a delete jumps the queue;
+  it); `delete_first(...)` is how a delete jumps the queue;
 - **interruption that never orphans**: interrupting cancels the operation's task; every activity is
-  called with `WAIT_CANCELLATION_COMPLETED` (workflows.activity_calls), so its await returns only
+  called with `WAIT_CANCELLATION_COMPLETED` (`workflows.kit.activity`), so its await returns only
   once the activity has really stopped; because an activity that finished anyway still returns its
   result, the operation's forward path stops at the next activity call it makes (`ActivityCall`
   asks `check_interrupted()`), and its compensation runs under `settle()`, which a second interrupt
   cannot stop. What a late-finishing call did is then found by the entity's sweep by owner;
-- **continue-as-new** between operations, when Temporal suggests it or the history passes
-  `CONTINUE_AS_NEW_EVENTS` / `CONTINUE_AS_NEW_BYTES`, carrying state, queue and the ids seen. Waits
-  happen inside heartbeating activities, so an operation's own events grow with what it does (nodes,
+- a **chore** between operations (never during one): a look at the world a signal asked for, or
+  that the entity takes by itself after a while without one;
+- **continue-as-new** between operations, by the one policy of `workflows.kit.run_limit`, carrying
+  the entity's whole state (queue, finished operations, ids seen) in its typed input. Waits happen
+  inside heartbeating activities, so an operation's own events grow with what it does (nodes,
   pools), never with how long it waits; continue-as-new between operations then bounds every run;
-- the **Web UI**: current details as short markdown (headline, running operation, queue), and the
-  search attributes (`ColonyKind`, `ColonyPhase`, ...) upserted on every phase change;
+- the **Web UI**: current details as short markdown (headline, running operation, queue);
 - **request ids** of signals (`RequestIds`), so a repeated signal is acted on once.
 
-The entity supplies what differs: how to execute an operation, which operations may be cancelled,
-its headline and its continue-as-new input.
+The entity supplies what differs (`workflows.kit.entity` gives the rest of what entities share):
+how to execute an operation, which operations a workflow cancel stops, its chore, its headline and
+its carry.
 """
 
 from __future__ import annotations
@@ -38,8 +42,9 @@ from datetime import datetime, timedelta
 from typing import Any, Generic, Protocol, TypeVar
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeUpdate
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+
+from workflows.kit.run_limit import RunLimit
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
@@ -53,11 +58,6 @@ Interrupted = (Exception, asyncio.CancelledError)
 uses to tear a workflow down (eviction from the worker's cache) nor `GeneratorExit` (a suspended
 coroutine being closed): compensating then would start work that can no longer run."""
 
-CONTINUE_AS_NEW_EVENTS = 4_000
-"""Continue as new between operations past this many events: well below the 10,000 a run may have,
-leaving room for the longest single operation (a 100-node pool drained and removed is about 3,000)."""
-CONTINUE_AS_NEW_BYTES = 2 * 1024 * 1024
-"""... or past 2 MB of history (the hard limit is 50 MB; Colony's bound is 4 MB per run)."""
 COMPLETED_KEPT = 20
 """Finished operations kept in state (enough for `--wait` to find its own)."""
 UPDATE_IDS_KEPT = 500
@@ -75,7 +75,8 @@ running. Cost: one timer (two events) per interruption."""
 
 
 class EntityOperation(Protocol):
-    """What the engine needs of an operation model (see `models.operations.Operation`)."""
+    """What the engine needs of an operation: `models.operations.OperationRecord`'s fields, and the
+    kind each entity's operation names (`Operation.kind`, `WorkspaceOperation.kind`, ...)."""
 
     id: str
     state: OperationState
@@ -86,10 +87,24 @@ class EntityOperation(Protocol):
     update_id: str
 
     @property
-    def kind(self) -> Any: ...
+    def request(self) -> object: ...
+
+    @property
+    def kind(self) -> str: ...
 
 
-OpT = TypeVar("OpT", bound=BaseModel)
+OpT = TypeVar("OpT", bound=EntityOperation)
+
+
+@dataclass(frozen=True)
+class Chore:
+    """What an entity does between operations, never during one: when `due()` (a signal asked for
+    it), and by itself once `every()` has passed without one (None: not now). `run` resets what
+    made it due."""
+
+    due: Callable[[], bool]
+    run: Callable[[], Awaitable[None]]
+    every: Callable[[], timedelta | None] = lambda: None
 
 
 # --- Interruption scope --------------------------------------------------------------------------
@@ -198,13 +213,16 @@ def is_failure(error: BaseException) -> bool:
 
 
 class RequestIds:
-    """Signal request ids seen, bounded; `first_time(id)` is True once per id."""
+    """Signal request ids seen, bounded; `first_time(id)` is True once per id (and counts, for the
+    run limit, as something handled)."""
 
-    def __init__(self, book: OperationBook) -> None:
+    def __init__(self, book: OperationBook, limit: RunLimit) -> None:
         self._book = book
+        self._limit = limit
         self._seen = set(book.request_ids)
 
     def first_time(self, request_id: str) -> bool:
+        self._limit.handled()
         if not request_id:
             return True  # an id-less signal cannot be deduplicated; act on it
         if request_id in self._seen:
@@ -235,6 +253,7 @@ class EntityEngine(Generic[OpT]):
         book: the persisted bookkeeping (lives in the entity's state).
         queue: the persisted queue of accepted operations (lives in the entity's state).
         completed: the persisted list of finished operations (lives in the entity's state).
+        limit: when the run continues as new.
         headline: the first lines of the Web UI details (name, phase, reason).
     """
 
@@ -244,19 +263,20 @@ class EntityEngine(Generic[OpT]):
         queue: list[OpT],
         completed: list[OpT],
         *,
+        limit: RunLimit,
         headline: Callable[[], list[str]],
     ) -> None:
         self.book = book
         self.queue = queue
         self.completed = completed
-        self.request_ids = RequestIds(book)
+        self.limit = limit
+        self.request_ids = RequestIds(book, limit)
         self.running: OpT | None = None
         self._headline = headline
         self._task: asyncio.Task[None] | None = None
         self._scope: _Scope | None = None
         self._interruption: Interruption | None = None
         self._canceller: asyncio.Task[None] | None = None
-        self._operations_this_run = 0
         self._workflow_cancel_handled = False
 
     # --- Accepting --------------------------------------------------------------------------
@@ -272,12 +292,11 @@ class EntityEngine(Generic[OpT]):
         """Queue a new operation built by `make(operation_id)`, remembering the update id."""
         operation = make(f"op-{self.book.next_operation:04d}")
         self.book.next_operation += 1
-        op: Any = operation
-        op.submitted_at = workflow.now()
+        operation.submitted_at = workflow.now()
         info = workflow.current_update_info()
         if info is not None:
-            op.update_id = info.id
-            self.book.update_ids[info.id] = op.id
+            operation.update_id = info.id
+            self.book.update_ids[info.id] = operation.id
             while len(self.book.update_ids) > UPDATE_IDS_KEPT:
                 self.book.update_ids.pop(next(iter(self.book.update_ids)))
         if front:
@@ -297,9 +316,40 @@ class EntityEngine(Generic[OpT]):
     def find(self, operation_id: str) -> OpT | None:
         """The operation with this id: running, queued or finished."""
         for candidate in [self.running, *self.queue, *self.completed]:
-            if candidate is not None and candidate.id == operation_id:  # type: ignore[attr-defined]
+            if candidate is not None and candidate.id == operation_id:
                 return candidate
         return None
+
+    def pending(self, wanted: Callable[[OpT], bool]) -> OpT | None:
+        """The running or first queued operation `wanted` picks, if any."""
+        return next(
+            (op for op in [self.running, *self.queue] if op is not None and wanted(op)), None
+        )
+
+    def delete_first(
+        self,
+        make: Callable[[str], OpT],
+        *,
+        is_delete: Callable[[OpT], bool],
+        subject: str,
+        why: str = "",
+    ) -> OpT:
+        """How a delete jumps the queue: a delete already running or queued is the answer;
+        otherwise the queue is cancelled, the running operation interrupted (its compensation
+        runs, its activities settle), and the delete `make` builds is queued first.
+
+        Args:
+            subject: what is deleted, for the reasons (`cluster 'gpu'`).
+            why: who asked, added to the interruption's reason.
+        """
+        pending = self.pending(is_delete)
+        if pending is not None:
+            return pending
+        self.cancel_queue(f"cancelled: {subject} is being deleted")
+        self.interrupt(
+            Interruption(f"interrupted: {subject} is being deleted" + (f" ({why})" if why else ""))
+        )
+        return self.enqueue(make, front=True)
 
     # --- Cancelling -------------------------------------------------------------------------
 
@@ -342,69 +392,69 @@ class EntityEngine(Generic[OpT]):
 
     # --- Running ----------------------------------------------------------------------------
 
-    async def run_until(
+    async def run(
         self,
-        done: Callable[[], bool],
-        execute: Callable[[OpT], Awaitable[None]],
         *,
-        continue_as_new: Callable[[], None],
+        gone: Callable[[], bool],
+        execute: Callable[[OpT], Awaitable[None]],
+        carry: Callable[[], BaseModel],
         on_workflow_cancel: Callable[[OpT | None], bool],
-        continue_as_new_after: int | None = None,
-        idle: tuple[timedelta | Callable[[], timedelta | None], Callable[[], None]] | None = None,
+        chore: Chore | None = None,
     ) -> None:
-        """Run queued operations one at a time until `done()`.
+        """Run queued operations one at a time, and the chore between them, until `gone()`; then
+        return once every handler has finished.
 
         Args:
-            done: True once the entity is gone (the loop then returns).
+            gone: True once the entity is gone.
             execute: the plan of one operation; raising fails it, `CancelledError` cancels it.
-            continue_as_new: called between operations when the run should end; it must call
-                `workflow.continue_as_new(...)` with the entity's state.
+            carry: the workflow's input with its whole state, for continue-as-new (between
+                operations, when the run limit says so).
             on_workflow_cancel: called when the workflow is cancelled, with the running operation
                 (or None while idle); it drops what it wants dropped from the queue and answers
                 whether the running operation is to be interrupted (a delete is not).
-            continue_as_new_after: test hook, continue as new after this many operations.
-            idle: (after, wake): call `wake()` when nothing happened for `after` (a slow fallback
-                look at the world, for when no watcher tells the entity about changes); `after`
-                may be a function, asked before each wait (None: no fallback for now), for an
-                entity whose state decides how often it looks.
+            chore: what the entity does between operations (see `Chore`).
         """
-        while not done():
-            if self._should_continue_as_new(continue_as_new_after):
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                continue_as_new()
-            after = idle[0] if idle else None
-            try:
-                await workflow.wait_condition(
-                    lambda: (
-                        bool(self.queue)
-                        or done()
-                        or self._should_continue_as_new(continue_as_new_after)
-                    ),
-                    timeout=after() if callable(after) else after,
-                )
-            except TimeoutError:
-                if idle is not None:
-                    idle[1]()
-                continue
-            except asyncio.CancelledError:
-                if not self._take_workflow_cancel():
-                    raise  # the worker is evicting the workflow: nothing to handle
-                _uncancel()
-                self._workflow_cancelled(None, on_workflow_cancel)
-                continue
-            if self.queue and not done():
+        while not gone():
+            if self.limit.due():
+                await self.limit.continue_as_new(carry)
+            if chore is not None and chore.due():
+                await self._chore(chore)
+            elif self.queue:
                 await self._run(self.queue.pop(0), execute, on_workflow_cancel)
+            else:
+                await self._idle(gone, chore, on_workflow_cancel)
+        await workflow.wait_condition(workflow.all_handlers_finished)
 
-    def _should_continue_as_new(self, after: int | None) -> bool:
-        if after is not None:
-            return self._operations_this_run >= after
-        # No operation needed: signals alone (a watcher's node events) also grow an idle run.
-        info = workflow.info()
-        return (
-            info.is_continue_as_new_suggested()
-            or info.get_current_history_length() > CONTINUE_AS_NEW_EVENTS
-            or info.get_current_history_size() > CONTINUE_AS_NEW_BYTES
-        )
+    async def _idle(
+        self,
+        gone: Callable[[], bool],
+        chore: Chore | None,
+        on_workflow_cancel: Callable[[OpT | None], bool],
+    ) -> None:
+        """Wait for an operation, the chore, the end or the run limit."""
+        try:
+            await workflow.wait_condition(
+                lambda: (
+                    bool(self.queue)
+                    or gone()
+                    or self.limit.due()
+                    or (chore is not None and chore.due())
+                ),
+                timeout=chore.every() if chore is not None else None,
+            )
+        except TimeoutError:
+            if chore is not None:
+                await self._chore(chore)  # by itself: nothing told the entity for a while
+        except asyncio.CancelledError:
+            if not self._take_workflow_cancel():
+                raise  # the worker is evicting the workflow: nothing to handle
+            _uncancel()
+            self._workflow_cancelled(None, on_workflow_cancel)
+
+    async def _chore(self, chore: Chore) -> None:
+        await chore.run()
+        self.limit.handled()
+        self.show_details()
 
     def _take_workflow_cancel(self) -> bool:
         """True once, for the run's workflow cancel request. The main task is cancelled only by
@@ -433,9 +483,8 @@ class EntityEngine(Generic[OpT]):
         execute: Callable[[OpT], Awaitable[None]],
         on_workflow_cancel: Callable[[OpT | None], bool],
     ) -> None:
-        op: Any = operation
-        op.state = OperationState.RUNNING
-        op.started_at = workflow.now()
+        operation.state = OperationState.RUNNING
+        operation.started_at = workflow.now()
         self.running = operation
         self._interruption = None
         self._scope = _Scope()
@@ -464,41 +513,43 @@ class EntityEngine(Generic[OpT]):
                     # evicted workflow's, by the garbage collector) or torn down; let it go.
                     raise
                 break  # the outcome is read from the task below
-        state, reason = OperationState.SUCCEEDED, ""
-        if task.cancelled():
-            state = OperationState.CANCELLED
-            reason = self._interruption.reason if self._interruption else "cancelled"
-        else:
-            error = task.exception()
-            if error is not None:
-                if isinstance(error, asyncio.CancelledError):
-                    state = OperationState.CANCELLED
-                    reason = self._interruption.reason if self._interruption else "cancelled"
-                elif is_failure(error):
-                    state, reason = OperationState.FAILED, reason_of(error)
-                    workflow.logger.warning("operation %s failed: %s", op.id, reason)
-                else:
-                    raise error  # a bug: fail the workflow task, so a fixed worker retries it
+        state, reason = self._outcome(operation, task)
         self.running = None
         self._task = None
         self._scope = None
         # The plan may have written notes on the operation (a compensation that failed, pools that
         # could not be added); they follow the outcome's own reason.
-        notes = op.reason
+        notes = operation.reason
         if notes and notes not in reason:
             reason = f"{reason}; {notes}" if reason else notes
         self._finish(operation, state, reason)
         self._interruption = None
 
+    def _outcome(self, operation: OpT, task: asyncio.Task[None]) -> tuple[OperationState, str]:
+        """How the operation's task ended, as its state and reason; a bug is raised (it fails the
+        workflow task, so a fixed worker retries it)."""
+        interrupted = self._interruption.reason if self._interruption else "cancelled"
+        if task.cancelled():
+            return OperationState.CANCELLED, interrupted
+        error = task.exception()
+        if error is None:
+            return OperationState.SUCCEEDED, ""
+        if isinstance(error, asyncio.CancelledError):
+            return OperationState.CANCELLED, interrupted
+        if not is_failure(error):
+            raise error
+        reason = reason_of(error)
+        workflow.logger.warning("operation %s failed: %s", operation.id, reason)
+        return OperationState.FAILED, reason
+
     def _finish(self, operation: OpT, state: OperationState, reason: str) -> None:
-        op: Any = operation
-        op.state = state
-        op.reason = reason
-        op.finished_at = workflow.now()
+        operation.state = state
+        operation.reason = reason
+        operation.finished_at = workflow.now()
         self.completed.append(operation)
         del self.completed[:-COMPLETED_KEPT]
         self.book.operations_run += 1
-        self._operations_this_run += 1
+        self.limit.handled()
         self.show_details()
 
     # --- Web UI -----------------------------------------------------------------------------
@@ -508,17 +559,10 @@ class EntityEngine(Generic[OpT]):
         nothing to the history)."""
         lines = list(self._headline())
         if self.running is not None:
-            running: Any = self.running
-            lines.append(f"running: {running.id} {running.kind}")
+            lines.append(f"running: {self.running.id} {self.running.kind}")
         if self.queue:
-            queued = ", ".join(f"{op.id} {op.kind}" for op in self.queue)  # type: ignore[attr-defined]
-            lines.append(f"queued: {queued}")
+            lines.append("queued: " + ", ".join(f"{op.id} {op.kind}" for op in self.queue))
         workflow.set_current_details("\n\n".join(lines))
-
-
-def upsert_search_attributes(*updates: SearchAttributeUpdate[Any]) -> None:
-    """Set the entity's search attributes (kind, phase, ...) so the Web UI and `list` can filter."""
-    workflow.upsert_search_attributes(list(updates))
 
 
 async def _as_coroutine(awaitable: Awaitable[None]) -> None:
