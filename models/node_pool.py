@@ -185,6 +185,13 @@ class NodePoolStatus(ColonyModel):
     """How many hosts the pool waits for: its claim found too few free and the request waits for
     capacity (0: it waits for none). While a pool waits, its cluster's phase is `waiting`."""
 
+    @classmethod
+    def of(cls, spec: NodePoolSpec) -> NodePoolStatus:
+        """A pool asked for, before any of its nodes exists."""
+        return cls(
+            name=spec.name, sku=spec.sku, count=spec.count, labels=spec.labels, taints=spec.taints
+        )
+
     @property
     def schedulable_for_system_pods(self) -> bool:
         """True when the pool's nodes carry none of the user's NoSchedule/NoExecute taints."""

@@ -111,24 +111,24 @@ async def _check_prerequisites(cluster: ClusterContext) -> None:
         )
     )
     where = f"in namespace '{spec.namespace}'"
-    if not found.template_found:
-        raise permanent(
-            ErrorType.TEMPLATE_NOT_FOUND, f"ClusterTemplate '{spec.template}' not found {where}"
-        )
-    if not found.template_valid:
-        raise permanent(
+    template, credential = f"ClusterTemplate '{spec.template}'", f"Credential '{spec.credential}'"
+    checks = [
+        (found.template_found, ErrorType.TEMPLATE_NOT_FOUND, f"{template} not found {where}"),
+        (
+            found.template_valid,
             ErrorType.TEMPLATE_INVALID,
-            f"ClusterTemplate '{spec.template}' {where} is not valid: {found.template_message}",
-        )
-    if not found.credential_found:
-        raise permanent(
-            ErrorType.CREDENTIAL_NOT_FOUND, f"Credential '{spec.credential}' not found {where}"
-        )
-    if not found.credential_ready:
-        raise permanent(
+            f"{template} {where} is not valid: {found.template_message}",
+        ),
+        (found.credential_found, ErrorType.CREDENTIAL_NOT_FOUND, f"{credential} not found {where}"),
+        (
+            found.credential_ready,
             ErrorType.CREDENTIAL_NOT_READY,
-            f"Credential '{spec.credential}' {where} is not ready: {found.credential_message}",
-        )
+            f"{credential} {where} is not ready: {found.credential_message}",
+        ),
+    ]
+    for holds, error_type, message in checks:
+        if not holds:
+            raise permanent(error_type, message)
 
 
 async def _create_deployment(cluster: ClusterContext) -> None:

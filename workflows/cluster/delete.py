@@ -2,7 +2,8 @@
 waited on until gone, then every host: those recorded and any the provider still lists for this
 cluster's owner key. Final: a delete that could not finish says so, and repeating it finishes it.
 
-Called by `ClusterWorkflow` for a delete, which jumps the queue (`workflows.kit.entity`).
+Called by `ClusterWorkflow` for a delete, which jumps the queue (`workflows.kit.entity`; a delete
+that fails says how to finish it, `final`).
 Workspaces and the GPU ledger name the cluster by its ClusterDeployment (`models.identity`:
 injective across organizations), never by its name, which another organization's cluster may
 share; and only workspaces of the cluster's own organization are ever told to go.
@@ -16,7 +17,6 @@ from temporalio import workflow
 
 from workflows.activity_calls import DELETE_CLUSTER_DEPLOYMENT, await_cluster_deployment
 from workflows.cluster.context import ClusterContext, human
-from workflows.kit.engine import Interrupted, is_failure, reason_of
 from workflows.kit.service import tell
 from workflows.workspace_calls import AWAIT_WORKFLOWS_CLOSED, LIST_WORKFLOWS
 
@@ -51,29 +51,20 @@ async def delete(cluster: ClusterContext) -> None:
     """Workspaces, ClusterDeployment, hosts (see the module docstring)."""
     spec, state = cluster.spec, cluster.state
     cluster.set_phase(ClusterPhase.DELETING)
-    try:
-        await _tear_down_workspaces(cluster)
-        deleted = await DELETE_CLUSTER_DEPLOYMENT(
-            DeleteClusterDeploymentRequest(
-                namespace=spec.namespace, name=spec.deployment_name, owner=state.owner
-            )
+    await _tear_down_workspaces(cluster)
+    deleted = await DELETE_CLUSTER_DEPLOYMENT(
+        DeleteClusterDeploymentRequest(
+            namespace=spec.namespace, name=spec.deployment_name, owner=state.owner
         )
-        if deleted.existed and not deleted.foreign:
-            await _wait_deployment_gone(cluster)
-        # The ClusterDeployment is gone, and every node with it: status says so even if
-        # releasing the hosts fails below.
-        state.node_pools = []
-        state.kubeconfig = None
-        await cluster.release(state.hosts)
-        await cluster.sweep_unrecorded_hosts()
-    except Interrupted as error:
-        if not is_failure(error):
-            raise
-        cluster.set_phase(
-            ClusterPhase.FAILED,
-            f"delete did not finish: {reason_of(error)}; repeat the delete to finish it",
-        )
-        raise
+    )
+    if deleted.existed and not deleted.foreign:
+        await _wait_deployment_gone(cluster)
+    # The ClusterDeployment is gone, and every node with it: status says so even if releasing
+    # the hosts fails below.
+    state.node_pools = []
+    state.kubeconfig = None
+    await cluster.release(state.hosts)
+    await cluster.sweep_unrecorded_hosts()
     cluster.set_phase(ClusterPhase.DELETED)
 
 

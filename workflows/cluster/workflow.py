@@ -40,16 +40,8 @@ from workflows.cluster.create import create
 from workflows.cluster.delete import delete
 from workflows.cluster.drain import NodeRemoval
 from workflows.cluster.scale_up import ScaleUp
-from workflows.kit.engine import (
-    Chore,
-    EntityEngine,
-    Interrupted,
-    is_failure,
-    reason_of,
-    settle,
-)
-from workflows.kit.entity import EntityWorkflow
-from workflows.kit.run_limit import RunLimit
+from workflows.kit.engine import Chore, Interrupted, is_failure, reason_of, settle
+from workflows.kit.entity import EntityWorkflow, final
 from workflows.kit.service import tell
 from workflows.search_attributes import (
     COLONY_CLUSTER,
@@ -112,16 +104,11 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
     def __init__(self, input: ClusterWorkflowInput) -> None:
         self._spec: ClusterSpec = input.spec
         self._state = input.state or self._fresh_state()
-        self._limit = RunLimit(input.continue_as_new)
         self._cluster = ClusterContext(self._spec, self._state, shown_changed=self._show_phase)
         super().__init__(
-            EntityEngine(
-                self._state.book,
-                self._state.queue,
-                self._state.completed,
-                limit=self._limit,
-                headline=self._headline,
-            ),
+            self._state,
+            input.continue_as_new,
+            headline=self._headline,
             operation=lambda op_id, request: Operation(id=op_id, request=request),
             accepted=OperationAccepted,
         )
@@ -135,16 +122,7 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
         return ClusterState(
             owner=owner_key(info.workflow_id, info.run_id),
             created_at=workflow.now(),
-            node_pools=[
-                NodePoolStatus(
-                    name=pool.name,
-                    sku=pool.sku,
-                    count=pool.count,
-                    labels=pool.labels,
-                    taints=pool.taints,
-                )
-                for pool in self._spec.node_pools
-            ],
+            node_pools=[NodePoolStatus.of(pool) for pool in self._spec.node_pools],
         )
 
     # --- The main loop -------------------------------------------------------------------------
@@ -157,7 +135,7 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
             gone=lambda: self._state.phase is ClusterPhase.DELETED,
             execute=self._execute,
             carry=lambda: ClusterWorkflowInput(
-                spec=self._spec, state=self._state, continue_as_new=self._limit.policy
+                spec=self._spec, state=self._state, continue_as_new=self.limit.policy
             ),
             on_workflow_cancel=lambda running: self.keep_deletes(running, DeleteClusterRequest),
             chore=Chore(
@@ -172,7 +150,10 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
         """The plan of every kind of operation."""
         if isinstance(operation.request, DeleteClusterRequest):
             try:
-                await delete(self._cluster)
+                await final(
+                    delete(self._cluster),
+                    failed=lambda reason: self._cluster.set_phase(ClusterPhase.FAILED, reason),
+                )
             finally:
                 await settle(self._report_to_colony())
             return
@@ -197,15 +178,7 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
             case CreateClusterRequest():
                 await create(cluster, operation)
             case AddNodePoolRequest(pool=spec, wait_for_capacity=wait):
-                self._state.node_pools.append(
-                    NodePoolStatus(
-                        name=spec.name,
-                        sku=spec.sku,
-                        count=spec.count,
-                        labels=spec.labels,
-                        taints=spec.taints,
-                    )
-                )
+                self._state.node_pools.append(NodePoolStatus.of(spec))
                 try:
                     await ScaleUp(cluster, operation).run(spec.name, wait_for_capacity=wait)
                 finally:

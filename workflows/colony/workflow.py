@@ -34,9 +34,8 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
 from workflows.activity_calls import WRITE_COLONY_KUBECONFIGS
-from workflows.kit.engine import Chore, EntityEngine, is_failure, reason_of
+from workflows.kit.engine import Chore, is_failure, reason_of
 from workflows.kit.entity import EntityWorkflow
-from workflows.kit.run_limit import RunLimit
 from workflows.kit.service import tell
 from workflows.search_attributes import (
     COLONY_KIND,
@@ -95,15 +94,10 @@ class ColonyWorkflow(
     @workflow.init
     def __init__(self, input: ColonyWorkflowInput) -> None:
         self._state = input.state or ColonyState(spec=input.spec)
-        self._limit = RunLimit(input.continue_as_new)
         super().__init__(
-            EntityEngine(
-                self._state.book,
-                self._state.queue,
-                self._state.completed,
-                limit=self._limit,
-                headline=self._headline,
-            ),
+            self._state,
+            input.continue_as_new,
+            headline=self._headline,
             operation=lambda op_id, request: ColonyOperation(id=op_id, request=request),
             accepted=ColonyOperationAccepted,
         )
@@ -133,7 +127,7 @@ class ColonyWorkflow(
             gone=lambda: self._state.phase is ColonyPhase.DELETED,
             execute=self._execute,
             carry=lambda: ColonyWorkflowInput(
-                spec=self._state.spec, state=self._state, continue_as_new=self._limit.policy
+                spec=self._state.spec, state=self._state, continue_as_new=self.limit.policy
             ),
             on_workflow_cancel=lambda running: False,
             chore=Chore(due=lambda: bool(self._state.reports_due), run=self._follow_reports),
@@ -329,8 +323,7 @@ class ColonyWorkflow(
 
     @delete.validator
     def _validate_delete(self, request: DeleteColonyRequest) -> None:
-        if self._state.phase is ColonyPhase.DELETED:
-            raise rejected(f"colony '{self._name}' is deleted", not_found=True)
+        self.refuse_deleted(self._state.phase is ColonyPhase.DELETED, f"colony '{self._name}'")
 
     @workflow.query(name=COLONY.status.name)
     def status(self) -> ColonyStatus:

@@ -8,6 +8,8 @@ the engine (`workflows.kit.engine`), so each says only what differs.
 - **Delete first**: a delete (an update, or the `delete_requested` signal of a workflow that
   cannot send updates) jumps the queue: the queue is cancelled, the running operation
   interrupted, and a delete already queued or running is the answer to another.
+- **A final delete**: a delete that fails says it did not finish and that repeating it finishes
+  it (`final`).
 - **Phase and search attributes on change**: what the Web UI and `list` filter on (`ColonyKind`,
   `ColonyPhase`, ...) is upserted only when a value changed, since each upsert is an event in the
   history; the Web UI's details follow every change.
@@ -15,16 +17,20 @@ the engine (`workflows.kit.engine`), so each says only what differs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Generic, TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, Protocol, TypeVar
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 
-from workflows.kit.engine import EntityEngine, OpT
+from workflows.kit.engine import EntityEngine, OpT, is_failure, reason_of
+from workflows.kit.run_limit import RunLimit
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
+
+    from models.errors import rejected
+    from models.operations import ContinueAsNewPolicy, OperationBook
 
 RequestT = TypeVar("RequestT")
 AcceptedT = TypeVar("AcceptedT", bound=BaseModel)
@@ -32,23 +38,44 @@ AcceptedT = TypeVar("AcceptedT", bound=BaseModel)
 SearchAttributes = Sequence[tuple[SearchAttributeKey[str], str]]
 
 
+class EntityState(Protocol[OpT]):
+    """What the engine keeps in an entity's state (`ClusterState`, `WorkspaceState`, ...)."""
+
+    @property
+    def book(self) -> OperationBook: ...
+
+    @property
+    def queue(self) -> list[OpT]: ...
+
+    @property
+    def completed(self) -> list[OpT]: ...
+
+
 class EntityWorkflow(Generic[OpT, RequestT, AcceptedT]):
     """Base of an entity workflow (see the module docstring).
 
     Args:
-        engine: the entity's engine, over its state.
+        state: the entity's state, whose queue, finished operations and bookkeeping the engine
+            keeps.
+        policy: when its runs continue as new.
+        headline: the first lines of the Web UI details (name, phase, reason).
         operation: builds an operation from its id and request (`Operation(id=..., request=...)`).
         accepted: what the entity's updates answer (`OperationAccepted`).
     """
 
     def __init__(
         self,
-        engine: EntityEngine[OpT],
+        state: EntityState[OpT],
+        policy: ContinueAsNewPolicy,
         *,
+        headline: Callable[[], list[str]],
         operation: Callable[[str, RequestT], OpT],
         accepted: type[AcceptedT],
     ) -> None:
-        self.engine = engine
+        self.limit = RunLimit(policy)
+        self.engine = EntityEngine(
+            state.book, state.queue, state.completed, limit=self.limit, headline=headline
+        )
         self._operation = operation
         self._accepted = accepted
 
@@ -101,6 +128,13 @@ class EntityWorkflow(Generic[OpT, RequestT, AcceptedT]):
         )
         return running is not None and not isinstance(running.request, delete)
 
+    @staticmethod
+    def refuse_deleted(deleted: bool, subject: str) -> None:
+        """A delete's validator: a deleted entity is not found (a delete that failed is repeated
+        to finish it, so anything short of deleted is accepted)."""
+        if deleted:
+            raise rejected(f"{subject} is deleted", not_found=True)
+
     # --- Phase and search attributes ----------------------------------------------------------
 
     def show(self, attributes: SearchAttributes) -> None:
@@ -109,3 +143,15 @@ class EntityWorkflow(Generic[OpT, RequestT, AcceptedT]):
         if any(current.get(key) != value for key, value in attributes):
             workflow.upsert_search_attributes([key.value_set(value) for key, value in attributes])
         self.engine.show_details()
+
+
+async def final(delete: Awaitable[None], *, failed: Callable[[str], None]) -> None:
+    """Run a delete's plan: a delete is final, so one that fails says it did not finish and that
+    repeating it finishes it (`failed(reason)` shows that), then lets the failure through."""
+    try:
+        await delete
+    except Exception as error:
+        if not is_failure(error):
+            raise
+        failed(f"delete did not finish: {reason_of(error)}; repeat the delete to finish it")
+        raise

@@ -13,7 +13,6 @@ from datetime import timedelta
 
 from temporalio import workflow
 
-from workflows.kit.engine import is_failure, reason_of
 from workflows.workspace.access import unroute
 from workflows.workspace.admission import release_capacity
 from workflows.workspace.context import WorkspaceContext, WorkspaceFailed
@@ -21,12 +20,7 @@ from workflows.workspace_calls import DELETE_NAMESPACE, DELETE_SERVICE_SET, DELE
 
 with workflow.unsafe.imports_passed_through():
     from models.cluster import DEFAULT_NAMESPACE
-    from models.workspace import (
-        ConditionReason,
-        ConditionType,
-        WorkspacePhase,
-        workspace_namespace,
-    )
+    from models.workspace import ConditionReason, ConditionType, WorkspacePhase, workspace_namespace
     from models.workspace_api import (
         DeleteNamespaceRequest,
         DeleteServiceSetRequest,
@@ -59,34 +53,25 @@ async def suspend(ws: WorkspaceContext) -> None:
 async def delete(ws: WorkspaceContext) -> None:
     state = ws.state
     ws.set_phase(WorkspacePhase.DELETING)
-    try:
-        await unroute(ws)
-        await _remove_release(ws)
-        # The next waiter is admitted once the release is uninstalled, not after the Secret and
-        # the namespace: its pods are then terminating (the scheduler counts their GPUs until
-        # they are gone, so the next workspace's pods wait out that grace period at most), and
-        # nothing else of this workspace holds a GPU.
-        await release_capacity(ws, "deleted")
-        await _remove_values_secret(ws)
-        if state.kubeconfig is not None:
-            await DELETE_NAMESPACE(
-                DeleteNamespaceRequest(
-                    kubeconfig=state.kubeconfig,
-                    name=workspace_namespace(ws.name),
-                    owner=ws.owner,
-                    wait_until=workflow.now() + UNINSTALL_DEADLINE,
-                ),
-                wait=UNINSTALL_DEADLINE,
-            )
-        state.namespace_created = False
-    except Exception as error:
-        if not is_failure(error):
-            raise
-        ws.set_phase(
-            WorkspacePhase.FAILED,
-            f"delete did not finish: {reason_of(error)}; repeat the delete to finish it",
+    await unroute(ws)
+    await _remove_release(ws)
+    # The next waiter is admitted once the release is uninstalled, not after the Secret and the
+    # namespace: its pods are then terminating (the scheduler counts their GPUs until they are
+    # gone, so the next workspace's pods wait out that grace period at most), and nothing else of
+    # this workspace holds a GPU.
+    await release_capacity(ws, "deleted")
+    await _remove_values_secret(ws)
+    if state.kubeconfig is not None:
+        await DELETE_NAMESPACE(
+            DeleteNamespaceRequest(
+                kubeconfig=state.kubeconfig,
+                name=workspace_namespace(ws.name),
+                owner=ws.owner,
+                wait_until=workflow.now() + UNINSTALL_DEADLINE,
+            ),
+            wait=UNINSTALL_DEADLINE,
         )
-        raise
+    state.namespace_created = False
     ws.set_phase(WorkspacePhase.DELETED)
 
 

@@ -36,17 +36,8 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-from workflows.kit.engine import (
-    Chore,
-    EntityEngine,
-    Interrupted,
-    error_type_of,
-    is_failure,
-    reason_of,
-    settle,
-)
-from workflows.kit.entity import EntityWorkflow
-from workflows.kit.run_limit import RunLimit
+from workflows.kit.engine import Chore, Interrupted, error_type_of, is_failure, reason_of, settle
+from workflows.kit.entity import EntityWorkflow, final
 from workflows.search_attributes import (
     COLONY_CLUSTER,
     COLONY_GPU_MODEL,
@@ -102,7 +93,6 @@ class WorkspaceWorkflow(
         self._state = input.state or WorkspaceState(
             created_at=workflow.now(), incarnation=info.run_id
         )
-        self._limit = RunLimit(input.continue_as_new)
         self._ws = WorkspaceContext(
             self._spec,
             self._state,
@@ -110,13 +100,9 @@ class WorkspaceWorkflow(
             shown_changed=self._show_phase,
         )
         super().__init__(
-            EntityEngine(
-                self._state.book,
-                self._state.queue,
-                self._state.completed,
-                limit=self._limit,
-                headline=self._headline,
-            ),
+            self._state,
+            input.continue_as_new,
+            headline=self._headline,
             operation=lambda op_id, request: WorkspaceOperation(id=op_id, request=request),
             accepted=WorkspaceOperationAccepted,
         )
@@ -134,7 +120,7 @@ class WorkspaceWorkflow(
             gone=lambda: self._state.phase is WorkspacePhase.DELETED,
             execute=self._execute,
             carry=lambda: WorkspaceWorkflowInput(
-                spec=self._spec, state=self._state, continue_as_new=self._limit.policy
+                spec=self._spec, state=self._state, continue_as_new=self.limit.policy
             ),
             on_workflow_cancel=lambda running: self.keep_deletes(running, DeleteWorkspaceRequest),
             chore=Chore(
@@ -148,7 +134,10 @@ class WorkspaceWorkflow(
     async def _execute(self, operation: WorkspaceOperation) -> None:
         ws, request = self._ws, operation.request
         if isinstance(request, DeleteWorkspaceRequest):
-            await teardown.delete(ws)
+            await final(
+                teardown.delete(ws),
+                failed=lambda reason: ws.set_phase(WorkspacePhase.FAILED, reason),
+            )
             return
         if isinstance(request, SuspendWorkspaceRequest):
             await teardown.suspend(ws)
@@ -326,8 +315,9 @@ class WorkspaceWorkflow(
 
     @delete.validator
     def _validate_delete(self, request: DeleteWorkspaceRequest) -> None:
-        if self._state.phase is WorkspacePhase.DELETED:
-            raise rejected(f"workspace '{self._spec.name}' is deleted", not_found=True)
+        self.refuse_deleted(
+            self._state.phase is WorkspacePhase.DELETED, f"workspace '{self._spec.name}'"
+        )
 
     # --- Query -------------------------------------------------------------------------------------
 
