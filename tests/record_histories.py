@@ -1,167 +1,315 @@
-"""Record the ClusterWorkflow histories that `tests/test_replay.py` replays: `python -m tests.record_histories`.
+"""Record the histories `tests/test_replay.py` replays, of every workflow type, from end-to-end runs:
+`python -m tests.record_histories` (about two minutes; it writes `tests/histories/*.json`).
 
-Each scenario runs on a fresh time-skipping server against the `FakeColony` stand-in activities
-(tests/cluster_world.py) and writes every run's history to `tests/histories/<name>.json`.
-Regenerate them only on purpose: a change to the workflow that makes a committed history fail to
-replay would break every workflow already running in production, so the old files are the test.
-When a change is deliberately incompatible (guarded by `workflow.patched` or a new workflow
-name), keep the old files and add new ones next to them.
+As the end-to-end tests run Colony (`tests/test_e2e_workspaces.py`): a Temporal dev server, a
+simulated world with instant timing, the real worker with its real activities, and `colonyctl`
+driving it as a user would:
+- `colony`: a colony of one GPU cluster applied, ready with its GPU inventory, deleted
+  (`ColonyWorkflow`; its cluster's workflow is `cluster-of-colony`);
+- `cluster`: a GPU cluster attached to a tenant gateway, scaled up and down around a workspace's
+  life, deleted (`ClusterWorkflow`);
+- `workspace`: a vLLM workspace on it, deployed (its prerequisite installed, its GPUs admitted,
+  its route made), suspended, resumed, deleted (`WorkspaceWorkflow`), with the runs it caused:
+  `prerequisite` (`PrerequisiteWorkflow`) and `capacity` (`CapacityLedgerWorkflow`, ended by the
+  cluster's delete);
+- `cluster-missing_template`: a create that fails at once, then its delete;
+- `cluster-continue_as_new`: a cluster started with its continue-as-new policy lowered to one
+  event, so each run ends after the first thing it handles: create, scale, delete in three runs
+  (`-run1` ...), each carrying the state to the next;
+- `catalog`: the class catalog's run so far (`CatalogWorkflow` never ends).
+
+Regenerate them only on purpose: a change to a workflow that makes a committed history fail to
+replay would break every workflow of that type already running in production, so the old files are
+the test. When a change is deliberately incompatible (Colony is pre-release: it may be), move the
+old files to a folder of their own that `tests/test_replay.py` pins as knowingly incompatible
+(`histories/pre-kit/`), record new ones, and say so in the commit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
-from collections.abc import Awaitable, Callable
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from temporalio.api.enums.v1 import EventType, IndexedValueType
-from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
-from temporalio.client import Client, WorkflowHandle
+import yaml
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
+from typer.testing import CliRunner
 
-from models.cluster import ClusterPhase, ClusterSpec, ClusterStatus, ClusterWorkflowInput
+from activities.crds import ensure_crds
+from activities.sealing import PUBLIC_KEY_ENV, SealingSettings, create_key_pair
+from models.cluster import ClusterSpec, ClusterStatus, ClusterWorkflowInput
 from models.node_pool import NodePoolSpec, NodeSku
 from models.operations import (
     ContinueAsNewPolicy,
     DeleteClusterRequest,
     OperationAccepted,
-    OperationState,
     ScaleNodePoolRequest,
 )
-from tests.cluster_world import FakeColony, pod
+from models.workspace_api import CATALOG_WORKFLOW_ID
+from starter.cli import app, normalize_argv
 from tests.conftest import venv_binary
-from workflows.cluster.workflow import ClusterWorkflow
+from tests.helpers import eventually, unique
+from tests.simenv import close_client, colony_env, host_provider, management_api, started_world
+from worker import build_worker, ensure_catalog
+from workflows.capacity.contract import CAPACITY
+from workflows.cluster.contract import CLUSTER
+from workflows.colony.contract import COLONY
+from workflows.prerequisite.contract import PREREQUISITE
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
+from workflows.workspace.contract import WORKSPACE
 
 HISTORIES = Path(__file__).parent / "histories"
-GPU = NodeSku(gpu_model_id="h100")
-STEP_SECONDS = 0.05
-"""Real seconds between two looks at the status (the workflow has no timers to skip)."""
-MAX_STEPS = 600
+LOCATION = "fra1"
+GPU_POOL = "name=gpu,count=1,gpuModelId=h100-80gb"
+CPU_SKU = "cpu-32c-256g"
+DOMAIN = "dos-lab.example"
+VLLM = "colony-vllm-1-0-0"
+PREREQUISITE_TEMPLATE = "colony-inference-stack-1-0-0"
+PATIENCE = 120.0
+"""Seconds any one step may take on a loaded machine (the sim's timing is instant)."""
 
 
 @dataclass
-class Scenario:
-    """One recorded workflow: its cluster, its world and the handle to drive it."""
+class Stack:
+    """The running Colony: `colonyctl` with its environment, and a Temporal client."""
 
-    env: WorkflowEnvironment
-    fake: FakeColony
-    handle: WorkflowHandle[ClusterWorkflow, ClusterStatus]
+    env: dict[str, str]
+    temporal: Client
+    task_queue: str
 
-    async def until(self, check: Callable[[ClusterStatus], bool], what: str) -> ClusterStatus:
-        """Poll until `check(status)` holds (the status query follows continue-as-new)."""
-        latest = self.env.client.get_workflow_handle_for(ClusterWorkflow.run, self.handle.id)
-        for _ in range(MAX_STEPS):
-            status = await latest.query(ClusterWorkflow.status)
-            if check(status):
-                return status
-            await asyncio.sleep(STEP_SECONDS)
-        raise RuntimeError(f"{self.handle.id}: {what} not reached")
+    async def ctl(self, *args: str) -> str:
+        """Run `colonyctl ARGS` (in a thread: the sim and the worker share this loop)."""
+        result = await asyncio.to_thread(
+            CliRunner().invoke, app, normalize_argv(args), env=self.env
+        )
+        if result.exit_code != 0:
+            raise RuntimeError(
+                f"colonyctl {' '.join(args)} exited {result.exit_code}: {result.stdout}"
+                f"{result.stderr} {result.exception!r}"
+            )
+        return result.stdout
 
-    async def finished(self, accepted: OperationAccepted) -> ClusterStatus:
-        def done(status: ClusterStatus) -> bool:
-            op = status.operation(accepted.operation_id)
-            return op is not None and op.state.finished
+    async def json(self, *args: str) -> Any:
+        return json.loads(await self.ctl(*args, "-o", "json"))
 
-        return await self.until(done, f"operation {accepted.operation_id} finished")
+    async def until(self, what: str, check: Callable[[Any], bool], *args: str) -> Any:
+        """Poll `colonyctl ARGS -o json` until `check` holds."""
+        return await eventually(
+            lambda: self.json(*args), until=check, timeout=PATIENCE, interval=0.2, what=what
+        )
 
-    async def update(self, update: object, request: object) -> OperationAccepted:
-        latest = self.env.client.get_workflow_handle_for(ClusterWorkflow.run, self.handle.id)
-        accepted: OperationAccepted = await latest.execute_update(update, request)  # type: ignore[call-overload]
-        return accepted
+    async def closed(self, workflow_id: str) -> None:
+        """Wait until the workflow (its last run) has ended."""
 
-    async def delete(self) -> ClusterStatus:
-        await self.update(ClusterWorkflow.delete_cluster, DeleteClusterRequest())
-        latest = self.env.client.get_workflow_handle_for(ClusterWorkflow.run, self.handle.id)
-        final = await latest.result()
-        assert final.phase is ClusterPhase.DELETED, final
-        return final
+        async def status() -> str:
+            described = await self.temporal.get_workflow_handle(workflow_id).describe()
+            return described.status.name if described.status else ""
+
+        await eventually(
+            status, until=lambda s: s != "RUNNING", timeout=PATIENCE, what=f"{workflow_id} ended"
+        )
 
 
-async def scale_and_drain(scenario: Scenario) -> None:
-    """Create with a GPU pool of 2, scale to 3, scale to 2 through a drain a budget refuses
-    once, delete."""
-    await scenario.until(
-        lambda s: s.phase is ClusterPhase.READY and not s.current_operation, "ready"
+@asynccontextmanager
+async def running_colony(workdir: Path) -> AsyncIterator[Stack]:
+    """A dev server, a world and the real worker, with the shipped classes published."""
+    env = await WorkflowEnvironment.start_local(
+        data_converter=pydantic_data_converter,
+        dev_server_existing_path=venv_binary("temporal"),
+        search_attributes=SEARCH_ATTRIBUTES,
+        dev_server_extra_args=[
+            "--dynamic-config-value",
+            "frontend.enableUpdateWorkflowExecution=true",
+        ],
     )
-    up = await scenario.update(
-        ClusterWorkflow.scale_node_pool, ScaleNodePoolRequest(pool="gpu", count=3)
-    )
-    status = await scenario.finished(up)
-    gpu = status.pool("gpu")
-    assert gpu is not None
-    assert gpu.ready_count == 3, status
-    # One budgeted pod on every node, so the newest is the one removed and its eviction is
-    # refused once (429) before the budget relaxes.
-    for index, node in enumerate(gpu.nodes):
-        scenario.fake.add_pods(node.name, pod(f"train-{index}", budget_refusals=1))
-    down = await scenario.update(
-        ClusterWorkflow.scale_node_pool, ScaleNodePoolRequest(pool="gpu", count=2)
-    )
-    status = await scenario.finished(down)
-    op = status.operation(down.operation_id)
-    assert op is not None
-    assert op.state is OperationState.SUCCEEDED, op
-    assert len(scenario.fake.evicted) == 1, scenario.fake.evicted
-    await scenario.delete()
+    keys = workdir / "sealing"
+    keys.mkdir()
+    create_key_pair(keys / "private.pem", keys / "public.pem")
+    unsealer = SealingSettings(keys / "public.pem", keys / "private.pem").unsealer()
+    task_queue = unique("record")
+    try:
+        async with started_world(workdir / "sim") as world:
+            management = management_api(world)
+            await ensure_crds(management)
+            async with (
+                host_provider(world) as http,
+                build_worker(env.client, task_queue, management, http, unsealer) as worker,
+                worker,
+            ):
+                await ensure_catalog(env.client, task_queue)
+                stack = Stack(
+                    colony_env(
+                        world,
+                        TEMPORAL_ADDRESS=env.client.service_client.config.target_host,
+                        TEMPORAL_NAMESPACE=env.client.namespace,
+                        COLONY_TASK_QUEUE=task_queue,
+                        **{PUBLIC_KEY_ENV: str(keys / "public.pem")},
+                    ),
+                    env.client,
+                    task_queue,
+                )
+                await stack.until("the shipped classes", lambda c: len(c) >= 3, "class", "list")
+                yield stack
+            close_client(management)
+    finally:
+        await env.shutdown()
 
 
-async def missing_template(scenario: Scenario) -> None:
-    """A create whose ClusterTemplate does not exist fails at once; delete finishes it."""
-    await scenario.until(lambda s: s.phase is ClusterPhase.FAILED, "failed")
-    await scenario.delete()
-
-
-async def continue_as_new(scenario: Scenario) -> None:
-    """Continue-as-new after every operation: create (run 1), scale to 2 (run 2), delete (run 3)."""
-    await scenario.until(
-        lambda s: s.phase is ClusterPhase.READY and not s.current_operation, "ready"
-    )
-    up = await scenario.update(
-        ClusterWorkflow.scale_node_pool, ScaleNodePoolRequest(pool="gpu", count=2)
-    )
-    await scenario.finished(up)
-    await scenario.delete()
-
-
-@dataclass(frozen=True)
-class Recording:
-    name: str
-    fake: Callable[[], FakeColony]
-    drive: Callable[[Scenario], Awaitable[None]]
-    count: int
-    run_events: int | None = None
-
-
-RECORDINGS = [
-    Recording("scale_and_drain", FakeColony, scale_and_drain, count=2),
-    Recording(
-        "missing_template", lambda: FakeColony(template_found=False), missing_template, count=1
-    ),
-    Recording("continue_as_new", FakeColony, continue_as_new, count=1, run_events=1),
-]
-
-
-async def register_search_attributes(client: Client) -> None:
-    await client.operator_service.add_search_attributes(
-        AddSearchAttributesRequest(
-            namespace=client.namespace,
-            search_attributes={
-                key.name: IndexedValueType.ValueType(key.indexed_value_type.value)
-                for key in SEARCH_ATTRIBUTES
-            },
+async def colony(stack: Stack, workdir: Path) -> dict[str, str]:
+    """A colony of one GPU cluster: applied, ready with its GPUs, deleted."""
+    name = unique("rec-fleet")
+    manifest = workdir / "colony.yaml"
+    entry = {
+        "clusterName": "gpu",
+        "locationId": LOCATION,
+        "nodePools": [{"name": "gpu", "sku": {"gpuModelId": "h100-80gb"}, "count": 1}],
+    }
+    manifest.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "colony.dev/v1",
+                "kind": "Colony",
+                "metadata": {"name": name},
+                "spec": {"colonyClusters": [entry]},
+            }
         )
     )
+    await stack.ctl("apply", "-f", str(manifest))
+    await stack.until(
+        "the colony ready with its GPUs",
+        lambda s: s["phase"] == "Ready" and any(c["gpus"] for c in s["clusters"]),
+        "colony",
+        "get",
+        name,
+    )
+    await stack.ctl("colony", "delete", name)
+    await stack.closed(COLONY.workflow_id(name, ""))
+    return {
+        "colony": COLONY.workflow_id(name, ""),
+        "cluster-of-colony": CLUSTER.workflow_id(f"{name}--gpu", ""),
+    }
 
 
-async def run_histories(client: Client, workflow_id: str, first_run_id: str) -> list[str]:
-    """The JSON history of every run of the chain that starts at `first_run_id`, in order."""
+async def workspace(stack: Stack) -> dict[str, str]:
+    """A GPU cluster with a tenant gateway, a vLLM workspace's whole life on it, scaling around
+    it, then the cluster's delete."""
+    cluster, name = unique("rec-gpu"), unique("rec-llm")
+    await stack.ctl(
+        "cluster", "create", cluster, "--location-id", LOCATION, "--node-pool", GPU_POOL,
+        "--tenant-gateway-domain", DOMAIN, "--wait", "--timeout", str(int(PATIENCE)),
+    )  # fmt: skip
+    await stack.ctl(
+        "workspace", "deploy", name, "--class", VLLM, "--cluster", cluster,
+        "--set", "vllm.model=Qwen/Qwen3-0.6B",
+    )  # fmt: skip
+    deployed = ["workspace", "get", name]
+    await stack.until(
+        "the workspace running, its deploy finished",
+        lambda w: w["phase"] == "Running" and "currentOperation" not in w,
+        *deployed,
+    )
+    for verb, phase in (("suspend", "Suspended"), ("resume", "Running")):
+        await stack.ctl("workspace", verb, name, "--wait", "--timeout", str(int(PATIENCE)))
+        await stack.until(
+            f"the workspace {phase}",
+            lambda w, phase=phase: w["phase"] == phase and "currentOperation" not in w,
+            *deployed,
+        )
+    await stack.ctl(
+        "node-pool", "scale", cluster, "gpu", "--count", "2", "--wait", "--timeout", str(int(PATIENCE))
+    )  # fmt: skip
+    await stack.ctl("workspace", "delete", name, "--wait", "--timeout", str(int(PATIENCE)))
+    await stack.ctl(
+        "node-pool", "scale", cluster, "gpu", "--count", "1", "--wait", "--timeout", str(int(PATIENCE))
+    )  # fmt: skip
+    await stack.ctl("cluster", "delete", cluster, "--wait", "--timeout", str(int(PATIENCE)))
+    ledger = CAPACITY.workflow_id(cluster)
+    prerequisite = PREREQUISITE.workflow_id(cluster, PREREQUISITE_TEMPLATE)
+    for workflow_id in (ledger, prerequisite):
+        await stack.closed(workflow_id)
+    return {
+        "cluster": CLUSTER.workflow_id(cluster, ""),
+        "workspace": WORKSPACE.workflow_id(name, ""),
+        "capacity": ledger,
+        "prerequisite": prerequisite,
+    }
+
+
+async def missing_template(stack: Stack) -> dict[str, str]:
+    """A create whose ClusterTemplate does not exist fails at once; its delete finishes it."""
+    cluster = unique("rec-missing")
+    await stack.ctl(
+        "cluster", "create", cluster, "--location-id", LOCATION, "--template", "no-such-1-0-0",
+        "--node-pool", f"name=cpu,count=1,cpuSku={CPU_SKU}",
+    )  # fmt: skip
+    await stack.until(
+        "the create failed", lambda s: s["phase"] == "failed", "cluster", "get", cluster
+    )
+    await stack.ctl("cluster", "delete", cluster, "--wait", "--timeout", str(int(PATIENCE)))
+    return {"cluster-missing_template": CLUSTER.workflow_id(cluster, "")}
+
+
+async def continue_as_new(stack: Stack) -> dict[str, str]:
+    """A cluster whose every run ends after the first thing it handles: three runs."""
+    spec = ClusterSpec(
+        name=unique("rec-can"),
+        location_id=LOCATION,
+        node_pools=[NodePoolSpec(name="cpu", sku=NodeSku(cpu_sku=CPU_SKU), count=1)],
+    )
+    await stack.temporal.start_workflow(
+        CLUSTER.workflow_type,
+        ClusterWorkflowInput(spec=spec, continue_as_new=ContinueAsNewPolicy(events=1)),
+        id=spec.workflow_id,
+        task_queue=stack.task_queue,
+    )
+    handle = stack.temporal.get_workflow_handle(spec.workflow_id)  # whichever run is current
+
+    async def status() -> ClusterStatus:
+        found: ClusterStatus = await handle.query(CLUSTER.status.name, result_type=ClusterStatus)
+        return found
+
+    def idle(found: ClusterStatus) -> bool:
+        return found.current_operation is None and not found.queued_operations
+
+    await eventually(
+        status, until=lambda s: s.phase.value == "ready" and idle(s), timeout=PATIENCE, what="ready"
+    )
+    scaled: OperationAccepted = await handle.execute_update(
+        CLUSTER.scale_node_pool.name,
+        ScaleNodePoolRequest(pool="cpu", count=2),
+        result_type=CLUSTER.scale_node_pool.output,
+    )
+    await eventually(
+        status,
+        until=lambda s: (
+            idle(s) and any(op.id == scaled.operation_id for op in s.completed_operations)
+        ),
+        timeout=PATIENCE,
+        what="scaled",
+    )
+    await handle.execute_update(
+        CLUSTER.delete_cluster.name,
+        DeleteClusterRequest(),
+        result_type=CLUSTER.delete_cluster.output,
+    )
+    await stack.closed(spec.workflow_id)
+    return {"cluster-continue_as_new": spec.workflow_id}
+
+
+async def run_histories(client: Client, workflow_id: str) -> list[str]:
+    """The JSON history of every run of the workflow, first run first."""
+    first = await client.get_workflow_handle(workflow_id).describe()
+    run_id: str | None = first.raw_description.workflow_execution_info.first_run_id or None
     histories: list[str] = []
-    run_id: str | None = first_run_id
     while run_id:
         history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
         histories.append(history.to_json())
@@ -172,59 +320,37 @@ async def run_histories(client: Client, workflow_id: str, first_run_id: str) -> 
     return histories
 
 
-async def record(recording: Recording) -> list[Path]:
-    """Run one scenario on its own time-skipping server; write the history of each run."""
-    env = await WorkflowEnvironment.start_time_skipping(
-        data_converter=pydantic_data_converter,
-        test_server_existing_path=venv_binary("temporal-test-server"),
-    )
-    try:
-        await register_search_attributes(env.client)
-        fake = recording.fake()
-        task_queue = f"record-{recording.name}"
-        name = f"replay-{recording.name.replace('_', '-')}"
-        async with Worker(
-            env.client,
-            task_queue=task_queue,
-            workflows=[ClusterWorkflow],
-            activities=fake.activities(),
-        ):
-            spec = ClusterSpec(
-                name=name,
-                location_id="fra",
-                node_pools=[NodePoolSpec(name="gpu", sku=GPU, count=recording.count)],
-            )
-            handle = await env.client.start_workflow(
-                ClusterWorkflow.run,
-                ClusterWorkflowInput(
-                    spec=spec,
-                    continue_as_new=ContinueAsNewPolicy(
-                        events=recording.run_events or ContinueAsNewPolicy().events
-                    ),
-                ),
-                id=spec.workflow_id,
-                task_queue=task_queue,
-            )
-            await recording.drive(Scenario(env=env, fake=fake, handle=handle))
-            assert fake.held() == [], f"{recording.name}: hosts still held: {fake.held()}"
-            assert handle.first_execution_run_id is not None
-            histories = await run_histories(env.client, handle.id, handle.first_execution_run_id)
-    finally:
-        await env.shutdown()
+async def record() -> list[Path]:
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        async with running_colony(workdir) as stack:
+            recorded = {
+                **await colony(stack, workdir),
+                **await workspace(stack),
+                **await missing_template(stack),
+                **await continue_as_new(stack),
+                "catalog": CATALOG_WORKFLOW_ID,
+            }
+            histories = {
+                name: await run_histories(stack.temporal, workflow_id)
+                for name, workflow_id in recorded.items()
+            }
+    HISTORIES.mkdir(exist_ok=True)
+    for stale in HISTORIES.glob("*.json"):
+        stale.unlink()
     written: list[Path] = []
-    for index, text in enumerate(histories, start=1):
-        suffix = f"-run{index}" if len(histories) > 1 else ""
-        path = HISTORIES / f"{recording.name}{suffix}.json"
-        path.write_text(text + "\n")
-        written.append(path)
+    for name, runs in histories.items():
+        for index, text in enumerate(runs, start=1):
+            suffix = f"-run{index}" if len(runs) > 1 else ""
+            path = HISTORIES / f"{name}{suffix}.json"
+            path.write_text(text + "\n")
+            written.append(path)
     return written
 
 
 async def main() -> int:
-    HISTORIES.mkdir(exist_ok=True)
-    for recording in RECORDINGS:
-        for path in await record(recording):
-            print(f"{path.relative_to(Path.cwd())}: {path.stat().st_size // 1024} KiB")
+    for path in await record():
+        print(f"{path.relative_to(Path.cwd())}: {path.stat().st_size // 1024} KiB")
     return 0
 
 

@@ -142,3 +142,32 @@ def test_the_watcher_imports_no_workflow_cli_or_simulator(path: Path) -> None:
     forbidden = imported_modules(path) & {"starter", "sim"}
     assert not forbidden, f"{path.relative_to(ROOT)} imports {sorted(forbidden)}"
     assert workflow_code(imported_names(path)) == set()
+
+
+ENTITY_PACKAGES = sorted(
+    p.name
+    for p in (ROOT / "workflows").iterdir()
+    if (p / "contract.py").exists() and p.name != "kit"
+)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(p, id=str(p.relative_to(ROOT)))
+        for entity in ENTITY_PACKAGES
+        for p in python_files(f"workflows/{entity}")
+    ],
+)
+def test_an_entity_package_knows_the_others_by_their_contracts_only(path: Path) -> None:
+    """`workflows/<entity>/` imports another entity's contract, never its workflow code; the
+    kit and the shared declarations are everyone's."""
+    entity = path.relative_to(ROOT / "workflows").parts[0]
+    others = {
+        name
+        for name in imported_names(path)
+        if name.startswith("workflows.")
+        and name.split(".")[1] in ENTITY_PACKAGES
+        and name.split(".")[1] != entity
+    }
+    assert workflow_code(others) == set(), f"{path.relative_to(ROOT)} imports {sorted(others)}"
