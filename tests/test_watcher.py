@@ -496,12 +496,16 @@ async def test_a_lost_node_and_the_clusters_own_objects(stack: Stack, watchers: 
     # started, became a refresh of its workflow (which acts on one: it looks at its nodes).
     refreshed = await eventually(
         lambda: _async(
-            [s for _, s in watchers.sent if s.request_id.startswith("ClusterDeployment/")]
+            [
+                s
+                for _, s in watchers.sent
+                if s.request_id.startswith("ClusterDeployment/")
+                and s.workflow_id == f"cluster/{name}"
+            ]
         ),
         timeout=20,
         what="a refresh for the ClusterDeployment",
     )
-    assert refreshed[0].workflow_id == f"cluster/{name}"
     assert refreshed[0].name == CLUSTER.refresh.name
     # No signal goes to a workflow that would do nothing with it (a workspace's ServiceSet is
     # not followed at all).
