@@ -5,6 +5,7 @@ rules: heartbeats, `WAIT_CANCELLATION_COMPLETED`, retries, summaries shown in th
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 
 from temporalio import workflow
 
@@ -177,6 +178,30 @@ AWAIT_WORKFLOWS_CLOSED = ActivityCall[AwaitWorkflowsClosedRequest, AwaitWorkflow
     lambda r: f"wait until {len(r.workflow_ids)} workflow(s) finished",
     schedule_to_close=None,
 )
+
+
+async def deploy_service_set(
+    request: ApplyServiceSetRequest,
+    *,
+    deadline: datetime,
+    applied: Callable[[], None] = lambda: None,
+    seen: Callable[[AwaitServiceSetResult], None] = lambda _: None,
+) -> AwaitServiceSetResult:
+    """Apply a ServiceSet of one service (`applied()` once it is there) and wait until that
+    service is deployed, failed or gone, or `deadline` (`await_service_set`)."""
+    applied_set = await APPLY_SERVICE_SET(request)
+    applied()
+    return await await_service_set(
+        AwaitServiceSetRequest(
+            namespace=request.namespace,
+            name=request.name,
+            service=request.services[0].name,
+            owner=request.owner,
+            deadline=deadline,
+            generation=applied_set.generation,
+        ),
+        seen=seen,
+    )
 
 
 async def await_service_set(

@@ -5,17 +5,8 @@ signals, and `status` shows it."""
 
 from __future__ import annotations
 
+from models import operations as op
 from models.cluster import ClusterStatus, ClusterWorkflowInput, cluster_workflow_id
-from models.operations import (
-    AddNodePoolRequest,
-    CancelOperationRequest,
-    DeleteClusterRequest,
-    DeleteNodePoolRequest,
-    DeleteNodeRequest,
-    Operation,
-    OperationAccepted,
-    ScaleNodePoolRequest,
-)
 from models.signals import NodeEvent, RefreshRequest
 from models.workspace_api import DeleteRequested, GpuHoldersMessage
 from workflows.kit.contract import Query, Signal, Update, WorkflowContract
@@ -24,13 +15,13 @@ from workflows.kit.contract import Query, Signal, Update, WorkflowContract
 class ClusterContract(WorkflowContract[ClusterWorkflowInput, ClusterStatus, [str, str]]):
     """`ClusterWorkflow`'s updates, signals and query."""
 
-    add_node_pool = Update("add_node_pool", AddNodePoolRequest, OperationAccepted)
-    scale_node_pool = Update("scale_node_pool", ScaleNodePoolRequest, OperationAccepted)
-    delete_node_pool = Update("delete_node_pool", DeleteNodePoolRequest, OperationAccepted)
-    delete_node = Update("delete_node", DeleteNodeRequest, OperationAccepted)
-    delete_cluster = Update("delete_cluster", DeleteClusterRequest, OperationAccepted)
+    add_node_pool = Update("add_node_pool", op.AddNodePoolRequest, op.OperationAccepted)
+    scale_node_pool = Update("scale_node_pool", op.ScaleNodePoolRequest, op.OperationAccepted)
+    delete_node_pool = Update("delete_node_pool", op.DeleteNodePoolRequest, op.OperationAccepted)
+    delete_node = Update("delete_node", op.DeleteNodeRequest, op.OperationAccepted)
+    delete_cluster = Update("delete_cluster", op.DeleteClusterRequest, op.OperationAccepted)
     """Jumps the queue: the queue is cancelled and the running operation interrupted."""
-    cancel_operation = Update("cancel_operation", CancelOperationRequest, Operation)
+    cancel_operation = Update("cancel_operation", op.CancelOperationRequest, op.Operation)
     """Answers once the operation has settled."""
 
     refresh = Signal("refresh", RefreshRequest)

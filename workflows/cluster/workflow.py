@@ -104,17 +104,15 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
     def __init__(self, input: ClusterWorkflowInput) -> None:
         self._spec: ClusterSpec = input.spec
         self._state = input.state or self._fresh_state()
-        self._cluster = ClusterContext(self._spec, self._state, shown_changed=self._show_phase)
+        self._cluster = ClusterContext(self._spec, self._state, shown_changed=self.show_phase)
         super().__init__(
             self._state,
             input.continue_as_new,
-            headline=self._headline,
-            operation=lambda op_id, request: Operation(id=op_id, request=request),
+            operation=Operation,
             accepted=OperationAccepted,
+            delete=DeleteClusterRequest,
+            first=None if input.state else CreateClusterRequest(),
         )
-        if input.state is None:
-            # Its creation is the first operation, queued before any update can arrive.
-            self.engine.enqueue(lambda op_id: Operation(id=op_id, request=CreateClusterRequest()))
 
     def _fresh_state(self) -> ClusterState:
         """A new cluster: its pools are known from the start (so validators see them)."""
@@ -130,23 +128,26 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
     @workflow.run
     async def run(self, input: ClusterWorkflowInput) -> ClusterStatus:
         """Run queued operations one at a time until the cluster is deleted."""
-        self._show_phase()
-        await self.engine.run(
-            gone=lambda: self._state.phase is ClusterPhase.DELETED,
-            execute=self._execute,
-            carry=lambda: ClusterWorkflowInput(
-                spec=self._spec, state=self._state, continue_as_new=self.limit.policy
-            ),
-            on_workflow_cancel=lambda running: self.keep_deletes(running, DeleteClusterRequest),
-            chore=Chore(
-                due=lambda: self._state.refresh_due,
-                run=self._observe_nodes,
-                every=lambda: FALLBACK_REFRESH if self._state.phase is ClusterPhase.READY else None,
-            ),
-        )
+        await self.live()
         return self.status()
 
-    async def _execute(self, operation: Operation) -> None:
+    def gone(self) -> bool:
+        return self._state.phase is ClusterPhase.DELETED
+
+    def carry(self) -> ClusterWorkflowInput:
+        return ClusterWorkflowInput(
+            spec=self._spec, state=self._state, continue_as_new=self.limit.policy
+        )
+
+    def chore(self) -> Chore:
+        """A look at the nodes, when a signal asks, and every `FALLBACK_REFRESH` while ready."""
+        return Chore(
+            due=lambda: self._state.refresh_due,
+            run=self._observe_nodes,
+            every=lambda: FALLBACK_REFRESH if self._state.phase is ClusterPhase.READY else None,
+        )
+
+    async def execute(self, operation: Operation) -> None:
         """The plan of every kind of operation."""
         if isinstance(operation.request, DeleteClusterRequest):
             try:
@@ -472,7 +473,7 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
 
     # --- Small helpers -------------------------------------------------------------------------
 
-    def _headline(self) -> list[str]:
+    def headline(self) -> list[str]:
         phase, reason = self._state.shown()
         lines = [f"**{self._spec.name}** in `{self._spec.location_id}`: {phase.value}"]
         pools = ", ".join(
@@ -484,7 +485,7 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
             lines.append(reason)
         return lines
 
-    def _show_phase(self) -> None:
+    def show_phase(self) -> None:
         """What users see changed (`ClusterState.shown`: `waiting` while a pool waits for hosts)."""
         self.show(
             [

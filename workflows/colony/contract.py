@@ -4,27 +4,20 @@ clusters' workflows, `status`."""
 
 from __future__ import annotations
 
-from models.colony import (
-    ApplyColonyRequest,
-    ClusterReport,
-    ColonyOperationAccepted,
-    ColonyStatus,
-    ColonyWorkflowInput,
-    DeleteColonyRequest,
-    colony_workflow_id,
-)
+from models import colony as model
+from models.colony import ColonyStatus, ColonyWorkflowInput, colony_workflow_id
 from workflows.kit.contract import Query, Signal, Update, WorkflowContract
 
 
 class ColonyContract(WorkflowContract[ColonyWorkflowInput, ColonyStatus, [str, str]]):
     """`ColonyWorkflow`'s updates, signal and query."""
 
-    apply = Update("apply", ApplyColonyRequest, ColonyOperationAccepted)
+    apply = Update("apply", model.ApplyColonyRequest, model.ColonyOperationAccepted)
     """Bring the colony to a changed manifest."""
-    delete = Update("delete", DeleteColonyRequest, ColonyOperationAccepted)
+    delete = Update("delete", model.DeleteColonyRequest, model.ColonyOperationAccepted)
     """Jumps the queue: every cluster is deleted, then the colony."""
 
-    cluster_report = Signal("cluster_report", ClusterReport)
+    cluster_report = Signal("cluster_report", model.ClusterReport)
     """A cluster of the colony reports where it stands (after each of its operations)."""
 
     status = Query("status", ColonyStatus)

@@ -97,14 +97,11 @@ class ColonyWorkflow(
         super().__init__(
             self._state,
             input.continue_as_new,
-            headline=self._headline,
-            operation=lambda op_id, request: ColonyOperation(id=op_id, request=request),
+            operation=ColonyOperation,
             accepted=ColonyOperationAccepted,
+            delete=DeleteColonyRequest,
+            first=None if input.state else ApplyColonyRequest(spec=input.spec),
         )
-        if input.state is None:
-            self.engine.enqueue(
-                lambda op_id: ColonyOperation(id=op_id, request=ApplyColonyRequest(spec=input.spec))
-            )
 
     @property
     def _name(self) -> str:
@@ -122,19 +119,27 @@ class ColonyWorkflow(
     @workflow.run
     async def run(self, input: ColonyWorkflowInput) -> ColonyStatus:
         """Apply and delete, and between them follow the clusters' reports."""
-        self._show_phase()
-        await self.engine.run(
-            gone=lambda: self._state.phase is ColonyPhase.DELETED,
-            execute=self._execute,
-            carry=lambda: ColonyWorkflowInput(
-                spec=self._state.spec, state=self._state, continue_as_new=self.limit.policy
-            ),
-            on_workflow_cancel=lambda running: False,
-            chore=Chore(due=lambda: bool(self._state.reports_due), run=self._follow_reports),
-        )
+        await self.live()
         return self.status()
 
-    async def _execute(self, operation: ColonyOperation) -> None:
+    def gone(self) -> bool:
+        return self._state.phase is ColonyPhase.DELETED
+
+    def carry(self) -> ColonyWorkflowInput:
+        return ColonyWorkflowInput(
+            spec=self._state.spec, state=self._state, continue_as_new=self.limit.policy
+        )
+
+    def chore(self) -> Chore:
+        """Following the clusters' reports (their GPUs, the kubeconfigs Secret)."""
+        return Chore(due=lambda: bool(self._state.reports_due), run=self._follow_reports)
+
+    def on_workflow_cancel(self, running: ColonyOperation | None) -> bool:
+        """A colony's operations only start and stop clusters' workflows: a workflow cancel
+        leaves them be."""
+        return False
+
+    async def execute(self, operation: ColonyOperation) -> None:
         request = operation.request
         if isinstance(request, DeleteColonyRequest):
             await self._delete()
@@ -380,9 +385,9 @@ class ColonyWorkflow(
 
     def _set_phase(self, phase: ColonyPhase) -> None:
         self._state.phase = phase
-        self._show_phase()
+        self.show_phase()
 
-    def _show_phase(self) -> None:
+    def show_phase(self) -> None:
         self.show(
             [
                 (COLONY_KIND, KIND),
@@ -392,7 +397,7 @@ class ColonyWorkflow(
             ]
         )
 
-    def _headline(self) -> list[str]:
+    def headline(self) -> list[str]:
         state = self._state
         ready = sum(1 for c in state.clusters if c.phase == "ready")
         lines = [

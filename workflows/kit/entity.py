@@ -1,5 +1,8 @@
 """The entity base: what a cluster's, a workspace's and a colony's workflow do the same way around
-the engine (`workflows.kit.engine`), so each says only what differs.
+the engine (`workflows.kit.engine`), so each says only what differs: its headline, when it is
+gone, how it runs an operation, its carry, its chore, and how it shows its phase (the abstract
+methods below). `live()` is its whole life: operations one at a time, the chore between them,
+continue-as-new by the kit's policy, until it is gone.
 
 - **The accept/validate prelude** of every update that queues an operation: an update id already
   seen is the same operation, answered the same way, and its validator lets it through again
@@ -17,13 +20,14 @@ the engine (`workflows.kit.engine`), so each says only what differs.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, Protocol, TypeVar
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 
-from workflows.kit.engine import EntityEngine, OpT, is_failure, reason_of
+from workflows.kit.engine import Chore, EntityEngine, OpT, is_failure, reason_of
 from workflows.kit.run_limit import RunLimit
 
 with workflow.unsafe.imports_passed_through():
@@ -51,16 +55,18 @@ class EntityState(Protocol[OpT]):
     def completed(self) -> list[OpT]: ...
 
 
-class EntityWorkflow(Generic[OpT, RequestT, AcceptedT]):
+class EntityWorkflow(ABC, Generic[OpT, RequestT, AcceptedT]):
     """Base of an entity workflow (see the module docstring).
 
     Args:
         state: the entity's state, whose queue, finished operations and bookkeeping the engine
             keeps.
         policy: when its runs continue as new.
-        headline: the first lines of the Web UI details (name, phase, reason).
-        operation: builds an operation from its id and request (`Operation(id=..., request=...)`).
+        operation: the entity's operation model (`Operation`), built from an id and a request.
         accepted: what the entity's updates answer (`OperationAccepted`).
+        delete: the entity's delete request (a workflow cancel keeps those queued).
+        first: the first operation's request, queued before any update can arrive (None: a
+            continued run, whose queue is carried).
     """
 
     def __init__(
@@ -68,16 +74,66 @@ class EntityWorkflow(Generic[OpT, RequestT, AcceptedT]):
         state: EntityState[OpT],
         policy: ContinueAsNewPolicy,
         *,
-        headline: Callable[[], list[str]],
-        operation: Callable[[str, RequestT], OpT],
+        operation: Callable[..., OpT],
         accepted: type[AcceptedT],
+        delete: type[RequestT],
+        first: RequestT | None,
     ) -> None:
         self.limit = RunLimit(policy)
         self.engine = EntityEngine(
-            state.book, state.queue, state.completed, limit=self.limit, headline=headline
+            state.book, state.queue, state.completed, limit=self.limit, headline=self.headline
         )
         self._operation = operation
         self._accepted = accepted
+        self._delete_request = delete
+        if first is not None:
+            self.engine.enqueue(lambda op_id: operation(id=op_id, request=first))
+
+    # --- What each entity says ----------------------------------------------------------------
+
+    @abstractmethod
+    def headline(self) -> list[str]:
+        """The first lines of the Web UI details (name, phase, reason)."""
+
+    @abstractmethod
+    def gone(self) -> bool:
+        """True once the entity is deleted."""
+
+    @abstractmethod
+    async def execute(self, operation: OpT) -> None:
+        """The plan of one operation; raising fails it, `CancelledError` cancels it."""
+
+    @abstractmethod
+    def carry(self) -> BaseModel:
+        """The workflow's input with its whole state, for continue-as-new."""
+
+    @abstractmethod
+    def show_phase(self) -> None:
+        """Show the phase (`show(...)` with the entity's search attributes)."""
+
+    def chore(self) -> Chore | None:
+        """What the entity does between operations (None: nothing)."""
+        return None
+
+    def on_workflow_cancel(self, running: OpT | None) -> bool:
+        """A workflow cancel: by default the queue is dropped but its deletes, and the running
+        operation is interrupted unless it is a delete (only a delete ends an entity)."""
+        self.engine.cancel_queue(
+            "cancelled: the workflow was cancelled",
+            keep=lambda op: isinstance(op.request, self._delete_request),
+        )
+        return running is not None and not isinstance(running.request, self._delete_request)
+
+    async def live(self) -> None:
+        """The entity's life, until it is gone (see the module docstring)."""
+        self.show_phase()
+        await self.engine.run(
+            gone=self.gone,
+            execute=self.execute,
+            carry=self.carry,
+            on_workflow_cancel=self.on_workflow_cancel,
+            chore=self.chore(),
+        )
 
     # --- Accepting ----------------------------------------------------------------------------
 
@@ -86,7 +142,9 @@ class EntityWorkflow(Generic[OpT, RequestT, AcceptedT]):
         known = self.engine.known_update()
         if known is not None:
             return self.accepted(known)
-        return self.accepted(self.engine.enqueue(lambda op_id: self._operation(op_id, request)))
+        return self.accepted(
+            self.engine.enqueue(lambda op_id: self._operation(id=op_id, request=request))
+        )
 
     def validate(self, check: Callable[[], None]) -> None:
         """An update's validator: `check()` raises the refusal, unless the update id is known."""
@@ -113,20 +171,11 @@ class EntityWorkflow(Generic[OpT, RequestT, AcceptedT]):
         """Queue the delete `request` first (see `EntityEngine.delete_first`); a delete of the
         same kind already pending is the answer instead."""
         return self.engine.delete_first(
-            lambda op_id: self._operation(op_id, request),
+            lambda op_id: self._operation(id=op_id, request=request),
             is_delete=lambda op: isinstance(op.request, type(request)),
             subject=subject,
             why=why,
         )
-
-    def keep_deletes(self, running: OpT | None, delete: type[object]) -> bool:
-        """A workflow cancel: the queue is dropped but its deletes, and the running operation is
-        interrupted unless it is a delete (only a delete ends an entity, and it is final)."""
-        self.engine.cancel_queue(
-            "cancelled: the workflow was cancelled",
-            keep=lambda op: isinstance(op.request, delete),
-        )
-        return running is not None and not isinstance(running.request, delete)
 
     @staticmethod
     def refuse_deleted(deleted: bool, subject: str) -> None:

@@ -29,10 +29,9 @@ from workflows.kit.engine import is_failure, reason_of
 from workflows.kit.run_limit import RunLimit
 from workflows.kit.service import Service
 from workflows.workspace_calls import (
-    APPLY_SERVICE_SET,
     CHECK_SERVICE_TEMPLATE,
     FIND_SERVICE_SETS,
-    await_service_set,
+    deploy_service_set,
 )
 
 with workflow.unsafe.imports_passed_through():
@@ -43,7 +42,6 @@ with workflow.unsafe.imports_passed_through():
     from models.workspace import PrerequisitePhase, PrerequisiteSource
     from models.workspace_api import (
         ApplyServiceSetRequest,
-        AwaitServiceSetRequest,
         CheckServiceTemplateRequest,
         FindServiceSetsRequest,
         PrerequisiteAnswer,
@@ -176,8 +174,7 @@ class PrerequisiteWorkflow:
         where = f"on cluster '{spec.cluster}'"
         name = prerequisite_service_set_name(spec.organization, spec.cluster, spec.template)
         release = shorten_name(spec.template, HELM_RELEASE_NAME_MAX)
-        owner = Owner(workflow_id=workflow.info().workflow_id, organization=spec.organization)
-        applied = await APPLY_SERVICE_SET(
+        seen = await deploy_service_set(
             ApplyServiceSetRequest(
                 namespace=DEFAULT_NAMESPACE,
                 name=name,
@@ -190,19 +187,12 @@ class PrerequisiteWorkflow:
                         values=spec.values,
                     )
                 ],
-                owner=owner,
+                owner=Owner(
+                    workflow_id=workflow.info().workflow_id, organization=spec.organization
+                ),
                 labels=prerequisite_labels(spec.template, spec.cluster_deployment),
-            )
-        )
-        seen = await await_service_set(
-            AwaitServiceSetRequest(
-                namespace=DEFAULT_NAMESPACE,
-                name=name,
-                service=release,
-                owner=owner,
-                deadline=workflow.now() + timedelta(seconds=spec.deploy_timeout_seconds),
-                generation=applied.generation,
-            )
+            ),
+            deadline=workflow.now() + timedelta(seconds=spec.deploy_timeout_seconds),
         )
         match seen.outcome:
             case ServiceSetOutcome.DEPLOYED:

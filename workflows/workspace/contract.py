@@ -5,25 +5,20 @@ tell it through signals; `status` shows it."""
 
 from __future__ import annotations
 
+from models import workspace_operations as op
 from models.capacity import CapacityAnswer
 from models.signals import GatewayChanged
 from models.workspace import WorkspaceStatus, WorkspaceWorkflowInput, workspace_workflow_id
 from models.workspace_api import DeleteRequested, PortsAnswer, PrerequisiteAnswer
-from models.workspace_operations import (
-    DeleteWorkspaceRequest,
-    ResumeWorkspaceRequest,
-    SuspendWorkspaceRequest,
-    WorkspaceOperationAccepted,
-)
 from workflows.kit.contract import Query, Signal, Update, WorkflowContract
 
 
 class WorkspaceContract(WorkflowContract[WorkspaceWorkflowInput, WorkspaceStatus, [str, str]]):
     """`WorkspaceWorkflow`'s updates, signals and query."""
 
-    suspend = Update("suspend", SuspendWorkspaceRequest, WorkspaceOperationAccepted)
-    resume = Update("resume", ResumeWorkspaceRequest, WorkspaceOperationAccepted)
-    delete = Update("delete", DeleteWorkspaceRequest, WorkspaceOperationAccepted)
+    suspend = Update("suspend", op.SuspendWorkspaceRequest, op.WorkspaceOperationAccepted)
+    resume = Update("resume", op.ResumeWorkspaceRequest, op.WorkspaceOperationAccepted)
+    delete = Update("delete", op.DeleteWorkspaceRequest, op.WorkspaceOperationAccepted)
     """Jumps the queue: the queue is cancelled and the running operation interrupted."""
 
     capacity_answer = Signal("capacity_answer", CapacityAnswer)

@@ -15,11 +15,10 @@ from temporalio import workflow
 
 from workflows.workspace.context import WorkspaceContext, WorkspaceFailed
 from workflows.workspace_calls import (
-    APPLY_SERVICE_SET,
     ENSURE_NAMESPACE,
     RECENT_EVENTS,
     WRITE_VALUES_SECRET,
-    await_service_set,
+    deploy_service_set,
 )
 
 with workflow.unsafe.imports_passed_through():
@@ -34,7 +33,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from models.workspace_api import (
         ApplyServiceSetRequest,
-        AwaitServiceSetRequest,
         AwaitServiceSetResult,
         EnsureNamespaceRequest,
         RecentEventsRequest,
@@ -102,7 +100,20 @@ async def _deploy(
     timeout; each state it passes through is HelmReleaseReady's message meanwhile."""
     spec = ws.spec
     release = spec.release_name
-    applied = await APPLY_SERVICE_SET(
+
+    def seen(found: AwaitServiceSetResult) -> None:
+        if found.outcome is ServiceSetOutcome.CHANGED:
+            ws.condition(
+                ConditionType.HELM_RELEASE_READY,
+                False,
+                ConditionReason.HELM_RELEASE_NOT_READY,
+                f"{release}: {found.state or 'pending'}",
+            )
+
+    def applied() -> None:
+        ws.state.service_set_created = True
+
+    return await deploy_service_set(
         ApplyServiceSetRequest(
             namespace=DEFAULT_NAMESPACE,
             name=spec.service_set_name,
@@ -118,28 +129,9 @@ async def _deploy(
             ],
             owner=ws.owner,
             labels=workspace_labels(ws.name),
-        )
-    )
-    ws.state.service_set_created = True
-
-    def seen(found: AwaitServiceSetResult) -> None:
-        if found.outcome is ServiceSetOutcome.CHANGED:
-            ws.condition(
-                ConditionType.HELM_RELEASE_READY,
-                False,
-                ConditionReason.HELM_RELEASE_NOT_READY,
-                f"{release}: {found.state or 'pending'}",
-            )
-
-    return await await_service_set(
-        AwaitServiceSetRequest(
-            namespace=DEFAULT_NAMESPACE,
-            name=spec.service_set_name,
-            service=release,
-            owner=ws.owner,
-            deadline=workflow.now() + workspace_class.deploy_timeout,
-            generation=applied.generation,
         ),
+        deadline=workflow.now() + workspace_class.deploy_timeout,
+        applied=applied,
         seen=seen,
     )
 

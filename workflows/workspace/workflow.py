@@ -97,41 +97,41 @@ class WorkspaceWorkflow(
             self._spec,
             self._state,
             Owner(workflow_id=info.workflow_id, organization=self._spec.organization),
-            shown_changed=self._show_phase,
+            shown_changed=self.show_phase,
         )
         super().__init__(
             self._state,
             input.continue_as_new,
-            headline=self._headline,
-            operation=lambda op_id, request: WorkspaceOperation(id=op_id, request=request),
+            operation=WorkspaceOperation,
             accepted=WorkspaceOperationAccepted,
+            delete=DeleteWorkspaceRequest,
+            first=None if input.state else DeployWorkspaceRequest(),
         )
-        if input.state is None:
-            self.engine.enqueue(
-                lambda op_id: WorkspaceOperation(id=op_id, request=DeployWorkspaceRequest())
-            )
 
     @workflow.run
     async def run(self, input: WorkspaceWorkflowInput) -> WorkspaceStatus:
         """Run the workspace's operations until it is deleted; between them, look at the routes
         whenever the gateway may have changed (a `gateway_changed` signal, or the fallback)."""
-        self._show_phase()
-        await self.engine.run(
-            gone=lambda: self._state.phase is WorkspacePhase.DELETED,
-            execute=self._execute,
-            carry=lambda: WorkspaceWorkflowInput(
-                spec=self._spec, state=self._state, continue_as_new=self.limit.policy
-            ),
-            on_workflow_cancel=lambda running: self.keep_deletes(running, DeleteWorkspaceRequest),
-            chore=Chore(
-                due=lambda: self._state.routes_look_due,
-                run=lambda: access.look_at_routes(self._ws),
-                every=lambda: access.routes_look_interval(self._ws),
-            ),
-        )
+        await self.live()
         return self.status()
 
-    async def _execute(self, operation: WorkspaceOperation) -> None:
+    def gone(self) -> bool:
+        return self._state.phase is WorkspacePhase.DELETED
+
+    def carry(self) -> WorkspaceWorkflowInput:
+        return WorkspaceWorkflowInput(
+            spec=self._spec, state=self._state, continue_as_new=self.limit.policy
+        )
+
+    def chore(self) -> Chore:
+        """A look at the routes, when the watcher says the gateway changed, or by itself."""
+        return Chore(
+            due=lambda: self._state.routes_look_due,
+            run=lambda: access.look_at_routes(self._ws),
+            every=lambda: access.routes_look_interval(self._ws),
+        )
+
+    async def execute(self, operation: WorkspaceOperation) -> None:
         ws, request = self._ws, operation.request
         if isinstance(request, DeleteWorkspaceRequest):
             await final(
@@ -372,7 +372,7 @@ class WorkspaceWorkflow(
         self._ws.condition(ConditionType.READY, False, reason, message)
         self._ws.set_phase(WorkspacePhase.FAILED, message)
 
-    def _show_phase(self) -> None:
+    def show_phase(self) -> None:
         resources = self._spec.resources
         self.show(
             [
@@ -385,7 +385,7 @@ class WorkspaceWorkflow(
             ]
         )
 
-    def _headline(self) -> list[str]:
+    def headline(self) -> list[str]:
         state = self._state
         lines = [
             f"**{self._spec.name}** ({self._spec.class_name}) on `{self._spec.cluster}`: "
