@@ -57,8 +57,6 @@ with workflow.unsafe.imports_passed_through():
         ServiceSetOutcome,
         SignalWithStartRequest,
         SignalWithStartResult,
-        SignalWorkflowRequest,
-        SignalWorkflowResult,
         WorkspaceActivity,
         WriteValuesSecretRequest,
         WriteValuesSecretResult,
@@ -163,11 +161,6 @@ SIGNAL_WITH_START = ActivityCall[SignalWithStartRequest, SignalWithStartResult](
     A.SIGNAL_WITH_START,
     SignalWithStartResult,
     lambda r: f"signal {r.signal} to {r.workflow_id} (starting it if needed)",
-)
-SIGNAL_WORKFLOW = ActivityCall[SignalWorkflowRequest, SignalWorkflowResult](
-    A.SIGNAL_WORKFLOW,
-    SignalWorkflowResult,
-    lambda r: f"signal {r.signal} to {r.workflow_id}",
 )
 LIST_WORKFLOWS = ActivityCall[ListWorkflowsRequest, ListWorkflowsResult](
     A.LIST_WORKFLOWS, ListWorkflowsResult, lambda r: f"list workflows where {r.query}"

@@ -32,12 +32,14 @@ from workflows.activity_calls import (
 )
 from workflows.cluster.context import ClusterContext, human
 from workflows.kit.engine import Interrupted, error_type_of, is_failure, settle
+from workflows.kit.until import until
 
 with workflow.unsafe.imports_passed_through():
     from models.activity_api import (
         AddClusterMachinesRequest,
         AwaitFreeHostsRequest,
         AwaitNodesRequest,
+        AwaitNodesResult,
         ClaimHostsRequest,
         DeleteNodeRequest,
         ExpectedNode,
@@ -177,21 +179,9 @@ class ScaleUp:
             for node in nodes
         ]
         by_host = {node.host_id: node for node in nodes}
-        known: list[ObservedNode] = []
-        interval = FIRST_REPORT
-        while True:
-            left = max(deadline - workflow.now(), timedelta(seconds=1))
-            seen = await AWAIT_NODES(
-                AwaitNodesRequest(
-                    kubeconfig=cluster.kubeconfig(),
-                    expected=expected,
-                    known=known,
-                    deadline=deadline,
-                    min_interval_seconds=interval,
-                ),
-                wait=left,
-            )
-            for observed in seen.observed:
+
+        def seen(found: AwaitNodesResult) -> None:
+            for observed in found.observed:
                 node = by_host.get(observed.host_id)
                 if node is None or not observed.node_name or not observed.labelled:
                     continue
@@ -201,20 +191,40 @@ class ScaleUp:
                     operation.progress.nodes_joined += 1
                 node.kubernetes_status = "Ready" if observed.ready else "NotReady"
             cluster.count_ready(pool)
-            if seen.all_ready:
-                return
-            if seen.deadline_passed or workflow.now() >= deadline:
-                late = [node for node in nodes if node.kubernetes_status != "Ready"]
-                await settle(self.give_back(pool, late))
-                hosts = ", ".join(f"{node.host_id} ({node.address})" for node in late)
-                raise permanent(
-                    ErrorType.NODES_DID_NOT_JOIN,
-                    f"{len(late)} of {len(nodes)} new nodes of node pool '{pool.name}' were not Ready "
-                    f"within {human(cluster.spec.join_deadline.total_seconds())}: {hosts}; "
-                    "their hosts were released",
-                )
-            known = seen.observed
-            interval = min(interval * 2, LAST_REPORT)
+
+        # What the workflow knows: the nodes as last observed, and how long `await_nodes` batches
+        # changes (doubling, so a long boot costs a few returns, not one per node state).
+        nothing_seen: tuple[list[ObservedNode], float] = ([], FIRST_REPORT)
+        joined = await until(
+            lambda known, left: AWAIT_NODES(
+                AwaitNodesRequest(
+                    kubeconfig=cluster.kubeconfig(),
+                    expected=expected,
+                    known=known[0],
+                    deadline=deadline,
+                    min_interval_seconds=known[1],
+                ),
+                wait=left,
+            ),
+            known=nothing_seen,
+            learn=lambda found, known: (found.observed, min(known[1] * 2, LAST_REPORT)),
+            settled=lambda found: (
+                found.all_ready or found.deadline_passed or workflow.now() >= deadline
+            ),
+            deadline=deadline,
+            seen=seen,
+        )
+        if joined.all_ready:
+            return
+        late = [node for node in nodes if node.kubernetes_status != "Ready"]
+        await settle(self.give_back(pool, late))
+        hosts = ", ".join(f"{node.host_id} ({node.address})" for node in late)
+        raise permanent(
+            ErrorType.NODES_DID_NOT_JOIN,
+            f"{len(late)} of {len(nodes)} new nodes of node pool '{pool.name}' were not Ready "
+            f"within {human(cluster.spec.join_deadline.total_seconds())}: {hosts}; "
+            "their hosts were released",
+        )
 
     async def give_back(self, pool: NodePoolStatus, nodes: Sequence[NodeStatus]) -> None:
         """Remove nodes that are not (or not yet) part of the cluster without a drain (nothing of the
