@@ -3,7 +3,7 @@
 Reads `activities.settings.ColonySettings` (Temporal, the management cluster, the host provider)
 and `api.settings.ApiSettings` (`COLONY_API_HOST`, `COLONY_API_PORT`, `COLONY_API_RATE`, ...),
 keeps API keys on the management cluster (`api.keys.KubernetesKeyStore`), and serves until SIGINT
-or SIGTERM. Started by `make run` (`starter.devenv`) and by the `api` service of docker-compose.
+or SIGTERM. Started by `make run` (`starter.dev.devenv`) and by the `api` service of docker-compose.
 
 uvicorn's access log is off: `api.app` logs each request itself, without query strings or headers.
 """

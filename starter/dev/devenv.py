@@ -11,10 +11,10 @@ Starts, as child processes with their logs under `.colony/`:
 then runs the demo scenario through `colonyctl` and keeps everything serving until Ctrl-C, so the
 workflows stay browsable in the Web UI.
 
-State (`starter.devstate`): Temporal's database and the simulator's world are kept in `.colony/`
+State (`starter.dev.devstate`): Temporal's database and the simulator's world are kept in `.colony/`
 and belong together; a rerun resumes both where the last run stopped (the simulator reloads its
 world), a first run starts both fresh, and one without the other (or the two of different states)
-stops `make run` with one line saying to `make reset`. `make reset` (`python -m starter.devenv
+stops `make run` with one line saying to `make reset`. `make reset` (`python -m starter.dev.devenv
 --reset`, `colonyctl dev reset`) removes `.colony/` and keeps `.venv`.
 
 Ports: Temporal on TEMPORAL_ADDRESS (127.0.0.1:7233) with its Web UI on COLONY_TEMPORAL_UI_PORT
@@ -49,12 +49,12 @@ from activities.settings import (
     SettingsError,
     parse_port,
 )
-from starter import devstate
-from starter.devstate import DevPaths, DevState, DevStateError, Holder
+from starter.dev import devstate
+from starter.dev.devstate import DevPaths, DevState, DevStateError, Holder
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
 
 STATE_DIR = Path(".colony")
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 """Where worker.py and watcher.py are: `make run` may be started from another directory (the
 tests start it in a temporary one, its `.colony/` there)."""
 LOCAL_HOST = "127.0.0.1"
@@ -484,7 +484,7 @@ def run_scenario() -> int:
     scenario = Path(__file__).with_name("scenario.py")
     if not scenario.exists():
         return 0
-    return subprocess.call([sys.executable, "-m", "starter.scenario"])
+    return subprocess.call([sys.executable, "-m", "starter.dev.scenario"])
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -12,7 +12,7 @@ notebook (the dev box is admitted and runs), and tears everything down: the clus
 first) and the colony (its clusters). Every step prints its Web UI link (colonyctl does) and how
 long it took; the table at the end sums them up.
 
-Run it with the dev environment up (`make run` does it all): `python -m starter.scenario`.
+Run it with the dev environment up (`make run` does it all): `python -m starter.dev.scenario`.
 """
 
 from __future__ import annotations
