@@ -13,9 +13,9 @@ apart), with the organization of the caller's key.
   `bodies.py`: strict reading of request bodies;
 - `context.py`: what requests share, and authentication (key, rate, permission);
   `errors.py`: every refusal as `{"error": {"code", "field", "message"}}` with its status;
-- `keys.py`: API keys (format, permissions, scrypt hashes, one Secret per key on the management
-  cluster), shared with `colonyctl apikey`; `ratelimit.py`: per-key token buckets;
-- `settings.py`: `COLONY_API_*`; `__main__.py`: `python -m api` (uvicorn).
+- `__main__.py`: `python -m api` (uvicorn).
 
-`keys.py` and `settings.py` import no FastAPI (the CLI uses them); nothing here imports `sim`.
+The API keys, their store, the rate limiters and the API's settings (`COLONY_API_*`) are shared
+infrastructure (`infra/`): `colonyctl apikey` makes the keys this API verifies. Nothing here
+imports `sim`, and `starter/` imports nothing of this package.
 """

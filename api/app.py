@@ -1,7 +1,7 @@
 """The HTTP API's application: `create_app(settings, temporal_client_factory, key_store)`.
 
 Wires the routes (`api.clusters`, `api.catalog`, `api.workspaces`, `api.colonies`, the caller's own key), the error bodies
-(`api.errors`), the rate limits per key and per client address (`api.ratelimit`, charged as
+(`api.errors`), the rate limits per key and per client address (`infra.ratelimit`, charged as
 `api.context` says) and an access log of its own. Called by
 `python -m api` (`api.__main__`), by `make run` through it, and by the tests, which pass the dev
 server's client and a key store on the simulated management cluster.
@@ -33,10 +33,10 @@ from api import catalog, clusters, colonies, workspaces
 from api.bodies import openapi_components
 from api.context import ApiContext, Principal, TemporalClientFactory, requires
 from api.errors import error_response, error_responses, install
-from api.keys import KeyStore
-from api.ratelimit import RateLimiter
-from api.settings import SERVICE_NAME, ApiSettings
 from api.views import KeyView
+from infra.keys import KeyStore
+from infra.ratelimit import RateLimiter
+from infra.settings import SERVICE_NAME, ApiSettings
 
 log = logging.getLogger("colony.api")
 access_log = logging.getLogger("colony.api.access")
@@ -64,7 +64,7 @@ def create_app(
         settings: where Temporal, the management cluster and the host provider are.
         temporal_client_factory: connects to Temporal (on first use; a failure is a 503 and the
             next request tries again).
-        key_store: where API keys are verified (`api.keys.KubernetesKeyStore`).
+        key_store: where API keys are verified (`infra.keys.KubernetesKeyStore`).
         api_settings: rate limit and server settings; the defaults when None.
         sealing: where Colony's public key is (`COLONY_SEALING_PUBLIC_KEY_FILE` when None): the
             API seals the secret prompt answers of workspace deploys with it.

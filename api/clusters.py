@@ -23,7 +23,6 @@ from temporalio.client import Client
 from api.bodies import body_spec, read_body
 from api.context import ApiContext, Principal, context, requires
 from api.errors import error_responses
-from api.keys import Permission
 from api.views import (
     ClusterAccepted,
     ClusterCreateRequest,
@@ -45,6 +44,7 @@ from api.views import (
     status_after,
     status_of,
 )
+from infra.keys import Permission
 from models.cluster import ClusterSpec, ClusterStatus, cluster_workflow_id
 from models.names import name_problem
 from models.node_pool import NodePoolSpec, NodePoolStatus

@@ -10,7 +10,7 @@ Authentication runs in this order, so that nobody can spend a key's allowance bu
 1. the `Authorization: Bearer colony_<id>_<secret>` header is parsed (401 when missing or
    malformed);
 2. the key is verified by the store (401 unknown, revoked, wrong or expired). The store answers
-   from memory when it can (`api.keys`); work it must do for this key (reading the Secret of an
+   from memory when it can (`infra.keys`); work it must do for this key (reading the Secret of an
    id it has not verified, a scrypt) is charged first to the client address's bucket (429 when
    spent), and scrypt has a budget of its own for all callers (429 while it is spent);
 3. only then is the key's own bucket charged (429): a flood with someone's key id and wrong
@@ -38,9 +38,9 @@ from temporalio.service import RPCError
 from activities.sealing import PUBLIC_KEY_ENV, Sealer, SealingError, SealingSettings
 from activities.settings import ColonySettings, SettingsError
 from api.errors import ApiError
-from api.keys import ApiKey, KeyBusyError, KeyRefusedError, KeyStore, Permission, key_id_of
-from api.ratelimit import RateLimiter
-from api.settings import ApiSettings
+from infra.keys import ApiKey, KeyBusyError, KeyRefusedError, KeyStore, Permission, key_id_of
+from infra.ratelimit import RateLimiter
+from infra.settings import ApiSettings
 from starter.client import WorkflowRef
 from starter.errors import UnavailableError, temporal_unreachable
 

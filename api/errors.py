@@ -16,7 +16,7 @@ exists ..."}}`: the message is the line `colonyctl` prints after `error: ` (both
 | `ConflictError` (name taken, the cluster's or workspace's state refuses it, a class published with another definition) | 409 | conflict |
 | `OperationFailedError` | 409 | operation_failed |
 | over the key's rate, or the verification rate of the address or of the API | 429 | rate_limited, with `Retry-After` |
-| `UnavailableError` (Temporal, the management cluster or the provider down), `SettingsError` | 503 | unavailable |
+| `UnavailableError` (Temporal, the management cluster or the provider down), `SettingsError`, the key store unreachable (`infra.keys.KeyStoreUnavailableError`) | 503 | unavailable |
 
 Installed on the app by `api.app.create_app`; `api.context` and the routes raise `ApiError` or the
 `starter.errors` types.
@@ -34,6 +34,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from activities.settings import SettingsError
 from api.views import ErrorBody, ErrorDetail
+from infra.keys import KeyRequestError, KeyStoreError
 from models.base import user_rule
 from models.operations import OperationKind
 from starter.errors import (
@@ -42,6 +43,7 @@ from starter.errors import (
     InvalidRequestError,
     NotFoundError,
     OperationFailedError,
+    UnavailableError,
 )
 
 UNAVAILABLE_RETRY_SECONDS = 5
@@ -137,6 +139,16 @@ async def _colony_error(request: Request, exc: Exception) -> JSONResponse:
     return colony_error_response(exc)
 
 
+async def _key_store_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, KeyStoreError)
+    as_reported = (
+        InvalidRequestError(exc.message)
+        if isinstance(exc, KeyRequestError)
+        else UnavailableError(exc.message)
+    )
+    return colony_error_response(as_reported)
+
+
 async def _settings_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(
         503,
@@ -175,6 +187,7 @@ def install(app: FastAPI) -> None:
     """Every refusal as an `ErrorBody` (see the module docstring)."""
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(ColonyError, _colony_error)
+    app.add_exception_handler(KeyStoreError, _key_store_error)
     app.add_exception_handler(SettingsError, _settings_error)
     app.add_exception_handler(RequestValidationError, _request_validation)
     app.add_exception_handler(StarletteHTTPException, _http_exception)

@@ -41,7 +41,6 @@ from api.bodies import body_spec, read_body
 from api.clusters import MANAGE, READ, READS, WRITES, IdempotencyKey
 from api.context import ApiContext, Principal, context
 from api.errors import ApiError, error_responses
-from api.keys import Permission
 from api.views import (
     WorkspaceAccepted,
     WorkspaceClassList,
@@ -52,6 +51,7 @@ from api.views import (
     WorkspaceOperationView,
     WorkspaceView,
 )
+from infra.keys import Permission
 from models.names import name_problem
 from models.workspace import WorkspaceSpec, workspace_name_problem, workspace_workflow_id
 from models.workspace_api import PublishWorkspaceClassRequest

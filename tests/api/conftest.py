@@ -33,8 +33,8 @@ from activities.crds import ensure_crds
 from activities.sealing import PUBLIC_KEY_ENV, SealingSettings, create_key_pair
 from activities.settings import ColonySettings
 from api.app import create_app
-from api.keys import KubernetesKeyStore
-from api.settings import ApiSettings
+from infra.keys import KubernetesKeyStore
+from infra.settings import ApiSettings
 from sim.world import SimWorld
 from starter.errors import UnavailableError
 from tests.helpers import eventually, unique
