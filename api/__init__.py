@@ -1,8 +1,8 @@
 """Colony's HTTP API: the managed-Kubernetes REST interface, with API keys and permissions.
 
-A thin, strict front door to the same workflows `colonyctl` drives: every endpoint calls the
-functions of `starter.client` or `starter.workspace_client` (so the CLI and the API cannot drift
-apart), with the organization of the caller's key.
+A thin, strict front door to the same workflows `colonyctl` drives: every endpoint is a shell over
+the entity clients `colonyctl` uses in direct mode (`starter.clients`, through Temporal), acting
+for the organization of the caller's key, so the CLI and the API cannot drift apart.
 
 - `app.py`: `create_app(settings, temporal_client_factory, key_store)`, the access log, OpenAPI;
 - `clusters.py`: clusters, node pools, nodes, operations, kubeconfig and token;
@@ -11,7 +11,8 @@ apart), with the organization of the caller's key.
   `catalog.py`: locations, GPU models and CPU SKUs with their stock;
 - `views.py`: request and response bodies, the documented status of a cluster;
   `bodies.py`: strict reading of request bodies;
-- `context.py`: what requests share, and authentication (key, rate, permission);
+- `context.py`: what requests share (the clients among it), and authentication (key, rate,
+  permission); `routes.py`: how a route is declared (permissions, refusals, reads and writes);
   `errors.py`: every refusal as `{"error": {"code", "field", "message"}}` with its status;
 - `__main__.py`: `python -m api` (uvicorn).
 

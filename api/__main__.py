@@ -21,7 +21,7 @@ from activities.settings import ColonySettings, SettingsError
 from api.app import create_app
 from infra.keys import KubernetesKeyStore
 from infra.settings import ApiSettings
-from starter import client as colony
+from starter.clients.temporal import connect
 
 log = logging.getLogger("colony.api")
 
@@ -35,9 +35,7 @@ async def serve(settings: ColonySettings, api_settings: ApiSettings) -> None:
         hash_rate=api_settings.verify_rate,
     )
 
-    app = create_app(
-        settings, lambda: colony.connect(settings, hint=""), store, api_settings=api_settings
-    )
+    app = create_app(settings, lambda: connect(settings, hint=""), store, api_settings=api_settings)
     server = uvicorn.Server(
         uvicorn.Config(
             app,

@@ -20,7 +20,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fastapi import Depends, FastAPI, Request, Response
+from fastapi import FastAPI, Request, Response
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse
@@ -31,8 +31,9 @@ from activities.sealing import SealingSettings
 from activities.settings import ColonySettings
 from api import catalog, clusters, colonies, workspaces
 from api.bodies import openapi_components
-from api.context import ApiContext, Principal, TemporalClientFactory, requires
+from api.context import ApiContext, Principal, TemporalClientFactory
 from api.errors import error_response, error_responses, install
+from api.routes import ANY_KEY
 from api.views import KeyView
 from infra.keys import KeyStore
 from infra.ratelimit import RateLimiter
@@ -106,9 +107,6 @@ def create_app(
     app.middleware("http")(_access_log)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
-
-
-ANY_KEY = Depends(requires(None))
 
 
 async def whoami(principal: Principal = ANY_KEY) -> KeyView:

@@ -1,6 +1,7 @@
 """What every request of the HTTP API shares: settings, the Temporal client, the key store, the
-rate limiters, Colony's public sealing key; and the dependencies that hand them to the routes (who
-calls, with which key).
+rate limiters, Colony's public sealing key; the entity clients the routes are shells over
+(`starter.clients`, through Temporal, acting for the caller's organization); and the dependencies
+that hand them to the routes (who calls, with which key).
 
 `api.app.create_app` builds one `ApiContext` per app and keeps it on `app.state`; the routes
 (`api.clusters`, `api.catalog`, `api.workspaces`, `api.colonies`) take it, and the caller's
@@ -26,9 +27,9 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -41,10 +42,25 @@ from api.errors import ApiError
 from infra.keys import ApiKey, KeyBusyError, KeyRefusedError, KeyStore, Permission, key_id_of
 from infra.ratelimit import RateLimiter
 from infra.settings import ApiSettings
-from starter.client import WorkflowRef
-from starter.errors import UnavailableError, temporal_unreachable
+from starter.clients.base import WorkflowRef
+from starter.clients.classes import TemporalClasses
+from starter.clients.clusters import TemporalClusters
+from starter.clients.colonies import TemporalColonies
+from starter.clients.provider import DirectCatalog
+from starter.clients.temporal import TemporalSession
+from starter.clients.workspaces import TemporalWorkspaces
+from starter.errors import NotFoundError, UnavailableError, temporal_unreachable
 
 TemporalClientFactory = Callable[[], Awaitable[Client]]
+T = TypeVar("T")
+
+LIST_CONCURRENCY = 8
+"""Status queries in flight at once while listing: each is one cheap query, but an organization
+with hundreds of clusters must not open hundreds of calls at once."""
+API_HINT = "give it in secretValues, answers or values{others}"
+"""How an API caller answers a missing required prompt (`colonyctl` asks on a terminal)."""
+SHOWN = 80
+"""Characters of an unknown id echoed in a message."""
 
 PERMISSION_LABELS = {
     Permission.READ: "Kubernetes: Read",
@@ -90,6 +106,32 @@ class ApiContext:
         """A workflow as the API names it in its answers: `workflowId` and its Web UI page."""
         return WorkflowRef(workflow_id, self.settings.workflow_link(workflow_id))
 
+    def session(self, organization: str) -> TemporalSession:
+        """Temporal, acting for `organization` (the caller's: its entities are the only ones
+        a request can find)."""
+        return TemporalSession(self.settings, organization, connector=self.temporal)
+
+    def clusters(self, principal: Principal) -> TemporalClusters:
+        return TemporalClusters(self.session(principal.organization))
+
+    def workspaces(self, principal: Principal) -> TemporalWorkspaces:
+        """Secret answers are sealed with the API's own key; a missing prompt is named with the
+        API's fields."""
+        return TemporalWorkspaces(
+            self.session(principal.organization), sealer=self.sealer, hint=API_HINT
+        )
+
+    def classes(self, organization: str) -> TemporalClasses:
+        """The class catalog as `organization` sees it ("": the shared catalog only)."""
+        return TemporalClasses(self.session(organization))
+
+    def colonies(self, principal: Principal) -> TemporalColonies:
+        return TemporalColonies(self.session(principal.organization))
+
+    def catalog(self) -> DirectCatalog:
+        """The host provider's catalog, asked directly."""
+        return DirectCatalog(self.settings)
+
     def sealer(self) -> Sealer:
         """Colony's public key, with which the API seals the secret answers clients send it in
         plaintext; read on first use. A missing or unreadable key file is the server's
@@ -100,6 +142,27 @@ class ApiContext:
             except SealingError as exc:
                 raise SettingsError(f"{PUBLIC_KEY_ENV}: {exc}") from exc
         return self._sealer
+
+
+def shown(text: str) -> str:
+    """A caller's id as a message echoes it: at most `SHOWN` characters."""
+    return text if len(text) <= SHOWN else text[:SHOWN] + "..."
+
+
+async def each_found(names: Iterable[str], read: Callable[[str], Awaitable[T]]) -> list[T]:
+    """`read` of each name, `LIST_CONCURRENCY` at once, in order; a name whose entity is gone
+    meanwhile (deleted between the list and the read) is left out."""
+    limit = asyncio.Semaphore(LIST_CONCURRENCY)
+
+    async def one(name: str) -> T | None:
+        async with limit:
+            try:
+                return await read(name)
+            except NotFoundError:
+                return None
+
+    found = await asyncio.gather(*(one(name) for name in names))
+    return [item for item in found if item is not None]
 
 
 def context(request: Request) -> ApiContext:

@@ -4,8 +4,8 @@ waits for hosts), in the document's field names.
 
 Responses are Colony's own models with a few fields added (the cluster's `id` and `status`; a
 workspace's or colony's `id`; and for each, the `workflowId` of the workflow that owns it and its
-Web UI link), so `colonyctl` in remote mode (`starter.remote`, `starter.remote_workspaces`,
-`starter.remote_colonies`) reads them back into the same `ClusterStatus`, `Operation`,
+Web UI link), so `colonyctl` in remote mode (the `Http*` clients of `starter.clients`) reads
+them back into the same `ClusterStatus`, `Operation`,
 `WorkspaceStatus`, `ColonyStatus` and `WorkspaceClassSpec` it gets from Temporal, prints the same
 thing, and takes workflow ids from the answers, never from a link.
 Request bodies are validated strictly (`models.base.user_input`: unknown fields are refused).

@@ -4,7 +4,7 @@ only when needed.
 kubectl runs its exec plugin once per kubectl process, so every `kubectl get` used to pay for a new
 TokenRequest (2.5-3.2 s). Tokens come from the cluster itself (`starter.credentials`, through the
 management cluster) or, in remote mode (`colonyctl auth login`), from Colony's HTTP API
-(`starter.remote`); the cache is keyed by where they came from (`source`). Tokens are now cached per cluster in a file of mode 0600 under
+(`starter.clients.clusters.HttpClusters.token`); the cache is keyed by where they came from (`source`). Tokens are now cached per cluster in a file of mode 0600 under
 `$COLONY_CACHE_DIR`, else `$XDG_CACHE_HOME/colony`, else `~/.cache/colony`, and handed out until
 `RENEW_BEFORE` before they expire, with their real `expirationTimestamp`.
 
@@ -222,7 +222,7 @@ def issued_credential(env: Mapping[str, str], cluster: str, namespace: str) -> s
 
     stored = read_login(env)
     if stored is not None:
-        from starter.remote import issue_token as issue_through_api
+        from starter.clients.clusters import issue_token as issue_through_api
 
         token, expiry = issue_through_api(*stored, cluster)
     else:

@@ -41,8 +41,10 @@ if TYPE_CHECKING:
     from models.cluster import ClusterSpec
     from models.manifests import ColonySpec, Manifest, ServiceTemplateManifest
     from models.workspace import WorkspaceSpec
-    from models.workspace_api import PublishWorkspaceClassRequest
+    from models.workspace_api import CatalogStatus, PublishWorkspaceClassRequest
     from models.workspace_class import WorkspaceClassSpec
+    from starter.clients.classes import TemporalClasses
+    from starter.clients.temporal import TemporalSession
 
 
 @dataclass
@@ -224,16 +226,12 @@ def _prepare_and_publish(steps: Plan, *, request_id: str | None) -> list[_Deploy
     """Check every workspace against its class and every class against the catalog, then publish
     the templates and classes; the workspaces ready to deploy (sealed)."""
     from starter import output
-    from starter import workspace_client as spaces
-    from starter.client import connect
-    from starter.commands.workspace import terminal_asker
-    from starter.commands.workspace_class import check_conflicts
-    from starter.session import run, settings
+    from starter.backend import remote, temporal_session
+    from starter.clients.classes import TemporalClasses, check_class_conflicts
+    from starter.session import run
 
     if not (steps.templates or steps.classes or steps.workspaces):
         return []  # clusters only: the catalog has nothing to do with them
-    from starter.backend import remote
-
     if remote():
         from starter.errors import InvalidRequestError
 
@@ -242,55 +240,72 @@ def _prepare_and_publish(steps: Plan, *, request_id: str | None) -> list[_Deploy
             "yet: use colonyctl class publish -f and colonyctl workspace deploy, or log out to "
             "apply them through Temporal"
         )
-    conf = settings()
-    ask = terminal_asker()
+    session = temporal_session()
+    catalog = TemporalClasses(session)
     lines: list[str] = []
 
     async def go() -> list[_Deploy]:
-        client = await connect(conf)
-        catalog = await spaces.catalog(client)
-        check_conflicts(steps.classes, catalog)
-        published = {r.spec.name: r.spec for r in steps.classes}
-        deploys: list[_Deploy] = []
-        created = {(cluster.organization, cluster.name) for cluster in steps.clusters}
-        for spec in steps.workspaces:
-            if await spaces.workspace_exists(client, spec.name, spec.organization):
-                deploys.append(_Deploy(spec, None))
-                continue
-            if (spec.organization, spec.cluster) not in created:
-                # As `workspace deploy` checks it (`workspace_client.deploy`), before anything
-                # of this apply starts; a cluster this apply creates is there by its deploy.
-                await spaces.check_cluster(client, spec.cluster, organization=spec.organization)
-            # The classes the workspace's organization sees: the shared ones (and those this
-            # apply publishes to them), and its own.
-            known = {c.name: c for c in catalog.for_organization(spec.organization).classes}
-            pinned = published.get(spec.class_name) or known.get(spec.class_name)
-            if pinned is None:
-                raise spaces.class_not_found(spec.class_name, known)
-            deploys.append(_Deploy(spaces.prepare_workspace(spec, pinned, ask=ask), pinned))
+        published = await catalog.catalog()
+        check_class_conflicts(steps.classes, published)
+        deploys = await _prepared(steps, session, published)
         # Everything is valid: now change things, in order.
-        if steps.templates:
-            one_id = f"{request_id}-templates" if request_id else None
-            done = await spaces.publish_objects(
-                client, [t.to_object() for t in steps.templates], request_id=one_id
-            )
-            lines.extend(f"{label.lower()} created" for label in done.created)
-            lines.extend(f"{label.lower()} unchanged (exists)" for label in done.existing)
-            lines.extend(f"{label.lower()} skipped" for label in done.skipped)
-        for index, request in enumerate(steps.classes):
-            one_id = f"{request_id}-class-{index}" if request_id else None
-            result = await spaces.publish_class(client, request, request_id=one_id)
-            lines.append(
-                f"workspaceclass/{request.spec.name} "
-                + ("published" if result.created else "unchanged")
-            )
-            lines.extend(f"{label.lower()} created" for label in result.objects_created)
+        lines.extend(await _publish(steps, catalog, request_id))
         return deploys
 
     deploys = run(go)
     for line in lines:
         output.write(line)
     return deploys
+
+
+async def _prepared(steps: Plan, session: TemporalSession, catalog: CatalogStatus) -> list[_Deploy]:
+    """Every workspace of the apply checked as `workspace deploy` checks it, before anything of
+    this apply starts (a cluster this apply creates is there by its deploy), and sealed."""
+    from starter.clients.classes import class_not_found
+    from starter.clients.workspaces import TemporalWorkspaces, prepare_workspace
+    from starter.commands.workspace import terminal_asker
+
+    ask = terminal_asker()
+    published = {r.spec.name: r.spec for r in steps.classes}
+    created = {(cluster.organization, cluster.name) for cluster in steps.clusters}
+    deploys: list[_Deploy] = []
+    for spec in steps.workspaces:
+        spaces = TemporalWorkspaces(session).acting_for(spec.organization)
+        if await spaces.exists(spec.name):
+            deploys.append(_Deploy(spec, None))
+            continue
+        if (spec.organization, spec.cluster) not in created:
+            await spaces.check_cluster(spec.cluster)
+        # The classes the workspace's organization sees: the shared ones (and those this apply
+        # publishes to them), and its own.
+        known = {c.name: c for c in catalog.for_organization(spec.organization).classes}
+        pinned = published.get(spec.class_name) or known.get(spec.class_name)
+        if pinned is None:
+            raise class_not_found(spec.class_name, known)
+        deploys.append(_Deploy(prepare_workspace(spec, pinned, ask=ask), pinned))
+    return deploys
+
+
+async def _publish(steps: Plan, catalog: TemporalClasses, request_id: str | None) -> list[str]:
+    """Publish the apply's templates, then its classes; a line for each."""
+    lines: list[str] = []
+    if steps.templates:
+        one_id = f"{request_id}-templates" if request_id else None
+        done = await catalog.publish_objects(
+            [t.to_object() for t in steps.templates], request_id=one_id
+        )
+        lines.extend(f"{label.lower()} created" for label in done.created)
+        lines.extend(f"{label.lower()} unchanged (exists)" for label in done.existing)
+        lines.extend(f"{label.lower()} skipped" for label in done.skipped)
+    for index, request in enumerate(steps.classes):
+        one_id = f"{request_id}-class-{index}" if request_id else None
+        result = await catalog.publish(request, request_id=one_id)
+        lines.append(
+            f"workspaceclass/{request.spec.name} "
+            + ("published" if result.created else "unchanged")
+        )
+        lines.extend(f"{label.lower()} created" for label in result.objects_created)
+    return lines
 
 
 def _deploy(

@@ -75,29 +75,23 @@ def create_cluster(
     fmt: OutputFormat,
     request_id: str | None,
 ) -> None:
-    """Check the catalog, start the cluster's workflow and report (or follow) its creation."""
+    """Start the cluster's workflow (once the catalog says it can be served) and report (or
+    follow) its creation."""
     from models.operations import Operation
-    from starter import checks, output
+    from starter import output
     from starter.backend import clusters
-    from starter.client import Started, WorkflowRef
-    from starter.session import print_link, run, settings
+    from starter.clients.clusters import Started
+    from starter.session import print_link, run
     from starter.submit import finish, follow
 
-    conf = settings()
     colony = clusters()
-    workflow = WorkflowRef("")
 
     async def go() -> tuple[Started, Operation | None]:
-        nonlocal workflow
-        if colony.CHECKS_LOCALLY:
-            await checks.check_cluster(conf, spec)
-        client = await colony.connect(conf)
-        started = await colony.start_cluster(client, conf, spec, request_id=request_id)
-        workflow = colony.cluster_workflow(conf, client, spec.name)
-        print_link(workflow)
+        started = await colony.create(spec, request_id=request_id)
+        print_link(colony.workflow(spec.name))
         if not wait:
             return started, None
-        return started, await follow(colony, client, spec.name, started.operation_id, timeout)
+        return started, await follow(colony, spec.name, started.operation_id, timeout)
 
     started, operation = run(go)
     if wait:
@@ -107,7 +101,7 @@ def create_cluster(
         "cluster": spec.name,
         "workflowId": started.workflow_id,
         "operationId": started.operation_id,
-        "webUi": workflow.link,
+        "webUi": colony.workflow(spec.name).link,
     }
     if not output.emit(data, fmt):
         again = " (already started by this request id)" if started.repeated else ""
@@ -190,23 +184,18 @@ def apply_cluster(
     request_id: str | None,
 ) -> None:
     """Create the cluster, or bring an existing one's pools to the spec (add and scale)."""
-    from pydantic import BaseModel
-
     from models.cluster import ClusterStatus
     from models.operations import AddNodePoolRequest, ScaleNodePoolRequest
-    from starter import checks, output
+    from starter import output
     from starter.backend import clusters
+    from starter.clients.clusters import ClusterRequest
     from starter.errors import NotFoundError
-    from starter.session import run, settings
+    from starter.session import run
     from starter.submit import submit
 
-    conf = settings()
-    colony = clusters()
-
     async def existing() -> ClusterStatus | None:
-        client = await colony.connect(conf)
         try:
-            return await colony.query_status(client, spec.name)
+            return await clusters().get(spec.name)
         except NotFoundError:
             return None
 
@@ -214,27 +203,24 @@ def apply_cluster(
     if status is None:
         create_cluster(spec, wait=wait, timeout=timeout, fmt=fmt, request_id=request_id)
         return
-    changes: list[tuple[str, BaseModel, checks.Check | None]] = []
+    changes: list[ClusterRequest] = []
     for pool in spec.node_pools:
         current = status.pool(pool.name)
         if current is None:
-            add = AddNodePoolRequest(pool=pool, wait_for_capacity=spec.wait_for_capacity)
-            changes.append(("add_node_pool", add, checks.new_pool_check(add)))
+            changes.append(AddNodePoolRequest(pool=pool, wait_for_capacity=spec.wait_for_capacity))
         elif current.count != pool.count:
-            scale = ScaleNodePoolRequest(
-                pool=pool.name, count=pool.count, wait_for_capacity=spec.wait_for_capacity
+            changes.append(
+                ScaleNodePoolRequest(
+                    pool=pool.name, count=pool.count, wait_for_capacity=spec.wait_for_capacity
+                )
             )
-            changes.append(("scale_node_pool", scale, checks.scale_check(scale)))
     if not changes:
         output.write(f"cluster {spec.name} unchanged")
         return
-    for index, (update, request, check) in enumerate(changes):
+    for index, request in enumerate(changes):
         # One request id per change: a retried apply repeats each of its updates, not the first.
         change_id = f"{request_id}-{index}" if request_id else None
-        submit(
-            spec.name, update, request, wait=wait, timeout=timeout, fmt=fmt,
-            request_id=change_id, check=check,
-        )  # fmt: skip
+        submit(spec.name, request, wait=wait, timeout=timeout, fmt=fmt, request_id=change_id)
 
 
 @app.command("get")
@@ -251,20 +237,15 @@ def get(
     """Show a cluster: phase, node pools, operations. Exit 3 when it does not exist."""
     from starter import output
     from starter.backend import clusters
-    from starter.session import run, settings
+    from starter.session import run
 
-    conf = settings()
     colony = clusters()
     if watch:
         from starter.watch import watch_cluster
 
-        watch_cluster(conf, name, fmt)
+        watch_cluster(colony, name, fmt)
         return
-
-    async def go() -> Any:
-        return await colony.query_status(await colony.connect(conf), name)
-
-    status = run(go)
+    status = run(lambda: colony.get(name))
     if not output.emit(status, fmt):
         output.print_cluster(status)
 
@@ -276,16 +257,10 @@ def list_(
     """List clusters, with their organization (from Temporal visibility, or the API)."""
     from starter import output
     from starter.backend import clusters
-    from starter.client import ClusterSummary
-    from starter.session import run, settings
+    from starter.session import run
 
-    conf = settings()
     colony = clusters()
-
-    async def go() -> list[ClusterSummary]:
-        return await colony.list_clusters(await colony.connect(conf), organization=organization)
-
-    found = run(go)
+    found = run(lambda: colony.list_all(organization=organization))
     rows = [
         {
             "name": c.name,
@@ -299,16 +274,7 @@ def list_(
     if not output.emit(rows, fmt):
         output.print_table(
             ["ORGANIZATION", "NAME", "PHASE", "STARTED", "WORKFLOW"],
-            [
-                (
-                    c.organization or "-",
-                    c.name,
-                    c.phase,
-                    c.started,
-                    c.web_ui or conf.workflow_link(c.workflow_id),
-                )
-                for c in found
-            ],
+            [(c.organization or "-", c.name, c.phase, c.started, c.web_ui) for c in found],
         )
 
 
@@ -326,8 +292,8 @@ def delete(
     from starter.submit import submit
 
     submit(
-        name, "delete_cluster", DeleteClusterRequest(), wait=wait, timeout=timeout, fmt=fmt,
-        request_id=request_id, gone_ok=True,
+        name, DeleteClusterRequest(), wait=wait, timeout=timeout, fmt=fmt, request_id=request_id,
+        gone_ok=True,
     )  # fmt: skip
     if wait and fmt is OutputFormat.TABLE:
         output.write(f"cluster {name} deleted")

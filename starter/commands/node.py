@@ -24,18 +24,12 @@ app = typer.Typer(help="List and delete nodes.", no_args_is_help=True)
 @app.command("list")
 def list_(cluster: ClusterArgument, fmt: OutputOption = OutputFormat.TABLE) -> None:
     """List a cluster's nodes: registered while the host boots, joined once in the cluster."""
-    from models.cluster import ClusterStatus
     from starter import output
     from starter.backend import clusters
-    from starter.session import run, settings
+    from starter.session import run
 
-    conf = settings()
     colony = clusters()
-
-    async def go() -> ClusterStatus:
-        return await colony.query_status(await colony.connect(conf), cluster)
-
-    rows = output.node_rows(run(go))
+    rows = output.node_rows(run(lambda: colony.get(cluster)))
     keys = ("name", "pool", "hostId", "address", "state", "kubernetesStatus")
     if not output.emit([dict(zip(keys, row, strict=True)) for row in rows], fmt):
         output.print_table(output.NODE_COLUMNS, rows)
@@ -63,7 +57,4 @@ def delete(
     from starter.submit import submit
 
     request = validated(DeleteNodeRequest, {"node": node, "drain": drain, "force": force})
-    submit(
-        cluster, "delete_node", request, wait=wait, timeout=timeout, fmt=fmt,
-        request_id=request_id,
-    )  # fmt: skip
+    submit(cluster, request, wait=wait, timeout=timeout, fmt=fmt, request_id=request_id)

@@ -50,7 +50,6 @@ def create(
     """Add a node pool to a ready cluster."""
     from models.node_pool import NodePoolSpec
     from models.operations import AddNodePoolRequest
-    from starter.checks import new_pool_check
     from starter.parsing import parse_labels, parse_sku, parse_taints, validated
     from starter.submit import submit
 
@@ -66,10 +65,7 @@ def create(
     request = AddNodePoolRequest(
         pool=validated(NodePoolSpec, pool), wait_for_capacity=wait_for_capacity
     )
-    submit(
-        cluster, "add_node_pool", request, wait=wait, timeout=timeout, fmt=fmt,
-        request_id=request_id, check=new_pool_check(request),
-    )  # fmt: skip
+    submit(cluster, request, wait=wait, timeout=timeout, fmt=fmt, request_id=request_id)
 
 
 @app.command("scale")
@@ -88,7 +84,6 @@ def scale(
 ) -> None:
     """Set a pool's count; scaling down drains the nodes it removes."""
     from models.operations import ScaleNodePoolRequest
-    from starter.checks import scale_check
     from starter.parsing import validated
     from starter.submit import submit
 
@@ -96,10 +91,7 @@ def scale(
         ScaleNodePoolRequest,
         {"pool": pool, "count": count, "force": force, "waitForCapacity": wait_for_capacity},
     )
-    submit(
-        cluster, "scale_node_pool", request, wait=wait, timeout=timeout, fmt=fmt,
-        request_id=request_id, check=scale_check(request),
-    )  # fmt: skip
+    submit(cluster, request, wait=wait, timeout=timeout, fmt=fmt, request_id=request_id)
 
 
 @app.command("delete")
@@ -120,7 +112,4 @@ def delete(
     from starter.submit import submit
 
     request = validated(DeleteNodePoolRequest, {"pool": pool, "force": force})
-    submit(
-        cluster, "delete_node_pool", request, wait=wait, timeout=timeout, fmt=fmt,
-        request_id=request_id,
-    )  # fmt: skip
+    submit(cluster, request, wait=wait, timeout=timeout, fmt=fmt, request_id=request_id)

@@ -31,7 +31,12 @@ from starter.options import (
 if TYPE_CHECKING:
     from models.workspace import WorkspaceSpec, WorkspaceStatus
     from models.workspace_class import Prompt, WorkspaceClassSpec
-    from starter.workspace_client import Asker
+    from models.workspace_operations import (
+        DeleteWorkspaceRequest,
+        ResumeWorkspaceRequest,
+        SuspendWorkspaceRequest,
+    )
+    from starter.clients.workspaces import Asker
 
 app = typer.Typer(
     help="Deploy, inspect, suspend, resume and delete workspaces.", no_args_is_help=True
@@ -78,11 +83,11 @@ def build_workspace_spec(
     suspended: bool,
 ) -> WorkspaceSpec:
     """The deploy request from the flags, validated strictly (nothing is started)."""
+    from models.deploy import resources_from_flags
     from models.values import SetError, user_values
     from models.workspace import WorkspaceSpec
     from starter.errors import InvalidRequestError
     from starter.parsing import validated
-    from starter.workspace_client import resources_from_flags
 
     try:
         values = user_values([load_values_file(p) for p in values_files], sets, string_sets)
@@ -136,10 +141,9 @@ def follow(name: str, done: Any, *, timeout: float | None) -> WorkspaceStatus | 
     """Follow a workspace until `done(status)`, printing each change of phase on stderr."""
     from starter import output
     from starter.backend import workspaces
-    from starter.session import run, settings
+    from starter.session import run
     from starter.workspace_output import progress_line
 
-    conf = settings()
     spaces = workspaces()
     seen: list[str] = []
 
@@ -149,12 +153,7 @@ def follow(name: str, done: Any, *, timeout: float | None) -> WorkspaceStatus | 
             seen.append(line)
             output.info(line)
 
-    async def go() -> WorkspaceStatus | None:
-        return await spaces.wait_for_workspace(
-            await spaces.connect(conf), name, done, show, give_up_after=timeout
-        )
-
-    return run(go)
+    return run(lambda: spaces.wait(name, done, show, give_up_after=timeout))
 
 
 def _finished(status: WorkspaceStatus | None, name: str, wanted: str, fmt: OutputFormat) -> None:
@@ -247,23 +246,17 @@ def deploy_workspace(
     """Check the request against its class, seal its secrets, start its workflow, report."""
     from starter import output
     from starter.backend import workspaces
-    from starter.client import WorkflowRef
-    from starter.session import print_link, run, settings
-    from starter.workspace_client import StartedWorkspace
+    from starter.clients.workspaces import StartedWorkspace
+    from starter.session import print_link, run
 
-    conf = settings()
     ask = terminal_asker()
     spaces = workspaces()
-    workflow = WorkflowRef("")
 
     async def go() -> StartedWorkspace:
-        nonlocal workflow
-        client = await spaces.connect(conf)
         started = await spaces.deploy(
-            client, conf, spec, workspace_class=workspace_class, ask=ask, request_id=request_id
+            spec, workspace_class=workspace_class, ask=ask, request_id=request_id
         )
-        workflow = spaces.workspace_workflow(conf, client, spec.name)
-        print_link(workflow)
+        print_link(spaces.workflow(spec.name))
         return started
 
     started = run(go)
@@ -281,7 +274,7 @@ def deploy_workspace(
         "class": spec.class_name,
         "cluster": spec.cluster,
         "workflowId": started.workflow_id,
-        "webUi": workflow.link,
+        "webUi": spaces.workflow(spec.name).link,
     }
     if not output.emit(data, fmt):
         again = " (already started by this request id)" if started.repeated else ""
@@ -297,16 +290,11 @@ def get(name: WorkspaceArgument, fmt: OutputOption = OutputFormat.TABLE) -> None
     exist."""
     from starter import output
     from starter.backend import workspaces
-    from starter.session import run, settings
+    from starter.session import run
     from starter.workspace_output import print_workspace
 
-    conf = settings()
     spaces = workspaces()
-
-    async def go() -> WorkspaceStatus:
-        return await spaces.workspace_status(await spaces.connect(conf), name)
-
-    status = run(go)
+    status = run(lambda: spaces.get(name))
     if not output.emit(status, fmt):
         print_workspace(status)
 
@@ -323,18 +311,10 @@ def list_(
     'workspace')."""
     from starter import output
     from starter.backend import workspaces
-    from starter.session import run, settings
-    from starter.workspace_client import WorkspaceSummary
+    from starter.session import run
 
-    conf = settings()
     spaces = workspaces()
-
-    async def go() -> list[WorkspaceSummary]:
-        return await spaces.list_workspaces(
-            await spaces.connect(conf), cluster=cluster, organization=organization
-        )
-
-    found = run(go)
+    found = run(lambda: spaces.list_all(cluster=cluster, organization=organization))
     rows = [
         {
             "name": w.name,
@@ -367,8 +347,7 @@ def list_(
 
 def _operate(
     name: str,
-    update: str,
-    request: Any,
+    request: DeleteWorkspaceRequest | SuspendWorkspaceRequest | ResumeWorkspaceRequest,
     *,
     wanted: str,
     wait: bool,
@@ -376,21 +355,16 @@ def _operate(
     fmt: OutputFormat,
     request_id: str | None,
 ) -> None:
+    from models.workspace_operations import WorkspaceOperationAccepted
     from starter import output
     from starter.backend import workspaces
-    from starter.client import WorkflowRef
-    from starter.session import print_link, run, settings
+    from starter.session import print_link, run
 
-    conf = settings()
     spaces = workspaces()
-    workflow = WorkflowRef("")
 
-    async def go() -> Any:
-        nonlocal workflow
-        client = await spaces.connect(conf)
-        accepted = await spaces.send(client, name, update, request, request_id=request_id)
-        workflow = spaces.workspace_workflow(conf, client, name)
-        print_link(workflow)
+    async def go() -> WorkspaceOperationAccepted:
+        accepted = await spaces.send(name, request, request_id=request_id)
+        print_link(spaces.workflow(name))
         return accepted
 
     accepted = run(go)
@@ -409,8 +383,8 @@ def _operate(
         "operationId": accepted.operation_id,
         "kind": accepted.kind.value,
         "position": accepted.position,
-        "workflowId": workflow.workflow_id,
-        "webUi": workflow.link,
+        "workflowId": spaces.workflow(name).workflow_id,
+        "webUi": spaces.workflow(name).link,
     }
     if not output.emit(data, fmt):
         output.write(
@@ -431,8 +405,8 @@ def delete(
     from models.workspace_operations import DeleteWorkspaceRequest
 
     _operate(
-        name, "delete", DeleteWorkspaceRequest(reason="colonyctl workspace delete"),
-        wanted="Deleted", wait=wait, timeout=timeout, fmt=fmt, request_id=request_id,
+        name, DeleteWorkspaceRequest(reason="colonyctl workspace delete"), wanted="Deleted",
+        wait=wait, timeout=timeout, fmt=fmt, request_id=request_id,
     )  # fmt: skip
 
 
@@ -448,8 +422,8 @@ def suspend(
     from models.workspace_operations import SuspendWorkspaceRequest
 
     _operate(
-        name, "suspend", SuspendWorkspaceRequest(), wanted="Suspended", wait=wait,
-        timeout=timeout, fmt=fmt, request_id=request_id,
+        name, SuspendWorkspaceRequest(), wanted="Suspended", wait=wait, timeout=timeout,
+        fmt=fmt, request_id=request_id,
     )  # fmt: skip
 
 
@@ -465,6 +439,6 @@ def resume(
     from models.workspace_operations import ResumeWorkspaceRequest
 
     _operate(
-        name, "resume", ResumeWorkspaceRequest(), wanted="Running", wait=wait, timeout=timeout,
-        fmt=fmt, request_id=request_id,
+        name, ResumeWorkspaceRequest(), wanted="Running", wait=wait, timeout=timeout, fmt=fmt,
+        request_id=request_id,
     )  # fmt: skip

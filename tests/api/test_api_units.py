@@ -30,8 +30,9 @@ from infra.ratelimit import RateLimiter
 from infra.settings import ApiSettings
 from models.cluster import ClusterPhase, ClusterStatus
 from models.operations import Operation, ScaleNodePoolRequest
-from starter import login, remote, token_cache
-from starter.client import WorkflowRef
+from starter import login, token_cache
+from starter.clients import http as remote
+from starter.clients.base import WorkflowRef
 from starter.errors import (
     ConflictError,
     ExitCode,
