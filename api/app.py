@@ -32,7 +32,7 @@ from activities.settings import ColonySettings
 from api import catalog, clusters, colonies, workspaces
 from api.bodies import openapi_components
 from api.context import ApiContext, Principal, TemporalClientFactory
-from api.errors import error_response, error_responses, install
+from api.errors import ApiError, error_responses, install
 from api.routes import ANY_KEY
 from api.views import KeyView
 from infra.keys import KeyStore
@@ -158,7 +158,7 @@ async def _access_log(
         # Whatever a request hits, the caller gets the error body, not a dropped connection; the
         # traceback is the server's (it holds no header: headers are never part of a message).
         log.exception("unexpected error in %s %s", request.method, request.url.path)
-        response = error_response(500, "internal", "internal error (the server logged it)")
+        response = ApiError(500, "internal", "internal error (the server logged it)").response()
     access_log.info(
         "%s %s %d %.1fms key=%s",
         request.method,

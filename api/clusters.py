@@ -17,11 +17,11 @@ import asyncio
 import re
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Query, Response
 
 from api.bodies import read_body
-from api.context import Principal, context, each_found, shown
-from api.routes import CONNECT, MANAGE, READ, IdempotencyKey, reads, writes
+from api.context import each_found, shown
+from api.routes import CONNECT, MANAGE, READ, WRITES, Call, reads, writes
 from api.views import (
     ClusterAccepted,
     ClusterCreateRequest,
@@ -39,6 +39,7 @@ from api.views import (
     OperationCancelRequest,
     OperationList,
     OperationView,
+    accepted_view,
     nodes_of,
     status_after,
     status_of,
@@ -104,22 +105,15 @@ def operation_id(cluster: str, operation: str) -> str:
     return operation
 
 
-def _clusters(request: Request, principal: Principal) -> TemporalClusters:
-    return context(request).clusters(principal)
-
-
 def _accepted(
     clusters: TemporalClusters, name: str, accepted: OperationAccepted
 ) -> OperationAcceptedView:
-    workflow = clusters.workflow(name)
-    return OperationAcceptedView(
+    return accepted_view(
+        OperationAcceptedView,
+        accepted,
+        clusters.workflow(name),
         cluster_id=name,
         status=status_after(accepted.kind),
-        operation_id=accepted.operation_id,
-        kind=accepted.kind,
-        position=accepted.position,
-        workflow_id=workflow.workflow_id,
-        web_ui=workflow.link,
     )
 
 
@@ -133,23 +127,21 @@ def _view(clusters: TemporalClusters, status: ClusterStatus) -> ClusterView:
 
 @writes(router, "POST", "", ClusterAccepted, "Create a cluster", body=ClusterCreateRequest)
 async def create_cluster(
-    request: Request,
     response: Response,
-    idempotency_key: IdempotencyKey = None,
-    principal: Principal = MANAGE,
+    call: Call = MANAGE,
 ) -> ClusterAccepted:
     """Create a cluster (and its node pools once the control plane is ready): 202 with its id and
     `status: creating`; poll `GET .../clusters/{id}` until it is `ready`."""
-    clusters = _clusters(request, principal)
-    body = await read_body(request, ClusterCreateRequest)
+    clusters = call.clusters()
+    body = await read_body(call.request, ClusterCreateRequest)
     spec = validated(
         ClusterSpec,
         {
             **body.model_dump(include={"name", "location_id", "node_pools", "wait_for_capacity"}),
-            "organization": principal.organization,
+            "organization": call.organization,
         },
     )
-    started = await clusters.create(spec, request_id=idempotency_key)
+    started = await clusters.create(spec, request_id=call.idempotency_key)
     status = ClusterStatusName.CREATING
     if started.repeated:
         status = status_of(await clusters.get(spec.name))
@@ -160,64 +152,52 @@ async def create_cluster(
         status=status,
         operation_id=started.operation_id,
         workflow_id=started.workflow_id,
-        web_ui=context(request).workflow(started.workflow_id).link,
+        web_ui=call.workflow(started.workflow_id).link,
         repeated=started.repeated,
     )
 
 
 @reads(router, "", ClusterList, "List clusters")
-async def list_clusters(request: Request, principal: Principal = READ) -> ClusterList:
+async def list_clusters(call: Call = READ) -> ClusterList:
     """The organization's clusters (those whose deletion has not completed)."""
-    clusters = _clusters(request, principal)
-    found = await clusters.list_all(organization=principal.organization)
-
-    async def view(name: str) -> ClusterView:
-        return _view(clusters, await clusters.get(name))
-
-    return ClusterList(items=await each_found((c.name for c in found), view))
+    clusters = call.clusters()
+    found = (c.name for c in await clusters.list_all(organization=call.organization))
+    return ClusterList(items=await each_found(found, clusters.get, lambda s: _view(clusters, s)))
 
 
 @reads(router, "/{cluster_id}", ClusterView, "Get a cluster")
-async def get_cluster(
-    request: Request, cluster_id: str, principal: Principal = READ
-) -> ClusterView:
+async def get_cluster(cluster_id: str, call: Call = READ) -> ClusterView:
     """The cluster: `status` (creating, ready, updating, waiting, deleting, failed; `waiting`
     while a pool waits for hosts, its `waitingForHosts` above 0), its pools with
     `count`/`readyCount` and nodes, the running, queued and last finished operations."""
-    clusters = _clusters(request, principal)
+    clusters = call.clusters()
     return _view(clusters, await clusters.get(cluster_name(cluster_id)))
 
 
 @writes(router, "DELETE", "/{cluster_id}", OperationAcceptedView, "Delete a cluster")
 async def delete_cluster(
-    request: Request,
     cluster_id: str,
-    idempotency_key: IdempotencyKey = None,
-    principal: Principal = MANAGE,
+    call: Call = MANAGE,
 ) -> OperationAcceptedView:
     """Delete the cluster, its pools and every node: final. Repeating it while it runs returns the
     same delete; once it completed, the cluster is not found (404)."""
     name = cluster_name(cluster_id)
-    clusters = _clusters(request, principal)
-    return _accepted(clusters, name, await clusters.delete(name, request_id=idempotency_key))
+    clusters = call.clusters()
+    return _accepted(clusters, name, await clusters.delete(name, request_id=call.idempotency_key))
 
 
 # --- node pools ------------------------------------------------------------------------------
 
 
 @reads(router, "/{cluster_id}/node-pools", NodePoolList, "List node pools")
-async def list_node_pools(
-    request: Request, cluster_id: str, principal: Principal = READ
-) -> NodePoolList:
-    status = await _clusters(request, principal).get(cluster_name(cluster_id))
+async def list_node_pools(cluster_id: str, call: Call = READ) -> NodePoolList:
+    status = await call.clusters().get(cluster_name(cluster_id))
     return NodePoolList(items=status.node_pools)
 
 
 @reads(router, "/{cluster_id}/node-pools/{pool}", NodePoolStatus, "Get a node pool")
-async def get_node_pool(
-    request: Request, cluster_id: str, pool: str, principal: Principal = READ
-) -> NodePoolStatus:
-    status = await _clusters(request, principal).get(cluster_name(cluster_id))
+async def get_node_pool(cluster_id: str, pool: str, call: Call = READ) -> NodePoolStatus:
+    status = await call.clusters().get(cluster_name(cluster_id))
     found = status.pool(pool_name(status, pool))
     if found is None:
         raise unknown_pool_error(status, pool)
@@ -233,21 +213,21 @@ async def get_node_pool(
     body=NodePoolCreateRequest,
 )
 async def create_node_pool(
-    request: Request,
     cluster_id: str,
-    idempotency_key: IdempotencyKey = None,
-    principal: Principal = MANAGE,
+    call: Call = MANAGE,
 ) -> OperationAcceptedView:
     """Add a pool to a ready cluster: `{"name": "gpu", "sku": {"gpuModelId": "..."}, "count": 2}`
     (or `{"cpuSku": "..."}`); its `readyCount` rises as hosts are claimed and their nodes join."""
     name = cluster_name(cluster_id)
-    body = await read_body(request, NodePoolCreateRequest)
+    body = await read_body(call.request, NodePoolCreateRequest)
     add = AddNodePoolRequest(
         pool=NodePoolSpec.model_validate(body.model_dump(exclude={"wait_for_capacity"})),
         wait_for_capacity=body.wait_for_capacity,
     )
-    clusters = _clusters(request, principal)
-    return _accepted(clusters, name, await clusters.send(name, add, request_id=idempotency_key))
+    clusters = call.clusters()
+    return _accepted(
+        clusters, name, await clusters.send(name, add, request_id=call.idempotency_key)
+    )
 
 
 @writes(
@@ -259,16 +239,14 @@ async def create_node_pool(
     body=NodePoolScaleRequest,
 )
 async def scale_node_pool(
-    request: Request,
     cluster_id: str,
     pool: str,
-    idempotency_key: IdempotencyKey = None,
-    principal: Principal = MANAGE,
+    call: Call = MANAGE,
 ) -> OperationAcceptedView:
     """Set the pool's `count` (1 to 100); scaling down drains the nodes it removes first."""
     name = cluster_name(cluster_id)
-    body = await read_body(request, NodePoolScaleRequest)
-    clusters = _clusters(request, principal)
+    body = await read_body(call.request, NodePoolScaleRequest)
+    clusters = call.clusters()
     status = await clusters.get(name)
     scale = validated(
         ScaleNodePoolRequest,
@@ -279,8 +257,9 @@ async def scale_node_pool(
             "waitForCapacity": body.wait_for_capacity,
         },
     )
-    accepted = await clusters.send(name, scale, request_id=idempotency_key, status=status)
-    return _accepted(clusters, name, accepted)
+    return _accepted(
+        clusters, name, await clusters.send(name, scale, request_id=call.idempotency_key)
+    )
 
 
 writes(
@@ -299,39 +278,37 @@ writes(
     router, "DELETE", "/{cluster_id}/node-pools/{pool}", OperationAcceptedView, "Delete a node pool"
 )
 async def delete_node_pool(
-    request: Request,
     cluster_id: str,
     pool: str,
     force: Force = False,
-    idempotency_key: IdempotencyKey = None,
-    principal: Principal = MANAGE,
+    call: Call = MANAGE,
 ) -> OperationAcceptedView:
     """Drain and remove every node of the pool, then the pool."""
     name = cluster_name(cluster_id)
-    clusters = _clusters(request, principal)
+    clusters = call.clusters()
     status = await clusters.get(name)
     delete = DeleteNodePoolRequest(pool=pool_name(status, pool), force=force)
-    return _accepted(clusters, name, await clusters.send(name, delete, request_id=idempotency_key))
+    return _accepted(
+        clusters, name, await clusters.send(name, delete, request_id=call.idempotency_key)
+    )
 
 
 # --- nodes -----------------------------------------------------------------------------------
 
 
 @reads(router, "/{cluster_id}/nodes", NodeList, "List nodes")
-async def list_nodes(request: Request, cluster_id: str, principal: Principal = READ) -> NodeList:
+async def list_nodes(cluster_id: str, call: Call = READ) -> NodeList:
     """Every node: `registered` while its host boots, `joined` once in the cluster (then
     `kubernetesStatus` is its Ready condition), or being cordoned, drained, removed."""
-    status = await _clusters(request, principal).get(cluster_name(cluster_id))
+    status = await call.clusters().get(cluster_name(cluster_id))
     return NodeList(items=nodes_of(status))
 
 
 @reads(router, "/{cluster_id}/nodes/{node}", NodeView, "Get a node")
-async def get_node(
-    request: Request, cluster_id: str, node: str, principal: Principal = READ
-) -> NodeView:
+async def get_node(cluster_id: str, node: str, call: Call = READ) -> NodeView:
     name = cluster_name(cluster_id)
     node = node_id(name, node)
-    status = await _clusters(request, principal).get(name)
+    status = await call.clusters().get(name)
     found = next((n for n in nodes_of(status) if node in (n.name, n.host_id)), None)
     if found is None:
         raise NotFoundError(f"node: node '{node}' does not exist in cluster '{name}'")
@@ -340,20 +317,20 @@ async def get_node(
 
 @writes(router, "DELETE", "/{cluster_id}/nodes/{node}", OperationAcceptedView, "Delete a node")
 async def delete_node(
-    request: Request,
     cluster_id: str,
     node: str,
     drain: Annotated[bool, Query(description="Drain it first (the default).")] = True,
     force: Force = False,
-    idempotency_key: IdempotencyKey = None,
-    principal: Principal = MANAGE,
+    call: Call = MANAGE,
 ) -> OperationAcceptedView:
     """Delete one node (drained first unless `?drain=false`); its pool's count drops by one, so it
     is not replaced. A pool's last node cannot be deleted on its own: delete the pool."""
     name = cluster_name(cluster_id)
     delete = DeleteNodeRequest(node=node_id(name, node), drain=drain, force=force)
-    clusters = _clusters(request, principal)
-    return _accepted(clusters, name, await clusters.send(name, delete, request_id=idempotency_key))
+    clusters = call.clusters()
+    return _accepted(
+        clusters, name, await clusters.send(name, delete, request_id=call.idempotency_key)
+    )
 
 
 # --- operations ------------------------------------------------------------------------------
@@ -366,24 +343,20 @@ def _operation_view(operation: Operation, workflow: WorkflowRef) -> OperationVie
 
 
 @reads(router, "/{cluster_id}/operations", OperationList, "List operations")
-async def list_operations(
-    request: Request, cluster_id: str, principal: Principal = READ
-) -> OperationList:
+async def list_operations(cluster_id: str, call: Call = READ) -> OperationList:
     """The last finished (up to 20), the running and the queued operations, oldest first."""
     name = cluster_name(cluster_id)
-    clusters = _clusters(request, principal)
+    clusters = call.clusters()
     status = await clusters.get(name)
     workflow = clusters.workflow(name)
     return OperationList(items=[_operation_view(op, workflow) for op in operations(status)])
 
 
 @reads(router, "/{cluster_id}/operations/{operation}", OperationView, "Get an operation")
-async def get_operation(
-    request: Request, cluster_id: str, operation: str, principal: Principal = READ
-) -> OperationView:
+async def get_operation(cluster_id: str, operation: str, call: Call = READ) -> OperationView:
     """One operation: its request, state, times, progress (per node while it drains) and reason."""
     name = cluster_name(cluster_id)
-    clusters = _clusters(request, principal)
+    clusters = call.clusters()
     found = await clusters.get_operation(name, operation_id(name, operation))
     return _operation_view(found, clusters.workflow(name))
 
@@ -399,20 +372,18 @@ async def get_operation(
     status_code=200,
 )
 async def cancel_operation(
-    request: Request,
     cluster_id: str,
     operation: str,
-    idempotency_key: IdempotencyKey = None,
-    principal: Principal = MANAGE,
+    call: Call = MANAGE,
 ) -> OperationView:
     """Drop a queued operation, or interrupt the running one (its compensation runs); answers
     once it has settled. A delete cannot be cancelled."""
     name = cluster_name(cluster_id)
     op = operation_id(name, operation)
-    body = await read_body(request, OperationCancelRequest, optional=True)
-    clusters = _clusters(request, principal)
+    body = await read_body(call.request, OperationCancelRequest, optional=True)
+    clusters = call.clusters()
     cancelled = await clusters.cancel_operation(
-        name, op, reason=body.reason, request_id=idempotency_key
+        name, op, reason=body.reason, request_id=call.idempotency_key
     )
     return _operation_view(cancelled, clusters.workflow(name))
 
@@ -423,19 +394,17 @@ NO_STORE = {"Cache-Control": "no-store"}
 """A credential is not for caches on the way."""
 
 
-async def _issue(
-    request: Request, response: Response, principal: Principal, cluster_id: str
-) -> tuple[str, credentials.Issued]:
+async def _issue(call: Call, response: Response, cluster_id: str) -> tuple[str, credentials.Issued]:
     """A one-hour token of the cluster, issued by the cluster itself (TokenRequest) from this
     process: it never passes through a workflow. Not for caches on the way."""
     name = cluster_name(cluster_id)
-    status = await _clusters(request, principal).get(name)
+    status = await call.clusters().get(name)
     ref = status.kubeconfig
     if ref is None:
         raise ConflictError(
             f"cluster: cluster '{name}' has no kubeconfig yet (it is {status_of(status).value})"
         )
-    management = context(request).settings.require_management_kubeconfig()
+    management = call.context.settings.require_management_kubeconfig()
     issued = await asyncio.to_thread(
         credentials.issue, management, name, ref.namespace, ref.secret_name
     )
@@ -443,20 +412,17 @@ async def _issue(
     return name, issued
 
 
-@writes(
+@reads(
     router,
-    "GET",
     "/{cluster_id}/kubeconfig",
     Kubeconfig,
     "Get a kubeconfig (token embedded)",
-    status_code=200,
+    responses=WRITES,
 )
-async def get_kubeconfig(
-    request: Request, response: Response, cluster_id: str, principal: Principal = CONNECT
-) -> Kubeconfig:
+async def get_kubeconfig(response: Response, cluster_id: str, call: Call = CONNECT) -> Kubeconfig:
     """A kubeconfig with a cluster token embedded (cluster-admin); it stops working when the
     token expires, after one hour."""
-    name, issued = await _issue(request, response, principal, cluster_id)
+    name, issued = await _issue(call, response, cluster_id)
     return Kubeconfig.model_validate(
         credentials.kubeconfig_for(name, issued.server, {"token": issued.token})
     )
@@ -470,10 +436,8 @@ async def get_kubeconfig(
     "Get a cluster token (ExecCredential)",
     status_code=200,
 )
-async def create_token(
-    request: Request, response: Response, cluster_id: str, principal: Principal = CONNECT
-) -> ExecCredential:
+async def create_token(response: Response, cluster_id: str, call: Call = CONNECT) -> ExecCredential:
     """A `client.authentication.k8s.io/v1` ExecCredential: a one-hour cluster-admin token only
     this cluster accepts, for your own credential plugin."""
-    _, issued = await _issue(request, response, principal, cluster_id)
+    _, issued = await _issue(call, response, cluster_id)
     return ExecCredential.model_validate(credentials.exec_credential(issued.token, issued.expiry))

@@ -15,17 +15,19 @@ Mounted by `api.app.create_app`.
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Response
 
 from api.bodies import read_body
-from api.context import Principal, context, each_found, shown
-from api.routes import MANAGE, READ, IdempotencyKey, reads, writes
+from api.context import each_found, shown
+from api.routes import MANAGE, READ, Call, reads, writes
 from api.views import (
     ColonyApplied,
     ColonyApplyRequest,
     ColonyList,
     ColonyOperationView,
     ColonyView,
+    accepted_view,
+    view_of,
 )
 from models.colony import ColonyStatus
 from models.manifests import ColonySpec
@@ -45,29 +47,26 @@ def colony_name(colony_id: str) -> str:
 
 
 def _view(colonies: TemporalColonies, status: ColonyStatus) -> ColonyView:
-    workflow = colonies.workflow(status.name)
-    return ColonyView.of(status, workflow.workflow_id, workflow.link)
+    return view_of(ColonyView, status, colonies.workflow(status.name))
 
 
 @writes(router, "POST", "", ColonyApplied, "Apply a colony", body=ColonyApplyRequest)
 async def apply_colony(
-    request: Request,
     response: Response,
-    idempotency_key: IdempotencyKey = None,
-    principal: Principal = MANAGE,
+    call: Call = MANAGE,
 ) -> ColonyApplied:
     """Create the colony (202, `created: true`), or bring the running one to this manifest
     (202, `created: false`, its apply queued): clusters are added for new entries and deleted,
     with their workspaces, for entries no longer given. Poll `GET /v1/colonies/{id}`."""
-    body = await read_body(request, ColonyApplyRequest)
+    body = await read_body(call.request, ColonyApplyRequest)
     spec = validated(
         ColonySpec,
         {
             **body.model_dump(mode="json", include={"name", "colony_clusters"}),
-            "organization": principal.organization,
+            "organization": call.organization,
         },
     )
-    applied = await context(request).colonies(principal).apply(spec, request_id=idempotency_key)
+    applied = await call.colonies().apply(spec, request_id=call.idempotency_key)
     response.headers["Location"] = f"{router.prefix}/{spec.name}"
     return ColonyApplied(
         id=spec.name,
@@ -75,49 +74,35 @@ async def apply_colony(
         created=applied.created,
         operation_id=applied.operation_id,
         workflow_id=applied.workflow_id,
-        web_ui=context(request).workflow(applied.workflow_id).link,
+        web_ui=call.workflow(applied.workflow_id).link,
     )
 
 
 @reads(router, "", ColonyList, "List colonies")
-async def list_colonies(request: Request, principal: Principal = READ) -> ColonyList:
+async def list_colonies(call: Call = READ) -> ColonyList:
     """The organization's colonies (those whose deletion has not completed)."""
-    colonies = context(request).colonies(principal)
-    found = await colonies.list_all(organization=principal.organization)
-
-    async def view(name: str) -> ColonyView:
-        return _view(colonies, await colonies.get(name))
-
-    return ColonyList(items=await each_found((c.name for c in found), view))
+    colonies = call.colonies()
+    found = (c.name for c in await colonies.list_all(organization=call.organization))
+    return ColonyList(items=await each_found(found, colonies.get, lambda s: _view(colonies, s)))
 
 
 @reads(router, "/{colony_id}", ColonyView, "Get a colony")
-async def get_colony(request: Request, colony_id: str, principal: Principal = READ) -> ColonyView:
+async def get_colony(colony_id: str, call: Call = READ) -> ColonyView:
     """The colony: phase (Provisioning, Ready, Degraded, Deleting), its clusters with their phase,
     nodes and GPUs, and its operations."""
-    colonies = context(request).colonies(principal)
+    colonies = call.colonies()
     return _view(colonies, await colonies.get(colony_name(colony_id)))
 
 
 @writes(router, "DELETE", "/{colony_id}", ColonyOperationView, "Delete a colony")
 async def delete_colony(
-    request: Request,
     colony_id: str,
-    idempotency_key: IdempotencyKey = None,
-    principal: Principal = MANAGE,
+    call: Call = MANAGE,
 ) -> ColonyOperationView:
     """Delete every cluster of the colony (their workspaces first), then the colony. Final;
     repeating it while it runs returns the same delete, and once it completed the colony is not
     found (404)."""
     name = colony_name(colony_id)
-    colonies = context(request).colonies(principal)
-    accepted = await colonies.delete(name, request_id=idempotency_key)
-    workflow = colonies.workflow(name)
-    return ColonyOperationView(
-        colony_id=name,
-        operation_id=accepted.operation_id,
-        kind=accepted.kind,
-        position=accepted.position,
-        workflow_id=workflow.workflow_id,
-        web_ui=workflow.link,
-    )
+    colonies = call.colonies()
+    accepted = await colonies.delete(name, request_id=call.idempotency_key)
+    return accepted_view(ColonyOperationView, accepted, colonies.workflow(name), colony_id=name)

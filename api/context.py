@@ -52,6 +52,7 @@ from starter.clients.workspaces import TemporalWorkspaces
 from starter.errors import NotFoundError, UnavailableError, temporal_unreachable
 
 TemporalClientFactory = Callable[[], Awaitable[Client]]
+S = TypeVar("S")
 T = TypeVar("T")
 
 LIST_CONCURRENCY = 8
@@ -149,15 +150,17 @@ def shown(text: str) -> str:
     return text if len(text) <= SHOWN else text[:SHOWN] + "..."
 
 
-async def each_found(names: Iterable[str], read: Callable[[str], Awaitable[T]]) -> list[T]:
-    """`read` of each name, `LIST_CONCURRENCY` at once, in order; a name whose entity is gone
-    meanwhile (deleted between the list and the read) is left out."""
+async def each_found(
+    names: Iterable[str], read: Callable[[str], Awaitable[S]], view: Callable[[S], T]
+) -> list[T]:
+    """The `view` of what `read` gives for each name, `LIST_CONCURRENCY` reads at once, in order; a
+    name whose entity is gone meanwhile (deleted between the list and the read) is left out."""
     limit = asyncio.Semaphore(LIST_CONCURRENCY)
 
     async def one(name: str) -> T | None:
         async with limit:
             try:
-                return await read(name)
+                return view(await read(name))
             except NotFoundError:
                 return None
 
@@ -210,6 +213,13 @@ def _rate_limited(wait: float, message: str) -> ApiError:
     )
 
 
+def _charge(limiter: RateLimiter, key: str, what: str, rate: float, burst: int) -> None:
+    """Take a token of `key`'s bucket, or refuse (429) saying `what` went over which rate."""
+    wait = limiter.acquire(key)
+    if wait > 0:
+        raise _rate_limited(wait, f"{what} (at most {rate:g}/s, bursts of {burst})")
+
+
 def requires(permission: Permission | None) -> Callable[..., Awaitable[Principal]]:
     """The dependency that authenticates the caller and checks `permission` (None: any valid key),
     in the order the module docstring gives."""
@@ -231,13 +241,13 @@ def requires(permission: Permission | None) -> Callable[..., Awaitable[Principal
         address = request.client.host if request.client else UNKNOWN_ADDRESS
 
         def admit() -> None:
-            wait = ctx.addresses.acquire(address)
-            if wait > 0:
-                raise _rate_limited(
-                    wait,
-                    f"too many keys to verify from {address} (at most {ctx.api.address_rate:g}/s, "
-                    f"bursts of {ctx.api.address_burst})",
-                )
+            _charge(
+                ctx.addresses,
+                address,
+                f"too many keys to verify from {address}",
+                ctx.api.address_rate,
+                ctx.api.address_burst,
+            )
 
         try:
             record = await ctx.keys.authenticate(key, admit=admit)
@@ -247,13 +257,13 @@ def requires(permission: Permission | None) -> Callable[..., Awaitable[Principal
             raise _rate_limited(
                 exc.retry_after, "the API is verifying too many new keys right now"
             ) from None
-        wait = ctx.limiter.acquire(key_id)
-        if wait > 0:
-            raise _rate_limited(
-                wait,
-                f"too many requests with API key {key_id} (at most {ctx.api.rate:g}/s, bursts of "
-                f"{ctx.api.burst})",
-            )
+        _charge(
+            ctx.limiter,
+            key_id,
+            f"too many requests with API key {key_id}",
+            ctx.api.rate,
+            ctx.api.burst,
+        )
         if permission is not None and permission not in record.effective:
             raise ApiError(
                 403,

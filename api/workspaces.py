@@ -33,12 +33,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Query, Response
 
 from api.bodies import read_body
-from api.context import Principal, context, each_found, shown
+from api.context import Principal, each_found, shown
 from api.errors import ApiError, error_responses
-from api.routes import MANAGE, READ, IdempotencyKey, reads, writes
+from api.routes import MANAGE, READ, Call, reads, writes
 from api.views import (
     WorkspaceAccepted,
     WorkspaceClassList,
@@ -48,6 +48,8 @@ from api.views import (
     WorkspaceList,
     WorkspaceOperationView,
     WorkspaceView,
+    accepted_view,
+    view_of,
 )
 from infra.keys import Permission
 from models.deploy import resources_from_flags
@@ -63,7 +65,7 @@ from models.workspace_operations import (
 )
 from starter.clients.base import not_found
 from starter.clients.classes import check_class_conflicts, class_not_found
-from starter.clients.workspaces import TemporalWorkspaces, WorkspaceRequest
+from starter.clients.workspaces import Deployment, TemporalWorkspaces, WorkspaceRequest
 from starter.errors import InvalidRequestError, NotFoundError
 from starter.parsing import validated
 
@@ -82,28 +84,25 @@ def workspace_name(workspace_id: str) -> str:
 
 
 def _view(spaces: TemporalWorkspaces, status: WorkspaceStatus) -> WorkspaceView:
-    workflow = spaces.workflow(status.name)
-    return WorkspaceView.of(status, workflow.workflow_id, workflow.link)
+    return view_of(WorkspaceView, status, spaces.workflow(status.name))
 
 
 # --- workspace classes -----------------------------------------------------------------------
 
 
 @reads(classes, "", WorkspaceClassList, "List workspace classes")
-async def list_classes(request: Request, principal: Principal = READ) -> WorkspaceClassList:
+async def list_classes(call: Call = READ) -> WorkspaceClassList:
     """The classes the organization sees: the shared catalog's and its own (resources, endpoints,
     prompts)."""
-    catalog = await context(request).classes(principal.organization).catalog()
+    catalog = await call.classes().catalog()
     return WorkspaceClassList(items=catalog.classes)
 
 
 @reads(classes, "/{class_name}", WorkspaceClassSpec, "Get a workspace class")
-async def get_class(
-    request: Request, class_name: str, principal: Principal = READ
-) -> WorkspaceClassSpec:
+async def get_class(class_name: str, call: Call = READ) -> WorkspaceClassSpec:
     """One class the organization sees, by its exact, versioned name (another organization's own
     class is not found)."""
-    catalog = context(request).classes(principal.organization)
+    catalog = call.classes()
     if dns_label_problem("workspace class", class_name):
         published = (c.name for c in (await catalog.catalog()).classes)
         raise class_not_found(shown(class_name), published)
@@ -154,22 +153,21 @@ def _publish_request(
     },
 )
 async def publish_class(
-    request: Request,
     response: Response,
-    idempotency_key: IdempotencyKey = None,
-    principal: Principal = MANAGE,
+    call: Call = MANAGE,
 ) -> WorkspaceClassPublished:
     """Publish a class: the organization's own (seen by it alone), or, with Catalog Publish, to
     the catalog every organization shares, with the ServiceTemplates it deploys. 201 when
     published, 200 when the identical class was there already; a different class under an
     existing name is a 409 (classes are immutable: a new version is a new name), and so is an
     organization's class under a name the shared catalog has."""
-    body = await read_body(request, WorkspaceClassPublishRequest)
-    publish = _publish_request(body, principal)
-    catalog = context(request).classes(publish.organization)
+    body = await read_body(call.request, WorkspaceClassPublishRequest)
+    publish = _publish_request(body, call.principal)
+    catalog = call.classes(publish.organization)
     check_class_conflicts([publish], await catalog.catalog())
     # The catalog is everyone's: another organization's key must not find this one's update.
-    request_id = f"{principal.organization}/{idempotency_key}" if idempotency_key else None
+    key = call.idempotency_key
+    request_id = f"{call.organization}/{key}" if key else None
     result = await catalog.publish(publish, request_id=request_id)
     response.status_code = 201 if result.created else 200
     return WorkspaceClassPublished(
@@ -227,20 +225,18 @@ async def _deploy_operation(spaces: TemporalWorkspaces, name: str) -> tuple[str,
 
 @writes(router, "POST", "", WorkspaceAccepted, "Deploy a workspace", body=WorkspaceDeployRequest)
 async def deploy_workspace(
-    request: Request,
     response: Response,
-    idempotency_key: IdempotencyKey = None,
-    principal: Principal = MANAGE,
+    call: Call = MANAGE,
 ) -> WorkspaceAccepted:
     """Deploy a workspace of a class on one of the organization's clusters: 202 with its first
     operation; poll `GET /v1/workspaces/{name}` until it is `Running` (it waits in line while
     the cluster's GPUs are taken). Every required prompt must be answered (422 naming it);
     secret answers are sealed here before anything starts."""
-    body = await read_body(request, WorkspaceDeployRequest)
-    spec = _spec_of(body, principal.organization)
-    spaces = context(request).workspaces(principal)
+    body = await read_body(call.request, WorkspaceDeployRequest)
+    spec = _spec_of(body, call.organization)
+    spaces = call.workspaces()
     started = await spaces.deploy(
-        spec, secret_values=body.secret_values, request_id=idempotency_key
+        Deployment(spec, secret_values=body.secret_values, request_id=call.idempotency_key)
     )
     phase, operation_id = await _deploy_operation(spaces, spec.name)
     response.headers["Location"] = f"{router.prefix}/{spec.name}"
@@ -253,7 +249,7 @@ async def deploy_workspace(
             "phase": phase,
             "operation_id": operation_id,
             "workflow_id": started.workflow_id,
-            "web_ui": context(request).workflow(started.workflow_id).link,
+            "web_ui": call.workflow(started.workflow_id).link,
             "repeated": started.repeated,
         }
     )
@@ -265,29 +261,22 @@ ClusterFilter = Annotated[
 
 
 @reads(router, "", WorkspaceList, "List workspaces")
-async def list_workspaces(
-    request: Request, cluster: ClusterFilter = None, principal: Principal = READ
-) -> WorkspaceList:
+async def list_workspaces(cluster: ClusterFilter = None, call: Call = READ) -> WorkspaceList:
     """The organization's workspaces (those whose deletion has not completed), optionally of one
     cluster."""
     if cluster is not None and name_problem("cluster", cluster):
         raise InvalidRequestError(f"cluster: {name_problem('cluster', cluster)}")
-    spaces = context(request).workspaces(principal)
-    found = await spaces.list_all(cluster=cluster, organization=principal.organization)
-
-    async def view(name: str) -> WorkspaceView:
-        return _view(spaces, await spaces.get(name))
-
-    return WorkspaceList(items=await each_found((w.name for w in found), view))
+    spaces = call.workspaces()
+    found = await spaces.list_all(cluster=cluster, organization=call.organization)
+    views = await each_found((w.name for w in found), spaces.get, lambda s: _view(spaces, s))
+    return WorkspaceList(items=views)
 
 
 @reads(router, "/{workspace_id}", WorkspaceView, "Get a workspace")
-async def get_workspace(
-    request: Request, workspace_id: str, principal: Principal = READ
-) -> WorkspaceView:
+async def get_workspace(workspace_id: str, call: Call = READ) -> WorkspaceView:
     """The workspace: phase, access (URLs or port-forward commands), GPU admission, conditions,
     the failure context of a failed one, and its operations."""
-    spaces = context(request).workspaces(principal)
+    spaces = call.workspaces()
     return _view(spaces, await spaces.get(workspace_name(workspace_id)))
 
 
@@ -327,23 +316,12 @@ def _operation_route(
 ) -> None:
     """The route that sends a workspace `operation` (its update is the request's `kind`)."""
 
-    async def operate(
-        request: Request,
-        workspace_id: str,
-        idempotency_key: IdempotencyKey = None,
-        principal: Principal = MANAGE,
-    ) -> WorkspaceOperationView:
+    async def operate(workspace_id: str, call: Call = MANAGE) -> WorkspaceOperationView:
         name = workspace_name(workspace_id)
-        spaces = context(request).workspaces(principal)
-        accepted = await spaces.send(name, operation, request_id=idempotency_key)
-        workflow = spaces.workflow(name)
-        return WorkspaceOperationView(
-            workspace_id=name,
-            operation_id=accepted.operation_id,
-            kind=accepted.kind,
-            position=accepted.position,
-            workflow_id=workflow.workflow_id,
-            web_ui=workflow.link,
+        spaces = call.workspaces()
+        accepted = await spaces.send(name, operation, request_id=call.idempotency_key)
+        return accepted_view(
+            WorkspaceOperationView, accepted, spaces.workflow(name), workspace_id=name
         )
 
     operate.__name__ = f"{operation.kind.value}_workspace"

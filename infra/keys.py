@@ -211,13 +211,9 @@ class KeyStoreUnavailableError(KeyStoreError):
     """The management cluster, where the keys live, did not answer: nobody's fault, try again."""
 
 
-class KeyRefusedError(Exception):
+class KeyRefusedError(KeyStoreError):
     """The presented key is not a valid one: malformed, unknown, revoked, wrong or expired. The
     message says which in words safe to show (never the key)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 class KeyBusyError(Exception):
@@ -388,26 +384,8 @@ def _from_secret(obj: dict[str, Any]) -> _Stored | None:
 
 
 class KeyStore(Protocol):
-    """Where API keys live; `KubernetesKeyStore` is the one Colony runs."""
-
-    async def create(
-        self,
-        organization: str,
-        permissions: Iterable[str],
-        *,
-        name: str = "",
-        expires_at: datetime | None = None,
-    ) -> tuple[ApiKey, str]:
-        """A new key: its record, and the key itself (to show once; it is stored nowhere)."""
-        ...
-
-    async def list_keys(self, organization: str | None = None) -> list[ApiKey]:
-        """Every key (of one organization), oldest first."""
-        ...
-
-    async def revoke(self, key_id: str) -> bool:
-        """Delete a key; False when there was none with that id."""
-        ...
+    """What the HTTP API needs of a key store: to verify the keys it is presented (making keys is
+    `colonyctl apikey`'s, on `KubernetesKeyStore`)."""
 
     async def authenticate(self, key: str, *, admit: Admit = admit_all) -> ApiKey:
         """The key's record when `key` is a valid, unexpired key; `KeyRefusedError` otherwise,

@@ -16,7 +16,7 @@ from starter.backend import clusters
 from starter.clients.base import WorkflowRef
 from starter.clients.clusters import ClusterRequest, Clusters
 from starter.errors import OperationFailedError
-from starter.options import OutputFormat
+from starter.options import OutputFormat, Submission
 from starter.session import print_link, run
 
 
@@ -86,14 +86,7 @@ def accepted_output(
 
 
 def submit(
-    cluster: str,
-    request: ClusterRequest,
-    *,
-    wait: bool,
-    timeout: float | None,
-    fmt: OutputFormat,
-    request_id: str | None,
-    gone_ok: bool = False,
+    cluster: str, request: ClusterRequest, submission: Submission, *, gone_ok: bool = False
 ) -> None:
     """Send an operation (checked by the client as its transport checks it: against the
     location's stock for an add or a scale); with --wait, follow it to the end.
@@ -104,14 +97,15 @@ def submit(
     colony = clusters()
 
     async def go() -> tuple[OperationAccepted, Operation | None]:
-        accepted = await colony.send(cluster, request, request_id=request_id)
+        accepted = await colony.send(cluster, request, request_id=submission.request_id)
         print_link(colony.workflow(cluster))
-        if not wait:
+        if not submission.wait:
             return accepted, None
-        return accepted, await follow(colony, cluster, accepted.operation_id, timeout)
+        operation = await follow(colony, cluster, accepted.operation_id, submission.timeout)
+        return accepted, operation
 
     accepted, operation = run(go)
-    if not wait:
-        accepted_output(colony.workflow(cluster), cluster, accepted, fmt)
+    if not submission.wait:
+        accepted_output(colony.workflow(cluster), cluster, accepted, submission.fmt)
         return
-    finish(operation, accepted.operation_id, gone_ok=gone_ok, fmt=fmt)
+    finish(operation, accepted.operation_id, gone_ok=gone_ok, fmt=submission.fmt)

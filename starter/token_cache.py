@@ -33,7 +33,7 @@ import os
 import sys
 import time
 
-from starter.login import read_login
+from starter.login import read_login, user_dir
 
 # Not `typing.TYPE_CHECKING`: importing typing is one of the costs this module avoids.
 TYPE_CHECKING = False
@@ -74,10 +74,7 @@ Entry = dict[str, str]
 
 def cache_dir(env: Mapping[str, str]) -> str:
     """Where tokens are cached: $COLONY_CACHE_DIR, $XDG_CACHE_HOME/colony or ~/.cache/colony."""
-    if env.get(CACHE_DIR_ENV):
-        return env[CACHE_DIR_ENV]
-    home = env.get("HOME") or os.path.expanduser("~")
-    return os.path.join(env.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"), "colony")
+    return user_dir(env, CACHE_DIR_ENV, "XDG_CACHE_HOME", ".cache")
 
 
 def management_kubeconfig(env: Mapping[str, str]) -> str:

@@ -58,7 +58,7 @@ from starter.clients.base import WATCH_SECONDS, Deadline, WorkflowRef, polled
 from starter.clients.http import HttpEntity, RemoteClient, not_through_the_api, parsed
 from starter.clients.temporal import TemporalEntity, organization_clause
 from starter.errors import NotFoundError, OperationFailedError, UnavailableError
-from workflows.search_attributes import COLONY_CLUSTER, COLONY_KIND, COLONY_PHASE
+from workflows.search_attributes import COLONY_CLUSTER, COLONY_PHASE
 
 WORKFLOW_TYPE = "ClusterWorkflow"
 CANCEL_OPERATION_UPDATE = "cancel_operation"
@@ -140,19 +140,12 @@ class Clusters(ABC):
 
     @abstractmethod
     async def send(
-        self,
-        name: str,
-        request: ClusterRequest,
-        *,
-        request_id: str | None = None,
-        status: ClusterStatus | None = None,
+        self, name: str, request: ClusterRequest, *, request_id: str | None = None
     ) -> OperationAccepted:
         """Send an operation; a refusal is a typed error.
 
         Args:
             request_id: the update id; the same id again returns the first call's operation.
-            status: the cluster's status, when the caller has just read it (the checks of an
-                add or a scale use it instead of asking again).
         """
 
     @abstractmethod
@@ -273,12 +266,11 @@ def live_drains(
 class TemporalClusters(TemporalEntity[ClusterStatus], Clusters):
     """Clusters through `ClusterWorkflow`, for the session's organization."""
 
-    noun = "cluster"
+    noun = kind = CLUSTER_KIND
     workflow_type = WORKFLOW_TYPE
     status_type = ClusterStatus
-
-    def workflow_id(self, name: str, organization: str) -> str:
-        return cluster_workflow_id(name, organization)
+    first_phase = ClusterPhase.CREATING.value
+    workflow_id = staticmethod(cluster_workflow_id)
 
     async def create(self, spec: ClusterSpec, *, request_id: str | None = None) -> Started:
         await checks.check_cluster(self.session.settings, spec)
@@ -286,11 +278,7 @@ class TemporalClusters(TemporalEntity[ClusterStatus], Clusters):
             name=spec.name,
             organization=spec.organization,
             argument=ClusterWorkflowInput(spec=spec),
-            attributes=[
-                SearchAttributePair(COLONY_KIND, CLUSTER_KIND),
-                SearchAttributePair(COLONY_CLUSTER, spec.name),
-                SearchAttributePair(COLONY_PHASE, ClusterPhase.CREATING.value),
-            ],
+            marks=[SearchAttributePair(COLONY_CLUSTER, spec.name)],
             request_id=request_id,
             summary=f"cluster {spec.name} in {spec.location_id}",
             details=cluster_details(spec),
@@ -320,23 +308,19 @@ class TemporalClusters(TemporalEntity[ClusterStatus], Clusters):
         return await self._live(status, running)
 
     async def send(
-        self,
-        name: str,
-        request: ClusterRequest,
-        *,
-        request_id: str | None = None,
-        status: ClusterStatus | None = None,
+        self, name: str, request: ClusterRequest, *, request_id: str | None = None
     ) -> OperationAccepted:
+        """An add or a scale is first checked against the location's stock."""
         settings = self.session.settings
         if isinstance(request, AddNodePoolRequest):
             await checks.check_new_pool(
                 settings,
-                status or await self.get(name),
+                await self.get(name),
                 request.pool,
                 wait_for_capacity=request.wait_for_capacity,
             )
         elif isinstance(request, ScaleNodePoolRequest):
-            await checks.check_scale(settings, status or await self.get(name), request)
+            await checks.check_scale(settings, await self.get(name), request)
         accepted: OperationAccepted = await self._update(
             name, request.kind.value, request, OperationAccepted, request_id
         )
@@ -417,7 +401,9 @@ class HttpClusters(HttpEntity[ClusterStatus], Clusters):
             "nodePools": [p.model_dump(mode="json", exclude_none=True) for p in spec.node_pools],
             "waitForCapacity": spec.wait_for_capacity,
         }
-        accepted = await self._call(spec.name, "POST", CLUSTERS, json=body, request_id=request_id)
+        accepted = await self.remote.call(
+            "POST", CLUSTERS, json=body, request_id=request_id, about=self.about(spec.name)
+        )
         return Started(
             workflow_id=str(accepted.get("workflowId", "")),
             operation_id=str(accepted.get("operationId", "")),
@@ -459,16 +445,11 @@ class HttpClusters(HttpEntity[ClusterStatus], Clusters):
         return "DELETE", self.path(name), None, {}
 
     async def send(
-        self,
-        name: str,
-        request: ClusterRequest,
-        *,
-        request_id: str | None = None,
-        status: ClusterStatus | None = None,
+        self, name: str, request: ClusterRequest, *, request_id: str | None = None
     ) -> OperationAccepted:
         method, path, body, query = self._route(name, request)
-        accepted = await self._call(
-            name, method, path, json=body, params=query, request_id=request_id
+        accepted = await self.remote.call(
+            method, path, json=body, params=query, request_id=request_id, about=self.about(name)
         )
         return parsed(OperationAccepted, accepted)
 
@@ -476,11 +457,15 @@ class HttpClusters(HttpEntity[ClusterStatus], Clusters):
         self, name: str, operation_id: str, *, reason: str = "", request_id: str | None = None
     ) -> Operation:
         path = self.path(name, "operations", operation_id, "cancel")
-        body = await self._call(name, "POST", path, json={"reason": reason}, request_id=request_id)
+        body = await self.remote.call(
+            "POST", path, json={"reason": reason}, request_id=request_id, about=self.about(name)
+        )
         return parsed(Operation, body)
 
     async def get_operation(self, name: str, operation_id: str) -> Operation:
-        body = await self._call(name, "GET", self.path(name, "operations", operation_id))
+        body = await self.remote.call(
+            "GET", self.path(name, "operations", operation_id), about=self.about(name)
+        )
         return parsed(Operation, body)
 
     async def list_all(self, *, organization: str | None = None) -> list[ClusterSummary]:

@@ -97,12 +97,11 @@ class Colonies(ABC):
 class TemporalColonies(TemporalEntity[ColonyStatus], Colonies):
     """Colonies through `ColonyWorkflow`, for the session's organization."""
 
-    noun = "colony"
+    noun = kind = COLONY_KIND_VALUE
     workflow_type = WORKFLOW
     status_type = ColonyStatus
-
-    def workflow_id(self, name: str, organization: str) -> str:
-        return colony_workflow_id(name, organization)
+    first_phase = ColonyPhase.PROVISIONING.value
+    workflow_id = staticmethod(colony_workflow_id)
 
     async def apply(self, spec: ColonySpec, *, request_id: str | None = None) -> AppliedColony:
         """Of `spec.organization`."""
@@ -127,11 +126,7 @@ class TemporalColonies(TemporalEntity[ColonyStatus], Colonies):
             name=spec.name,
             organization=spec.organization,
             argument=ColonyWorkflowInput(spec=spec),
-            attributes=[
-                SearchAttributePair(COLONY_KIND, COLONY_KIND_VALUE),
-                SearchAttributePair(COLONY_NAME, spec.name),
-                SearchAttributePair(COLONY_PHASE, ColonyPhase.PROVISIONING.value),
-            ],
+            marks=[SearchAttributePair(COLONY_NAME, spec.name)],
             summary=f"colony {spec.name}: {len(spec.colony_clusters)} cluster(s)",
             if_running=WorkflowIDConflictPolicy.USE_EXISTING,
         )
@@ -193,7 +188,9 @@ class HttpColonies(HttpEntity[ColonyStatus], Colonies):
                 for entry in spec.colony_clusters
             ],
         }
-        applied = await self._call(spec.name, "POST", COLONIES, json=body, request_id=request_id)
+        applied = await self.remote.call(
+            "POST", COLONIES, json=body, request_id=request_id, about=self.about(spec.name)
+        )
         return AppliedColony(
             workflow_id=str(applied.get("workflowId", "")),
             created=bool(applied.get("created", False)),
@@ -219,5 +216,7 @@ class HttpColonies(HttpEntity[ColonyStatus], Colonies):
         return sorted(summaries, key=lambda colony: colony.name)
 
     async def delete(self, name: str, *, request_id: str | None = None) -> ColonyOperationAccepted:
-        body = await self._call(name, "DELETE", self.path(name), request_id=request_id)
+        body = await self.remote.call(
+            "DELETE", self.path(name), request_id=request_id, about=self.about(name)
+        )
         return parsed(ColonyOperationAccepted, body)

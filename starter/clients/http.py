@@ -32,16 +32,9 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from starter import login
+from starter import errors, login
 from starter.clients.base import WorkflowRef
-from starter.errors import (
-    ColonyError,
-    ConflictError,
-    InvalidRequestError,
-    NotFoundError,
-    OperationFailedError,
-    UnavailableError,
-)
+from starter.errors import ColonyError, InvalidRequestError, UnavailableError
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -55,15 +48,15 @@ NOT_THROUGH_THE_API = "log out to use Temporal directly"
 # --- the table -------------------------------------------------------------------------------
 
 REFUSED_AS: dict[int, type[ColonyError]] = {
-    400: InvalidRequestError,
-    401: InvalidRequestError,
-    403: InvalidRequestError,
-    422: InvalidRequestError,
-    404: NotFoundError,
-    409: ConflictError,
+    400: errors.InvalidRequestError,
+    401: errors.InvalidRequestError,
+    403: errors.InvalidRequestError,
+    422: errors.InvalidRequestError,
+    404: errors.NotFoundError,
+    409: errors.ConflictError,
 }
 """A refusal's error by its status; any other status is `UnavailableError`."""
-REFUSED_AS_BY_CODE: dict[str, type[ColonyError]] = {"operation_failed": OperationFailedError}
+REFUSED_AS_BY_CODE: dict[str, type[ColonyError]] = {"operation_failed": errors.OperationFailedError}
 """Codes that say more than their status (a 409 that is a failure, not the state refusing)."""
 
 
@@ -162,9 +155,14 @@ class RemoteClient:
         json: Any = None,
         params: dict[str, str] | None = None,
         request_id: str | None = None,
+        about: str = "",
     ) -> Any:
         """One API call; its JSON answer, or the typed error of its refusal. A 429 is retried
-        after its `Retry-After`, a few times."""
+        after its `Retry-After`, a few times.
+
+        Args:
+            about: what the answer is about (`cluster/<name>`): the workflow it names is kept.
+        """
         headers = {"Authorization": f"Bearer {self.key}"}
         if request_id:
             headers["Idempotency-Key"] = request_id
@@ -183,7 +181,10 @@ class RemoteClient:
             if response.status_code != 429 or attempt == RATE_RETRIES:
                 break
             await asyncio.sleep(retry_after(response))
-        return answer(response)
+        body = answer(response)
+        if about:
+            self.remember(body, about)
+        return body
 
 
 # --- an entity's resources -------------------------------------------------------------------
@@ -206,30 +207,17 @@ class HttpEntity(Generic[StatusT]):
     def path(self, name: str, *rest: str) -> str:
         return "/".join([self.collection, *(quote(part, safe="") for part in (name, *rest))])
 
-    def _key(self, name: str) -> str:
+    def about(self, name: str) -> str:
+        """What an answer about the entity `name` is kept under (`RemoteClient.call`)."""
         return f"{self.noun}/{name}"
 
     def workflow(self, name: str) -> WorkflowRef:
         """The entity's workflow as the API last named it; empty before any answer about it."""
-        return self.remote.workflow(self._key(name))
-
-    async def _call(
-        self,
-        name: str,
-        method: str,
-        path: str,
-        *,
-        json: Any = None,
-        params: dict[str, str] | None = None,
-        request_id: str | None = None,
-    ) -> Any:
-        """One call about the entity `name`, whose answer may name its workflow."""
-        body = await self.remote.call(method, path, json=json, params=params, request_id=request_id)
-        self.remote.remember(body, self._key(name))
-        return body
+        return self.remote.workflow(self.about(name))
 
     async def _get(self, name: str) -> StatusT:
-        return parsed(self.status_type, await self._call(name, "GET", self.path(name)))
+        body = await self.remote.call("GET", self.path(name), about=self.about(name))
+        return parsed(self.status_type, body)
 
     async def _items(self, params: dict[str, str] | None = None) -> list[dict[str, Any]]:
         return items_of(await self.remote.call("GET", self.collection, params=params))

@@ -63,18 +63,10 @@ from activities import tracing
 from activities.settings import ColonySettings
 from models.errors import REJECTED_FIELD, REJECTED_NOT_FOUND, ErrorType
 from models.names import name_problem
+from starter import errors
 from starter.clients.base import WorkflowRef, new_request_id, not_found
-from starter.errors import (
-    TEMPORAL_HINT,
-    ColonyError,
-    ConflictError,
-    InvalidRequestError,
-    NotFoundError,
-    OperationFailedError,
-    UnavailableError,
-    temporal_unreachable,
-)
-from workflows.search_attributes import COLONY_ORGANIZATION
+from starter.errors import ColonyError, NotFoundError, UnavailableError
+from workflows.search_attributes import COLONY_KIND, COLONY_ORGANIZATION, COLONY_PHASE
 
 StatusT = TypeVar("StatusT", bound=BaseModel)
 
@@ -84,7 +76,7 @@ REQUEST_ID_MEMO = "requestId"
 """Memo key of the request id an entity was started with (see the module docstring)."""
 
 
-async def connect(settings: ColonySettings, *, hint: str = TEMPORAL_HINT) -> Client:
+async def connect(settings: ColonySettings, *, hint: str = errors.TEMPORAL_HINT) -> Client:
     """A Temporal client with the pydantic data converter, or an `UnavailableError` saying where
     it looked.
 
@@ -101,15 +93,15 @@ async def connect(settings: ColonySettings, *, hint: str = TEMPORAL_HINT) -> Cli
             interceptors=[interceptor] if interceptor is not None else [],
         )
     except RuntimeError as exc:
-        raise temporal_unreachable(settings.temporal_address, exc, hint=hint) from exc
+        raise errors.temporal_unreachable(settings.temporal_address, exc, hint=hint) from exc
 
 
 # --- the table -------------------------------------------------------------------------------
 
 REFUSED_AS: dict[str, type[ColonyError]] = {
-    ErrorType.OPERATION_REJECTED: ConflictError,
-    ErrorType.CLASS_CONFLICT: ConflictError,
-    ErrorType.INVALID_SPEC: InvalidRequestError,
+    ErrorType.OPERATION_REJECTED: errors.ConflictError,
+    ErrorType.CLASS_CONFLICT: errors.ConflictError,
+    ErrorType.INVALID_SPEC: errors.InvalidRequestError,
 }
 """An update refusal's error by its type (a refusal of another type failed the operation)."""
 
@@ -148,7 +140,7 @@ def update_error(
     """The typed error of an update the workflow refused or failed."""
     cause = exc.cause
     if not isinstance(cause, ApplicationError):
-        return OperationFailedError(f"{update}: {cause or exc}")
+        return errors.OperationFailedError(f"{update}: {cause or exc}")
     named = rejected_field(cause)
     about = named or refusals.subjects.get(cause.type or "", refusals.subject) or update
     if rejection_is_not_found(cause):
@@ -156,7 +148,7 @@ def update_error(
     refused = REFUSED_AS.get(cause.type or "")
     if refused is not None:
         return refused(f"{about}: {cause.message}")
-    return OperationFailedError(f"{named or update}: {cause.message}")
+    return errors.OperationFailedError(f"{named or update}: {cause.message}")
 
 
 def failure(
@@ -258,7 +250,7 @@ def organization_clause(organization: str | None) -> str:
         return ""
     problem = name_problem("organization", organization)
     if problem:
-        raise InvalidRequestError(f"organization: {problem}")
+        raise errors.InvalidRequestError(f"organization: {problem}")
     return f" AND {COLONY_ORGANIZATION.name} = '{organization}'"
 
 
@@ -274,6 +266,10 @@ class TemporalEntity(Generic[StatusT]):
     """The entity in messages: `cannot read cluster 'x'`."""
     workflow_type: ClassVar[str]
     status_type: type[StatusT]
+    kind: ClassVar[str]
+    """Its workflows' `ColonyKind` mark (the workflow upserts the same value)."""
+    first_phase: ClassVar[str]
+    """Its workflows' `ColonyPhase` mark at start, until the workflow upserts its own."""
     owned: ClassVar[bool] = False
     """Lookups check the organization's mark too, and bind to the workflow's first run, so that an
     update cannot reach an entity created again under the name meanwhile (workspaces)."""
@@ -383,16 +379,17 @@ class TemporalEntity(Generic[StatusT]):
         name: str,
         organization: str,
         argument: BaseModel,
-        attributes: list[SearchAttributePair[Any]],
+        marks: list[SearchAttributePair[Any]],
         memo: dict[str, Any] | None = None,
         request_id: str | None = None,
         summary: str,
         details: str = "",
         if_running: WorkflowIDConflictPolicy = WorkflowIDConflictPolicy.FAIL,
     ) -> bool:
-        """Start the entity's workflow in `organization` with its marks (kind, organization,
-        phase: at start, so that a list sees it as soon as the start was answered); True when
-        `request_id` had started it already (nothing new was started).
+        """Start the entity's workflow in `organization` with its marks (its kind, organization
+        and first phase, and `marks` of its own: at start, so that a list sees it as soon as the
+        start was answered); True when `request_id` had started it already (nothing new was
+        started).
 
         Args:
             if_running: what a start finds running: refused (a name taken), or that one
@@ -416,7 +413,12 @@ class TemporalEntity(Generic[StatusT]):
                 memo={**(memo or {}), **({REQUEST_ID_MEMO: request_id} if request_id else {})}
                 or None,
                 search_attributes=TypedSearchAttributes(
-                    [*attributes, SearchAttributePair(COLONY_ORGANIZATION, organization)]
+                    [
+                        SearchAttributePair(COLONY_KIND, self.kind),
+                        *marks,
+                        SearchAttributePair(COLONY_ORGANIZATION, organization),
+                        SearchAttributePair(COLONY_PHASE, self.first_phase),
+                    ]
                 ),
                 static_summary=summary,
                 static_details=details or None,
@@ -424,7 +426,7 @@ class TemporalEntity(Generic[StatusT]):
         except WorkflowAlreadyStartedError as exc:
             if request_id and await self._started_by(workflow_id, request_id, organization):
                 return True
-            raise ConflictError(
+            raise errors.ConflictError(
                 f"name: {self.noun} '{name}' already exists (names are unique until a deletion "
                 "completes)"
             ) from exc

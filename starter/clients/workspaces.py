@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client, WorkflowQueryFailedError
@@ -102,6 +102,24 @@ CLI_HINT = "give --set {path}=...{others}, or run on a terminal to be asked"
 
 WorkspaceRequest = SuspendWorkspaceRequest | ResumeWorkspaceRequest | DeleteWorkspaceRequest
 """An operation a caller sends a workspace; its `kind` names the workflow's update."""
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """A deploy as a front door asks for it (`Workspaces.deploy`)."""
+
+    spec: WorkspaceSpec
+    """The request as the user gave it, on its cluster as its organization names it."""
+    workspace_class: WorkspaceClassSpec | None = None
+    """The class, when the caller has it already (`apply -f` of a class and its workspace);
+    else read from the catalog."""
+    ask: Asker | None = None
+    """Asks a person for a missing required prompt; without it, one is refused by name."""
+    secret_values: dict[str, str] = field(default_factory=dict)
+    """Secret answers given apart from the others (the API's `secretValues`:
+    `with_secret_values`)."""
+    request_id: str | None = None
+    """The same id again finds the first deploy instead of refusing the name."""
 
 
 @dataclass
@@ -256,26 +274,9 @@ class Workspaces(ABC):
     """What a caller can do with workspaces, whichever transport carries it."""
 
     @abstractmethod
-    async def deploy(
-        self,
-        spec: WorkspaceSpec,
-        *,
-        workspace_class: WorkspaceClassSpec | None = None,
-        ask: Asker | None = None,
-        secret_values: dict[str, str] | None = None,
-        request_id: str | None = None,
-    ) -> StartedWorkspace:
+    async def deploy(self, deployment: Deployment) -> StartedWorkspace:
         """Deploy a workspace: everything checked before anything starts (see the module
-        docstring), then its workflow started.
-
-        Args:
-            spec: the request as the user gave it, on its cluster as its organization names it.
-            workspace_class: the class, when the caller has it already (`apply -f` of a class
-                and its workspace); else read from the catalog.
-            ask: asks a person for a missing required prompt; without it, one is refused.
-            secret_values: secret answers given apart from the others (`with_secret_values`).
-            request_id: the same id again finds the first deploy instead of refusing the name.
-        """
+        docstring), then its workflow started."""
 
     @abstractmethod
     async def get(self, name: str) -> WorkspaceStatus:
@@ -439,9 +440,11 @@ class TemporalWorkspaces(TemporalEntity[WorkspaceStatus], Workspaces):
             default; the API names its fields).
     """
 
-    noun = "workspace"
+    noun = kind = WORKSPACE_KIND
     workflow_type = WORKSPACE_WORKFLOW
     status_type = WorkspaceStatus
+    first_phase = WorkspacePhase.PENDING.value
+    workflow_id = staticmethod(workspace_workflow_id)
     owned = True
 
     def __init__(
@@ -454,9 +457,6 @@ class TemporalWorkspaces(TemporalEntity[WorkspaceStatus], Workspaces):
         super().__init__(session)
         self.sealer = sealer
         self.hint = hint
-
-    def workflow_id(self, name: str, organization: str) -> str:
-        return workspace_workflow_id(name, organization)
 
     def refusals(self, name: str) -> Refusals:
         # A workspace's refusals are about the workspace itself (already suspended, deleted).
@@ -476,24 +476,21 @@ class TemporalWorkspaces(TemporalEntity[WorkspaceStatus], Workspaces):
             raise ConflictError(problem)
         return status
 
-    async def deploy(
-        self,
-        spec: WorkspaceSpec,
-        *,
-        workspace_class: WorkspaceClassSpec | None = None,
-        ask: Asker | None = None,
-        secret_values: dict[str, str] | None = None,
-        request_id: str | None = None,
-    ) -> StartedWorkspace:
+    async def deploy(self, deployment: Deployment) -> StartedWorkspace:
         """Of the spec's organization (`spec.organization`: the API's caller's; empty for the
         operator in direct mode)."""
+        spec = deployment.spec
         owner = self.acting_for(spec.organization)
         await owner.check_cluster(spec.cluster)
-        pinned = workspace_class or await TemporalClasses(owner.session).get(spec.class_name)
-        if secret_values:
-            spec = with_secret_values(spec, secret_values, pinned)
-        prepared = prepare_workspace(spec, pinned, ask=ask, sealer=self.sealer, hint=self.hint)
-        return await self.start(prepared, workspace_class=pinned, request_id=request_id)
+        pinned = deployment.workspace_class or await TemporalClasses(owner.session).get(
+            spec.class_name
+        )
+        if deployment.secret_values:
+            spec = with_secret_values(spec, deployment.secret_values, pinned)
+        prepared = prepare_workspace(
+            spec, pinned, ask=deployment.ask, sealer=self.sealer, hint=self.hint
+        )
+        return await self.start(prepared, workspace_class=pinned, request_id=deployment.request_id)
 
     async def start(
         self,
@@ -513,11 +510,7 @@ class TemporalWorkspaces(TemporalEntity[WorkspaceStatus], Workspaces):
             name=spec.name,
             organization=spec.organization,
             argument=WorkspaceWorkflowInput(spec=spec),
-            attributes=[
-                SearchAttributePair(COLONY_KIND, WORKSPACE_KIND),
-                SearchAttributePair(COLONY_CLUSTER, spec.cluster_deployment),
-                SearchAttributePair(COLONY_PHASE, WorkspacePhase.PENDING.value),
-            ],
+            marks=[SearchAttributePair(COLONY_CLUSTER, spec.cluster_deployment)],
             memo={CLASS_MEMO: spec.class_name, CLUSTER_MEMO: spec.cluster},
             request_id=request_id,
             summary=workspace_summary(spec),
@@ -608,19 +601,12 @@ class HttpWorkspaces(HttpEntity[WorkspaceStatus], Workspaces):
         super().__init__(remote)
         self._seen: dict[str, WorkspaceStatus] = {}
 
-    async def deploy(
-        self,
-        spec: WorkspaceSpec,
-        *,
-        workspace_class: WorkspaceClassSpec | None = None,
-        ask: Asker | None = None,
-        secret_values: dict[str, str] | None = None,
-        request_id: str | None = None,
-    ) -> StartedWorkspace:
+    async def deploy(self, deployment: Deployment) -> StartedWorkspace:
         """`POST /v1/workspaces`, where the API runs `TemporalWorkspaces.deploy` (the cluster, the
         class, every prompt checked; secrets sealed there). Only the missing required prompts are
         handled here first, as in direct mode, so a user is asked before the request leaves; the
         class is read for that, so an unknown class is found before an unknown cluster here."""
+        spec = deployment.spec
         if spec.sealed_answers:
             raise InvalidRequestError(
                 "sealedAnswers: sealed answers cannot be sent through the API (it seals plaintext "
@@ -631,20 +617,26 @@ class HttpWorkspaces(HttpEntity[WorkspaceStatus], Workspaces):
                 "organization: a workspace deployed through the API is the key's organization's; "
                 "leave it out of the manifest"
             )
-        pinned = workspace_class or await HttpClasses(self.remote).get(spec.class_name)
-        spec = answer_missing(spec, pinned, ask=ask)
+        pinned = deployment.workspace_class or await HttpClasses(self.remote).get(spec.class_name)
+        spec = answer_missing(spec, pinned, ask=deployment.ask)
         body: dict[str, Any] = {
             "name": spec.name,
             "class": spec.class_name,
             "cluster": spec.cluster,
             "values": spec.values,
             "answers": spec.answers,
-            "secretValues": secret_values or {},
+            "secretValues": deployment.secret_values,
             "suspend": spec.suspend,
         }
         if spec.resources is not None:
             body["resources"] = spec.resources.model_dump(mode="json", exclude_none=True)
-        accepted = await self._call(spec.name, "POST", WORKSPACES, json=body, request_id=request_id)
+        accepted = await self.remote.call(
+            "POST",
+            WORKSPACES,
+            json=body,
+            request_id=deployment.request_id,
+            about=self.about(spec.name),
+        )
         return StartedWorkspace(
             workflow_id=str(accepted.get("workflowId", "")),
             repeated=bool(accepted.get("repeated", False)),
@@ -676,7 +668,7 @@ class HttpWorkspaces(HttpEntity[WorkspaceStatus], Workspaces):
             if isinstance(request, DeleteWorkspaceRequest)
             else ("POST", self.path(name, request.kind.value))
         )
-        body = await self._call(name, method, path, request_id=request_id)
+        body = await self.remote.call(method, path, request_id=request_id, about=self.about(name))
         return parsed(WorkspaceOperationAccepted, body)
 
     async def list_all(

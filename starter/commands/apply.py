@@ -28,14 +28,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from starter.options import (
-    OutputFormat,
-    OutputOption,
-    RequestIdOption,
-    TimeoutOption,
-    WaitForCapacityOption,
-    WaitOption,
-)
+from starter.options import OutputFormat, Submission, WaitForCapacityOption, submits
 
 if TYPE_CHECKING:
     from models.cluster import ClusterSpec
@@ -59,32 +52,12 @@ class Plan:
     workspaces: list[WorkspaceSpec] = field(default_factory=list)
 
 
-def read_file(path: Path) -> tuple[str, str]:
-    """(where it came from, its text) of a `-f` file; `-` is stdin."""
-    import sys
-
-    from starter.errors import InvalidRequestError
-
-    if str(path) == "-":
-        return "stdin", sys.stdin.read()
-    try:
-        return str(path), path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InvalidRequestError(f"file: cannot read {path}: {exc.strerror}") from exc
-
-
 def _bare_cluster(document: dict[str, Any], wait_for_capacity: bool) -> ClusterSpec:
     """A file written before manifests: one cluster spec, bare or as `{kind, metadata, spec}`."""
     from models.cluster import ClusterSpec
-    from starter.parsing import validated
+    from starter.parsing import spec_of, validated
 
-    if isinstance(document.get("spec"), dict):
-        data = dict(document["spec"])
-        name = (document.get("metadata") or {}).get("name")
-        if name and "name" not in data:
-            data["name"] = name
-    else:
-        data = {k: v for k, v in document.items() if k not in ("kind", "apiVersion")}
+    data = spec_of(document)
     if wait_for_capacity:
         data["waitForCapacity"] = True
     return validated(ClusterSpec, data)
@@ -100,12 +73,13 @@ def read_documents(paths: list[Path], wait_for_capacity: bool) -> tuple[list[Man
 
     from models.manifests import ManifestError, parse_manifests
     from starter.errors import InvalidRequestError
+    from starter.parsing import read_text
 
     manifests: list[Manifest] = []
     bare = Plan()
     problems: list[str] = []
     for path in paths:
-        source, text = read_file(path)
+        source, text = read_text(path)
         try:
             documents = [d for d in yaml.safe_load_all(text) if d is not None]
         except yaml.YAMLError as exc:
@@ -176,6 +150,7 @@ def _dry_run(manifests: list[Manifest], bare: Plan, fmt: OutputFormat) -> None:
         output.write(f"{str(row['kind']).lower()}/{row['name']} valid (dry run: nothing applied)")
 
 
+@submits
 def apply(
     files: Annotated[
         list[Path],
@@ -190,29 +165,26 @@ def apply(
         bool, typer.Option("--dry-run", help="Validate every document; apply nothing.")
     ] = False,
     wait_for_capacity: WaitForCapacityOption = False,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = None,
-    request_id: RequestIdOption = None,
-    fmt: OutputOption = OutputFormat.TABLE,
+    *,
+    submission: Submission,
 ) -> None:
     """Apply manifests: publish classes and templates, deploy workspaces, create or update
     clusters, as kubectl apply would have made an operator do."""
     manifests, bare = read_documents(files, wait_for_capacity)
     if dry_run:
-        _dry_run(manifests, bare, fmt)
+        _dry_run(manifests, bare, submission.fmt)
         return
     steps = plan(manifests, bare, wait_for_capacity)
-    workspaces = _prepare_and_publish(steps, request_id=request_id)
+    workspaces = _prepare_and_publish(steps, request_id=submission.request_id)
     from starter.commands.cluster import apply_cluster
 
     for index, spec in enumerate(steps.clusters):
-        one_id = f"{request_id}-cluster-{index}" if request_id else None
-        apply_cluster(spec, wait=wait, timeout=timeout, fmt=fmt, request_id=one_id)
+        apply_cluster(spec, submission.one_of(f"cluster-{index}"))
     if steps.colonies:
         from starter.commands.colony import apply_colonies
 
-        apply_colonies(steps.colonies, request_id=request_id)
-    _deploy(workspaces, wait=wait, timeout=timeout, fmt=fmt, request_id=request_id)
+        apply_colonies(steps.colonies, request_id=submission.request_id)
+    _deploy(workspaces, submission)
 
 
 @dataclass
@@ -308,14 +280,7 @@ async def _publish(steps: Plan, catalog: TemporalClasses, request_id: str | None
     return lines
 
 
-def _deploy(
-    deploys: list[_Deploy],
-    *,
-    wait: bool,
-    timeout: float | None,
-    fmt: OutputFormat,
-    request_id: str | None,
-) -> None:
+def _deploy(deploys: list[_Deploy], submission: Submission) -> None:
     from starter import output
     from starter.commands.workspace import deploy_workspace
 
@@ -326,12 +291,6 @@ def _deploy(
                 "deployed workspace: delete it first, or suspend and resume it)"
             )
             continue
-        one_id = f"{request_id}-workspace-{index}" if request_id else None
         deploy_workspace(
-            deploy.spec,
-            wait=wait,
-            timeout=timeout,
-            fmt=fmt,
-            request_id=one_id,
-            workspace_class=deploy.workspace_class,
+            deploy.spec, submission.one_of(f"workspace-{index}"), deploy.workspace_class
         )

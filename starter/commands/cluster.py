@@ -15,10 +15,9 @@ from starter.options import (
     OrganizationFilterOption,
     OutputFormat,
     OutputOption,
-    RequestIdOption,
-    TimeoutOption,
+    Submission,
     WaitForCapacityOption,
-    WaitOption,
+    submits,
 )
 
 if TYPE_CHECKING:
@@ -67,14 +66,7 @@ def build_spec(
     return validated(ClusterSpec, data)
 
 
-def create_cluster(
-    spec: ClusterSpec,
-    *,
-    wait: bool,
-    timeout: float | None,
-    fmt: OutputFormat,
-    request_id: str | None,
-) -> None:
+def create_cluster(spec: ClusterSpec, submission: Submission) -> None:
     """Start the cluster's workflow (once the catalog says it can be served) and report (or
     follow) its creation."""
     from models.operations import Operation
@@ -87,15 +79,16 @@ def create_cluster(
     colony = clusters()
 
     async def go() -> tuple[Started, Operation | None]:
-        started = await colony.create(spec, request_id=request_id)
+        started = await colony.create(spec, request_id=submission.request_id)
         print_link(colony.workflow(spec.name))
-        if not wait:
+        if not submission.wait:
             return started, None
-        return started, await follow(colony, spec.name, started.operation_id, timeout)
+        operation = await follow(colony, spec.name, started.operation_id, submission.timeout)
+        return started, operation
 
     started, operation = run(go)
-    if wait:
-        finish(operation, started.operation_id, fmt=fmt)
+    if submission.wait:
+        finish(operation, started.operation_id, fmt=submission.fmt)
         return
     data = {
         "cluster": spec.name,
@@ -103,12 +96,15 @@ def create_cluster(
         "operationId": started.operation_id,
         "webUi": colony.workflow(spec.name).link,
     }
-    if not output.emit(data, fmt):
-        again = " (already started by this request id)" if started.repeated else ""
-        output.write(f"cluster {spec.name} creating (operation {started.operation_id}){again}")
+    if not output.emit(data, submission.fmt):
+        output.write(
+            f"cluster {spec.name} creating (operation {started.operation_id})"
+            + output.again(started.repeated)
+        )
 
 
 @app.command("create")
+@submits
 def create(
     name: Annotated[
         str | None, typer.Argument(help="Cluster name (or --name, or in -f).", show_default=False)
@@ -151,10 +147,8 @@ def create(
         ),
     ] = None,
     wait_for_capacity: WaitForCapacityOption = False,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = None,
-    request_id: RequestIdOption = None,
-    fmt: OutputOption = OutputFormat.TABLE,
+    *,
+    submission: Submission,
 ) -> None:
     """Create a cluster (and its node pools once the control plane is ready)."""
     spec = build_spec(
@@ -172,17 +166,10 @@ def create(
         wait_for_capacity=wait_for_capacity,
         tenant_gateway_domain=tenant_gateway_domain,
     )
-    create_cluster(spec, wait=wait, timeout=timeout, fmt=fmt, request_id=request_id)
+    create_cluster(spec, submission)
 
 
-def apply_cluster(
-    spec: ClusterSpec,
-    *,
-    wait: bool,
-    timeout: float | None,
-    fmt: OutputFormat,
-    request_id: str | None,
-) -> None:
+def apply_cluster(spec: ClusterSpec, submission: Submission) -> None:
     """Create the cluster, or bring an existing one's pools to the spec (add and scale)."""
     from models.cluster import ClusterStatus
     from models.operations import AddNodePoolRequest, ScaleNodePoolRequest
@@ -201,7 +188,7 @@ def apply_cluster(
 
     status = run(existing)
     if status is None:
-        create_cluster(spec, wait=wait, timeout=timeout, fmt=fmt, request_id=request_id)
+        create_cluster(spec, submission)
         return
     changes: list[ClusterRequest] = []
     for pool in spec.node_pools:
@@ -219,8 +206,7 @@ def apply_cluster(
         return
     for index, request in enumerate(changes):
         # One request id per change: a retried apply repeats each of its updates, not the first.
-        change_id = f"{request_id}-{index}" if request_id else None
-        submit(spec.name, request, wait=wait, timeout=timeout, fmt=fmt, request_id=change_id)
+        submit(spec.name, request, submission.one_of(str(index)))
 
 
 @app.command("get")
@@ -261,16 +247,7 @@ def list_(
 
     colony = clusters()
     found = run(lambda: colony.list_all(organization=organization))
-    rows = [
-        {
-            "name": c.name,
-            "organization": c.organization,
-            "phase": c.phase,
-            "workflowId": c.workflow_id,
-            "started": c.started,
-        }
-        for c in found
-    ]
+    rows = output.records(found, "name", "organization", "phase", "workflow_id", "started")
     if not output.emit(rows, fmt):
         output.print_table(
             ["ORGANIZATION", "NAME", "PHASE", "STARTED", "WORKFLOW"],
@@ -279,21 +256,13 @@ def list_(
 
 
 @app.command("delete")
-def delete(
-    name: ClusterArgument,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = None,
-    request_id: RequestIdOption = None,
-    fmt: OutputOption = OutputFormat.TABLE,
-) -> None:
+@submits
+def delete(name: ClusterArgument, *, submission: Submission) -> None:
     """Delete a cluster: final. Repeating it finishes a delete that could not remove everything."""
     from models.operations import DeleteClusterRequest
     from starter import output
     from starter.submit import submit
 
-    submit(
-        name, DeleteClusterRequest(), wait=wait, timeout=timeout, fmt=fmt, request_id=request_id,
-        gone_ok=True,
-    )  # fmt: skip
-    if wait and fmt is OutputFormat.TABLE:
+    submit(name, DeleteClusterRequest(), submission, gone_ok=True)
+    if submission.wait and submission.fmt is OutputFormat.TABLE:
         output.write(f"cluster {name} deleted")

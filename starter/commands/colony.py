@@ -36,10 +36,10 @@ def apply(
 ) -> None:
     """Create the colony, or bring it to a changed manifest (clusters added and removed)."""
     from models.manifests import ColonySpec, ManifestError, parse_manifests
-    from starter.commands.apply import read_file
     from starter.errors import InvalidRequestError
+    from starter.parsing import read_text
 
-    _, text = read_file(file)
+    _, text = read_text(file)
     try:
         manifests = parse_manifests(text, str(file))
     except ManifestError as exc:
@@ -115,15 +115,7 @@ def list_(
 
     through = colonies()
     found = run(lambda: through.list_all(organization=organization))
-    rows = [
-        {
-            "name": c.name,
-            "organization": c.organization,
-            "phase": c.phase,
-            "workflowId": c.workflow_id,
-        }
-        for c in found
-    ]
+    rows = output.records(found, "name", "organization", "phase", "workflow_id")
     if not output.emit(rows, fmt):
         output.print_table(
             ("ORGANIZATION", "NAME", "PHASE"),

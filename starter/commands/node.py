@@ -9,14 +9,7 @@ from typing import Annotated
 
 import typer
 
-from starter.options import (
-    ClusterArgument,
-    OutputFormat,
-    OutputOption,
-    RequestIdOption,
-    TimeoutOption,
-    WaitOption,
-)
+from starter.options import ClusterArgument, OutputFormat, OutputOption, Submission, submits
 
 app = typer.Typer(help="List and delete nodes.", no_args_is_help=True)
 
@@ -36,6 +29,7 @@ def list_(cluster: ClusterArgument, fmt: OutputOption = OutputFormat.TABLE) -> N
 
 
 @app.command("delete")
+@submits
 def delete(
     cluster: ClusterArgument,
     node: Annotated[str, typer.Argument(help="Node name or host id.", show_default=False)],
@@ -46,10 +40,8 @@ def delete(
     force: Annotated[
         bool, typer.Option(help="Remove it even when the drain misses the deadline.")
     ] = False,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = None,
-    request_id: RequestIdOption = None,
-    fmt: OutputOption = OutputFormat.TABLE,
+    *,
+    submission: Submission,
 ) -> None:
     """Delete one node (its pool's count drops by one, so it is not replaced)."""
     from models.operations import DeleteNodeRequest
@@ -57,4 +49,4 @@ def delete(
     from starter.submit import submit
 
     request = validated(DeleteNodeRequest, {"node": node, "drain": drain, "force": force})
-    submit(cluster, request, wait=wait, timeout=timeout, fmt=fmt, request_id=request_id)
+    submit(cluster, request, submission)

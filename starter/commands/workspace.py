@@ -23,20 +23,14 @@ from starter.options import (
     OrganizationFilterOption,
     OutputFormat,
     OutputOption,
-    RequestIdOption,
-    TimeoutOption,
-    WaitOption,
+    Submission,
+    submits,
 )
 
 if TYPE_CHECKING:
     from models.workspace import WorkspaceSpec, WorkspaceStatus
     from models.workspace_class import Prompt, WorkspaceClassSpec
-    from models.workspace_operations import (
-        DeleteWorkspaceRequest,
-        ResumeWorkspaceRequest,
-        SuspendWorkspaceRequest,
-    )
-    from starter.clients.workspaces import Asker
+    from starter.clients.workspaces import Asker, WorkspaceRequest
 
 app = typer.Typer(
     help="Deploy, inspect, suspend, resume and delete workspaces.", no_args_is_help=True
@@ -47,21 +41,10 @@ WorkspaceArgument = Annotated[str, typer.Argument(help="Workspace name.", show_d
 
 def load_values_file(path: Path) -> dict[str, Any]:
     """A Helm values file (`-f`): a YAML mapping; `-` reads stdin."""
-    import sys
-
-    import yaml
-
     from starter.errors import InvalidRequestError
+    from starter.parsing import load_yaml
 
-    try:
-        text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
-        data = yaml.safe_load(text)
-    except OSError as exc:
-        raise InvalidRequestError(f"values: cannot read {path}: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        raise InvalidRequestError(
-            f"values: {path} is not valid YAML: {' '.join(str(exc).split())}"
-        ) from exc
+    data = load_yaml(path, "values")
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -177,6 +160,7 @@ def _finished(status: WorkspaceStatus | None, name: str, wanted: str, fmt: Outpu
 
 
 @app.command("deploy")
+@submits
 def deploy(
     name: WorkspaceArgument,
     class_name: Annotated[
@@ -213,10 +197,8 @@ def deploy(
     suspended: Annotated[
         bool, typer.Option("--suspended", help="Keep its definition; install nothing yet.")
     ] = False,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = None,
-    request_id: RequestIdOption = None,
-    fmt: OutputOption = OutputFormat.TABLE,
+    *,
+    submission: Submission,
 ) -> None:
     """Deploy a workspace of a class on a cluster; with --wait, follow it until it runs."""
     spec = build_workspace_spec(
@@ -231,43 +213,37 @@ def deploy(
         values_files=values or [],
         suspended=suspended,
     )
-    deploy_workspace(spec, wait=wait, timeout=timeout, fmt=fmt, request_id=request_id)
+    deploy_workspace(spec, submission)
 
 
 def deploy_workspace(
     spec: WorkspaceSpec,
-    *,
-    wait: bool,
-    timeout: float | None,
-    fmt: OutputFormat,
-    request_id: str | None,
+    submission: Submission,
     workspace_class: WorkspaceClassSpec | None = None,
 ) -> None:
     """Check the request against its class, seal its secrets, start its workflow, report."""
     from starter import output
     from starter.backend import workspaces
-    from starter.clients.workspaces import StartedWorkspace
+    from starter.clients.workspaces import Deployment, StartedWorkspace
     from starter.session import print_link, run
 
-    ask = terminal_asker()
     spaces = workspaces()
+    deployment = Deployment(
+        spec, workspace_class, ask=terminal_asker(), request_id=submission.request_id
+    )
 
     async def go() -> StartedWorkspace:
-        started = await spaces.deploy(
-            spec, workspace_class=workspace_class, ask=ask, request_id=request_id
-        )
+        started = await spaces.deploy(deployment)
         print_link(spaces.workflow(spec.name))
         return started
 
     started = run(go)
-    if wait:
+    if submission.wait:
         wanted = "Suspended" if spec.suspend else "Running"
         status = follow(
-            spec.name,
-            lambda s: s.phase.value in (wanted, "Failed"),
-            timeout=timeout,
+            spec.name, lambda s: s.phase.value in (wanted, "Failed"), timeout=submission.timeout
         )
-        _finished(status, spec.name, wanted, fmt)
+        _finished(status, spec.name, wanted, submission.fmt)
         return
     data = {
         "workspace": spec.name,
@@ -276,11 +252,10 @@ def deploy_workspace(
         "workflowId": started.workflow_id,
         "webUi": spaces.workflow(spec.name).link,
     }
-    if not output.emit(data, fmt):
-        again = " (already started by this request id)" if started.repeated else ""
+    if not output.emit(data, submission.fmt):
         output.write(
-            f"workspace {spec.name} deploying: class {spec.class_name} on cluster "
-            f"{spec.cluster}{again}"
+            f"workspace {spec.name} deploying: class {spec.class_name} on cluster {spec.cluster}"
+            + output.again(started.repeated)
         )
 
 
@@ -315,19 +290,8 @@ def list_(
 
     spaces = workspaces()
     found = run(lambda: spaces.list_all(cluster=cluster, organization=organization))
-    rows = [
-        {
-            "name": w.name,
-            "organization": w.organization,
-            "cluster": w.cluster,
-            "class": w.class_name,
-            "phase": w.phase,
-            "position": w.position,
-            "workflowId": w.workflow_id,
-            "started": w.started,
-        }
-        for w in found
-    ]
+    fields = ("name", "organization", "cluster", "class_name", "phase", "position")
+    rows = output.records(found, *fields, "workflow_id", "started", keys={"class_name": "class"})
     if not output.emit(rows, fmt):
         output.print_table(
             ["ORGANIZATION", "NAME", "CLUSTER", "CLASS", "PHASE", "STARTED"],
@@ -345,16 +309,8 @@ def list_(
         )
 
 
-def _operate(
-    name: str,
-    request: DeleteWorkspaceRequest | SuspendWorkspaceRequest | ResumeWorkspaceRequest,
-    *,
-    wanted: str,
-    wait: bool,
-    timeout: float | None,
-    fmt: OutputFormat,
-    request_id: str | None,
-) -> None:
+def _operate(name: str, request: WorkspaceRequest, wanted: str, submission: Submission) -> None:
+    """Send a workspace an operation; with --wait, follow it until it has finished."""
     from models.workspace_operations import WorkspaceOperationAccepted
     from starter import output
     from starter.backend import workspaces
@@ -363,82 +319,76 @@ def _operate(
     spaces = workspaces()
 
     async def go() -> WorkspaceOperationAccepted:
-        accepted = await spaces.send(name, request, request_id=request_id)
+        accepted = await spaces.send(name, request, request_id=submission.request_id)
         print_link(spaces.workflow(name))
         return accepted
 
     accepted = run(go)
-    if wait:
+    if submission.wait:
         # Done when this operation has finished: the phase then says how it went (a resume that
         # waits for GPUs is still running while the workspace is Waiting).
         status = follow(
             name,
             lambda s: (op := s.operation(accepted.operation_id)) is not None and op.state.finished,
-            timeout=timeout,
+            timeout=submission.timeout,
         )
-        _finished(status, name, wanted, fmt)
+        _finished(status, name, wanted, submission.fmt)
         return
+    workflow = spaces.workflow(name)
     data = {
         "workspace": name,
         "operationId": accepted.operation_id,
         "kind": accepted.kind.value,
         "position": accepted.position,
-        "workflowId": spaces.workflow(name).workflow_id,
-        "webUi": spaces.workflow(name).link,
+        "workflowId": workflow.workflow_id,
+        "webUi": workflow.link,
     }
-    if not output.emit(data, fmt):
+    if not output.emit(data, submission.fmt):
         output.write(
             f"{accepted.kind.value} of workspace {name} accepted as {accepted.operation_id} "
             f"(queue position {accepted.position})"
         )
 
 
-@app.command("delete")
-def delete(
-    name: WorkspaceArgument,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = None,
-    request_id: RequestIdOption = None,
-    fmt: OutputOption = OutputFormat.TABLE,
-) -> None:
-    """Delete a workspace: routes, release, namespace, then its GPUs go to the next in line."""
-    from models.workspace_operations import DeleteWorkspaceRequest
-
-    _operate(
-        name, DeleteWorkspaceRequest(reason="colonyctl workspace delete"), wanted="Deleted",
-        wait=wait, timeout=timeout, fmt=fmt, request_id=request_id,
-    )  # fmt: skip
-
-
-@app.command("suspend")
-def suspend(
-    name: WorkspaceArgument,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = None,
-    request_id: RequestIdOption = None,
-    fmt: OutputOption = OutputFormat.TABLE,
-) -> None:
-    """Uninstall the release, keep the namespace, volumes and definition; free the GPUs."""
-    from models.workspace_operations import SuspendWorkspaceRequest
-
-    _operate(
-        name, SuspendWorkspaceRequest(), wanted="Suspended", wait=wait, timeout=timeout,
-        fmt=fmt, request_id=request_id,
-    )  # fmt: skip
+OPERATIONS = {
+    "delete": (
+        "Deleted",
+        "Delete a workspace: routes, release, namespace, then its GPUs go to the next in line.",
+    ),
+    "suspend": (
+        "Suspended",
+        "Uninstall the release, keep the namespace, volumes and definition; free the GPUs.",
+    ),
+    "resume": (
+        "Running",
+        "Deploy a suspended (or failed) workspace again, through GPU admission again.",
+    ),
+}
+"""The operations a user sends a workspace, one command each: the phase `--wait` expects once
+it has finished, and the command's help."""
 
 
-@app.command("resume")
-def resume(
-    name: WorkspaceArgument,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = None,
-    request_id: RequestIdOption = None,
-    fmt: OutputOption = OutputFormat.TABLE,
-) -> None:
-    """Deploy a suspended (or failed) workspace again, through GPU admission again."""
-    from models.workspace_operations import ResumeWorkspaceRequest
+def _operation_command(verb: str, wanted: str, summary: str) -> None:
+    """The command that sends a workspace the operation `verb` (the request of that kind)."""
 
-    _operate(
-        name, ResumeWorkspaceRequest(), wanted="Running", wait=wait, timeout=timeout, fmt=fmt,
-        request_id=request_id,
-    )  # fmt: skip
+    def command(name: WorkspaceArgument, *, submission: Submission) -> None:
+        from models.workspace_operations import (
+            DeleteWorkspaceRequest,
+            ResumeWorkspaceRequest,
+            SuspendWorkspaceRequest,
+        )
+
+        requests: dict[str, WorkspaceRequest] = {
+            "delete": DeleteWorkspaceRequest(reason="colonyctl workspace delete"),
+            "suspend": SuspendWorkspaceRequest(),
+            "resume": ResumeWorkspaceRequest(),
+        }
+        _operate(name, requests[verb], wanted, submission)
+
+    command.__name__ = verb
+    command.__doc__ = summary
+    app.command(verb)(submits(command))
+
+
+for _verb, (_wanted, _summary) in OPERATIONS.items():
+    _operation_command(_verb, _wanted, _summary)

@@ -30,16 +30,11 @@ app = typer.Typer(help="Publish and inspect workspace classes.", no_args_is_help
 def read_manifests(path: Path) -> list[Manifest]:
     """Every document of a manifest file ('-' for stdin), validated; the refusals of all
     documents on one line (`error: <file>: document 2 (WorkspaceClass x): <field>: <rule>`)."""
-    import sys
-
     from models.manifests import ManifestError, parse_manifests
     from starter.errors import InvalidRequestError
+    from starter.parsing import read_text
 
-    source = "stdin" if str(path) == "-" else str(path)
-    try:
-        text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InvalidRequestError(f"file: cannot read {path}: {exc.strerror}") from exc
+    source, text = read_text(path)
     try:
         return parse_manifests(text, source)
     except ManifestError as exc:
