@@ -39,6 +39,7 @@ from activities.settings import ColonySettings
 from bench.stack import Stack, describe, private_stack
 from models.identity import capacity_workflow_id
 from models.workspace import WorkspacePhase, WorkspaceSpec
+from models.workspace_class import WorkspaceClassSpec
 from models.workspace_operations import DeleteWorkspaceRequest
 from starter.clients.classes import TemporalClasses
 from starter.clients.temporal import TemporalSession
@@ -158,6 +159,18 @@ def event_counts(history: WorkflowHistory) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda item: -item[1]))
 
 
+async def published_class(classes: TemporalClasses) -> WorkspaceClassSpec:
+    """The bench's class, once the worker's catalog has published it (within a minute)."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return await classes.get(CLASS)
+        except (UnavailableError, NotFoundError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+
+
 async def measure(stack: Stack, releases: int, depth: int) -> dict[str, Any]:
     settings = ColonySettings.from_env(stack.env)
     temporal = await Client.connect(
@@ -165,15 +178,7 @@ async def measure(stack: Stack, releases: int, depth: int) -> dict[str, Any]:
     )
     session = TemporalSession.of_client(temporal, settings)
     spaces = TemporalWorkspaces(session)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            devbox = await TemporalClasses(session).get(CLASS)
-            break
-        except (UnavailableError, NotFoundError):
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.2)
+    devbox = await published_class(TemporalClasses(session))
     stack.create_cluster(CLUSTER)
 
     deployed = 0
