@@ -143,7 +143,9 @@ async def measure(
         await sustained("warm-up", api_read, 1.0, concurrency)
         results = [
             await sustained(f"GET {CLUSTERS}/{{id}} (API)", api_read, seconds, concurrency),
-            await sustained("query_status (Temporal client)", direct_read, seconds, concurrency),
+            await sustained(
+                "TemporalClusters.get (Temporal client)", direct_read, seconds, concurrency
+            ),
             await sustained("create+delete pairs (API)", api_pair, seconds, concurrency),
             await sustained(
                 "create+delete pairs (Temporal client)", direct_pair, seconds, concurrency

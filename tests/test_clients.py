@@ -22,7 +22,7 @@ from starter.clients.clusters import HttpClusters, TemporalClusters
 from starter.clients.colonies import HttpColonies, TemporalColonies
 from starter.clients.http import error_of
 from starter.clients.provider import DirectCatalog, HttpCatalog
-from starter.clients.temporal import Refusals, failure
+from starter.clients.temporal import Refusals, failure, plural
 from starter.clients.workspaces import HttpWorkspaces, TemporalWorkspaces
 from starter.errors import (
     ColonyError,
@@ -234,3 +234,15 @@ def test_a_deadline_of_none_never_passes_and_one_already_due_has() -> None:
     assert not Deadline(None).passed()
     assert not Deadline(60).passed()
     assert Deadline(-1).passed()
+
+
+@pytest.mark.parametrize(
+    ("noun", "nouns"),
+    [
+        pytest.param("cluster", "clusters", id="cluster"),
+        pytest.param("workspace", "workspaces", id="workspace"),
+        pytest.param("colony", "colonies", id="colony"),
+    ],
+)
+def test_a_list_that_fails_names_its_entities(noun: str, nouns: str) -> None:
+    assert plural(noun) == nouns

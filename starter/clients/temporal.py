@@ -232,6 +232,11 @@ class TemporalSession:
         return WorkflowRef(workflow_id, self.settings.workflow_link(workflow_id))
 
 
+def plural(noun: str) -> str:
+    """`clusters`, `workspaces`, `colonies`."""
+    return f"{noun[:-1]}ies" if noun.endswith("y") else f"{noun}s"
+
+
 def organization_of(description: WorkflowExecutionDescription | WorkflowExecution) -> str:
     """The organization a workflow's entity belongs to, from its mark (empty: an operator's)."""
     return description.typed_search_attributes.get(COLONY_ORGANIZATION) or ""
@@ -458,7 +463,8 @@ class TemporalEntity(Generic[StatusT]):
         `organization_clause`), each with its organization; those of another organization
         (None: everyone's) are left out."""
         client = await self.session.client()
-        with reported(f"cannot list {self.noun}s", UnavailableError(f"cannot list {self.noun}s")):
+        doing = f"cannot list {plural(self.noun)}"
+        with reported(doing, UnavailableError(doing)):
             async for execution in client.list_workflows(query):
                 owner = organization_of(execution)
                 if organization is not None and owner != organization:
