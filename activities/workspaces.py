@@ -13,7 +13,10 @@ on create (`ForeignObject`, naming it) and left alone on delete: never adopted, 
 
 Every method is idempotent: creates tolerate an existing object that is ours and the same (or
 update it to what is asked), deletes tolerate absence, and waits (`await_service_set`, `await_routes`, deletes
-with `wait_until`) poll inside the activity, heartbeating, and return on a change or a deadline.
+with `wait_until`) look inside the activity, heartbeating, and return on a change or a deadline.
+The waits on one object (a ServiceSet, a namespace) react to its next change through a watch and
+poll only as a fallback (`activities.watch`): a deleted workspace's ServiceSet is seen gone the
+moment k0rdent lets it go, not at the next second's look.
 Secret prompt values arrive sealed and are unsealed only in `write_values_secret`, straight into
 the Secret: they never appear in a result, a log line or workflow history.
 """
@@ -37,6 +40,8 @@ from activities.errors import kube_error
 from activities.heartbeat import heartbeating, report
 from activities.kube import MERGE_PATCH, Obj, call, call_or_none, call_or_raise
 from activities.sealing import SealingError, Unsealer, unseal_secret_values
+from activities.watch import ObjectWatch
+from models.activity_api import TENANT_GATEWAY_DOMAIN_LABEL
 from models.capacity import gpu_node
 from models.errors import ErrorType, permanent
 from models.identity import (
@@ -110,6 +115,7 @@ from models.workspace_api import (
     WriteValuesSecretResult,
 )
 from models.workspace_class import WorkspaceClassSpec, class_conflict
+from watching.kubeapi import collection_path
 
 K0RDENT = ("k0rdent.mirantis.com", "v1beta1")
 EXALSIUS = ("workspaces.exalsius.ai", "v1")
@@ -238,20 +244,39 @@ def _dicts(value: Any) -> list[Obj]:
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
-def _accepted(route: Obj) -> tuple[bool, str]:
-    """Whether a route is accepted by its parent (and its references resolved), and why not."""
-    parents = (route.get("status") or {}).get("parents") or []
+ROUTE_ACCEPTED = "Accepted"
+ROUTE_PENDING = "Pending"
+"""The Gateway API's reasons: a route accepted, and one no controller has answered for yet."""
+
+
+def route_state(name: str, route: Obj) -> RouteState:
+    """How the gateway's controller answered for a route: accepted (with every backend resolved),
+    or the reason and message of the first condition that is not True, and whether the answer is
+    for the route's current spec (its conditions' `observedGeneration`)."""
+    generation = int((route.get("metadata") or {}).get("generation") or 1)
+    parents = _dicts((route.get("status") or {}).get("parents"))
     if not parents:
-        return False, "waiting for the gateway controller"
-    messages = []
+        return RouteState(
+            name=name, reason=ROUTE_PENDING, message="waiting for the gateway controller"
+        )
+    settled = True
     for parent in parents:
-        conditions = {c.get("type"): c for c in parent.get("conditions") or []}
+        conditions = {c.get("type"): c for c in _dicts(parent.get("conditions"))}
         for kind in ("Accepted", "ResolvedRefs"):
             found = conditions.get(kind)
-            if found is None or found.get("status") != "True":
-                reason = (found or {}).get("reason", "Pending")
-                messages.append(f"{kind}: {reason} {(found or {}).get('message', '')}".strip())
-    return not messages, "; ".join(messages)
+            observed = (found or {}).get("observedGeneration")
+            if found is None or (isinstance(observed, int) and observed < generation):
+                settled = False
+                continue
+            if found.get("status") != "True":
+                reason = str(found.get("reason") or ROUTE_PENDING)
+                message = f"{kind}: {reason}: {found.get('message', '')}".rstrip(": ")
+                return RouteState(name=name, settled=True, reason=reason, message=message)
+    if not settled:
+        return RouteState(
+            name=name, reason=ROUTE_PENDING, message="waiting for the gateway controller"
+        )
+    return RouteState(name=name, accepted=True, settled=True, reason=ROUTE_ACCEPTED)
 
 
 class WorkspaceActivities:
@@ -570,7 +595,19 @@ class WorkspaceActivities:
     @activity.defn(name=WorkspaceActivity.AWAIT_SERVICE_SET)
     @heartbeating
     async def await_service_set(self, request: AwaitServiceSetRequest) -> AwaitServiceSetResult:
-        """Wait until the service is Deployed or Failed, its state changes, or the deadline."""
+        """Wait until the service is Deployed or Failed, its state changes, or the deadline; each
+        pause ends early at the ServiceSet's next change (`activities.watch`)."""
+        async with self._service_set_watch(request.namespace, request.name) as watch:
+            return await self._await_service_set(request, watch)
+
+    def _service_set_watch(self, namespace: str, name: str) -> ObjectWatch:
+        return ObjectWatch(
+            self._custom.api_client, collection_path(*K0RDENT, "servicesets", namespace), name
+        )
+
+    async def _await_service_set(
+        self, request: AwaitServiceSetRequest, watch: ObjectWatch
+    ) -> AwaitServiceSetResult:
         pause = POLL_FIRST
         while True:
             obj = await self._get_service_set(request.namespace, request.name)
@@ -596,7 +633,7 @@ class WorkspaceActivities:
                 return AwaitServiceSetResult(
                     outcome=outcome, status=summary, state=state, message=message
                 )
-            await asyncio.sleep(min(pause, left))
+            await watch.changed(obj, min(pause, left))
             pause = min(pause * 2, POLL_CAP)
 
     @activity.defn(name=WorkspaceActivity.DELETE_SERVICE_SET)
@@ -620,13 +657,19 @@ class WorkspaceActivities:
         )
         if request.wait_until is None:
             return DeleteServiceSetResult(existed=deleted is not None)
-        while (found := await self._get_service_set(request.namespace, request.name)) is not None:
-            if _uid(found) != _uid(existing):
-                break  # ours is gone; another took the name meanwhile
-            left = _seconds_until(request.wait_until)
-            if left <= 0:
-                return DeleteServiceSetResult(existed=True, gone=False)
-            await asyncio.sleep(min(POLL_FIRST, left))
+        # Gone is what frees the workspace's GPUs for the next in line: seen at the ServiceSet's
+        # DELETED event (k0rdent removes its finalizer once the releases are uninstalled), with
+        # a look every second as the fallback.
+        async with self._service_set_watch(request.namespace, request.name) as watch:
+            while (
+                found := await self._get_service_set(request.namespace, request.name)
+            ) is not None:
+                if _uid(found) != _uid(existing):
+                    break  # ours is gone; another took the name meanwhile
+                left = _seconds_until(request.wait_until)
+                if left <= 0:
+                    return DeleteServiceSetResult(existed=True, gone=False)
+                await watch.changed(found, min(POLL_FIRST, left))
         return DeleteServiceSetResult(existed=deleted is not None, gone=True)
 
     @activity.defn(name=WorkspaceActivity.FIND_SERVICE_SETS)
@@ -780,7 +823,8 @@ class WorkspaceActivities:
     async def delete_namespace(self, request: DeleteNamespaceRequest) -> DeleteNamespaceResult:
         """Delete the namespace if it is the owner's (and, with `wait_until`, wait till it is gone);
         any other of that name, a user's own above all, is left as it is."""
-        core = client.CoreV1Api(await self._child(request.kubeconfig))
+        child = await self._child(request.kubeconfig)
+        core = client.CoreV1Api(child)
         existing = await call_or_none(
             f"read namespace {request.name}", core.read_namespace, request.name
         )
@@ -796,15 +840,17 @@ class WorkspaceActivities:
         )
         if request.wait_until is None:
             return DeleteNamespaceResult(existed=deleted is not None)
-        while (
-            found := await call_or_none(
-                f"read namespace {request.name}", core.read_namespace, request.name
-            )
-        ) is not None and _uid(found) == _uid(existing):
-            left = _seconds_until(request.wait_until)
-            if left <= 0:
-                return DeleteNamespaceResult(existed=True, gone=False)
-            await asyncio.sleep(min(POLL_FIRST, left))
+        namespaces = collection_path("", "v1", "namespaces")
+        async with ObjectWatch(child, namespaces, request.name) as watch:
+            while (
+                found := await call_or_none(
+                    f"read namespace {request.name}", core.read_namespace, request.name
+                )
+            ) is not None and _uid(found) == _uid(existing):
+                left = _seconds_until(request.wait_until)
+                if left <= 0:
+                    return DeleteNamespaceResult(existed=True, gone=False)
+                await watch.changed(found, min(POLL_FIRST, left))
         return DeleteNamespaceResult(existed=deleted is not None, gone=True)
 
     @activity.defn(name=WorkspaceActivity.READ_GPU_INVENTORY)
@@ -902,7 +948,11 @@ class WorkspaceActivities:
     async def find_tenant_gateway(
         self, request: FindTenantGatewayRequest
     ) -> FindTenantGatewayResult:
-        """The cluster's tenant gateway (label `colony.dev/tenant-gateway=true`), if attached."""
+        """The cluster's tenant gateway as it is now: the Gateway labelled
+        `colony.dev/tenant-gateway=true` in its child (the first by namespace and name when there
+        are several), and, with `cluster_deployment`, the domain the ClusterDeployment's label
+        `colony.dev/tenant-gateway-domain` attaches the cluster to."""
+        expected = await self._attached_domain(request)
         custom = client.CustomObjectsApi(await self._child(request.kubeconfig))
         listed = await call_or_none(
             "list Gateways",
@@ -917,7 +967,7 @@ class WorkspaceActivities:
             key=lambda g: (g["metadata"].get("namespace", ""), g["metadata"]["name"]),
         )
         if not items:
-            return FindTenantGatewayResult()
+            return FindTenantGatewayResult(expected_domain=expected)
         gateway = items[0]
         meta, spec = gateway["metadata"], gateway.get("spec") or {}
         listeners = spec.get("listeners") or []
@@ -926,6 +976,16 @@ class WorkspaceActivities:
             hostname = next((str(x.get("hostname")) for x in listeners if x.get("hostname")), "")
             domain = hostname.removeprefix("*.")
         https = any(listener.get("protocol") == "HTTPS" for listener in listeners)
+        # The listener HTTPRoutes attach to (sectionName "https" or "http"): a URL must name its
+        # port when it is not the scheme's own.
+        http_port = next(
+            (
+                int(listener["port"])
+                for listener in listeners
+                if listener.get("name") == ("https" if https else "http") and listener.get("port")
+            ),
+            None,
+        )
         pool = sorted(
             int(listener["port"]) for listener in listeners if listener.get("protocol") == "TCP"
         )
@@ -945,11 +1005,29 @@ class WorkspaceActivities:
                     if with_port.isdigit():
                         taken.add(int(with_port))
         return FindTenantGatewayResult(
-            gateway=GatewayInfo(domain=domain, https=https, tcp_ports=pool),
+            gateway=GatewayInfo(domain=domain, https=https, tcp_ports=pool, http_port=http_port),
             gateway_namespace=str(meta.get("namespace", "")),
             gateway_name=str(meta["name"]),
+            gateway_uid=str(meta.get("uid", "")),
+            gateway_generation=int(meta.get("generation") or 0),
             taken_ports=sorted(taken),
+            expected_domain=expected,
         )
+
+    async def _attached_domain(self, request: FindTenantGatewayRequest) -> str:
+        """The domain the ClusterDeployment's label attaches the cluster to ("" when none)."""
+        if not request.cluster_deployment:
+            return ""
+        deployment = await call_or_none(
+            f"read ClusterDeployment {request.cluster_deployment}",
+            self._custom.get_namespaced_custom_object,
+            *K0RDENT,
+            request.kubeconfig.namespace,
+            "clusterdeployments",
+            request.cluster_deployment,
+        )
+        labels = ((deployment or {}).get("metadata") or {}).get("labels") or {}
+        return str(labels.get(TENANT_GATEWAY_DOMAIN_LABEL) or "")
 
     @staticmethod
     def _route_body(request: ApplyRoutesRequest, route: RouteSpec) -> Obj:
@@ -985,13 +1063,15 @@ class WorkspaceActivities:
     @activity.defn(name=WorkspaceActivity.APPLY_ROUTES)
     @heartbeating
     async def apply_routes(self, request: ApplyRoutesRequest) -> ApplyRoutesResult:
-        """Create the routes; one that exists already is left as it is when it is the owner's (an
-        earlier attempt's), and refused when it is not."""
+        """Create the routes; one that exists already is brought to the spec asked for when it is
+        the owner's (an earlier attempt's, or routes to a Gateway that moved), and refused when it
+        is not."""
         custom = client.CustomObjectsApi(await self._child(request.kubeconfig))
         result = ApplyRoutesResult()
         for route in request.routes:
             version, plural = ROUTE_VERSIONS[route.kind]
             what = f"create {route.kind} {request.namespace}/{route.name}"
+            body = self._route_body(request, route)
             try:
                 await call(
                     what,
@@ -1000,7 +1080,7 @@ class WorkspaceActivities:
                     version,
                     request.namespace,
                     plural,
-                    self._route_body(request, route),
+                    body,
                 )
             except ApiException as exc:
                 if exc.status != 409:
@@ -1012,6 +1092,19 @@ class WorkspaceActivities:
                 if ownership is not Ownership.OURS:
                     where = f"{request.namespace}/"
                     raise _foreign(route.kind, where, route.name, ownership) from exc
+                if existing.get("spec") != body["spec"]:
+                    await call_or_raise(
+                        f"update {route.kind} {request.namespace}/{route.name}",
+                        custom.patch_namespaced_custom_object,
+                        GATEWAY_API,
+                        version,
+                        request.namespace,
+                        plural,
+                        route.name,
+                        {"metadata": {"labels": body["metadata"]["labels"]}, "spec": body["spec"]},
+                        _content_type=MERGE_PATCH,
+                    )
+                    result.updated.append(route.name)
                 continue
             result.created.append(route.name)
         return result
@@ -1034,20 +1127,30 @@ class WorkspaceActivities:
     @activity.defn(name=WorkspaceActivity.AWAIT_ROUTES)
     @heartbeating
     async def await_routes(self, request: AwaitRoutesRequest) -> AwaitRoutesResult:
-        """Wait until every route is accepted by the gateway (or the deadline); report each."""
+        """Wait until the gateway's controller has answered for every route's current spec (or
+        the deadline), and report each: accepted, or why not. A route refused for good (its
+        Service missing: `BackendNotFound`) is an answer, not a reason to wait on."""
         custom = client.CustomObjectsApi(await self._child(request.kubeconfig))
         pause = POLL_FIRST
         while True:
             states = []
             for route in request.routes:
                 obj = await self._get_route(custom, request.namespace, route)
-                ours = obj is not None and request.owner.owns(obj)
-                accepted, message = _accepted(obj) if obj and ours else (False, "route not found")
-                states.append(RouteState(name=route.name, accepted=accepted, message=message))
+                if obj is None or not request.owner.owns(obj):
+                    states.append(
+                        RouteState(
+                            name=route.name,
+                            settled=True,
+                            reason="RouteNotFound",
+                            message=f"{route.kind} {request.namespace}/{route.name} not found",
+                        )
+                    )
+                    continue
+                states.append(route_state(route.name, obj))
             result = AwaitRoutesResult(routes=states, all_accepted=all(s.accepted for s in states))
             report(result)
             left = _seconds_until(request.deadline)
-            if result.all_accepted or left <= 0:
+            if all(s.settled for s in states) or left <= 0:
                 return result
             await asyncio.sleep(min(pause, left))
             pause = min(pause * 2, POLL_CAP)

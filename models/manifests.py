@@ -5,13 +5,21 @@ One YAML file may hold several documents (and `kind: List`). Each becomes one va
 | apiVersion | kind | becomes |
 | --- | --- | --- |
 | `workspaces.exalsius.ai/v1` | WorkspaceClass | `WorkspaceClassSpec` |
-| `workspaces.exalsius.ai/v1` | WorkspaceDeployment | `WorkspaceSpec` (cluster = the ClusterDeployment's name) |
+| `workspaces.exalsius.ai/v1` | WorkspaceDeployment | `WorkspaceSpec` (cluster = the ClusterDeployment's name; its namespaces: below) |
 | `k0rdent.mirantis.com/v1beta1` | ServiceTemplate | `ServiceTemplateManifest` (shape-checked, passed through) |
 | `infra.exalsius.ai/v1` | Colony | `ColonySpec` (`spec.colonyClusters[]`) |
 | `colony.dev/v1` | Cluster | `models.cluster.ClusterSpec` |
 | `colony.dev/v1` | WorkspaceClass | `WorkspaceClassSpec` (the exalsius spec, same fields) |
 | `colony.dev/v1` | Workspace | `WorkspaceSpec` (`class`, `cluster`, `resources`, `values`, `answers`, ...) |
 | `colony.dev/v1` | Colony | `ColonySpec`, whose clusters may give `locationId` and `nodePools` |
+
+Namespaces of workspaces: a workspace's k0rdent objects (its ServiceSet, its values Secret) go
+where Colony's ClusterDeployments are, `kcm-system` (`models.cluster.DEFAULT_NAMESPACE`), as the
+exalsius operator puts a WorkspaceDeployment's ServiceSet in its `clusterDeploymentRef.namespace`.
+So a WorkspaceDeployment's `spec.clusterDeploymentRef.namespace` and `metadata.namespace` (and a
+Colony Workspace's `metadata.namespace`) are honoured when they name that namespace (or, for
+`metadata.namespace`, when left out), and refused with the field named otherwise: no Colony
+cluster has its ClusterDeployment anywhere else.
 
 Validation is strict, as `kubectl apply` (strict field validation) and the CRDs would be: unknown
 fields are refused, and every refusal names the document and the field, e.g.
@@ -509,8 +517,14 @@ def _convert(index: int, document: Any) -> Manifest | list[ManifestProblem]:
                     return problem(
                         "spec.name", "unknown field (the workspace's name is metadata.name)"
                     )
+                where = workspace_namespace_problem(namespace)
+                if where:
+                    return problem("metadata.namespace", where)
                 return made(user_input(WorkspaceSpec, {**spec, "name": name}))
             case ManifestKind.WORKSPACE:
+                where = workspace_namespace_problem(namespace)
+                if where:
+                    return problem("metadata.namespace", where)
                 return _workspace_deployment(index, kind, name, spec, made)
             case ManifestKind.COLONY:
                 return _colony(
@@ -532,6 +546,18 @@ def _workspace_deployment(
         crd = user_input(_ExalsiusWorkspaceDeploymentSpec, spec)
     except ValidationError as exc:
         return _problems(exc, index, kind, name)
+    if crd.cluster_deployment_ref.namespace != DEFAULT_NAMESPACE:
+        return [
+            ManifestProblem(
+                index,
+                kind,
+                name,
+                "spec.clusterDeploymentRef.namespace",
+                f"Colony's clusters have their ClusterDeployments in namespace "
+                f"'{DEFAULT_NAMESPACE}'; '{crd.cluster_deployment_ref.namespace}' holds none of "
+                f"them: set it to {DEFAULT_NAMESPACE}",
+            )
+        ]
     data: dict[str, Any] = {
         "name": name,
         "class": crd.workspace_class_ref,
@@ -550,6 +576,18 @@ def _workspace_deployment(
             "cluster": "spec.clusterDeploymentRef.name",
         }
         return _problems(exc, index, kind, name, renames=renames)
+
+
+def workspace_namespace_problem(namespace: Any) -> str | None:
+    """Why a workspace manifest's `metadata.namespace` cannot be honoured, or None (left out, or
+    the namespace its objects go to, beside the ClusterDeployments)."""
+    if namespace is None or namespace == DEFAULT_NAMESPACE:
+        return None
+    return (
+        f"a workspace's ServiceSet and values Secret go beside its cluster's ClusterDeployment, "
+        f"in namespace '{DEFAULT_NAMESPACE}'; '{namespace}' is not it: leave metadata.namespace "
+        f"out or set it to {DEFAULT_NAMESPACE}"
+    )
 
 
 def _colony(

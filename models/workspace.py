@@ -356,8 +356,14 @@ class AccessEntry(ColonyModel):
     """The platform side (route, port) is programmed; the app's health is its chart's business."""
     message: str = ""
     """Why it is not ready (e.g. the port pool is exhausted), or how to reach it."""
+    reason: str = ""
+    """This endpoint's own state, machine-readable (Colony's, beside the exalsius fields): `Accepted`
+    (routed), `NoGateway` (port-forward), `RoutingInfraNotReady` (the cluster's Gateway is
+    missing), `RoutingInProgress`, `PortPoolExhausted`, or the Gateway API's reason its route was
+    refused for (`BackendNotFound`: the chart rendered no Service for it, `NoMatchingParent`, ...)."""
     command: str = ""
-    """Without a gateway: the `kubectl port-forward` command that makes `url` work locally."""
+    """Without a gateway (or while the cluster's is missing): the `kubectl port-forward` command
+    that reaches it locally, on a local port of its own."""
 
 
 class ServiceStateSummary(ColonyModel):
@@ -388,13 +394,51 @@ class EventSummary(ColonyModel):
 
 
 class FailureContext(ColonyModel):
-    """What the workspace was doing when it failed, for people and agents to act on."""
+    """What the workspace was doing when it failed, for people and agents to act on: the exalsius
+    `status.failureContext`, field for field, plus the message (which exalsius keeps in
+    `status.message` only; Colony's status has that too)."""
 
     phase_when_failed: WorkspacePhase
     reason: str
+    """Machine-readable: the failing condition's reason (`HelmReleaseFailed`,
+    `GpuOfferingUnavailable`, `DeployTimeout`, ...), never free text."""
+    message: str = ""
+    """For people: what failed and why."""
     service_set_status: ServiceSetStatusSummary | None = None
     recent_events: list[EventSummary] = Field(default_factory=list)
-    """Newest first."""
+    """Newest first, the failure itself first of all (as the exalsius operator records it)."""
+
+
+def failure_context(
+    phase: WorkspacePhase,
+    reason: ConditionReason,
+    message: str,
+    now: datetime,
+    *,
+    service_set_status: ServiceSetStatusSummary | None = None,
+    events: list[EventSummary] | None = None,
+) -> FailureContext:
+    """The failure context of a failure in `phase`: the failure as a Warning event first, then the
+    namespace's events newest first, `RECENT_EVENTS_KEPT` in all.
+
+    Args:
+        phase: the phase the workspace was in when it failed.
+        reason: the failing condition's reason.
+        message: what failed and why.
+        now: the workflow's time (`workflow.now()`), when the failure was seen.
+        service_set_status: the ServiceSet's service states at failure, when it was installed.
+        events: the workspace namespace's recent events, in any order.
+    """
+    failure = EventSummary(last_seen=now, type="Warning", reason=reason.value, message=message)
+    oldest = datetime.min.replace(tzinfo=now.tzinfo)
+    newest_first = sorted(events or [], key=lambda e: e.last_seen or oldest, reverse=True)
+    return FailureContext(
+        phase_when_failed=phase,
+        reason=reason.value,
+        message=message,
+        service_set_status=service_set_status,
+        recent_events=[failure, *newest_first][:RECENT_EVENTS_KEPT],
+    )
 
 
 class PrerequisitePhase(StrEnum):
@@ -437,7 +481,7 @@ class AdmissionStatus(ColonyModel):
     position: int = 0
     """1 = next in its GPU selector's queue; 0 once admitted. The workflow knows the one of the
     ledger's first answer only (waiters are not told as the line moves): `workspace get`, `list`
-    and the API put in the ledger's current one (`starter.workspace_client`)."""
+    and the API put in the ledger's current one (`starter.clients.workspaces`)."""
     placements: list[ReplicaPlacement] = Field(default_factory=list)
     message: str = ""
 
@@ -508,6 +552,14 @@ class WorkspaceState(ColonyModel):
     kubeconfig: KubeconfigRef | None = None
     routes: list[RouteRecord] = Field(default_factory=list)
     """The routes created in the workspace's namespace (deleted on suspend and delete)."""
+    gateway_fingerprint: str = ""
+    """What the last access step found of the cluster's tenant gateway
+    (`FindTenantGatewayResult.fingerprint`): a look that finds the same needs no new routes."""
+    routes_look_due: bool = False
+    """A look at the gateway was asked for (`gateway_changed`, or the fallback): taken between
+    operations."""
+    ports_messages: int = 0
+    """Messages about pool ports sent to the ledger (each needs an id of its own)."""
     class_spec: WorkspaceClassSpec | None = None
     """The pinned class as resolved (classes are immutable): a resume does not read it again."""
 
@@ -567,6 +619,9 @@ class GatewayInfo(ColonyModel):
     """True when the wildcard listener is HTTPS (production); HTTP in dev."""
     tcp_ports: list[int] = Field(default_factory=list)
     """The port pool: the gateway's TCP listeners, for SSH and TCP endpoints."""
+    http_port: int | None = None
+    """The port of the listener HTTP endpoints are routed through; URLs name it unless it is the
+    scheme's own (443 for https, 80 for http). None: the scheme's own."""
 
 
 def http_hostname(workspace: str, endpoint: str, domain: str, *, primary: bool) -> str:
@@ -583,14 +638,36 @@ def allocate_pool_port(pool: list[int], taken: set[int]) -> int | None:
     return next((port for port in sorted(pool) if port not in taken), None)
 
 
+PORT_MAX = 65535
+
+
 def local_port(port: int) -> int:
     """The local port a port-forward uses: the same when unprivileged, else 8000 + port (80 -> 8080,
     22 -> 8022), so no root is needed on the user's machine."""
     return port if port >= 1024 else 8000 + port
 
 
+def local_ports(endpoints: list[AccessEndpoint]) -> dict[str, int]:
+    """A local port per endpoint, all different, so every endpoint of a workspace can be forwarded
+    at once: each its `local_port`, or the next one up that no endpoint before it took (two HTTP
+    endpoints on port 80 get 8080 and 8081). Deterministic: the class's order decides."""
+    taken: set[int] = set()
+    chosen: dict[str, int] = {}
+    for endpoint in endpoints:
+        port = local_port(endpoint.port)
+        while port in taken:
+            port = port + 1 if port < PORT_MAX else 1024
+        taken.add(port)
+        chosen[endpoint.name] = port
+    return chosen
+
+
 def port_forward_command(
-    release: str, workspace: str, endpoint: AccessEndpoint, kubeconfig: str | None = None
+    release: str,
+    workspace: str,
+    endpoint: AccessEndpoint,
+    kubeconfig: str | None = None,
+    local: int | None = None,
 ) -> str:
     """The `kubectl port-forward` command reaching an endpoint when the cluster has no gateway.
 
@@ -599,13 +676,23 @@ def port_forward_command(
         workspace: the workspace's name.
         endpoint: the class's endpoint.
         kubeconfig: the kubeconfig path to name (`colonyctl kubeconfig --cluster X --output ...`).
+        local: the local port (`local_ports`); default `local_port(endpoint.port)`.
     """
     service = endpoint_service_name(release, endpoint)
     config = f" --kubeconfig {kubeconfig}" if kubeconfig else ""
+    mine = local if local is not None else local_port(endpoint.port)
     return (
         f"kubectl{config} port-forward -n {workspace_namespace(workspace)} "
-        f"svc/{service} {local_port(endpoint.port)}:{endpoint.port}"
+        f"svc/{service} {mine}:{endpoint.port}"
     )
+
+
+_DEFAULT_PORTS = {"https": 443, "http": 80}
+
+
+def _port_suffix(scheme: str, port: int | None) -> str:
+    """`:<port>` when a URL must name its port (not the scheme's default), else nothing."""
+    return "" if port is None or port == _DEFAULT_PORTS.get(scheme) else f":{port}"
 
 
 def _scheme(protocol: EndpointProtocol, https: bool) -> str:
@@ -639,15 +726,16 @@ def plan_access(
     """
     entries: list[AccessEntry] = []
     ports = tcp_ports or {}
+    locally = local_ports(workspace_class.access_endpoints)
     primary_taken = False
     for endpoint in workspace_class.access_endpoints:
         entry = AccessEntry(name=endpoint.name, protocol=endpoint.protocol)
         if gateway is None:
-            command = port_forward_command(release, workspace, endpoint, kubeconfig)
-            entry.url = (
-                f"{_scheme(endpoint.protocol, False)}://localhost:{local_port(endpoint.port)}"
-            )
+            local = locally[endpoint.name]
+            command = port_forward_command(release, workspace, endpoint, kubeconfig, local)
+            entry.url = f"{_scheme(endpoint.protocol, False)}://localhost:{local}"
             entry.ready = True
+            entry.reason = ConditionReason.NO_GATEWAY.value
             entry.command = command
             entry.message = f"no gateway: reach it with `{command}`"
         elif endpoint.protocol is EndpointProtocol.HTTP:
@@ -662,7 +750,8 @@ def plan_access(
                     "shorten the workspace or endpoint name"
                 )
             else:
-                entry.url = f"{_scheme(endpoint.protocol, gateway.https)}://{host}"
+                scheme = _scheme(endpoint.protocol, gateway.https)
+                entry.url = f"{scheme}://{host}{_port_suffix(scheme, gateway.http_port)}"
                 entry.message = "waiting for the gateway to accept the route"
         elif endpoint.name in ports:
             entry.url = f"{_scheme(endpoint.protocol, gateway.https)}://{gateway.domain}:{ports[endpoint.name]}"
@@ -676,5 +765,17 @@ def plan_access(
                 f"port pool exhausted: all {len(gateway.tcp_ports)} TCP listeners of the tenant "
                 "gateway are in use; ask an administrator to widen the pool"
             )
+        if not entry.reason:
+            entry.reason = _planned_reason(entry)
         entries.append(entry)
     return entries
+
+
+def _planned_reason(entry: AccessEntry) -> str:
+    """An endpoint's state before its route is seen: routed when the gateway accepts it, or why it
+    cannot be (a hostname too long, no pool port left)."""
+    if entry.url:
+        return ConditionReason.ROUTING_IN_PROGRESS.value
+    if entry.protocol is EndpointProtocol.HTTP:
+        return ConditionReason.ROUTING_ERROR.value
+    return ConditionReason.PORT_POOL_EXHAUSTED.value

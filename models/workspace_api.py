@@ -21,9 +21,10 @@ from typing import Any
 from pydantic import Field
 
 from models import identity
-from models.activity_api import KubeconfigRef
+from models.activity_api import CLUSTER_LABEL, KubeconfigRef
 from models.base import ColonyModel
 from models.capacity import CapacityAnswer, CapacityRequest, GpuHolder, GpuNode
+from models.names import shorten_name
 from models.ownership import Owner
 from models.sealed import SealedValue
 from models.workspace import (
@@ -37,9 +38,40 @@ from models.workspace import (
 from models.workspace_class import WorkspaceClassSpec
 
 WORKSPACE_LABEL = "colony.dev/workspace"
-"""Label on a workspace's ServiceSet, values Secret and namespace: the workspace's name."""
+"""Label on a workspace's ServiceSet, values Secret, namespace and routes: the workspace's name."""
 PREREQUISITE_LABEL = "colony.dev/prerequisite"
 """Label on a prerequisite's ServiceSet: the ServiceTemplate it installs."""
+EXALSIUS_WORKSPACE_LABEL = "workspaces.exalsius.ai/workspace"
+"""The exalsius operator's label on a workspace's namespace and routes: the workspace's name.
+Colony puts it beside its own on every object of a workspace, so tools written for the operator
+find them."""
+EXALSIUS_ROLE_LABEL = "workspaces.exalsius.ai/role"
+EXALSIUS_PREREQUISITE_ROLE = "prerequisite"
+"""The exalsius operator marks its prerequisite ServiceSets `workspaces.exalsius.ai/role=prerequisite`."""
+EXALSIUS_CLUSTER_DEPLOYMENT_LABEL = "workspaces.exalsius.ai/cluster-deployment"
+EXALSIUS_TEMPLATE_LABEL = "workspaces.exalsius.ai/template"
+"""... with the ClusterDeployment and the ServiceTemplate it installs."""
+
+
+def workspace_labels(name: str) -> dict[str, str]:
+    """The labels every object of workspace `name` carries: Colony's and the exalsius operator's
+    (a workspace name is a DNS label: a valid label value as it is)."""
+    return {WORKSPACE_LABEL: name, EXALSIUS_WORKSPACE_LABEL: name}
+
+
+def prerequisite_labels(template: str, cluster_deployment: str) -> dict[str, str]:
+    """The labels of a prerequisite's ServiceSet: Colony's (the template; the ClusterDeployment,
+    `colony.dev/cluster`) and the exalsius operator's (role, ClusterDeployment and template, cut
+    to a label value's 63 characters with a hash when longer, as the operator does)."""
+    return {
+        PREREQUISITE_LABEL: template,
+        CLUSTER_LABEL: cluster_deployment,
+        EXALSIUS_ROLE_LABEL: EXALSIUS_PREREQUISITE_ROLE,
+        EXALSIUS_CLUSTER_DEPLOYMENT_LABEL: shorten_name(cluster_deployment),
+        EXALSIUS_TEMPLATE_LABEL: shorten_name(template),
+    }
+
+
 CLASS_NAME_ANNOTATION = "colony.dev/class-name"
 """Annotation on an organization's own `WorkspaceClass` object: the class's name (the object's
 is derived from the organization and it: `models.identity.workspace_class_object_name`)."""
@@ -338,16 +370,41 @@ class ReadGpuInventoryResult(ColonyModel):
 
 class FindTenantGatewayRequest(ColonyModel):
     kubeconfig: KubeconfigRef
+    cluster_deployment: str = ""
+    """When set, also the domain this ClusterDeployment (in the kubeconfig's namespace) is
+    attached to by its label `colony.dev/tenant-gateway-domain`."""
 
 
 class FindTenantGatewayResult(ColonyModel):
-    """The tenant gateway the cluster is attached to (None: reach endpoints by port-forward), with
-    the TCP listener ports other routes already hold."""
+    """The cluster's tenant gateway as it is now: the Gateway labelled
+    `colony.dev/tenant-gateway=true` in the child (None: there is none), with the TCP listener
+    ports other routes already hold, and the domain the ClusterDeployment's label says the cluster
+    is attached to (a Gateway missing while the label is set: routing infrastructure not ready)."""
 
     gateway: GatewayInfo | None = None
     gateway_namespace: str = ""
     gateway_name: str = ""
+    gateway_uid: str = ""
+    gateway_generation: int = 0
     taken_ports: list[int] = Field(default_factory=list)
+    expected_domain: str = ""
+    """The ClusterDeployment's `colony.dev/tenant-gateway-domain` label; empty: not attached."""
+
+    def fingerprint(self) -> str:
+        """What routes depend on: which Gateway (its uid and generation), its domain, scheme and
+        pool, and the domain expected; equal fingerprints need no new routes."""
+        if self.gateway is None:
+            return f"none/{self.expected_domain}"
+        return "/".join(
+            [
+                self.gateway_namespace,
+                self.gateway_name,
+                self.gateway_uid,
+                str(self.gateway_generation),
+                self.gateway.model_dump_json(),
+                self.expected_domain,
+            ]
+        )
 
 
 class RouteSpec(ColonyModel):
@@ -380,15 +437,29 @@ class ApplyRoutesRequest(ColonyModel):
 
 class ApplyRoutesResult(ColonyModel):
     created: list[str] = Field(default_factory=list)
+    updated: list[str] = Field(default_factory=list)
+    """Routes of this owner that were there with another spec (the Gateway moved, a port
+    changed), brought to the one asked for."""
 
 
 class RouteState(ColonyModel):
+    """One route as the gateway's controller answered for it."""
+
     name: str
     accepted: bool = False
+    """Accepted by its Gateway and every backend resolved: traffic reaches the endpoint."""
+    settled: bool = False
+    """The controller has answered for the route's current spec (accepted or not): waiting longer
+    changes nothing until the world does (a missing Service stays missing)."""
+    reason: str = ""
+    """`Accepted`, or the Gateway API reason of the first condition that is not True
+    (`BackendNotFound`, `NoMatchingParent`, ...); `Pending` while no controller answered."""
     message: str = ""
 
 
 class AwaitRoutesRequest(ColonyModel):
+    """Wait until the controller answered for every route (or the deadline), then report each."""
+
     kubeconfig: KubeconfigRef
     namespace: str
     routes: list[RouteSpec]
@@ -638,6 +709,8 @@ class WorkspaceSignal(StrEnum):
     PREREQUISITE_ANSWER = "prerequisite_answer"
     DELETE_REQUESTED = "delete_requested"
     REFRESH = "refresh"
+    GATEWAY_CHANGED = "gateway_changed"
+    """Its cluster's tenant Gateway appeared, changed or went (`models.signals.GatewayChanged`)."""
 
 
 class DeleteRequested(ColonyModel):

@@ -13,6 +13,8 @@ StateManagementProvider `ksm-projectsveltos`, and the workspace hub's ServiceTem
 It writes what a client needs into `state_dir` (default `.colony/sim`):
     management.kubeconfig   admin kubeconfig of the management cluster
     hostprovider.json       {"url": ..., "apiKey": ...}
+    ca.crt                  the sim's CA: it signs every server certificate, the tenant gateways'
+                            `*.<domain>` ones included (`curl --cacert`)
     world.json              ports, URLs, pid and state id
 
 With `WorldConfig.persist` (`python -m sim --persist`, as `make run` starts it) the world itself is
@@ -25,6 +27,9 @@ restart). A watch from before the restart gets 410 Gone and lists again. Faults 
 
 Every server answers `GET /sim/v1/identity` (no credentials): `{"kind": "ColonySimulator",
 "stateId", "pid", "server"}`, so a program can tell this world from anything else on its port.
+
+Tenant gateways listen on 127.0.0.1, on the ports their Gateway's listeners name (see
+`sim/controllers/tenant_gateway.py`).
 
 Tests and Colony's dev tooling start it like this:
 
@@ -61,6 +66,7 @@ from sim.apiserver.registry import CRDS, NAMESPACES
 from sim.apiserver.server import ClusterServer
 from sim.apiserver.store import ClusterStore
 from sim.charts import HUB_REPOSITORY, default_catalog
+from sim.controllers.gateway_dataplane import LISTEN_ADDRESS
 from sim.controllers.k0rdent import K0rdentControllers
 from sim.controllers.k0rdent_cluster import ChildCluster
 from sim.crds import load_colony_crds
@@ -344,6 +350,10 @@ class SimWorld:
         """Where a persisted world is kept (`sim.persistence`)."""
         return self.state_dir / persistence.STATE_FILE
 
+    @property
+    def ca_path(self) -> Path:
+        return self.state_dir / "ca.crt"
+
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> SimWorld:
@@ -465,6 +475,11 @@ class SimWorld:
                 "port": int(self.hostprovider.url.rsplit(":", 1)[1]),
                 "credentials": str(self.hostprovider_json_path),
             },
+            "ca": str(self.ca_path),
+            "tenantGateways": {
+                "address": LISTEN_ADDRESS,
+                "ports": "the listeners of Gateway colony-gateway/tenant in each child cluster",
+            },
             "faultsPath": "/sim/v1/faults",
             "timeScale": self.config.timing.time_scale,
             "startedAt": self.started_at,
@@ -521,6 +536,7 @@ class SimWorld:
             )
             + "\n",
         )
+        self.ca_path.write_bytes(self.ca.cert_pem)
         self.world_json_path.write_text(json.dumps(self.describe(), indent=2) + "\n")
 
 

@@ -28,6 +28,26 @@ class OutputFormat(StrEnum):
 OutputOption = Annotated[
     OutputFormat, typer.Option("--output", "-o", help="table, json or yaml", case_sensitive=False)
 ]
+
+
+class ListFormat(StrEnum):
+    """`-o` of a list that has more columns to show: `wide` is the table with them (kubectl's)."""
+
+    TABLE = "table"
+    WIDE = "wide"
+    JSON = "json"
+    YAML = "yaml"
+
+    @property
+    def output(self) -> OutputFormat:
+        """The format `starter.output.emit` knows (wide is a table)."""
+        return OutputFormat.TABLE if self is ListFormat.WIDE else OutputFormat(self.value)
+
+
+ListOutputOption = Annotated[
+    ListFormat,
+    typer.Option("--output", "-o", help="table, wide, json or yaml", case_sensitive=False),
+]
 WaitOption = Annotated[
     bool, typer.Option("--wait", "-w", help="Follow the operation live until it finishes.")
 ]

@@ -9,13 +9,21 @@ when stdout is not a terminal, rich's fitted columns on one. Called by
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from models.workspace import AdmissionState, WorkspaceStatus
 from models.workspace_class import WorkspaceClassSpec
 from starter import output
 
-ACCESS_COLUMNS = ("ENDPOINT", "PROTOCOL", "URL", "READY", "HOW")
+if TYPE_CHECKING:
+    from starter.clients.workspaces import WorkspaceSummary
+
+LIST_COLUMNS = ("ORGANIZATION", "NAME", "CLUSTER", "CLASS", "PHASE", "STARTED")
+WIDE_COLUMNS = (
+    "ORGANIZATION", "NAME", "CLUSTER", "CLASS", "PHASE", "GPUS", "POSITION", "AGE", "STARTED",
+)  # fmt: skip
+ACCESS_COLUMNS = ("ENDPOINT", "PROTOCOL", "URL", "READY", "STATE", "HOW")
 CONDITION_COLUMNS = ("TYPE", "STATUS", "REASON", "MESSAGE")
 PREREQUISITE_COLUMNS = ("TEMPLATE", "PHASE", "NAMESPACE", "SOURCE", "MESSAGE")
 OPERATION_COLUMNS = ("ID", "KIND", "STATE", "STARTED", "FINISHED", "REASON")
@@ -74,6 +82,55 @@ def admission_text(status: WorkspaceStatus) -> str:
     return f"admitted: GPUs reserved on {', '.join(nodes) or 'its nodes'}"
 
 
+def age_text(started: str, now: datetime | None = None) -> str:
+    """How long ago `started` (ISO 8601) was, as kubectl's AGE column says it: `45s`, `12m`,
+    `5h`, `3d` ("-" when unknown)."""
+    try:
+        since = datetime.fromisoformat(started)
+    except ValueError:
+        return "-"
+    if since.tzinfo is None:
+        since = since.replace(tzinfo=UTC)
+    seconds = max(int(((now or datetime.now(UTC)) - since).total_seconds()), 0)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def workspace_rows(
+    found: Sequence[WorkspaceSummary], *, wide: bool = False, now: datetime | None = None
+) -> tuple[Sequence[str], list[tuple[Any, ...]]]:
+    """`workspace list`'s columns and rows; `wide` (`-o wide`) adds the GPUs each asks for, its
+    place in line for them and its age."""
+    if not wide:
+        return LIST_COLUMNS, [
+            (
+                w.organization or "-",
+                w.name,
+                w.cluster,
+                w.class_name,
+                f"{w.phase} (position {w.position})" if w.position else w.phase,
+                w.started,
+            )
+            for w in found
+        ]
+    return WIDE_COLUMNS, [
+        (
+            w.organization or "-",
+            w.name,
+            w.cluster,
+            w.class_name,
+            w.phase,
+            "-" if w.gpus is None else w.gpus,
+            w.position or "-",
+            age_text(w.started, now),
+            w.started,
+        )
+        for w in found
+    ]
+
+
 def access_rows(status: WorkspaceStatus) -> list[tuple[Any, ...]]:
     return [
         (
@@ -81,7 +138,8 @@ def access_rows(status: WorkspaceStatus) -> list[tuple[Any, ...]]:
             entry.protocol.value,
             entry.url or "-",
             "yes" if entry.ready else "no",
-            entry.command or ("" if entry.ready else entry.message) or "-",
+            entry.reason or "-",
+            (entry.command if entry.ready else entry.message or entry.command) or "-",
         )
         for entry in status.access
     ]
@@ -142,6 +200,8 @@ def print_workspace(status: WorkspaceStatus) -> None:
         output.write("FAILURE")
         output.write(f"phase when failed: {failure.phase_when_failed.value}")
         output.write(f"reason: {output.cell(failure.reason)}")
+        if failure.message:
+            output.write(f"message: {output.cell(failure.message)}")
         if failure.service_set_status is not None:
             for service in failure.service_set_status.services:
                 output.write(

@@ -11,6 +11,7 @@ with the clients `worker.py` would build from the sim's files; every test names 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections.abc import AsyncIterator, Iterator
@@ -26,11 +27,14 @@ from pydantic import BaseModel
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
+import activities.workspaces
 from activities.child_cluster import ChildClients
 from activities.crds import ensure_crds
 from activities.host_provider import HostProviderActivities
+from activities.kube import MERGE_PATCH
 from activities.management import ManagementClusterActivities
 from activities.sealing import Unsealer, workspace_scope
+from activities.watch import ObjectWatch
 from activities.workspaces import WorkspaceActivities
 from models.activity_api import (
     AwaitClusterDeploymentRequest,
@@ -526,6 +530,74 @@ async def test_delete_waits_until_gone_and_is_idempotent(
     assert gone.outcome is ServiceSetOutcome.GONE
 
 
+async def test_a_deleted_service_set_is_seen_gone_at_its_event_not_at_the_next_poll(
+    mgmt: client.ApiClient,
+    workspaces: WorkspaceActivities,
+    cluster: Cluster,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The wait for a ServiceSet's removal is a watch: with the poll slowed to two minutes, a
+    ServiceSet held by a finalizer is seen gone as soon as the finalizer goes."""
+    monkeypatch.setattr(activities.workspaces, "POLL_FIRST", 120.0)
+    request = service_set(cluster)
+    applied = await run(workspaces.apply_service_set, request)
+    assert (await settle(workspaces, waiting(request, applied.generation))).outcome is (
+        ServiceSetOutcome.DEPLOYED
+    )
+    custom = client.CustomObjectsApi(mgmt)
+    hold = "test.colony.dev/hold"
+
+    async def read() -> dict[str, Any]:
+        found: dict[str, Any] = await call(
+            custom.get_namespaced_custom_object, *K0RDENT, NAMESPACE, "servicesets", request.name
+        )
+        return found
+
+    held = await read()
+    await call(
+        custom.patch_namespaced_custom_object,
+        *K0RDENT, NAMESPACE, "servicesets", request.name,
+        {"metadata": {"finalizers": [*held["metadata"]["finalizers"], hold]}},
+        _content_type=MERGE_PATCH,
+    )  # fmt: skip
+    waiting_for = asyncio.create_task(
+        run(
+            workspaces.delete_service_set,
+            DeleteServiceSetRequest(
+                namespace=NAMESPACE, name=request.name, owner=request.owner, wait_until=soon(300)
+            ),
+        )
+    )
+    # k0rdent uninstalls and lets go of it; only the test's finalizer holds it now.
+    lingering = await eventually(
+        read, until=lambda o: o["metadata"].get("finalizers") == [hold], what="uninstalled"
+    )
+    assert lingering["metadata"]["deletionTimestamp"]
+    assert not waiting_for.done()
+    await call(
+        custom.patch_namespaced_custom_object,
+        *K0RDENT, NAMESPACE, "servicesets", request.name,
+        {"metadata": {"finalizers": []}},
+        _content_type=MERGE_PATCH,
+    )  # fmt: skip
+    gone = await asyncio.wait_for(waiting_for, timeout=30)
+    assert (gone.existed, gone.gone) == (True, True)
+
+
+async def test_a_watch_that_cannot_be_made_leaves_the_pause_to_a_poll(
+    mgmt: client.ApiClient,
+) -> None:
+    """The fallback: an API server that does not answer makes the pause a sleep (no error), so
+    the next look reads the object again."""
+    unreachable = client.ApiClient(client.Configuration(host="https://127.0.0.1:9"))
+    try:
+        async with ObjectWatch(unreachable, "/api/v1/namespaces", "nowhere") as watch:
+            changed = await watch.changed({"metadata": {"resourceVersion": "7"}}, 0.2)
+    finally:
+        close_client(unreachable)
+    assert changed is False
+
+
 # --- values Secrets ------------------------------------------------------------------------------
 
 
@@ -747,7 +819,7 @@ async def test_routes_through_the_tenant_gateway(
             },
         },
     )
-    find = FindTenantGatewayRequest(kubeconfig=cluster.kubeconfig)
+    find = FindTenantGatewayRequest(kubeconfig=cluster.kubeconfig, cluster_deployment=cluster.name)
     found = await eventually(
         lambda: run(workspaces.find_tenant_gateway, find),
         until=lambda f: f.gateway is not None,
@@ -755,7 +827,22 @@ async def test_routes_through_the_tenant_gateway(
     )
     assert found.gateway is not None
     assert (found.gateway.domain, found.gateway.https) == (DOMAIN, True)
-    assert found.gateway.tcp_ports == list(range(30000, 30010))
+    # Attached by the ClusterDeployment's label, and which Gateway it is (its fingerprint).
+    assert found.expected_domain == DOMAIN
+    assert found.gateway_uid
+    assert found.gateway_generation >= 1
+    assert found.fingerprint() == (await run(workspaces.find_tenant_gateway, find)).fingerprint()
+    gateway = await call(
+        client.CustomObjectsApi(cluster.admin).get_namespaced_custom_object,
+        "gateway.networking.k8s.io", "v1", "colony-gateway", "gateways", "tenant",
+    )  # fmt: skip
+    listeners = {x["name"]: int(x["port"]) for x in gateway["spec"]["listeners"]}
+    # The pool and the HTTPS port are the listeners' (the sim's are real local ports).
+    assert found.gateway.tcp_ports == sorted(
+        p for n, p in listeners.items() if n.startswith("tcp-")
+    )
+    assert len(found.gateway.tcp_ports) == 10
+    assert found.gateway.http_port == listeners["https"]
     port = next(p for p in found.gateway.tcp_ports if p not in found.taken_ports)
 
     routes = [
@@ -781,7 +868,13 @@ async def test_routes_through_the_tenant_gateway(
         labels={WORKSPACE_LABEL: namespace},
     )
     assert (await run(workspaces.apply_routes, apply)).created == [r.name for r in routes]
-    assert (await run(workspaces.apply_routes, apply)).created == []
+    again = await run(workspaces.apply_routes, apply)
+    assert (again.created, again.updated) == ([], [])
+    # Ours, with another spec (the Gateway moved, the hostname changed): brought to the new one.
+    moved = [routes[0].model_copy(update={"hostname": f"moved-{namespace}.{DOMAIN}"})]
+    changed = await run(workspaces.apply_routes, apply.model_copy(update={"routes": moved}))
+    assert (changed.created, changed.updated) == ([], [routes[0].name])
+    assert (await run(workspaces.apply_routes, apply)).updated == [routes[0].name]
     accepted = await run(
         workspaces.await_routes,
         AwaitRoutesRequest(
@@ -795,7 +888,8 @@ async def test_routes_through_the_tenant_gateway(
     assert accepted.all_accepted, accepted
     assert port in (await run(workspaces.find_tenant_gateway, find)).taken_ports
 
-    # A route to a Service that does not exist is not accepted, and says why.
+    # A route to a Service that does not exist is not accepted, says why, and is not waited on:
+    # the controller's answer for its spec is final until the Service appears.
     dangling = RouteSpec(
         name=f"{namespace}-nope",
         kind="HTTPRoute",
@@ -812,11 +906,13 @@ async def test_routes_through_the_tenant_gateway(
             namespace=namespace,
             routes=[dangling],
             owner=owner,
-            deadline=soon(1),
+            deadline=soon(300),
         ),
     )
     assert not refused.all_accepted
-    assert "BackendNotFound" in refused.routes[0].message, refused
+    (state,) = refused.routes
+    assert (state.settled, state.reason) == (True, "BackendNotFound"), refused
+    assert f"Service {namespace}/nope not found" in state.message
 
     remove = DeleteRoutesRequest(
         kubeconfig=cluster.kubeconfig, namespace=namespace, routes=[*routes, dangling], owner=owner
@@ -1048,7 +1144,9 @@ async def test_another_owners_route_is_refused_not_waited_on_and_left_alone(
             deadline=soon(0),
         ),
     )
-    assert [(r.accepted, r.message) for r in seen.routes] == [(False, "route not found")]
+    assert [(r.accepted, r.settled, r.reason) for r in seen.routes] == [
+        (False, True, "RouteNotFound")
+    ]
     remove = DeleteRoutesRequest(
         kubeconfig=cluster.kubeconfig, namespace=namespace, routes=[route], owner=other
     )

@@ -257,6 +257,23 @@ def test_http_listener_gives_http_urls() -> None:
     assert entries[0].url == "http://llm.dev.local"
 
 
+@pytest.mark.parametrize(
+    ("https", "http_port", "url"),
+    [
+        pytest.param(True, 443, "https://llm.d.example", id="https-on-443"),
+        pytest.param(True, 8443, "https://llm.d.example:8443", id="https-elsewhere"),
+        pytest.param(False, 80, "http://llm.d.example", id="http-on-80"),
+        pytest.param(False, 443, "http://llm.d.example:443", id="http-on-443"),
+        pytest.param(True, None, "https://llm.d.example", id="unknown-port"),
+    ],
+)
+def test_urls_name_a_listener_port_that_is_not_the_schemes_own(
+    https: bool, http_port: int | None, url: str
+) -> None:
+    gateway = GatewayInfo(domain="d.example", https=https, http_port=http_port)
+    assert plan_access("llm", "training", LLM, gateway)[0].url == url
+
+
 def test_exhausted_or_missing_port_pool() -> None:
     full = plan_access(
         "llm", "wsd-training-llm", LLM, GatewayInfo(domain="d.example", tcp_ports=[2200]), {}
@@ -297,6 +314,40 @@ def test_port_forward_command_without_kubeconfig() -> None:
     assert port_forward_command("wsd-training-nb", "nb", endpoint) == (
         "kubectl port-forward -n ws-nb svc/wsd-training-nb-http 8080:80"
     )
+
+
+@pytest.mark.parametrize(
+    ("ports", "local"),
+    [
+        pytest.param([80, 80], [8080, 8081], id="two-on-80"),
+        pytest.param([80, 8081, 80], [8080, 8081, 8082], id="skips-a-taken-one"),
+        pytest.param([8888, 22, 8888, 8022], [8888, 8022, 8889, 8023], id="unprivileged-too"),
+        pytest.param([65535, 65535], [65535, 1024], id="wraps-to-the-first-unprivileged"),
+    ],
+)
+def test_every_endpoint_is_forwarded_on_a_local_port_of_its_own(
+    ports: list[int], local: list[int]
+) -> None:
+    endpoints = [
+        {"name": f"e{index}", "protocol": "HTTP", "port": port} for index, port in enumerate(ports)
+    ]
+    entries = plan_access("nb", "rel", workspace_class(*endpoints), None)
+    assert [int(e.command.split()[-1].split(":")[0]) for e in entries] == local
+    assert [e.url for e in entries] == [f"http://localhost:{port}" for port in local]
+    assert {e.reason for e in entries} == {"NoGateway"}
+
+
+def test_planned_endpoints_say_what_they_wait_for() -> None:
+    gateway = GatewayInfo(domain="d.example", tcp_ports=[2200])
+    entries = plan_access("llm", "rel", LLM, gateway, {"ssh": 2200})
+    assert [(e.name, e.reason) for e in entries] == [
+        ("api", "RoutingInProgress"),
+        ("ssh", "RoutingInProgress"),
+        ("chat", "RoutingInProgress"),
+        ("db", "PortPoolExhausted"),
+    ]
+    long = plan_access("w" * 60, "rel", LLM, GatewayInfo(domain="d.example"))
+    assert long[2].reason == "RoutingError"
 
 
 @pytest.mark.parametrize(

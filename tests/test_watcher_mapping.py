@@ -7,10 +7,13 @@ from typing import Any
 import pytest
 
 from models.ownership import Owner
-from models.signals import NodeEvent, NodeEventType, RefreshRequest, SignalName
+from models.signals import GatewayChanged, NodeEvent, NodeEventType, RefreshRequest, SignalName
 from watching.leader import micro_time
 from watching.mapping import (
     Fingerprints,
+    gateway_changed,
+    gateway_fingerprint,
+    gateway_relisted,
     kubeconfig_secret,
     node_event,
     node_fingerprint,
@@ -19,6 +22,7 @@ from watching.mapping import (
     owner_workflow_id,
     ready_status,
     relist_refresh,
+    workspace_owners,
 )
 
 
@@ -243,3 +247,68 @@ def test_lease_times_are_micro_times() -> None:
     from datetime import UTC, datetime
 
     assert micro_time(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)) == "2026-01-02T03:04:05.000000Z"
+
+
+# --- Tenant Gateways of child clusters ----------------------------------------------------------
+
+
+def test_a_gateway_change_goes_to_a_workspace_with_an_id_of_its_state() -> None:
+    gateway = obj("tenant", uid="g-1", rv="77", namespace="colony-gateway")
+    signal = gateway_changed("workspace/acme/nb", "acme-labs--x", "DELETED", gateway)
+    assert (signal.workflow_id, signal.name) == ("workspace/acme/nb", SignalName.GATEWAY_CHANGED)
+    assert signal.payload == GatewayChanged(
+        request_id="gateway/acme-labs--x/g-1/77",
+        cluster="acme-labs--x",
+        gateway="colony-gateway/tenant",
+        type=NodeEventType.DELETED,
+    )
+    relisted = gateway_relisted("workspace/nb", "labs", "gateways.kcm-system.labs", "90")
+    assert relisted.request_id == "relist/gateways.kcm-system.labs/90"
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "changed"),
+    [
+        pytest.param({}, {"generation": 2}, True, id="spec-changed"),
+        pytest.param({}, {"annotations": {"colony.dev/domain": "b.example"}}, True, id="domain"),
+        pytest.param(
+            {"status": {"conditions": [{"type": "Programmed", "status": "True"}]}},
+            {"status": {"conditions": [{"type": "Programmed", "status": "False"}]}},
+            True,
+            id="programmed",
+        ),
+        pytest.param(
+            {"status": {"conditions": [{"type": "Programmed", "status": "True", "message": "a"}]}},
+            {"status": {"conditions": [{"type": "Programmed", "status": "True", "message": "b"}]}},
+            False,
+            id="only-a-message",
+        ),
+        pytest.param({}, {"rv": "99"}, False, id="only-its-version"),
+        pytest.param(
+            {"status": {"listeners": [{"name": "https", "attachedRoutes": 1}]}},
+            {"status": {"listeners": [{"name": "https", "attachedRoutes": 2}]}},
+            False,
+            id="another-route-attached",
+        ),
+    ],
+)
+def test_a_gateway_is_signalled_when_what_routes_depend_on_changes(
+    before: dict[str, Any], after: dict[str, Any], changed: bool
+) -> None:
+    seen = Fingerprints()
+    assert seen.changed("ADDED", "g-1", gateway_fingerprint(obj("tenant", **before)))
+    assert seen.changed("MODIFIED", "g-1", gateway_fingerprint(obj("tenant", **after))) is changed
+
+
+def test_the_workspaces_of_a_child_are_its_organizations_namespaces_owners() -> None:
+    cluster = marked("cluster/acme/labs", "acme")
+    namespaces = [
+        marked("workspace/acme/nb", "acme"),
+        marked("workspace/acme/nb", "acme"),
+        marked("workspace/acme/box", "acme"),
+        marked("workspace/other/nb", "other"),  # made by hand in acme's child: not signalled
+        marked("cluster/acme/labs", "acme"),  # not a workspace's
+        obj("user-namespace"),  # no marks
+    ]
+    assert workspace_owners(namespaces, cluster) == ["workspace/acme/box", "workspace/acme/nb"]
+    assert workspace_owners(namespaces, obj("not-colonys")) == []

@@ -10,6 +10,7 @@ never reach a history in plaintext, and routes through a tenant gateway with a p
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -28,7 +29,7 @@ from models.capacity import GpuHolder
 from models.cluster import cluster_deployment_name, cluster_workflow_id
 from models.identity import prerequisite_service_set_name, workspace_release_name
 from models.ownership import Owner
-from models.signals import RefreshRequest, SignalName
+from models.signals import GatewayChanged, NodeEventType, RefreshRequest, SignalName
 from models.workspace import (
     ConditionReason,
     GatewayInfo,
@@ -48,7 +49,7 @@ from starter.clients.workspaces import WorkspaceSummary, fill_positions, with_cu
 from tests.helpers import eventually, history_text, unique
 from tests.workspace_world import STARTED, FakeWorkspaceWorld, h100_node, workspace_worker
 from workflows.capacity import GPU_HOLDERS_SIGNAL, CapacityLedgerWorkflow
-from workflows.workspace import WorkspaceWorkflow
+from workflows.workspace import ROUTES_FALLBACK, ROUTES_RETRY, WorkspaceWorkflow
 
 pytestmark = pytest.mark.slow
 
@@ -167,6 +168,11 @@ def phase_is(*phases: WorkspacePhase) -> Callable[[WorkspaceStatus], bool]:
     return lambda s: s.phase in phases
 
 
+def routed(status: WorkspaceStatus) -> bool:
+    """Running and its deploy finished: the access step (after Running) has reported."""
+    return status.phase is WorkspacePhase.RUNNING and status.current_operation is None
+
+
 def reason_of(status: WorkspaceStatus) -> str:
     ready = next(c for c in status.conditions if c.type == "Ready")
     return ready.reason
@@ -188,7 +194,7 @@ async def test_a_cpu_notebook_runs_and_is_deleted_without_leftovers(
     async with workspace_worker(env, task_queue, fake):
         name = unique("nb")
         handle = await deploy(env, task_queue, notebook(name, cluster))
-        running = await until(handle, phase_is(WorkspacePhase.RUNNING), "running")
+        running = await until(handle, routed, "running")
         assert {c.type: c.status.value for c in running.conditions} == {
             "ClassResolved": "True",
             "ClusterDeploymentResolved": "True",
@@ -309,6 +315,27 @@ async def test_workspaces_wait_for_gpus_in_order_and_proceed_when_one_is_deleted
         assert sorted(h.workspace for h in held) == sorted([b.name, c.name])
         await delete(second)
         await delete(third)
+
+
+async def test_the_next_in_line_is_admitted_once_the_release_is_gone_not_the_namespace(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """A delete gives the GPUs back as soon as its ServiceSet is gone: the next waiter runs while
+    the deleted workspace's namespace is still being deleted."""
+    fake, cluster = world(gpus=1)
+    fake.namespace_deletes_held = asyncio.Event()
+    async with workspace_worker(env, task_queue, fake):
+        holder = await deploy(env, task_queue, notebook(unique("a"), cluster, gpus=1))
+        await until(holder, phase_is(WorkspacePhase.RUNNING), "running")
+        waiter = await deploy(env, task_queue, notebook(unique("b"), cluster, gpus=1))
+        await until(waiter, phase_is(WorkspacePhase.WAITING), "waiting")
+        await holder.execute_update(WorkspaceWorkflow.delete, DeleteWorkspaceRequest())
+        await until(waiter, phase_is(WorkspacePhase.RUNNING), "admitted")
+        assert (await status_of(holder)).phase is WorkspacePhase.DELETING
+        assert fake.service_sets.keys() == {(await status_of(waiter)).service_set}
+        fake.namespace_deletes_held.set()
+        assert (await holder.result()).phase is WorkspacePhase.DELETED
+        await delete(waiter)
 
 
 async def test_the_ledger_and_admissions_are_measured(
@@ -510,6 +537,34 @@ async def test_a_prerequisite_is_installed_once_for_two_concurrent_workspaces(
         for handle in handles:
             await delete(handle)
         assert installed in fake.service_sets
+        labels = fake.service_sets[installed].labels
+        assert labels["workspaces.exalsius.ai/role"] == "prerequisite"
+        assert labels["colony.dev/prerequisite"] == "colony-inference-stack-1-0-0"
+
+
+async def test_a_prerequisite_without_a_namespace_gets_one_of_its_own(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    vllm = catalog_class("colony-vllm-1-0-0")
+    (stack,) = vllm.prerequisites
+    own = vllm.model_copy(
+        update={
+            "name": "vllm-own-1-0-0",
+            "prerequisites": [stack.model_copy(update={"namespace": None})],
+        }
+    )
+    fake, cluster = world(gpus=4)
+    fake.classes[own.name] = own
+    async with workspace_worker(env, task_queue, fake):
+        spec = llm(unique("llm"), cluster).model_copy(update={"class_name": own.name})
+        handle = await deploy(env, task_queue, spec)
+        running = await until(handle, phase_is(WorkspacePhase.RUNNING), "running")
+        (prerequisite,) = running.prerequisites
+        namespace = "colony-inference-stack-1-0-0-system"
+        assert prerequisite.namespace == namespace
+        installed = prerequisite_service_set_name("", cluster, stack.service_template.name)
+        assert fake.service_sets[installed].services[0]["namespace"] == namespace
+        await delete(handle)
 
 
 def llm(name: str, cluster: str) -> WorkspaceSpec:
@@ -561,7 +616,9 @@ async def test_a_deploy_timeout_fails_with_its_context_and_frees_the_gpus(
         assert reason_of(failed) == ConditionReason.DEPLOY_TIMEOUT
         assert failed.failure_context is not None
         assert failed.failure_context.phase_when_failed is WorkspacePhase.DEPLOYING
-        assert "was not deployed within 15m" in failed.failure_context.reason
+        assert failed.failure_context.reason == "DeployTimeout"
+        assert "was not deployed within 15m" in failed.failure_context.message
+        assert failed.failure_context.recent_events[0].reason == "DeployTimeout"
         ledger = env.client.get_workflow_handle(f"capacity/{cluster}")
         await eventually(
             lambda: ledger.query(CapacityLedgerWorkflow.status),
@@ -628,7 +685,7 @@ async def test_routes_through_a_tenant_gateway_and_an_exhausted_port_pool(
     async with workspace_worker(env, task_queue, fake):
         nb_name = unique("nb")
         nb = await deploy(env, task_queue, notebook(nb_name, cluster))
-        running = await until(nb, phase_is(WorkspacePhase.RUNNING), "running")
+        running = await until(nb, routed, "running")
         assert [(a.url, a.ready) for a in running.access] == [
             (f"https://{nb_name}.acme.colony.example", True)
         ]
@@ -646,7 +703,7 @@ async def test_routes_through_a_tenant_gateway_and_an_exhausted_port_pool(
         # Two at once, one port in the pool: exactly one gets it (the ledger allocates ports, one
         # writer per cluster), the other reports the pool exhausted.
         boxes = [await deploy(env, task_queue, devbox(unique("box"))) for _ in range(2)]
-        statuses = [await until(b, phase_is(WorkspacePhase.RUNNING), "box running") for b in boxes]
+        statuses = [await until(b, routed, "box running") for b in boxes]
         ready = [s for s in statuses if s.access[0].ready]
         short = [s for s in statuses if not s.access[0].ready]
         assert len(ready) == 1
@@ -658,7 +715,7 @@ async def test_routes_through_a_tenant_gateway_and_an_exhausted_port_pool(
         await delete(holder)
         assert not any(r.kind == "TCPRoute" for r in fake.routes.values())
         third = await deploy(env, task_queue, devbox(unique("box")))
-        again = await until(third, phase_is(WorkspacePhase.RUNNING), "third box")
+        again = await until(third, routed, "third box")
         assert again.access[0].url == "ssh://acme.colony.example:30000"
         for handle in (third, boxes[statuses.index(short[0])]):
             await delete(handle)
@@ -676,4 +733,196 @@ async def test_suspend_and_resume_go_through_validators(
             await handle.execute_update(WorkspaceWorkflow.resume, ResumeWorkspaceRequest())
         assert isinstance(refused.value.cause, ApplicationError)
         assert "only a suspended or failed workspace can be resumed" in refused.value.cause.message
+        await delete(handle)
+
+
+# --- Failure context in the exalsius shape -------------------------------------------------------
+
+
+async def test_a_failed_install_and_absent_gpus_have_the_exalsius_failure_context(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """The context's reason is the failing condition's (never free text), its message says what
+    failed, and its recent events start with the failure itself."""
+    fake, cluster = world(failing_templates={"colony-jupyter-1-0-0": "image pull back-off"})
+    async with workspace_worker(env, task_queue, fake):
+        install = await deploy(env, task_queue, notebook(unique("nb"), cluster))
+        failed = await until(install, phase_is(WorkspacePhase.FAILED), "install failed")
+        context = failed.failure_context
+        assert context is not None
+        assert (context.phase_when_failed, context.reason) == (
+            WorkspacePhase.DEPLOYING,
+            "HelmReleaseFailed",
+        )
+        assert context.message.endswith("failed: image pull back-off")
+        assert context.message == failed.message
+        first = context.recent_events[0]
+        assert (first.type, first.reason, first.message) == (
+            "Warning",
+            "HelmReleaseFailed",
+            context.message,
+        )
+        assert context.service_set_status is not None
+        assert context.service_set_status.services[0].state == "Failed"
+
+        absent = await deploy(
+            env, task_queue, notebook(unique("nb"), cluster, gpus=1, gpu_type="b300")
+        )
+        failed = await until(absent, phase_is(WorkspacePhase.FAILED), "no such GPUs")
+        context = failed.failure_context
+        assert context is not None
+        assert (context.phase_when_failed, context.reason) == (
+            WorkspacePhase.PENDING,
+            "GpuOfferingUnavailable",
+        )
+        assert [e.reason for e in context.recent_events] == ["GpuOfferingUnavailable"]
+        assert context.recent_events[0].message == context.message == failed.message
+        for handle in (install, absent):
+            await delete(handle)
+
+
+# --- Routes follow the gateway ----------------------------------------------------------------------
+
+DOMAIN = "acme.colony.example"
+
+
+def routes_ready(status: WorkspaceStatus) -> tuple[str, str]:
+    found = next(c for c in status.conditions if c.type == "RoutesReady")
+    return found.status.value, found.reason
+
+
+def two_endpoints(name: str) -> WorkspaceClassSpec:
+    """The notebook with a second HTTP endpoint on the same port, whose Service its chart does
+    not render."""
+    jupyter = catalog_class("colony-jupyter-1-0-0")
+    (http,) = jupyter.access_endpoints
+    endpoints = [
+        http.model_copy(update={"port": 80}),
+        http.model_copy(update={"name": "admin", "port": 80}),
+    ]
+    return jupyter.model_copy(update={"name": name, "access_endpoints": endpoints})
+
+
+async def test_routes_follow_the_gateway_as_it_goes_and_comes_back(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """A running workspace, its cluster attached to a tenant gateway: the Gateway goes
+    (`gateway_changed`, as the watcher sends it), RoutesReady turns False RoutingInfraNotReady and
+    the endpoint shows its port-forward meanwhile; it comes back, and the workspace is routed
+    again, all without an operation (no suspend, no resume): its phase stays Running."""
+    gateway = GatewayInfo(domain=DOMAIN, https=True)
+    fake, cluster = world(gateways={"gpu": gateway}, attached={"gpu": DOMAIN})
+    deployment = cluster_deployment_name(cluster, "")
+    async with workspace_worker(env, task_queue, fake):
+        name = unique("nb")
+        handle = await deploy(env, task_queue, notebook(name, cluster))
+        running = await until(handle, routed, "running")
+        assert routes_ready(running) == ("True", "RoutesReady")
+        assert [(a.url, a.ready, a.reason) for a in running.access] == [
+            (f"https://{name}.{DOMAIN}", True, "Accepted")
+        ]
+
+        del fake.gateways[deployment]
+        await handle.signal(
+            WorkspaceWorkflow.gateway_changed,
+            GatewayChanged(request_id="g-1", cluster=deployment, type=NodeEventType.DELETED),
+        )
+        waiting = await until(
+            handle, lambda s: routes_ready(s)[0] == "False", "routes waiting for the gateway"
+        )
+        assert routes_ready(waiting) == ("False", "RoutingInfraNotReady")
+        assert waiting.phase is WorkspacePhase.RUNNING
+        (entry,) = waiting.access
+        assert (entry.url, entry.ready, entry.reason) == (
+            f"https://{name}.{DOMAIN}",
+            False,
+            "RoutingInfraNotReady",
+        )
+        assert entry.command.startswith(f"kubectl port-forward -n ws-{name} ")
+        assert fake.routes  # kept: they attach again when the Gateway is back
+
+        fake.gateways[deployment] = gateway
+        fake.gateway_generations[deployment] = 2
+        await handle.signal(
+            WorkspaceWorkflow.gateway_changed,
+            GatewayChanged(request_id="g-2", cluster=deployment, type=NodeEventType.ADDED),
+        )
+        back = await until(handle, lambda s: routes_ready(s)[0] == "True", "routed again")
+        assert [(a.url, a.ready, a.command) for a in back.access] == [
+            (f"https://{name}.{DOMAIN}", True, "")
+        ]
+        assert [op.kind.value for op in back.completed_operations] == ["deploy"]
+        await delete(handle)
+
+
+async def test_without_the_watcher_a_running_workspace_looks_at_its_gateway_by_itself(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """No `gateway_changed` at all: the fallback finds the Gateway gone within `ROUTES_FALLBACK`
+    and back within `ROUTES_RETRY` (the time-skipping server's clock), and a look that finds
+    nothing new asks for nothing but the gateway."""
+    gateway = GatewayInfo(domain=DOMAIN, https=True)
+    fake, cluster = world(gateways={"gpu": gateway}, attached={"gpu": DOMAIN})
+    deployment = cluster_deployment_name(cluster, "")
+    async with workspace_worker(env, task_queue, fake):
+        handle = await deploy(env, task_queue, notebook(unique("nb"), cluster))
+        await until(handle, routed, "running")
+        applied = len(fake.routes)
+        await env.sleep(ROUTES_FALLBACK + timedelta(minutes=1))
+        assert fake.calls.count(f"find gateway {deployment}") >= 2  # deploy, and one look
+        assert len(fake.routes) == applied
+        assert routes_ready(await status_of(handle)) == ("True", "RoutesReady")
+
+        del fake.gateways[deployment]
+        await env.sleep(ROUTES_FALLBACK + timedelta(minutes=1))
+        gone = await status_of(handle)
+        assert routes_ready(gone) == ("False", "RoutingInfraNotReady")
+        fake.gateways[deployment] = gateway
+        await env.sleep(ROUTES_RETRY + timedelta(seconds=30))
+        assert routes_ready(await status_of(handle)) == ("True", "RoutesReady")
+        await delete(handle)
+
+
+async def test_an_endpoint_without_its_service_holds_neither_the_others_nor_the_phase(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """A chart that renders one of two endpoints' Services: Running as soon as the release is, the
+    other endpoint routed, the one without a Service reported failed with its reason; without a
+    gateway, both endpoints on port 80 are forwarded on local ports of their own."""
+    workspace_class = two_endpoints("two-web-1-0-0")
+    fake, cluster = world(gateways={"gpu": GatewayInfo(domain=DOMAIN, https=True)})
+    fake.classes[workspace_class.name] = workspace_class
+    name = unique("nb")
+    release = workspace_release_name("", cluster, name)
+    fake.missing_services.add(f"{release}-admin")
+    async with workspace_worker(env, task_queue, fake):
+        spec = notebook(name, cluster).model_copy(update={"class_name": workspace_class.name})
+        handle = await deploy(env, task_queue, spec)
+        running = await until(handle, routed, "running")
+        web, admin = running.access
+        assert (web.url, web.ready, web.reason) == (f"https://{name}.{DOMAIN}", True, "Accepted")
+        assert (admin.url, admin.ready, admin.reason) == (
+            f"https://{name}-admin.{DOMAIN}",
+            False,
+            "BackendNotFound",
+        )
+        assert f"Service ws-{name}/{release}-admin not found" in admin.message
+        assert routes_ready(running) == ("False", "RoutingError")
+        ready = next(c for c in running.conditions if c.type == "RoutesReady")
+        assert ready.message.startswith("admin: BackendNotFound: ")
+        assert next(c for c in running.conditions if c.type == "Ready").status.value == "True"
+        await delete(handle)
+
+    plain, plain_cluster = world()
+    plain.classes[workspace_class.name] = workspace_class
+    async with workspace_worker(env, task_queue, plain):
+        spec = notebook(unique("nb"), plain_cluster).model_copy(
+            update={"class_name": workspace_class.name}
+        )
+        handle = await deploy(env, task_queue, spec)
+        running = await until(handle, routed, "running")
+        assert [(a.url, a.command.split()[-1]) for a in running.access] == [
+            ("http://localhost:8080", "8080:80"),
+            ("http://localhost:8081", "8081:80"),
+        ]
         await delete(handle)

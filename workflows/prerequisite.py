@@ -4,7 +4,10 @@ first) on one cluster, once, id `prereq/<ClusterDeployment>/<template>`.
 Every workspace that needs it signals `prerequisite` (with a request id and the workflow to answer)
 through signal-with-start, so concurrent workspaces meet in one run and share one installation (one
 ServiceSet, `wsprereq-<cluster>-<template>--<hash>`, `models.identity`, marked as this workflow's:
-one of that name that is not is refused, never taken over). The run answers every requester by the signal
+one of that name that is not is refused, never taken over; labelled `colony.dev/prerequisite` and,
+as the exalsius operator labels its own, `workspaces.exalsius.ai/role=prerequisite` with the
+ClusterDeployment and template). It installs into the namespace the class gives, else one of its
+own, `<template>-system` (`PrerequisiteSpec.install_namespace`). The run answers every requester by the signal
 `prerequisite_answer`: Satisfied (installed now, or found already deployed on the cluster by other
 means), or Failed with the reason (template missing or invalid, install failed, deploy timeout),
 which fails the workspaces waiting on it. Then it ends; the installation stays: prerequisites
@@ -28,7 +31,6 @@ from workflows.workspace_calls import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from models.activity_api import CLUSTER_LABEL
     from models.cluster import DEFAULT_NAMESPACE
     from models.identity import prerequisite_service_set_name
     from models.names import shorten_name
@@ -36,7 +38,6 @@ with workflow.unsafe.imports_passed_through():
     from models.ownership import Owner
     from models.workspace import PrerequisitePhase, PrerequisiteSource
     from models.workspace_api import (
-        PREREQUISITE_LABEL,
         ApplyServiceSetRequest,
         AwaitServiceSetRequest,
         CheckServiceTemplateRequest,
@@ -48,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         ServiceSetService,
         SignalWorkflowRequest,
         WorkspaceSignal,
+        prerequisite_labels,
     )
 
 PREREQUISITE_SIGNAL = "prerequisite"
@@ -163,10 +165,7 @@ class PrerequisiteWorkflow:
                         )
                     ],
                     owner=owner,
-                    labels={
-                        PREREQUISITE_LABEL: spec.template,
-                        CLUSTER_LABEL: spec.cluster_deployment,
-                    },
+                    labels=prerequisite_labels(spec.template, spec.cluster_deployment),
                 )
             )
             timeout = timedelta(seconds=spec.deploy_timeout_seconds)

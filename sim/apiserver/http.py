@@ -1,7 +1,8 @@
 """REST onto the store: the aiohttp application of one emulated kube-apiserver.
 
 `create_app(store, faults=...)` returns an `aiohttp.web.Application` serving discovery, CRUD, watch,
-PATCH, the pods/eviction, pods/binding, pods/log, serviceaccounts/token and status subresources, with bearer
+PATCH, the pods/eviction, pods/binding, pods/log, pods/portforward (`portforward.py`),
+serviceaccounts/token and status subresources, with bearer
 token authentication against the store's `TokenAuthority`. Writes honour `dryRun` and
 `fieldValidation` (`fieldvalidation.py`; its warnings become `Warning` response headers). Every
 request first passes the `FaultInjector`, when one is given. `server.ClusterServer` wraps it in
@@ -22,7 +23,7 @@ import orjson
 import yaml
 from aiohttp import web
 
-from sim.apiserver import discovery, errors, openapi, podlogs, tables
+from sim.apiserver import discovery, errors, openapi, podlogs, portforward, tables
 from sim.apiserver.errors import ApiError
 from sim.apiserver.fieldvalidation import FieldValidation, warning_header
 from sim.apiserver.patch import APPLY_PATCH
@@ -264,6 +265,10 @@ class ApiHandler:
             raise errors.method_not_allowed(f"{method} is not supported on collections")
         name = route.name
         sub = route.subresource
+        if rt.key == PODS.key and sub == "portforward":
+            if method not in ("GET", "POST"):
+                raise errors.method_not_allowed(f"{method} is not supported on portforward")
+            return await portforward.serve(request, store, route.namespace or "", name, self.faults)
         if method == "GET":
             if rt.key == PODS.key and sub == "log":
                 return await self._pod_log(request, route)

@@ -28,6 +28,7 @@ from sim.apiserver.store import ClusterStore
 from sim.charts import ChartCatalog
 from sim.controllers.daemonset import DaemonSetController, DeploymentController
 from sim.controllers.gateway import GatewayController
+from sim.controllers.gateway_dataplane import TenantGatewayDataPlane
 from sim.controllers.k0rdent_cluster import (
     ChildCluster,
     ChildClusters,
@@ -40,6 +41,8 @@ from sim.controllers.k0rdent_services import ServiceSetController, ServiceTempla
 from sim.controllers.kubelet import Kubelet
 from sim.controllers.nodelifecycle import NodeLifecycleController
 from sim.controllers.scheduler import Scheduler
+from sim.controllers.tenant_gateway import GATEWAY as TENANT_GATEWAY
+from sim.controllers.tenant_gateway import NAMESPACE as TENANT_GATEWAY_NAMESPACE
 from sim.faults import FaultInjector
 from sim.timing import SimTiming
 
@@ -156,6 +159,9 @@ class SimChildCluster:
         self.server = ClusterServer(
             name, self._store, ca, faults=faults, port=port, admin_token=admin_token
         )
+        self._data_plane = TenantGatewayDataPlane(
+            self._store, TENANT_GATEWAY_NAMESPACE, TENANT_GATEWAY, self.server.host
+        )
         self.timing = timing
         self.faults = faults
         self._tasks: list[asyncio.Task[None]] = []
@@ -168,6 +174,10 @@ class SimChildCluster:
     @property
     def kubeconfig(self) -> str:
         return yaml.safe_dump(self.server.kubeconfig(), sort_keys=False)
+
+    @property
+    def gateway_data_plane(self) -> TenantGatewayDataPlane:
+        return self._data_plane
 
     async def start(self) -> None:
         """Listen (on its former port if free, else on any free loopback port) and start the
@@ -211,6 +221,7 @@ class SimChildCluster:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self._data_plane.stop()
         await self.server.stop()
 
 

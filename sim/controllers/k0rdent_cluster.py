@@ -43,6 +43,7 @@ from typing import Any, Protocol
 from sim.apiserver.errors import ApiError
 from sim.apiserver.registry import EVENTS, NODES, PODS, SECRETS, ResourceType
 from sim.apiserver.store import ClusterStore, WatchEvent
+from sim.controllers.gateway_dataplane import TenantGatewayDataPlane
 from sim.controllers.gpus import GPU_RESOURCE, gfd_labels
 from sim.controllers.tenant_gateway import CertIssuer, ensure_tenant_gateway
 from sim.controllers.workqueue import ReconcileLoop
@@ -209,6 +210,11 @@ class ChildCluster(Protocol):
     @property
     def kubeconfig(self) -> str:
         """Kubeconfig YAML with the server URL, CA and a bearer token of the child."""
+        ...
+
+    @property
+    def gateway_data_plane(self) -> TenantGatewayDataPlane:
+        """Listens for the child's tenant Gateway, if it gets one."""
         ...
 
     async def stop(self) -> None: ...
@@ -632,7 +638,9 @@ class ClusterDeploymentController:
         if state.control_plane_at is None:
             state.control_plane_at = now
         self._ensure_kubeconfig_secret(obj, child)
-        gateway_problem = ensure_tenant_gateway(child.store, obj, self.issue_cert)
+        gateway_problem = await ensure_tenant_gateway(
+            child.store, obj, self.issue_cert, child.gateway_data_plane
+        )
         if gateway_problem is not None and state.gateway_problem != gateway_problem:
             record_event(self.store, obj, "InvalidTenantGateway", gateway_problem, type_="Warning")
         state.gateway_problem = gateway_problem

@@ -42,9 +42,14 @@ from models.capacity import Decision
 from models.cluster import ClusterStatus, cluster_deployment_name
 from models.deploy import cluster_problem, missing_prompt_problem, missing_prompts
 from models.identity import capacity_workflow_id, parse_entity_workflow_id
-from models.names import name_problem
+from models.names import name_problem, natural_key
 from models.value_paths import parse_value_path, value_path_problem
-from models.values import ValuesError, merge_workspace, split_plaintext_secrets
+from models.values import (
+    ValuesError,
+    merge_workspace,
+    resolve_resources,
+    split_plaintext_secrets,
+)
 from models.workspace import (
     AdmissionState,
     WorkspacePhase,
@@ -90,6 +95,9 @@ CLASS_MEMO = "class"
 CLUSTER_MEMO = "cluster"
 """Memo key of the workspace's cluster as its organization names it (`ColonyCluster` holds the
 cluster's ClusterDeployment)."""
+GPUS_MEMO = "gpus"
+"""Memo key of the GPUs the workspace asks for (replicas x gpuCount of its resolved resources),
+for `workspace list -o wide` without a query per workspace."""
 SHOWN = 80
 """Characters of a user's path echoed in a message."""
 
@@ -148,6 +156,15 @@ class WorkspaceSummary:
     """Waiting for GPUs: its place in line now (asked of its cluster's ledger); else 0."""
     deployment: str = ""
     """Its cluster's ClusterDeployment (what its ledger is named by); empty from the API."""
+    gpus: int | None = None
+    """The GPUs it asks for (replicas x gpuCount); None when not known (deployed without its
+    class at hand, or before its resources were resolved)."""
+
+    @property
+    def order(self) -> tuple[str, tuple[tuple[int, int, str], ...]]:
+        """Where it is listed: by organization, then by name as people count (`burst-2` before
+        `burst-10`)."""
+        return self.organization, natural_key(self.name)
 
 
 # --- preparing a deploy request --------------------------------------------------------------
@@ -376,6 +393,22 @@ def workspace_details(spec: WorkspaceSpec, workspace_class: WorkspaceClassSpec |
     return "\n".join(lines)
 
 
+def workspace_memo(
+    spec: WorkspaceSpec, workspace_class: WorkspaceClassSpec | None
+) -> dict[str, Any]:
+    """What a workspace's workflow carries for the lists (its class, its cluster, and the GPUs it
+    asks for when its class is at hand)."""
+    memo: dict[str, Any] = {CLASS_MEMO: spec.class_name, CLUSTER_MEMO: spec.cluster}
+    if workspace_class is not None:
+        memo[GPUS_MEMO] = resolve_resources(workspace_class.default_resources, spec.resources).gpus
+    return memo
+
+
+def _whole(value: Any) -> int | None:
+    """A memo's count (absent in workspaces started before it was written: None)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 async def with_current_position(
     client: Client, status: WorkspaceStatus, organization: str = ""
 ) -> WorkspaceStatus:
@@ -511,7 +544,7 @@ class TemporalWorkspaces(TemporalEntity[WorkspaceStatus], Workspaces):
             organization=spec.organization,
             argument=WorkspaceWorkflowInput(spec=spec),
             marks=[SearchAttributePair(COLONY_CLUSTER, spec.cluster_deployment)],
-            memo={CLASS_MEMO: spec.class_name, CLUSTER_MEMO: spec.cluster},
+            memo=workspace_memo(spec, workspace_class),
             request_id=request_id,
             summary=workspace_summary(spec),
             details=workspace_details(spec, workspace_class),
@@ -579,10 +612,11 @@ class TemporalWorkspaces(TemporalEntity[WorkspaceStatus], Workspaces):
                     started=started_at(execution.start_time),
                     organization=owner,
                     deployment=attributes.get(COLONY_CLUSTER) or "",
+                    gpus=_whole(await execution.memo_value(GPUS_MEMO, None)),
                 )
             )
         await fill_positions(await self.session.client(), found)
-        return sorted(found, key=lambda w: (w.organization, w.name))
+        return sorted(found, key=lambda w: w.order)
 
 
 # --- through the HTTP API --------------------------------------------------------------------
@@ -687,6 +721,7 @@ class HttpWorkspaces(HttpEntity[WorkspaceStatus], Workspaces):
                     started=started_at(status.created_at),
                     web_ui=str(item.get("webUi", "")),
                     position=status.admission.position if status.admission is not None else 0,
+                    gpus=status.resolved_resources.gpus if status.resolved_resources else None,
                 )
             )
-        return sorted(summaries, key=lambda w: w.name)
+        return sorted(summaries, key=lambda w: w.order)

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from starter.options import (
+    ListFormat,
+    ListOutputOption,
     OrganizationFilterOption,
     OutputFormat,
     OutputOption,
@@ -148,7 +150,8 @@ def _finished(status: WorkspaceStatus | None, name: str, wanted: str, fmt: Outpu
     if status is None:
         raise OperationFailedError(f"workspace '{name}': its workflow ended without a status")
     if status.phase.value != wanted:
-        reason = status.failure_context.reason if status.failure_context else status.message
+        failure = status.failure_context
+        reason = failure.message if failure is not None and failure.message else status.message
         raise OperationFailedError(
             f"workspace '{name}' is {status.phase.value}: {reason or 'see colonyctl workspace get'}"
         )
@@ -280,33 +283,22 @@ def list_(
         str | None, typer.Option("--cluster", help="Only the workspaces of this cluster.")
     ] = None,
     organization: OrganizationFilterOption = None,
-    fmt: OutputOption = OutputFormat.TABLE,
+    fmt: ListOutputOption = ListFormat.TABLE,
 ) -> None:
     """List workspaces, with their organization (from Temporal visibility: ColonyKind =
-    'workspace')."""
+    'workspace'), in natural order (burst-2 before burst-10); -o wide adds their GPUs, place in
+    line and age."""
     from starter import output
     from starter.backend import workspaces
     from starter.session import run
+    from starter.workspace_output import workspace_rows
 
     spaces = workspaces()
     found = run(lambda: spaces.list_all(cluster=cluster, organization=organization))
-    fields = ("name", "organization", "cluster", "class_name", "phase", "position")
+    fields = ("name", "organization", "cluster", "class_name", "phase", "position", "gpus")
     rows = output.records(found, *fields, "workflow_id", "started", keys={"class_name": "class"})
-    if not output.emit(rows, fmt):
-        output.print_table(
-            ["ORGANIZATION", "NAME", "CLUSTER", "CLASS", "PHASE", "STARTED"],
-            [
-                (
-                    w.organization or "-",
-                    w.name,
-                    w.cluster,
-                    w.class_name,
-                    f"{w.phase} (position {w.position})" if w.position else w.phase,
-                    w.started,
-                )
-                for w in found
-            ],
-        )
+    if not output.emit(rows, fmt.output):
+        output.print_table(*workspace_rows(found, wide=fmt is ListFormat.WIDE))
 
 
 def _operate(name: str, request: WorkspaceRequest, wanted: str, submission: Submission) -> None:

@@ -15,10 +15,11 @@ import yaml
 from kubernetes import client as kube_client
 
 from activities.sealing import SealingSettings
-from models.identity import workspace_values_secret_name
+from models.identity import workspace_service_set_name, workspace_values_secret_name
 from models.workspace import workspace_workflow_id
 from tests.api.conftest import CPU_SKU, JUPYTER, WORKSPACES, ApiStack
 from tests.api.test_api_endpoints import error_of
+from tests.exalsius_status import exalsius_problems
 from tests.helpers import eventually, unique
 from tests.simenv import NAMESPACE, call
 
@@ -247,6 +248,52 @@ async def test_a_workspace_from_deploy_to_404(catalog: ApiStack) -> None:
                     "message": f"workspace: workspace '{name}' not found",
                 },
             ), (method, path)
+        await http.delete(f"/v1/kubernetes/clusters/{cluster}")
+        await stack.wait_gone(http, cluster)
+
+
+async def test_a_failed_install_reads_as_an_exalsius_status(catalog: ApiStack) -> None:
+    """The API's workspace, failed and then running, is a valid status of the exalsius
+    WorkspaceDeployment CRD: what a client of the operator reads, it reads here."""
+    stack = catalog
+    organization = unique("fail")
+    key = await stack.key(organization)
+    name = unique("nb")
+    async with stack.http(stack.app(), key) as http:
+        cluster = await cpu_cluster(stack, http)
+        stack.world.faults.fail_service_set(
+            NAMESPACE,
+            workspace_service_set_name(organization, cluster, name),
+            "Helm install failed: image pull back-off",
+        )
+        deployed = await http.post(
+            WORKSPACES,
+            json=notebook(name, cluster, secretValues={"notebookPassword": "pw"}),
+        )
+        assert deployed.status_code == 202, deployed.text
+        failed = await stack.wait_workspace(http, name, "Failed")
+        context = failed["failureContext"]
+        assert (context["phaseWhenFailed"], context["reason"]) == ("Deploying", "HelmReleaseFailed")
+        assert context["recentEvents"][0]["reason"] == "HelmReleaseFailed"
+        assert exalsius_problems(failed) == []
+
+        stack.world.faults.clear()
+        resumed = await http.post(f"{WORKSPACES}/{name}/resume")
+        assert resumed.status_code == 202, resumed.text
+
+        async def workspace() -> dict[str, Any]:
+            body: dict[str, Any] = (await http.get(f"{WORKSPACES}/{name}")).json()
+            return body
+
+        # Failed until the resume runs: waited for past it.
+        running = await eventually(
+            workspace,
+            until=lambda w: w["phase"] == "Running" and "currentOperation" not in w,
+            timeout=60,
+            what="resumed",
+        )
+        assert "failureContext" not in running
+        assert exalsius_problems(running) == []
         await http.delete(f"/v1/kubernetes/clusters/{cluster}")
         await stack.wait_gone(http, cluster)
 

@@ -372,6 +372,23 @@ async def test_a_user_deploys_and_deletes_a_workspace_through_the_api(
         return [w["name"] for w in done.json()]
 
     await eventually(listed, until=lambda names: names == [name], timeout=15, what="listed")
+    # In natural order, as in direct mode (the API's own list is): -9 before -10.
+    extra = [f"{name}-10", f"{name}-9"]
+    for other in extra:
+        await me.ctl(
+            "workspace", "deploy", other, "--class", JUPYTER, "--cluster", cluster,
+            "--set", "notebookPassword=x",
+        )  # fmt: skip
+    await eventually(
+        listed, until=lambda names: names == [name, *reversed(extra)], timeout=15, what="ordered"
+    )
+    wide = (await me.ctl("workspace", "list", "--cluster", cluster, "-o", "wide")).stdout
+    assert wide.splitlines()[0].split() == [
+        "ORGANIZATION", "NAME", "CLUSTER", "CLASS", "PHASE", "GPUS", "POSITION", "AGE", "STARTED",
+    ]  # fmt: skip
+    assert [line.split()[1] for line in wide.splitlines()[1:]] == [name, *reversed(extra)]
+    for other in extra:
+        await me.ctl("workspace", "delete", other, "--wait", "--timeout", "90")
     suspended = await me.ctl("workspace", "suspend", name, "--wait", "--timeout", "90")
     assert f"workspace {name} suspended" in suspended.stdout
     twice = await me.ctl("workspace", "suspend", name, expect=2)
