@@ -17,10 +17,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/python -m starter.devenv
+	$(BIN)/python -m starter.dev.devenv
 
 reset: $(STAMP)
-	$(BIN)/python -m starter.devenv --reset
+	$(BIN)/python -m starter.dev.devenv --reset
 
 test: $(STAMP) lint typecheck
 	$(BIN)/pytest -q

@@ -5,11 +5,11 @@ the API as its own process (`python -m api`, one uvicorn worker, rate limit off)
 
 - reads: `GET /v1/kubernetes/clusters/{id}` of a ready cluster, with `--concurrency` requests in
   flight from one httpx client (keep-alive), for `--seconds`; then the same reads straight through
-  the Temporal client (`starter.client.query_status`, a describe and a query each), from this
+  the Temporal client (`starter.clients.clusters.TemporalClusters.get`, a describe and a query each), from this
   process, with the same concurrency;
 - create+delete pairs: `POST /v1/kubernetes/clusters` (no pools) then `DELETE` of the same
-  cluster, answered 202 each; then the same pair straight through `starter.client`
-  (`start_cluster` and the `delete_cluster` update). A pair counts once both were accepted; the
+  cluster, answered 202 each; then the same pair straight through `TemporalClusters`
+  (`create`, with its catalog check, and `delete`). A pair counts once both were accepted; the
   deletes finish in the background (the run waits for them before it stops).
 
 Prints requests (or pairs) per second and median/p95 latency of each. Run:
@@ -34,9 +34,8 @@ import httpx
 from activities.settings import ColonySettings
 from bench.stack import ROOT, Stack, free_port, port_open, private_stack, wait_until
 from models.cluster import ClusterSpec
-from models.operations import DeleteClusterRequest
-from starter import checks
-from starter import client as colony
+from starter.clients.clusters import TemporalClusters
+from starter.clients.temporal import TemporalSession, connect
 
 ORGANIZATION = "bench"
 CLUSTERS = "/v1/kubernetes/clusters"
@@ -108,7 +107,8 @@ async def measure(
     stack: Stack, url: str, key: str, seconds: float, concurrency: int
 ) -> list[Result]:
     settings = ColonySettings.from_env(stack.env)
-    temporal = await colony.connect(settings)
+    temporal = await connect(settings)
+    clusters = TemporalClusters(TemporalSession.of_client(temporal, settings, ORGANIZATION))
     headers = {"Authorization": f"Bearer {key}"}
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=60) as http:
@@ -125,7 +125,7 @@ async def measure(
             (await http.get(f"{CLUSTERS}/{name}")).raise_for_status()
 
         async def direct_read(_: int) -> None:
-            await colony.query_status(temporal, name, organization=ORGANIZATION)
+            await clusters.get(name)
 
         async def api_pair(index: int) -> None:
             cluster = f"api-pair-{index}"
@@ -136,21 +136,16 @@ async def measure(
         async def direct_pair(index: int) -> None:
             cluster = f"direct-pair-{index}"
             spec = ClusterSpec(name=cluster, location_id="fra1", organization=ORGANIZATION)
-            # What colonyctl and the API both do before starting: the catalog check.
-            await checks.check_cluster(settings, spec)
-            await colony.start_cluster(temporal, settings, spec)
-            await colony.send(
-                temporal,
-                cluster,
-                "delete_cluster",
-                DeleteClusterRequest(),
-                organization=ORGANIZATION,
-            )
+            # What colonyctl and the API both do: the catalog check, then the start.
+            await clusters.create(spec)
+            await clusters.delete(cluster)
 
         await sustained("warm-up", api_read, 1.0, concurrency)
         results = [
             await sustained(f"GET {CLUSTERS}/{{id}} (API)", api_read, seconds, concurrency),
-            await sustained("query_status (Temporal client)", direct_read, seconds, concurrency),
+            await sustained(
+                "TemporalClusters.get (Temporal client)", direct_read, seconds, concurrency
+            ),
             await sustained("create+delete pairs (API)", api_pair, seconds, concurrency),
             await sustained(
                 "create+delete pairs (Temporal client)", direct_pair, seconds, concurrency
@@ -160,7 +155,7 @@ async def measure(
         # Let the deletes finish: nothing of the run is left behind in the stack being stopped.
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            if not await colony.list_clusters(temporal, organization=ORGANIZATION):
+            if not await clusters.list_all(organization=ORGANIZATION):
                 break
             await asyncio.sleep(1)
     return results

@@ -7,7 +7,7 @@ private stack (`bench.stack`: dev server, the sim with instant timing, or its de
 a cluster with one H100 node (8 GPUs), and deploys SSH dev boxes that each ask for all 8 GPUs: one
 runs, the next K wait in line. Then N times: delete the running one (`delete` update), wait until
 the first in line runs, deploy one more at the back of the line. Workspaces are driven through
-`starter.workspace_client`, the functions `colonyctl` calls, from this process.
+`starter.clients.workspaces.TemporalWorkspaces`, the client `colonyctl` uses, from this process.
 
 Figures, from the workflows' histories (server timestamps, so the benchmark's own polling does not
 count):
@@ -41,8 +41,11 @@ from activities.settings import ColonySettings
 from bench.stack import Stack, describe, private_stack
 from models.identity import capacity_workflow_id
 from models.workspace import WorkspacePhase, WorkspaceSpec
+from models.workspace_class import WorkspaceClassSpec
 from models.workspace_operations import DeleteWorkspaceRequest
-from starter import workspace_client as spaces
+from starter.clients.classes import TemporalClasses
+from starter.clients.temporal import TemporalSession
+from starter.clients.workspaces import TemporalWorkspaces, prepare_workspace
 from starter.errors import NotFoundError, UnavailableError
 
 CLUSTER = "admission"
@@ -67,16 +70,16 @@ def spec(index: int) -> WorkspaceSpec:
     )
 
 
-async def phase(temporal: Client, name: str) -> WorkspacePhase | None:
-    status = await spaces.read_workspace(temporal, name)
+async def phase(spaces: TemporalWorkspaces, name: str) -> WorkspacePhase | None:
+    status = await spaces.read(name)
     return status.phase if status else None
 
 
 async def until_phase(
-    temporal: Client, name: str, wanted: set[WorkspacePhase], timeout: float = 120
+    spaces: TemporalWorkspaces, name: str, wanted: set[WorkspacePhase], timeout: float = 120
 ) -> None:
     deadline = time.monotonic() + timeout
-    while (current := await phase(temporal, name)) not in wanted:
+    while (current := await phase(spaces, name)) not in wanted:
         if current is WorkspacePhase.FAILED or time.monotonic() > deadline:
             raise RuntimeError(f"{name} is {current}, not {sorted(wanted)}")
         await asyncio.sleep(POLL)
@@ -160,47 +163,53 @@ def event_counts(history: WorkflowHistory) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda item: -item[1]))
 
 
+async def published_class(classes: TemporalClasses) -> WorkspaceClassSpec:
+    """The bench's class, once the worker's catalog has published it (within a minute)."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return await classes.get(CLASS)
+        except (UnavailableError, NotFoundError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+
+
 async def measure(stack: Stack, releases: int, depth: int) -> dict[str, Any]:
     settings = ColonySettings.from_env(stack.env)
     temporal = await Client.connect(
         **settings.temporal_connect, data_converter=pydantic_data_converter
     )
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            devbox = await spaces.get_class(temporal, CLASS)
-            break
-        except (UnavailableError, NotFoundError):
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.2)
+    session = TemporalSession.of_client(temporal, settings)
+    spaces = TemporalWorkspaces(session)
+    devbox = await published_class(TemporalClasses(session))
     stack.create_cluster(CLUSTER)
 
     deployed = 0
 
     async def deploy_next() -> None:
         nonlocal deployed
-        prepared = spaces.prepare_workspace(spec(deployed), devbox)
-        await spaces.start_workspace(temporal, settings, prepared, workspace_class=devbox)
+        prepared = prepare_workspace(spec(deployed), devbox)
+        await spaces.start(prepared, workspace_class=devbox)
         deployed += 1
 
     started = time.monotonic()
     await deploy_next()
-    await until_phase(temporal, spec(0).name, {WorkspacePhase.RUNNING})
+    await until_phase(spaces, spec(0).name, {WorkspacePhase.RUNNING})
     for _ in range(depth):
         await deploy_next()
-        await until_phase(temporal, spec(deployed - 1).name, {WorkspacePhase.WAITING})
+        await until_phase(spaces, spec(deployed - 1).name, {WorkspacePhase.WAITING})
     for index in range(releases):
         running, first_in_line = spec(index).name, spec(index + 1).name
-        await spaces.send(temporal, running, "delete", DeleteWorkspaceRequest(reason="bench"))
-        await until_phase(temporal, first_in_line, {WorkspacePhase.RUNNING})
+        await spaces.send(running, DeleteWorkspaceRequest(reason="bench"))
+        await until_phase(spaces, first_in_line, {WorkspacePhase.RUNNING})
         await deploy_next()
         if (index + 1) % 10 == 0:
             print(f"{index + 1}/{releases} releases", file=sys.stderr, flush=True)
     elapsed = time.monotonic() - started
     # Every deleted workspace's workflow has ended before its history is read whole.
     for index in range(releases):
-        await until_phase(temporal, spec(index).name, {WorkspacePhase.DELETED})
+        await until_phase(spaces, spec(index).name, {WorkspacePhase.DELETED})
 
     ledger = await histories(temporal, capacity_workflow_id(CLUSTER))
     released = releases_received(ledger)

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from activities.settings import ColonySettings
 from starter.cli import app, normalize_argv
-from starter.client import update_error
+from starter.clients.temporal import update_error
 from starter.errors import (
     ConflictError,
     ExitCode,

@@ -25,18 +25,14 @@ from activities.sealing import (
     workspace_scope,
 )
 from catalog.workspaces import load_workspace_catalog
+from models.deploy import missing_prompts
 from models.workspace import WorkspaceSpec, WorkspaceStatus
 from models.workspace_class import Prompt, PromptType, WorkspaceClassSpec
 from starter import workspace_output
 from starter.cli import app, normalize_argv
+from starter.clients.workspaces import WorkspaceSummary, prepare_workspace, workspace_details
 from starter.commands import workspace as workspace_command
 from starter.errors import InvalidRequestError
-from starter.workspace_client import (
-    WorkspaceSummary,
-    missing_prompts,
-    prepare_workspace,
-    workspace_details,
-)
 from tests.test_manifests import ACCEPT, EXALSIUS, EXPECTED
 
 CATALOG = load_workspace_catalog()

@@ -63,8 +63,9 @@ def env_read_by_the_code() -> set[str]:
     files = [
         *ROOT.glob("activities/*.py"),
         *ROOT.glob("watching/*.py"),
-        *ROOT.glob("starter/*.py"),
+        *ROOT.rglob("starter/**/*.py"),
         *ROOT.glob("api/*.py"),
+        *ROOT.glob("infra/*.py"),
         ROOT / "worker.py",
         ROOT / "watcher.py",
     ]
@@ -132,7 +133,7 @@ def test_every_variable_set_is_read_by_the_code(compose: dict[str, Any], service
         if name in TEMPORAL_ENV:
             continue
         if name.startswith("COLONY_API_") and not (ROOT / "api").is_dir():
-            continue  # the HTTP API's own settings (api/settings.py, another branch)
+            continue  # the HTTP API's own settings (infra/settings.py, another branch)
         assert name in read, f"{service}: {name} is set but no program reads it"
 
 

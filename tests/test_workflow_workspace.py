@@ -45,7 +45,7 @@ from models.workspace_operations import (
     ResumeWorkspaceRequest,
     SuspendWorkspaceRequest,
 )
-from starter.workspace_client import WorkspaceSummary, fill_positions, with_current_position
+from starter.clients.workspaces import WorkspaceSummary, fill_positions, with_current_position
 from tests.helpers import eventually, history_text, unique
 from tests.workspace_world import STARTED, FakeWorkspaceWorld, h100_node, workspace_worker
 from workflows.capacity import GPU_HOLDERS_SIGNAL, CapacityLedgerWorkflow

@@ -9,15 +9,7 @@ from typing import Annotated
 
 import typer
 
-from starter.options import (
-    ClusterArgument,
-    OutputFormat,
-    OutputOption,
-    RequestIdOption,
-    TimeoutOption,
-    WaitForCapacityOption,
-    WaitOption,
-)
+from starter.options import ClusterArgument, Submission, WaitForCapacityOption, submits
 
 app = typer.Typer(help="Add, scale and delete node pools.", no_args_is_help=True)
 
@@ -25,6 +17,7 @@ PoolArgument = Annotated[str, typer.Argument(help="Pool name.", show_default=Fal
 
 
 @app.command("create")
+@submits
 def create(
     cluster: ClusterArgument,
     name: Annotated[str, typer.Option("--name", help="Pool name.", show_default=False)],
@@ -42,15 +35,12 @@ def create(
         list[str] | None, typer.Option("--taint", help="key[=value]:Effect, repeatable.")
     ] = None,
     wait_for_capacity: WaitForCapacityOption = False,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = None,
-    request_id: RequestIdOption = None,
-    fmt: OutputOption = OutputFormat.TABLE,
+    *,
+    submission: Submission,
 ) -> None:
     """Add a node pool to a ready cluster."""
     from models.node_pool import NodePoolSpec
     from models.operations import AddNodePoolRequest
-    from starter.checks import new_pool_check
     from starter.parsing import parse_labels, parse_sku, parse_taints, validated
     from starter.submit import submit
 
@@ -66,13 +56,11 @@ def create(
     request = AddNodePoolRequest(
         pool=validated(NodePoolSpec, pool), wait_for_capacity=wait_for_capacity
     )
-    submit(
-        cluster, "add_node_pool", request, wait=wait, timeout=timeout, fmt=fmt,
-        request_id=request_id, check=new_pool_check(request),
-    )  # fmt: skip
+    submit(cluster, request, submission)
 
 
 @app.command("scale")
+@submits
 def scale(
     cluster: ClusterArgument,
     pool: PoolArgument,
@@ -81,14 +69,11 @@ def scale(
         bool, typer.Option(help="Remove nodes even when their drain misses the deadline.")
     ] = False,
     wait_for_capacity: WaitForCapacityOption = False,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = None,
-    request_id: RequestIdOption = None,
-    fmt: OutputOption = OutputFormat.TABLE,
+    *,
+    submission: Submission,
 ) -> None:
     """Set a pool's count; scaling down drains the nodes it removes."""
     from models.operations import ScaleNodePoolRequest
-    from starter.checks import scale_check
     from starter.parsing import validated
     from starter.submit import submit
 
@@ -96,23 +81,19 @@ def scale(
         ScaleNodePoolRequest,
         {"pool": pool, "count": count, "force": force, "waitForCapacity": wait_for_capacity},
     )
-    submit(
-        cluster, "scale_node_pool", request, wait=wait, timeout=timeout, fmt=fmt,
-        request_id=request_id, check=scale_check(request),
-    )  # fmt: skip
+    submit(cluster, request, submission)
 
 
 @app.command("delete")
+@submits
 def delete(
     cluster: ClusterArgument,
     pool: PoolArgument,
     force: Annotated[
         bool, typer.Option(help="Remove nodes even when a drain misses the deadline.")
     ] = False,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = None,
-    request_id: RequestIdOption = None,
-    fmt: OutputOption = OutputFormat.TABLE,
+    *,
+    submission: Submission,
 ) -> None:
     """Drain and remove every node of a pool, then the pool."""
     from models.operations import DeleteNodePoolRequest
@@ -120,7 +101,4 @@ def delete(
     from starter.submit import submit
 
     request = validated(DeleteNodePoolRequest, {"pool": pool, "force": force})
-    submit(
-        cluster, "delete_node_pool", request, wait=wait, timeout=timeout, fmt=fmt,
-        request_id=request_id,
-    )  # fmt: skip
+    submit(cluster, request, submission)

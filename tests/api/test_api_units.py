@@ -15,7 +15,9 @@ import pytest
 from activities.settings import SettingsError
 from api.bodies import openapi_components
 from api.errors import field_of
-from api.keys import (
+from api.views import ClusterStatusName, status_of
+from infra.keys import (
+    KeyRequestError,
     Permission,
     canonical_permissions,
     effective_permissions,
@@ -24,13 +26,13 @@ from api.keys import (
     key_id_of,
     parse_key,
 )
-from api.ratelimit import RateLimiter
-from api.settings import ApiSettings
-from api.views import ClusterStatusName, status_of
+from infra.ratelimit import RateLimiter
+from infra.settings import ApiSettings
 from models.cluster import ClusterPhase, ClusterStatus
 from models.operations import Operation, ScaleNodePoolRequest
-from starter import login, remote, token_cache
-from starter.client import WorkflowRef
+from starter import login, token_cache
+from starter.clients import http as remote
+from starter.clients.base import WorkflowRef
 from starter.errors import (
     ConflictError,
     ExitCode,
@@ -120,7 +122,7 @@ def test_permissions_are_stored_by_their_canonical_names(
     [pytest.param([], id="none"), pytest.param(["admin"], id="unknown")],
 )
 def test_unknown_or_no_permissions_are_refused(given: list[str]) -> None:
-    with pytest.raises(InvalidRequestError, match=r"^permission: "):
+    with pytest.raises(KeyRequestError, match=r"^permission: "):
         canonical_permissions(given)
 
 
@@ -289,7 +291,7 @@ def test_an_api_key_never_shows_in_the_remote_clients_repr() -> None:
 
 
 def test_expiry_is_compared_with_now() -> None:
-    from api.keys import ApiKey
+    from infra.keys import ApiKey
 
     now = datetime(2030, 1, 1, tzinfo=UTC)
     key = ApiKey(id=KEY_ID, organization="dev", created_at=now, expires_at=now)

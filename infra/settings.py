@@ -1,10 +1,12 @@
 """The HTTP API's own settings, read from the environment like the rest of Colony's.
 
 `python -m api` (and `make run`, and the `api` service of docker-compose) reads them with
-`ApiSettings.from_env()`; `api.app.create_app` takes them, tests build them directly. Where Temporal,
-the management cluster and the host provider are comes from `activities.settings.ColonySettings`,
-shared with the worker and `colonyctl`. No FastAPI here: `colonyctl apikey` imports the key store,
-which reads `COLONY_API_NAMESPACE` from these.
+`ApiSettings.from_env()`; `api.app.create_app` takes them, tests build them directly. `colonyctl`
+reads them too: `colonyctl apikey` the keys' namespace (`COLONY_API_NAMESPACE`), `make run`
+(`starter.dev.devstate`) the name the API's /healthz answers with. Where Temporal, the
+management cluster and the host provider are comes from `activities.settings.ColonySettings`,
+shared with the worker and `colonyctl` (and whose `SettingsError` these raise: it moves here with
+those settings).
 
 Environment:
     COLONY_API_HOST: the address uvicorn binds, default 127.0.0.1.

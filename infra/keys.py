@@ -3,7 +3,9 @@ one Kubernetes Secret per key on the management cluster.
 
 Called by the HTTP API (`api.context` authenticates every request through `KeyStore.authenticate`)
 and by `colonyctl apikey create|list|revoke` (`starter/commands/apikey.py`, the operator's side).
-No FastAPI here.
+No web framework and no Temporal here: the store's refusals and failures are its own errors
+(`KeyRequestError`, `KeyStoreUnavailableError`), which each front door maps once to what it
+reports (`api.errors`, `starter.commands.apikey`).
 
 A key reads `colony_<id>_<secret>`: `id` (12 hex digits) is public, names the key's Secret and
 appears in logs; `secret` (48 hex digits, 192 random bits) is shown once, when the key is created,
@@ -51,6 +53,7 @@ import base64
 import contextlib
 import hashlib
 import hmac
+import json
 import logging
 import math
 import re
@@ -62,17 +65,15 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Generic, Protocol, TypeVar
 
+import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from pydantic import Field
-from temporalio.exceptions import ApplicationError
 
-from activities.kube import MERGE_PATCH, call
-from api.ratelimit import RateLimiter
-from api.settings import DEFAULT_KEY_CACHE_SECONDS, DEFAULT_NAMESPACE, DEFAULT_VERIFY_RATE
+from infra.ratelimit import RateLimiter
+from infra.settings import DEFAULT_KEY_CACHE_SECONDS, DEFAULT_NAMESPACE, DEFAULT_VERIFY_RATE
 from models.base import ColonyModel
 from models.names import name_problem
-from starter.errors import InvalidRequestError, UnavailableError
 
 log = logging.getLogger("colony.api.keys")
 
@@ -112,6 +113,10 @@ presented before; the memory is bounded (`MAX_REMEMBERED`) whatever a flood pres
 MAX_REMEMBERED = 10_000
 """Entries each of the store's memories keeps at most (the oldest go first)."""
 UNKNOWN_KEY = "unknown API key (never issued, or revoked)"
+MERGE_PATCH = "application/merge-patch+json"
+REQUEST_TIMEOUT = (5.0, 20.0)
+"""(connect, read) seconds of one call to the management cluster: a request waits for the key's
+Secret, so a hung API server is a failure in seconds, not a hung request."""
 
 
 class Permission(StrEnum):
@@ -145,16 +150,16 @@ stored for each."""
 
 
 def canonical_permissions(names: Iterable[str]) -> list[str]:
-    """The permissions as stored (sorted, without repeats); `InvalidRequestError` names an unknown one."""
+    """The permissions as stored (sorted, without repeats); `KeyRequestError` names an unknown one."""
     granted: set[str] = set()
     for name in names:
         canonical = PERMISSION_NAMES.get(name.strip().lower())
         if canonical is None:
             known = ", ".join(sorted(PERMISSION_NAMES))
-            raise InvalidRequestError(f"permission: unknown permission '{name}' (known: {known})")
+            raise KeyRequestError(f"permission: unknown permission '{name}' (known: {known})")
         granted.add(canonical)
     if not granted:
-        raise InvalidRequestError("permission: a key needs at least one permission")
+        raise KeyRequestError("permission: a key needs at least one permission")
     return sorted(granted)
 
 
@@ -190,13 +195,25 @@ class ApiKey(ColonyModel):
         return self.expires_at is not None and self.expires_at <= now
 
 
-class KeyRefusedError(Exception):
-    """The presented key is not a valid one: malformed, unknown, revoked, wrong or expired. The
-    message says which in words safe to show (never the key)."""
+class KeyStoreError(Exception):
+    """What the store could not do, in words safe to show (`message`: never a key)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class KeyRequestError(KeyStoreError):
+    """A key cannot be made as asked (`<field>: <rule>`): the request's fault."""
+
+
+class KeyStoreUnavailableError(KeyStoreError):
+    """The management cluster, where the keys live, did not answer: nobody's fault, try again."""
+
+
+class KeyRefusedError(KeyStoreError):
+    """The presented key is not a valid one: malformed, unknown, revoked, wrong or expired. The
+    message says which in words safe to show (never the key)."""
 
 
 class KeyBusyError(Exception):
@@ -367,26 +384,8 @@ def _from_secret(obj: dict[str, Any]) -> _Stored | None:
 
 
 class KeyStore(Protocol):
-    """Where API keys live; `KubernetesKeyStore` is the one Colony runs."""
-
-    async def create(
-        self,
-        organization: str,
-        permissions: Iterable[str],
-        *,
-        name: str = "",
-        expires_at: datetime | None = None,
-    ) -> tuple[ApiKey, str]:
-        """A new key: its record, and the key itself (to show once; it is stored nowhere)."""
-        ...
-
-    async def list_keys(self, organization: str | None = None) -> list[ApiKey]:
-        """Every key (of one organization), oldest first."""
-        ...
-
-    async def revoke(self, key_id: str) -> bool:
-        """Delete a key; False when there was none with that id."""
-        ...
+    """What the HTTP API needs of a key store: to verify the keys it is presented (making keys is
+    `colonyctl apikey`'s, on `KubernetesKeyStore`)."""
 
     async def authenticate(self, key: str, *, admit: Admit = admit_all) -> ApiKey:
         """The key's record when `key` is a valid, unexpired key; `KeyRefusedError` otherwise,
@@ -395,6 +394,31 @@ class KeyStore(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+def _unavailable(what: str, exc: ApiException) -> KeyStoreUnavailableError:
+    return KeyStoreUnavailableError(f"API key store: cannot {what}: {exc.status} {exc.reason}")
+
+
+async def _request(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """One call to the management cluster, in a thread; its JSON body. `ApiException` is the
+    caller's to read (a 404, a 409); a transport failure is `KeyStoreUnavailableError`.
+
+    Args:
+        what: what the call does, for the message ("read Secret colony-api-key-<id>").
+        fn: a bound `CoreV1Api` method.
+    """
+
+    def blocking() -> Any:
+        response = fn(*args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kwargs)
+        return json.loads(response.data) if response.data else {}
+
+    try:
+        return await asyncio.to_thread(blocking)
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise KeyStoreUnavailableError(
+            f"API key store: cannot {what}: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 class KubernetesKeyStore:
@@ -442,19 +466,14 @@ class KubernetesKeyStore:
         self._background: set[asyncio.Task[None]] = set()
 
     async def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """One client call; None for a 404, `UnavailableError` for anything but success."""
+        """One client call; None for a 404, `KeyStoreUnavailableError` for anything but
+        success."""
         try:
-            return await call(what, fn, *args, **kwargs)
+            return await _request(what, fn, *args, **kwargs)
         except ApiException as exc:
             if exc.status == 404:
                 return None
-            raise UnavailableError(
-                f"API key store: cannot {what}: {exc.status} {exc.reason}"
-            ) from exc
-        except (
-            ApplicationError
-        ) as exc:  # transport failures, as `activities.kube.call` reports them
-            raise UnavailableError(f"API key store: cannot {what}: {exc.message}") from exc
+            raise _unavailable(what, exc) from exc
 
     async def _ensure_namespace(self) -> None:
         if self._namespace_ready:
@@ -464,17 +483,14 @@ class KubernetesKeyStore:
         )
         if found is None:
             try:
-                await call(
+                await _request(
                     f"create Namespace {self.namespace}",
                     self._core.create_namespace,
                     {"metadata": {"name": self.namespace}},
                 )
             except ApiException as exc:
                 if exc.status != 409:  # created meanwhile by another process: fine
-                    raise UnavailableError(
-                        f"API key store: cannot create Namespace {self.namespace}: "
-                        f"{exc.status} {exc.reason}"
-                    ) from exc
+                    raise _unavailable(f"create Namespace {self.namespace}", exc) from exc
         self._namespace_ready = True
 
     async def create(
@@ -487,13 +503,13 @@ class KubernetesKeyStore:
     ) -> tuple[ApiKey, str]:
         problem = name_problem("organization", organization)
         if problem:
-            raise InvalidRequestError(f"organization: {problem}")
+            raise KeyRequestError(f"organization: {problem}")
         granted = canonical_permissions(permissions)
         if len(name) > 200 or "\n" in name:
-            raise InvalidRequestError("name: at most 200 characters on one line")
+            raise KeyRequestError("name: at most 200 characters on one line")
         now = self._clock()
         if expires_at is not None and expires_at <= now:
-            raise InvalidRequestError("expiresAt: must be in the future")
+            raise KeyRequestError("expiresAt: must be in the future")
         await self._ensure_namespace()
         secret = secrets.token_hex(SECRET_HEX_DIGITS // 2)
         salt = secrets.token_bytes(SALT_BYTES)
@@ -528,25 +544,18 @@ class KubernetesKeyStore:
                 },
             }
             try:
-                created = await call(
-                    f"create Secret {secret_name(key_id)}",
-                    self._core.create_namespaced_secret,
-                    self.namespace,
-                    body,
+                created = await _request(
+                    "create a key", self._core.create_namespaced_secret, self.namespace, body
                 )
             except ApiException as exc:
                 if exc.status == 409:
                     continue  # 48 random bits collided: draw another id
-                raise UnavailableError(
-                    f"API key store: cannot create a key: {exc.status} {exc.reason}"
-                ) from exc
-            except ApplicationError as exc:
-                raise UnavailableError(
-                    f"API key store: cannot create a key: {exc.message}"
-                ) from exc
+                raise _unavailable("create a key", exc) from exc
             stored = _from_secret(created)
             if stored is None:
-                raise UnavailableError("API key store: the created Secret does not read back")
+                raise KeyStoreUnavailableError(
+                    "API key store: the created Secret does not read back"
+                )
             return stored.key, format_key(key_id, secret)
 
     async def list_keys(self, organization: str | None = None) -> list[ApiKey]:
@@ -696,7 +705,7 @@ class KubernetesKeyStore:
                 patch,
                 _content_type=MERGE_PATCH,
             )
-        except UnavailableError as exc:
+        except KeyStoreUnavailableError as exc:
             # Last use is bookkeeping: a request must not fail, or wait, for it.
             log.warning("cannot record the last use of API key %s: %s", key_id, exc.message)
 

@@ -3,7 +3,7 @@
 `api.context` keeps three tables: one bucket per API key, charged only once the key is verified
 (so that nobody but its owner can spend it); one per client address, charged for the work done to
 verify keys that are not yet verified (a Secret read, a scrypt); and the key store's single bucket
-of scrypt hashes for everyone (`api.keys`). Each bucket holds up to `burst` tokens and refills at
+of scrypt hashes for everyone (`infra.keys`). Each bucket holds up to `burst` tokens and refills at
 `rate` per second; a request takes one, and one that finds none is refused with the seconds until
 the next token (the 429's `Retry-After`).
 

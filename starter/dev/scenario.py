@@ -13,7 +13,7 @@ notebook (the dev box is admitted and runs), and tears everything down: the clus
 first) and the colony (its clusters). Every step prints its Web UI link (colonyctl does) and how
 long it took; the table at the end sums them up.
 
-Run it with the dev environment up (`make run` does it all): `python -m starter.scenario`.
+Run it with the dev environment up (`make run` does it all): `python -m starter.dev.scenario`.
 """
 
 from __future__ import annotations
@@ -289,20 +289,39 @@ def open_notebook(notebook: str, url: str) -> None:
     )
 
 
-def run() -> Scenario:
-    scenario = Scenario()
-    name = scenario.name
-    locations = ctl("catalog", "location", "list", "-o", "json", parse=True)
-    models = ctl("catalog", "gpu-model", "list", "-o", "json", parse=True)
-    location = next((loc["id"] for loc in locations if loc["id"] == "fra1"), locations[0]["id"])
-    gpu = models[0]["id"]
-    console.print(f"cluster [bold]{name}[/bold] in {location} with {gpu} nodes")
+@dataclass
+class Demo:
+    """What the demo's steps share: its scenario (their timings), its names, and where it runs."""
 
-    fleet = f"{name}-fleet"
-    places = locations_with(locations, gpu, location)
-    with scenario.step(f"apply colony {fleet}: two clusters ({', '.join(places)})") as step:
+    scenario: Scenario
+    location: str
+    gpu: str
+
+    @property
+    def name(self) -> str:
+        """The demo's cluster."""
+        return self.scenario.name
+
+    @property
+    def fleet(self) -> str:
+        """The demo's colony."""
+        return f"{self.name}-fleet"
+
+    @property
+    def notebook(self) -> str:
+        return f"notebook-{self.name.removeprefix('demo-')}"
+
+    @property
+    def devbox(self) -> str:
+        return f"devbox-{self.name.removeprefix('demo-')}"
+
+
+def apply_colony(demo: Demo, places: list[str]) -> None:
+    """A colony of two clusters, applied from a manifest, until both are Ready."""
+    fleet = demo.fleet
+    with demo.scenario.step(f"apply colony {fleet}: two clusters ({', '.join(places)})") as step:
         manifest = Path(f".colony/{fleet}.yaml")
-        manifest.write_text(colony_manifest(fleet, gpu, places))
+        manifest.write_text(colony_manifest(fleet, demo.gpu, places))
         ctl("apply", "-f", str(manifest))
         colony = poll(
             f"colony {fleet} ready",
@@ -316,22 +335,29 @@ def run() -> Scenario:
         step.note = f"({colony['readyClusters']} clusters Ready, {gpus} GPUs)"
     ctl("colony", "get", fleet)
 
-    with scenario.step(f"create {name} with a GPU pool of 2") as step:
+
+def create_and_scale(demo: Demo) -> None:
+    """The demo's cluster, with a GPU pool of 2 then 3."""
+    name = demo.name
+    with demo.scenario.step(f"create {name} with a GPU pool of 2") as step:
         ctl(
-            "cluster", "create", name, "--location-id", location,
-            "--node-pool", f"name=gpu,count=2,gpuModelId={gpu}",
+            "cluster", "create", name, "--location-id", demo.location,
+            "--node-pool", f"name=gpu,count=2,gpuModelId={demo.gpu}",
             "--tenant-gateway-domain", GATEWAY_DOMAIN, "--wait",
         )  # fmt: skip
         step.note = "(control plane ready, 2 nodes Ready)"
     ctl("node", "list", name)
 
-    with scenario.step("scale the GPU pool to 3") as step:
+    with demo.scenario.step("scale the GPU pool to 3") as step:
         ctl("node-pool", "scale", name, "gpu", "--count", "3", "--wait")
         step.note = "(3 nodes Ready)"
 
-    ctl("kubeconfig", "--cluster", name, "--output", str(KUBECONFIG))
+
+def run_workload(demo: Demo) -> None:
+    """A GPU workload on the cluster through kubectl, with the kubeconfig `colonyctl` writes."""
+    ctl("kubeconfig", "--cluster", demo.name, "--output", str(KUBECONFIG))
     console.print(kubectl("get", "nodes", "-L", "colony.dev/node-pool,colony.dev/sku"))
-    kubectl("apply", "-f", "-", stdin=workload_manifest(gpu))
+    kubectl("apply", "-f", "-", stdin=workload_manifest(demo.gpu))
     deadline = time.monotonic() + 60
     while True:
         pods = json.loads(kubectl("get", "pods", "-l", "app=trainer", "-o", "json"))["items"]
@@ -343,10 +369,14 @@ def run() -> Scenario:
         time.sleep(0.5)
     console.print(kubectl("get", "pods", "-o", "wide"))
 
-    with scenario.step("scale the GPU pool to 1 (drain)") as step:
+
+def drain(demo: Demo) -> None:
+    """Scale the pool down to 1: the nodes it removes are drained, their pods evicted."""
+    with demo.scenario.step("scale the GPU pool to 1 (drain)") as step:
         operation = ctl(
-            "node-pool", "scale", name, "gpu", "--count", "1", "--wait", "-o", "json", parse=True
-        )
+            "node-pool", "scale", demo.name, "gpu", "--count", "1", "--wait", "-o", "json",
+            parse=True,
+        )  # fmt: skip
         evicted = pods_evicted(operation)
         step.note = f"({len(operation['progress']['nodes'])} nodes drained, {evicted} pods evicted)"
     console.print(kubectl("get", "pods", "-o", "wide"))
@@ -354,14 +384,19 @@ def run() -> Scenario:
     # remove it so the notebook gets one.
     kubectl("delete", "deployment", "trainer", "--wait=true")
 
-    notebook = f"notebook-{name.removeprefix('demo-')}"
+
+def deploy_notebook(demo: Demo) -> None:
+    """A notebook with one GPU, its password sealed by `colonyctl`, then opened at the URL
+    Colony gives and through a port-forward."""
+    notebook = demo.notebook
     ctl("class", "list")
-    with scenario.step(f"deploy notebook {notebook} with 1 GPU") as step:
+    with demo.scenario.step(f"deploy notebook {notebook} with 1 GPU") as step:
         password = secrets.token_urlsafe(12)
         console.print(f"notebook password (sealed by colonyctl before it leaves): {password}")
         ctl(
-            "workspace", "deploy", notebook, "--class", NOTEBOOK_CLASS, "--cluster", name,
-            "--gpus", "1", "--gpu-model", gpu, "--set", f"notebookPassword={password}", "--wait",
+            "workspace", "deploy", notebook, "--class", NOTEBOOK_CLASS, "--cluster", demo.name,
+            "--gpus", "1", "--gpu-model", demo.gpu, "--set", f"notebookPassword={password}",
+            "--wait",
         )  # fmt: skip
         status = ctl("workspace", "get", notebook, "-o", "json", parse=True)
         urls = [entry["url"] for entry in status["access"] if entry.get("url")]
@@ -370,17 +405,22 @@ def run() -> Scenario:
     console.print(
         kubectl("get", "pods", "-n", f"ws-{notebook}", "-o", "wide"), markup=False, highlight=False
     )
-    with scenario.step(f"open {notebook}") as step:
+    with demo.scenario.step(f"open {notebook}") as step:
         open_notebook(notebook, urls[0])
         step.note = "(through the gateway and kubectl port-forward)"
 
+
+def devbox_waits_its_turn(demo: Demo) -> None:
+    """A dev box asking for every GPU of the node waits in line, and runs once the notebook is
+    deleted."""
     node = json.loads(kubectl("get", "nodes", "-o", "json"))["items"][0]
     node_gpus = int(node["status"]["allocatable"].get("nvidia.com/gpu", "1"))
-    devbox = f"devbox-{name.removeprefix('demo-')}"
-    with scenario.step(f"deploy dev box {devbox} with all {node_gpus} GPUs: it waits") as step:
+    devbox, notebook = demo.devbox, demo.notebook
+    with demo.scenario.step(f"deploy dev box {devbox} with all {node_gpus} GPUs: it waits") as step:
         ctl(
-            "workspace", "deploy", devbox, "--class", DEVBOX_CLASS, "--cluster", name,
-            "--gpus", str(node_gpus), "--gpu-model", gpu, "--set", f"ssh.authorizedKeys={DEMO_SSH_KEY}",
+            "workspace", "deploy", devbox, "--class", DEVBOX_CLASS, "--cluster", demo.name,
+            "--gpus", str(node_gpus), "--gpu-model", demo.gpu,
+            "--set", f"ssh.authorizedKeys={DEMO_SSH_KEY}",
         )  # fmt: skip
         waiting = poll(
             f"{devbox} waiting",
@@ -390,7 +430,7 @@ def run() -> Scenario:
         step.note = f"(Waiting, position {(waiting.get('admission') or {}).get('position', '?')})"
     ctl("workspace", "get", devbox)
 
-    with scenario.step(f"delete {notebook}: {devbox} is admitted and runs") as step:
+    with demo.scenario.step(f"delete {notebook}: {devbox} is admitted and runs") as step:
         ctl("workspace", "delete", notebook, "--wait")
         poll(
             f"{devbox} running",
@@ -400,12 +440,16 @@ def run() -> Scenario:
         step.note = "(GPUs freed, the next in line admitted)"
     ctl("workspace", "get", devbox)
 
-    with scenario.step(f"delete {name}") as step:
-        ctl("cluster", "delete", name, "--wait")
+
+def delete_all(demo: Demo) -> None:
+    """The cluster (its workspaces first), then the colony."""
+    with demo.scenario.step(f"delete {demo.name}") as step:
+        ctl("cluster", "delete", demo.name, "--wait")
         step.note = "(its workspaces first, then the ClusterDeployment; hosts released)"
     KUBECONFIG.unlink(missing_ok=True)
 
-    with scenario.step(f"delete colony {fleet}") as step:
+    fleet = demo.fleet
+    with demo.scenario.step(f"delete colony {fleet}") as step:
         ctl("colony", "delete", fleet)
         poll(
             f"colony {fleet} deleted",
@@ -413,6 +457,23 @@ def run() -> Scenario:
             lambda code: code == 3,
         )
         step.note = "(both clusters deleted, kubeconfigs Secret removed)"
+
+
+def run() -> Scenario:
+    """The demo, step by step, each step timed."""
+    scenario = Scenario()
+    locations = ctl("catalog", "location", "list", "-o", "json", parse=True)
+    models = ctl("catalog", "gpu-model", "list", "-o", "json", parse=True)
+    location = next((loc["id"] for loc in locations if loc["id"] == "fra1"), locations[0]["id"])
+    demo = Demo(scenario, location, models[0]["id"])
+    console.print(f"cluster [bold]{demo.name}[/bold] in {location} with {demo.gpu} nodes")
+    apply_colony(demo, locations_with(locations, demo.gpu, location))
+    create_and_scale(demo)
+    run_workload(demo)
+    drain(demo)
+    deploy_notebook(demo)
+    devbox_waits_its_turn(demo)
+    delete_all(demo)
     return scenario
 
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import httpx
 
-from api.settings import SERVICE_NAME
+from infra.settings import SERVICE_NAME
 
 NAMESPACE_MARK = "colonyDevState"
 """The key of Temporal's namespace data naming the development state its database belongs to."""

@@ -11,10 +11,10 @@ Starts, as child processes with their logs under `.colony/`:
 then runs the demo scenario through `colonyctl` and keeps everything serving until Ctrl-C, so the
 workflows stay browsable in the Web UI.
 
-State (`starter.devstate`): Temporal's database and the simulator's world are kept in `.colony/`
+State (`starter.dev.devstate`): Temporal's database and the simulator's world are kept in `.colony/`
 and belong together; a rerun resumes both where the last run stopped (the simulator reloads its
 world), a first run starts both fresh, and one without the other (or the two of different states)
-stops `make run` with one line saying to `make reset`. `make reset` (`python -m starter.devenv
+stops `make run` with one line saying to `make reset`. `make reset` (`python -m starter.dev.devenv
 --reset`, `colonyctl dev reset`) removes `.colony/` and keeps `.venv`.
 
 Ports: Temporal on TEMPORAL_ADDRESS (127.0.0.1:7233) with its Web UI on COLONY_TEMPORAL_UI_PORT
@@ -49,12 +49,12 @@ from activities.settings import (
     SettingsError,
     parse_port,
 )
-from starter import devstate
-from starter.devstate import DevPaths, DevState, DevStateError, Holder
+from starter.dev import devstate
+from starter.dev.devstate import DevPaths, DevState, DevStateError, Holder
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
 
 STATE_DIR = Path(".colony")
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 """Where worker.py and watcher.py are: `make run` may be started from another directory (the
 tests start it in a temporary one, its `.colony/` there)."""
 LOCAL_HOST = "127.0.0.1"
@@ -484,7 +484,7 @@ def run_scenario() -> int:
     scenario = Path(__file__).with_name("scenario.py")
     if not scenario.exists():
         return 0
-    return subprocess.call([sys.executable, "-m", "starter.scenario"])
+    return subprocess.call([sys.executable, "-m", "starter.dev.scenario"])
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -508,6 +508,81 @@ def reset() -> int:
     return 0
 
 
+@dataclass(frozen=True)
+class Serving:
+    """What `make run` has serving: this development state's servers, started now or found."""
+
+    state: DevState
+    ports: DevPorts
+    metrics: MetricsPorts
+    world: dict[str, object] | None
+    worker: bool
+    watcher: bool
+
+
+def start_everything(processes: Processes, paths: DevPaths) -> Serving:
+    """Temporal, the simulator, the worker, the watcher and the API: each reused when this
+    development state's serves already (`preflight`), else started; a mismatch stops here."""
+    ports = dev_ports(os.environ)
+    metrics = metrics_ports(os.environ)
+    try:
+        state = devstate.check(paths)
+    except DevStateError as exc:
+        raise SystemExit(f"colony: {exc}") from exc
+    plan = preflight(ports, state, paths)
+    # The API says it in /healthz: a second make run tells it from another program.
+    os.environ[DEV_STATE_ENV] = state.id
+    if plan.temporal_serving:
+        print(f"temporal: reusing this development state's server on {ports.temporal_address}")
+    else:
+        try:
+            start_temporal(processes, ports, state)
+        except DevStateError as exc:
+            raise SystemExit(f"colony: {exc}") from exc
+    world = plan.world
+    if world is not None:
+        print(f"simulator: reusing this development state's simulator ({paths.world})")
+    else:
+        world = start_sim(processes, ports, state)
+    worker = start_worker(processes)
+    watcher = start_watcher(processes)
+    if plan.api_serving:
+        print(f"api: reusing this development state's API on {_api_url(ports)}")
+    else:
+        start_api(processes, ports, state)
+    return Serving(state, ports, metrics, world, worker, watcher)
+
+
+def print_banner(serving: Serving, paths: DevPaths, dev_key: str) -> None:
+    """Where everything is, and how to reach it."""
+    state, ports, api_url = serving.state, serving.ports, _api_url(serving.ports)
+    print()
+    print(
+        f"Development state    {state.id} "
+        f"({'new' if state.fresh else 'resumed'}; {STATE_DIR}/, `make reset` starts afresh)"
+    )
+    print(f"Temporal Web UI      http://{LOCAL_HOST}:{ports.temporal_ui}")
+    print(f"Temporal frontend    {ports.temporal_address} (namespace {TEMPORAL_NAMESPACE})")
+    print(f"SIMULATED management cluster kubeconfig  {paths.sim_dir / 'management.kubeconfig'}")
+    print(f"SIMULATED host provider                  {_url(serving.world, 'hostProvider') or '?'}")
+    print(f"Colony HTTP API      {api_url} (OpenAPI docs: {api_url}/docs)")
+    print(
+        f"Development API key  {dev_key}  (organization {DEV_ORGANIZATION}, "
+        f"Manage + Connect + Read; shown once, kept in {api_key_file()})"
+    )
+    print(
+        f"  remote colonyctl:  colonyctl auth login --url {api_url} --api-key - < {api_key_file()}"
+    )
+    print(f"Logs                 {STATE_DIR}/*.log")
+    if serving.worker:
+        print(f"Colony worker        task queue {os.environ.get('COLONY_TASK_QUEUE', 'colony')}")
+        print("Sealing key pair     .colony/sealing/ (colonyctl seals secrets with public.pem)")
+    if serving.watcher:
+        print("Colony watcher       Lease colony-system/colony-watcher (events -> signals)")
+    print(f"Metrics              {serving.metrics.banner()}")
+    print()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make run", description=__doc__)
     parser.add_argument("--no-scenario", action="store_true", help="start everything, run nothing")
@@ -526,66 +601,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     paths = DevPaths(STATE_DIR)
     processes = Processes(record=paths.processes / f"{os.getpid()}.json")
     try:
-        ports = dev_ports(os.environ)
-        metrics = metrics_ports(os.environ)
-        try:
-            state = devstate.check(paths)
-        except DevStateError as exc:
-            raise SystemExit(f"colony: {exc}") from exc
-        plan = preflight(ports, state, paths)
-        # The API says it in /healthz: a second make run tells it from another program.
-        os.environ[DEV_STATE_ENV] = state.id
-        if plan.temporal_serving:
-            print(f"temporal: reusing this development state's server on {ports.temporal_address}")
-        else:
-            try:
-                start_temporal(processes, ports, state)
-            except DevStateError as exc:
-                raise SystemExit(f"colony: {exc}") from exc
-        world = plan.world
-        if world is not None:
-            print(f"simulator: reusing this development state's simulator ({paths.world})")
-        else:
-            world = start_sim(processes, ports, state)
-        worker_started = start_worker(processes)
-        watcher_started = start_watcher(processes)
-        api_url = _api_url(ports)
-        if plan.api_serving:
-            print(f"api: reusing this development state's API on {api_url}")
-        else:
-            start_api(processes, ports, state)
-        dev_key = create_dev_key()
-        print()
-        print(
-            f"Development state    {state.id} "
-            f"({'new' if state.fresh else 'resumed'}; {STATE_DIR}/, `make reset` starts afresh)"
-        )
-        print(f"Temporal Web UI      http://{LOCAL_HOST}:{ports.temporal_ui}")
-        print(f"Temporal frontend    {ports.temporal_address} (namespace {TEMPORAL_NAMESPACE})")
-        print(f"SIMULATED management cluster kubeconfig  {paths.sim_dir / 'management.kubeconfig'}")
-        print(f"SIMULATED host provider                  {_url(world, 'hostProvider') or '?'}")
-        print(f"Colony HTTP API      {api_url} (OpenAPI docs: {api_url}/docs)")
-        print(
-            f"Development API key  {dev_key}  (organization {DEV_ORGANIZATION}, "
-            f"Manage + Connect + Read; shown once, kept in {api_key_file()})"
-        )
-        print(
-            f"  remote colonyctl:  colonyctl auth login --url {api_url} --api-key - < {api_key_file()}"
-        )
-        print(f"Logs                 {STATE_DIR}/*.log")
-        if worker_started:
-            print(
-                f"Colony worker        task queue {os.environ.get('COLONY_TASK_QUEUE', 'colony')}"
-            )
-            print("Sealing key pair     .colony/sealing/ (colonyctl seals secrets with public.pem)")
-        if watcher_started:
-            print("Colony watcher       Lease colony-system/colony-watcher (events -> signals)")
-        print(f"Metrics              {metrics.banner()}")
-        print()
-        status = 0
-        if not args.no_scenario:
-            status = run_scenario()
-        if status != 0 and not state.fresh:
+        serving = start_everything(processes, paths)
+        print_banner(serving, paths, create_dev_key())
+        status = 0 if args.no_scenario else run_scenario()
+        if status != 0 and not serving.state.fresh:
             # The demo met what earlier runs left (an interrupted demo's clusters hold hosts).
             print(
                 "This development state keeps what earlier runs made (colonyctl cluster list, "
