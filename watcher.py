@@ -1,6 +1,6 @@
 """Colony's watcher as its own process: `python watcher.py` (or a `watcher` container).
 
-Reads the same environment as the worker (`activities.settings`): Temporal's connection, the
+Reads the same environment as the worker (`infra.config`): Temporal's connection, the
 management cluster's kubeconfig (`COLONY_MANAGEMENT_KUBECONFIG`), Colony's namespace
 (`COLONY_SYSTEM_NAMESPACE`, default colony-system), where to look (`COLONY_WATCH_NAMESPACE`,
 default everywhere), its Lease identity (`COLONY_WATCHER_ID`), its Prometheus endpoint
@@ -23,8 +23,8 @@ import sys
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from activities import metrics, tracing
-from activities.settings import ColonySettings, SettingsError
+from infra import metrics, tracing
+from infra.config import ColonySettings, SettingsError
 from watching.kubeapi import KubeApi
 from watching.service import Watcher, WatcherConfig
 from watching.signals import TemporalSignals

@@ -3,14 +3,14 @@
 `python worker.py` (started by `make run`, or in a container) connects to Temporal with Temporal's
 environment configuration (default 127.0.0.1:7233), builds the management cluster's `ApiClient`
 from `COLONY_MANAGEMENT_KUBECONFIG` and the host provider's `httpx.AsyncClient` from
-`COLONY_HOST_PROVIDER_URL`/`_API_KEY` (see `activities.settings`), and runs every workflow and
+`COLONY_HOST_PROVIDER_URL`/`_API_KEY` (see `infra.config`), and runs every workflow and
 activity on `COLONY_TASK_QUEUE` until SIGINT or SIGTERM, when it drains gracefully.
 
-Tracing (`COLONY_TRACE_EXPORT=otlp|console`, `activities.tracing`): every workflow, update and
+Tracing (`COLONY_TRACE_EXPORT=otlp|console`, `infra.tracing`): every workflow, update and
 activity becomes an OpenTelemetry span (Temporal's `TracingInterceptor`), continuing the trace of
 the client that started it, and so does each Kubernetes and host-provider call of an activity.
 
-Metrics (`COLONY_METRICS_PORT`, `activities.metrics`): Colony's own and the Temporal runtime's
+Metrics (`COLONY_METRICS_PORT`, `infra.metrics`): Colony's own and the Temporal runtime's
 worker metrics on one Prometheus endpoint (the in-process watcher's too; a separate `watcher.py`
 serves its own on `COLONY_WATCHER_METRICS_PORT`).
 
@@ -52,19 +52,19 @@ from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Interceptor, Worker
 
-from activities import metrics, tracing
 from activities.child_cluster import ChildClients, ChildClusterActivities
-from activities.crds import ensure_crds
 from activities.heartbeat import HEARTBEAT_THROTTLE
 from activities.host_provider import HostProviderActivities
-from activities.kube import api_client_from_file, close_client
 from activities.management import ManagementClusterActivities
-from activities.metrics import ActivityErrorCounter
-from activities.sealing import SealingSettings, Unsealer, load_private_key
-from activities.settings import ColonySettings, SettingsError
 from activities.temporal import TemporalActivities
 from activities.workspaces import WorkspaceActivities
 from catalog.workspaces import load_workspace_catalog
+from infra import metrics, tracing
+from infra.config import ColonySettings, SettingsError
+from infra.crds import ensure_crds
+from infra.kube import api_client_from_file, close_client
+from infra.metrics import ActivityErrorCounter
+from infra.sealing import SealingSettings, Unsealer, load_private_key
 from models.workspace_api import CATALOG_WORKFLOW_ID, CatalogInput, PublishWorkspaceClassRequest
 from watching.kubeapi import KubeApi
 from watching.service import Watcher, WatcherConfig
@@ -111,7 +111,7 @@ def tracing_interceptor(
 
 def temporal_runtime(metrics_port: int | None) -> tuple[Runtime | None, str | None]:
     """A Temporal runtime whose worker metrics are served in Prometheus format on a free loopback
-    port (folded into Colony's endpoint by `activities.metrics.serve`), and that endpoint's URL;
+    port (folded into Colony's endpoint by `infra.metrics.serve`), and that endpoint's URL;
     (None, None) without metrics."""
     if metrics_port is None:
         return None, None
@@ -266,7 +266,7 @@ async def build_worker(
 ) -> AsyncIterator[Worker]:
     """A `Worker` with every workflow and activity; closes the child clients it created on exit.
 
-    Activity errors are always counted (`activities.metrics`); `interceptors` adds others (the
+    Activity errors are always counted (`infra.metrics`); `interceptors` adds others (the
     tracing interceptor of a client comes along with the client by itself)."""
     activities, child = activity_callables(
         management_api, host_provider, temporal, task_queue, unsealer

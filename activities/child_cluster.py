@@ -32,10 +32,10 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from temporalio import activity
 
-from activities import metrics
 from activities.errors import kube_error, kube_status
 from activities.heartbeat import heartbeating, previous_details, report, write_ahead
-from activities.kube import (
+from infra import metrics
+from infra.kube import (
     MERGE_PATCH,
     Obj,
     api_client_from_dict,

@@ -12,8 +12,8 @@ Idempotency: a claim carries the workflow's idempotency key, so a repeated call 
 hosts; a release checks the host's owner first and treats free or foreign hosts as already
 released, so repeating it never frees a host someone else has claimed since.
 
-Every request is a span when tracing is configured (`activities.tracing`); claims are counted by
-outcome (`activities.metrics`).
+Every request is a span when tracing is configured (`infra.tracing`); claims are counted by
+outcome (`infra.metrics`).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ import httpx
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import metrics, tracing
 from activities.errors import http_error, transport_error
 from activities.heartbeat import heartbeating, report
+from infra import metrics, tracing
 from models.activity_api import (
     ActivityName,
     AwaitFreeHostsRequest,

@@ -27,7 +27,7 @@ from temporalio import activity
 
 from activities.errors import kube_error
 from activities.heartbeat import heartbeating, report
-from activities.kube import Obj, call, call_or_none, call_or_raise, condition, conditions_of
+from infra.kube import Obj, call, call_or_none, call_or_raise, condition, conditions_of
 from models.activity_api import (
     CLUSTER_LABEL,
     OWNER_ANNOTATION,

@@ -27,8 +27,6 @@ from fastapi.responses import HTMLResponse
 from starlette.staticfiles import StaticFiles
 from swagger_ui_bundle import swagger_ui_path
 
-from activities.sealing import SealingSettings
-from activities.settings import ColonySettings
 from api import catalog, clusters, colonies, workspaces
 from api.bodies import openapi_components
 from api.context import ApiContext, Principal, TemporalClientFactory, requires
@@ -37,6 +35,8 @@ from api.keys import KeyStore
 from api.ratelimit import RateLimiter
 from api.settings import SERVICE_NAME, ApiSettings
 from api.views import KeyView
+from infra.config import ColonySettings
+from infra.sealing import SealingSettings
 
 log = logging.getLogger("colony.api")
 access_log = logging.getLogger("colony.api.access")

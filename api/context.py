@@ -35,12 +35,12 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from activities.sealing import PUBLIC_KEY_ENV, Sealer, SealingError, SealingSettings
-from activities.settings import ColonySettings, SettingsError
 from api.errors import ApiError
 from api.keys import ApiKey, KeyBusyError, KeyRefusedError, KeyStore, Permission, key_id_of
 from api.ratelimit import RateLimiter
 from api.settings import ApiSettings
+from infra.config import ColonySettings, SettingsError
+from infra.sealing import PUBLIC_KEY_ENV, Sealer, SealingError, SealingSettings
 from starter.client import WorkflowRef
 from starter.errors import UnavailableError, temporal_unreachable
 

@@ -2,7 +2,7 @@
 
 `python -m api` (and `make run`, and the `api` service of docker-compose) reads them with
 `ApiSettings.from_env()`; `api.app.create_app` takes them, tests build them directly. Where Temporal,
-the management cluster and the host provider are comes from `activities.settings.ColonySettings`,
+the management cluster and the host provider are comes from `infra.config.ColonySettings`,
 shared with the worker and `colonyctl`. No FastAPI here: `colonyctl apikey` imports the key store,
 which reads `COLONY_API_NAMESPACE` from these.
 
@@ -30,7 +30,7 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from activities.settings import SettingsError
+from infra.config import SettingsError
 from models.base import user_rule
 
 SERVICE_NAME = "colony-api"

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
-from activities.settings import ColonySettings
+from infra.config import ColonySettings
 from models.catalog import LocationStock
 from models.cluster import ClusterSpec, ClusterStatus
 from models.operations import Operation, OperationAccepted

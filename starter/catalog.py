@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from activities.errors import http_error_body
-from activities.settings import ColonySettings
+from infra.config import ColonySettings
 from models.catalog import LocationStock, SkuKind, SkuStock
 from starter.errors import NotFoundError, UnavailableError
 

@@ -52,8 +52,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities import tracing
-from activities.settings import ColonySettings
+from infra import tracing
+from infra.config import ColonySettings
 from models.activity_api import DrainProgress, parse_drain_activity_id
 from models.cluster import ClusterPhase, ClusterSpec, ClusterStatus, ClusterWorkflowInput
 from models.cluster import cluster_workflow_id as workflow_id_of

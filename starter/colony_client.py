@@ -23,7 +23,7 @@ from temporalio.common import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.settings import ColonySettings
+from infra.config import ColonySettings
 from models.colony import (
     ApplyColonyRequest,
     ColonyOperationAccepted,

@@ -32,7 +32,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from activities.settings import ColonySettings
+from infra.config import ColonySettings
 from models.catalog import LocationStock
 from models.cluster import (
     DEFAULT_CREDENTIAL,

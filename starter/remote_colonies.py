@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from activities.settings import ColonySettings
+from infra.config import ColonySettings
 from models.colony import ColonyOperationAccepted, ColonyStatus
 from models.manifests import ColonySpec
 from starter.client import WorkflowRef

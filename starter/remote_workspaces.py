@@ -26,7 +26,7 @@ from urllib.parse import quote
 
 from pydantic import BaseModel
 
-from activities.settings import ColonySettings
+from infra.config import ColonySettings
 from models.cluster import DEFAULT_NAMESPACE
 from models.workspace import WorkspacePhase, WorkspaceSpec, WorkspaceStatus
 from models.workspace_api import (

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from activities.settings import ColonySettings
+from infra.config import ColonySettings
 from starter import output
 from starter.backend import clusters
 from starter.options import OutputFormat

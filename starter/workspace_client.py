@@ -32,7 +32,7 @@ being deleted: `check_cluster`), that the class is published, and, through `prep
 that every required prompt is answered (asked for when the caller can ask, else refused by name),
 every prompt is checked against the class (`models/values.py`, the same rules the workflow
 applies) and every plaintext answer to a secret prompt is sealed with Colony's public key
-(`activities/sealing.py`): a secret never leaves the client in plaintext.
+(`infra/sealing.py`): a secret never leaves the client in plaintext.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ from temporalio.common import (
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.settings import ColonySettings
+from infra.config import ColonySettings
 from models.capacity import Decision
 from models.cluster import ClusterPhase, ClusterStatus, cluster_deployment_name
 from models.errors import ErrorType
@@ -119,7 +119,7 @@ from workflows.search_attributes import (
 )
 
 if TYPE_CHECKING:  # only a request with a secret needs the cryptography
-    from activities.sealing import Sealer
+    from infra.sealing import Sealer
 
 WORKSPACE_WORKFLOW = "WorkspaceWorkflow"
 STATUS_QUERY = "status"
@@ -341,7 +341,7 @@ def public_key_sealer() -> Sealer:
     """The sealer of Colony's public key from `COLONY_SEALING_PUBLIC_KEY_FILE` (`colonyctl`'s);
     a missing or unreadable key is refused (`InvalidRequestError`)."""
     # Imported here: only a request with a secret needs the cryptography and the key file.
-    from activities.sealing import PUBLIC_KEY_ENV, SealingError, SealingSettings
+    from infra.sealing import PUBLIC_KEY_ENV, SealingError, SealingSettings
 
     try:
         return SealingSettings.from_env().sealer()
@@ -354,7 +354,7 @@ def public_key_sealer() -> Sealer:
 def _seal(
     spec: WorkspaceSpec, workspace_class: WorkspaceClassSpec, sealer: SealerSource
 ) -> WorkspaceSpec:
-    from activities.sealing import seal_workspace_secrets
+    from infra.sealing import seal_workspace_secrets
 
     _, plaintext = split_plaintext_secrets(spec, workspace_class)
     if not plaintext:

@@ -20,7 +20,7 @@ import httpx
 import yaml
 from kubernetes import client
 
-from activities.kube import api_client_from_dict, api_client_from_file, close_client
+from infra.kube import api_client_from_dict, api_client_from_file, close_client
 from sim.timing import SimTiming
 from sim.world import SimWorld, WorldConfig
 from worker import host_provider_client

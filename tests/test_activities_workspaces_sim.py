@@ -29,13 +29,13 @@ from temporalio.testing import ActivityEnvironment
 
 import activities.workspaces
 from activities.child_cluster import ChildClients
-from activities.crds import ensure_crds
 from activities.host_provider import HostProviderActivities
-from activities.kube import MERGE_PATCH
 from activities.management import ManagementClusterActivities
-from activities.sealing import Unsealer, workspace_scope
 from activities.watch import ObjectWatch
 from activities.workspaces import WorkspaceActivities
+from infra.crds import ensure_crds
+from infra.kube import MERGE_PATCH
+from infra.sealing import Unsealer, workspace_scope
 from models.activity_api import (
     AwaitClusterDeploymentRequest,
     ClaimHostsRequest,

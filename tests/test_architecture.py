@@ -52,7 +52,14 @@ def test_deterministic_layers_import_no_client_library(path: Path) -> None:
         pytest.param(p, id=str(p.relative_to(ROOT)))
         for p in [
             *python_files(
-                "workflows", "models", "activities", "starter", "catalog", "watching", "api"
+                "workflows",
+                "models",
+                "activities",
+                "starter",
+                "catalog",
+                "watching",
+                "api",
+                "infra",
             ),
             ROOT / "worker.py",
             ROOT / "watcher.py",

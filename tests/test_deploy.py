@@ -2,7 +2,7 @@
 Dockerfile, the collector's configuration and the RBAC in deploy/.
 
 No Docker engine runs here, so the files are loaded and checked against what the programs read:
-every Colony variable set is one the code reads (`activities.settings`, the watcher, the API's
+every Colony variable set is one the code reads (`infra.config`, the watcher, the API's
 `COLONY_API_*`), what each program needs is set, addresses point at services on their ports, the
 images Colony runs are built from this repository, and every search attribute gets registered.
 """
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from activities.settings import ColonySettings
+from infra.config import ColonySettings
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -31,7 +31,7 @@ from temporalio.testing import ActivityEnvironment
 from typer.testing import CliRunner
 
 from activities.child_cluster import ChildClusterActivities
-from activities.kube import api_client_from_dict, close_client
+from infra.kube import api_client_from_dict, close_client
 from models.activity_api import (
     CordonNodeRequest,
     DrainNodeRequest,

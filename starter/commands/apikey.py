@@ -33,10 +33,10 @@ PERMISSIONS_HELP = (
 
 def _with_store(step: Callable[[KubernetesKeyStore], Awaitable[T]]) -> T:
     """Run `step` with the key store on the management cluster, and close its client after."""
-    from activities.kube import api_client_from_file, close_client
-    from activities.settings import SettingsError
     from api.keys import KubernetesKeyStore
     from api.settings import ApiSettings
+    from infra.config import SettingsError
+    from infra.kube import api_client_from_file, close_client
     from starter.errors import InvalidRequestError
     from starter.session import run, settings
 

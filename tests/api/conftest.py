@@ -29,12 +29,12 @@ from kubernetes import client as kube_client
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from activities.crds import ensure_crds
-from activities.sealing import PUBLIC_KEY_ENV, SealingSettings, create_key_pair
-from activities.settings import ColonySettings
 from api.app import create_app
 from api.keys import KubernetesKeyStore
 from api.settings import ApiSettings
+from infra.config import ColonySettings
+from infra.crds import ensure_crds
+from infra.sealing import PUBLIC_KEY_ENV, SealingSettings, create_key_pair
 from sim.world import SimWorld
 from starter.errors import UnavailableError
 from tests.helpers import eventually, unique

@@ -12,7 +12,6 @@ from typing import Any
 import httpx
 import pytest
 
-from activities.settings import SettingsError
 from api.bodies import openapi_components
 from api.errors import field_of
 from api.keys import (
@@ -27,6 +26,7 @@ from api.keys import (
 from api.ratelimit import RateLimiter
 from api.settings import ApiSettings
 from api.views import ClusterStatusName, status_of
+from infra.config import SettingsError
 from models.cluster import ClusterPhase, ClusterStatus
 from models.operations import Operation, ScaleNodePoolRequest
 from starter import login, remote, token_cache

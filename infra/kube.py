@@ -7,7 +7,7 @@ nothing an interrupted activity asked for lands after the workflow was told it s
 activities only pick a few fields, and dicts map straight onto `models/`.
 
 Every call is an OpenTelemetry span (`kube <method>`, with the API server and the HTTP status) when
-tracing is configured (`activities.tracing`), a child of the activity's span.
+tracing is configured (`infra.tracing`), a child of the activity's span.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from activities import tracing
 from activities.errors import kube_error, transport_error
+from infra import tracing
 
 REQUEST_TIMEOUT = (5.0, 20.0)
 """(connect, read) seconds: below the 30 s start-to-close of a Kubernetes activity, so a hung

@@ -16,7 +16,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from activities.kube import call
+from infra.kube import call
 
 log = logging.getLogger("colony.crds")
 
