@@ -53,6 +53,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Interceptor, Worker
 
 from activities.child_cluster import ChildClients, ChildClusterActivities
+from activities.errors import ActivityErrorCounter
 from activities.heartbeat import HEARTBEAT_THROTTLE
 from activities.host_provider import HostProviderActivities
 from activities.management import ManagementClusterActivities
@@ -63,7 +64,6 @@ from infra import metrics, tracing
 from infra.config import ColonySettings, SettingsError
 from infra.crds import ensure_crds
 from infra.kube import api_client_from_file, close_client
-from infra.metrics import ActivityErrorCounter
 from infra.sealing import SealingSettings, Unsealer, load_private_key
 from models.workspace_api import CATALOG_WORKFLOW_ID, CatalogInput, PublishWorkspaceClassRequest
 from watching.kubeapi import KubeApi
@@ -266,7 +266,7 @@ async def build_worker(
 ) -> AsyncIterator[Worker]:
     """A `Worker` with every workflow and activity; closes the child clients it created on exit.
 
-    Activity errors are always counted (`infra.metrics`); `interceptors` adds others (the
+    Activity errors are always counted (`activities.errors.ActivityErrorCounter`); `interceptors` adds others (the
     tracing interceptor of a client comes along with the client by itself)."""
     activities, child = activity_callables(
         management_api, host_provider, temporal, task_queue, unsealer

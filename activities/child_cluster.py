@@ -34,15 +34,9 @@ from temporalio import activity
 
 from activities.errors import kube_error, kube_status
 from activities.heartbeat import heartbeating, previous_details, report, write_ahead
+from activities.kube import call, call_or_none
 from infra import metrics
-from infra.kube import (
-    MERGE_PATCH,
-    Obj,
-    api_client_from_dict,
-    call,
-    call_or_none,
-    close_client,
-)
+from infra.kube import MERGE_PATCH, Obj, api_client_from_dict, close_client
 from models.activity_api import (
     ActivityName,
     AwaitNodesRequest,

@@ -27,7 +27,8 @@ from temporalio import activity
 
 from activities.errors import kube_error
 from activities.heartbeat import heartbeating, report
-from infra.kube import Obj, call, call_or_none, call_or_raise, condition, conditions_of
+from activities.kube import call, call_or_none, call_or_raise
+from infra.kube import Obj
 from models.activity_api import (
     CLUSTER_LABEL,
     OWNER_ANNOTATION,
@@ -73,6 +74,15 @@ on within a second of it turning Ready. Polls cost the workflow's history nothin
 inside the activity), and one GET a second per cluster being created is nothing to an API server."""
 FAILED_REASON = "Failed"
 """KCM's reason on the Ready condition when a step failed (a missing credential, a failed release)."""
+
+
+def conditions_of(obj: Obj) -> list[Obj]:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return [c for c in conditions if isinstance(c, dict)]
+
+
+def condition(obj: Obj, type_: str) -> Obj | None:
+    return next((c for c in conditions_of(obj) if c.get("type") == type_), None)
 
 
 def _condition_key(conditions: list[Condition]) -> list[tuple[str, str, str]]:

@@ -38,8 +38,9 @@ from temporalio.exceptions import ApplicationError
 from activities.child_cluster import ChildClients
 from activities.errors import kube_error
 from activities.heartbeat import heartbeating, report
+from activities.kube import call, call_or_none, call_or_raise
 from activities.watch import ObjectWatch
-from infra.kube import MERGE_PATCH, Obj, call, call_or_none, call_or_raise
+from infra.kube import MERGE_PATCH, Obj
 from infra.sealing import SealingError, Unsealer, unseal_secret_values
 from models.activity_api import TENANT_GATEWAY_DOMAIN_LABEL
 from models.capacity import gpu_node

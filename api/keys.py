@@ -67,9 +67,10 @@ from kubernetes.client.exceptions import ApiException
 from pydantic import Field
 from temporalio.exceptions import ApplicationError
 
+from activities.kube import call
 from api.ratelimit import RateLimiter
 from api.settings import DEFAULT_KEY_CACHE_SECONDS, DEFAULT_NAMESPACE, DEFAULT_VERIFY_RATE
-from infra.kube import MERGE_PATCH, call
+from infra.kube import MERGE_PATCH
 from models.base import ColonyModel
 from models.names import name_problem
 from starter.errors import InvalidRequestError, UnavailableError
@@ -451,7 +452,9 @@ class KubernetesKeyStore:
             raise UnavailableError(
                 f"API key store: cannot {what}: {exc.status} {exc.reason}"
             ) from exc
-        except ApplicationError as exc:  # transport failures, as `infra.kube.call` reports them
+        except (
+            ApplicationError
+        ) as exc:  # transport failures, as `activities.kube.call` reports them
             raise UnavailableError(f"API key store: cannot {what}: {exc.message}") from exc
 
     async def _ensure_namespace(self) -> None:

@@ -1,13 +1,19 @@
-"""Small helpers over the official `kubernetes` client, shared by the Kubernetes activities and the CLI.
+"""The Kubernetes client, as every Colony process uses it: an `ApiClient` of its own per kubeconfig,
+and one way to make a call with it.
 
-The client is blocking, so every call runs in a thread (`asyncio.to_thread`) and never stalls the
-worker's event loop. A call is never abandoned half-way: when the activity is cancelled, the request
-in its thread is allowed to finish (within `REQUEST_TIMEOUT`) before the cancellation goes on, so
-nothing an interrupted activity asked for lands after the workflow was told it stopped. Responses are read as plain JSON dicts (`_preload_content=False`): the
-activities only pick a few fields, and dicts map straight onto `models/`.
+The official client is blocking, so every call runs in a thread (`asyncio.to_thread`) and never
+stalls the event loop. A call is never abandoned half-way: when the caller is cancelled, the
+request in its thread is allowed to finish (within `REQUEST_TIMEOUT`) before the cancellation goes
+on, so nothing an interrupted activity asked for lands after the workflow was told it stopped.
+Responses are read as plain JSON dicts (`_preload_content=False`): callers pick a few fields, and
+dicts map straight onto `models/`.
+
+Errors pass through untranslated (`ApiException`, and `TRANSPORT_ERRORS` for a request that got
+no answer): each caller says what they mean to it, activities as domain errors
+(`activities.kube`), the worker's start-up (`infra.crds`) and `colonyctl` in their own words.
 
 Every call is an OpenTelemetry span (`kube <method>`, with the API server and the HTTP status) when
-tracing is configured (`infra.tracing`), a child of the activity's span.
+tracing is configured (`infra.tracing`), a child of the caller's span.
 """
 
 from __future__ import annotations
@@ -23,7 +29,6 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from activities.errors import kube_error, transport_error
 from infra import tracing
 
 REQUEST_TIMEOUT = (5.0, 20.0)
@@ -33,6 +38,9 @@ request fails in time to be retried rather than outliving its attempt."""
 MERGE_PATCH = "application/merge-patch+json"
 
 Obj = dict[str, Any]
+
+TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, OSError)
+"""What a request that got no answer raises (refused, reset, timed out)."""
 
 
 def api_client_from_dict(kubeconfig: dict[str, Any]) -> client.ApiClient:
@@ -67,14 +75,16 @@ def _call_blocking(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
     return parsed if isinstance(parsed, dict) else {"items": parsed}
 
 
-async def call(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
+async def request(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
     """Run one client call in a thread and return its JSON body.
 
-    `ApiException` is passed through for the caller to treat the statuses it expects (404 on a
-    delete, 409 on a create); transport failures become a retryable error here.
+    Raises:
+        ApiException: the API server answered with an error (the caller treats the statuses it
+            expects: 404 on a delete, 409 on a create).
+        urllib3.exceptions.HTTPError, OSError: no answer (`TRANSPORT_ERRORS`).
 
     Args:
-        what: what the call does, for error messages ("read Node gpu-1").
+        what: what the call does, for the span ("read Node gpu-1").
         fn: a bound API method, e.g. `CoreV1Api(api).read_node`.
     """
     with tracing.span(f"kube {_method_name(fn)}", _span_attributes(what, fn)) as span:
@@ -89,8 +99,6 @@ async def call(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> 
         except ApiException as exc:
             tracing.set_attribute(span, "http.response.status_code", exc.status)
             raise
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise transport_error(exc, what) from exc
         tracing.set_attribute(span, "http.response.status_code", 200)
         return result
 
@@ -105,30 +113,3 @@ def _span_attributes(what: str, fn: Callable[..., Any]) -> dict[str, Any]:
     api = getattr(getattr(fn, "__self__", None), "api_client", None)
     host = getattr(getattr(api, "configuration", None), "host", None)
     return {"colony.call": what, "k8s.client.method": _method_name(fn), "server.address": host}
-
-
-async def call_or_none(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj | None:
-    """`call`, with None for 404 and every other API error translated (`kube_error`)."""
-    try:
-        return await call(what, fn, *args, **kwargs)
-    except ApiException as exc:
-        if exc.status == 404:
-            return None
-        raise kube_error(exc, what) from exc
-
-
-async def call_or_raise(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
-    """`call`, with every API error translated (`kube_error`)."""
-    try:
-        return await call(what, fn, *args, **kwargs)
-    except ApiException as exc:
-        raise kube_error(exc, what) from exc
-
-
-def conditions_of(obj: Obj) -> list[Obj]:
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    return [c for c in conditions if isinstance(c, dict)]
-
-
-def condition(obj: Obj, type_: str) -> Obj | None:
-    return next((c for c in conditions_of(obj) if c.get("type") == type_), None)

@@ -6,6 +6,9 @@
 - `api/` (the HTTP API) reaches Temporal through `starter.client` and `starter.workspace_client`
   only, never the CLI's Typer/rich layer; its key store and settings, which `colonyctl apikey` imports, import no FastAPI; the CLI
   imports nothing else of `api/`.
+- `infra/` (shared infrastructure: settings, Kubernetes client, sealing, tracing, metrics) imports
+  no front door's framework, no layer that uses it, and of Temporal only its connection settings
+  and its tracing interceptor: no Temporal error type (activities translate errors, not infra).
 - `watching/` (the watcher) talks to Kubernetes and Temporal only: it imports no workflow, CLI or
   simulator code (it signals workflows by name, with the contract in `models.signals`).
 """
@@ -121,6 +124,42 @@ def test_what_the_cli_imports_from_the_api_imports_no_web_framework(path: Path) 
 def test_the_cli_imports_only_the_key_store_of_the_api(path: Path) -> None:
     names = {n for n in imported_names(path) if n == "api" or n.startswith("api.")}
     assert {n.split(".")[1] if "." in n else n for n in names} <= {"keys", "settings"}, names
+
+
+INFRA_MAY_NOT_IMPORT = {
+    *("fastapi", "starlette", "uvicorn", "typer", "rich"),
+    *("starter", "api", "workflows", "activities", "sim", "watching"),
+}
+"""What shared infrastructure must not depend on: a front door's framework or any layer that uses
+it."""
+INFRA_MAY_IMPORT_OF_TEMPORAL = ("temporalio.envconfig", "temporalio.contrib.opentelemetry")
+"""Temporal's connection settings (`ColonySettings.temporal_connect`) and its tracing interceptor
+(`infra.tracing.interceptor`); nothing with an error type in it."""
+
+
+@pytest.mark.parametrize(
+    "path", [pytest.param(p, id=str(p.relative_to(ROOT))) for p in python_files("infra")]
+)
+def test_shared_infrastructure_imports_no_framework_layer_above_or_temporal_error(
+    path: Path,
+) -> None:
+    names = imported_names(path)
+    forbidden = {n.split(".")[0] for n in names} & INFRA_MAY_NOT_IMPORT
+    forbidden |= {
+        n
+        for n in names
+        if n.split(".")[0] == "temporalio"
+        and not any(n == a or n.startswith(f"{a}.") for a in INFRA_MAY_IMPORT_OF_TEMPORAL)
+    }
+    assert not forbidden, f"{path.relative_to(ROOT)} imports {sorted(forbidden)}"
+
+
+def test_the_infra_check_sees_a_temporal_error_type(tmp_path: Path) -> None:
+    """The check above reads the full name: `temporalio.exceptions` is not Temporal's settings."""
+    module = tmp_path / "module.py"
+    module.write_text("def f() -> None:\n    from temporalio.exceptions import ApplicationError\n")
+    assert "temporalio.exceptions" in imported_names(module)
+    assert not "temporalio.exceptions".startswith(INFRA_MAY_IMPORT_OF_TEMPORAL)
 
 
 @pytest.mark.parametrize(
