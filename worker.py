@@ -206,7 +206,6 @@ def activity_callables(
     activities: list[Callable[..., Any]] = [
         management.check_cluster_prerequisites,
         management.create_cluster_deployment,
-        management.get_cluster_deployment_status,
         management.await_cluster_deployment,
         management.add_cluster_machines,
         management.remove_cluster_machines,
@@ -214,7 +213,6 @@ def activity_callables(
         management.write_colony_kubeconfigs,
         child.list_nodes,
         child.await_nodes,
-        child.label_node,
         child.cordon_node,
         child.uncordon_node,
         child.drain_node,

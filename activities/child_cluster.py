@@ -51,8 +51,6 @@ from models.activity_api import (
     EvictionOutcome,
     ExpectedNode,
     KubeconfigRef,
-    LabelNodeRequest,
-    LabelNodeResult,
     ListNodesRequest,
     ListNodesResult,
     NodeInfo,
@@ -343,14 +341,6 @@ class ChildClusterActivities:
                 raise kube_error(exc, what) from exc
             return bool(patched)
         raise AssertionError("unreachable")  # pragma: no cover
-
-    @activity.defn(name=ActivityName.LABEL_NODE)
-    @heartbeating
-    async def label_node(self, request: LabelNodeRequest) -> LabelNodeResult:
-        """Merge labels and taints into the node (others are kept; a taint is keyed by key+effect)."""
-        core = await self._core(request.kubeconfig)
-        found = await self._label(core, request.node_name, request.labels, request.taints)
-        return LabelNodeResult(found=found)
 
     @activity.defn(name=ActivityName.AWAIT_NODES)
     @heartbeating

@@ -48,7 +48,6 @@ from models.activity_api import (
     DeleteClusterDeploymentResult,
     DeploymentOutcome,
     DeploymentWait,
-    GetClusterDeploymentStatusRequest,
     GetClusterDeploymentStatusResult,
     RemoveClusterMachinesRequest,
 )
@@ -168,14 +167,6 @@ class ManagementClusterActivities:
             if credential is not None and not credential_status.get("ready")
             else "",
         )
-
-    @activity.defn(name=ActivityName.GET_CLUSTER_DEPLOYMENT_STATUS)
-    @heartbeating
-    async def get_cluster_deployment_status(
-        self, request: GetClusterDeploymentStatusRequest
-    ) -> GetClusterDeploymentStatusResult:
-        """The ClusterDeployment's status summary; `exists=False` once it is gone."""
-        return await self._status(request.namespace, request.name)
 
     async def _status(
         self, namespace: str, name: str, owner: Owner | None = None

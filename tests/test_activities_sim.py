@@ -40,10 +40,8 @@ from models.activity_api import (
     DrainLedger,
     DrainNodeRequest,
     ExpectedNode,
-    GetClusterDeploymentStatusRequest,
     Host,
     KubeconfigRef,
-    LabelNodeRequest,
     ListClaimedHostsRequest,
     ListNodesRequest,
     NodeTaint,
@@ -61,6 +59,7 @@ from tests.simenv import (
     call,
     child_api,
     close_client,
+    deployment_status,
     host_provider,
     management_api,
     started_world,
@@ -244,10 +243,9 @@ async def test_cluster_lifecycle_through_management_and_child_activities(
         ),
     )
     await run(management.create_cluster_deployment, create_request(name, claimed.hosts[:1]))
-    status_request = GetClusterDeploymentStatusRequest(namespace=NAMESPACE, name=name)
 
     async def status() -> Any:
-        return await run(management.get_cluster_deployment_status, status_request)
+        return await deployment_status(management, name)
 
     # The control-plane wait returns on each change of conditions, then once Ready.
     known: list[Any] = []
@@ -319,9 +317,6 @@ async def test_cluster_lifecycle_through_management_and_child_activities(
     assert len(listed) == 2
     node = listed[0].name
     assert [t.key for t in listed[0].taints].count("dedicated") == 1
-    label = LabelNodeRequest(kubeconfig=ref, node_name=node, labels={"team": "ml"})
-    assert (await run(child.label_node, label)).found
-    assert (await nodes("team=ml"))[0].name == node
 
     cordon = CordonNodeRequest(kubeconfig=ref, node_name=node)
     first, second = await run(child.cordon_node, cordon), await run(child.cordon_node, cordon)
@@ -587,12 +582,7 @@ async def test_a_cancelled_wait_stops_within_a_heartbeat(
     name = unique("hang")
     await run(management.create_cluster_deployment, create_request(name))
     world.faults.fail_cluster_deployment(NAMESPACE, name, "stuck")
-    known = (
-        await run(
-            management.get_cluster_deployment_status,
-            GetClusterDeploymentStatusRequest(namespace=NAMESPACE, name=name),
-        )
-    ).conditions
+    known = (await deployment_status(management, name)).conditions
     environment = ActivityEnvironment()
     waiting = asyncio.ensure_future(
         environment.run(
@@ -640,10 +630,7 @@ async def test_child_errors_are_classified(
     name = unique("cherr")
     await run(management.create_cluster_deployment, create_request(name))
     await eventually(
-        lambda: run(
-            management.get_cluster_deployment_status,
-            GetClusterDeploymentStatusRequest(namespace=NAMESPACE, name=name),
-        ),
+        lambda: deployment_status(management, name),
         until=lambda s: s.ready,
         what="ready",
     )

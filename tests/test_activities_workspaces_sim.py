@@ -43,7 +43,6 @@ from models.activity_api import (
     DeleteClusterDeploymentRequest,
     DeploymentOutcome,
     DeploymentWait,
-    GetClusterDeploymentStatusRequest,
     KubeconfigRef,
     ReleaseHostsRequest,
 )
@@ -83,6 +82,7 @@ from tests.simenv import (
     call,
     child_api,
     close_client,
+    deployment_status,
     host_provider,
     management_api,
     started_world,
@@ -191,10 +191,7 @@ async def cluster(
             ),
         )
         await eventually(
-            lambda: run(
-                management.get_cluster_deployment_status,
-                GetClusterDeploymentStatusRequest(namespace=NAMESPACE, name=name),
-            ),
+            lambda: deployment_status(management, name),
             until=lambda s: s.ready,
             what=f"ClusterDeployment {name} ready",
         )

@@ -33,10 +33,11 @@ from typer.testing import CliRunner
 from activities.child_cluster import ChildClusterActivities
 from infra.kube import api_client_from_dict, close_client
 from models.activity_api import (
+    AwaitNodesRequest,
     CordonNodeRequest,
     DrainNodeRequest,
+    ExpectedNode,
     KubeconfigRef,
-    LabelNodeRequest,
     NodeTaint,
     UncordonNodeRequest,
 )
@@ -105,16 +106,23 @@ async def test_child_cluster_activities_on_k3s(
     node = the_node(k3s_api)
     core = client.CoreV1Api(k3s_api)
     try:
-        labelled = await env.run(
-            activities.label_node,
-            LabelNodeRequest(
+        # A node registered under its host's id is labelled and tainted as the pool wants it.
+        joined = await env.run(
+            activities.await_nodes,
+            AwaitNodesRequest(
                 kubeconfig=ref(),
-                node_name=node,
-                labels={"colony.dev/node-pool": "gpu"},
-                taints=[NodeTaint(key="colony.dev/test", value="x", effect="NoSchedule")],
+                expected=[
+                    ExpectedNode(
+                        host_id=node,
+                        address="",
+                        labels={"colony.dev/node-pool": "gpu"},
+                        taints=[NodeTaint(key="colony.dev/test", value="x", effect="NoSchedule")],
+                    )
+                ],
+                deadline=datetime.now(UTC) + timedelta(seconds=60),
             ),
         )
-        assert labelled.found
+        assert joined.observed[0].labelled, joined
         read = core.read_node(node)
         assert read.metadata.labels["colony.dev/node-pool"] == "gpu"
         assert any(t.key == "colony.dev/test" for t in read.spec.taints or [])
