@@ -52,13 +52,17 @@ from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Interceptor, Worker
 
-from activities.child_cluster import ChildClients, ChildClusterActivities
+from activities.child_cluster.clients import ChildClients
+from activities.child_cluster.namespaces import NamespaceActivities
+from activities.child_cluster.nodes import NodeActivities
+from activities.child_cluster.routes import RouteActivities
 from activities.errors import ActivityErrorCounter
 from activities.heartbeat import HEARTBEAT_THROTTLE
 from activities.host_provider import HostProviderActivities
-from activities.management import ManagementClusterActivities
+from activities.management.classes import WorkspaceClassActivities
+from activities.management.cluster_deployments import ClusterDeploymentActivities
+from activities.management.service_sets import ServiceSetActivities
 from activities.temporal import TemporalActivities
-from activities.workspaces import WorkspaceActivities
 from catalog.workspaces import load_workspace_catalog
 from infra import metrics, tracing
 from infra.config import ColonySettings, SettingsError
@@ -197,49 +201,58 @@ def activity_callables(
     task_queue: str = "",
     unsealer: Unsealer | None = None,
 ) -> tuple[list[Callable[..., Any]], ChildClients]:
-    """Every activity, bound to its clients (and the child-cluster client cache, to close on exit)."""
+    """Every activity, bound to its clients (and the child-cluster client cache, to close on exit).
+
+    One implementation per declaration (`activities.declarations`; checked by
+    `tests/test_activity_declarations.py`), grouped by the system it talks to."""
     clients = ChildClients()
-    management = ManagementClusterActivities(management_api)
-    child = ChildClusterActivities(management_api, clients)
+    deployments = ClusterDeploymentActivities(management_api)
+    classes = WorkspaceClassActivities(management_api)
+    service_sets = ServiceSetActivities(management_api, unsealer)
+    nodes = NodeActivities(management_api, clients)
+    namespaces = NamespaceActivities(management_api, clients)
+    routes = RouteActivities(management_api, clients)
     hosts = HostProviderActivities(host_provider)
-    spaces = WorkspaceActivities(management_api, clients, unsealer)
     activities: list[Callable[..., Any]] = [
-        management.check_cluster_prerequisites,
-        management.create_cluster_deployment,
-        management.await_cluster_deployment,
-        management.add_cluster_machines,
-        management.remove_cluster_machines,
-        management.delete_cluster_deployment,
-        management.write_colony_kubeconfigs,
-        child.list_nodes,
-        child.await_nodes,
-        child.cordon_node,
-        child.uncordon_node,
-        child.drain_node,
-        child.delete_node,
+        # The management cluster.
+        deployments.check_cluster_prerequisites,
+        deployments.create_cluster_deployment,
+        deployments.await_cluster_deployment,
+        deployments.add_cluster_machines,
+        deployments.remove_cluster_machines,
+        deployments.delete_cluster_deployment,
+        deployments.write_colony_kubeconfigs,
+        classes.get_workspace_class,
+        classes.list_workspace_classes,
+        classes.publish_workspace_class,
+        classes.publish_objects,
+        classes.check_service_template,
+        service_sets.apply_service_set,
+        service_sets.await_service_set,
+        service_sets.delete_service_set,
+        service_sets.find_service_sets,
+        service_sets.write_values_secret,
+        service_sets.delete_values_secret,
+        # Child clusters.
+        nodes.list_nodes,
+        nodes.await_nodes,
+        nodes.cordon_node,
+        nodes.uncordon_node,
+        nodes.drain_node,
+        nodes.delete_node,
+        nodes.read_gpu_inventory,
+        namespaces.ensure_namespace,
+        namespaces.delete_namespace,
+        namespaces.recent_events,
+        routes.find_tenant_gateway,
+        routes.apply_routes,
+        routes.await_routes,
+        routes.delete_routes,
+        # The host provider.
         hosts.claim_hosts,
         hosts.release_hosts,
         hosts.list_claimed_hosts,
         hosts.await_free_hosts,
-        spaces.get_workspace_class,
-        spaces.list_workspace_classes,
-        spaces.publish_workspace_class,
-        spaces.publish_objects,
-        spaces.check_service_template,
-        spaces.apply_service_set,
-        spaces.await_service_set,
-        spaces.delete_service_set,
-        spaces.find_service_sets,
-        spaces.write_values_secret,
-        spaces.delete_values_secret,
-        spaces.ensure_namespace,
-        spaces.delete_namespace,
-        spaces.read_gpu_inventory,
-        spaces.find_tenant_gateway,
-        spaces.apply_routes,
-        spaces.await_routes,
-        spaces.delete_routes,
-        spaces.recent_events,
     ]
     if temporal is not None:
         workflows_client = TemporalActivities(temporal, task_queue)

@@ -22,7 +22,7 @@ import yaml
 from kubernetes import client
 from temporalio.testing import ActivityEnvironment
 
-from activities.management import ManagementClusterActivities
+from activities.management.cluster_deployments import ClusterDeploymentActivities
 from infra.kube import api_client_from_dict, api_client_from_file, close_client
 from models.activity_api import (
     AwaitClusterDeploymentRequest,
@@ -104,7 +104,7 @@ __all__ = [
 
 
 async def deployment_status(
-    management: ManagementClusterActivities, name: str, namespace: str = NAMESPACE
+    management: ClusterDeploymentActivities, name: str, namespace: str = NAMESPACE
 ) -> GetClusterDeploymentStatusResult:
     """The ClusterDeployment's status as the management activities read it: their wait, with a
     deadline already passed, looks once and answers."""

@@ -30,7 +30,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import ActivityEnvironment
 from typer.testing import CliRunner
 
-from activities.child_cluster import ChildClusterActivities
+from activities.child_cluster.nodes import NodeActivities
 from infra.kube import api_client_from_dict, close_client
 from models.activity_api import (
     AwaitNodesRequest,
@@ -101,7 +101,7 @@ def the_node(api: client.ApiClient) -> str:
 async def test_child_cluster_activities_on_k3s(
     k3s_api: client.ApiClient, k3s: dict[str, Any], tmp_path: Path
 ) -> None:
-    activities = ChildClusterActivities(k3s_api)
+    activities = NodeActivities(k3s_api)
     env = ActivityEnvironment()
     node = the_node(k3s_api)
     core = client.CoreV1Api(k3s_api)
