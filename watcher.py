@@ -24,7 +24,8 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from infra import metrics, tracing
-from infra.config import ColonySettings, SettingsError
+from infra.config import ColonySettings
+from infra.process import configure_logging, run_service
 from watching.kubeapi import KubeApi
 from watching.service import Watcher, WatcherConfig
 from watching.signals import TemporalSignals
@@ -75,16 +76,8 @@ async def run(settings: ColonySettings) -> None:
 
 
 def main() -> int:
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    try:
-        asyncio.run(run(ColonySettings.from_env()))
-    except SettingsError as exc:
-        log.error("%s", exc)
-        return 2
-    return 0
+    configure_logging()
+    return run_service(run, log)
 
 
 if __name__ == "__main__":

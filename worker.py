@@ -68,6 +68,7 @@ from infra import metrics, tracing
 from infra.config import ColonySettings, SettingsError
 from infra.crds import ensure_crds
 from infra.kube import api_client_from_file, close_client
+from infra.process import configure_logging, run_service
 from infra.sealing import SealingSettings, Unsealer, load_private_key
 from models.workspace_api import CATALOG_WORKFLOW_ID, CatalogInput, PublishWorkspaceClassRequest
 from watching.kubeapi import KubeApi
@@ -416,22 +417,12 @@ async def _watch(settings: ColonySettings, kubeconfig: Path, temporal: Client) -
 
 
 def main() -> int:
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    # One line per host-provider request is noise at INFO (and URLs are all it would show).
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    configure_logging()
     if sys.argv[1:] == ["--print-search-attribute-commands"]:
         namespace = os.environ.get("TEMPORAL_NAMESPACE", "default")
         print("\n".join(search_attribute_commands(namespace)))
         return 0
-    try:
-        settings = ColonySettings.from_env()
-        asyncio.run(run(settings))
-    except SettingsError as exc:
-        log.error("%s", exc)
-        return 2
-    return 0
+    return run_service(run, log)
 
 
 if __name__ == "__main__":

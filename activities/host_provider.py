@@ -19,7 +19,6 @@ outcome (`infra.metrics`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,6 +29,7 @@ from activities.declarations import cluster_calls, implements
 from activities.errors import http_error, transport_error
 from activities.heartbeat import report
 from infra import metrics, tracing
+from infra.inflight import finish
 from models.activity_api import (
     AwaitFreeHostsRequest,
     AwaitFreeHostsResult,
@@ -72,18 +72,14 @@ class HostProviderActivities:
     ) -> httpx.Response:
         attributes = {"colony.call": what, "http.request.method": method, "url.path": path}
         with tracing.span(f"hostprovider {method} {path}", attributes) as span:
-            sent = asyncio.ensure_future(
-                self._http.request(method, path, json=json, params=params, timeout=REQUEST_TIMEOUT)
-            )
             try:
-                try:
-                    response = await asyncio.shield(sent)
-                except asyncio.CancelledError:
-                    # Cancelled by the workflow: the request is on the wire. Let it finish (within
-                    # REQUEST_TIMEOUT) so that what it does lands before we report the cancellation.
-                    with contextlib.suppress(Exception):
-                        await sent
-                    raise
+                # Cancelled by the workflow, a request on the wire is let finish (within
+                # REQUEST_TIMEOUT), so that what it does lands before the cancellation is reported.
+                response = await finish(
+                    self._http.request(
+                        method, path, json=json, params=params, timeout=REQUEST_TIMEOUT
+                    )
+                )
                 tracing.set_attribute(span, "http.response.status_code", response.status_code)
                 response.raise_for_status()
             except httpx.HTTPStatusError as exc:

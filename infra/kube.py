@@ -2,9 +2,10 @@
 and one way to make a call with it.
 
 The official client is blocking, so every call runs in a thread (`asyncio.to_thread`) and never
-stalls the event loop. A call is never abandoned half-way: when the caller is cancelled, the
-request in its thread is allowed to finish (within `REQUEST_TIMEOUT`) before the cancellation goes
-on, so nothing an interrupted activity asked for lands after the workflow was told it stopped.
+stalls the event loop. A call is never abandoned half-way (`infra.inflight`): when the caller is
+cancelled, the request in its thread is allowed to finish (within `REQUEST_TIMEOUT`) before the
+cancellation goes on, so nothing an interrupted activity asked for lands after the workflow was
+told it stopped.
 Responses are read as plain JSON dicts (`_preload_content=False`): callers pick a few fields, and
 dicts map straight onto `models/`.
 
@@ -19,7 +20,6 @@ tracing is configured (`infra.tracing`), a child of the caller's span.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +30,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from infra import tracing
+from infra.inflight import finish
 
 REQUEST_TIMEOUT = (5.0, 20.0)
 """(connect, read) seconds: below the 30 s start-to-close of a Kubernetes activity, so a hung
@@ -88,14 +89,8 @@ async def request(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) 
         fn: a bound API method, e.g. `CoreV1Api(api).read_node`.
     """
     with tracing.span(f"kube {_method_name(fn)}", _span_attributes(what, fn)) as span:
-        running = asyncio.ensure_future(asyncio.to_thread(_call_blocking, fn, *args, **kwargs))
         try:
-            try:
-                result = await asyncio.shield(running)
-            except asyncio.CancelledError:
-                with contextlib.suppress(Exception):
-                    await running
-                raise
+            result = await finish(asyncio.to_thread(_call_blocking, fn, *args, **kwargs))
         except ApiException as exc:
             tracing.set_attribute(span, "http.response.status_code", exc.status)
             raise

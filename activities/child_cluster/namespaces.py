@@ -22,7 +22,7 @@ from activities.child_cluster.clients import ChildClusterActivities
 from activities.declarations import implements, workspace_calls
 from activities.errors import kube_error
 from activities.kube import call, call_or_none
-from activities.objects import foreign, only, seconds_until, uid
+from activities.objects import delete_owned, foreign
 from activities.watch import ObjectWatch
 from models.ownership import Ownership
 from models.workspace import EventSummary
@@ -74,34 +74,20 @@ class NamespaceActivities(ChildClusterActivities):
         """Delete the namespace if it is the owner's (and, with `wait_until`, wait till it is gone);
         any other of that name, a user's own above all, is left as it is."""
         child = await self._child(request.kubeconfig)
-        core = client.CoreV1Api(child)
-        existing = await call_or_none(
-            f"read namespace {request.name}", core.read_namespace, request.name
-        )
-        if existing is None:
-            return DeleteNamespaceResult(existed=False)
-        if not request.owner.owns(existing):
-            return DeleteNamespaceResult(existed=True, foreign=True)
-        deleted = await call_or_none(
-            f"delete namespace {request.name}",
-            core.delete_namespace,
-            request.name,
-            body=only(existing),
-        )
-        if request.wait_until is None:
-            return DeleteNamespaceResult(existed=deleted is not None)
+        core, name = client.CoreV1Api(child), request.name
         namespaces = collection_path("", "v1", "namespaces")
-        async with ObjectWatch(child, namespaces, request.name) as watch:
-            while (
-                found := await call_or_none(
-                    f"read namespace {request.name}", core.read_namespace, request.name
-                )
-            ) is not None and uid(found) == uid(existing):
-                left = seconds_until(request.wait_until)
-                if left <= 0:
-                    return DeleteNamespaceResult(existed=True, gone=False)
-                await watch.changed(found, min(POLL, left))
-        return DeleteNamespaceResult(existed=deleted is not None, gone=True)
+        async with ObjectWatch(child, namespaces, name) as watch:
+            deletion = await delete_owned(
+                request.owner.owns,
+                lambda: call_or_none(f"read namespace {name}", core.read_namespace, name),
+                lambda options: call_or_none(
+                    f"delete namespace {name}", core.delete_namespace, name, body=options
+                ),
+                wait_until=request.wait_until,
+                watch=watch,
+                pause=POLL,
+            )
+        return deletion.result(DeleteNamespaceResult)
 
     @implements(workspace_calls.RECENT_EVENTS)
     async def recent_events(self, request: RecentEventsRequest) -> RecentEventsResult:

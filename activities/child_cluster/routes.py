@@ -23,10 +23,10 @@ from activities.declarations import implements, workspace_calls
 from activities.errors import kube_error
 from activities.heartbeat import report
 from activities.kube import call, call_or_none, call_or_raise
-from activities.objects import dicts, foreign, only, seconds_until
+from activities.objects import Deletion, delete_owned, dicts, foreign, seconds_until
 from infra.kube import MERGE_PATCH, Obj
 from models.activity_api import TENANT_GATEWAY_DOMAIN_LABEL
-from models.ownership import Ownership
+from models.ownership import Owner, Ownership
 from models.workspace import GatewayInfo
 from models.workspace_api import (
     ApplyRoutesRequest,
@@ -299,20 +299,26 @@ class RouteActivities(ChildClusterActivities):
         custom = await self._custom(request.kubeconfig)
         result = DeleteRoutesResult()
         for route in request.routes:
-            existing = await self._get_route(custom, request.namespace, route)
-            if existing is None or not request.owner.owns(existing):
-                continue
-            version, plural = ROUTE_VERSIONS[route.kind]
-            deleted = await call_or_none(
-                f"delete {route.kind} {request.namespace}/{route.name}",
+            deletion = await self._delete_route(custom, request.namespace, route, request.owner)
+            if deletion.existed and not deletion.foreign:
+                result.deleted.append(route.name)
+        return result
+
+    async def _delete_route(
+        self, custom: client.CustomObjectsApi, namespace: str, route: RouteSpec, owner: Owner
+    ) -> Deletion:
+        version, plural = ROUTE_VERSIONS[route.kind]
+        return await delete_owned(
+            owner.owns,
+            lambda: self._get_route(custom, namespace, route),
+            lambda options: call_or_none(
+                f"delete {route.kind} {namespace}/{route.name}",
                 custom.delete_namespaced_custom_object,
                 GATEWAY_API,
                 version,
-                request.namespace,
+                namespace,
                 plural,
                 route.name,
-                body=only(existing),
-            )
-            if deleted is not None:
-                result.deleted.append(route.name)
-        return result
+                body=options,
+            ),
+        )

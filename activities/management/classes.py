@@ -206,17 +206,8 @@ class WorkspaceClassActivities:
             conflict = class_conflict(stored, spec)
             if conflict:
                 raise permanent(ErrorType.CLASS_CONFLICT, conflict)
-        for obj in request.objects:
-            label = f"{obj['kind']}/{obj['metadata']['name']}"
-            try:
-                if await self._create_if_absent(obj):
-                    result.objects_created.append(label)
-            except ApplicationError as exc:
-                # A kind the cluster does not serve (Flux's HelmRepository on a bare cluster) is
-                # reported, not fatal: the class's templates say where their charts come from.
-                if exc.type != ErrorType.NOT_SERVED:
-                    raise
-                result.objects_skipped.append(f"{label}: {exc.message}")
+        published = await self._publish(request.objects)
+        result.objects_created, result.objects_skipped = published.created, published.skipped
         if existing is None:
             result.created = await self._create_if_absent(_class_body(spec, organization))
         return result
@@ -224,8 +215,14 @@ class WorkspaceClassActivities:
     @implements(workspace_calls.PUBLISH_OBJECTS)
     async def publish_objects(self, request: PublishObjectsRequest) -> PublishObjectsResult:
         """Create each object unless one of that name exists (then it is left as it is)."""
+        return await self._publish(request.objects)
+
+    async def _publish(self, objects: list[Obj]) -> PublishObjectsResult:
+        """Create each object unless one of that name exists. A kind the cluster does not serve
+        (Flux's HelmRepository on a bare cluster) is reported, not fatal: a class's templates say
+        where their charts come from."""
         result = PublishObjectsResult()
-        for obj in request.objects:
+        for obj in objects:
             label = f"{obj['kind']}/{obj['metadata']['name']}"
             try:
                 created = await self._create_if_absent(obj)

@@ -29,7 +29,7 @@ from activities.declarations import cluster_calls, implements
 from activities.errors import kube_error
 from activities.heartbeat import report
 from activities.kube import call, call_or_none, call_or_raise
-from activities.objects import K0RDENT, only
+from activities.objects import K0RDENT, delete_owned, only
 from infra.kube import Obj
 from models.activity_api import (
     CLUSTER_LABEL,
@@ -411,26 +411,23 @@ class ClusterDeploymentActivities:
         self, request: DeleteClusterDeploymentRequest
     ) -> DeleteClusterDeploymentResult:
         """Delete the ClusterDeployment (k0rdent's finalizer then tears the cluster down)."""
-        what = f"delete ClusterDeployment {request.namespace}/{request.name}"
-        existing = await self._get(request.namespace, "clusterdeployments", request.name)
-        if existing is None:
-            return DeleteClusterDeploymentResult(existed=False)
-        if request.owner and _owner_of(existing) != request.owner:
-            return DeleteClusterDeploymentResult(existed=True, foreign=True)
-        deleted = await call_or_none(
-            what,
-            self._custom.delete_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            request.namespace,
-            "clusterdeployments",
-            request.name,
-            propagation_policy="Background",
-            # Only the object we just read and judged ours: a replacement in between (409) is
-            # read and judged again on the retry.
-            body=only(existing),
+        namespace, name = request.namespace, request.name
+        deletion = await delete_owned(
+            lambda existing: not request.owner or _owner_of(existing) == request.owner,
+            lambda: self._get(namespace, "clusterdeployments", name),
+            lambda options: call_or_none(
+                f"delete ClusterDeployment {namespace}/{name}",
+                self._custom.delete_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                namespace,
+                "clusterdeployments",
+                name,
+                propagation_policy="Background",
+                body=options,
+            ),
         )
-        return DeleteClusterDeploymentResult(existed=deleted is not None)
+        return deletion.result(DeleteClusterDeploymentResult)
 
     @implements(cluster_calls.WRITE_COLONY_KUBECONFIGS)
     async def write_colony_kubeconfigs(

@@ -31,7 +31,7 @@ from activities.declarations import implements, workspace_calls
 from activities.errors import kube_error
 from activities.heartbeat import report
 from activities.kube import call, call_or_none, call_or_raise
-from activities.objects import K0RDENT, dicts, foreign, only, seconds_until, uid
+from activities.objects import K0RDENT, delete_owned, dicts, foreign, seconds_until
 from activities.watch import ObjectWatch
 from infra.kube import MERGE_PATCH, Obj
 from infra.sealing import SealingError, Unsealer, unseal_secret_values
@@ -236,36 +236,28 @@ class ServiceSetActivities:
     async def delete_service_set(self, request: DeleteServiceSetRequest) -> DeleteServiceSetResult:
         """Delete the ServiceSet if it is the owner's (k0rdent uninstalls its releases first);
         optionally wait till gone. Another's of that name is left alone."""
-        existing = await self._get_service_set(request.namespace, request.name)
-        if existing is None:
-            return DeleteServiceSetResult(existed=False)
-        if not request.owner.owns(existing):
-            return DeleteServiceSetResult(existed=True, foreign=True)
-        deleted = await call_or_none(
-            f"delete ServiceSet {request.namespace}/{request.name}",
-            self._custom.delete_namespaced_custom_object,
-            *K0RDENT,
-            request.namespace,
-            "servicesets",
-            request.name,
-            body=only(existing),
-        )
-        if request.wait_until is None:
-            return DeleteServiceSetResult(existed=deleted is not None)
+        namespace, name = request.namespace, request.name
         # Gone is what frees the workspace's GPUs for the next in line: seen at the ServiceSet's
         # DELETED event (k0rdent removes its finalizer once the releases are uninstalled), with
         # a look every second as the fallback.
-        async with self._service_set_watch(request.namespace, request.name) as watch:
-            while (
-                found := await self._get_service_set(request.namespace, request.name)
-            ) is not None:
-                if uid(found) != uid(existing):
-                    break  # ours is gone; another took the name meanwhile
-                left = seconds_until(request.wait_until)
-                if left <= 0:
-                    return DeleteServiceSetResult(existed=True, gone=False)
-                await watch.changed(found, min(POLL_FIRST, left))
-        return DeleteServiceSetResult(existed=deleted is not None, gone=True)
+        async with self._service_set_watch(namespace, name) as watch:
+            deletion = await delete_owned(
+                request.owner.owns,
+                lambda: self._get_service_set(namespace, name),
+                lambda options: call_or_none(
+                    f"delete ServiceSet {namespace}/{name}",
+                    self._custom.delete_namespaced_custom_object,
+                    *K0RDENT,
+                    namespace,
+                    "servicesets",
+                    name,
+                    body=options,
+                ),
+                wait_until=request.wait_until,
+                watch=watch,
+                pause=POLL_FIRST,
+            )
+        return deletion.result(DeleteServiceSetResult)
 
     @implements(workspace_calls.FIND_SERVICE_SETS)
     async def find_service_sets(self, request: FindServiceSetsRequest) -> FindServiceSetsResult:
@@ -338,12 +330,7 @@ class ServiceSetActivities:
         except ApiException as exc:
             if exc.status != 409:
                 raise kube_error(exc, what) from exc
-            existing = await call_or_none(
-                f"read Secret {request.namespace}/{request.name}",
-                self._core.read_namespaced_secret,
-                request.name,
-                request.namespace,
-            )
+            existing = await self._read_secret(request.namespace, request.name)
             if existing is None:
                 raise kube_error(exc, what) from exc  # deleted in between: the retry creates it
             ownership = request.owner.judge(existing)
@@ -360,21 +347,20 @@ class ServiceSetActivities:
         self, request: DeleteValuesSecretRequest
     ) -> DeleteValuesSecretResult:
         """Delete the values Secret if it is the owner's; another's is left alone."""
-        existing = await call_or_none(
-            f"read Secret {request.namespace}/{request.name}",
-            self._core.read_namespaced_secret,
-            request.name,
-            request.namespace,
+        deletion = await delete_owned(
+            request.owner.owns,
+            lambda: self._read_secret(request.namespace, request.name),
+            lambda options: call_or_none(
+                f"delete Secret {request.namespace}/{request.name}",
+                self._core.delete_namespaced_secret,
+                request.name,
+                request.namespace,
+                body=options,
+            ),
         )
-        if existing is None:
-            return DeleteValuesSecretResult(existed=False)
-        if not request.owner.owns(existing):
-            return DeleteValuesSecretResult(existed=True, foreign=True)
-        deleted = await call_or_none(
-            f"delete Secret {request.namespace}/{request.name}",
-            self._core.delete_namespaced_secret,
-            request.name,
-            request.namespace,
-            body=only(existing),
+        return deletion.result(DeleteValuesSecretResult)
+
+    async def _read_secret(self, namespace: str, name: str) -> Obj | None:
+        return await call_or_none(
+            f"read Secret {namespace}/{name}", self._core.read_namespaced_secret, name, namespace
         )
-        return DeleteValuesSecretResult(existed=deleted is not None)
