@@ -9,6 +9,8 @@
 - `infra/` (shared infrastructure: settings, Kubernetes client, sealing, tracing, metrics) imports
   no front door's framework, no layer that uses it, and of Temporal only its connection settings
   and its tracing interceptor: no Temporal error type (activities translate errors, not infra).
+- `activities/` reaches `workflows/` in one module only, `activities/declarations.py` (the
+  declarations its implementations are linked to), so that where workflows keep them is one import.
 - `watching/` (the watcher) talks to Kubernetes and Temporal only: it imports no workflow, CLI or
   simulator code (it signals workflows by name, with the contract in `models.signals`).
 """
@@ -152,6 +154,18 @@ def test_shared_infrastructure_imports_no_framework_layer_above_or_temporal_erro
         and not any(n == a or n.startswith(f"{a}.") for a in INFRA_MAY_IMPORT_OF_TEMPORAL)
     }
     assert not forbidden, f"{path.relative_to(ROOT)} imports {sorted(forbidden)}"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(p, id=str(p.relative_to(ROOT)))
+        for p in python_files("activities")
+        if p.name != "declarations.py"
+    ],
+)
+def test_activities_reach_the_workflows_declarations_through_one_module(path: Path) -> None:
+    assert "workflows" not in imported_modules(path), f"{path.relative_to(ROOT)} imports workflows"
 
 
 def test_the_infra_check_sees_a_temporal_error_type(tmp_path: Path) -> None:
