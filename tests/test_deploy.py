@@ -61,7 +61,8 @@ def env_read_by_the_code() -> set[str]:
     """Every `COLONY_*` / `OTEL_*` name the product code reads or documents reading."""
     names: set[str] = set()
     files = [
-        *ROOT.glob("activities/*.py"),
+        *ROOT.glob("activities/**/*.py"),
+        *ROOT.glob("infra/*.py"),
         *ROOT.glob("watching/*.py"),
         *ROOT.glob("starter/*.py"),
         *ROOT.glob("api/*.py"),
@@ -116,11 +117,13 @@ def test_the_image_carries_every_package() -> None:
         for line in (ROOT / ".dockerignore").read_text().splitlines()
         if line.strip() and not line.startswith("#")
     }
-    for needed in ("models", "workflows", "activities", "starter", "sim", "watching", "catalog"):
+    packages = ["models", "workflows", "activities", "infra", "starter", "sim", "watching"]
+    for needed in [*packages, "catalog"]:
         assert needed not in ignored
         assert (ROOT / needed).is_dir()
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert '"watching*"' in pyproject
+    assert '"infra*"' in pyproject
     assert 'py-modules = ["worker", "watcher"]' in pyproject
 
 
