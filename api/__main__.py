@@ -1,6 +1,6 @@
 """`python -m api`: Colony's HTTP API under uvicorn, configured from the environment.
 
-Reads `activities.settings.ColonySettings` (Temporal, the management cluster, the host provider)
+Reads `infra.config.ColonySettings` (Temporal, the management cluster, the host provider)
 and `infra.settings.ApiSettings` (`COLONY_API_HOST`, `COLONY_API_PORT`, `COLONY_API_RATE`, ...),
 keeps API keys on the management cluster (`infra.keys.KubernetesKeyStore`), and serves until SIGINT
 or SIGTERM. Started by `make run` (`starter.dev.devenv`) and by the `api` service of docker-compose.
@@ -16,10 +16,10 @@ import sys
 
 import uvicorn
 
-from activities.kube import api_client_from_file, close_client
-from activities.settings import ColonySettings, SettingsError
 from api.app import create_app
+from infra.config import ColonySettings, SettingsError
 from infra.keys import KubernetesKeyStore
+from infra.kube import api_client_from_file, close_client
 from infra.settings import ApiSettings
 from starter.clients.temporal import connect
 

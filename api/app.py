@@ -27,16 +27,16 @@ from fastapi.responses import HTMLResponse
 from starlette.staticfiles import StaticFiles
 from swagger_ui_bundle import swagger_ui_path
 
-from activities.sealing import SealingSettings
-from activities.settings import ColonySettings
 from api import catalog, clusters, colonies, workspaces
 from api.bodies import openapi_components
 from api.context import ApiContext, Principal, TemporalClientFactory
 from api.errors import ApiError, error_responses, install
 from api.routes import ANY_KEY
 from api.views import KeyView
+from infra.config import ColonySettings
 from infra.keys import KeyStore
 from infra.ratelimit import RateLimiter
+from infra.sealing import SealingSettings
 from infra.settings import SERVICE_NAME, ApiSettings
 
 log = logging.getLogger("colony.api")

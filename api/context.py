@@ -36,11 +36,11 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from activities.sealing import PUBLIC_KEY_ENV, Sealer, SealingError, SealingSettings
-from activities.settings import ColonySettings, SettingsError
 from api.errors import ApiError
+from infra.config import ColonySettings, SettingsError
 from infra.keys import ApiKey, KeyBusyError, KeyRefusedError, KeyStore, Permission, key_id_of
 from infra.ratelimit import RateLimiter
+from infra.sealing import PUBLIC_KEY_ENV, Sealer, SealingError, SealingSettings
 from infra.settings import ApiSettings
 from starter.clients.base import WorkflowRef
 from starter.clients.classes import TemporalClasses

@@ -32,8 +32,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from activities.settings import SettingsError
 from api.views import ErrorBody, ErrorDetail
+from infra.config import SettingsError
 from infra.keys import KeyRequestError, KeyStoreError
 from models.base import user_rule
 from models.operations import OperationKind

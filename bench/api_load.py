@@ -31,8 +31,8 @@ from dataclasses import dataclass
 
 import httpx
 
-from activities.settings import ColonySettings
 from bench.stack import ROOT, Stack, free_port, port_open, private_stack, wait_until
+from infra.config import ColonySettings
 from models.cluster import ClusterSpec
 from starter.clients.clusters import TemporalClusters
 from starter.clients.temporal import TemporalSession, connect

@@ -34,8 +34,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from activities.kube import api_client_from_dict, api_client_from_file, close_client
 from bench.stack import Stack, colonyctl, private_stack, summary
+from infra.kube import api_client_from_dict, api_client_from_file, close_client
 from models.activity_api import ActivityName
 
 POLL = 0.01

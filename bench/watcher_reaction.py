@@ -31,8 +31,8 @@ from kubernetes import client
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from activities.kube import api_client_from_dict, api_client_from_file, close_client
 from bench.stack import Stack, describe, private_stack, summary
+from infra.kube import api_client_from_dict, api_client_from_file, close_client
 from models.signals import RefreshRequest, SignalName
 
 POLL = 0.01

@@ -37,8 +37,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from activities.settings import ColonySettings
 from bench.stack import Stack, describe, private_stack
+from infra.config import ColonySettings
 from models.identity import capacity_workflow_id
 from models.workspace import WorkspacePhase, WorkspaceSpec
 from models.workspace_class import WorkspaceClassSpec

@@ -4,9 +4,8 @@
 `ApiSettings.from_env()`; `api.app.create_app` takes them, tests build them directly. `colonyctl`
 reads them too: `colonyctl apikey` the keys' namespace (`COLONY_API_NAMESPACE`), `make run`
 (`starter.dev.devstate`) the name the API's /healthz answers with. Where Temporal, the
-management cluster and the host provider are comes from `activities.settings.ColonySettings`,
-shared with the worker and `colonyctl` (and whose `SettingsError` these raise: it moves here with
-those settings).
+management cluster and the host provider are comes from `infra.config.ColonySettings`,
+shared with the worker and `colonyctl` (whose `SettingsError` these raise too).
 
 Environment:
     COLONY_API_HOST: the address uvicorn binds, default 127.0.0.1.
@@ -32,7 +31,7 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from activities.settings import SettingsError
+from infra.config import SettingsError
 from models.base import user_rule
 
 SERVICE_NAME = "colony-api"

@@ -46,16 +46,10 @@ class ErrorType(StrEnum):
     """A node could not be removed for a reason other than its drain deadline."""
     OPERATION_REJECTED = "OperationRejected"
     """An update validator refused an operation; nothing was written or queued."""
-    OPERATION_CANCELLED = "OperationCancelled"
-    """A queued operation was cancelled, because the cluster is being deleted."""
     NOT_SERVED = "NotServed"
     """The cluster does not serve the kind of an object (its CRD is not installed)."""
     CLASS_CONFLICT = "ClassConflict"
     """A workspace class of that name exists with another definition (classes are immutable)."""
-    CLASS_NOT_FOUND = "ClassNotFound"
-    """The workspace's pinned class does not exist."""
-    COMPENSATION_FAILED = "CompensationFailed"
-    """Undoing part of a failed or cancelled operation failed (the message says what is left)."""
     FOREIGN_OBJECT = "ForeignObject"
     """An object of the name Colony would create exists and is not its owner's (no Colony marks,
     or another owner's): it is never adopted (`models.ownership`)."""
@@ -72,7 +66,6 @@ NON_RETRYABLE: list[str] = [
     ErrorType.HOSTS_UNAVAILABLE,
     ErrorType.UNKNOWN_SKU,
     ErrorType.CLASS_CONFLICT,
-    ErrorType.CLASS_NOT_FOUND,
     ErrorType.NOT_SERVED,
     ErrorType.FOREIGN_OBJECT,
 ]

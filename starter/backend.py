@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
-from activities.settings import ColonySettings
+from infra.config import ColonySettings
 from starter import login, session
 
 if TYPE_CHECKING:  # importing the clients costs Temporal's import

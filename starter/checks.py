@@ -19,7 +19,7 @@ import logging
 from collections import Counter
 from collections.abc import Iterable
 
-from activities.settings import ColonySettings
+from infra.config import ColonySettings
 from models.catalog import LocationStock, stock_problem
 from models.cluster import ClusterSpec, ClusterStatus
 from models.manifests import ColonySpec

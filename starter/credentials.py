@@ -27,7 +27,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from activities.kube import api_client_from_dict, api_client_from_file, close_client
+from infra.kube import api_client_from_dict, api_client_from_file, close_client
 from models.cluster import DEFAULT_NAMESPACE, cluster_deployment_name, kubeconfig_secret_name
 from starter.errors import ColonyError, InvalidRequestError, NotFoundError, UnavailableError
 

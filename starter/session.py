@@ -2,7 +2,7 @@
 event loop to run its async steps in.
 
 Imported by command bodies only once their input is parsed and validated, so a refusal never pays
-for Temporal's imports (`activities.settings` reads Temporal's env config).
+for Temporal's imports (`infra.config` reads Temporal's env config).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from activities.settings import ColonySettings, SettingsError
+from infra.config import ColonySettings, SettingsError
 from starter import output
 from starter.errors import InvalidRequestError
 

@@ -49,7 +49,7 @@ starts just before to finish with it (tokens live one hour). In seconds."""
 EXEC_API_VERSION = "client.authentication.k8s.io/v1"
 MANAGEMENT_KUBECONFIG_ENV = "COLONY_MANAGEMENT_KUBECONFIG"
 DEFAULT_MANAGEMENT_KUBECONFIG = ".colony/sim/management.kubeconfig"
-"""The same default as `activities.settings` (a test keeps them equal); importing that module
+"""The same default as `infra.config` (a test keeps them equal); importing that module
 would import Temporal's env config, which a cache hit must not pay for."""
 DEFAULT_NAMESPACE = "kcm-system"
 """k0rdent's namespace, as `models.cluster.DEFAULT_NAMESPACE` (a test keeps them equal)."""

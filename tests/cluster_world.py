@@ -64,11 +64,8 @@ from models.activity_api import (
     DrainNodeRequest,
     DrainNodeResult,
     DrainProgress,
-    GetClusterDeploymentStatusRequest,
     GetClusterDeploymentStatusResult,
     Host,
-    LabelNodeRequest,
-    LabelNodeResult,
     ListClaimedHostsRequest,
     ListClaimedHostsResult,
     ListNodesRequest,
@@ -290,12 +287,6 @@ class FakeColony:
             exists=True, ready=ready, generation=1, observed_generation=1, conditions=[condition]
         )
 
-    @activity.defn(name=ActivityName.GET_CLUSTER_DEPLOYMENT_STATUS)
-    async def get_cluster_deployment_status(
-        self, request: GetClusterDeploymentStatusRequest
-    ) -> GetClusterDeploymentStatusResult:
-        return self._status(request.name, poll=True)
-
     @activity.defn(name=ActivityName.AWAIT_CLUSTER_DEPLOYMENT)
     async def await_cluster_deployment(
         self, request: AwaitClusterDeploymentRequest
@@ -471,11 +462,6 @@ class FakeColony:
             observed = self._observe(request)
         # Nothing changes any more before the deadline (nodes that never join): fast-forward.
         return AwaitNodesResult(observed=observed, all_ready=False, deadline_passed=True)
-
-    @activity.defn(name=ActivityName.LABEL_NODE)
-    async def label_node(self, request: LabelNodeRequest) -> LabelNodeResult:
-        self.labels[request.node_name] = request.labels
-        return LabelNodeResult(found=request.node_name in self.nodes)
 
     @activity.defn(name=ActivityName.CORDON_NODE)
     async def cordon_node(self, request: CordonNodeRequest) -> CordonNodeResult:

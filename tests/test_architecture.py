@@ -6,7 +6,7 @@
 - `api/` (the HTTP API) reaches Temporal through the entity clients of `starter.clients` only,
   never the CLI's Typer/rich layer; `starter/` (the CLI) imports nothing of `api/`: what
   both need (the key store, the API's settings) is shared infrastructure, `infra/`, which imports
-  no web framework, no command line, no Temporal and no layer above it.
+  no web framework, no command line, no Temporal error type and no layer above it.
 - `watching/` (the watcher) talks to Kubernetes and Temporal only: it imports no workflow, CLI or
   simulator code (it signals workflows by name, with the contract in `models.signals`).
 """
@@ -104,22 +104,6 @@ def test_the_api_uses_the_cli_client_functions_not_the_cli(path: Path) -> None:
     assert not {n.split(".")[0] for n in names} & {"typer", "rich", "workflows", "sim"}
 
 
-INFRA_MAY_NOT_IMPORT = {
-    *("fastapi", "starlette", "uvicorn", "typer", "rich", "temporalio"),
-    *("starter", "api", "workflows", "sim", "watching"),
-}
-"""What shared infrastructure must not depend on: a front door's framework, Temporal (its error
-types above all), or any layer that uses it."""
-
-
-@pytest.mark.parametrize(
-    "path", [pytest.param(p, id=str(p.relative_to(ROOT))) for p in python_files("infra")]
-)
-def test_shared_infrastructure_imports_no_framework_temporal_or_layer_above(path: Path) -> None:
-    forbidden = imported_modules(path) & INFRA_MAY_NOT_IMPORT
-    assert not forbidden, f"{path.relative_to(ROOT)} imports {sorted(forbidden)}"
-
-
 @pytest.mark.parametrize(
     "path", [pytest.param(p, id=str(p.relative_to(ROOT))) for p in python_files("starter")]
 )
@@ -132,6 +116,54 @@ def test_the_cli_check_sees_an_import_of_the_api_wherever_it_is(tmp_path: Path) 
     module = tmp_path / "module.py"
     module.write_text("def f() -> None:\n    from api.views import KeyView\n")
     assert "api" in imported_modules(module)
+
+
+INFRA_MAY_NOT_IMPORT = {
+    *("fastapi", "starlette", "uvicorn", "typer", "rich"),
+    *("starter", "api", "workflows", "activities", "sim", "watching"),
+}
+"""What shared infrastructure must not depend on: a front door's framework or any layer that uses
+it."""
+INFRA_MAY_IMPORT_OF_TEMPORAL = ("temporalio.envconfig", "temporalio.contrib.opentelemetry")
+"""Temporal's connection settings (`ColonySettings.temporal_connect`) and its tracing interceptor
+(`infra.tracing.interceptor`); nothing with an error type in it."""
+
+
+@pytest.mark.parametrize(
+    "path", [pytest.param(p, id=str(p.relative_to(ROOT))) for p in python_files("infra")]
+)
+def test_shared_infrastructure_imports_no_framework_layer_above_or_temporal_error(
+    path: Path,
+) -> None:
+    names = imported_names(path)
+    forbidden = {n.split(".")[0] for n in names} & INFRA_MAY_NOT_IMPORT
+    forbidden |= {
+        n
+        for n in names
+        if n.split(".")[0] == "temporalio"
+        and not any(n == a or n.startswith(f"{a}.") for a in INFRA_MAY_IMPORT_OF_TEMPORAL)
+    }
+    assert not forbidden, f"{path.relative_to(ROOT)} imports {sorted(forbidden)}"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(p, id=str(p.relative_to(ROOT)))
+        for p in python_files("activities")
+        if p.name != "declarations.py"
+    ],
+)
+def test_activities_reach_the_workflows_declarations_through_one_module(path: Path) -> None:
+    assert "workflows" not in imported_modules(path), f"{path.relative_to(ROOT)} imports workflows"
+
+
+def test_the_infra_check_sees_a_temporal_error_type(tmp_path: Path) -> None:
+    """The check above reads the full name: `temporalio.exceptions` is not Temporal's settings."""
+    module = tmp_path / "module.py"
+    module.write_text("def f() -> None:\n    from temporalio.exceptions import ApplicationError\n")
+    assert "temporalio.exceptions" in imported_names(module)
+    assert not "temporalio.exceptions".startswith(INFRA_MAY_IMPORT_OF_TEMPORAL)
 
 
 @pytest.mark.parametrize(

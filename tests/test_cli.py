@@ -19,7 +19,7 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from typer.testing import CliRunner
 
-from activities.settings import ColonySettings
+from infra.config import ColonySettings
 from starter.cli import app, normalize_argv
 from starter.clients.temporal import update_error
 from starter.errors import (

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from activities.settings import (
+from infra.config import (
     METRICS_PORT_ENV,
     WATCHER_METRICS_PORT_ENV,
     ColonySettings,

@@ -33,8 +33,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner, Result
 
-from activities import metrics, tracing
-from activities.settings import METRICS_PORT_ENV, WATCHER_METRICS_PORT_ENV
+from infra import metrics, tracing
+from infra.config import METRICS_PORT_ENV, WATCHER_METRICS_PORT_ENV
 from sim.world import SimWorld
 from starter.cli import app, normalize_argv
 from starter.dev import devenv

@@ -23,8 +23,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 from temporalio.testing import WorkflowEnvironment
 
-from activities.sealing import Unsealer, workspace_scope
 from catalog.workspaces import load_workspace_catalog
+from infra.sealing import Unsealer, workspace_scope
 from models.capacity import GpuHolder
 from models.cluster import cluster_deployment_name, cluster_workflow_id
 from models.identity import prerequisite_service_set_name, workspace_release_name

@@ -40,8 +40,8 @@ from typing import Any
 import httpx
 import yaml
 
-from activities import metrics
-from activities.settings import ColonySettings
+from infra import metrics
+from infra.config import ColonySettings
 from watching.kubeapi import KubeApi, KubeError, Obj, collection_path
 from watching.leader import LeaseElector, LeaseTiming
 from watching.mapping import (

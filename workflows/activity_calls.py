@@ -58,10 +58,6 @@ with workflow.unsafe.imports_passed_through():
         DeleteNodeResult,
         DrainNodeRequest,
         DrainNodeResult,
-        GetClusterDeploymentStatusRequest,
-        GetClusterDeploymentStatusResult,
-        LabelNodeRequest,
-        LabelNodeResult,
         ListClaimedHostsRequest,
         ListClaimedHostsResult,
         ListNodesRequest,
@@ -191,13 +187,6 @@ CREATE_CLUSTER_DEPLOYMENT = ActivityCall[
     CreateClusterDeploymentResult,
     lambda r: f"create ClusterDeployment {r.namespace}/{r.name} from {r.template}",
 )
-GET_CLUSTER_DEPLOYMENT_STATUS = ActivityCall[
-    GetClusterDeploymentStatusRequest, GetClusterDeploymentStatusResult
-](
-    ActivityName.GET_CLUSTER_DEPLOYMENT_STATUS,
-    GetClusterDeploymentStatusResult,
-    lambda r: f"read ClusterDeployment {r.namespace}/{r.name}",
-)
 AWAIT_CLUSTER_DEPLOYMENT = ActivityCall[
     AwaitClusterDeploymentRequest, AwaitClusterDeploymentResult
 ](
@@ -250,9 +239,6 @@ AWAIT_NODES = ActivityCall[AwaitNodesRequest, AwaitNodesResult](
         + ", ".join(e.host_id for e in r.expected)
     ),
     schedule_to_close=None,
-)
-LABEL_NODE = ActivityCall[LabelNodeRequest, LabelNodeResult](
-    ActivityName.LABEL_NODE, LabelNodeResult, lambda r: f"label node {r.node_name}"
 )
 CORDON_NODE = ActivityCall[CordonNodeRequest, CordonNodeResult](
     ActivityName.CORDON_NODE, CordonNodeResult, lambda r: f"cordon node {r.node_name}"

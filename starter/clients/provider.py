@@ -20,7 +20,7 @@ from urllib.parse import quote
 import httpx
 
 from activities.errors import http_error_body
-from activities.settings import ColonySettings
+from infra.config import ColonySettings
 from models.catalog import LocationStock, SkuKind, SkuStock
 from starter.clients.http import RemoteClient, items_of, parsed
 from starter.errors import NotFoundError, UnavailableError

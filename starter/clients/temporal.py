@@ -59,8 +59,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities import tracing
-from activities.settings import ColonySettings
+from infra import tracing
+from infra.config import ColonySettings
 from models.errors import REJECTED_FIELD, REJECTED_NOT_FOUND, ErrorType
 from models.names import name_problem
 from starter import errors

@@ -85,7 +85,7 @@ from starter.errors import (
 from workflows.search_attributes import COLONY_CLUSTER, COLONY_KIND, COLONY_PHASE
 
 if TYPE_CHECKING:  # only a request with a secret needs the cryptography
-    from activities.sealing import Sealer
+    from infra.sealing import Sealer
 
 WORKSPACE_WORKFLOW = "WorkspaceWorkflow"
 WORKSPACE_KIND = "workspace"
@@ -174,7 +174,7 @@ def public_key_sealer() -> Sealer:
     """The sealer of Colony's public key from `COLONY_SEALING_PUBLIC_KEY_FILE` (`colonyctl`'s);
     a missing or unreadable key is refused (`InvalidRequestError`)."""
     # Imported here: only a request with a secret needs the cryptography and the key file.
-    from activities.sealing import PUBLIC_KEY_ENV, SealingError, SealingSettings
+    from infra.sealing import PUBLIC_KEY_ENV, SealingError, SealingSettings
 
     try:
         return SealingSettings.from_env().sealer()
@@ -187,7 +187,7 @@ def public_key_sealer() -> Sealer:
 def _seal(
     spec: WorkspaceSpec, workspace_class: WorkspaceClassSpec, sealer: SealerSource
 ) -> WorkspaceSpec:
-    from activities.sealing import seal_workspace_secrets
+    from infra.sealing import seal_workspace_secrets
 
     _, plaintext = split_plaintext_secrets(spec, workspace_class)
     if not plaintext:

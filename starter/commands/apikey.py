@@ -35,9 +35,9 @@ PERMISSIONS_HELP = (
 
 def _with_store(step: Callable[[KubernetesKeyStore], Awaitable[T]]) -> T:
     """Run `step` with the key store on the management cluster, and close its client after."""
-    from activities.kube import api_client_from_file, close_client
-    from activities.settings import SettingsError
+    from infra.config import SettingsError
     from infra.keys import KeyRequestError, KeyStoreUnavailableError, KubernetesKeyStore
+    from infra.kube import api_client_from_file, close_client
     from infra.settings import ApiSettings
     from starter.errors import InvalidRequestError, UnavailableError
     from starter.session import run, settings

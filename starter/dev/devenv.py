@@ -43,7 +43,7 @@ from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from activities.settings import (
+from infra.config import (
     METRICS_PORT_ENV,
     WATCHER_METRICS_PORT_ENV,
     SettingsError,
@@ -85,7 +85,7 @@ def _port_open(host: str, port: int) -> bool:
 
 
 def _port_free(port: int) -> bool:
-    """Whether `port` can be bound on every address, as `activities.metrics.serve` binds it."""
+    """Whether `port` can be bound on every address, as `infra.metrics.serve` binds it."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         # The endpoint's HTTP server reuses addresses too: a port in TIME_WAIT is free for it.
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -416,7 +416,7 @@ def start_sim(processes: Processes, ports: DevPorts, state: DevState) -> dict[st
 def ensure_sealing_keys() -> Path:
     """Colony's sealing key pair for this environment (created once, private key 0600): the worker
     unseals with the private key, colonyctl seals secret answers with the public one."""
-    from activities.sealing import SealingSettings, create_key_pair
+    from infra.sealing import SealingSettings, create_key_pair
 
     settings = SealingSettings.from_env()
     create_key_pair(settings.private_key_file, settings.public_key_file)

@@ -29,11 +29,11 @@ from kubernetes import client as kube_client
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from activities.crds import ensure_crds
-from activities.sealing import PUBLIC_KEY_ENV, SealingSettings, create_key_pair
-from activities.settings import ColonySettings
 from api.app import create_app
+from infra.config import ColonySettings
+from infra.crds import ensure_crds
 from infra.keys import KubernetesKeyStore
+from infra.sealing import PUBLIC_KEY_ENV, SealingSettings, create_key_pair
 from infra.settings import ApiSettings
 from sim.world import SimWorld
 from starter.errors import UnavailableError

@@ -15,7 +15,7 @@ import httpx
 import pytest
 import yaml
 
-from activities.settings import ColonySettings
+from infra.config import ColonySettings
 from sim.hostprovider.inventory import Sku
 from starter.errors import UnavailableError
 from tests.api.conftest import GPU, ApiStack

@@ -12,10 +12,10 @@ from typing import Any
 import httpx
 import pytest
 
-from activities.settings import SettingsError
 from api.bodies import openapi_components
 from api.errors import field_of
 from api.views import ClusterStatusName, status_of
+from infra.config import SettingsError
 from infra.keys import (
     KeyRequestError,
     Permission,

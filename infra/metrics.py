@@ -14,7 +14,7 @@ Metric names (all prefixed `colony_`):
 | `colony_drain_duration_seconds` | histogram | `outcome` (drained, timed_out, forced, node_gone) | `drain_node` |
 | `colony_evictions_refused_total` | counter | | `drain_node`, each eviction a budget refused |
 | `colony_host_claims_total` | counter | `outcome` (claimed, refused, failed) | `claim_hosts` |
-| `colony_activity_errors_total` | counter | `activity`, `error_type` | every activity (`ActivityErrorCounter`) |
+| `colony_activity_errors_total` | counter | `activity`, `error_type` | every activity (`activities.errors.ActivityErrorCounter`) |
 | `colony_workspaces_waiting` | gauge | `cluster` | the cluster's GPU ledger (a workflow metric, below) |
 | `colony_admission_wait_seconds` | histogram | `cluster` | each workspace admitted (a workflow metric, below) |
 | `colony_watcher_leader` | gauge | | the watcher: 1 while this process leads |
@@ -37,13 +37,6 @@ from typing import Any
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector, CollectorRegistry
-from temporalio import activity
-from temporalio.exceptions import ApplicationError
-from temporalio.worker import (
-    ActivityInboundInterceptor,
-    ExecuteActivityInput,
-    Interceptor,
-)
 
 log = logging.getLogger("colony.metrics")
 
@@ -99,6 +92,11 @@ def host_claim(outcome: str) -> None:
     HOST_CLAIMS.labels(outcome=outcome).inc()
 
 
+def activity_failed(activity_type: str, error_type: str) -> None:
+    """An activity attempt failed with an error of `error_type`."""
+    ACTIVITY_ERRORS.labels(activity=activity_type, error_type=error_type).inc()
+
+
 def watcher_leading(leading: bool) -> None:
     WATCHER_LEADER.set(1 if leading else 0)
 
@@ -109,37 +107,6 @@ def watcher_signal(signal: str, delivered: bool) -> None:
 
 def watcher_relist(stream_kind: str) -> None:
     WATCHER_RELISTS.labels(stream_kind=stream_kind).inc()
-
-
-# --- Activity errors, counted at one place for every activity -------------------------------------
-
-
-def error_type(error: BaseException) -> str:
-    """The type an activity error is counted under: the domain type of an `ApplicationError`
-    (what `activities.errors` translated it to), else the exception's class."""
-    if isinstance(error, ApplicationError):
-        return error.type or "ApplicationError"
-    return type(error).__name__
-
-
-class _CountErrors(ActivityInboundInterceptor):
-    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
-        try:
-            return await super().execute_activity(input)
-        except BaseException as error:
-            # A cancellation is the workflow's decision, not an error of the activity.
-            if not activity.is_cancelled():
-                ACTIVITY_ERRORS.labels(
-                    activity=activity.info().activity_type, error_type=error_type(error)
-                ).inc()
-            raise
-
-
-class ActivityErrorCounter(Interceptor):
-    """Worker interceptor: every failed activity attempt counts once, by activity and type."""
-
-    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
-        return _CountErrors(super().intercept_activity(next))
 
 
 # --- The endpoint ------------------------------------------------------------------------------------

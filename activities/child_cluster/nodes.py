@@ -1,12 +1,10 @@
-"""Activities inside a child cluster: nodes, pods, evictions, labels, cordons.
+"""Activities on a child cluster's nodes: nodes joining and labelled, cordons, drains (pods and
+their evictions), deletes, and the GPU inventory.
 
-`ChildClusterActivities` receives the management cluster's `ApiClient` only. To reach a child it
-reads the kubeconfig from the `<name>-kubeconfig` Secret named by the request's `KubeconfigRef`,
-inside the activity: the kubeconfig never enters a request, a result, a log line or workflow
-history. `ApiClient`s are cached per kubeconfig content, so a recreated cluster of the same name
-(a new server, a new token) gets a new client while the steady state costs one Secret read.
-
-Called by `ClusterWorkflow` (create, scale, drain, delete). Each method is idempotent: patches are
+`NodeActivities` reaches the child through its kubeconfig Secret (`activities.child_cluster.clients`).
+Called by `ClusterWorkflow` (create, scale, drain, delete) through the declarations in
+`workflows.activity_calls`, and by `CapacityLedgerWorkflow` (`read_gpu_inventory`, declared in
+`workflows.workspace_calls`). Each method is idempotent: patches are
 declarative, deletes tolerate absence, and an eviction of a pod already gone is a result.
 
 The long waits (`await_nodes`, `drain_node`, `delete_node` with a deadline) poll inside one
@@ -19,32 +17,24 @@ pod of the cluster.
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
-import threading
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from temporalio import activity
 
-from activities import metrics
+from activities.child_cluster.clients import ChildClusterActivities
+from activities.declarations import cluster_calls, implements, workspace_calls
 from activities.errors import kube_error, kube_status
-from activities.heartbeat import heartbeating, previous_details, report, write_ahead
-from activities.kube import (
-    MERGE_PATCH,
-    Obj,
-    api_client_from_dict,
-    call,
-    call_or_none,
-    close_client,
-)
+from activities.heartbeat import previous_details, report, write_ahead
+from activities.kube import call, call_or_none, call_or_raise
+from activities.objects import seconds_until
+from infra import metrics
+from infra.kube import MERGE_PATCH, Obj
 from models.activity_api import (
-    ActivityName,
     AwaitNodesRequest,
     AwaitNodesResult,
     CordonNodeRequest,
@@ -56,9 +46,6 @@ from models.activity_api import (
     DrainNodeResult,
     EvictionOutcome,
     ExpectedNode,
-    KubeconfigRef,
-    LabelNodeRequest,
-    LabelNodeResult,
     ListNodesRequest,
     ListNodesResult,
     NodeInfo,
@@ -69,14 +56,15 @@ from models.activity_api import (
     UncordonNodeRequest,
     UncordonNodeResult,
 )
+from models.capacity import gpu_node
 from models.drain import DrainTally, PodDrainClass, classify_pod, pods_to_evict
-from models.errors import ErrorType, permanent
+from models.identity import Entity, cluster_deployment_name, entity_workflow_id
+from models.ownership import marked_entity
+from models.workspace_api import ReadGpuInventoryRequest, ReadGpuInventoryResult
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 LABEL_ATTEMPTS = 5
 """Read-modify-write attempts of a node's taints on a resourceVersion conflict."""
-CLIENT_CACHE_SIZE = 64
-"""Child clusters whose clients are kept; the oldest is closed beyond that."""
 NODE_POLL = 1.0
 """Seconds between looks at the nodes while waiting for them to join or go: a small cluster
 answers in seconds, and polls cost the workflow's history nothing."""
@@ -84,10 +72,6 @@ EVICTION_RETRY_FIRST = 1.0
 EVICTION_RETRY_CAP = 5.0
 """Evictions refused by a budget are retried, not failed (the budget may relax): after 1 s,
 backing off to every 5 s, as `kubectl drain` retries every 5 s."""
-
-
-def _seconds_until(deadline: datetime) -> float:
-    return (deadline - datetime.now(UTC)).total_seconds()
 
 
 def _labelled(node: Obj, expected: ExpectedNode) -> bool:
@@ -205,76 +189,21 @@ def _drain_finished(outcome: str) -> None:
     metrics.drain_finished((datetime.now(UTC) - started).total_seconds(), outcome)
 
 
-class ChildClients:
-    """Child `ApiClient`s by kubeconfig digest; thread-safe (activities run on several threads).
-
-    Shared by every activity class that reaches child clusters (`ChildClusterActivities`,
-    `activities.workspaces.WorkspaceActivities`)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._clients: dict[str, client.ApiClient] = {}
-
-    def get(self, kubeconfig: bytes) -> client.ApiClient:
-        digest = hashlib.sha256(kubeconfig).hexdigest()
-        with self._lock:
-            cached = self._clients.get(digest)
-            if cached is not None:
-                return cached
-        loaded = yaml.safe_load(kubeconfig)
-        if not isinstance(loaded, dict):
-            raise permanent(
-                ErrorType.INVALID_SPEC, "the kubeconfig Secret does not hold a kubeconfig"
-            )
-        api = api_client_from_dict(loaded)
-        with self._lock:
-            self._clients[digest] = api
-            while len(self._clients) > CLIENT_CACHE_SIZE:
-                oldest = next(iter(self._clients))
-                close_client(self._clients.pop(oldest))
-        return api
-
-    async def for_ref(self, management: client.CoreV1Api, ref: KubeconfigRef) -> client.ApiClient:
-        """The child's client, from the kubeconfig Secret `ref` names (read each time: a recreated
-        cluster of the same name gets a new client)."""
-        return self.get(await read_kubeconfig(management, ref))
-
-    def close(self) -> None:
-        with self._lock:
-            for api in self._clients.values():
-                close_client(api)
-            self._clients.clear()
+def cluster_owner_of(deployment: Obj, name: str) -> str:
+    """The workflow of the cluster whose ClusterDeployment `deployment` (named `name`) is, from its
+    marks; empty unless they are Colony's, name a cluster workflow, and that cluster's
+    ClusterDeployment is this very name (the identity is injective: only one cluster's can be)."""
+    found = marked_entity(deployment)
+    if found is None or found[0] is not Entity.CLUSTER:
+        return ""
+    _, organization, cluster = found
+    if cluster_deployment_name(organization, cluster) != name:
+        return ""
+    return entity_workflow_id(Entity.CLUSTER, organization, cluster)
 
 
-async def read_kubeconfig(core: client.CoreV1Api, ref: KubeconfigRef) -> bytes:
-    """The kubeconfig bytes in the Secret `ref` names (raises NotFound when it is absent)."""
-    where = f"kubeconfig Secret {ref.namespace}/{ref.secret_name}"
-    secret = await call_or_none(
-        f"read {where}", core.read_namespaced_secret, ref.secret_name, ref.namespace
-    )
-    if secret is None:
-        raise permanent(ErrorType.NOT_FOUND, f"{where} not found")
-    value = (secret.get("data") or {}).get(ref.key)
-    if not value:
-        raise permanent(ErrorType.NOT_FOUND, f"{where} has no key '{ref.key}'")
-    return base64.b64decode(value)
-
-
-class ChildClusterActivities:
+class NodeActivities(ChildClusterActivities):
     """Nodes and pods of child clusters, reached through their kubeconfig Secrets."""
-
-    def __init__(
-        self, management_api: client.ApiClient, clients: ChildClients | None = None
-    ) -> None:
-        self._management = client.CoreV1Api(management_api)
-        self._clients = clients or ChildClients()
-
-    def close(self) -> None:
-        """Close every cached child client (the worker calls this on shutdown)."""
-        self._clients.close()
-
-    async def _core(self, ref: KubeconfigRef) -> client.CoreV1Api:
-        return client.CoreV1Api(await self._clients.for_ref(self._management, ref))
 
     async def _pods_on(self, core: client.CoreV1Api, node_name: str) -> list[Obj]:
         listed = await call_or_none(
@@ -288,8 +217,7 @@ class ChildClusterActivities:
         listed = await call_or_none("list nodes", core.list_node, label_selector=selector or None)
         return list((listed or {}).get("items") or [])
 
-    @activity.defn(name=ActivityName.LIST_NODES)
-    @heartbeating
+    @implements(cluster_calls.LIST_NODES)
     async def list_nodes(self, request: ListNodesRequest) -> ListNodesResult:
         """The nodes matching the selector; with `count_pods`, each with its own pods counted."""
         core = await self._core(request.kubeconfig)
@@ -350,16 +278,7 @@ class ChildClusterActivities:
             return bool(patched)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    @activity.defn(name=ActivityName.LABEL_NODE)
-    @heartbeating
-    async def label_node(self, request: LabelNodeRequest) -> LabelNodeResult:
-        """Merge labels and taints into the node (others are kept; a taint is keyed by key+effect)."""
-        core = await self._core(request.kubeconfig)
-        found = await self._label(core, request.node_name, request.labels, request.taints)
-        return LabelNodeResult(found=found)
-
-    @activity.defn(name=ActivityName.AWAIT_NODES)
-    @heartbeating
+    @implements(cluster_calls.AWAIT_NODES)
     async def await_nodes(self, request: AwaitNodesRequest) -> AwaitNodesResult:
         """Label the expected nodes as they register; return on a change, when all are Ready, or
         at the deadline (see `AwaitNodesRequest`)."""
@@ -387,7 +306,7 @@ class ChildClusterActivities:
                 )
             report(AwaitNodesResult(observed=observed, all_ready=False))
             all_ready = all(o.ready and o.labelled for o in observed)
-            left = _seconds_until(request.deadline)
+            left = seconds_until(request.deadline)
             changed = any(known.get(o.host_id) != o for o in observed)
             if (
                 all_ready
@@ -401,8 +320,7 @@ class ChildClusterActivities:
                 )
             await asyncio.sleep(min(NODE_POLL, max(left, 0.05)))
 
-    @activity.defn(name=ActivityName.CORDON_NODE)
-    @heartbeating
+    @implements(cluster_calls.CORDON_NODE)
     async def cordon_node(self, request: CordonNodeRequest) -> CordonNodeResult:
         """Mark the node unschedulable; reports whether it already was."""
         core = await self._core(request.kubeconfig)
@@ -423,8 +341,7 @@ class ChildClusterActivities:
                 return CordonNodeResult(found=False)
         return CordonNodeResult(found=True, was_cordoned=was)
 
-    @activity.defn(name=ActivityName.UNCORDON_NODE)
-    @heartbeating
+    @implements(cluster_calls.UNCORDON_NODE)
     async def uncordon_node(self, request: UncordonNodeRequest) -> UncordonNodeResult:
         """Make the node schedulable again."""
         core = await self._core(request.kubeconfig)
@@ -437,8 +354,7 @@ class ChildClusterActivities:
         )
         return UncordonNodeResult(found=patched is not None)
 
-    @activity.defn(name=ActivityName.DRAIN_NODE)
-    @heartbeating
+    @implements(cluster_calls.DRAIN_NODE)
     async def drain_node(self, request: DrainNodeRequest) -> DrainNodeResult:
         """Evict the node's pods (those a drain evicts), retry what budgets refuse, and wait until
         they are gone, until the deadline; with `force`, delete what is left at the deadline.
@@ -483,7 +399,7 @@ class ChildClusterActivities:
                     drain.evicted(pod)
             drain.blocking_pods = blocking
             report(drain.heartbeat())
-            left = _seconds_until(request.deadline)
+            left = seconds_until(request.deadline)
             if left <= 0:
                 if not request.force:
                     _drain_finished("timed_out")
@@ -534,8 +450,7 @@ class ChildClusterActivities:
         )
         return deleted is not None
 
-    @activity.defn(name=ActivityName.DELETE_NODE)
-    @heartbeating
+    @implements(cluster_calls.DELETE_NODE)
     async def delete_node(self, request: DeleteNodeRequest) -> DeleteNodeResult:
         """Delete the Node object; with `wait_until`, wait until it is gone or that time passes."""
         core = await self._core(request.kubeconfig)
@@ -549,7 +464,63 @@ class ChildClusterActivities:
             )
             if node is None:
                 return DeleteNodeResult(existed=deleted is not None, gone=True)
-            left = _seconds_until(request.wait_until)
+            left = seconds_until(request.wait_until)
             if left <= 0:
                 return DeleteNodeResult(existed=True, gone=False)
             await asyncio.sleep(min(NODE_POLL, left))
+
+    @implements(workspace_calls.READ_GPU_INVENTORY)
+    async def read_gpu_inventory(self, request: ReadGpuInventoryRequest) -> ReadGpuInventoryResult:
+        """Every node's GPUs, and the GPUs requested by running pods outside workspace namespaces."""
+        core = await self._core(request.kubeconfig)
+        nodes = (await call_or_raise("list nodes", core.list_node)).get("items") or []
+        pods = (
+            await call_or_raise(
+                "list pods",
+                core.list_pod_for_all_namespaces,
+                field_selector="status.phase!=Succeeded,status.phase!=Failed",
+            )
+        ).get("items") or []
+        foreign: dict[str, int] = {}
+        for pod in pods:
+            meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+            node = spec.get("nodeName")
+            if not node or str(meta.get("namespace", "")).startswith(
+                request.workspace_namespace_prefix
+            ):
+                continue
+            for container in spec.get("containers") or []:
+                limits = (container.get("resources") or {}).get("limits") or {}
+                requested = limits.get("nvidia.com/gpu") or limits.get("amd.com/gpu") or 0
+                foreign[node] = foreign.get(node, 0) + int(requested)
+        inventory = []
+        for node in nodes:
+            meta, status = node.get("metadata") or {}, node.get("status") or {}
+            ready = any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in status.get("conditions") or []
+            )
+            allocatable = {
+                key: int(value)
+                for key, value in (status.get("allocatable") or {}).items()
+                if key.endswith("/gpu") and str(value).isdigit()
+            }
+            inventory.append(
+                gpu_node(
+                    str(meta["name"]),
+                    dict(meta.get("labels") or {}),
+                    allocatable,
+                    ready=ready,
+                    schedulable=not (node.get("spec") or {}).get("unschedulable"),
+                    foreign_used=foreign.get(str(meta["name"]), 0),
+                )
+            )
+        owner = ""
+        if request.cluster_deployment:
+            deployment = await self._cluster_deployment(
+                request.kubeconfig.namespace, request.cluster_deployment
+            )
+            owner = cluster_owner_of(deployment or {}, request.cluster_deployment)
+        return ReadGpuInventoryResult(
+            nodes=sorted(inventory, key=lambda n: n.name), cluster_workflow_id=owner
+        )

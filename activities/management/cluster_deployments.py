@@ -1,8 +1,9 @@
-"""Activities on the management cluster: k0rdent's ClusterTemplates, Credentials and ClusterDeployments.
+"""Activities on the management cluster for clusters: k0rdent's ClusterTemplates, Credentials and
+ClusterDeployments, and a colony's kubeconfigs Secret.
 
-`ManagementClusterActivities` receives an `ApiClient` for the management cluster (built by
-`worker.py` from the kubeconfig named in the settings) and is called by `ClusterWorkflow` through
-the names in `models.activity_api`. Every method is idempotent: creates tolerate an existing object
+`ClusterDeploymentActivities` receives an `ApiClient` for the management cluster (built by
+`worker.py` from the kubeconfig named in the settings) and is called by `ClusterWorkflow` and
+`ColonyWorkflow` through the declarations in `workflows.activity_calls`. Every method is idempotent: creates tolerate an existing object
 that is ours, deletes tolerate absence, and machine changes are read-modify-write with the
 object's resourceVersion, so a lost answer or a concurrent writer never applies a change twice.
 
@@ -23,17 +24,18 @@ from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from temporalio import activity
 
+from activities.declarations import cluster_calls, implements
 from activities.errors import kube_error
-from activities.heartbeat import heartbeating, report
-from activities.kube import Obj, call, call_or_none, call_or_raise, condition, conditions_of
+from activities.heartbeat import report
+from activities.kube import call, call_or_none, call_or_raise
+from activities.objects import K0RDENT, delete_owned, only
+from infra.kube import Obj
 from models.activity_api import (
     CLUSTER_LABEL,
     OWNER_ANNOTATION,
     TENANT_GATEWAY_DOMAIN_LABEL,
     WORKFLOW_ID_LABEL,
-    ActivityName,
     AddClusterMachinesRequest,
     AwaitClusterDeploymentRequest,
     AwaitClusterDeploymentResult,
@@ -47,7 +49,6 @@ from models.activity_api import (
     DeleteClusterDeploymentResult,
     DeploymentOutcome,
     DeploymentWait,
-    GetClusterDeploymentStatusRequest,
     GetClusterDeploymentStatusResult,
     RemoveClusterMachinesRequest,
 )
@@ -55,8 +56,7 @@ from models.colony import WriteColonyKubeconfigsRequest, WriteColonyKubeconfigsR
 from models.errors import ErrorType, permanent
 from models.ownership import Owner, Ownership, refusal
 
-GROUP = "k0rdent.mirantis.com"
-VERSION = "v1beta1"
+GROUP, VERSION = K0RDENT
 API_VERSION = f"{GROUP}/{VERSION}"
 
 WORKFLOW_ID_ANNOTATION = WORKFLOW_ID_LABEL
@@ -73,6 +73,15 @@ on within a second of it turning Ready. Polls cost the workflow's history nothin
 inside the activity), and one GET a second per cluster being created is nothing to an API server."""
 FAILED_REASON = "Failed"
 """KCM's reason on the Ready condition when a step failed (a missing credential, a failed release)."""
+
+
+def conditions_of(obj: Obj) -> list[Obj]:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return [c for c in conditions if isinstance(c, dict)]
+
+
+def condition(obj: Obj, type_: str) -> Obj | None:
+    return next((c for c in conditions_of(obj) if c.get("type") == type_), None)
 
 
 def _condition_key(conditions: list[Condition]) -> list[tuple[str, str, str]]:
@@ -113,7 +122,7 @@ def _removes(addresses: list[str]) -> Callable[[dict[str, Any]], bool]:
     return lambda m: _machine_key(m) in exact or _machine_key(m)[0] in plain
 
 
-class ManagementClusterActivities:
+class ClusterDeploymentActivities:
     """k0rdent objects on the management cluster, through the official client."""
 
     def __init__(self, management_api: client.ApiClient) -> None:
@@ -132,8 +141,7 @@ class ManagementClusterActivities:
             name,
         )
 
-    @activity.defn(name=ActivityName.CHECK_CLUSTER_PREREQUISITES)
-    @heartbeating
+    @implements(cluster_calls.CHECK_CLUSTER_PREREQUISITES)
     async def check_cluster_prerequisites(
         self, request: CheckClusterPrerequisitesRequest
     ) -> CheckClusterPrerequisitesResult:
@@ -158,14 +166,6 @@ class ManagementClusterActivities:
             if credential is not None and not credential_status.get("ready")
             else "",
         )
-
-    @activity.defn(name=ActivityName.GET_CLUSTER_DEPLOYMENT_STATUS)
-    @heartbeating
-    async def get_cluster_deployment_status(
-        self, request: GetClusterDeploymentStatusRequest
-    ) -> GetClusterDeploymentStatusResult:
-        """The ClusterDeployment's status summary; `exists=False` once it is gone."""
-        return await self._status(request.namespace, request.name)
 
     async def _status(
         self, namespace: str, name: str, owner: Owner | None = None
@@ -195,8 +195,7 @@ class ManagementClusterActivities:
             machine_addresses=[str(m.get("address", "")) for m in _machines(obj)],
         )
 
-    @activity.defn(name=ActivityName.AWAIT_CLUSTER_DEPLOYMENT)
-    @heartbeating
+    @implements(cluster_calls.AWAIT_CLUSTER_DEPLOYMENT)
     async def await_cluster_deployment(
         self, request: AwaitClusterDeploymentRequest
     ) -> AwaitClusterDeploymentResult:
@@ -290,8 +289,7 @@ class ManagementClusterActivities:
             "spec": spec,
         }
 
-    @activity.defn(name=ActivityName.CREATE_CLUSTER_DEPLOYMENT)
-    @heartbeating
+    @implements(cluster_calls.CREATE_CLUSTER_DEPLOYMENT)
     async def create_cluster_deployment(
         self, request: CreateClusterDeploymentRequest
     ) -> CreateClusterDeploymentResult:
@@ -379,8 +377,7 @@ class ManagementClusterActivities:
             )
         raise AssertionError("unreachable")  # pragma: no cover
 
-    @activity.defn(name=ActivityName.ADD_CLUSTER_MACHINES)
-    @heartbeating
+    @implements(cluster_calls.ADD_CLUSTER_MACHINES)
     async def add_cluster_machines(
         self, request: AddClusterMachinesRequest
     ) -> ClusterMachinesResult:
@@ -397,8 +394,7 @@ class ManagementClusterActivities:
 
         return await self._update_machines(request.namespace, request.name, add)
 
-    @activity.defn(name=ActivityName.REMOVE_CLUSTER_MACHINES)
-    @heartbeating
+    @implements(cluster_calls.REMOVE_CLUSTER_MACHINES)
     async def remove_cluster_machines(
         self, request: RemoveClusterMachinesRequest
     ) -> ClusterMachinesResult:
@@ -410,35 +406,30 @@ class ManagementClusterActivities:
 
         return await self._update_machines(request.namespace, request.name, remove)
 
-    @activity.defn(name=ActivityName.DELETE_CLUSTER_DEPLOYMENT)
-    @heartbeating
+    @implements(cluster_calls.DELETE_CLUSTER_DEPLOYMENT)
     async def delete_cluster_deployment(
         self, request: DeleteClusterDeploymentRequest
     ) -> DeleteClusterDeploymentResult:
         """Delete the ClusterDeployment (k0rdent's finalizer then tears the cluster down)."""
-        what = f"delete ClusterDeployment {request.namespace}/{request.name}"
-        existing = await self._get(request.namespace, "clusterdeployments", request.name)
-        if existing is None:
-            return DeleteClusterDeploymentResult(existed=False)
-        if request.owner and _owner_of(existing) != request.owner:
-            return DeleteClusterDeploymentResult(existed=True, foreign=True)
-        deleted = await call_or_none(
-            what,
-            self._custom.delete_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            request.namespace,
-            "clusterdeployments",
-            request.name,
-            propagation_policy="Background",
-            # Only the object we just read and judged ours: a replacement in between (409) is
-            # read and judged again on the retry.
-            body={"preconditions": {"uid": (existing.get("metadata") or {}).get("uid")}},
+        namespace, name = request.namespace, request.name
+        deletion = await delete_owned(
+            lambda existing: not request.owner or _owner_of(existing) == request.owner,
+            lambda: self._get(namespace, "clusterdeployments", name),
+            lambda options: call_or_none(
+                f"delete ClusterDeployment {namespace}/{name}",
+                self._custom.delete_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                namespace,
+                "clusterdeployments",
+                name,
+                propagation_policy="Background",
+                body=options,
+            ),
         )
-        return DeleteClusterDeploymentResult(existed=deleted is not None)
+        return deletion.result(DeleteClusterDeploymentResult)
 
-    @activity.defn(name=ActivityName.WRITE_COLONY_KUBECONFIGS)
-    @heartbeating
+    @implements(cluster_calls.WRITE_COLONY_KUBECONFIGS)
     async def write_colony_kubeconfigs(
         self, request: WriteColonyKubeconfigsRequest
     ) -> WriteColonyKubeconfigsResult:
@@ -461,7 +452,7 @@ class ManagementClusterActivities:
                     core.delete_namespaced_secret,
                     request.name,
                     request.namespace,
-                    body={"preconditions": {"uid": existing["metadata"].get("uid")}},
+                    body=only(existing),
                 )
             return WriteColonyKubeconfigsResult(written=False)
         if ownership is not None and ownership is not Ownership.OURS:

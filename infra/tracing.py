@@ -8,7 +8,7 @@ to each activity and its Kubernetes and host-provider calls.
 - `interceptor()` is Temporal's `TracingInterceptor` on the configured tracer, for the client
   (`starter.client.connect`: the trace context travels in the headers of start, signal and
   update) and the worker (workflow, update and activity spans continue that trace);
-- `span(name, ...)` is what the code around an outgoing call uses (`activities.kube.call`, the
+- `span(name, ...)` is what the code around an outgoing call uses (`infra.kube.request`, the
   host provider's `_request`, `colonyctl`'s command): a no-op costing one global read when tracing
   is not configured.
 

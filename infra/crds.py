@@ -16,7 +16,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from activities.kube import call
+from infra.kube import request
 
 log = logging.getLogger("colony.crds")
 
@@ -35,7 +35,7 @@ async def ensure_crds(management_api: client.ApiClient, directory: Path = CRD_DI
     for crd in colony_crds(directory):
         name = str((crd.get("metadata") or {}).get("name"))
         try:
-            await call(f"create CRD {name}", extensions.create_custom_resource_definition, crd)
+            await request(f"create CRD {name}", extensions.create_custom_resource_definition, crd)
         except ApiException as exc:
             if exc.status == 409:
                 continue
