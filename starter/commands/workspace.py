@@ -141,6 +141,15 @@ def follow(name: str, done: Any, *, timeout: float | None) -> WorkspaceStatus | 
     return run(lambda: spaces.wait(name, done, show, give_up_after=timeout))
 
 
+def deploy_finished(status: WorkspaceStatus) -> bool:
+    """The workspace's deploy operation has ended: it failed, or it reached its phase and its
+    access is worked out (Running comes first, the routes a moment after, in the same operation)."""
+    if status.phase.value == "Failed":
+        return True
+    running = [status.current_operation, *status.queued_operations]
+    return not any(op is not None and op.kind.value == "deploy" for op in running)
+
+
 def _finished(status: WorkspaceStatus | None, name: str, wanted: str, fmt: OutputFormat) -> None:
     """Report a followed workspace; `OperationFailedError` unless it reached `wanted`."""
     from starter import output
@@ -243,9 +252,7 @@ def deploy_workspace(
     started = run(go)
     if submission.wait:
         wanted = "Suspended" if spec.suspend else "Running"
-        status = follow(
-            spec.name, lambda s: s.phase.value in (wanted, "Failed"), timeout=submission.timeout
-        )
+        status = follow(spec.name, deploy_finished, timeout=submission.timeout)
         _finished(status, spec.name, wanted, submission.fmt)
         return
     data = {
