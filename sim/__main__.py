@@ -92,6 +92,8 @@ def banner(world: SimWorld) -> str:
             f" world info          {world.world_json_path}",
             f" faults              GET/PUT <any server>{info['faultsPath']}",
             "                     (rates, scripted errors, evictions, kubelets_stopped, nodes_lost)",
+            f" records             GET <any server>{info['recordsPath']}?since=N",
+            "                     (clients' creates, evictions, hosts claimed and released)",
             f" time scale          {info['timeScale']}",
             "",
             f" export KUBECONFIG={world.management_kubeconfig_path}",

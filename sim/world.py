@@ -2,8 +2,10 @@
 
 Starts, in the current event loop: the management cluster (a `ClusterStore` served over HTTPS by a
 `ClusterServer`), the host provider (`HostProviderServer` over an `Inventory`), the k0rdent
-controllers (which start a child cluster per ready ClusterDeployment) and one `FaultInjector` shared
-by all of them (settable at run time with GET/PUT /sim/v1/faults on every server). The management
+controllers (which start a child cluster per ready ClusterDeployment), one `FaultInjector` shared
+by all of them (settable at run time with GET/PUT /sim/v1/faults on every server) and one
+`WorldRecords` (`world.records`: clients' creates, evictions, hosts changing hands; GET
+/sim/v1/records on every server). The management
 cluster is preloaded as a fresh k0rdent install would be: namespace `kcm-system`, the k0rdent CRDs
 (the sim's own, `sim/crds`, or k0rdent's real ones given as `WorldConfig.crd_paths`, the sim's kept
 for kinds those lack, such as StateManagementProvider), ClusterTemplates `remote-cluster-1-0-0` (SSH machines) and `docker-hosted-cp-1-0-0` (hosted control
@@ -54,6 +56,7 @@ from sim.crds.samples import state_management_provider
 from sim.faults import FaultInjector
 from sim.hostprovider.app import HostProviderServer
 from sim.hostprovider.inventory import Inventory, load_inventory
+from sim.records import WorldRecords
 from sim.timing import SimTiming
 
 log = logging.getLogger(__name__)
@@ -221,6 +224,7 @@ class SimWorld:
         self.faults = (
             faults if isinstance(faults, FaultInjector) else FaultInjector.from_config(faults)
         )
+        self.records = WorldRecords()
         self.ca = CertificateAuthority()
         self.store = ClusterStore(MANAGEMENT_NAME)
         self.management = ClusterServer(
@@ -228,16 +232,22 @@ class SimWorld:
             self.store,
             self.ca,
             faults=self.faults,
+            records=self.records,
             host=self.config.host,
             port=self.config.management_port,
         )
-        self.inventory: Inventory = load_inventory(self.config.inventory_path)
+        self.inventory: Inventory = load_inventory(self.config.inventory_path, self.records)
         self.hostprovider_api_key = self.config.hostprovider_api_key or secrets.token_urlsafe(24)
         self.hostprovider = HostProviderServer(
             self.inventory, self.hostprovider_api_key, self.faults
         )
         self.k0rdent = K0rdentControllers(
-            self.store, self.ca, self.config.timing, self.faults, self.inventory
+            self.store,
+            self.ca,
+            self.config.timing,
+            self.faults,
+            self.inventory,
+            records=self.records,
         )
         self._task: asyncio.Task[None] | None = None
         self.started_at: float | None = None
@@ -324,6 +334,7 @@ class SimWorld:
                 "credentials": str(self.hostprovider_json_path),
             },
             "faultsPath": "/sim/v1/faults",
+            "recordsPath": "/sim/v1/records",
             "timeScale": self.config.timing.time_scale,
             "startedAt": self.started_at,
         }

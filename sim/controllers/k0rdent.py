@@ -40,6 +40,7 @@ from sim.controllers.kubelet import Kubelet
 from sim.controllers.nodelifecycle import NodeLifecycleController
 from sim.controllers.scheduler import Scheduler
 from sim.faults import FaultInjector
+from sim.records import WorldRecords
 from sim.timing import SimTiming
 
 log = logging.getLogger(__name__)
@@ -141,10 +142,11 @@ class SimChildCluster:
         timing: SimTiming,
         faults: FaultInjector | None = None,
         *,
+        records: WorldRecords | None = None,
         with_system_workloads: bool = True,
     ) -> None:
         self._store = ClusterStore(name)
-        self.server = ClusterServer(name, self._store, ca, faults=faults)
+        self.server = ClusterServer(name, self._store, ca, faults=faults, records=records)
         self.timing = timing
         self.faults = faults
         self._tasks: list[asyncio.Task[None]] = []
@@ -200,6 +202,7 @@ class K0rdentControllers:
         timing: delays of every step.
         faults: consulted for injected ClusterDeployment/ServiceSet failures and never-ready nodes.
         inventory: resolves `config.machines[].address` to hosts (None: no machine resolves).
+        records: the world's records, kept by every child cluster's API server too.
         catalog: the charts ServiceTemplates may name (default: `sim/charts.yaml`).
         child_factory: replaces `SimChildCluster` (tests of the controllers alone).
     """
@@ -212,6 +215,7 @@ class K0rdentControllers:
         faults: FaultInjector | None = None,
         inventory: HostLookup | None = None,
         *,
+        records: WorldRecords | None = None,
         catalog: ChartCatalog | None = None,
         child_factory: ChildFactory | None = None,
     ) -> None:
@@ -219,6 +223,7 @@ class K0rdentControllers:
         self.ca = ca
         self.timing = timing
         self.faults = faults or FaultInjector()
+        self.records = records
         self.children = ChildClusters()
         factory = child_factory or self._start_child
         self._controllers = (
@@ -237,7 +242,7 @@ class K0rdentControllers:
         )
 
     async def _start_child(self, namespace: str, name: str) -> ChildCluster:
-        child = SimChildCluster(name, self.ca, self.timing, self.faults)
+        child = SimChildCluster(name, self.ca, self.timing, self.faults, records=self.records)
         await child.start()
         log.info("child cluster %s/%s serving at %s", namespace, name, child.server.url)
         return child
