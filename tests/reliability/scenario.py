@@ -1,0 +1,610 @@
+"""What every reliability scenario is made of: its seed and report, the worker killer, the GPU
+sampler, the ledger's order, the secrets planted, and the leftovers a teardown must not leave.
+
+Everything here asks the stack's surfaces (the API, the sim's records and Kubernetes APIs, the
+Temporal client with Colony's models), never a process's memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import enum
+import random
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import yaml
+from kubernetes import client as kube
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError
+
+from activities.kube import close_client
+from models.capacity import CapacityAnswer, Decision
+from models.cluster import cluster_deployment_name
+from models.workspace_api import CapacityLedgerStatus, CapacityMessage, CapacityMessageKind
+from tests.reliability.invariants import Check, GpuSample, PodGpus, PodRef
+from tests.reliability.stack import KCM_NAMESPACE, ORGANIZATION, Stack, call, poll
+from workflows.capacity import CAPACITY_SIGNAL, CapacityLedgerWorkflow
+
+FIGURES: list[dict[str, Any]] = []
+"""Every scenario's report, in the order they ran (printed at the end of the session)."""
+
+CAPACITY_ANSWER_SIGNAL = "capacity_answer"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+class Size(enum.Enum):
+    FAST = "fast"
+    FULL = "full"
+
+
+def deployment(cluster: str) -> str:
+    """The ClusterDeployment (and child cluster) name of one of the suite's clusters."""
+    return cluster_deployment_name(cluster, ORGANIZATION)
+
+
+# --- Secrets -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Planted:
+    """Secret values no workflow history may hold: what the suite planted and what it came across
+    (credentials of the host provider, the API, the management and every child cluster)."""
+
+    values: dict[str, str] = field(default_factory=dict)
+
+    def add(self, what: str, value: str) -> None:
+        if value and len(value) >= 8:
+            self.values[value] = what
+
+    def add_kubeconfig(self, what: str, kubeconfig: dict[str, Any]) -> None:
+        for user in kubeconfig.get("users") or []:
+            credentials = user.get("user") or {}
+            self.add(f"{what} token", str(credentials.get("token") or ""))
+            self.add(f"{what} client key", str(credentials.get("client-key-data") or ""))
+
+    def add_stack(self, stack: Stack) -> None:
+        self.add("host provider API key", stack.hostprovider_key)
+        self.add("Colony API key", stack.api_key)
+        self.add("Colony API key secret", stack.api_key.rsplit("_", 1)[-1])
+        kubeconfig = yaml.safe_load((stack.workdir / "sim" / "management.kubeconfig").read_text())
+        self.add_kubeconfig("management kubeconfig", kubeconfig)
+
+    async def add_cluster(self, stack: Stack, cluster: str) -> None:
+        """The cluster's credentials: its admin kubeconfig Secret and a user's kubeconfig."""
+        secret = await call(
+            kube.CoreV1Api(stack.management).read_namespaced_secret,
+            f"{deployment(cluster)}-kubeconfig",
+            KCM_NAMESPACE,
+        )
+        raw = str(secret.data["value"])
+        self.add(f"{cluster} kubeconfig Secret (base64)", raw)
+        self.add_kubeconfig(f"{cluster} admin", yaml.safe_load(base64.b64decode(raw)))
+        self.add_kubeconfig(f"{cluster} user", await stack.api.kubeconfig(cluster))
+
+
+# --- The scenario --------------------------------------------------------------------------------
+
+
+@dataclass
+class Scenario:
+    """One scenario of the suite: its seed and generator, its stack, its report."""
+
+    name: str
+    seed: int
+    size: Size
+    stack: Stack
+    planted: Planted
+    rng: random.Random = field(init=False)
+    figures: dict[str, Any] = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(f"{self.seed}/{self.name}")
+
+    @property
+    def full(self) -> bool:
+        return self.size is Size.FULL
+
+    def repeat_command(self) -> str:
+        flags = "--reliability -m reliability " if self.full else ""
+        return f".venv/bin/pytest {flags}'tests/reliability -k {self.name}' --seed {self.seed}"
+
+    def check(self, check: Check) -> None:
+        """Record a check's figures; fail the scenario with its violations."""
+        self.figures[check.name] = check.figures
+        assert check.holds, self.failure(check.explain())
+
+    def failure(self, message: str) -> str:
+        return (
+            f"{message}\nseed {self.seed}; repeat with: {self.repeat_command()}\n"
+            f"{self.stack.describe_failure()}"
+        )
+
+    def report(self, **figures: Any) -> None:
+        self.figures.update(figures)
+
+    def summary(self, outcome: str) -> dict[str, Any]:
+        return {
+            "scenario": self.name,
+            "seed": self.seed,
+            "outcome": outcome,
+            "seconds": round(time.monotonic() - self.started, 1),
+            **self.figures,
+        }
+
+    async def records_since(self, seq: int) -> dict[str, Any]:
+        return await self.stack.records(seq)
+
+    async def records_mark(self) -> int:
+        """The newest record's seq: where this scenario's window begins."""
+        body = await self.stack.records(10**12)
+        return int(body["next"])
+
+
+# --- Killing the worker --------------------------------------------------------------------------
+
+
+@dataclass
+class Kill:
+    at_progress: int
+    gap: int
+    jitter_ms: int
+    seconds: float
+    """Since the killer started."""
+    back_in: float
+    """Seconds until the next worker polled."""
+
+
+class Killer:
+    """Kills the worker with SIGKILL at seeded moments of an operation's progress.
+
+    After each (re)start it draws a gap of progress units and a jitter; once `progress()` has grown
+    by the gap (the worker did something: a record in the sim, an event in a history), it waits
+    the jitter and kills (a new worker starts at once). Gaps are drawn so that `kills` of them fit
+    in the `units` the operation is expected to make, so the kills spread over all of it.
+    """
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        progress: Callable[[], Awaitable[int]],
+        *,
+        kills: int,
+        units: int,
+        jitter: float = 0.5,
+    ) -> None:
+        self.scenario = scenario
+        self.progress = progress
+        self.kills = kills
+        self.units = units
+        self.jitter = jitter
+        self.done: list[Kill] = []
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Killer:
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            task, self._task = self._task, None
+            if not task.done():
+                await task
+            else:
+                task.result()
+
+    async def _run(self) -> None:
+        rng = self.scenario.rng
+        began = time.monotonic()
+        start = await self.progress()
+        while len(self.done) < self.kills and not self._stop.is_set():
+            armed = await self.progress()
+            left = self.kills - len(self.done)
+            room = max(1, (self.units - (armed - start)) // (left + 1))
+            gap = rng.randint(1, room)
+            jitter = rng.uniform(0, self.jitter)
+            while not self._stop.is_set() and await self.progress() < armed + gap:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), 0.02)
+            if self._stop.is_set():
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), jitter)
+            if self._stop.is_set():
+                return
+            reached = await self.progress()
+            killed_at = time.monotonic()
+            await self.scenario.stack.kill_worker()
+            self.done.append(
+                Kill(
+                    at_progress=reached - start,
+                    gap=gap,
+                    jitter_ms=round(jitter * 1000),
+                    seconds=round(killed_at - began, 1),
+                    back_in=round(time.monotonic() - killed_at, 1),
+                )
+            )
+
+    def figures(self) -> dict[str, Any]:
+        return {
+            "kills": len(self.done),
+            "kill_points": [(k.at_progress, k.jitter_ms) for k in self.done],
+            "worker_back_seconds_max": max((k.back_in for k in self.done), default=0),
+        }
+
+
+def records_progress(stack: Stack) -> Callable[[], Awaitable[int]]:
+    """Progress as the sim's records count it: every create, eviction, host change."""
+
+    async def progress() -> int:
+        return int((await stack.records(10**12))["next"])
+
+    return progress
+
+
+def history_progress(
+    temporal: Client, ids: Callable[[], Iterable[str]]
+) -> Callable[[], Awaitable[int]]:
+    """Progress as the histories of some workflows count it (runs that continued as new count
+    with the length they reached)."""
+    runs: dict[str, tuple[str, int]] = {}
+    ended: dict[str, int] = {}
+
+    async def progress() -> int:
+        for workflow_id in ids():
+            try:
+                described = await temporal.get_workflow_handle(workflow_id).describe(
+                    rpc_timeout=timedelta(seconds=5)
+                )
+            except RPCError:
+                continue
+            info = described.raw_description.workflow_execution_info
+            run, length = info.execution.run_id, int(info.history_length)
+            previous = runs.get(workflow_id)
+            if previous is not None and previous[0] != run:
+                ended[workflow_id] = ended.get(workflow_id, 0) + previous[1]
+            runs[workflow_id] = (run, length)
+        return sum(length for _, length in runs.values()) + sum(ended.values())
+
+    return progress
+
+
+def combined(*sources: Callable[[], Awaitable[int]]) -> Callable[[], Awaitable[int]]:
+    async def progress() -> int:
+        return sum([await source() for source in sources])
+
+    return progress
+
+
+# --- Clusters and workspaces through the API ------------------------------------------------------
+
+
+async def ready_cluster(
+    scenario: Scenario, name: str, pools: list[dict[str, Any]], *, timeout: float = 180
+) -> dict[str, Any]:
+    """Create a cluster through the API and wait until it is ready (failing if it fails)."""
+    api = scenario.stack.api
+    await api.create_cluster(name, pools)
+    status = await poll(
+        lambda: api.cluster(name),
+        lambda c: c is not None and c["status"] in ("ready", "failed"),
+        what=f"cluster {name} ready",
+        timeout=timeout,
+    )
+    assert status is not None
+    assert status["status"] == "ready", scenario.failure(repr(status))
+    await scenario.planted.add_cluster(scenario.stack, name)
+    return status
+
+
+async def finished_operation(
+    scenario: Scenario, cluster: str, operation_id: str, *, timeout: float = 300
+) -> dict[str, Any]:
+    """The cluster's operation once it finished (whatever its state)."""
+    api = scenario.stack.api
+
+    def finished(status: dict[str, Any] | None) -> bool:
+        return any(op["id"] == operation_id for op in (status or {}).get("completedOperations", []))
+
+    status = await poll(
+        lambda: api.cluster(cluster), finished, what=f"{cluster} {operation_id}", timeout=timeout
+    )
+    assert status is not None
+    return next(op for op in status["completedOperations"] if op["id"] == operation_id)
+
+
+async def cluster_gone(scenario: Scenario, name: str, *, timeout: float = 180) -> None:
+    api = scenario.stack.api
+    await api.delete_cluster(name)
+    await poll(
+        lambda: api.cluster(name), lambda c: c is None, what=f"{name} deleted", timeout=timeout
+    )
+
+
+async def workspace_in(
+    scenario: Scenario, name: str, phases: set[str], *, timeout: float = 180
+) -> dict[str, Any]:
+    api = scenario.stack.api
+    status = await poll(
+        lambda: api.workspace(name),
+        lambda w: w is not None and w["phase"] in phases,
+        what=f"workspace {name} in {sorted(phases)}",
+        timeout=timeout,
+    )
+    assert status is not None
+    return status
+
+
+async def workspace_gone(scenario: Scenario, name: str, *, timeout: float = 180) -> None:
+    api = scenario.stack.api
+    await api.delete_workspace(name)
+    await poll(
+        lambda: api.workspace(name), lambda w: w is None, what=f"{name} deleted", timeout=timeout
+    )
+
+
+# --- Child clusters -------------------------------------------------------------------------------
+
+
+async def child_pods(stack: Stack, cluster: str) -> list[Any]:
+    admin = await stack.child_admin(deployment(cluster))
+    try:
+        listed = await call(kube.CoreV1Api(admin).list_pod_for_all_namespaces)
+        return list(listed.items)
+    finally:
+        close_client(admin)
+
+
+async def child_nodes(stack: Stack, cluster: str) -> list[Any]:
+    admin = await stack.child_admin(deployment(cluster))
+    try:
+        return list((await call(kube.CoreV1Api(admin).list_node)).items)
+    finally:
+        close_client(admin)
+
+
+def pod_refs(cluster: str, pods: Iterable[Any]) -> list[PodRef]:
+    return [
+        PodRef(
+            cluster=cluster,
+            namespace=pod.metadata.namespace,
+            name=pod.metadata.name,
+            uid=pod.metadata.uid,
+            node=pod.spec.node_name or "",
+            daemon_set=any(o.kind == "DaemonSet" for o in pod.metadata.owner_references or []),
+        )
+        for pod in pods
+    ]
+
+
+def gpus_requested(pod: Any) -> int:
+    total = 0
+    for container in pod.spec.containers or []:
+        resources = container.resources
+        wanted = (resources.limits or {}) if resources else {}
+        total += int(wanted.get(GPU_RESOURCE, 0) or 0)
+    return total
+
+
+# --- The GPU ledger ------------------------------------------------------------------------------
+
+
+async def find_ledger(temporal: Client, cluster: str) -> str | None:
+    """The id of the running GPU ledger of one of the suite's clusters, if it started."""
+    async for execution in temporal.list_workflows(
+        "WorkflowType = 'CapacityLedgerWorkflow' AND ExecutionStatus = 'Running'"
+    ):
+        try:
+            status = await temporal.get_workflow_handle(execution.id).query(
+                CapacityLedgerWorkflow.status, rpc_timeout=timedelta(seconds=5)
+            )
+        except RPCError:
+            continue
+        if status.cluster == deployment(cluster):
+            return execution.id
+    return None
+
+
+async def ledger_order(temporal: Client, ledger_id: str) -> tuple[list[str], list[str]]:
+    """From the ledger's histories (every run): the workspaces in the order their GPU requests
+    arrived, and in the order it admitted them."""
+    runs = [execution async for execution in temporal.list_workflows(f"WorkflowId = '{ledger_id}'")]
+    runs.sort(key=lambda execution: execution.start_time)
+    converter = temporal.data_converter
+    arrivals: list[str] = []
+    admissions: list[str] = []
+    seen_requests: set[str] = set()
+    seen_admissions: set[str] = set()
+    for run in runs:
+        handle = temporal.get_workflow_handle(ledger_id, run_id=run.run_id)
+        async for event in handle.fetch_history_events():
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+                attributes = event.workflow_execution_signaled_event_attributes
+                if attributes.signal_name != CAPACITY_SIGNAL:
+                    continue
+                [message] = await converter.decode(attributes.input.payloads, [CapacityMessage])
+                request = message.request
+                if (
+                    message.kind is CapacityMessageKind.REQUEST
+                    and request is not None
+                    and request.request_id not in seen_requests
+                ):
+                    seen_requests.add(request.request_id)
+                    arrivals.append(request.workspace)
+            elif (
+                event.event_type
+                == EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED
+            ):
+                attributes = event.signal_external_workflow_execution_initiated_event_attributes
+                if attributes.signal_name != CAPACITY_ANSWER_SIGNAL:
+                    continue
+                [answer] = await converter.decode(attributes.input.payloads, [CapacityAnswer])
+                if (
+                    answer.decision is Decision.ADMITTED
+                    and answer.request_id not in seen_admissions
+                ):
+                    seen_admissions.add(answer.request_id)
+                    admissions.append(answer.workspace)
+    return arrivals, admissions
+
+
+class GpuSampler:
+    """Samples a cluster's GPUs every `interval`: its ledger's holders and its child's pods."""
+
+    def __init__(self, scenario: Scenario, cluster: str, *, interval: float = 0.5) -> None:
+        self.scenario = scenario
+        self.cluster = cluster
+        self.interval = interval
+        self.samples: list[GpuSample] = []
+        self.ledger_unanswered = 0
+        self.ledger_id: str | None = None
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> GpuSampler:
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._task is not None:
+            await self._task
+
+    async def _holders(self) -> list[tuple[str, int, tuple[str, ...]]] | None:
+        temporal = self.scenario.stack.client
+        if self.ledger_id is None:
+            self.ledger_id = await find_ledger(temporal, self.cluster)
+            if self.ledger_id is None:
+                return []
+        try:
+            status: CapacityLedgerStatus = await temporal.get_workflow_handle(self.ledger_id).query(
+                CapacityLedgerWorkflow.status, rpc_timeout=timedelta(seconds=3)
+            )
+        except RPCError:
+            return None  # no worker to answer (one was just killed), or the server restarting
+        return [(h.workspace, h.gpus, tuple(h.nodes)) for h in status.holders]
+
+    async def sample(self) -> None:
+        stack = self.scenario.stack
+        holders, pods, nodes = await asyncio.gather(
+            self._holders(), child_pods(stack, self.cluster), child_nodes(stack, self.cluster)
+        )
+        if holders is None:
+            self.ledger_unanswered += 1
+            holders = []
+        self.samples.append(
+            GpuSample(
+                at=time.monotonic() - self.scenario.started,
+                node_gpus={
+                    node.metadata.name: int((node.status.allocatable or {}).get(GPU_RESOURCE, 0))
+                    for node in nodes
+                },
+                holders=holders,
+                pods=[
+                    PodGpus(
+                        namespace=pod.metadata.namespace,
+                        name=pod.metadata.name,
+                        node=pod.spec.node_name or "",
+                        gpus=gpus_requested(pod),
+                        phase=pod.status.phase or "",
+                        terminating=pod.metadata.deletion_timestamp is not None,
+                        reason=pod.status.reason or "",
+                    )
+                    for pod in pods
+                ],
+            )
+        )
+
+    async def _run(self) -> None:
+        while not self._stop.is_set():
+            await self.sample()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), self.interval)
+
+
+# --- What a teardown must not leave ---------------------------------------------------------------
+
+OWNER_ANNOTATION = "colony.dev/workflow-id"
+
+
+def colony_marked(meta: Any) -> bool:
+    labels = dict(meta.get("labels") or {})
+    annotations = dict(meta.get("annotations") or {})
+    return labels.get("app.kubernetes.io/managed-by") == "colony" or any(
+        key.startswith("colony.dev/") for key in [*labels, *annotations]
+    )
+
+
+async def workflow_running(temporal: Client, workflow_id: str) -> bool:
+    try:
+        described = await temporal.get_workflow_handle(workflow_id).describe()
+    except RPCError:
+        return False
+    return described.status is WorkflowExecutionStatus.RUNNING
+
+
+async def leftovers(scenario: Scenario, clusters_alive: Iterable[str] = ()) -> list[str]:
+    """What no live entity tracks: Colony's objects on the management cluster (ServiceSets,
+    Secrets, ClusterDeployments) whose owner is gone, hosts still claimed by the organization's
+    clusters that are gone, and in the child clusters still alive, cordoned nodes and workspace
+    namespaces or routes of workspaces that are gone."""
+    stack = scenario.stack
+    temporal = stack.client
+    alive = set(clusters_alive)
+    found: list[str] = []
+    objects: list[tuple[str, dict[str, Any]]] = []
+    for plural in ("servicesets", "clusterdeployments"):
+        objects += [(plural, obj) for obj in await stack.k0rdent_objects(plural)]
+    for secret in await stack.management_secrets():
+        objects.append(("secrets", stack.management.sanitize_for_serialization(secret)))
+    for kind, obj in objects:
+        meta = obj.get("metadata") or {}
+        if not colony_marked(meta):
+            continue
+        owner = (meta.get("annotations") or {}).get(OWNER_ANNOTATION)
+        workspace = (meta.get("labels") or {}).get("colony.dev/workspace")
+        if owner:
+            if not await workflow_running(temporal, owner):
+                found.append(f"{kind} {meta['name']}: its owner {owner} is gone")
+        elif workspace and await stack.api.workspace(workspace) is None:
+            found.append(f"{kind} {meta['name']}: its workspace {workspace} is gone")
+    for host in await stack.claimed_hosts():
+        owner = str(host.get("owner") or "")
+        cluster = owner.split("/")[2] if owner.startswith(f"cluster/{ORGANIZATION}/") else ""
+        if cluster and cluster not in alive:
+            found.append(f"host {host['id']}: still claimed by {owner}")
+    for cluster in alive:
+        for node in await child_nodes(stack, cluster):
+            if node.spec.unschedulable:
+                found.append(f"{cluster} node {node.metadata.name}: cordoned")
+        workspaces = {w["name"] for w in await stack.api.workspaces(cluster)}
+        for pod_namespace in await child_namespaces(stack, cluster):
+            owner_workspace = pod_namespace[1]
+            if owner_workspace and owner_workspace not in workspaces:
+                found.append(f"{cluster} namespace {pod_namespace[0]}: workspace gone")
+    return found
+
+
+async def child_namespaces(stack: Stack, cluster: str) -> list[tuple[str, str]]:
+    """(name, the workspace it is labelled for) of the child's namespaces."""
+    admin = await stack.child_admin(deployment(cluster))
+    try:
+        listed = await call(kube.CoreV1Api(admin).list_namespace)
+    finally:
+        close_client(admin)
+    return [
+        (ns.metadata.name, (ns.metadata.labels or {}).get("colony.dev/workspace", ""))
+        for ns in listed.items
+    ]
