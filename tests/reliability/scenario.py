@@ -263,7 +263,7 @@ def history_progress(
     ended: dict[str, int] = {}
 
     async def progress() -> int:
-        for workflow_id in ids():
+        for workflow_id in list(ids):
             try:
                 described = await temporal.get_workflow_handle(workflow_id).describe(
                     rpc_timeout=timedelta(seconds=5)
@@ -557,7 +557,8 @@ async def workflow_running(temporal: Client, workflow_id: str) -> bool:
 
 async def leftovers(scenario: Scenario, clusters_alive: Iterable[str] = ()) -> list[str]:
     """What no live entity tracks: Colony's objects on the management cluster (ServiceSets,
-    Secrets, ClusterDeployments) whose owner is gone, hosts still claimed by the organization's
+    Secrets, ClusterDeployments) whose owner is gone (a prerequisite's ServiceSet: whose cluster
+    is gone), hosts still claimed by the organization's
     clusters that are gone, and in the child clusters still alive, cordoned nodes and workspace
     namespaces or routes of workspaces that are gone."""
     stack = scenario.stack
@@ -569,13 +570,24 @@ async def leftovers(scenario: Scenario, clusters_alive: Iterable[str] = ()) -> l
         objects += [(plural, obj) for obj in await stack.k0rdent_objects(plural)]
     for secret in await stack.management_secrets():
         objects.append(("secrets", stack.management.sanitize_for_serialization(secret)))
+    deployments = {
+        obj["metadata"]["name"]
+        for kind, obj in objects
+        if kind == "clusterdeployments" and not obj["metadata"].get("deletionTimestamp")
+    }
     for kind, obj in objects:
         meta = obj.get("metadata") or {}
         if not colony_marked(meta):
             continue
         owner = (meta.get("annotations") or {}).get(OWNER_ANNOTATION)
         workspace = (meta.get("labels") or {}).get("colony.dev/workspace")
-        if owner:
+        if "colony.dev/prerequisite" in (meta.get("labels") or {}):
+            # Installed once per cluster, it outlives the workspaces (and the run) that asked for
+            # it: its cluster tracks it, and k0rdent deletes it with the ClusterDeployment.
+            cluster = (obj.get("spec") or {}).get("cluster")
+            if cluster not in deployments:
+                found.append(f"{kind} {meta['name']}: its cluster {cluster} is gone")
+        elif owner:
             if not await workflow_running(temporal, owner):
                 found.append(f"{kind} {meta['name']}: its owner {owner} is gone")
         elif workspace and await stack.api.workspace(workspace) is None:
@@ -608,3 +620,97 @@ async def child_namespaces(stack: Stack, cluster: str) -> list[tuple[str, str]]:
         (ns.metadata.name, (ns.metadata.labels or {}).get("colony.dev/workspace", ""))
         for ns in listed.items
     ]
+
+
+# --- A burst of one-GPU workspaces ----------------------------------------------------------------
+
+JUPYTER = "colony-jupyter-1-0-0"
+VLLM = "colony-vllm-1-0-0"
+
+
+def notebook(scenario: Scenario, name: str, cluster: str, gpu_model: str) -> dict[str, Any]:
+    """A one-GPU notebook's deploy body, its password (a secret prompt's answer) planted."""
+    password = f"pw-{scenario.rng.getrandbits(96):024x}"
+    scenario.planted.add(f"{name} notebook password", password)
+    return {
+        "name": name,
+        "class": JUPYTER,
+        "cluster": cluster,
+        "gpus": 1,
+        "gpuModel": gpu_model,
+        "secretValues": {"notebookPassword": password},
+    }
+
+
+@dataclass
+class Burst:
+    """3 x G one-GPU notebooks sent at once to a cluster of G GPUs, then deleted one at a time
+    (a seeded choice among the running ones) until all have run."""
+
+    scenario: Scenario
+    cluster: str
+    gpu_model: str
+    gpus: int
+    names: list[str] = field(default_factory=list)
+    accepted_order: list[str] = field(default_factory=list)
+    """In the order the API answered 202."""
+    first_positions: dict[str, int] = field(default_factory=dict)
+    """The waiting ones' positions once the burst settled."""
+    running_at_settle: list[str] = field(default_factory=list)
+
+    async def send(self) -> None:
+        api = self.scenario.stack.api
+        self.names = [f"{self.cluster}-nb{index:02d}" for index in range(3 * self.gpus)]
+        bodies = [notebook(self.scenario, n, self.cluster, self.gpu_model) for n in self.names]
+
+        async def deploy(body: dict[str, Any]) -> None:
+            await api.deploy(body)
+            self.accepted_order.append(body["name"])
+
+        await asyncio.gather(*(deploy(body) for body in bodies))
+
+    async def phases(self) -> list[dict[str, Any]]:
+        return await self.scenario.stack.api.workspaces(self.cluster)
+
+    async def settle(self, timeout: float) -> None:
+        """Until G run and 2G wait; record the waiting ones' positions."""
+
+        def settled(items: list[dict[str, Any]]) -> bool:
+            phases = [w["phase"] for w in items]
+            return (
+                len(items) == len(self.names)
+                and phases.count("Running") == self.gpus
+                and phases.count("Waiting") == 2 * self.gpus
+            )
+
+        items = await poll(
+            self.phases, settled, what=f"{self.gpus} running, the rest waiting", timeout=timeout
+        )
+        self.running_at_settle = sorted(w["name"] for w in items if w["phase"] == "Running")
+        self.first_positions = {
+            w["name"]: int(w["admission"]["position"]) for w in items if w["phase"] == "Waiting"
+        }
+
+    async def release_all(self, timeout: float) -> None:
+        """Delete a running one (seeded), wait for the next in line to run; until none is left."""
+        left = list(self.names)
+        while left:
+            items = await self.phases()
+            running = sorted(w["name"] for w in items if w["phase"] == "Running")
+            assert running, self.scenario.failure(f"nothing runs among {left}: {items}")
+            victim = self.scenario.rng.choice(running)
+            await workspace_gone(self.scenario, victim, timeout=timeout)
+            left.remove(victim)
+            await poll(
+                self.phases,
+                running_count(min(self.gpus, len(left))),
+                what=f"{min(self.gpus, len(left))} running after {victim} left",
+                timeout=timeout,
+            )
+
+
+def running_count(expected: int) -> Callable[[list[dict[str, Any]]], bool]:
+    def check(items: list[dict[str, Any]]) -> bool:
+        return sum(1 for w in items if w["phase"] == "Running") == expected
+
+    return check

@@ -26,6 +26,8 @@ from tests.reliability.invariants import (
     check_hosts,
 )
 from tests.reliability.scenario import (
+    VLLM,
+    Burst,
     GpuSampler,
     Killer,
     Scenario,
@@ -35,10 +37,12 @@ from tests.reliability.scenario import (
     cluster_gone,
     combined,
     deployment,
+    find_ledger,
     finished_operation,
     history_progress,
-    leftovers,
     ledger_order,
+    leftovers,
+    notebook,
     pod_refs,
     ready_cluster,
     records_progress,
@@ -134,9 +138,7 @@ async def test_drain_survives_worker_kills(scenario: Scenario, size: Size) -> No
     drain_window = await scenario.records_mark()
     accepted = await stack.api.scale(cluster, "cpu", 1)
     workflow_id = accepted.get("workflowId") or f"cluster/{ORGANIZATION}/{cluster}"
-    progress = combined(
-        records_progress(stack), history_progress(stack.client, lambda: [workflow_id])
-    )
+    progress = combined(records_progress(stack), history_progress(stack.client, [workflow_id]))
     async with Killer(
         scenario, progress, kills=kills, units=drained_nodes * (per_node + 4)
     ) as killer:
@@ -170,3 +172,129 @@ async def test_drain_survives_worker_kills(scenario: Scenario, size: Size) -> No
     scenario.check(check_creates(records["objectsCreated"]))
     assert await leftovers(scenario) == []
     scenario.report(nodes_drained=len(drained), sent_again=stack.api.sent_again)
+
+
+# --- Workspace installs sharing a prerequisite ----------------------------------------------------
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_installs_with_a_prerequisite_survive_worker_kills(
+    scenario: Scenario, size: Size
+) -> None:
+    """LLM servers (whose class needs the inference stack installed first, once per cluster) and a
+    notebook deployed at once on a fresh GPU cluster while the worker is killed: all run, the
+    prerequisite is installed once, nothing is created twice, no GPU is held twice; deleting them
+    and the cluster leaves nothing. A round whose installs finish before the kills are spent is
+    followed by another, on another fresh cluster."""
+    servers, kills = (3, 10) if scenario.full else (1, 1)
+    stack = scenario.stack
+    rounds: list[dict[str, Any]] = []
+    killed = 0
+    while killed < kills:
+        cluster = f"install-{size.value}-{len(rounds)}"
+        window = await scenario.records_mark()
+        await ready_cluster(
+            scenario, cluster, [{"name": "gpu", "sku": {"gpuModelId": "h100-80gb"}, "count": 1}]
+        )
+        bodies = [
+            {
+                "name": f"{cluster}-llm{index}",
+                "class": VLLM,
+                "cluster": cluster,
+                "values": {"vllm": {"model": "Qwen/Qwen3-0.6B"}},
+            }
+            for index in range(servers)
+        ]
+        bodies.append(notebook(scenario, f"{cluster}-nb", cluster, "h100-80gb"))
+        names = [body["name"] for body in bodies]
+        workflows: list[str] = []
+        progress = combined(records_progress(stack), history_progress(stack.client, workflows))
+        async with (
+            GpuSampler(scenario, cluster) as sampler,
+            Killer(scenario, progress, kills=kills - killed, units=40 * len(bodies)) as killer,
+        ):
+            accepted = await asyncio.gather(*(stack.api.deploy(body) for body in bodies))
+            workflows.extend(answer["workflowId"] for answer in accepted)
+            for name in names:
+                status = await workspace_in(scenario, name, {"Running", "Failed"}, timeout=600)
+                assert status["phase"] == "Running", scenario.failure(repr(status))
+        killed += len(killer.done)
+        for name in names[:-1]:
+            status = await workspace_in(scenario, name, {"Running"})
+            assert [(p["name"], p["phase"]) for p in status["prerequisites"]] == [
+                ("colony-inference-stack-1-0-0", "Satisfied")
+            ], scenario.failure(repr(status["prerequisites"]))
+        records = await scenario.records_since(window)
+        prerequisite_sets = [
+            created
+            for created in records["objectsCreated"]
+            if created["resource"] == "servicesets"
+            and "colony.dev/prerequisite" in created["labels"]
+        ]
+        assert len(prerequisite_sets) == 1, scenario.failure(repr(prerequisite_sets))
+        scenario.check(check_creates(records["objectsCreated"]))
+        scenario.check(check_gpu_samples(sampler.samples, capacity=8))
+        for name in names:
+            await workspace_gone(scenario, name)
+        assert await leftovers(scenario, clusters_alive=[cluster]) == []
+        await cluster_gone(scenario, cluster)
+        records = await scenario.records_since(window)
+        scenario.check(check_hosts(records["hosts"], owners=owners(cluster)))
+        assert await leftovers(scenario) == []
+        rounds.append({"cluster": cluster, "workspaces": len(names), **killer.figures()})
+    scenario.report(rounds=rounds, kills=killed, sent_again=stack.api.sent_again)
+
+
+# --- A burst of GPU admissions --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_a_burst_of_admissions_survives_worker_kills(scenario: Scenario, size: Size) -> None:
+    """3 x G one-GPU notebooks at once on G GPUs (L40S hosts of 2), then released one at a time
+    until all have run, while the worker is killed: admitted in the order received, never more
+    than G GPUs held (ledger and pods, sampled), nothing created twice, every host claimed once
+    and released once."""
+    hosts, kills = (2, 10) if scenario.full else (1, 1)
+    gpus = 2 * hosts
+    stack = scenario.stack
+    cluster = f"admit-{size.value}"
+    window = await scenario.records_mark()
+    await ready_cluster(
+        scenario, cluster, [{"name": "gpu", "sku": {"gpuModelId": "l40s-48gb"}, "count": hosts}]
+    )
+    burst = Burst(scenario, cluster, "l40s-48gb", gpus)
+    ledgers: list[str] = []
+    progress = combined(records_progress(stack), history_progress(stack.client, ledgers))
+
+    async def find() -> str | None:
+        return await find_ledger(stack.client, cluster)
+
+    async with (
+        GpuSampler(scenario, cluster) as sampler,
+        Killer(scenario, progress, kills=kills, units=20 * 3 * gpus) as killer,
+    ):
+        await burst.send()
+        found = await poll(find, lambda ledger: ledger is not None, what="the ledger")
+        assert found is not None
+        ledgers.append(found)
+        await burst.settle(timeout=600)
+        await burst.release_all(timeout=300)
+    scenario.report(**killer.figures())
+    assert len(killer.done) >= kills, scenario.failure(
+        f"the burst was over after {len(killer.done)} of {kills} kills"
+    )
+    arrivals, admissions = await ledger_order(stack.client, ledgers[0])
+    scenario.check(check_first_come(arrivals, admissions))
+    scenario.check(check_gpu_samples(sampler.samples, capacity=gpus))
+    records = await scenario.records_since(window)
+    scenario.check(check_creates(records["objectsCreated"]))
+    await cluster_gone(scenario, cluster)
+    records = await scenario.records_since(window)
+    scenario.check(check_hosts(records["hosts"], owners=owners(cluster)))
+    assert await leftovers(scenario) == []
+    scenario.report(
+        notebooks=len(burst.names),
+        gpus=gpus,
+        ledger_unanswered_samples=sampler.ledger_unanswered,
+        sent_again=stack.api.sent_again,
+    )
