@@ -16,7 +16,8 @@ Definitions (what "once" means):
   order, are exactly `claimed`, `released`. A claim answered again from its idempotency key
   (`claim-repeated`) hands nothing over and is counted apart.
 - **An object** is created once when no two creates stored the same (cluster, resource,
-  namespace, name); and it has one identity when no two objects Colony made carry the same marks
+  namespace, name), unless the scenario itself had it deleted and made again (a suspend and a
+  resume reinstall a workspace: its ServiceSet and values Secret are made twice, no more); and it has one identity when no two objects Colony made carry the same marks
   (its `colony.dev/*` labels and annotations, `app.kubernetes.io/managed-by`) for one kind in one
   cluster under different names: two objects for one workspace's ServiceSet, say.
 - **A GPU** is held by one workspace at a time when, at every sample, the ledger's holders fit
@@ -29,7 +30,7 @@ Definitions (what "once" means):
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -168,10 +169,21 @@ def colony_marks(record: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(marks.items()))
 
 
-def check_creates(created: Iterable[Mapping[str, Any]]) -> Check:
-    """No object created twice; no two objects Colony made for one identity."""
+def check_creates(
+    created: Iterable[Mapping[str, Any]],
+    lifetimes: Callable[[Mapping[str, Any]], int] = lambda record: 1,
+) -> Check:
+    """No object created twice; no two objects Colony made for one identity.
+
+    Args:
+        created: the records' creates of the scenario's window.
+        lifetimes: how many times the object of a create record may be made in the window: 1,
+            unless the scenario deletes it on purpose and makes it again (a suspended workspace's
+            ServiceSet and values Secret, made again by its resume).
+    """
     check = Check("no object created twice")
     by_name: Counter[tuple[str, str, str, str, str]] = Counter()
+    allowed: dict[tuple[str, str, str, str, str], int] = {}
     names_by_identity: dict[tuple[Any, ...], set[str]] = defaultdict(set)
     resources: Counter[str] = Counter()
     for record in created:
@@ -183,13 +195,15 @@ def check_creates(created: Iterable[Mapping[str, Any]]) -> Check:
             str(record["name"]),
         )
         by_name[key] += 1
+        allowed[key] = lifetimes(record)
         resources[str(record["resource"])] += 1
         marks = colony_marks(record)
         if marks:
             identity = (key[0], key[1], key[2], marks)
             names_by_identity[identity].add(f"{key[3]}/{key[4]}" if key[3] else key[4])
-    for (cluster, _, resource, namespace, name), count in sorted(by_name.items()):
-        if count > 1:
+    for key, count in sorted(by_name.items()):
+        if count > allowed[key]:
+            cluster, _, resource, namespace, name = key
             where = f"{namespace}/{name}" if namespace else name
             check.violations.append(f"{cluster} {resource} {where}: created {count} times")
     for (cluster, _, resource, marks), names in sorted(

@@ -12,6 +12,7 @@ import base64
 import contextlib
 import enum
 import random
+import signal
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -148,27 +149,47 @@ class Scenario:
         return int(body["next"])
 
 
-# --- Killing the worker --------------------------------------------------------------------------
+# --- Killing the worker, restarting the server -------------------------------------------------
 
 
 @dataclass
-class Kill:
+class Disruption:
+    what: str
     at_progress: int
     gap: int
     jitter_ms: int
     seconds: float
-    """Since the killer started."""
+    """Since the disruptor started."""
     back_in: float
-    """Seconds until the next worker polled."""
+    """Seconds until the stack served again (the next worker polled, the server answered)."""
 
 
-class Killer:
-    """Kills the worker with SIGKILL at seeded moments of an operation's progress.
+Action = Callable[[Scenario], Awaitable[str]]
 
-    After each (re)start it draws a gap of progress units and a jitter; once `progress()` has grown
-    by the gap (the worker did something: a record in the sim, an event in a history), it waits
-    the jitter and kills (a new worker starts at once). Gaps are drawn so that `kills` of them fit
-    in the `units` the operation is expected to make, so the kills spread over all of it.
+
+async def kill_worker(scenario: Scenario) -> str:
+    """SIGKILL the worker; a new one starts at once."""
+    await scenario.stack.kill_worker()
+    return "kill -9 worker"
+
+
+async def restart_temporal(scenario: Scenario) -> str:
+    """Stop the dev server (SIGTERM or SIGKILL), leave it down a while (up to 5 s), start it
+    again on the same port and SQLite database; both choices seeded."""
+    sig = scenario.rng.choice([signal.SIGTERM, signal.SIGKILL])
+    down_for = round(scenario.rng.uniform(0.0, 5.0), 1)
+    await scenario.stack.restart_temporal(sig, down_for)
+    return f"restart Temporal ({sig.name}, down {down_for} s)"
+
+
+class Disruptor:
+    """Disrupts the stack (`action`) at seeded moments of an operation's progress.
+
+    After each disruption it draws a gap of progress units and a jitter; once `progress()` has
+    grown by the gap (the stack did something: a record in the sim, an event in a history), it
+    waits the jitter and acts. Gaps are drawn so that `times` of them fit in the `units` the
+    operation is expected to make, so the disruptions spread over all of it, and each one comes
+    after progress since the one before, so the stack always gets to take over.
     """
 
     def __init__(
@@ -176,20 +197,22 @@ class Killer:
         scenario: Scenario,
         progress: Callable[[], Awaitable[int]],
         *,
-        kills: int,
+        times: int,
         units: int,
+        action: Action = kill_worker,
         jitter: float = 0.5,
     ) -> None:
         self.scenario = scenario
         self.progress = progress
-        self.kills = kills
+        self.times = times
         self.units = units
+        self.action = action
         self.jitter = jitter
-        self.done: list[Kill] = []
+        self.done: list[Disruption] = []
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
-    async def __aenter__(self) -> Killer:
+    async def __aenter__(self) -> Disruptor:
         self._task = asyncio.create_task(self._run())
         return self
 
@@ -200,48 +223,48 @@ class Killer:
         self._stop.set()
         if self._task is not None:
             task, self._task = self._task, None
-            if not task.done():
-                await task
-            else:
-                task.result()
+            await task
+
+    async def _pause(self, seconds: float) -> bool:
+        """Wait `seconds`; False when stopped meanwhile."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), seconds)
+        return not self._stop.is_set()
 
     async def _run(self) -> None:
         rng = self.scenario.rng
         began = time.monotonic()
         start = await self.progress()
-        while len(self.done) < self.kills and not self._stop.is_set():
+        while len(self.done) < self.times and not self._stop.is_set():
             armed = await self.progress()
-            left = self.kills - len(self.done)
+            left = self.times - len(self.done)
             room = max(1, (self.units - (armed - start)) // (left + 1))
             gap = rng.randint(1, room)
             jitter = rng.uniform(0, self.jitter)
-            while not self._stop.is_set() and await self.progress() < armed + gap:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stop.wait(), 0.02)
-            if self._stop.is_set():
-                return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), jitter)
-            if self._stop.is_set():
+            while await self.progress() < armed + gap:
+                if not await self._pause(0.05):
+                    return
+            if not await self._pause(jitter):
                 return
             reached = await self.progress()
-            killed_at = time.monotonic()
-            await self.scenario.stack.kill_worker()
+            acted_at = time.monotonic()
+            what = await self.action(self.scenario)
             self.done.append(
-                Kill(
+                Disruption(
+                    what=what,
                     at_progress=reached - start,
                     gap=gap,
                     jitter_ms=round(jitter * 1000),
-                    seconds=round(killed_at - began, 1),
-                    back_in=round(time.monotonic() - killed_at, 1),
+                    seconds=round(acted_at - began, 1),
+                    back_in=round(time.monotonic() - acted_at, 1),
                 )
             )
 
-    def figures(self) -> dict[str, Any]:
+    def figures(self, name: str = "kills") -> dict[str, Any]:
         return {
-            "kills": len(self.done),
-            "kill_points": [(k.at_progress, k.jitter_ms) for k in self.done],
-            "worker_back_seconds_max": max((k.back_in for k in self.done), default=0),
+            name: len(self.done),
+            f"{name}_at": [(d.at_progress, d.jitter_ms) for d in self.done],
+            f"{name}_back_seconds_max": max((d.back_in for d in self.done), default=0),
         }
 
 
@@ -598,6 +621,8 @@ async def leftovers(scenario: Scenario, clusters_alive: Iterable[str] = ()) -> l
         if cluster and cluster not in alive:
             found.append(f"host {host['id']}: still claimed by {owner}")
     for cluster in alive:
+        if deployment(cluster) not in deployments:
+            continue  # deleted meanwhile (by a path running beside the one asking)
         for node in await child_nodes(stack, cluster):
             if node.spec.unschedulable:
                 found.append(f"{cluster} node {node.metadata.name}: cordoned")

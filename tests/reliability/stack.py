@@ -346,11 +346,12 @@ class Stack:
 
         await eventually(polling, timeout=START_DEADLINE, interval=0.1, what="worker.py polling")
 
-    async def restart_temporal(self, sig: signal.Signals) -> float:
-        """Stop the dev server with `sig`, start it again on the same port and database; the
-        seconds it was unreachable."""
+    async def restart_temporal(self, sig: signal.Signals, down_for: float = 0.0) -> float:
+        """Stop the dev server with `sig`, leave it down `down_for` seconds, start it again on the
+        same port and database; the seconds it was unreachable."""
         began = time.monotonic()
         await self.temporal.signal(sig)
+        await asyncio.sleep(down_for)
         await self.temporal.start()
         self.temporal_restarts += 1
         await wait_for_temporal(self.temporal, self.temporal_port)

@@ -165,6 +165,14 @@ def test_an_object_created_twice() -> None:
     assert check.violations == ["management servicesets kcm-system/nb1: created 2 times"]
 
 
+def test_an_object_made_again_on_purpose() -> None:
+    records = [created("nb1"), created("nb1"), created("nb2")]
+    resumed = check_creates(records, lambda record: 2 if record["name"] == "nb1" else 1)
+    assert resumed.holds, resumed.explain()
+    thrice = check_creates([*records, created("nb1")], lambda r: 2 if r["name"] == "nb1" else 1)
+    assert thrice.violations == ["management servicesets kcm-system/nb1: created 3 times"]
+
+
 def test_two_objects_for_one_identity() -> None:
     marks = {"colony.dev/workspace": "nb1"}
     check = check_creates([created("nb1-a", marks=marks), created("nb1-b", marks=marks)])

@@ -28,8 +28,8 @@ from tests.reliability.invariants import (
 from tests.reliability.scenario import (
     VLLM,
     Burst,
+    Disruptor,
     GpuSampler,
-    Killer,
     Scenario,
     Size,
     child_nodes,
@@ -139,8 +139,8 @@ async def test_drain_survives_worker_kills(scenario: Scenario, size: Size) -> No
     accepted = await stack.api.scale(cluster, "cpu", 1)
     workflow_id = accepted.get("workflowId") or f"cluster/{ORGANIZATION}/{cluster}"
     progress = combined(records_progress(stack), history_progress(stack.client, [workflow_id]))
-    async with Killer(
-        scenario, progress, kills=kills, units=drained_nodes * (per_node + 4)
+    async with Disruptor(
+        scenario, progress, times=kills, units=drained_nodes * (per_node + 4)
     ) as killer:
         operation = await finished_operation(
             scenario, cluster, accepted["operationId"], timeout=900 if scenario.full else 300
@@ -211,7 +211,7 @@ async def test_installs_with_a_prerequisite_survive_worker_kills(
         progress = combined(records_progress(stack), history_progress(stack.client, workflows))
         async with (
             GpuSampler(scenario, cluster) as sampler,
-            Killer(scenario, progress, kills=kills - killed, units=40 * len(bodies)) as killer,
+            Disruptor(scenario, progress, times=kills - killed, units=40 * len(bodies)) as killer,
         ):
             accepted = await asyncio.gather(*(stack.api.deploy(body) for body in bodies))
             workflows.extend(answer["workflowId"] for answer in accepted)
@@ -271,7 +271,7 @@ async def test_a_burst_of_admissions_survives_worker_kills(scenario: Scenario, s
 
     async with (
         GpuSampler(scenario, cluster) as sampler,
-        Killer(scenario, progress, kills=kills, units=20 * 3 * gpus) as killer,
+        Disruptor(scenario, progress, times=kills, units=20 * 3 * gpus) as killer,
     ):
         await burst.send()
         found = await poll(find, lambda ledger: ledger is not None, what="the ledger")
