@@ -188,6 +188,9 @@ class ManagementClusterActivities:
                 for c in conditions_of(obj)
             ],
             machine_addresses=[str(m.get("address", "")) for m in _machines(obj)],
+            tenant_gateway_domain=str(
+                (meta.get("labels") or {}).get(TENANT_GATEWAY_DOMAIN_LABEL) or ""
+            ),
         )
 
     @activity.defn(name=ActivityName.AWAIT_CLUSTER_DEPLOYMENT)

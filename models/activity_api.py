@@ -263,6 +263,9 @@ class GetClusterDeploymentStatusResult(ColonyModel):
     conditions: list[Condition] = Field(default_factory=list)
     machine_addresses: list[str] = Field(default_factory=list)
     """The addresses in `spec.config.machines`, as they are now."""
+    tenant_gateway_domain: str = ""
+    """The tenant gateway the cluster is attached to (its `colony.dev/tenant-gateway-domain`
+    label; "" for a cluster without one)."""
 
 
 class AddClusterMachinesRequest(ColonyModel):

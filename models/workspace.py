@@ -218,6 +218,9 @@ class ConditionReason(StrEnum):
     ROUTING_INFRA_NOT_READY = "RoutingInfraNotReady"
     NO_GATEWAY = "NoGateway"
     """No tenant gateway: endpoints are reached with `kubectl port-forward`."""
+    GATEWAY_MISSING = "GatewayMissing"
+    """The cluster is attached to a tenant gateway that is not there (deleted, not yet made):
+    no route can be made; endpoints are reached with `kubectl port-forward` meanwhile."""
     PORT_POOL_EXHAUSTED = "PortPoolExhausted"
     SUSPENDED = "Suspended"
     DELETION_IN_PROGRESS = "DeletionInProgress"
@@ -456,6 +459,9 @@ class WorkspaceState(ColonyModel):
     completed: list[WorkspaceOperation] = Field(default_factory=list)
     book: OperationBook = Field(default_factory=OperationBook)
     kubeconfig: KubeconfigRef | None = None
+    tenant_gateway_domain: str = ""
+    """The tenant gateway the cluster is attached to, as its ClusterDeployment said when resolved
+    ("" for none): a cluster with one whose Gateway is missing is told apart from one without."""
     routes: list[RouteRecord] = Field(default_factory=list)
     """The routes created in the workspace's namespace (deleted on suspend and delete)."""
     class_spec: WorkspaceClassSpec | None = None

@@ -28,6 +28,8 @@ from models.capacity import GpuHolder
 from models.signals import RefreshRequest, SignalName
 from models.workspace import (
     ConditionReason,
+    ConditionStatus,
+    ConditionType,
     GatewayInfo,
     WorkspacePhase,
     WorkspaceSpec,
@@ -612,6 +614,33 @@ async def test_routes_through_a_tenant_gateway_and_an_exhausted_port_pool(
         for handle in (third, boxes[statuses.index(short[0])]):
             await delete(handle)
         await delete(nb)
+
+
+async def test_a_missing_tenant_gateway_is_said_so_not_taken_for_none(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """A cluster attached to a tenant gateway (its ClusterDeployment's label) whose Gateway is not
+    there: the workspace runs, reachable by port-forward, and RoutesReady says the gateway is
+    missing, naming its domain, instead of "no tenant gateway" (found by the reliability suite's
+    gateway-gone fault)."""
+    fake, cluster = world(gateway_domains={"gpu": "acme.colony.example"})
+    async with workspace_worker(env, task_queue, fake):
+        handle = await deploy(env, task_queue, notebook(unique("nb"), cluster))
+        running = await until(handle, phase_is(WorkspacePhase.RUNNING), "running")
+        routes = next(c for c in running.conditions if c.type == ConditionType.ROUTES_READY)
+        assert (routes.status, routes.reason) == (
+            ConditionStatus.FALSE,
+            ConditionReason.GATEWAY_MISSING,
+        )
+        assert "tenant gateway (acme.colony.example) is missing" in routes.message
+        [entry] = running.access
+        assert entry.command.startswith("kubectl port-forward")
+        assert entry.message == (
+            "the cluster's tenant gateway (acme.colony.example) is missing: "
+            f"reach it with `{entry.command}`"
+        )
+        assert fake.routes == {}
+        await delete(handle)
 
 
 async def test_suspend_and_resume_go_through_validators(

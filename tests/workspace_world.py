@@ -126,6 +126,9 @@ class FakeWorkspaceWorld:
     """(cluster, template) -> a ServiceSet not Colony's that already installs it."""
     nodes: dict[str, list[GpuNode]] = field(default_factory=dict)
     gateways: dict[str, GatewayInfo] = field(default_factory=dict)
+    gateway_domains: dict[str, str] = field(default_factory=dict)
+    """Cluster -> the tenant gateway domain its ClusterDeployment is labelled with (whether or not
+    `gateways` has the Gateway itself)."""
     owners: dict[str, str] = field(default_factory=dict)
     """Cluster -> the workflow its ClusterDeployment names as owner (default `cluster/<name>`)."""
 
@@ -155,6 +158,7 @@ class FakeWorkspaceWorld:
                 generation=1,
                 observed_generation=1,
                 conditions=[Condition(type="Ready", status="True")],
+                tenant_gateway_domain=self.gateway_domains.get(request.name, ""),
             ),
         )
 

@@ -357,6 +357,7 @@ class WorkspaceWorkflow:
         self._state.kubeconfig = KubeconfigRef(
             namespace=DEFAULT_NAMESPACE, secret_name=kubeconfig_secret_name(cluster)
         )
+        self._state.tenant_gateway_domain = seen.status.tenant_gateway_domain
         self._condition(
             ConditionType.CLUSTER_DEPLOYMENT_RESOLVED,
             True,
@@ -624,6 +625,19 @@ class WorkspaceWorkflow:
         gateway = found.gateway
         if gateway is None:
             state.access = plan_access(spec.name, spec.cluster, workspace_class, None)
+            domain = state.tenant_gateway_domain
+            if domain:
+                # Attached to a gateway that is not there: saying "no gateway" would hide it.
+                missing = f"the cluster's tenant gateway ({domain}) is missing"
+                for entry in state.access:
+                    entry.message = f"{missing}: reach it with `{entry.command}`"
+                self._condition(
+                    ConditionType.ROUTES_READY,
+                    False,
+                    ConditionReason.GATEWAY_MISSING,
+                    f"{missing}: no route was made; reach the endpoints with kubectl port-forward",
+                )
+                return
             self._condition(
                 ConditionType.ROUTES_READY,
                 True,

@@ -68,9 +68,23 @@ def port_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+OBSERVER_AGAIN = (429, 500, 502, 503, 504)
+"""What the sim answers when it injects a fault (`sim.faults`): the faults scenario aims them at
+Colony, but they hit the suite's own calls too, which simply send again (a faulted request did
+nothing: the fault is decided before the request is served)."""
+
+
 async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """A blocking client call, off the loop."""
-    return await asyncio.to_thread(fn, *args, **kwargs)
+    """A blocking client call of the suite's own (setting up pods, reading what Colony made), off
+    the loop; sent again while the sim answers with an injected fault (`OBSERVER_AGAIN`)."""
+    deadline = time.monotonic() + AGAIN_DEADLINE
+    while True:
+        try:
+            return await asyncio.to_thread(fn, *args, **kwargs)
+        except kube.ApiException as exc:
+            if exc.status not in OBSERVER_AGAIN or time.monotonic() > deadline:
+                raise
+        await asyncio.sleep(0.2)
 
 
 @dataclass
@@ -287,7 +301,12 @@ class Stack:
             headers={"Authorization": f"Bearer {self.hostprovider_key}"},
             timeout=30,
         ) as http:
-            answer = await http.get("/v1/hosts", params={"state": "claimed"})
+            deadline = time.monotonic() + AGAIN_DEADLINE
+            while True:
+                answer = await http.get("/v1/hosts", params={"state": "claimed"})
+                if answer.status_code not in OBSERVER_AGAIN or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.2)
         answer.raise_for_status()
         items: list[dict[str, Any]] = answer.json()["items"]
         return items
@@ -296,6 +315,29 @@ class Stack:
         async with httpx.AsyncClient(verify=False, timeout=30) as http:
             answer = await http.put(f"{self.sim_url}/sim/v1/faults", json=config)
         answer.raise_for_status()
+
+    async def faults(self) -> dict[str, Any]:
+        async with httpx.AsyncClient(verify=False, timeout=30) as http:
+            answer = await http.get(f"{self.sim_url}/sim/v1/faults")
+        answer.raise_for_status()
+        body: dict[str, Any] = answer.json()
+        return body
+
+    async def add_eviction_faults(self, evictions: list[dict[str, Any]]) -> None:
+        """Script refusals of evictions beside the faults in place (their random generator
+        goes on where it was: no seed is sent)."""
+        config = await self.faults()
+        config["evictions"] = [*config["evictions"], *evictions]
+        config["seed"] = None
+        await self.set_faults(config)
+
+    async def injected(self) -> dict[str, Any]:
+        """Requests the sim saw and faults it answered, by target (since it started)."""
+        async with httpx.AsyncClient(verify=False, timeout=30) as http:
+            answer = await http.get(f"{self.sim_url}/sim/v1/faults/injected")
+        answer.raise_for_status()
+        body: dict[str, Any] = answer.json()
+        return body
 
     async def clear_faults(self) -> None:
         async with httpx.AsyncClient(verify=False, timeout=30) as http:

@@ -13,35 +13,22 @@ client sends the request again with the same Idempotency-Key).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
-from typing import Any
 
 import pytest
 
-from tests.reliability.invariants import check_creates, check_evictions, check_hosts
+from tests.reliability.invariants import check_creates, check_hosts
+from tests.reliability.paths import cluster_path, reinstalled, workspace_path
 from tests.reliability.scenario import (
-    VLLM,
     Disruptor,
     Scenario,
     Size,
-    child_nodes,
-    child_pods,
-    cluster_gone,
     combined,
-    deployment,
-    finished_operation,
     history_progress,
     leftovers,
-    notebook,
-    pod_refs,
-    ready_cluster,
     records_progress,
     restart_temporal,
-    workspace_gone,
-    workspace_in,
 )
 from tests.reliability.stack import ORGANIZATION
-from tests.reliability.test_worker_kills import CPU, place_pods
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -49,86 +36,6 @@ SIZES = [
     pytest.param(Size.FAST, id="fast"),
     pytest.param(Size.FULL, id="full", marks=[pytest.mark.reliability, pytest.mark.timeout(900)]),
 ]
-
-
-async def scaled(scenario: Scenario, cluster: str, count: int) -> dict[str, Any]:
-    accepted = await scenario.stack.api.scale(cluster, "cpu", count)
-    operation = await finished_operation(scenario, cluster, accepted["operationId"])
-    assert operation["state"] == "succeeded", scenario.failure(repr(operation))
-    return operation
-
-
-async def cluster_path(
-    scenario: Scenario, cluster: str, workflows: list[str], beside: str
-) -> dict[str, Any]:
-    """Create, scale up, scale down with a drain (its evictions checked), delete. `beside` is
-    the other path's cluster, alive at the same time."""
-    stack = scenario.stack
-    workflows.append(f"cluster/{ORGANIZATION}/{cluster}")
-    await ready_cluster(scenario, cluster, [{"name": "cpu", "sku": CPU, "count": 2}])
-    if scenario.full:
-        await scaled(scenario, cluster, 4)
-    await place_pods(scenario, cluster, 2)
-    pods = pod_refs(deployment(cluster), await child_pods(stack, cluster))
-    before = {node.metadata.name for node in await child_nodes(stack, cluster)}
-    window = await scenario.records_mark()
-    await scaled(scenario, cluster, 1)
-    drained = before - {node.metadata.name for node in await child_nodes(stack, cluster)}
-    records = await scenario.records_since(window)
-    evictions = [e for e in records["evictions"] if e["cluster"] == deployment(cluster)]
-    scenario.check(check_evictions(evictions, pods, drained))
-    assert await leftovers(scenario, clusters_alive=[cluster, beside]) == []
-    await cluster_gone(scenario, cluster)
-    return {"nodes_drained": len(drained)}
-
-
-async def workspace_path(scenario: Scenario, cluster: str, workflows: list[str]) -> dict[str, Any]:
-    """Deploy an LLM server (with its prerequisite) and a notebook, suspend and resume the
-    notebook, delete both and the cluster."""
-    api = scenario.stack.api
-    workflows.append(f"cluster/{ORGANIZATION}/{cluster}")
-    await ready_cluster(
-        scenario, cluster, [{"name": "gpu", "sku": {"gpuModelId": "h100-80gb"}, "count": 1}]
-    )
-    bodies = [notebook(scenario, f"{cluster}-nb", cluster, "h100-80gb")]
-    if scenario.full:
-        bodies.append(
-            {
-                "name": f"{cluster}-llm",
-                "class": VLLM,
-                "cluster": cluster,
-                "values": {"vllm": {"model": "Qwen/Qwen3-0.6B"}},
-            }
-        )
-    for body in bodies:
-        workflows.append((await api.deploy(body))["workflowId"])
-    for body in bodies:
-        status = await workspace_in(scenario, body["name"], {"Running", "Failed"})
-        assert status["phase"] == "Running", scenario.failure(repr(status))
-    name = bodies[0]["name"]
-    if scenario.full:
-        await api.workspace_action(name, "suspend")
-        await workspace_in(scenario, name, {"Suspended"})
-        await api.workspace_action(name, "resume")
-        status = await workspace_in(scenario, name, {"Running", "Failed"})
-        assert status["phase"] == "Running", scenario.failure(repr(status))
-    for body in bodies:
-        await workspace_gone(scenario, body["name"])
-    await cluster_gone(scenario, cluster)
-    return {"workspaces": len(bodies)}
-
-
-def reinstalled(workspace: str) -> Callable[[Mapping[str, Any]], int]:
-    """A suspended and resumed workspace's release is installed twice: its ServiceSet and values
-    Secret are made twice (its namespace stays)."""
-
-    def lifetimes(record: Mapping[str, Any]) -> int:
-        owner = str((record.get("annotations") or {}).get("colony.dev/workflow-id", ""))
-        label = (record.get("labels") or {}).get("colony.dev/workspace")
-        mine = label == workspace or owner.endswith(f"/{workspace}")
-        return 2 if workspace and mine and record["resource"] in ("servicesets", "secrets") else 1
-
-    return lifetimes
 
 
 @pytest.mark.parametrize("size", SIZES)

@@ -15,9 +15,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from kubernetes import client as kube
 
-from activities.kube import close_client
 from tests.reliability.invariants import (
     check_creates,
     check_evictions,
@@ -25,6 +23,7 @@ from tests.reliability.invariants import (
     check_gpu_samples,
     check_hosts,
 )
+from tests.reliability.paths import CPU, place_pods
 from tests.reliability.scenario import (
     VLLM,
     Burst,
@@ -49,7 +48,7 @@ from tests.reliability.scenario import (
     workspace_gone,
     workspace_in,
 )
-from tests.reliability.stack import ORGANIZATION, call, poll
+from tests.reliability.stack import ORGANIZATION, poll
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -57,7 +56,6 @@ SIZES = [
     pytest.param(Size.FAST, id="fast"),
     pytest.param(Size.FULL, id="full", marks=[pytest.mark.reliability, pytest.mark.timeout(1200)]),
 ]
-CPU = {"cpuSku": "cpu-32c-256g"}
 
 
 def owners(*clusters: str) -> list[str]:
@@ -65,58 +63,6 @@ def owners(*clusters: str) -> list[str]:
 
 
 # --- A drain -------------------------------------------------------------------------------------
-
-
-async def place_pods(scenario: Scenario, cluster: str, per_node: int) -> list[str]:
-    """`per_node` bare pods on every node (some refused eviction a few times, as a budget would);
-    their names."""
-    stack = scenario.stack
-    admin = await stack.child_admin(deployment(cluster))
-    core = kube.CoreV1Api(admin)
-    names: list[str] = []
-    refused: list[dict[str, Any]] = []
-    try:
-        nodes = [node.metadata.name for node in await child_nodes(stack, cluster)]
-        bodies = []
-        for index, node in enumerate(sorted(nodes)):
-            for slot in range(per_node):
-                name = f"train-{index}-{slot}"
-                names.append(name)
-                bodies.append(
-                    {
-                        "metadata": {"name": name, "labels": {"app": "train"}},
-                        "spec": {
-                            "nodeName": node,
-                            "terminationGracePeriodSeconds": scenario.rng.choice([1, 10, 30]),
-                            "containers": [{"name": "c", "image": "busybox"}],
-                        },
-                    }
-                )
-                if scenario.rng.random() < 0.2:
-                    refused.append(
-                        {
-                            "namespace": "default",
-                            "pod": name,
-                            "times": scenario.rng.randint(1, 2),
-                            "cluster": deployment(cluster),
-                        }
-                    )
-        await asyncio.gather(
-            *(call(core.create_namespaced_pod, "default", body) for body in bodies)
-        )
-    finally:
-        close_client(admin)
-    await stack.set_faults({"seed": scenario.rng.randrange(2**31), "evictions": refused})
-    scenario.report(pods_refused_eviction=len(refused))
-    await poll(
-        lambda: child_pods(stack, cluster),
-        lambda pods: (
-            sum(1 for p in pods if p.metadata.name in set(names) and p.status.phase == "Running")
-            == len(names)
-        ),
-        what="the training pods running",
-    )
-    return names
 
 
 @pytest.mark.parametrize("size", SIZES)
