@@ -12,8 +12,9 @@ Definitions (what "once" means):
   terminating (`repeat: true`) changes nothing: it is that same eviction sent again, as a drain
   retried after a crash sends it, and is counted apart. Every pod of a drained node (DaemonSet
   pods excepted: a drain leaves them) must have exactly one eviction; no other pod may have any.
-- **A host** is claimed once and released once when its changes of hands at the provider, in
-  order, are exactly `claimed`, `released`. A claim answered again from its idempotency key
+- **A host** is claimed once and released once when its changes of hands at the provider for one
+  owner (a cluster's workflow run), in order, are exactly `claimed`, `released` (clusters made one
+  after another may hold the same host in turn). A claim answered again from its idempotency key
   (`claim-repeated`) hands nothing over and is counted apart.
 - **An object** is created once when no two creates stored the same (cluster, resource,
   namespace, name), unless the scenario itself had it deleted and made again (a suspend and a
@@ -131,27 +132,27 @@ def check_hosts(
         owners: when given, every claim must be made for an owner starting with one of these.
     """
     check = Check("every host claimed once and released once")
-    changes: dict[str, list[str]] = defaultdict(list)
+    changes: dict[tuple[str, str], list[str]] = defaultdict(list)
     repeated = 0
     for record in sorted(hosts, key=lambda r: int(r["seq"])):
-        host = str(record["hostId"])
+        host, owner = str(record["hostId"]), str(record.get("owner") or "")
         if record["change"] == "claim-repeated":
             repeated += 1
             continue
-        changes[host].append(str(record["change"]))
-        if record["change"] == "claimed" and owners:
-            owner = str(record.get("owner") or "")
-            if not owner.startswith(tuple(owners)):
-                check.violations.append(f"{host}: claimed for {owner!r}, not this scenario's")
-    for host, seen in sorted(changes.items()):
+        changes[host, owner].append(str(record["change"]))
+        if record["change"] == "claimed" and owners and not owner.startswith(tuple(owners)):
+            check.violations.append(f"{host}: claimed for {owner!r}, not this scenario's")
+    for (host, owner), seen in sorted(changes.items()):
         if seen == ["claimed", "released"] or (seen == ["claimed"] and not must_end_free):
             continue
         if seen == ["claimed"]:
-            check.violations.append(f"{host}: claimed and never released")
+            check.violations.append(f"{host}: claimed by {owner!r} and never released")
         else:
-            check.violations.append(f"{host}: changed hands {seen}, not claimed then released")
+            check.violations.append(
+                f"{host}: changed hands {seen} for {owner!r}, not claimed then released"
+            )
     check.figures = {
-        "hosts": len(changes),
+        "hosts": len({host for host, _ in changes}),
         "claims": sum(seen.count("claimed") for seen in changes.values()),
         "releases": sum(seen.count("released") for seen in changes.values()),
         "claims_answered_again": repeated,

@@ -100,10 +100,26 @@ def test_hosts_claimed_once_released_once() -> None:
     assert check.figures == {"hosts": 2, "claims": 2, "releases": 2, "claims_answered_again": 1}
 
 
+def test_a_host_held_in_turn_by_two_clusters() -> None:
+    records = [
+        host(1, "h1", "claimed", owner="cluster/o/c/1"),
+        host(2, "h1", "released", owner="cluster/o/c/1"),
+        host(3, "h1", "claimed", owner="cluster/o/c/2"),
+        host(4, "h1", "released", owner="cluster/o/c/2"),
+    ]
+    check = check_hosts(records, owners=["cluster/o/c/"])
+    assert check.holds, check.explain()
+    assert check.figures["claims"] == 2
+
+
 @pytest.mark.parametrize(
     ("records", "violation"),
     [
-        pytest.param([host(1, "h1", "claimed")], "h1: claimed and never released", id="leak"),
+        pytest.param(
+            [host(1, "h1", "claimed")],
+            "h1: claimed by 'cluster/o/c/1' and never released",
+            id="leak",
+        ),
         pytest.param(
             [
                 host(1, "h1", "claimed"),
@@ -111,7 +127,7 @@ def test_hosts_claimed_once_released_once() -> None:
                 host(3, "h1", "claimed"),
                 host(4, "h1", "released"),
             ],
-            "h1: changed hands ['claimed', 'released', 'claimed', 'released']",
+            "h1: changed hands ['claimed', 'released', 'claimed', 'released'] for 'cluster/o/c/1'",
             id="claimed-twice",
         ),
         pytest.param(
