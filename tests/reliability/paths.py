@@ -13,7 +13,6 @@ from kubernetes import client as kube
 from activities.kube import close_client
 from tests.reliability.invariants import check_evictions
 from tests.reliability.scenario import (
-    VLLM,
     Scenario,
     child_nodes,
     child_pods,
@@ -21,6 +20,7 @@ from tests.reliability.scenario import (
     deployment,
     finished_operation,
     leftovers,
+    llm_server,
     notebook,
     pod_refs,
     ready_cluster,
@@ -125,14 +125,7 @@ async def workspace_path(scenario: Scenario, cluster: str, workflows: list[str])
     )
     bodies = [notebook(scenario, f"{cluster}-nb", cluster, "h100-80gb")]
     if scenario.full:
-        bodies.append(
-            {
-                "name": f"{cluster}-llm",
-                "class": VLLM,
-                "cluster": cluster,
-                "values": {"vllm": {"model": "Qwen/Qwen3-0.6B"}},
-            }
-        )
+        bodies.append(llm_server(scenario, f"{cluster}-llm", cluster))
     for body in bodies:
         workflows.append((await api.deploy(body))["workflowId"])
     for body in bodies:

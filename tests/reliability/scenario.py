@@ -14,6 +14,7 @@ import enum
 import random
 import signal
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -53,41 +54,57 @@ def deployment(cluster: str) -> str:
 # --- Secrets -------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Secret:
+    kind: str
+    """What it is: `notebook password`, `admin token`..."""
+    of: str = ""
+    """Whose: the workspace, the cluster ("" for the stack's own)."""
+
+
 @dataclass
 class Planted:
     """Secret values no workflow history may hold: what the suite planted and what it came across
     (credentials of the host provider, the API, the management and every child cluster)."""
 
-    values: dict[str, str] = field(default_factory=dict)
+    values: dict[str, Secret] = field(default_factory=dict)
+    controls: set[str] = field(default_factory=set)
+    """Values that are no secret and that the histories do hold, inside payloads only (an LLM
+    server's model): the scan must find them, or it is not reading what it should."""
 
-    def add(self, what: str, value: str) -> None:
+    def add(self, kind: str, value: str, of: str = "") -> None:
         if value and len(value) >= 8:
-            self.values[value] = what
+            self.values[value] = Secret(kind, of)
 
-    def add_kubeconfig(self, what: str, kubeconfig: dict[str, Any]) -> None:
+    def add_kubeconfig(self, kind: str, kubeconfig: dict[str, Any], of: str = "") -> None:
         for user in kubeconfig.get("users") or []:
             credentials = user.get("user") or {}
-            self.add(f"{what} token", str(credentials.get("token") or ""))
-            self.add(f"{what} client key", str(credentials.get("client-key-data") or ""))
+            self.add(f"{kind} token", str(credentials.get("token") or ""), of)
+            self.add(f"{kind} client key", str(credentials.get("client-key-data") or ""), of)
 
     def add_stack(self, stack: Stack) -> None:
         self.add("host provider API key", stack.hostprovider_key)
         self.add("Colony API key", stack.api_key)
-        self.add("Colony API key secret", stack.api_key.rsplit("_", 1)[-1])
+        self.add("Colony API key's secret part", stack.api_key.rsplit("_", 1)[-1])
         kubeconfig = yaml.safe_load((stack.workdir / "sim" / "management.kubeconfig").read_text())
-        self.add_kubeconfig("management kubeconfig", kubeconfig)
+        self.add_kubeconfig("management cluster", kubeconfig)
 
-    async def add_cluster(self, stack: Stack, cluster: str) -> None:
-        """The cluster's credentials: its admin kubeconfig Secret and a user's kubeconfig."""
+    async def add_cluster(self, stack: Stack, cluster: str, deployment_name: str = "") -> None:
+        """The cluster's credentials: its admin kubeconfig Secret and a user's kubeconfig (the
+        API's, for the suite's clusters)."""
         secret = await call(
             kube.CoreV1Api(stack.management).read_namespaced_secret,
-            f"{deployment(cluster)}-kubeconfig",
+            f"{deployment_name or deployment(cluster)}-kubeconfig",
             KCM_NAMESPACE,
         )
         raw = str(secret.data["value"])
-        self.add(f"{cluster} kubeconfig Secret (base64)", raw)
-        self.add_kubeconfig(f"{cluster} admin", yaml.safe_load(base64.b64decode(raw)))
-        self.add_kubeconfig(f"{cluster} user", await stack.api.kubeconfig(cluster))
+        self.add("kubeconfig Secret (base64)", raw, cluster)
+        self.add_kubeconfig("child admin", yaml.safe_load(base64.b64decode(raw)), cluster)
+        if not deployment_name:
+            self.add_kubeconfig("child user", await stack.api.kubeconfig(cluster), cluster)
+
+    def kinds(self) -> dict[str, int]:
+        return dict(Counter(secret.kind for secret in self.values.values()))
 
 
 # --- The scenario --------------------------------------------------------------------------------
@@ -651,12 +668,25 @@ async def child_namespaces(stack: Stack, cluster: str) -> list[tuple[str, str]]:
 
 JUPYTER = "colony-jupyter-1-0-0"
 VLLM = "colony-vllm-1-0-0"
+LLM_MODEL = "Qwen/Qwen3-0.6B"
+
+
+def llm_server(scenario: Scenario, name: str, cluster: str) -> dict[str, Any]:
+    """An LLM server's deploy body (its class needs a prerequisite); its model a control value of
+    the secrets scan."""
+    scenario.planted.controls.add(LLM_MODEL)
+    return {
+        "name": name,
+        "class": VLLM,
+        "cluster": cluster,
+        "values": {"vllm": {"model": LLM_MODEL}},
+    }
 
 
 def notebook(scenario: Scenario, name: str, cluster: str, gpu_model: str) -> dict[str, Any]:
     """A one-GPU notebook's deploy body, its password (a secret prompt's answer) planted."""
     password = f"pw-{scenario.rng.getrandbits(96):024x}"
-    scenario.planted.add(f"{name} notebook password", password)
+    scenario.planted.add("notebook password", password, name)
     return {
         "name": name,
         "class": JUPYTER,

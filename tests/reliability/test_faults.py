@@ -160,7 +160,7 @@ async def a_service_set_fails(scenario: Scenario) -> dict[str, Any]:
     name = f"{cluster}-nb"
     await ready_cluster(scenario, cluster, [{"name": "cpu", "sku": CPU, "count": 1}])
     password = f"pw-{scenario.rng.getrandbits(96):024x}"
-    scenario.planted.add(f"{name} notebook password", password)
+    scenario.planted.add("notebook password", password, name)
     # Deployed suspended, so its ServiceSet's name is known before any install starts.
     await stack.api.deploy(
         {
@@ -248,9 +248,10 @@ async def the_gateway_is_gone(scenario: Scenario) -> dict[str, Any]:
         "--tenant-gateway-domain", DOMAIN, "--wait", "--timeout", "180",
     )  # fmt: skip
     assert code == 0, scenario.failure(err)
+    await scenario.planted.add_cluster(stack, cluster, cluster_deployment_name(cluster, ""))
     first, second = f"{cluster}-a", f"{cluster}-b"
     for name in (first, second):
-        scenario.planted.add(f"{name} notebook password", f"pw-{name}-{scenario.seed}-secret")
+        scenario.planted.add("notebook password", f"pw-{name}-{scenario.seed}-secret", name)
     await local_deploy(scenario, first, cluster)
     reached = await local_workspace(scenario, first)
     assert [entry["url"] for entry in reached["access"]] == [f"https://{first}.{DOMAIN}"]

@@ -25,7 +25,6 @@ from tests.reliability.invariants import (
 )
 from tests.reliability.paths import CPU, place_pods
 from tests.reliability.scenario import (
-    VLLM,
     Burst,
     Disruptor,
     GpuSampler,
@@ -41,6 +40,7 @@ from tests.reliability.scenario import (
     history_progress,
     ledger_order,
     leftovers,
+    llm_server,
     notebook,
     pod_refs,
     ready_cluster,
@@ -52,10 +52,13 @@ from tests.reliability.stack import ORGANIZATION, poll
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-SIZES = [
-    pytest.param(Size.FAST, id="fast"),
-    pytest.param(Size.FULL, id="full", marks=[pytest.mark.reliability, pytest.mark.timeout(1200)]),
-]
+FULL = pytest.param(
+    Size.FULL, id="full", marks=[pytest.mark.reliability, pytest.mark.timeout(1200)]
+)
+SIZES = [pytest.param(Size.FAST, id="fast"), FULL]
+FULL_ONLY = [FULL]
+"""The drain and the burst of admissions run in `make reliability` only: `make test` keeps one
+kill scenario (the installs), within its two minutes."""
 
 
 def owners(*clusters: str) -> list[str]:
@@ -65,13 +68,13 @@ def owners(*clusters: str) -> list[str]:
 # --- A drain -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("size", FULL_ONLY)
 async def test_drain_survives_worker_kills(scenario: Scenario, size: Size) -> None:
     """A pool of N+1 nodes, each running bare pods (and the DaemonSet every child runs), scaled to
     1 while the worker is killed: every pod of the N drained nodes evicted once (the DaemonSet's
     left), none of the kept node's; the drain's own count of evictions is the sim's; every host
     claimed once and released once (by the drain or the delete); nothing created twice."""
-    drained_nodes, per_node, kills = (20, 3, 10) if scenario.full else (4, 2, 1)
+    drained_nodes, per_node, kills = 20, 3, 10
     stack = scenario.stack
     cluster = f"drain-{size.value}"
     window = await scenario.records_mark()
@@ -89,7 +92,7 @@ async def test_drain_survives_worker_kills(scenario: Scenario, size: Size) -> No
         scenario, progress, times=kills, units=drained_nodes * (per_node + 4)
     ) as killer:
         operation = await finished_operation(
-            scenario, cluster, accepted["operationId"], timeout=900 if scenario.full else 300
+            scenario, cluster, accepted["operationId"], timeout=900
         )
     scenario.report(**killer.figures())
     assert operation["state"] == "succeeded", scenario.failure(repr(operation))
@@ -143,13 +146,7 @@ async def test_installs_with_a_prerequisite_survive_worker_kills(
             scenario, cluster, [{"name": "gpu", "sku": {"gpuModelId": "h100-80gb"}, "count": 1}]
         )
         bodies = [
-            {
-                "name": f"{cluster}-llm{index}",
-                "class": VLLM,
-                "cluster": cluster,
-                "values": {"vllm": {"model": "Qwen/Qwen3-0.6B"}},
-            }
-            for index in range(servers)
+            llm_server(scenario, f"{cluster}-llm{index}", cluster) for index in range(servers)
         ]
         bodies.append(notebook(scenario, f"{cluster}-nb", cluster, "h100-80gb"))
         names = [body["name"] for body in bodies]
@@ -194,13 +191,13 @@ async def test_installs_with_a_prerequisite_survive_worker_kills(
 # --- A burst of GPU admissions --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("size", FULL_ONLY)
 async def test_a_burst_of_admissions_survives_worker_kills(scenario: Scenario, size: Size) -> None:
     """3 x G one-GPU notebooks at once on G GPUs (L40S hosts of 2), then released one at a time
     until all have run, while the worker is killed: admitted in the order received, never more
     than G GPUs held (ledger and pods, sampled), nothing created twice, every host claimed once
     and released once."""
-    hosts, kills = (2, 10) if scenario.full else (1, 1)
+    hosts, kills = 2, 10
     gpus = 2 * hosts
     stack = scenario.stack
     cluster = f"admit-{size.value}"
