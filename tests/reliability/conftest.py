@@ -9,10 +9,11 @@
   its choices do not depend on which scenarios ran before it; the seed is printed in the summary
   and in every failure, with the command that repeats the run.
 - **The stack** (`stack.py`): started once, on first use, in the session's temporary directory
-  (its processes' logs under `logs/`), stopped at the end.
+  (its processes' logs under `logs/`), stopped after the package's last test.
 - **Figures.** Each scenario reports what it did and what it checked; they are printed at the end
   of the session and written to `.colony/reliability/figures.json`.
-- **The secrets scan** (`test_secrets.py`) runs last: it reads every history the others left.
+- **The secrets scan** (`test_secrets.py`) runs last of the package: it reads every history the
+  others left.
 """
 
 from __future__ import annotations
@@ -55,9 +56,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         (kept if wanted else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-    # The secrets scan reads what every other scenario left: last.
-    kept.sort(key=lambda item: item.nodeid.startswith("tests/reliability/test_secrets.py"))
-    items[:] = kept
+    # The secrets scan reads what every other scenario left: after them, still in this package
+    # (the stack is the package's: it stops once the package's last test ran).
+    scans = [item for item in kept if item.nodeid.startswith(SECRETS_SCAN)]
+    others = [item for item in kept if not item.nodeid.startswith(SECRETS_SCAN)]
+    ours = [index for index, item in enumerate(others) if item.nodeid.startswith(PACKAGE)]
+    at = ours[-1] + 1 if ours else len(others)
+    items[:] = [*others[:at], *scans, *others[at:]]
+
+
+PACKAGE = "tests/reliability/"
+SECRETS_SCAN = f"{PACKAGE}test_secrets.py"
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -74,13 +83,13 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     terminalreporter.write_line(f"figures written to {FIGURES_FILE}")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def planted() -> Planted:
     """Every secret value the scenarios plant or come across, for the final scan."""
     return Planted()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 async def stack(tmp_path_factory: pytest.TempPathFactory, planted: Planted) -> AsyncIterator[Stack]:
     async with running_stack(
         tmp_path_factory.mktemp("reliability"), sim_time_scale=SIM_TIME_SCALE
@@ -107,6 +116,8 @@ def scenario(request: pytest.FixtureRequest, stack: Stack, planted: Planted) -> 
     seed = session_seed(request.config)
     size = request.node.callspec.params.get("size", Size.FAST)
     name = f"{request.node.originalname}[{size.value}]"
-    running = Scenario(name=name, seed=seed, size=size, stack=stack, planted=planted)
+    running = Scenario(
+        name=name, nodeid=request.node.nodeid, seed=seed, size=size, stack=stack, planted=planted
+    )
     yield running
     FIGURES.append(running.summary(request.node.stash.get(OUTCOME, "error")))

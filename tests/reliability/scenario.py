@@ -115,6 +115,7 @@ class Scenario:
     """One scenario of the suite: its seed and generator, its stack, its report."""
 
     name: str
+    nodeid: str
     seed: int
     size: Size
     stack: Stack
@@ -131,8 +132,10 @@ class Scenario:
         return self.size is Size.FULL
 
     def repeat_command(self) -> str:
-        flags = "--reliability -m reliability " if self.full else ""
-        return f".venv/bin/pytest {flags}'tests/reliability -k {self.name}' --seed {self.seed}"
+        """The command that runs this scenario again with the same seed (the same kill moments,
+        fault draws and choices; the processes' timing is the machine's)."""
+        flags = "--reliability " if self.full else ""
+        return f".venv/bin/pytest {flags}'{self.nodeid}' --seed {self.seed}"
 
     def check(self, check: Check) -> None:
         """Record a check's figures; fail the scenario with its violations."""
@@ -599,8 +602,8 @@ async def leftovers(scenario: Scenario, clusters_alive: Iterable[str] = ()) -> l
     """What no live entity tracks: Colony's objects on the management cluster (ServiceSets,
     Secrets, ClusterDeployments) whose owner is gone (a prerequisite's ServiceSet: whose cluster
     is gone), hosts still claimed by the organization's
-    clusters that are gone, and in the child clusters still alive, cordoned nodes and workspace
-    namespaces or routes of workspaces that are gone."""
+    clusters that are gone, and in the child clusters still alive, cordoned nodes, and namespaces
+    and routes of workspaces that are gone."""
     stack = scenario.stack
     temporal = stack.client
     alive = set(clusters_alive)
@@ -644,10 +647,35 @@ async def leftovers(scenario: Scenario, clusters_alive: Iterable[str] = ()) -> l
             if node.spec.unschedulable:
                 found.append(f"{cluster} node {node.metadata.name}: cordoned")
         workspaces = {w["name"] for w in await stack.api.workspaces(cluster)}
-        for pod_namespace in await child_namespaces(stack, cluster):
-            owner_workspace = pod_namespace[1]
-            if owner_workspace and owner_workspace not in workspaces:
-                found.append(f"{cluster} namespace {pod_namespace[0]}: workspace gone")
+        for name, workspace in await child_namespaces(stack, cluster):
+            if workspace and workspace not in workspaces:
+                found.append(f"{cluster} namespace {name}: its workspace {workspace} is gone")
+        for kind, name, workspace in await child_routes(stack, cluster):
+            if workspace and workspace not in workspaces:
+                found.append(f"{cluster} {kind} {name}: its workspace {workspace} is gone")
+    return found
+
+
+ROUTES = (
+    ("gateway.networking.k8s.io", "v1", "httproutes"),
+    ("gateway.networking.k8s.io", "v1alpha2", "tcproutes"),
+)
+
+
+async def child_routes(stack: Stack, cluster: str) -> list[tuple[str, str, str]]:
+    """(kind, namespace/name, the workspace it is labelled for) of the child's Gateway API routes."""
+    admin = await stack.child_admin(deployment(cluster))
+    found: list[tuple[str, str, str]] = []
+    try:
+        custom = kube.CustomObjectsApi(admin)
+        for group, version, plural in ROUTES:
+            listed: Any = await call(custom.list_cluster_custom_object, group, version, plural)
+            for route in listed["items"]:
+                meta = route["metadata"]
+                workspace = (meta.get("labels") or {}).get("colony.dev/workspace", "")
+                found.append((plural, f"{meta['namespace']}/{meta['name']}", workspace))
+    finally:
+        close_client(admin)
     return found
 
 
