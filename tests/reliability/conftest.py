@@ -95,6 +95,7 @@ async def stack(tmp_path_factory: pytest.TempPathFactory, planted: Planted) -> A
         tmp_path_factory.mktemp("reliability"), sim_time_scale=SIM_TIME_SCALE
     ) as running:
         planted.add_stack(running)
+        await planted.add_catalog_control(running)
         yield running
 
 

@@ -89,6 +89,12 @@ class Planted:
         kubeconfig = yaml.safe_load((stack.workdir / "sim" / "management.kubeconfig").read_text())
         self.add_kubeconfig("management cluster", kubeconfig)
 
+    async def add_catalog_control(self, stack: Stack) -> None:
+        """A shipped class's description: the catalog's workflow carries it in its input, a
+        payload, from the worker's start on."""
+        classes = await stack.api.request("GET", "/v1/workspace-classes")
+        self.controls.add(str(classes["items"][0]["description"]))
+
     async def add_cluster(self, stack: Stack, cluster: str, deployment_name: str = "") -> None:
         """The cluster's credentials: its admin kubeconfig Secret and a user's kubeconfig (the
         API's, for the suite's clusters)."""
@@ -444,6 +450,17 @@ def gpus_requested(pod: Any) -> int:
 # --- The GPU ledger ------------------------------------------------------------------------------
 
 
+async def the_ledger(scenario: Scenario, cluster: str) -> str:
+    """The id of the cluster's running GPU ledger, once it answers."""
+    found = await poll(
+        lambda: find_ledger(scenario.stack.client, cluster),
+        lambda ledger: ledger is not None,
+        what=f"the GPU ledger of {cluster}",
+    )
+    assert found is not None
+    return found
+
+
 async def find_ledger(temporal: Client, cluster: str) -> str | None:
     """The id of the running GPU ledger of one of the suite's clusters, if it started."""
     async for execution in temporal.list_workflows(
@@ -512,6 +529,8 @@ class GpuSampler:
         self.interval = interval
         self.samples: list[GpuSample] = []
         self.ledger_unanswered = 0
+        """Samples whose ledger query went unanswered (no worker just then, a server restarting):
+        their pods are checked, their holders are not."""
         self.ledger_id: str | None = None
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None

@@ -1,7 +1,7 @@
 """Reliability, part 5: after every other scenario of the session (this one runs last), every
 workflow history on the server, every run of every workflow, is exported (`histories/` in the
-session's directory, payloads decoded) and searched for every secret the suite planted or came
-across: the notebook passwords given as secret answers, the host provider's API key, Colony's API
+session's directory, payloads decoded) and searched, with the logs of the stack's processes
+(worker, API, sim, dev server), for every secret the suite planted or came across: the notebook passwords given as secret answers, the host provider's API key, Colony's API
 key, the management cluster's token, each child cluster's admin token and kubeconfig Secret and a
 user's token from the API. Zero hits."""
 
@@ -49,7 +49,16 @@ async def test_no_history_holds_a_secret(scenario: Scenario, planted: Planted, s
             for value, secret in planted.values.items()
             if value in text
         ]
+    logs = sorted((scenario.stack.workdir / "logs").glob("*.log"))
+    for log in logs:
+        text = log.read_text(errors="replace")
+        hits += [
+            f"{secret.kind} of {secret.of or 'the stack'} in {log.name}"
+            for value, secret in planted.values.items()
+            if value in text
+        ]
     scenario.report(
+        logs_scanned=[log.name for log in logs],
         histories=histories,
         events=events,
         decoded_megabytes=round(size_bytes / 1e6, 1),

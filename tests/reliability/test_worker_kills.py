@@ -35,7 +35,6 @@ from tests.reliability.scenario import (
     cluster_gone,
     combined,
     deployment,
-    find_ledger,
     finished_operation,
     history_progress,
     ledger_order,
@@ -45,10 +44,11 @@ from tests.reliability.scenario import (
     pod_refs,
     ready_cluster,
     records_progress,
+    the_ledger,
     workspace_gone,
     workspace_in,
 )
-from tests.reliability.stack import ORGANIZATION, poll
+from tests.reliability.stack import ORGANIZATION
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -209,17 +209,12 @@ async def test_a_burst_of_admissions_survives_worker_kills(scenario: Scenario, s
     ledgers: list[str] = []
     progress = combined(records_progress(stack), history_progress(stack.client, ledgers))
 
-    async def find() -> str | None:
-        return await find_ledger(stack.client, cluster)
-
     async with (
         GpuSampler(scenario, cluster) as sampler,
         Disruptor(scenario, progress, times=kills, units=20 * 3 * gpus) as killer,
     ):
         await burst.send()
-        found = await poll(find, lambda ledger: ledger is not None, what="the ledger")
-        assert found is not None
-        ledgers.append(found)
+        ledgers.append(await the_ledger(scenario, cluster))
         await burst.settle(timeout=600)
         await burst.release_all(timeout=300)
     scenario.report(**killer.figures())
@@ -229,6 +224,7 @@ async def test_a_burst_of_admissions_survives_worker_kills(scenario: Scenario, s
     arrivals, admissions = await ledger_order(stack.client, ledgers[0])
     scenario.check(check_first_come(arrivals, admissions))
     scenario.check(check_gpu_samples(sampler.samples, capacity=gpus))
+    assert len(sampler.samples) > sampler.ledger_unanswered, scenario.failure("no ledger sample")
     records = await scenario.records_since(window)
     scenario.check(check_creates(records["objectsCreated"]))
     await cluster_gone(scenario, cluster)
