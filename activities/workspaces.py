@@ -6,9 +6,17 @@ client cache with `ChildClusterActivities`); `worker.py` registers its methods. 
 `WorkspaceWorkflow`, `CapacityLedgerWorkflow`, `PrerequisiteWorkflow` and `CatalogWorkflow`
 through `workflows/workspace_calls.py`.
 
-Every method is idempotent: creates tolerate an existing object that is the same (or update it to
-what is asked), deletes tolerate absence, and waits (`await_service_set`, `await_routes`, deletes
-with `wait_until`) poll inside the activity, heartbeating, and return on a change or a deadline.
+Ownership (`models.ownership`): everything created here carries its owner's marks, and an object
+of the name asked for is only ever taken over, changed, waited on or deleted when it is that
+owner's. One without Colony's marks (a user's own namespace `ws-nb`) or another owner's is refused
+on create (`ForeignObject`, naming it) and left alone on delete: never adopted, never deleted.
+
+Every method is idempotent: creates tolerate an existing object that is ours and the same (or
+update it to what is asked), deletes tolerate absence, and waits (`await_service_set`, `await_routes`, deletes
+with `wait_until`) look inside the activity, heartbeating, and return on a change or a deadline.
+The waits on one object (a ServiceSet, a namespace) react to its next change through a watch and
+poll only as a fallback (`activities.watch`): a deleted workspace's ServiceSet is seen gone the
+moment k0rdent lets it go, not at the next second's look.
 Secret prompt values arrive sealed and are unsealed only in `write_values_secret`, straight into
 the Secret: they never appear in a result, a log line or workflow history.
 """
@@ -32,10 +40,26 @@ from activities.errors import kube_error
 from activities.heartbeat import heartbeating, report
 from activities.kube import MERGE_PATCH, Obj, call, call_or_none, call_or_raise
 from activities.sealing import SealingError, Unsealer, unseal_secret_values
-from models.activity_api import WORKFLOW_ID_LABEL
+from activities.watch import ObjectWatch
+from models.activity_api import TENANT_GATEWAY_DOMAIN_LABEL
 from models.capacity import gpu_node
 from models.errors import ErrorType, permanent
+from models.identity import (
+    Entity,
+    cluster_deployment_name,
+    entity_workflow_id,
+    workspace_class_object_name,
+)
 from models.manifests import EXALSIUS_WORKSPACES, workspace_class_object
+from models.ownership import (
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    ORGANIZATION_LABEL,
+    Owner,
+    Ownership,
+    marked_entity,
+    refusal,
+)
 from models.workspace import (
     EventSummary,
     GatewayInfo,
@@ -43,7 +67,8 @@ from models.workspace import (
     ServiceStateSummary,
 )
 from models.workspace_api import (
-    OWNER_WORKFLOW_ANNOTATION,
+    CATALOG_WORKFLOW_ID,
+    CLASS_NAME_ANNOTATION,
     PREREQUISITE_LABEL,
     ApplyRoutesRequest,
     ApplyRoutesResult,
@@ -90,6 +115,7 @@ from models.workspace_api import (
     WriteValuesSecretResult,
 )
 from models.workspace_class import WorkspaceClassSpec, class_conflict
+from watching.kubeapi import collection_path
 
 K0RDENT = ("k0rdent.mirantis.com", "v1beta1")
 EXALSIUS = ("workspaces.exalsius.ai", "v1")
@@ -154,25 +180,103 @@ def service_set_observed(obj: Obj, generation: int) -> bool:
     return not observed or max(observed) >= generation
 
 
+def cluster_owner_of(deployment: Obj, name: str) -> str:
+    """The workflow of the cluster whose ClusterDeployment `deployment` (named `name`) is, from its
+    marks; empty unless they are Colony's, name a cluster workflow, and that cluster's
+    ClusterDeployment is this very name (the identity is injective: only one cluster's can be)."""
+    found = marked_entity(deployment)
+    if found is None or found[0] is not Entity.CLUSTER:
+        return ""
+    _, organization, cluster = found
+    if cluster_deployment_name(organization, cluster) != name:
+        return ""
+    return entity_workflow_id(Entity.CLUSTER, organization, cluster)
+
+
+def class_organization(obj: Obj) -> str | None:
+    """Whose catalog a `WorkspaceClass` object is in: "" for the shared one (no organization
+    mark), the organization for one's own class (Colony's marks, the catalog's workflow, the class
+    name annotated, and the object named as `models.identity` derives it from both); None when
+    its marks contradict themselves (no one's class)."""
+    meta = obj.get("metadata") or {}
+    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    organization = str(labels.get(ORGANIZATION_LABEL) or "")
+    if not organization:
+        return ""
+    name = str(annotations.get(CLASS_NAME_ANNOTATION) or "")
+    owner = Owner(workflow_id=CATALOG_WORKFLOW_ID, organization=organization)
+    if not owner.owns(obj) or meta.get("name") != workspace_class_object_name(organization, name):
+        return None
+    return organization
+
+
+def _class_body(spec: WorkspaceClassSpec, organization: str) -> Obj:
+    """The stored class: shared under its name; an organization's under its derived name, with
+    the catalog workflow's marks for that organization and the class name annotated."""
+    if not organization:
+        return workspace_class_object(spec, {MANAGED_BY_LABEL: MANAGED_BY})
+    owner = Owner(workflow_id=CATALOG_WORKFLOW_ID, organization=organization)
+    return workspace_class_object(
+        spec,
+        owner.labels(),
+        name=workspace_class_object_name(organization, spec.name),
+        annotations={**owner.annotations(), CLASS_NAME_ANNOTATION: spec.name},
+    )
+
+
+def _foreign(kind: str, where: str, name: str, ownership: Ownership) -> ApplicationError:
+    """The refusal to take over an object of the name asked for that is not the owner's."""
+    return permanent(ErrorType.FOREIGN_OBJECT, refusal(kind, where, name, ownership))
+
+
+def _uid(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
+def _only(obj: Obj) -> Obj:
+    """Delete options that delete exactly the object read and judged (a replacement in between
+    answers 409, and is read and judged again on the retry)."""
+    return {"preconditions": {"uid": _uid(obj)}}
+
+
 def _dicts(value: Any) -> list[Obj]:
     """The objects of a list read from the API (anything else: none)."""
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
-def _accepted(route: Obj) -> tuple[bool, str]:
-    """Whether a route is accepted by its parent (and its references resolved), and why not."""
-    parents = (route.get("status") or {}).get("parents") or []
+ROUTE_ACCEPTED = "Accepted"
+ROUTE_PENDING = "Pending"
+"""The Gateway API's reasons: a route accepted, and one no controller has answered for yet."""
+
+
+def route_state(name: str, route: Obj) -> RouteState:
+    """How the gateway's controller answered for a route: accepted (with every backend resolved),
+    or the reason and message of the first condition that is not True, and whether the answer is
+    for the route's current spec (its conditions' `observedGeneration`)."""
+    generation = int((route.get("metadata") or {}).get("generation") or 1)
+    parents = _dicts((route.get("status") or {}).get("parents"))
     if not parents:
-        return False, "waiting for the gateway controller"
-    messages = []
+        return RouteState(
+            name=name, reason=ROUTE_PENDING, message="waiting for the gateway controller"
+        )
+    settled = True
     for parent in parents:
-        conditions = {c.get("type"): c for c in parent.get("conditions") or []}
+        conditions = {c.get("type"): c for c in _dicts(parent.get("conditions"))}
         for kind in ("Accepted", "ResolvedRefs"):
             found = conditions.get(kind)
-            if found is None or found.get("status") != "True":
-                reason = (found or {}).get("reason", "Pending")
-                messages.append(f"{kind}: {reason} {(found or {}).get('message', '')}".strip())
-    return not messages, "; ".join(messages)
+            observed = (found or {}).get("observedGeneration")
+            if found is None or (isinstance(observed, int) and observed < generation):
+                settled = False
+                continue
+            if found.get("status") != "True":
+                reason = str(found.get("reason") or ROUTE_PENDING)
+                message = f"{kind}: {reason}: {found.get('message', '')}".rstrip(": ")
+                return RouteState(name=name, settled=True, reason=reason, message=message)
+    if not settled:
+        return RouteState(
+            name=name, reason=ROUTE_PENDING, message="waiting for the gateway controller"
+        )
+    return RouteState(name=name, accepted=True, settled=True, reason=ROUTE_ACCEPTED)
 
 
 class WorkspaceActivities:
@@ -205,17 +309,30 @@ class WorkspaceActivities:
 
     @staticmethod
     def _class_of(obj: Obj) -> WorkspaceClassSpec:
-        return WorkspaceClassSpec.model_validate(
-            {**(obj.get("spec") or {}), "name": obj["metadata"]["name"]}
-        )
+        meta = obj.get("metadata") or {}
+        name = (meta.get("annotations") or {}).get(CLASS_NAME_ANNOTATION) or meta["name"]
+        return WorkspaceClassSpec.model_validate({**(obj.get("spec") or {}), "name": name})
+
+    async def _class_object(self, organization: str, name: str) -> Obj | None:
+        """The object of `organization`'s class `name` ("" the shared catalog's), when its marks
+        say it is that: a shared name never finds an organization's class, nor the reverse."""
+        obj = await self._get_class_object(workspace_class_object_name(organization, name))
+        if obj is None or class_organization(obj) != organization:
+            return None
+        return obj
 
     @activity.defn(name=WorkspaceActivity.GET_WORKSPACE_CLASS)
     @heartbeating
     async def get_workspace_class(
         self, request: GetWorkspaceClassRequest
     ) -> GetWorkspaceClassResult:
-        """The stored class of that exact name, or `found=False`."""
-        obj = await self._get_class_object(request.name)
+        """The class of that exact name the organization sees (its own, else the shared
+        catalog's), or `found=False`."""
+        obj = None
+        if request.organization:
+            obj = await self._class_object(request.organization, request.name)
+        if obj is None:
+            obj = await self._class_object("", request.name)
         if obj is None:
             return GetWorkspaceClassResult(found=False)
         try:
@@ -228,7 +345,9 @@ class WorkspaceActivities:
     async def list_workspace_classes(
         self, request: ListWorkspaceClassesRequest
     ) -> ListWorkspaceClassesResult:
-        """Every stored class (those that do not validate are named with their problem)."""
+        """Every stored class, the shared catalog's and each organization's own (those that do
+        not validate are named with their problem; objects whose marks contradict their name are
+        no one's class)."""
         listed = await call_or_none(
             "list WorkspaceClasses",
             self._custom.list_cluster_custom_object,
@@ -237,11 +356,21 @@ class WorkspaceActivities:
         )
         result = ListWorkspaceClassesResult()
         for obj in (listed or {}).get("items") or []:
+            organization = class_organization(obj)
+            if organization is None:
+                continue
             try:
-                result.classes.append(self._class_of(obj))
+                spec = self._class_of(obj)
             except ValidationError as exc:
                 result.unreadable.append(f"{obj['metadata']['name']}: {exc.errors()[0]['msg']}")
+                continue
+            if organization:
+                result.private.setdefault(organization, []).append(spec)
+            else:
+                result.classes.append(spec)
         result.classes.sort(key=lambda spec: spec.name)
+        for classes in result.private.values():
+            classes.sort(key=lambda spec: spec.name)
         return result
 
     @activity.defn(name=WorkspaceActivity.PUBLISH_WORKSPACE_CLASS)
@@ -250,19 +379,42 @@ class WorkspaceActivities:
         self, request: PublishWorkspaceClassRequest
     ) -> PublishWorkspaceClassResult:
         """Create the class's objects (ServiceTemplates ...) when absent, then the class; refuse a
-        class of the same name with another definition (`ClassConflict`)."""
+        class of the same name with another definition (`ClassConflict`). An organization's own
+        class is stored under its derived name with its marks; it publishes no objects and may not
+        take a shared class's name."""
+        spec, organization = request.spec, request.organization
         result = PublishWorkspaceClassResult(created=False)
-        existing = await self._get_class_object(request.spec.name)
+        object_name = workspace_class_object_name(organization, spec.name)
+        if organization:
+            if request.objects:
+                raise permanent(
+                    ErrorType.INVALID_SPEC,
+                    f"workspace class '{spec.name}' of organization '{organization}' publishes no "
+                    "objects: ServiceTemplates belong to the shared catalog",
+                )
+            if await self._class_object("", spec.name) is not None:
+                raise permanent(
+                    ErrorType.CLASS_CONFLICT,
+                    f"workspace class '{spec.name}' is in the catalog every organization shares: "
+                    "an organization's own class needs a name of its own",
+                )
+        existing = await self._get_class_object(object_name)
         if existing is not None:
+            if class_organization(existing) != organization:
+                raise permanent(
+                    ErrorType.CLASS_CONFLICT,
+                    f"WorkspaceClass '{object_name}' exists and is not this catalog's; publish "
+                    "under a new name",
+                )
             try:
                 stored = self._class_of(existing)
             except ValidationError as exc:
                 raise permanent(
                     ErrorType.CLASS_CONFLICT,
-                    f"WorkspaceClass '{request.spec.name}' exists and is not a valid class "
+                    f"WorkspaceClass '{spec.name}' exists and is not a valid class "
                     f"({exc.errors()[0]['msg']}); publish under a new name",
                 ) from exc
-            conflict = class_conflict(stored, request.spec)
+            conflict = class_conflict(stored, spec)
             if conflict:
                 raise permanent(ErrorType.CLASS_CONFLICT, conflict)
         for obj in request.objects:
@@ -277,8 +429,7 @@ class WorkspaceActivities:
                     raise
                 result.objects_skipped.append(f"{label}: {exc.message}")
         if existing is None:
-            body = workspace_class_object(request.spec, {"app.kubernetes.io/managed-by": "colony"})
-            result.created = await self._create_if_absent(body)
+            result.created = await self._create_if_absent(_class_body(spec, organization))
         return result
 
     @activity.defn(name=WorkspaceActivity.PUBLISH_OBJECTS)
@@ -387,20 +538,12 @@ class WorkspaceActivities:
             if service.values_from_secret:
                 entry["valuesFrom"] = [{"kind": "Secret", "name": service.values_from_secret}]
             services.append(entry)
-        annotations = (
-            {OWNER_WORKFLOW_ANNOTATION: request.owner_workflow_id}
-            if request.owner_workflow_id
-            else {}
-        )
         body: Obj = {
             "apiVersion": "/".join(K0RDENT),
             "kind": "ServiceSet",
-            "metadata": {
-                "name": request.name,
-                "namespace": request.namespace,
-                "labels": request.labels,
-                "annotations": annotations,
-            },
+            "metadata": request.owner.mark(
+                {"name": request.name, "namespace": request.namespace, "labels": request.labels}
+            ),
             "spec": {
                 "cluster": request.cluster_deployment,
                 "provider": {"name": SVELTOS, "selfManagement": False},
@@ -428,6 +571,9 @@ class WorkspaceActivities:
             raise permanent(
                 ErrorType.NOT_FOUND, f"ServiceSet {request.namespace}/{request.name} vanished"
             )
+        ownership = request.owner.judge(existing)
+        if ownership is not Ownership.OURS:
+            raise _foreign("ServiceSet", f"{request.namespace}/", request.name, ownership)
         if (existing.get("spec") or {}).get("services") == services:
             return ApplyServiceSetResult(
                 created=False, generation=int(existing["metadata"].get("generation") or 1)
@@ -449,11 +595,23 @@ class WorkspaceActivities:
     @activity.defn(name=WorkspaceActivity.AWAIT_SERVICE_SET)
     @heartbeating
     async def await_service_set(self, request: AwaitServiceSetRequest) -> AwaitServiceSetResult:
-        """Wait until the service is Deployed or Failed, its state changes, or the deadline."""
+        """Wait until the service is Deployed or Failed, its state changes, or the deadline; each
+        pause ends early at the ServiceSet's next change (`activities.watch`)."""
+        async with self._service_set_watch(request.namespace, request.name) as watch:
+            return await self._await_service_set(request, watch)
+
+    def _service_set_watch(self, namespace: str, name: str) -> ObjectWatch:
+        return ObjectWatch(
+            self._custom.api_client, collection_path(*K0RDENT, "servicesets", namespace), name
+        )
+
+    async def _await_service_set(
+        self, request: AwaitServiceSetRequest, watch: ObjectWatch
+    ) -> AwaitServiceSetResult:
         pause = POLL_FIRST
         while True:
             obj = await self._get_service_set(request.namespace, request.name)
-            if obj is None:
+            if obj is None or not request.owner.owns(obj):
                 return AwaitServiceSetResult(outcome=ServiceSetOutcome.GONE)
             summary = _service_set_summary(request.name, obj)
             entry = next((s for s in summary.services if s.name == request.service), None)
@@ -475,13 +633,19 @@ class WorkspaceActivities:
                 return AwaitServiceSetResult(
                     outcome=outcome, status=summary, state=state, message=message
                 )
-            await asyncio.sleep(min(pause, left))
+            await watch.changed(obj, min(pause, left))
             pause = min(pause * 2, POLL_CAP)
 
     @activity.defn(name=WorkspaceActivity.DELETE_SERVICE_SET)
     @heartbeating
     async def delete_service_set(self, request: DeleteServiceSetRequest) -> DeleteServiceSetResult:
-        """Delete the ServiceSet (k0rdent uninstalls its releases first); optionally wait till gone."""
+        """Delete the ServiceSet if it is the owner's (k0rdent uninstalls its releases first);
+        optionally wait till gone. Another's of that name is left alone."""
+        existing = await self._get_service_set(request.namespace, request.name)
+        if existing is None:
+            return DeleteServiceSetResult(existed=False)
+        if not request.owner.owns(existing):
+            return DeleteServiceSetResult(existed=True, foreign=True)
         deleted = await call_or_none(
             f"delete ServiceSet {request.namespace}/{request.name}",
             self._custom.delete_namespaced_custom_object,
@@ -489,14 +653,23 @@ class WorkspaceActivities:
             request.namespace,
             "servicesets",
             request.name,
+            body=_only(existing),
         )
         if request.wait_until is None:
             return DeleteServiceSetResult(existed=deleted is not None)
-        while await self._get_service_set(request.namespace, request.name) is not None:
-            left = _seconds_until(request.wait_until)
-            if left <= 0:
-                return DeleteServiceSetResult(existed=True, gone=False)
-            await asyncio.sleep(min(POLL_FIRST, left))
+        # Gone is what frees the workspace's GPUs for the next in line: seen at the ServiceSet's
+        # DELETED event (k0rdent removes its finalizer once the releases are uninstalled), with
+        # a look every second as the fallback.
+        async with self._service_set_watch(request.namespace, request.name) as watch:
+            while (
+                found := await self._get_service_set(request.namespace, request.name)
+            ) is not None:
+                if _uid(found) != _uid(existing):
+                    break  # ours is gone; another took the name meanwhile
+                left = _seconds_until(request.wait_until)
+                if left <= 0:
+                    return DeleteServiceSetResult(existed=True, gone=False)
+                await watch.changed(found, min(POLL_FIRST, left))
         return DeleteServiceSetResult(existed=deleted is not None, gone=True)
 
     @activity.defn(name=WorkspaceActivity.FIND_SERVICE_SETS)
@@ -549,7 +722,12 @@ class WorkspaceActivities:
                 "install workspaces with secret values",
             )
         try:
-            values = unseal_secret_values(request.workspace, request.secret_values, self._unsealer)
+            values = unseal_secret_values(
+                request.workspace,
+                request.secret_values,
+                self._unsealer,
+                request.owner.organization,
+            )
         except (SealingError, ValueError) as exc:
             # Sealed for another key, workspace or path, or altered: no retry opens it.
             raise permanent(ErrorType.INVALID_SPEC, f"secret values: {exc}") from exc
@@ -557,11 +735,9 @@ class WorkspaceActivities:
         body: Obj = {
             "apiVersion": "v1",
             "kind": "Secret",
-            "metadata": {
-                "name": request.name,
-                "namespace": request.namespace,
-                "labels": request.labels,
-            },
+            "metadata": request.owner.mark(
+                {"name": request.name, "namespace": request.namespace, "labels": request.labels}
+            ),
             "type": "Opaque",
             "data": {"values": data},
         }
@@ -571,6 +747,18 @@ class WorkspaceActivities:
         except ApiException as exc:
             if exc.status != 409:
                 raise kube_error(exc, what) from exc
+            existing = await call_or_none(
+                f"read Secret {request.namespace}/{request.name}",
+                self._core.read_namespaced_secret,
+                request.name,
+                request.namespace,
+            )
+            if existing is None:
+                raise kube_error(exc, what) from exc  # deleted in between: the retry creates it
+            ownership = request.owner.judge(existing)
+            if ownership is not Ownership.OURS:
+                raise _foreign("Secret", f"{request.namespace}/", request.name, ownership) from exc
+            body["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
             await call_or_raise(
                 what, self._core.replace_namespaced_secret, request.name, request.namespace, body
             )
@@ -581,11 +769,23 @@ class WorkspaceActivities:
     async def delete_values_secret(
         self, request: DeleteValuesSecretRequest
     ) -> DeleteValuesSecretResult:
+        """Delete the values Secret if it is the owner's; another's is left alone."""
+        existing = await call_or_none(
+            f"read Secret {request.namespace}/{request.name}",
+            self._core.read_namespaced_secret,
+            request.name,
+            request.namespace,
+        )
+        if existing is None:
+            return DeleteValuesSecretResult(existed=False)
+        if not request.owner.owns(existing):
+            return DeleteValuesSecretResult(existed=True, foreign=True)
         deleted = await call_or_none(
             f"delete Secret {request.namespace}/{request.name}",
             self._core.delete_namespaced_secret,
             request.name,
             request.namespace,
+            body=_only(existing),
         )
         return DeleteValuesSecretResult(existed=deleted is not None)
 
@@ -594,33 +794,63 @@ class WorkspaceActivities:
     @activity.defn(name=WorkspaceActivity.ENSURE_NAMESPACE)
     @heartbeating
     async def ensure_namespace(self, request: EnsureNamespaceRequest) -> EnsureNamespaceResult:
+        """Create the namespace with the owner's marks; one that exists is taken only if it is
+        the owner's (an earlier attempt's): a user's own is refused, untouched."""
         core = client.CoreV1Api(await self._child(request.kubeconfig))
         what = f"create namespace {request.name}"
-        body = {"metadata": {"name": request.name, "labels": request.labels}}
+        body = {"metadata": request.owner.mark({"name": request.name, "labels": request.labels})}
         try:
             await call(what, core.create_namespace, body)
         except ApiException as exc:
-            if exc.status == 409:
-                return EnsureNamespaceResult(created=False)
-            raise kube_error(exc, what) from exc
+            if exc.status != 409:
+                raise kube_error(exc, what) from exc
+            existing = await call_or_none(
+                f"read namespace {request.name}", core.read_namespace, request.name
+            )
+            if existing is None:
+                raise kube_error(exc, what) from exc  # deleted in between: the retry creates it
+            ownership = request.owner.judge(existing)
+            if ownership is not Ownership.OURS:
+                raise _foreign("namespace", "", request.name, ownership) from exc
+            if (existing.get("metadata") or {}).get("deletionTimestamp"):
+                # Ours, still terminating after an earlier delete: the retry creates it anew.
+                raise kube_error(exc, f"{what} (the previous one is still being deleted)") from exc
+            return EnsureNamespaceResult(created=False)
         return EnsureNamespaceResult(created=True)
 
     @activity.defn(name=WorkspaceActivity.DELETE_NAMESPACE)
     @heartbeating
     async def delete_namespace(self, request: DeleteNamespaceRequest) -> DeleteNamespaceResult:
-        core = client.CoreV1Api(await self._child(request.kubeconfig))
+        """Delete the namespace if it is the owner's (and, with `wait_until`, wait till it is gone);
+        any other of that name, a user's own above all, is left as it is."""
+        child = await self._child(request.kubeconfig)
+        core = client.CoreV1Api(child)
+        existing = await call_or_none(
+            f"read namespace {request.name}", core.read_namespace, request.name
+        )
+        if existing is None:
+            return DeleteNamespaceResult(existed=False)
+        if not request.owner.owns(existing):
+            return DeleteNamespaceResult(existed=True, foreign=True)
         deleted = await call_or_none(
-            f"delete namespace {request.name}", core.delete_namespace, request.name
+            f"delete namespace {request.name}",
+            core.delete_namespace,
+            request.name,
+            body=_only(existing),
         )
         if request.wait_until is None:
             return DeleteNamespaceResult(existed=deleted is not None)
-        while await call_or_none(
-            f"read namespace {request.name}", core.read_namespace, request.name
-        ):
-            left = _seconds_until(request.wait_until)
-            if left <= 0:
-                return DeleteNamespaceResult(existed=True, gone=False)
-            await asyncio.sleep(min(POLL_FIRST, left))
+        namespaces = collection_path("", "v1", "namespaces")
+        async with ObjectWatch(child, namespaces, request.name) as watch:
+            while (
+                found := await call_or_none(
+                    f"read namespace {request.name}", core.read_namespace, request.name
+                )
+            ) is not None and _uid(found) == _uid(existing):
+                left = _seconds_until(request.wait_until)
+                if left <= 0:
+                    return DeleteNamespaceResult(existed=True, gone=False)
+                await watch.changed(found, min(POLL_FIRST, left))
         return DeleteNamespaceResult(existed=deleted is not None, gone=True)
 
     @activity.defn(name=WorkspaceActivity.READ_GPU_INVENTORY)
@@ -680,8 +910,7 @@ class WorkspaceActivities:
                 "clusterdeployments",
                 request.cluster_deployment,
             )
-            annotations = ((deployment or {}).get("metadata") or {}).get("annotations") or {}
-            owner = str(annotations.get(WORKFLOW_ID_LABEL, ""))
+            owner = cluster_owner_of(deployment or {}, request.cluster_deployment)
         return ReadGpuInventoryResult(
             nodes=sorted(inventory, key=lambda n: n.name), cluster_workflow_id=owner
         )
@@ -719,7 +948,11 @@ class WorkspaceActivities:
     async def find_tenant_gateway(
         self, request: FindTenantGatewayRequest
     ) -> FindTenantGatewayResult:
-        """The cluster's tenant gateway (label `colony.dev/tenant-gateway=true`), if attached."""
+        """The cluster's tenant gateway as it is now: the Gateway labelled
+        `colony.dev/tenant-gateway=true` in its child (the first by namespace and name when there
+        are several), and, with `cluster_deployment`, the domain the ClusterDeployment's label
+        `colony.dev/tenant-gateway-domain` attaches the cluster to."""
+        expected = await self._attached_domain(request)
         custom = client.CustomObjectsApi(await self._child(request.kubeconfig))
         listed = await call_or_none(
             "list Gateways",
@@ -734,7 +967,7 @@ class WorkspaceActivities:
             key=lambda g: (g["metadata"].get("namespace", ""), g["metadata"]["name"]),
         )
         if not items:
-            return FindTenantGatewayResult()
+            return FindTenantGatewayResult(expected_domain=expected)
         gateway = items[0]
         meta, spec = gateway["metadata"], gateway.get("spec") or {}
         listeners = spec.get("listeners") or []
@@ -743,6 +976,16 @@ class WorkspaceActivities:
             hostname = next((str(x.get("hostname")) for x in listeners if x.get("hostname")), "")
             domain = hostname.removeprefix("*.")
         https = any(listener.get("protocol") == "HTTPS" for listener in listeners)
+        # The listener HTTPRoutes attach to (sectionName "https" or "http"): a URL must name its
+        # port when it is not the scheme's own.
+        http_port = next(
+            (
+                int(listener["port"])
+                for listener in listeners
+                if listener.get("name") == ("https" if https else "http") and listener.get("port")
+            ),
+            None,
+        )
         pool = sorted(
             int(listener["port"]) for listener in listeners if listener.get("protocol") == "TCP"
         )
@@ -762,11 +1005,29 @@ class WorkspaceActivities:
                     if with_port.isdigit():
                         taken.add(int(with_port))
         return FindTenantGatewayResult(
-            gateway=GatewayInfo(domain=domain, https=https, tcp_ports=pool),
+            gateway=GatewayInfo(domain=domain, https=https, tcp_ports=pool, http_port=http_port),
             gateway_namespace=str(meta.get("namespace", "")),
             gateway_name=str(meta["name"]),
+            gateway_uid=str(meta.get("uid", "")),
+            gateway_generation=int(meta.get("generation") or 0),
             taken_ports=sorted(taken),
+            expected_domain=expected,
         )
+
+    async def _attached_domain(self, request: FindTenantGatewayRequest) -> str:
+        """The domain the ClusterDeployment's label attaches the cluster to ("" when none)."""
+        if not request.cluster_deployment:
+            return ""
+        deployment = await call_or_none(
+            f"read ClusterDeployment {request.cluster_deployment}",
+            self._custom.get_namespaced_custom_object,
+            *K0RDENT,
+            request.kubeconfig.namespace,
+            "clusterdeployments",
+            request.cluster_deployment,
+        )
+        labels = ((deployment or {}).get("metadata") or {}).get("labels") or {}
+        return str(labels.get(TENANT_GATEWAY_DOMAIN_LABEL) or "")
 
     @staticmethod
     def _route_body(request: ApplyRoutesRequest, route: RouteSpec) -> Obj:
@@ -793,23 +1054,24 @@ class WorkspaceActivities:
         return {
             "apiVersion": f"{GATEWAY_API}/{version}",
             "kind": route.kind,
-            "metadata": {
-                "name": route.name,
-                "namespace": request.namespace,
-                "labels": request.labels,
-            },
+            "metadata": request.owner.mark(
+                {"name": route.name, "namespace": request.namespace, "labels": request.labels}
+            ),
             "spec": spec,
         }
 
     @activity.defn(name=WorkspaceActivity.APPLY_ROUTES)
     @heartbeating
     async def apply_routes(self, request: ApplyRoutesRequest) -> ApplyRoutesResult:
-        """Create the routes (existing ones of the same name are left as they are)."""
+        """Create the routes; one that exists already is brought to the spec asked for when it is
+        the owner's (an earlier attempt's, or routes to a Gateway that moved), and refused when it
+        is not."""
         custom = client.CustomObjectsApi(await self._child(request.kubeconfig))
         result = ApplyRoutesResult()
         for route in request.routes:
             version, plural = ROUTE_VERSIONS[route.kind]
             what = f"create {route.kind} {request.namespace}/{route.name}"
+            body = self._route_body(request, route)
             try:
                 await call(
                     what,
@@ -818,40 +1080,77 @@ class WorkspaceActivities:
                     version,
                     request.namespace,
                     plural,
-                    self._route_body(request, route),
+                    body,
                 )
             except ApiException as exc:
-                if exc.status == 409:
-                    continue
-                raise kube_error(exc, what) from exc
+                if exc.status != 409:
+                    raise kube_error(exc, what) from exc
+                existing = await self._get_route(custom, request.namespace, route)
+                if existing is None:
+                    raise kube_error(exc, what) from exc  # deleted in between: the retry creates it
+                ownership = request.owner.judge(existing)
+                if ownership is not Ownership.OURS:
+                    where = f"{request.namespace}/"
+                    raise _foreign(route.kind, where, route.name, ownership) from exc
+                if existing.get("spec") != body["spec"]:
+                    await call_or_raise(
+                        f"update {route.kind} {request.namespace}/{route.name}",
+                        custom.patch_namespaced_custom_object,
+                        GATEWAY_API,
+                        version,
+                        request.namespace,
+                        plural,
+                        route.name,
+                        {"metadata": {"labels": body["metadata"]["labels"]}, "spec": body["spec"]},
+                        _content_type=MERGE_PATCH,
+                    )
+                    result.updated.append(route.name)
+                continue
             result.created.append(route.name)
         return result
+
+    @staticmethod
+    async def _get_route(
+        custom: client.CustomObjectsApi, namespace: str, route: RouteSpec
+    ) -> Obj | None:
+        version, plural = ROUTE_VERSIONS[route.kind]
+        return await call_or_none(
+            f"read {route.kind} {namespace}/{route.name}",
+            custom.get_namespaced_custom_object,
+            GATEWAY_API,
+            version,
+            namespace,
+            plural,
+            route.name,
+        )
 
     @activity.defn(name=WorkspaceActivity.AWAIT_ROUTES)
     @heartbeating
     async def await_routes(self, request: AwaitRoutesRequest) -> AwaitRoutesResult:
-        """Wait until every route is accepted by the gateway (or the deadline); report each."""
+        """Wait until the gateway's controller has answered for every route's current spec (or
+        the deadline), and report each: accepted, or why not. A route refused for good (its
+        Service missing: `BackendNotFound`) is an answer, not a reason to wait on."""
         custom = client.CustomObjectsApi(await self._child(request.kubeconfig))
         pause = POLL_FIRST
         while True:
             states = []
             for route in request.routes:
-                version, plural = ROUTE_VERSIONS[route.kind]
-                obj = await call_or_none(
-                    f"read {route.kind} {request.namespace}/{route.name}",
-                    custom.get_namespaced_custom_object,
-                    GATEWAY_API,
-                    version,
-                    request.namespace,
-                    plural,
-                    route.name,
-                )
-                accepted, message = _accepted(obj) if obj else (False, "route not found")
-                states.append(RouteState(name=route.name, accepted=accepted, message=message))
+                obj = await self._get_route(custom, request.namespace, route)
+                if obj is None or not request.owner.owns(obj):
+                    states.append(
+                        RouteState(
+                            name=route.name,
+                            settled=True,
+                            reason="RouteNotFound",
+                            message=f"{route.kind} {request.namespace}/{route.name} not found",
+                        )
+                    )
+                    continue
+                states.append(route_state(route.name, obj))
             result = AwaitRoutesResult(routes=states, all_accepted=all(s.accepted for s in states))
             report(result)
             left = _seconds_until(request.deadline)
-            if result.all_accepted or left <= 0:
+            if all(s.settled for s in states) or left <= 0:
                 return result
             await asyncio.sleep(min(pause, left))
             pause = min(pause * 2, POLL_CAP)
@@ -859,9 +1158,13 @@ class WorkspaceActivities:
     @activity.defn(name=WorkspaceActivity.DELETE_ROUTES)
     @heartbeating
     async def delete_routes(self, request: DeleteRoutesRequest) -> DeleteRoutesResult:
+        """Delete the routes that are the owner's; any other of those names is left alone."""
         custom = client.CustomObjectsApi(await self._child(request.kubeconfig))
         result = DeleteRoutesResult()
         for route in request.routes:
+            existing = await self._get_route(custom, request.namespace, route)
+            if existing is None or not request.owner.owns(existing):
+                continue
             version, plural = ROUTE_VERSIONS[route.kind]
             deleted = await call_or_none(
                 f"delete {route.kind} {request.namespace}/{route.name}",
@@ -871,6 +1174,7 @@ class WorkspaceActivities:
                 request.namespace,
                 plural,
                 route.name,
+                body=_only(existing),
             )
             if deleted is not None:
                 result.deleted.append(route.name)

@@ -35,7 +35,9 @@ async def serve(settings: ColonySettings, api_settings: ApiSettings) -> None:
         hash_rate=api_settings.verify_rate,
     )
 
-    app = create_app(settings, lambda: colony.connect(settings), store, api_settings=api_settings)
+    app = create_app(
+        settings, lambda: colony.connect(settings, hint=""), store, api_settings=api_settings
+    )
     server = uvicorn.Server(
         uvicorn.Config(
             app,

@@ -35,7 +35,7 @@ from api.context import ApiContext, Principal, TemporalClientFactory, requires
 from api.errors import error_response, error_responses, install
 from api.keys import KeyStore
 from api.ratelimit import RateLimiter
-from api.settings import ApiSettings
+from api.settings import SERVICE_NAME, ApiSettings
 from api.views import KeyView
 
 log = logging.getLogger("colony.api")
@@ -140,9 +140,14 @@ async def docs() -> HTMLResponse:
     )
 
 
-async def healthz() -> dict[str, str]:
-    """For load balancers and compose: the process answers (Temporal is not asked)."""
-    return {"status": "ok"}
+async def healthz(request: Request) -> dict[str, str]:
+    """For load balancers and compose: the process answers (Temporal is not asked), and says it
+    is Colony's API (of which development state, under `make run`)."""
+    body = {"status": "ok", "service": SERVICE_NAME}
+    dev_state_id = request.app.state.colony.api.dev_state_id
+    if dev_state_id:
+        body["devStateId"] = dev_state_id
+    return body
 
 
 async def _access_log(

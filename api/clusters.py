@@ -57,6 +57,7 @@ from models.operations import (
     OperationAccepted,
     ScaleNodePoolRequest,
 )
+from models.rules import unknown_pool
 from starter import checks, credentials
 from starter import client as colony
 from starter.client import WorkflowRef
@@ -106,12 +107,18 @@ def cluster_name(cluster_id: str) -> str:
     return cluster_id
 
 
-def pool_name(cluster: str, pool: str) -> str:
+def pool_name(status: ClusterStatus, pool: str) -> str:
+    """The pool named by a path id; one no pool can be called is not found, as the workflow
+    refuses one the cluster does not have (naming the pools it has)."""
     if name_problem("node pool", pool):
-        raise NotFoundError(
-            f"pool: node pool '{_shown(pool)}' does not exist in cluster '{cluster}'"
-        )
+        raise unknown_pool_error(status, _shown(pool))
     return pool
+
+
+def unknown_pool_error(status: ClusterStatus, pool: str) -> NotFoundError:
+    return NotFoundError(
+        f"pool: {unknown_pool(status.name, pool, (p.name for p in status.node_pools))}"
+    )
 
 
 def node_id(cluster: str, node: str) -> str:
@@ -260,7 +267,8 @@ async def list_clusters(request: Request, principal: Principal = READ) -> Cluste
 async def get_cluster(
     request: Request, cluster_id: str, principal: Principal = READ
 ) -> ClusterView:
-    """The cluster: `status` (creating, ready, updating, deleting, failed), its pools with
+    """The cluster: `status` (creating, ready, updating, waiting, deleting, failed; `waiting`
+    while a pool waits for hosts, its `waitingForHosts` above 0), its pools with
     `count`/`readyCount` and nodes, the running, queued and last finished operations."""
     ctx = context(request)
     name = cluster_name(cluster_id)
@@ -319,11 +327,10 @@ async def get_node_pool(
     request: Request, cluster_id: str, pool: str, principal: Principal = READ
 ) -> NodePoolStatus:
     name = cluster_name(cluster_id)
-    pool = pool_name(name, pool)
     _, status = await _status(context(request), principal, name)
-    found = status.pool(pool)
+    found = status.pool(pool_name(status, pool))
     if found is None:
-        raise NotFoundError(f"pool: node pool '{pool}' does not exist in cluster '{name}'")
+        raise unknown_pool_error(status, pool)
     return found
 
 
@@ -363,8 +370,9 @@ async def _scale(
 ) -> OperationAcceptedView:
     ctx = context(request)
     name = cluster_name(cluster_id)
-    pool = pool_name(name, pool)
     body = await read_body(request, NodePoolScaleRequest)
+    client, status = await _status(ctx, principal, name)
+    pool = pool_name(status, pool)
     scale = validated(
         ScaleNodePoolRequest,
         {
@@ -374,7 +382,6 @@ async def _scale(
             "waitForCapacity": body.wait_for_capacity,
         },
     )
-    client, status = await _status(ctx, principal, name)
     await checks.check_scale(ctx.settings, status, scale)
     return await _send(ctx, principal, name, "scale_node_pool", scale, idempotency_key, client)
 
@@ -436,10 +443,12 @@ async def delete_node_pool(
     principal: Principal = MANAGE,
 ) -> OperationAcceptedView:
     """Drain and remove every node of the pool, then the pool."""
+    ctx = context(request)
     name = cluster_name(cluster_id)
-    request_model = DeleteNodePoolRequest(pool=pool_name(name, pool), force=force)
+    client, status = await _status(ctx, principal, name)
+    request_model = DeleteNodePoolRequest(pool=pool_name(status, pool), force=force)
     return await _send(
-        context(request), principal, name, "delete_node_pool", request_model, idempotency_key
+        ctx, principal, name, "delete_node_pool", request_model, idempotency_key, client
     )
 
 

@@ -1,7 +1,7 @@
 """`/v1/colonies`: groups of clusters (the exalsius Colony), run by `ColonyWorkflow`, through the
 functions of `starter.colony_client` that `colonyctl colony` calls.
 
-A colony belongs to the caller's organization, and so do its clusters (`<colony>-<clusterName>`,
+A colony belongs to the caller's organization, and so do its clusters (`<colony>--<clusterName>`,
 listed among the organization's clusters once created): another organization's colony is simply
 not found (404), as a cluster is, and its name may be used again elsewhere. Permissions are the
 clusters': Read to list and get, Manage to apply and delete. An apply creates the colony or gives

@@ -42,7 +42,7 @@ from api.keys import ApiKey, KeyBusyError, KeyRefusedError, KeyStore, Permission
 from api.ratelimit import RateLimiter
 from api.settings import ApiSettings
 from starter.client import WorkflowRef
-from starter.errors import UnavailableError
+from starter.errors import UnavailableError, temporal_unreachable
 
 TemporalClientFactory = Callable[[], Awaitable[Client]]
 
@@ -50,6 +50,7 @@ PERMISSION_LABELS = {
     Permission.READ: "Kubernetes: Read",
     Permission.CONNECT: "Kubernetes: Connect",
     Permission.MANAGE: "Kubernetes: Manage",
+    Permission.CATALOG_PUBLISH: "Catalog: Publish",
 }
 
 
@@ -82,9 +83,7 @@ class ApiContext:
                 except UnavailableError:
                     raise
                 except (RuntimeError, RPCError, OSError) as exc:
-                    raise UnavailableError(
-                        f"cannot reach Temporal at {self.settings.temporal_address}: {exc}"
-                    ) from exc
+                    raise temporal_unreachable(self.settings.temporal_address, exc) from exc
         return self._client
 
     def workflow(self, workflow_id: str) -> WorkflowRef:

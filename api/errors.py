@@ -34,6 +34,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from activities.settings import SettingsError
 from api.views import ErrorBody, ErrorDetail
+from models.base import user_rule
 from models.operations import OperationKind
 from starter.errors import (
     ColonyError,
@@ -50,6 +51,7 @@ _FIELD = re.compile(r"^[A-Za-z][A-Za-z0-9_.\[\]]*$")
 _NOT_FIELDS = {kind.value for kind in OperationKind} | {
     "cancel_operation",
     "host provider",
+    "temporal",
 }
 """Message prefixes that name what refused, not a field (`scale_node_pool: ...`, when the workflow
 named no field); a workspace's refusals name the workspace (`workspace: workspace 'nb' is already
@@ -149,9 +151,7 @@ async def _request_validation(request: Request, exc: Exception) -> JSONResponse:
     errors = exc.errors()
     first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
     field = _validation_field(tuple(first.get("loc", ())))
-    rule = str(first.get("msg", "invalid")).removeprefix("Value error, ")
-    rule = rule[:1].lower() + rule[1:]
-    return error_response(422, "invalid", f"{field}: {rule}", field=field)
+    return error_response(422, "invalid", f"{field}: {user_rule(first)}", field=field)
 
 
 async def _http_exception(request: Request, exc: Exception) -> JSONResponse:

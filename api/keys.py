@@ -21,7 +21,8 @@ The Secret (namespace `colony-system` by default, created when missing):
     data                   algorithm (scrypt:n=16384:r=8:p=1), salt (hex), hash (hex)
 
 Permissions are the product's: Kubernetes Read (clusters, pools, nodes, operations), Connect
-(kubeconfig, token) and Manage (create, scale, delete). Legacy keys carry `clusters:read`, which
+(kubeconfig, token) and Manage (create, scale, delete); and Catalog Publish, an operator's, to
+publish workspace classes to the catalog every organization shares. Legacy keys carry `clusters:read`, which
 grants Read, or `clusters:write`, which grants "the rest" (Connect and Manage), as the product
 document says; a key stores what it was granted and is mapped on use.
 
@@ -122,6 +123,10 @@ class Permission(StrEnum):
     """Get a kubeconfig or a cluster token."""
     MANAGE = "kubernetes:manage"
     """Create, scale and delete clusters, node pools and nodes; cancel operations."""
+    CATALOG_PUBLISH = "catalog:publish"
+    """Publish workspace classes (and their ServiceTemplates) to the catalog every organization
+    shares: an operator's. Without it, a key with Manage publishes its organization's own classes,
+    which only that organization sees."""
 
 
 LEGACY_PERMISSIONS: dict[str, frozenset[Permission]] = {

@@ -19,6 +19,8 @@ Environment:
         scrypt) per second each client address may cause, sustained, default 5.
     COLONY_API_ADDRESS_BURST: how many of them an address may cause at once, default 20.
     COLONY_API_VERIFY_RATE: scrypt verifications per second in all, default 10 (0: no cap).
+    COLONY_DEV_STATE_ID: the development state `make run` started this API for; /healthz says
+        it, so a second `make run` can tell its own API from another program on the port.
 """
 
 from __future__ import annotations
@@ -29,7 +31,10 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from activities.settings import SettingsError
+from models.base import user_rule
 
+SERVICE_NAME = "colony-api"
+"""What /healthz says it is: `make run` reuses what listens on the API's port only if it is this."""
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
 DEFAULT_RATE = 20.0
@@ -60,6 +65,7 @@ ENV = {
     "address_rate": "COLONY_API_ADDRESS_RATE",
     "address_burst": "COLONY_API_ADDRESS_BURST",
     "verify_rate": "COLONY_API_VERIFY_RATE",
+    "dev_state_id": "COLONY_DEV_STATE_ID",
 }
 
 
@@ -77,6 +83,7 @@ class ApiSettings(BaseModel):
     address_rate: float = Field(default=DEFAULT_ADDRESS_RATE, ge=0)
     address_burst: int = Field(default=DEFAULT_ADDRESS_BURST, ge=1)
     verify_rate: float = Field(default=DEFAULT_VERIFY_RATE, ge=0)
+    dev_state_id: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ApiSettings:
@@ -89,4 +96,4 @@ class ApiSettings(BaseModel):
         except ValidationError as exc:
             first = exc.errors(include_url=False)[0]
             name = ENV.get(str(first["loc"][0]), str(first["loc"][0]))
-            raise SettingsError(f"{name}: {first['msg']}") from exc
+            raise SettingsError(f"{name}: {user_rule(first)}") from exc

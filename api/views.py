@@ -1,5 +1,6 @@
 """What the HTTP API reads and answers: request bodies, response bodies and the cluster status the
-product documents (`creating|ready|updating|deleting|failed`), in the document's field names.
+product documents (`creating|ready|updating|deleting|failed`, and `waiting` while a node pool
+waits for hosts), in the document's field names.
 
 Responses are Colony's own models with a few fields added (the cluster's `id` and `status`; a
 workspace's or colony's `id`; and for each, the `workflowId` of the workflow that owns it and its
@@ -55,13 +56,17 @@ class ClusterStatusName(StrEnum):
     CREATING = "creating"
     READY = "ready"
     UPDATING = "updating"
+    WAITING = "waiting"
+    """A node pool waits for hosts (the request set `waitForCapacity`); see its pools'
+    `waitingForHosts` and the cluster's `reason`."""
     DELETING = "deleting"
     FAILED = "failed"
 
 
 def status_of(status: ClusterStatus) -> ClusterStatusName:
     """The documented status of a cluster: its phase, with `updating` for a ready cluster that
-    runs or queues an operation (a pool added, scaled or deleted, a node deleted).
+    runs or queues an operation (a pool added, scaled or deleted, a node deleted), and `waiting`
+    while one of its pools waits for hosts (never `ready` then).
 
     A deleted cluster is not found (404) before anyone asks its status; its last status, read
     from a finished workflow, is `deleting` until then.
@@ -73,6 +78,8 @@ def status_of(status: ClusterStatus) -> ClusterStatusName:
             return ClusterStatusName.FAILED
         case ClusterPhase.DELETING | ClusterPhase.DELETED:
             return ClusterStatusName.DELETING
+        case ClusterPhase.WAITING:
+            return ClusterStatusName.WAITING
     busy = status.current_operation is not None or bool(status.queued_operations)
     return ClusterStatusName.UPDATING if busy else ClusterStatusName.READY
 
@@ -450,7 +457,7 @@ class WorkspaceOperationView(ColonyModel):
 
 class ColonyView(ColonyStatus):
     """A colony: `GET /v1/colonies/{id}` and each item of the list: its phase, its clusters (ids
-    of the organization's clusters, `<colony>-<clusterName>`) and their GPUs."""
+    of the organization's clusters, `<colony>--<clusterName>`) and their GPUs."""
 
     id: str
     """The colony's id in the API: its name (unique within the organization)."""

@@ -2,17 +2,21 @@
 clusters, through the functions of `starter.workspace_client` that `colonyctl class` and
 `colonyctl workspace` call.
 
-Classes are Colony's, shared by every organization: any key with Read lists them, Manage publishes
-one (classes are immutable: a different definition under an existing name is a 409, the
-identical one again a 200).
+Classes: the catalog every organization shares, and each organization's own classes, which only it
+sees (and which shadow nothing of anyone else's: a class name the shared catalog has is not free
+for one). Any key with Read lists and gets what its organization sees; a key with Manage publishes
+its organization's own class, one with Catalog Publish (`catalog:publish`, an operator's) publishes
+to the shared catalog, ServiceTemplates included (an organization's class deploys the templates
+the shared catalog published). Classes are immutable: a different definition under an existing
+name is a 409, the identical one again a 200.
 
-A workspace belongs to the organization of its cluster. Its name is global (the workflow is
-`workspace/<name>`), so the workflow records the organization (`ColonyOrganization`, set at start)
-and every route passes the caller's to `starter.workspace_client`, which finds another
-organization's workspace simply not there (404, as for clusters; a deploy under a name another
-organization holds is a 409 that says only that the name is taken). A deploy names the cluster by
-its id in the API; the workspace's spec names its ClusterDeployment, `<organization>-<id>`, found
-from the caller's organization only, so no key can deploy onto another organization's cluster.
+A workspace belongs to the caller's organization (its spec's `organization`, from the key, never
+from the body): its name is unique within the organization and its workflow is
+`workspace/<organization>/<name>` (`models.identity`), so another organization's workspace of any
+name is simply not there (404, as for clusters), and a name another organization uses is free here.
+A deploy names the cluster by its id in the API; the workspace's workflow derives the
+ClusterDeployment from (organization, cluster) and admits the workspace only onto one marked as
+that organization's cluster's, so no key can deploy onto another organization's cluster.
 
 Secret prompt answers arrive in plaintext (`secretValues`, or in `values`/`answers`, over the API's
 connection) and are sealed here with Colony's public key (`COLONY_SEALING_PUBLIC_KEY_FILE`) before
@@ -36,7 +40,8 @@ from temporalio.client import Client
 from api.bodies import body_spec, read_body
 from api.clusters import MANAGE, READ, READS, WRITES, IdempotencyKey
 from api.context import ApiContext, Principal, context
-from api.errors import error_responses
+from api.errors import ApiError, error_responses
+from api.keys import Permission
 from api.views import (
     WorkspaceAccepted,
     WorkspaceClassList,
@@ -85,8 +90,8 @@ def workspace_name(workspace_id: str) -> str:
     return workspace_id
 
 
-def _workflow(ctx: ApiContext, name: str) -> WorkflowRef:
-    return ctx.workflow(workspace_workflow_id(name))
+def _workflow(ctx: ApiContext, name: str, organization: str) -> WorkflowRef:
+    return ctx.workflow(workspace_workflow_id(name, organization))
 
 
 # --- workspace classes -----------------------------------------------------------------------
@@ -100,9 +105,9 @@ def _workflow(ctx: ApiContext, name: str) -> WorkflowRef:
     summary="List workspace classes",
 )
 async def list_classes(request: Request, principal: Principal = READ) -> WorkspaceClassList:
-    """The published classes (Colony's, shared by every organization): resources, endpoints,
-    prompts."""
-    catalog = await spaces.catalog(await context(request).temporal())
+    """The classes the organization sees: the shared catalog's and its own (resources, endpoints,
+    prompts)."""
+    catalog = await spaces.catalog(await context(request).temporal(), principal.organization)
     return WorkspaceClassList(items=catalog.classes)
 
 
@@ -116,10 +121,13 @@ async def list_classes(request: Request, principal: Principal = READ) -> Workspa
 async def get_class(
     request: Request, class_name: str, principal: Principal = READ
 ) -> WorkspaceClassSpec:
-    """One class by its exact, versioned name."""
+    """One class the organization sees, by its exact, versioned name (another organization's own
+    class is not found)."""
+    client = await context(request).temporal()
     if dns_label_problem("workspace class", class_name):
-        raise spaces.class_not_found(_shown(class_name))
-    return await spaces.get_class(await context(request).temporal(), class_name)
+        published = (c.name for c in (await spaces.catalog(client, principal.organization)).classes)
+        raise spaces.class_not_found(_shown(class_name), published)
+    return await spaces.get_class(client, class_name, principal.organization)
 
 
 @classes.post(
@@ -140,9 +148,11 @@ async def publish_class(
     idempotency_key: IdempotencyKey = None,
     principal: Principal = MANAGE,
 ) -> WorkspaceClassPublished:
-    """Publish a class with the ServiceTemplates it deploys: 201 when published, 200 when the
-    identical class was there already; a different class under an existing name is a 409
-    (classes are immutable: a new version is a new name)."""
+    """Publish a class: the organization's own (seen by it alone), or, with Catalog Publish, to
+    the catalog every organization shares, with the ServiceTemplates it deploys. 201 when
+    published, 200 when the identical class was there already; a different class under an
+    existing name is a 409 (classes are immutable: a new version is a new name), and so is an
+    organization's class under a name the shared catalog has."""
     ctx = context(request)
     body = await read_body(request, WorkspaceClassPublishRequest)
     spec = body.class_spec
@@ -153,11 +163,24 @@ async def publish_class(
             f"serviceTemplates: ServiceTemplate {unused[0]} is not used by class '{spec.name}' "
             "(neither its serviceTemplate nor a prerequisite's)"
         )
+    shared = Permission.CATALOG_PUBLISH in principal.key.effective
+    if body.service_templates and not shared:
+        raise ApiError(
+            403,
+            "forbidden",
+            "serviceTemplates: publishing ServiceTemplates needs the permission Catalog: Publish "
+            f"({Permission.CATALOG_PUBLISH.value}); an organization's own class deploys the "
+            "ServiceTemplates the shared catalog has",
+            field="serviceTemplates",
+        )
+    organization = "" if shared else principal.organization
     publish = PublishWorkspaceClassRequest(
-        spec=spec, objects=[t.manifest().to_object() for t in body.service_templates]
+        spec=spec,
+        objects=[t.manifest().to_object() for t in body.service_templates],
+        organization=organization,
     )
     client = await ctx.temporal()
-    spaces.check_class_conflicts([publish], await spaces.catalog(client))
+    spaces.check_class_conflicts([publish], await spaces.catalog(client, organization))
     # The catalog is everyone's: another organization's key must not find this one's update.
     request_id = f"{principal.organization}/{idempotency_key}" if idempotency_key else None
     result = await spaces.publish_class(client, publish, request_id=request_id)
@@ -174,8 +197,8 @@ async def publish_class(
 
 
 def _spec_of(body: WorkspaceDeployRequest, organization: str) -> WorkspaceSpec:
-    """The deploy request as the workflow takes it (its cluster the organization's
-    ClusterDeployment), checked before anything is asked of anyone."""
+    """The deploy request as the workflow takes it (the caller's organization's), checked before
+    anything is asked of anyone."""
     shortcuts = (body.gpus, body.gpu_model, body.replicas)
     if body.resources is not None and any(value is not None for value in shortcuts):
         raise InvalidRequestError(
@@ -189,7 +212,8 @@ def _spec_of(body: WorkspaceDeployRequest, organization: str) -> WorkspaceSpec:
     data = {
         "name": body.name,
         "class": body.class_name,
-        "cluster": spaces.deployment_cluster(body.cluster, organization),
+        "cluster": body.cluster,
+        "organization": organization,
         "values": body.values,
         "answers": body.answers,
         "suspend": body.suspend,
@@ -227,8 +251,6 @@ async def deploy_workspace(
         client,
         ctx.settings,
         spec,
-        organization=organization,
-        cluster_name=body.cluster,
         sealer=ctx.sealer,
         hint=API_HINT,
         secret_values=body.secret_values,
@@ -301,7 +323,7 @@ async def list_workspaces(
                 status = await spaces.workspace_status(client, name, organization=organization)
             except NotFoundError:
                 return None  # deleted between the list and the query
-        workflow = _workflow(ctx, name)
+        workflow = _workflow(ctx, name, organization)
         return WorkspaceView.of(status, workflow.workflow_id, workflow.link)
 
     views = await asyncio.gather(*(view(summary.name) for summary in found))
@@ -325,7 +347,7 @@ async def get_workspace(
     status = await spaces.workspace_status(
         await ctx.temporal(), name, organization=principal.organization
     )
-    workflow = _workflow(ctx, name)
+    workflow = _workflow(ctx, name, principal.organization)
     return WorkspaceView.of(status, workflow.workflow_id, workflow.link)
 
 
@@ -347,7 +369,7 @@ async def _operate(
         request_id=idempotency_key,
         organization=principal.organization,
     )
-    workflow = _workflow(ctx, name)
+    workflow = _workflow(ctx, name, principal.organization)
     return WorkspaceOperationView(
         workspace_id=name,
         operation_id=accepted.operation_id,

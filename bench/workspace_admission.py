@@ -1,8 +1,9 @@
 """How long a GPU release takes to reach the next waiting workspace, and what one workspace's whole
 life costs its history.
 
-`python -m bench.workspace_admission [--releases N] [--depth K]` starts a private stack
-(`bench.stack`: dev server, the sim with instant timing, `worker.py` as its own process), creates
+`python -m bench.workspace_admission [--releases N] [--depth K] [--sim-timing default]` starts a
+private stack (`bench.stack`: dev server, the sim with instant timing, or its default timing with
+`--sim-timing default`, `worker.py` as its own process), creates
 a cluster with one H100 node (8 GPUs), and deploys SSH dev boxes that each ask for all 8 GPUs: one
 runs, the next K wait in line. Then N times: delete the running one (`delete` update), wait until
 the first in line runs, deploy one more at the back of the line. Workspaces are driven through
@@ -15,7 +16,8 @@ count):
   `release` signal to the next workspace's receipt of its `capacity_answer` admitted; what a
   release costs Colony, signal to signal through the ledger.
 - delete -> admitted: from the delete update being accepted by the running workspace's workflow
-  to the same admission; includes the uninstall (routes, ServiceSet, namespace) that comes first.
+  to the same admission; includes what comes first: routes, and the ServiceSet's removal (the
+  release uninstalled, seen as a watch event); the values Secret and the namespace follow it.
 - history events of one workspace's whole life (deploy -> Running -> delete), for the first one
   (admitted at once) and for one that waited K releases in line.
 """
@@ -37,7 +39,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from activities.settings import ColonySettings
 from bench.stack import Stack, describe, private_stack
-from models.workspace import WorkspacePhase, WorkspaceSpec, capacity_workflow_id
+from models.identity import capacity_workflow_id
+from models.workspace import WorkspacePhase, WorkspaceSpec
 from models.workspace_operations import DeleteWorkspaceRequest
 from starter import workspace_client as spaces
 from starter.errors import NotFoundError, UnavailableError
@@ -48,6 +51,8 @@ GPUS = 8
 """A whole H100 host: one workspace at a time, every other one waits."""
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl bench"
 POLL = 0.02
+SIM_TIMINGS = {"instant": ["--instant"], "default": ["--time-scale", "1"]}
+"""The sim's flags for each `--sim-timing`."""
 
 
 def spec(index: int) -> WorkspaceSpec:
@@ -243,11 +248,19 @@ def main() -> None:
     )
     parser.add_argument("--releases", type=int, default=100)
     parser.add_argument("--depth", type=int, default=5, help="workspaces waiting in line")
+    parser.add_argument(
+        "--sim-timing",
+        choices=sorted(SIM_TIMINGS),
+        default="instant",
+        help="the simulator's delays: none (instant), or its defaults (an uninstall takes 0.3 s, "
+        "a pod's termination 0.5 s: sim/timing.py)",
+    )
     args = parser.parse_args()
     if args.releases < 2 or args.depth < 1:
         parser.error("--releases must be at least 2 and --depth at least 1")
-    with private_stack() as stack:
+    with private_stack(sim_timing=SIM_TIMINGS[args.sim_timing]) as stack:
         result = asyncio.run(measure(stack, args.releases, args.depth))
+    result["sim_timing"] = args.sim_timing
     print(json.dumps(result, indent=2))
 
 

@@ -28,6 +28,7 @@ from pydantic import Field
 
 from models.base import ColonyModel
 from models.node_pool import NodeSku
+from models.ownership import Owner
 
 
 class ActivityName(StrEnum):
@@ -213,10 +214,11 @@ class CheckClusterPrerequisitesResult(ColonyModel):
 
 
 class CreateClusterDeploymentRequest(ColonyModel):
-    """Create the ClusterDeployment; idempotent (an existing one with our workflow-id label is success).
+    """Create the ClusterDeployment; idempotent (an existing one with our owner key is success).
 
-    The activity sets the labels `colony.dev/cluster=<name>` and `colony.dev/workflow-id=<workflow_id>`
-    and builds `spec.config` from the fields below (remote-cluster template shape).
+    The activity sets the labels `colony.dev/cluster=<name>` and `colony.dev/workflow-id=<workflow_id>`,
+    the ownership marks of `models.ownership` (the workflow and its organization), and builds
+    `spec.config` from the fields below (remote-cluster template shape).
     """
 
     namespace: str
@@ -224,6 +226,8 @@ class CreateClusterDeploymentRequest(ColonyModel):
     template: str
     credential: str
     workflow_id: str
+    organization: str = ""
+    """The cluster's organization (its ownership mark; "" in the default mode)."""
     owner: str = ""
     """The cluster's owner key (`OWNER_ANNOTATION`)."""
     kubernetes_version: str
@@ -263,9 +267,6 @@ class GetClusterDeploymentStatusResult(ColonyModel):
     conditions: list[Condition] = Field(default_factory=list)
     machine_addresses: list[str] = Field(default_factory=list)
     """The addresses in `spec.config.machines`, as they are now."""
-    tenant_gateway_domain: str = ""
-    """The tenant gateway the cluster is attached to (its `colony.dev/tenant-gateway-domain`
-    label; "" for a cluster without one)."""
 
 
 class AddClusterMachinesRequest(ColonyModel):
@@ -341,6 +342,9 @@ class AwaitClusterDeploymentRequest(ColonyModel):
     name: str
     want: DeploymentWait
     deadline: datetime
+    owner: Owner | None = None
+    """When set, a ClusterDeployment of that name without this owner's marks (another
+    organization's, or not Colony's) is not the one waited for: it counts as GONE."""
     known_conditions: list[Condition] = Field(default_factory=list)
     """Return CHANGED as soon as the (type, status, reason) of the conditions differ from these."""
 

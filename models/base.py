@@ -19,7 +19,9 @@ enum's or a duration's text too, which users rightly send.
 
 from __future__ import annotations
 
+import re
 import types
+from collections.abc import Mapping
 from functools import cache
 from typing import Any, TypeVar, Union, get_args, get_origin
 
@@ -33,11 +35,22 @@ USER_INPUT = "colony.user_input"
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
+_WHOLE = re.compile(r"^[+-]?\d+$")
+_DURATION_FORMS = "seconds, or ISO 8601 like PT30M"
+
+
+def _shown(text: str) -> str:
+    """A user's text quoted in a message (cut: a message stays one short line)."""
+    return f"'{text if len(text) <= 40 else text[:40] + '...'}'"
+
+
 def _described(value: Any) -> str:
+    if value is None:
+        return "null"
     if isinstance(value, bool):
         return f"the boolean {str(value).lower()}"
     if isinstance(value, str):
-        return f"the string '{value if len(value) <= 40 else value[:40] + '...'}'"
+        return f"the string {_shown(value)}"
     if isinstance(value, int | float):
         return f"the number {value:g}"
     if isinstance(value, dict):
@@ -58,7 +71,77 @@ def strict_type_problem(expected: type, value: Any) -> str | None:
         )
     if isinstance(value, int) and not isinstance(value, bool):
         return None
+    if isinstance(value, str) and not _WHOLE.match(value.strip()):
+        # Text that is no number at all: what it is, not which type it has (`count=two` on the
+        # command line, `"count": "two"` in a body: the same words).
+        return f"{_shown(value)} is not a whole number"
     return f"must be an integer, not {_described(value)}"
+
+
+def _bound(error: Mapping[str, Any], key: str) -> Any:
+    return (error.get("ctx") or {}).get(key)
+
+
+def _kind_problem(kind: str, value: Any) -> str:
+    return f"must be {kind}, not {_described(value)}"
+
+
+def user_rule(error: Mapping[str, Any]) -> str:
+    """The rule a pydantic error says a user broke, in Colony's words (`must be a list, not the
+    string 'x'`, `required`, `must be at most 20, got 50`) instead of pydantic's (`Input should be
+    a valid list`). Colony's own refusals (`PydanticCustomError`) keep their message.
+
+    Args:
+        error: one item of `ValidationError.errors()` (FastAPI's parameter errors have the same
+            shape).
+    """
+    kind = str(error.get("type", ""))
+    value = error.get("input")
+    message = str(error.get("msg", "")).removeprefix("Value error, ")
+    match kind:
+        case "missing" | "missing_argument" | "missing_keyword_only_argument":
+            return "required"
+        case "string_type":
+            return _kind_problem("a string", value)
+        case "list_type" | "tuple_type" | "set_type":
+            return _kind_problem("a list", value)
+        case "dict_type" | "model_type" | "model_attributes_type" | "dataclass_type":
+            return _kind_problem("an object", value)
+        case "int_type" | "int_parsing" | "int_from_float":
+            return strict_type_problem(int, value) or message
+        case "bool_type" | "bool_parsing":
+            return strict_type_problem(bool, value) or message
+        case "float_type" | "float_parsing" | "decimal_parsing" | "decimal_type":
+            if isinstance(value, str):
+                return f"{_shown(value)} is not a number"
+            return _kind_problem("a number", value)
+        case "enum" | "literal_error":
+            expected = str(_bound(error, "expected") or "").replace(" or ", ", ")
+            shown = _shown(value) if isinstance(value, str) else _described(value)
+            return f"{shown} is not one of {expected}"
+        case "greater_than_equal":
+            return f"must be at least {_bound(error, 'ge')}, got {value}"
+        case "greater_than":
+            return f"must be more than {_bound(error, 'gt')}, got {value}"
+        case "less_than_equal":
+            return f"must be at most {_bound(error, 'le')}, got {value}"
+        case "less_than":
+            return f"must be less than {_bound(error, 'lt')}, got {value}"
+        case "string_too_short":
+            return f"must be at least {_bound(error, 'min_length')} characters long"
+        case "string_too_long":
+            return f"must be at most {_bound(error, 'max_length')} characters long"
+        case "too_short":
+            return f"must hold at least {_bound(error, 'min_length')} items"
+        case "too_long":
+            return f"must hold at most {_bound(error, 'max_length')} items"
+        case "time_delta_type" | "time_delta_parsing":
+            if isinstance(value, str):
+                return f"{_shown(value)} is not a duration ({_DURATION_FORMS})"
+            return _kind_problem(f"a duration ({_DURATION_FORMS})", value)
+        case "datetime_type" | "datetime_parsing" | "datetime_from_date_parsing":
+            return _kind_problem("a date and time (ISO 8601)", value)
+    return message
 
 
 def _scalar(annotation: Any) -> type | None:

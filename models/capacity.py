@@ -1,6 +1,6 @@
 """The GPU capacity ledger of one cluster: who holds which GPUs, who waits, and in what order.
 
-Pure and deterministic: `CapacityLedgerWorkflow` (`capacity/<cluster>`) owns one `CapacityLedger`
+Pure and deterministic: `CapacityLedgerWorkflow` (`capacity/<ClusterDeployment>`) owns one `CapacityLedger`
 and feeds it the workspaces' requests and releases (signals or updates with request ids) and the
 cluster's GPU inventory (from an activity that lists nodes and pods, when node pools change and on
 request); it carries `CapacityLedgerState` across continue-as-new. The cluster's update validator

@@ -13,6 +13,7 @@ from enum import StrEnum
 
 from pydantic import Field
 
+from models.advice import set_option
 from models.base import ColonyModel
 from models.node_pool import NodeSku
 
@@ -57,13 +58,30 @@ def _describe(sku: NodeSku) -> str:
 
 
 def stock_problem(
-    stock: LocationStock, sku: NodeSku, hosts: int, *, wait_for_capacity: bool
+    stock: LocationStock,
+    sku: NodeSku,
+    *,
+    asked: int,
+    more: int,
+    others: int = 0,
+    wait_for_capacity: bool | None,
 ) -> tuple[str, str] | None:
-    """Why the location cannot serve `hosts` more hosts of `sku` now, as (field, rule), or None.
+    """Why the location cannot serve a pool of `sku`, as (field, rule), or None.
 
-    A SKU the location does not stock at all is always refused (no wait can help); one it stocks
-    but has too few free hosts of is refused with the free count, unless the request waits for
-    capacity. The field is relative to the pool (`sku.gpuModelId`, `count`).
+    Advice is given only where it can help: a SKU the location does not stock, or more hosts of it
+    than the location has in all, are refused whatever the request (no wait can serve them); too
+    few free now is refused with the free count, and with the advice to wait for capacity when the
+    request can (unless it does). The field is relative to the pool (`sku.gpuModelId`, `count`).
+
+    Args:
+        stock: the location's stock.
+        sku: the pool's SKU.
+        asked: the hosts the pool is to have (its count).
+        more: the hosts to claim now (a scale-up's difference; a create's pools of one SKU claim
+            at once, so theirs is their sum).
+        others: the hosts of the SKU the cluster's other pools have or are to have.
+        wait_for_capacity: whether the request waits for hosts to be free; None when it cannot
+            (a colony's clusters): its refusal then does not advise it.
     """
     found = stock.sku(sku)
     if found is None:
@@ -72,10 +90,25 @@ def stock_problem(
             f"sku.{sku_field(sku)}",
             f"location '{stock.id}' does not stock {_describe(sku)} (it stocks: {stocked})",
         )
-    if hosts > found.free and not wait_for_capacity:
+    if asked + others > found.total:
+        room = found.total - others
+        by = (
+            f" ({asked} by this pool, {others} by the cluster's other pools of it)"
+            if others
+            else ""
+        )
+        fix = f"ask for at most {room}" if room > 0 else "the cluster's other pools have them all"
         return (
             "count",
-            f"{hosts} more host(s) of {sku.id} needed in {stock.id}, {found.free} free now "
-            f"(of {found.total}); add --wait-for-capacity to queue and wait for them",
+            f"{asked + others} hosts of {sku.id} asked{by}, location {stock.id} has "
+            f"{found.total} in all; {fix}",
         )
+    if more > found.free and not wait_for_capacity:
+        short = (
+            f"{more} more host(s) of {sku.id} needed in {stock.id}, {found.free} free now "
+            f"(of {found.total})"
+        )
+        if wait_for_capacity is None:
+            return "count", f"{short}; apply it again once enough are free"
+        return "count", f"{short}; {set_option('waitForCapacity')} to queue and wait for them"
     return None

@@ -15,11 +15,14 @@ from typing import Any, Self
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from models import identity
 from models.activity_api import Condition, DrainProgress, Host, KubeconfigRef
 from models.base import ColonyModel
-from models.names import domain_problem, name_problem, shorten_name
+from models.identity import DERIVED_MARK, Entity, colony_member_entry
+from models.names import domain_problem, name_problem
 from models.node_pool import NodePoolSpec, NodePoolStatus
 from models.operations import Operation, OperationBook
+from models.ownership import Owner
 
 MAX_CREATE_NODE_POOLS = 10
 """Up to 10 node pools in a create request, as the product documents."""
@@ -46,20 +49,22 @@ DEFAULT_DRAIN_PARALLELISM = 2
 
 
 def cluster_workflow_id(name: str, organization: str = "") -> str:
-    """The id of the one workflow that owns cluster `name` (of `organization`, when an HTTP API key
-    created it: names are unique within an organization, not across them)."""
-    return f"cluster/{organization}/{name}" if organization else f"cluster/{name}"
+    """The id of the one workflow that owns cluster `name` of `organization` (names are unique
+    within an organization, not across them): `cluster/<organization>/<name>`, `cluster/<name>`
+    in the default mode (`models.identity`)."""
+    return identity.entity_workflow_id(Entity.CLUSTER, organization, name)
 
 
 def cluster_deployment_name(name: str, organization: str = "") -> str:
     """The cluster's ClusterDeployment on the management cluster (one namespace for everyone):
-    `<organization>-<name>`, shortened with a hash when that exceeds 63 characters."""
-    return shorten_name(f"{organization}-{name}") if organization else name
+    its name in the default mode, else a derived name (`models.identity.cluster_deployment_name`)."""
+    return identity.cluster_deployment_name(organization, name)
 
 
-def kubeconfig_secret_name(name: str) -> str:
-    """The Secret k0rdent writes a cluster's kubeconfig to, on the management cluster."""
-    return f"{name}-kubeconfig"
+def kubeconfig_secret_name(deployment: str) -> str:
+    """The Secret k0rdent writes a cluster's kubeconfig to, on the management cluster, from the
+    ClusterDeployment's name."""
+    return f"{deployment}-kubeconfig"
 
 
 def cluster_without_free_node(pools: Iterable[tuple[int, bool]]) -> bool:
@@ -142,6 +147,26 @@ class ClusterSpec(ColonyModel):
         return organization
 
     @model_validator(mode="after")
+    def _derived_mark(self) -> Self:
+        # "--" marks the names Colony derives (models.identity): a cluster a user names never
+        # holds it, so a default-mode ClusterDeployment (the plain name) is never a derived one.
+        if self.colony:
+            entry = colony_member_entry(self.colony, self.name)
+            if not entry or DERIVED_MARK in entry:
+                raise PydanticCustomError(
+                    "name",
+                    f"cluster '{self.name}' of colony '{self.colony}' must be named "
+                    f"'{self.colony}{DERIVED_MARK}<clusterName>'",
+                )
+        elif DERIVED_MARK in self.name:
+            raise PydanticCustomError(
+                "name",
+                f"cluster name '{self.name}' must not contain '{DERIVED_MARK}': Colony reserves it "
+                "for the names it derives (a colony's clusters are <colony>--<clusterName>)",
+            )
+        return self
+
+    @model_validator(mode="after")
     def _deployment(self) -> Self:
         # Only presence of the location here: the host provider's catalog is checked by the CLI
         # and an activity. A cluster given as a raw ClusterDeployment spec claims no hosts.
@@ -194,10 +219,18 @@ class ClusterSpec(ColonyModel):
         """The ClusterDeployment's name (and, with `-kubeconfig`, its kubeconfig Secret's)."""
         return cluster_deployment_name(self.name, self.organization)
 
+    @property
+    def owner(self) -> Owner:
+        """Whose the cluster's objects are: its workflow, its organization."""
+        return Owner(workflow_id=self.workflow_id, organization=self.organization)
+
 
 class ClusterPhase(StrEnum):
     CREATING = "creating"
     READY = "ready"
+    WAITING = "waiting"
+    """Ready, but a node pool waits for hosts (asked to wait for capacity): shown, never stored
+    (`ClusterState.shown`), so every rule that holds for a ready cluster holds for it."""
     DELETING = "deleting"
     DELETED = "deleted"
     FAILED = "failed"
@@ -292,6 +325,17 @@ class ClusterState(ColonyModel):
 
     def pool(self, name: str) -> NodePoolStatus | None:
         return next((pool for pool in self.node_pools if pool.name == name), None)
+
+    def shown(self) -> tuple[ClusterPhase, str]:
+        """The phase and reason users see (status, list, the Web UI): `waiting`, and what for,
+        while a ready cluster's pool waits for hosts, never `ready`; else the stored ones."""
+        waiting = [pool for pool in self.node_pools if pool.waiting_for_hosts]
+        if self.phase is not ClusterPhase.READY or not waiting:
+            return self.phase, self.reason
+        return ClusterPhase.WAITING, "; ".join(
+            f"node pool '{pool.name}' waits for {pool.waiting_for_hosts} free host(s) of {pool.sku}"
+            for pool in waiting
+        )
 
 
 class ClusterWorkflowInput(ColonyModel):

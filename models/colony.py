@@ -1,10 +1,10 @@
 """Colonies: a group of clusters, possibly in several locations (the exalsius `Colony`).
 
-`ColonyWorkflow` (`workflows/colony.py`, id `colony_workflow_id(name, organization)`) takes a
-`ColonyWorkflowInput` built from a `models.manifests.ColonySpec` (an exalsius `infra.exalsius.ai/v1`
-Colony or Colony's own form), runs one `ClusterWorkflow` per entry (its cluster named
-`<colony>-<clusterName>`, of the colony's organization), hears each cluster's `ClusterReport` by
-signal, and answers its `status` query with a `ColonyStatus`.
+`ColonyWorkflow` (`workflows/colony.py`, id `colony/[<organization>/]<name>`) takes a
+`ColonyWorkflowInput` built from a `models.manifests.ColonySpec` (an exalsius
+`infra.exalsius.ai/v1` Colony or Colony's own form), runs one `ClusterWorkflow` per entry (its
+cluster named `<colony>--<clusterName>`, of the colony's organization: `models.identity`), hears
+each cluster's `ClusterReport` by signal, and answers its `status` query with a `ColonyStatus`.
 
 A colony belongs to an organization as a cluster does: the HTTP API sets `ColonySpec.organization`
 from the caller's key (empty for the colonies an operator applies through Temporal directly), and
@@ -19,24 +19,22 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from models import identity
 from models.base import ColonyModel
+from models.identity import Entity
 from models.manifests import ColonySpec
-from models.names import shorten_name
 from models.operations import OperationBook, OperationState
+from models.ownership import Owner
 
 
 def colony_workflow_id(name: str, organization: str = "") -> str:
-    """The id of the one workflow that owns colony `name` (of `organization`, as
-    `models.cluster.cluster_workflow_id` names a cluster's)."""
-    return f"colony/{organization}/{name}" if organization else f"colony/{name}"
+    """The id of the one workflow that owns colony `name` of `organization`."""
+    return identity.entity_workflow_id(Entity.COLONY, organization, name)
 
 
 def colony_kubeconfigs_secret(name: str, organization: str = "") -> str:
-    """The Secret on the management cluster listing the colony's clusters' kubeconfig Secrets
-    (one namespace for every organization's, as ClusterDeployments are named)."""
-    return shorten_name(
-        f"{organization}-{name}-kubeconfigs" if organization else f"{name}-kubeconfigs"
-    )
+    """The Secret on the management cluster listing the colony's clusters' kubeconfig Secrets."""
+    return identity.colony_kubeconfigs_secret_name(organization, name)
 
 
 class ColonyPhase(StrEnum):
@@ -78,7 +76,7 @@ class ColonyClusterStatus(ColonyModel):
     entry: str
     """The entry's `clusterName`."""
     cluster: str
-    """The Colony cluster's name (`<colony>-<clusterName>`)."""
+    """The Colony cluster's name (`<colony>--<clusterName>`)."""
     phase: str = "creating"
     reason: str = ""
     nodes: int = 0
@@ -169,12 +167,14 @@ class ColonyStatus(ColonyModel):
 
 
 class WriteColonyKubeconfigsRequest(ColonyModel):
-    """Write (or, with no clusters, delete) `<colony>-kubeconfigs`: cluster name -> a reference to
-    its kubeconfig Secret (`<namespace>/<name>-kubeconfig`), as the exalsius operator keeps one."""
+    """Write (or, with no clusters, delete) the colony's kubeconfigs Secret: cluster name -> a
+    reference to its kubeconfig Secret (`<namespace>/<ClusterDeployment>-kubeconfig`), as the
+    exalsius operator keeps one. Only the colony's own (its owner's marks) is replaced or deleted."""
 
     namespace: str
     name: str
     colony: str
+    owner: Owner
     clusters: dict[str, str] = Field(default_factory=dict)
 
 

@@ -56,6 +56,9 @@ class ErrorType(StrEnum):
     """The workspace's pinned class does not exist."""
     COMPENSATION_FAILED = "CompensationFailed"
     """Undoing part of a failed or cancelled operation failed (the message says what is left)."""
+    FOREIGN_OBJECT = "ForeignObject"
+    """An object of the name Colony would create exists and is not its owner's (no Colony marks,
+    or another owner's): it is never adopted (`models.ownership`)."""
 
 
 NON_RETRYABLE: list[str] = [
@@ -71,6 +74,7 @@ NON_RETRYABLE: list[str] = [
     ErrorType.CLASS_CONFLICT,
     ErrorType.CLASS_NOT_FOUND,
     ErrorType.NOT_SERVED,
+    ErrorType.FOREIGN_OBJECT,
 ]
 """Error types no retry policy retries: permanent by nature, whoever raises them."""
 

@@ -5,13 +5,21 @@ One YAML file may hold several documents (and `kind: List`). Each becomes one va
 | apiVersion | kind | becomes |
 | --- | --- | --- |
 | `workspaces.exalsius.ai/v1` | WorkspaceClass | `WorkspaceClassSpec` |
-| `workspaces.exalsius.ai/v1` | WorkspaceDeployment | `WorkspaceSpec` (cluster = the ClusterDeployment's name) |
+| `workspaces.exalsius.ai/v1` | WorkspaceDeployment | `WorkspaceSpec` (cluster = the ClusterDeployment's name; its namespaces: below) |
 | `k0rdent.mirantis.com/v1beta1` | ServiceTemplate | `ServiceTemplateManifest` (shape-checked, passed through) |
 | `infra.exalsius.ai/v1` | Colony | `ColonySpec` (`spec.colonyClusters[]`) |
 | `colony.dev/v1` | Cluster | `models.cluster.ClusterSpec` |
 | `colony.dev/v1` | WorkspaceClass | `WorkspaceClassSpec` (the exalsius spec, same fields) |
 | `colony.dev/v1` | Workspace | `WorkspaceSpec` (`class`, `cluster`, `resources`, `values`, `answers`, ...) |
 | `colony.dev/v1` | Colony | `ColonySpec`, whose clusters may give `locationId` and `nodePools` |
+
+Namespaces of workspaces: a workspace's k0rdent objects (its ServiceSet, its values Secret) go
+where Colony's ClusterDeployments are, `kcm-system` (`models.cluster.DEFAULT_NAMESPACE`), as the
+exalsius operator puts a WorkspaceDeployment's ServiceSet in its `clusterDeploymentRef.namespace`.
+So a WorkspaceDeployment's `spec.clusterDeploymentRef.namespace` and `metadata.namespace` (and a
+Colony Workspace's `metadata.namespace`) are honoured when they name that namespace (or, for
+`metadata.namespace`, when left out), and refused with the field named otherwise: no Colony
+cluster has its ClusterDeployment anywhere else.
 
 Validation is strict, as `kubectl apply` (strict field validation) and the CRDs would be: unknown
 fields are refused, and every refusal names the document and the field, e.g.
@@ -30,8 +38,9 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from models.base import ColonyModel, refusal_at, user_input
+from models.base import ColonyModel, refusal_at, user_input, user_rule
 from models.cluster import DEFAULT_NAMESPACE, ClusterSpec
+from models.identity import DERIVED_MARK, colony_member_name
 from models.names import label_key_problem, label_value_problem, name_problem
 from models.node_pool import NodePoolSpec
 from models.quantity import parse_go_duration
@@ -71,6 +80,15 @@ SUPPORTED: dict[tuple[str, str], ManifestKind] = {
 
 def _fail(code: str, message: str) -> PydanticCustomError:
     return PydanticCustomError(code, message)
+
+
+def _derived_mark_problem(kind: str, name: str) -> str | None:
+    if DERIVED_MARK in name:
+        return (
+            f"{kind} name '{name}' must not contain '{DERIVED_MARK}': Colony reserves it for the "
+            "names it derives (a colony's clusters are <colony>--<clusterName>)"
+        )
+    return None
 
 
 def _labels_problem(labels: Mapping[str, str], what: str) -> str | None:
@@ -204,7 +222,7 @@ class ColonyClusterSpec(ColonyModel):
     @field_validator("cluster_name")
     @classmethod
     def _name(cls, name: str) -> str:
-        problem = name_problem("cluster", name)
+        problem = name_problem("cluster", name) or _derived_mark_problem("cluster", name)
         if problem:
             raise _fail("cluster_name", problem)
         return name
@@ -243,8 +261,8 @@ class ColonyClusterSpec(ColonyModel):
         (and node pools), else its raw ClusterDeployment spec, applied as written.
 
         Args:
-            colony: the colony it belongs to; the cluster is then named `<colony>-<clusterName>`
-                (one namespace of ClusterDeployments for every colony).
+            colony: the colony it belongs to; the cluster is then named `<colony>--<clusterName>`
+                (`colony_cluster_name`: two colonies' entries never share a cluster).
             organization: the colony's, which its clusters belong to.
         """
         name = colony_cluster_name(colony, self.cluster_name)
@@ -269,9 +287,10 @@ class ColonyClusterSpec(ColonyModel):
 
 
 def colony_cluster_name(colony: str, entry: str) -> str:
-    """The cluster a colony's entry becomes: `<colony>-<clusterName>` (the entry's name alone
-    outside a colony)."""
-    return f"{colony}-{entry}" if colony else entry
+    """The cluster a colony's entry becomes: `<colony>--<clusterName>`
+    (`models.identity.colony_member_name`: injective, "--" being in neither name), the entry's
+    name alone outside a colony."""
+    return colony_member_name(colony, entry) if colony else entry
 
 
 class ColonySpec(ColonyModel):
@@ -287,7 +306,7 @@ class ColonySpec(ColonyModel):
     @field_validator("name")
     @classmethod
     def _name(cls, name: str) -> str:
-        problem = dns_label_problem("colony", name)
+        problem = dns_label_problem("colony", name) or _derived_mark_problem("colony", name)
         if problem:
             raise _fail("name", problem)
         return name
@@ -322,7 +341,7 @@ class ColonySpec(ColonyModel):
                     type(self),
                     ("colonyClusters", index, "clusterName"),
                     "cluster_name",
-                    f"{problem} (the colony's name, a hyphen and this one)",
+                    f"{problem} (the colony's name, '--' and this one)",
                     cluster.cluster_name,
                 )
         return self
@@ -420,9 +439,7 @@ def _problems(
     found: list[ManifestProblem] = []
     for item in error.errors():
         loc = tuple(part for part in item["loc"] if not str(part).startswith("function-"))
-        message = str(item["msg"])
-        if item["type"] == "missing":
-            message = "required"
+        message = user_rule(item)
         found.append(ManifestProblem(index, kind, name, _path(loc, prefix, renames or {}), message))
     return found
 
@@ -500,8 +517,14 @@ def _convert(index: int, document: Any) -> Manifest | list[ManifestProblem]:
                     return problem(
                         "spec.name", "unknown field (the workspace's name is metadata.name)"
                     )
+                where = workspace_namespace_problem(namespace)
+                if where:
+                    return problem("metadata.namespace", where)
                 return made(user_input(WorkspaceSpec, {**spec, "name": name}))
             case ManifestKind.WORKSPACE:
+                where = workspace_namespace_problem(namespace)
+                if where:
+                    return problem("metadata.namespace", where)
                 return _workspace_deployment(index, kind, name, spec, made)
             case ManifestKind.COLONY:
                 return _colony(
@@ -523,6 +546,18 @@ def _workspace_deployment(
         crd = user_input(_ExalsiusWorkspaceDeploymentSpec, spec)
     except ValidationError as exc:
         return _problems(exc, index, kind, name)
+    if crd.cluster_deployment_ref.namespace != DEFAULT_NAMESPACE:
+        return [
+            ManifestProblem(
+                index,
+                kind,
+                name,
+                "spec.clusterDeploymentRef.namespace",
+                f"Colony's clusters have their ClusterDeployments in namespace "
+                f"'{DEFAULT_NAMESPACE}'; '{crd.cluster_deployment_ref.namespace}' holds none of "
+                f"them: set it to {DEFAULT_NAMESPACE}",
+            )
+        ]
     data: dict[str, Any] = {
         "name": name,
         "class": crd.workspace_class_ref,
@@ -541,6 +576,18 @@ def _workspace_deployment(
             "cluster": "spec.clusterDeploymentRef.name",
         }
         return _problems(exc, index, kind, name, renames=renames)
+
+
+def workspace_namespace_problem(namespace: Any) -> str | None:
+    """Why a workspace manifest's `metadata.namespace` cannot be honoured, or None (left out, or
+    the namespace its objects go to, beside the ClusterDeployments)."""
+    if namespace is None or namespace == DEFAULT_NAMESPACE:
+        return None
+    return (
+        f"a workspace's ServiceSet and values Secret go beside its cluster's ClusterDeployment, "
+        f"in namespace '{DEFAULT_NAMESPACE}'; '{namespace}' is not it: leave metadata.namespace "
+        f"out or set it to {DEFAULT_NAMESPACE}"
+    )
 
 
 def _colony(
@@ -609,18 +656,28 @@ def parse_manifests(text: str, source: str = "") -> list[Manifest]:
 
 
 def workspace_class_object(
-    spec: WorkspaceClassSpec, labels: Mapping[str, str] | None = None
+    spec: WorkspaceClassSpec,
+    labels: Mapping[str, str] | None = None,
+    *,
+    name: str | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The exalsius `WorkspaceClass` object that stores a class on the management cluster.
 
     Classes are kept as the exalsius CRD has them, so `kubectl get wsc` shows Colony's catalog and
     the exalsius tooling reads it.
+
+    Args:
+        name: the object's name when it is not the class's (an organization's own class:
+            `models.identity.workspace_class_object_name`).
     """
     body = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
     body.pop("name")
-    metadata: dict[str, Any] = {"name": spec.name}
+    metadata: dict[str, Any] = {"name": name or spec.name}
     if labels:
         metadata["labels"] = dict(labels)
+    if annotations:
+        metadata["annotations"] = dict(annotations)
     return {
         "apiVersion": EXALSIUS_WORKSPACES,
         "kind": "WorkspaceClass",

@@ -99,3 +99,19 @@ def shorten_name(name: str, limit: int = NAME_MAX_LENGTH) -> str:
     digest = hashlib.sha256(name.encode()).hexdigest()[:8]
     head = name[: limit - len(digest) - 1].rstrip("-.")
     return f"{head}-{digest}"
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(name: str) -> tuple[tuple[int, int, str], ...]:
+    """A sort key that orders names as people count: `burst-2` before `burst-10`.
+
+    Runs of digits compare by their value (then by their text, so `a-01` and `a-1` keep one
+    order), everything else by its text.
+    """
+    return tuple(
+        (1, int(part), part) if part.isdigit() else (0, 0, part)
+        for part in _DIGITS.split(name)
+        if part
+    )

@@ -181,6 +181,9 @@ class NodePoolStatus(ColonyModel):
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[Taint] = Field(default_factory=list)
     nodes: list[NodeStatus] = Field(default_factory=list)
+    waiting_for_hosts: int = 0
+    """How many hosts the pool waits for: its claim found too few free and the request waits for
+    capacity (0: it waits for none). While a pool waits, its cluster's phase is `waiting`."""
 
     @property
     def schedulable_for_system_pods(self) -> bool:

@@ -7,9 +7,11 @@ not together are refused at once rather than failing later.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from models.advice import set_option
 from models.capacity import GpuHolder
 from models.cluster import (
     FREE_NODE_MESSAGE,
@@ -80,6 +82,14 @@ def plan(state: ClusterState, running: Operation | None) -> dict[str, PlannedPoo
     return pools
 
 
+def unknown_pool(cluster: str, pool: str, pools: Iterable[str]) -> str:
+    """The refusal of a node pool the cluster does not have, naming those it has (the workflow's
+    validators and the HTTP API say it alike)."""
+    names = sorted(pools)
+    have = f"its node pools: {', '.join(names)}" if names else "it has no node pools"
+    return f"node pool '{pool}' does not exist in cluster '{cluster}' ({have})"
+
+
 class Problem(NamedTuple):
     """Why an operation is refused, whether it is because what it names does not exist, and the
     request field it is about."""
@@ -136,11 +146,7 @@ def operation_problem(
         case ScaleNodePoolRequest(pool=name) | DeleteNodePoolRequest(pool=name) if (
             name not in before
         ):
-            return Problem(
-                f"node pool '{name}' does not exist in cluster '{cluster}'",
-                not_found=True,
-                field="pool",
-            )
+            return Problem(unknown_pool(cluster, name, before), not_found=True, field="pool")
         case DeleteNodeRequest(node=node):
             owner = next((p for p in before.values() if any(node in ids for ids in p.nodes)), None)
             if owner is None:
@@ -199,11 +205,12 @@ def gpu_holders_problem(
         return None
     held_on = {node: [h for h in holders if node in h.nodes] for h in holders for node in h.nodes}
 
-    def refusal(what: str, nodes: list[str]) -> Problem:
+    def refusal(what: str, nodes: list[str], field: str) -> Problem:
         named = sorted({h.workspace for node in nodes for h in held_on.get(node, [])})
         return Problem(
             f"{what} would take GPUs from running workspaces: {', '.join(named)}; delete or "
-            "suspend them first, or force it (they go back to waiting for GPUs)"
+            f"suspend them first, or {set_option('force')} (they go back to waiting for GPUs)",
+            field=field,
         )
 
     match request:
@@ -217,17 +224,18 @@ def gpu_holders_problem(
                 return refusal(
                     f"scaling node pool '{name}' of cluster '{cluster}' to {count}",
                     [n for n in nodes if n in held_on],
+                    "count",
                 )
         case DeleteNodePoolRequest(pool=name):
             pool = state.pool(name)
             held = [node.name for node in pool.nodes if node.name in held_on] if pool else []
             if held:
-                return refusal(f"deleting node pool '{name}' of cluster '{cluster}'", held)
+                return refusal(f"deleting node pool '{name}' of cluster '{cluster}'", held, "pool")
         case DeleteNodeRequest(node=node):
             for pool in state.node_pools:
                 for status in pool.nodes:
                     if node in (status.name, status.host_id) and status.name in held_on:
-                        return refusal(f"deleting node '{node}'", [status.name])
+                        return refusal(f"deleting node '{node}'", [status.name], "node")
         case _:
             pass
     return None

@@ -23,7 +23,9 @@ class SignalName(StrEnum):
     REFRESH = "refresh"
     NODE_EVENT = "node_event"
     CAPACITY_CHANGED = "capacity_changed"
-    """To a cluster's GPU ledger (`capacity/<cluster>`): its GPUs changed (a `RefreshRequest`)."""
+    """To a cluster's GPU ledger (`capacity/<ClusterDeployment>`): its GPUs changed (a `RefreshRequest`)."""
+    GATEWAY_CHANGED = "gateway_changed"
+    """To a workspace: its cluster's tenant Gateway changed (a `GatewayChanged`)."""
 
 
 class RefreshRequest(ColonyModel):
@@ -61,3 +63,21 @@ class NodeEvent(ColonyModel):
     unschedulable: bool = False
     resource_version: str = ""
     """The Node's resourceVersion, so a late, older event never overwrites a newer one."""
+
+
+class GatewayChanged(ColonyModel):
+    """A tenant Gateway of the workspace's cluster appeared, changed or went: look at it now and
+    route the workspace's endpoints as it is (sent by the watcher to every workspace with a
+    namespace in that cluster; a workspace also looks by itself, less often).
+
+    `temporal workflow signal --workflow-id workspace/nb --name gateway_changed --input
+    '{"requestId": "g-1", "gateway": "colony-gateway/tenant", "type": "DELETED"}'`
+    """
+
+    request_id: str
+    cluster: str = ""
+    """The ClusterDeployment whose child holds the Gateway."""
+    gateway: str = ""
+    """`<namespace>/<name>` of the Gateway."""
+    type: NodeEventType = NodeEventType.MODIFIED
+    """ADDED, MODIFIED or DELETED, as the watch reported it."""

@@ -1,16 +1,18 @@
 """Workspaces: the deploy request (`WorkspaceSpec`), the status users read, the workflow's state, names.
 
-A workspace is one instance of a workspace class on one Colony cluster, owned by one
-`WorkspaceWorkflow` (id `workspace/<name>`). The request mirrors the exalsius `WorkspaceDeployment`
-spec (class pinned by exact name, cluster, resource overrides with `gpuType` or `gpuNodeSelector`,
-values) and adds prompt answers, secret ones sealed (`models/sealed.py`). Phases, conditions,
+A workspace is one instance of a workspace class on one Colony cluster of its organization, owned
+by one `WorkspaceWorkflow` (id `workspace/[<organization>/]<name>`). The request mirrors the
+exalsius `WorkspaceDeployment` spec (class pinned by exact name, cluster, resource overrides with
+`gpuType` or `gpuNodeSelector`, values) and adds prompt answers, secret ones sealed
+(`models/sealed.py`). Phases, conditions,
 reasons, the failure context and the access list follow the exalsius status shape, so a client of
 either reads the other.
 
 The CLI validates a request with `user_input(WorkspaceSpec, ...)` before starting anything;
 `models/manifests.py` builds it from manifests; the workflow carries a `WorkspaceState` and answers
-its `status` query with a `WorkspaceStatus`. The naming functions at the end are the one place
-that decides the Kubernetes names a workspace uses.
+its `status` query with a `WorkspaceStatus`. The names a workspace's objects get are the spec's
+(`service_set_name`, `release_name`, ...), from `models.identity`: injective over (organization,
+cluster, workspace).
 """
 
 from __future__ import annotations
@@ -22,11 +24,14 @@ from typing import Any, Self
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from models import identity
 from models.activity_api import KubeconfigRef
 from models.base import ColonyModel
 from models.capacity import ReplicaPlacement
-from models.names import name_problem, shorten_name
+from models.identity import Entity
+from models.names import name_problem
 from models.operations import OperationBook
+from models.ownership import Owner
 from models.sealed import SealedValue
 from models.value_paths import value_path_problem
 from models.workspace_class import (
@@ -44,8 +49,6 @@ WORKSPACE_NAME_MAX = 60
 """60: the workspace namespace `ws-<name>` must fit a 63-character namespace name (the exalsius
 WorkspaceDeployment CRD's own rule)."""
 NAMESPACE_PREFIX = "ws-"
-HELM_RELEASE_NAME_MAX = 53
-"""53: Helm's limit on release names (it appends suffixes to reach the 63 of a label)."""
 RECENT_EVENTS_KEPT = 10
 """Events kept in the state and the failure context (the newest)."""
 
@@ -70,7 +73,12 @@ class WorkspaceSpec(ColonyModel):
     class_name: str = Field(alias="class")
     """The exact, versioned class name (`colony-jupyter-1-0-0`): a workspace pins its class."""
     cluster: str
-    """The Colony cluster (the name of its ClusterDeployment)."""
+    """The Colony cluster, by its name in the workspace's organization (never a ClusterDeployment:
+    that is derived from both, so no workspace can name another organization's)."""
+    organization: str = ""
+    """The organization the workspace belongs to (set by the HTTP API from the caller's key);
+    empty for the workspaces an operator deploys through `colonyctl` and Temporal directly. Its
+    name is unique within it, and it is admitted only onto a cluster of the same organization."""
     resources: WorkspaceResources | None = None
     """Overrides of the class's default resources, field by field; GPU model or node selector."""
     values: dict[str, Any] = Field(default_factory=dict)
@@ -106,6 +114,14 @@ class WorkspaceSpec(ColonyModel):
             raise _fail("cluster", problem)
         return name
 
+    @field_validator("organization")
+    @classmethod
+    def _organization(cls, organization: str) -> str:
+        problem = name_problem("organization", organization) if organization else None
+        if problem:
+            raise _fail("organization", problem)
+        return organization
+
     @field_validator("values")
     @classmethod
     def _values(cls, values: dict[str, Any]) -> dict[str, Any]:
@@ -138,7 +154,38 @@ class WorkspaceSpec(ColonyModel):
 
     @property
     def workflow_id(self) -> str:
-        return workspace_workflow_id(self.name)
+        return workspace_workflow_id(self.name, self.organization)
+
+    @property
+    def owner(self) -> Owner:
+        """Whose the workspace's objects are (namespace, ServiceSet, values Secret, routes)."""
+        return Owner(workflow_id=self.workflow_id, organization=self.organization)
+
+    @property
+    def cluster_deployment(self) -> str:
+        """Its cluster's ClusterDeployment (`models.identity.cluster_deployment_name`)."""
+        return identity.cluster_deployment_name(self.organization, self.cluster)
+
+    @property
+    def cluster_workflow_id(self) -> str:
+        """Its cluster's workflow: the owner its ClusterDeployment must be marked with."""
+        return identity.entity_workflow_id(Entity.CLUSTER, self.organization, self.cluster)
+
+    @property
+    def service_set_name(self) -> str:
+        return identity.workspace_service_set_name(self.organization, self.cluster, self.name)
+
+    @property
+    def values_secret_name(self) -> str:
+        return identity.workspace_values_secret_name(self.organization, self.cluster, self.name)
+
+    @property
+    def release_name(self) -> str:
+        """The Helm release (the ServiceSet's service); charts name Services after it."""
+        return identity.workspace_release_name(self.organization, self.cluster, self.name)
+
+    def route_name(self, endpoint: str) -> str:
+        return identity.route_name(self.organization, self.cluster, self.name, endpoint)
 
 
 # --- Status vocabulary (the exalsius WorkspaceDeployment's, plus Colony's) ------------------------
@@ -218,12 +265,12 @@ class ConditionReason(StrEnum):
     ROUTING_INFRA_NOT_READY = "RoutingInfraNotReady"
     NO_GATEWAY = "NoGateway"
     """No tenant gateway: endpoints are reached with `kubectl port-forward`."""
-    GATEWAY_MISSING = "GatewayMissing"
-    """The cluster is attached to a tenant gateway that is not there (deleted, not yet made):
-    no route can be made; endpoints are reached with `kubectl port-forward` meanwhile."""
     PORT_POOL_EXHAUSTED = "PortPoolExhausted"
     SUSPENDED = "Suspended"
     DELETION_IN_PROGRESS = "DeletionInProgress"
+    FOREIGN_OBJECT = "ForeignObject"
+    """An object the workspace would create (its namespace, a route, its ServiceSet) exists and is
+    not its own (a user's namespace of that name): refused, left untouched (`models.ownership`)."""
     INTERNAL_ERROR = "InternalError"
 
 
@@ -309,8 +356,14 @@ class AccessEntry(ColonyModel):
     """The platform side (route, port) is programmed; the app's health is its chart's business."""
     message: str = ""
     """Why it is not ready (e.g. the port pool is exhausted), or how to reach it."""
+    reason: str = ""
+    """This endpoint's own state, machine-readable (Colony's, beside the exalsius fields): `Accepted`
+    (routed), `NoGateway` (port-forward), `RoutingInfraNotReady` (the cluster's Gateway is
+    missing), `RoutingInProgress`, `PortPoolExhausted`, or the Gateway API's reason its route was
+    refused for (`BackendNotFound`: the chart rendered no Service for it, `NoMatchingParent`, ...)."""
     command: str = ""
-    """Without a gateway: the `kubectl port-forward` command that makes `url` work locally."""
+    """Without a gateway (or while the cluster's is missing): the `kubectl port-forward` command
+    that reaches it locally, on a local port of its own."""
 
 
 class ServiceStateSummary(ColonyModel):
@@ -341,13 +394,51 @@ class EventSummary(ColonyModel):
 
 
 class FailureContext(ColonyModel):
-    """What the workspace was doing when it failed, for people and agents to act on."""
+    """What the workspace was doing when it failed, for people and agents to act on: the exalsius
+    `status.failureContext`, field for field, plus the message (which exalsius keeps in
+    `status.message` only; Colony's status has that too)."""
 
     phase_when_failed: WorkspacePhase
     reason: str
+    """Machine-readable: the failing condition's reason (`HelmReleaseFailed`,
+    `GpuOfferingUnavailable`, `DeployTimeout`, ...), never free text."""
+    message: str = ""
+    """For people: what failed and why."""
     service_set_status: ServiceSetStatusSummary | None = None
     recent_events: list[EventSummary] = Field(default_factory=list)
-    """Newest first."""
+    """Newest first, the failure itself first of all (as the exalsius operator records it)."""
+
+
+def failure_context(
+    phase: WorkspacePhase,
+    reason: ConditionReason,
+    message: str,
+    now: datetime,
+    *,
+    service_set_status: ServiceSetStatusSummary | None = None,
+    events: list[EventSummary] | None = None,
+) -> FailureContext:
+    """The failure context of a failure in `phase`: the failure as a Warning event first, then the
+    namespace's events newest first, `RECENT_EVENTS_KEPT` in all.
+
+    Args:
+        phase: the phase the workspace was in when it failed.
+        reason: the failing condition's reason.
+        message: what failed and why.
+        now: the workflow's time (`workflow.now()`), when the failure was seen.
+        service_set_status: the ServiceSet's service states at failure, when it was installed.
+        events: the workspace namespace's recent events, in any order.
+    """
+    failure = EventSummary(last_seen=now, type="Warning", reason=reason.value, message=message)
+    oldest = datetime.min.replace(tzinfo=now.tzinfo)
+    newest_first = sorted(events or [], key=lambda e: e.last_seen or oldest, reverse=True)
+    return FailureContext(
+        phase_when_failed=phase,
+        reason=reason.value,
+        message=message,
+        service_set_status=service_set_status,
+        recent_events=[failure, *newest_first][:RECENT_EVENTS_KEPT],
+    )
 
 
 class PrerequisitePhase(StrEnum):
@@ -361,7 +452,7 @@ class PrerequisiteSource(StrEnum):
     """Who provides a prerequisite."""
 
     WORKSPACE = "workspace"
-    """Installed by Colony for workspaces (workflow `prereq/<cluster>/<template>`)."""
+    """Installed by Colony for workspaces (workflow `prereq/<ClusterDeployment>/<template>`)."""
     COLONY = "colony"
     """Found already deployed on the cluster by other means."""
 
@@ -383,7 +474,7 @@ class AdmissionState(StrEnum):
 
 
 class AdmissionStatus(ColonyModel):
-    """The workspace's place in its cluster's GPU ledger (`capacity/<cluster>`)."""
+    """The workspace's place in its cluster's GPU ledger (`capacity/<ClusterDeployment>`)."""
 
     request_id: str
     state: AdmissionState
@@ -459,11 +550,16 @@ class WorkspaceState(ColonyModel):
     completed: list[WorkspaceOperation] = Field(default_factory=list)
     book: OperationBook = Field(default_factory=OperationBook)
     kubeconfig: KubeconfigRef | None = None
-    tenant_gateway_domain: str = ""
-    """The tenant gateway the cluster is attached to, as its ClusterDeployment said when resolved
-    ("" for none): a cluster with one whose Gateway is missing is told apart from one without."""
     routes: list[RouteRecord] = Field(default_factory=list)
     """The routes created in the workspace's namespace (deleted on suspend and delete)."""
+    gateway_fingerprint: str = ""
+    """What the last access step found of the cluster's tenant gateway
+    (`FindTenantGatewayResult.fingerprint`): a look that finds the same needs no new routes."""
+    routes_look_due: bool = False
+    """A look at the gateway was asked for (`gateway_changed`, or the fallback): taken between
+    operations."""
+    ports_messages: int = 0
+    """Messages about pool ports sent to the ledger (each needs an id of its own)."""
     class_spec: WorkspaceClassSpec | None = None
     """The pinned class as resolved (classes are immutable): a resume does not read it again."""
 
@@ -493,51 +589,22 @@ def capacity_request_id(workspace: str, incarnation: str, attempt: int) -> str:
 # --- Names ----------------------------------------------------------------------------------------
 
 
-def workspace_workflow_id(name: str) -> str:
-    """The id of the one workflow that owns workspace `name`."""
-    return f"workspace/{name}"
-
-
-def capacity_workflow_id(cluster: str) -> str:
-    """The id of the GPU ledger workflow of `cluster`."""
-    return f"capacity/{cluster}"
-
-
-def prerequisite_workflow_id(cluster: str, template: str) -> str:
-    """The id of the workflow installing prerequisite `template` on `cluster` (one per pair)."""
-    return f"prereq/{cluster}/{template}"
+def workspace_workflow_id(name: str, organization: str = "") -> str:
+    """The id of the one workflow that owns workspace `name` of `organization`:
+    `workspace/<organization>/<name>`, `workspace/<name>` in the default mode."""
+    return identity.entity_workflow_id(Entity.WORKSPACE, organization, name)
 
 
 def workspace_namespace(name: str) -> str:
-    """The workspace's namespace in the child cluster (and on a regional gateway cluster)."""
+    """The workspace's namespace in its cluster (the exalsius name, kept: a child cluster is one
+    organization's, where workspace names are unique)."""
     return f"{NAMESPACE_PREFIX}{name}"
 
 
-def helm_release_name(cluster: str, workspace: str) -> str:
-    """The workspace's Helm release (the ServiceSet service's name), as the exalsius operator names
-    it: `wsd-<cluster>-<workspace>`, at most 53 characters. Charts name Services after it."""
-    return shorten_name(f"wsd-{cluster}-{workspace}", HELM_RELEASE_NAME_MAX)
-
-
-def service_set_name(cluster: str, workspace: str) -> str:
-    """The workspace's ServiceSet on the management cluster: `wsd-<cluster>-<workspace>`, <= 63."""
-    return shorten_name(f"wsd-{cluster}-{workspace}")
-
-
-def values_secret_name(cluster: str, workspace: str) -> str:
-    """The Secret beside the ServiceSet holding the unsealed secret values (`valuesFrom`)."""
-    return shorten_name(f"wsd-{cluster}-{workspace}-values")
-
-
-def prerequisite_service_set_name(cluster: str, template: str) -> str:
-    """The ServiceSet of a prerequisite on a cluster (exalsius' `wsprereq-` prefix), <= 63."""
-    return shorten_name(f"wsprereq-{cluster}-{template}")
-
-
-def endpoint_service_name(cluster: str, workspace: str, endpoint: AccessEndpoint) -> str:
+def endpoint_service_name(release: str, endpoint: AccessEndpoint) -> str:
     """The child-cluster Service behind an endpoint: the class's `serviceName`, else
     `<release>-<endpoint>` (the exalsius chart convention)."""
-    return endpoint.service_name or f"{helm_release_name(cluster, workspace)}-{endpoint.name}"
+    return endpoint.service_name or f"{release}-{endpoint.name}"
 
 
 # --- Access ---------------------------------------------------------------------------------------
@@ -552,6 +619,9 @@ class GatewayInfo(ColonyModel):
     """True when the wildcard listener is HTTPS (production); HTTP in dev."""
     tcp_ports: list[int] = Field(default_factory=list)
     """The port pool: the gateway's TCP listeners, for SSH and TCP endpoints."""
+    http_port: int | None = None
+    """The port of the listener HTTP endpoints are routed through; URLs name it unless it is the
+    scheme's own (443 for https, 80 for http). None: the scheme's own."""
 
 
 def http_hostname(workspace: str, endpoint: str, domain: str, *, primary: bool) -> str:
@@ -568,29 +638,61 @@ def allocate_pool_port(pool: list[int], taken: set[int]) -> int | None:
     return next((port for port in sorted(pool) if port not in taken), None)
 
 
+PORT_MAX = 65535
+
+
 def local_port(port: int) -> int:
     """The local port a port-forward uses: the same when unprivileged, else 8000 + port (80 -> 8080,
     22 -> 8022), so no root is needed on the user's machine."""
     return port if port >= 1024 else 8000 + port
 
 
+def local_ports(endpoints: list[AccessEndpoint]) -> dict[str, int]:
+    """A local port per endpoint, all different, so every endpoint of a workspace can be forwarded
+    at once: each its `local_port`, or the next one up that no endpoint before it took (two HTTP
+    endpoints on port 80 get 8080 and 8081). Deterministic: the class's order decides."""
+    taken: set[int] = set()
+    chosen: dict[str, int] = {}
+    for endpoint in endpoints:
+        port = local_port(endpoint.port)
+        while port in taken:
+            port = port + 1 if port < PORT_MAX else 1024
+        taken.add(port)
+        chosen[endpoint.name] = port
+    return chosen
+
+
 def port_forward_command(
-    cluster: str, workspace: str, endpoint: AccessEndpoint, kubeconfig: str | None = None
+    release: str,
+    workspace: str,
+    endpoint: AccessEndpoint,
+    kubeconfig: str | None = None,
+    local: int | None = None,
 ) -> str:
     """The `kubectl port-forward` command reaching an endpoint when the cluster has no gateway.
 
     Args:
-        cluster: the workspace's cluster.
+        release: the workspace's Helm release (`WorkspaceSpec.release_name`).
         workspace: the workspace's name.
         endpoint: the class's endpoint.
         kubeconfig: the kubeconfig path to name (`colonyctl kubeconfig --cluster X --output ...`).
+        local: the local port (`local_ports`); default `local_port(endpoint.port)`.
     """
-    service = endpoint_service_name(cluster, workspace, endpoint)
+    service = endpoint_service_name(release, endpoint)
     config = f" --kubeconfig {kubeconfig}" if kubeconfig else ""
+    mine = local if local is not None else local_port(endpoint.port)
     return (
         f"kubectl{config} port-forward -n {workspace_namespace(workspace)} "
-        f"svc/{service} {local_port(endpoint.port)}:{endpoint.port}"
+        f"svc/{service} {mine}:{endpoint.port}"
     )
+
+
+_DEFAULT_PORTS = {"https": 443, "http": 80}
+
+
+def _port_suffix(scheme: str, port: int | None) -> str:
+    """`:<port>` when a URL must name its port (not the scheme's default), else nothing."""
+    return "" if port is None or port == _DEFAULT_PORTS.get(scheme) else f":{port}"
 
 
 def _scheme(protocol: EndpointProtocol, https: bool) -> str:
@@ -601,7 +703,7 @@ def _scheme(protocol: EndpointProtocol, https: bool) -> str:
 
 def plan_access(
     workspace: str,
-    cluster: str,
+    release: str,
     workspace_class: WorkspaceClassSpec,
     gateway: GatewayInfo | None,
     tcp_ports: dict[str, int] | None = None,
@@ -616,7 +718,7 @@ def plan_access(
 
     Args:
         workspace: the workspace's name.
-        cluster: its cluster.
+        release: its Helm release (the Services behind its endpoints are named after it).
         workspace_class: its class (the endpoints, in order: the first HTTP one is the primary).
         gateway: the cluster's tenant gateway, or None.
         tcp_ports: pool ports allocated so far, by endpoint name.
@@ -624,15 +726,16 @@ def plan_access(
     """
     entries: list[AccessEntry] = []
     ports = tcp_ports or {}
+    locally = local_ports(workspace_class.access_endpoints)
     primary_taken = False
     for endpoint in workspace_class.access_endpoints:
         entry = AccessEntry(name=endpoint.name, protocol=endpoint.protocol)
         if gateway is None:
-            command = port_forward_command(cluster, workspace, endpoint, kubeconfig)
-            entry.url = (
-                f"{_scheme(endpoint.protocol, False)}://localhost:{local_port(endpoint.port)}"
-            )
+            local = locally[endpoint.name]
+            command = port_forward_command(release, workspace, endpoint, kubeconfig, local)
+            entry.url = f"{_scheme(endpoint.protocol, False)}://localhost:{local}"
             entry.ready = True
+            entry.reason = ConditionReason.NO_GATEWAY.value
             entry.command = command
             entry.message = f"no gateway: reach it with `{command}`"
         elif endpoint.protocol is EndpointProtocol.HTTP:
@@ -647,7 +750,8 @@ def plan_access(
                     "shorten the workspace or endpoint name"
                 )
             else:
-                entry.url = f"{_scheme(endpoint.protocol, gateway.https)}://{host}"
+                scheme = _scheme(endpoint.protocol, gateway.https)
+                entry.url = f"{scheme}://{host}{_port_suffix(scheme, gateway.http_port)}"
                 entry.message = "waiting for the gateway to accept the route"
         elif endpoint.name in ports:
             entry.url = f"{_scheme(endpoint.protocol, gateway.https)}://{gateway.domain}:{ports[endpoint.name]}"
@@ -661,5 +765,17 @@ def plan_access(
                 f"port pool exhausted: all {len(gateway.tcp_ports)} TCP listeners of the tenant "
                 "gateway are in use; ask an administrator to widen the pool"
             )
+        if not entry.reason:
+            entry.reason = _planned_reason(entry)
         entries.append(entry)
     return entries
+
+
+def _planned_reason(entry: AccessEntry) -> str:
+    """An endpoint's state before its route is seen: routed when the gateway accepts it, or why it
+    cannot be (a hostname too long, no pool port left)."""
+    if entry.url:
+        return ConditionReason.ROUTING_IN_PROGRESS.value
+    if entry.protocol is EndpointProtocol.HTTP:
+        return ConditionReason.ROUTING_ERROR.value
+    return ConditionReason.PORT_POOL_EXHAUSTED.value

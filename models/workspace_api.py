@@ -20,9 +20,12 @@ from typing import Any
 
 from pydantic import Field
 
-from models.activity_api import KubeconfigRef
+from models import identity
+from models.activity_api import CLUSTER_LABEL, KubeconfigRef
 from models.base import ColonyModel
 from models.capacity import CapacityAnswer, CapacityRequest, GpuHolder, GpuNode
+from models.names import shorten_name
+from models.ownership import Owner
 from models.sealed import SealedValue
 from models.workspace import (
     AccessEntry,
@@ -35,11 +38,43 @@ from models.workspace import (
 from models.workspace_class import WorkspaceClassSpec
 
 WORKSPACE_LABEL = "colony.dev/workspace"
-"""Label on a workspace's ServiceSet, values Secret and namespace: the workspace's name."""
+"""Label on a workspace's ServiceSet, values Secret, namespace and routes: the workspace's name."""
 PREREQUISITE_LABEL = "colony.dev/prerequisite"
 """Label on a prerequisite's ServiceSet: the ServiceTemplate it installs."""
-OWNER_WORKFLOW_ANNOTATION = "colony.dev/workflow-id"
-"""Annotation on what a workflow creates: the workflow to signal when it changes (the watcher)."""
+EXALSIUS_WORKSPACE_LABEL = "workspaces.exalsius.ai/workspace"
+"""The exalsius operator's label on a workspace's namespace and routes: the workspace's name.
+Colony puts it beside its own on every object of a workspace, so tools written for the operator
+find them."""
+EXALSIUS_ROLE_LABEL = "workspaces.exalsius.ai/role"
+EXALSIUS_PREREQUISITE_ROLE = "prerequisite"
+"""The exalsius operator marks its prerequisite ServiceSets `workspaces.exalsius.ai/role=prerequisite`."""
+EXALSIUS_CLUSTER_DEPLOYMENT_LABEL = "workspaces.exalsius.ai/cluster-deployment"
+EXALSIUS_TEMPLATE_LABEL = "workspaces.exalsius.ai/template"
+"""... with the ClusterDeployment and the ServiceTemplate it installs."""
+
+
+def workspace_labels(name: str) -> dict[str, str]:
+    """The labels every object of workspace `name` carries: Colony's and the exalsius operator's
+    (a workspace name is a DNS label: a valid label value as it is)."""
+    return {WORKSPACE_LABEL: name, EXALSIUS_WORKSPACE_LABEL: name}
+
+
+def prerequisite_labels(template: str, cluster_deployment: str) -> dict[str, str]:
+    """The labels of a prerequisite's ServiceSet: Colony's (the template; the ClusterDeployment,
+    `colony.dev/cluster`) and the exalsius operator's (role, ClusterDeployment and template, cut
+    to a label value's 63 characters with a hash when longer, as the operator does)."""
+    return {
+        PREREQUISITE_LABEL: template,
+        CLUSTER_LABEL: cluster_deployment,
+        EXALSIUS_ROLE_LABEL: EXALSIUS_PREREQUISITE_ROLE,
+        EXALSIUS_CLUSTER_DEPLOYMENT_LABEL: shorten_name(cluster_deployment),
+        EXALSIUS_TEMPLATE_LABEL: shorten_name(template),
+    }
+
+
+CLASS_NAME_ANNOTATION = "colony.dev/class-name"
+"""Annotation on an organization's own `WorkspaceClass` object: the class's name (the object's
+is derived from the organization and it: `models.identity.workspace_class_object_name`)."""
 COLONY_NAMESPACE = "colony-system"
 """Colony's own namespace on the management cluster (values Secrets, API keys, the watcher)."""
 
@@ -76,7 +111,11 @@ class WorkspaceActivity(StrEnum):
 
 
 class GetWorkspaceClassRequest(ColonyModel):
+    """The class a workspace of `organization` pins by `name`: the organization's own, else the
+    shared catalog's (never another organization's)."""
+
     name: str
+    organization: str = ""
 
 
 class GetWorkspaceClassResult(ColonyModel):
@@ -92,6 +131,9 @@ class ListWorkspaceClassesRequest(ColonyModel):
 
 class ListWorkspaceClassesResult(ColonyModel):
     classes: list[WorkspaceClassSpec] = Field(default_factory=list)
+    """The shared catalog's."""
+    private: dict[str, list[WorkspaceClassSpec]] = Field(default_factory=dict)
+    """Each organization's own classes, by organization."""
     unreadable: list[str] = Field(default_factory=list)
     """`name: problem` of stored objects that are not valid classes."""
 
@@ -103,7 +145,11 @@ class PublishWorkspaceClassRequest(ColonyModel):
 
     spec: WorkspaceClassSpec
     objects: list[dict[str, Any]] = Field(default_factory=list)
-    """ServiceTemplates (and their HelmRepository) to create when absent, as manifests."""
+    """ServiceTemplates (and their HelmRepository) to create when absent, as manifests (the
+    shared catalog's only)."""
+    organization: str = ""
+    """Empty: the catalog every organization shares (an operator publishes it). Otherwise that
+    organization's own class, which only it sees, and which may not take a shared class's name."""
 
 
 class PublishWorkspaceClassResult(ColonyModel):
@@ -165,8 +211,9 @@ class ApplyServiceSetRequest(ColonyModel):
     name: str
     cluster_deployment: str
     services: list[ServiceSetService]
+    owner: Owner
+    """One of that name that is not this owner's is refused (`ForeignObject`), never changed."""
     labels: dict[str, str] = Field(default_factory=dict)
-    owner_workflow_id: str = ""
 
 
 class ApplyServiceSetResult(ColonyModel):
@@ -189,6 +236,8 @@ class AwaitServiceSetRequest(ColonyModel):
     namespace: str
     name: str
     service: str
+    owner: Owner
+    """One of that name that is not this owner's is not ours: reported GONE."""
     deadline: datetime
     known_state: str = ""
     generation: int = 0
@@ -206,6 +255,8 @@ class AwaitServiceSetResult(ColonyModel):
 class DeleteServiceSetRequest(ColonyModel):
     namespace: str
     name: str
+    owner: Owner
+    """Only this owner's is deleted; another's is left alone."""
     wait_until: datetime | None = None
     """Wait (heartbeating) until it is gone: k0rdent uninstalls its releases first."""
 
@@ -213,6 +264,8 @@ class DeleteServiceSetRequest(ColonyModel):
 class DeleteServiceSetResult(ColonyModel):
     existed: bool
     gone: bool = True
+    foreign: bool = False
+    """One of that name exists and is not this owner's: it was left alone."""
 
 
 class FindServiceSetsRequest(ColonyModel):
@@ -244,6 +297,9 @@ class WriteValuesSecretRequest(ColonyModel):
     name: str
     workspace: str
     secret_values: dict[str, SealedValue]
+    owner: Owner
+    """The workspace's: its organization scopes the sealed values; another owner's Secret of that
+    name is refused, never replaced."""
     labels: dict[str, str] = Field(default_factory=dict)
 
 
@@ -254,18 +310,25 @@ class WriteValuesSecretResult(ColonyModel):
 class DeleteValuesSecretRequest(ColonyModel):
     namespace: str
     name: str
+    owner: Owner
+    """Only this owner's is deleted."""
 
 
 class DeleteValuesSecretResult(ColonyModel):
     existed: bool
+    foreign: bool = False
 
 
 # --- Child cluster ---------------------------------------------------------------------------------
 
 
 class EnsureNamespaceRequest(ColonyModel):
+    """Create the namespace with the owner's marks; one that exists is taken only when it is this
+    owner's (a user's own namespace of that name is refused, `ForeignObject`, and left as it is)."""
+
     kubeconfig: KubeconfigRef
     name: str
+    owner: Owner
     labels: dict[str, str] = Field(default_factory=dict)
 
 
@@ -274,14 +337,19 @@ class EnsureNamespaceResult(ColonyModel):
 
 
 class DeleteNamespaceRequest(ColonyModel):
+    """Delete the namespace if it is this owner's; any other is left as it is."""
+
     kubeconfig: KubeconfigRef
     name: str
+    owner: Owner
     wait_until: datetime | None = None
 
 
 class DeleteNamespaceResult(ColonyModel):
     existed: bool
     gone: bool = True
+    foreign: bool = False
+    """It exists and is not this owner's: it was left alone."""
 
 
 class ReadGpuInventoryRequest(ColonyModel):
@@ -302,16 +370,41 @@ class ReadGpuInventoryResult(ColonyModel):
 
 class FindTenantGatewayRequest(ColonyModel):
     kubeconfig: KubeconfigRef
+    cluster_deployment: str = ""
+    """When set, also the domain this ClusterDeployment (in the kubeconfig's namespace) is
+    attached to by its label `colony.dev/tenant-gateway-domain`."""
 
 
 class FindTenantGatewayResult(ColonyModel):
-    """The tenant gateway the cluster is attached to (None: reach endpoints by port-forward), with
-    the TCP listener ports other routes already hold."""
+    """The cluster's tenant gateway as it is now: the Gateway labelled
+    `colony.dev/tenant-gateway=true` in the child (None: there is none), with the TCP listener
+    ports other routes already hold, and the domain the ClusterDeployment's label says the cluster
+    is attached to (a Gateway missing while the label is set: routing infrastructure not ready)."""
 
     gateway: GatewayInfo | None = None
     gateway_namespace: str = ""
     gateway_name: str = ""
+    gateway_uid: str = ""
+    gateway_generation: int = 0
     taken_ports: list[int] = Field(default_factory=list)
+    expected_domain: str = ""
+    """The ClusterDeployment's `colony.dev/tenant-gateway-domain` label; empty: not attached."""
+
+    def fingerprint(self) -> str:
+        """What routes depend on: which Gateway (its uid and generation), its domain, scheme and
+        pool, and the domain expected; equal fingerprints need no new routes."""
+        if self.gateway is None:
+            return f"none/{self.expected_domain}"
+        return "/".join(
+            [
+                self.gateway_namespace,
+                self.gateway_name,
+                self.gateway_uid,
+                str(self.gateway_generation),
+                self.gateway.model_dump_json(),
+                self.expected_domain,
+            ]
+        )
 
 
 class RouteSpec(ColonyModel):
@@ -330,28 +423,48 @@ class RouteSpec(ColonyModel):
 
 
 class ApplyRoutesRequest(ColonyModel):
+    """Create the routes with the owner's marks; one of a route's name that is not this owner's
+    is refused (`ForeignObject`), never taken over."""
+
     kubeconfig: KubeconfigRef
     namespace: str
     gateway_namespace: str
     gateway_name: str
     routes: list[RouteSpec]
+    owner: Owner
     labels: dict[str, str] = Field(default_factory=dict)
 
 
 class ApplyRoutesResult(ColonyModel):
     created: list[str] = Field(default_factory=list)
+    updated: list[str] = Field(default_factory=list)
+    """Routes of this owner that were there with another spec (the Gateway moved, a port
+    changed), brought to the one asked for."""
 
 
 class RouteState(ColonyModel):
+    """One route as the gateway's controller answered for it."""
+
     name: str
     accepted: bool = False
+    """Accepted by its Gateway and every backend resolved: traffic reaches the endpoint."""
+    settled: bool = False
+    """The controller has answered for the route's current spec (accepted or not): waiting longer
+    changes nothing until the world does (a missing Service stays missing)."""
+    reason: str = ""
+    """`Accepted`, or the Gateway API reason of the first condition that is not True
+    (`BackendNotFound`, `NoMatchingParent`, ...); `Pending` while no controller answered."""
     message: str = ""
 
 
 class AwaitRoutesRequest(ColonyModel):
+    """Wait until the controller answered for every route (or the deadline), then report each."""
+
     kubeconfig: KubeconfigRef
     namespace: str
     routes: list[RouteSpec]
+    owner: Owner
+    """A route of that name that is not this owner's counts as not found."""
     deadline: datetime
 
 
@@ -361,9 +474,12 @@ class AwaitRoutesResult(ColonyModel):
 
 
 class DeleteRoutesRequest(ColonyModel):
+    """Delete the routes that are this owner's; any other of those names is left alone."""
+
     kubeconfig: KubeconfigRef
     namespace: str
     routes: list[RouteSpec]
+    owner: Owner
 
 
 class DeleteRoutesResult(ColonyModel):
@@ -449,7 +565,7 @@ class CapacityMessageKind(StrEnum):
 
 
 class CapacityMessage(ColonyModel):
-    """To a cluster's ledger (`capacity/<cluster>`, signal `capacity`): a workspace asks for GPUs,
+    """To a cluster's ledger (`capacity/<ClusterDeployment>`, signal `capacity`): a workspace asks for GPUs,
     gives them back, or a service says the cluster's GPUs changed (`capacity_changed`)."""
 
     request_id: str
@@ -474,6 +590,7 @@ class CapacityMessage(ColonyModel):
 
 class CapacityLedgerInput(ColonyModel):
     cluster: str
+    """The cluster's ClusterDeployment (`models.identity`: injective across organizations)."""
     cluster_workflow_id: str = ""
     """The cluster's workflow, told which workspaces hold GPUs (found with the inventory)."""
     kubeconfig: KubeconfigRef | None = None
@@ -548,7 +665,8 @@ class GpuHoldersMessage(ColonyModel):
 
 
 class PrerequisiteMessage(ColonyModel):
-    """To `prereq/<cluster>/<template>` (signal `prerequisite`): a workspace needs it installed."""
+    """To `prereq/<ClusterDeployment>/<template>` (signal `prerequisite`): a workspace needs it
+    installed."""
 
     request_id: str
     reply_to: str
@@ -558,12 +676,18 @@ class PrerequisiteMessage(ColonyModel):
 
 class PrerequisiteInput(ColonyModel):
     cluster: str
+    """The cluster, by its name in its organization."""
+    organization: str = ""
     template: str
     template_namespace: str
     namespace: str
     values: dict[str, Any] = Field(default_factory=dict)
     deploy_timeout_seconds: int = 900
     state: dict[str, Any] | None = None
+
+    @property
+    def cluster_deployment(self) -> str:
+        return identity.cluster_deployment_name(self.organization, self.cluster)
 
 
 class PrerequisiteAnswer(ColonyModel):
@@ -585,6 +709,8 @@ class WorkspaceSignal(StrEnum):
     PREREQUISITE_ANSWER = "prerequisite_answer"
     DELETE_REQUESTED = "delete_requested"
     REFRESH = "refresh"
+    GATEWAY_CHANGED = "gateway_changed"
+    """Its cluster's tenant Gateway appeared, changed or went (`models.signals.GatewayChanged`)."""
 
 
 class DeleteRequested(ColonyModel):
@@ -598,10 +724,20 @@ class CatalogStatus(ColonyModel):
     """The `classes` query of the catalog workflow."""
 
     classes: list[WorkspaceClassSpec] = Field(default_factory=list)
+    """The shared catalog (with `for_organization`: and that organization's own classes)."""
+    private: dict[str, list[WorkspaceClassSpec]] = Field(default_factory=dict)
+    """Each organization's own classes, by organization (empty in `for_organization`'s view)."""
     unreadable: list[str] = Field(default_factory=list)
     """Stored objects that are not valid classes (edited by hand), with why."""
     seeded: list[str] = Field(default_factory=list)
     """Classes of Colony's shipped catalog this workflow published."""
+
+    def for_organization(self, organization: str) -> CatalogStatus:
+        """What `organization` sees: the shared classes and its own (no other organization's)."""
+        own = self.private.get(organization, []) if organization else []
+        return self.model_copy(
+            update={"classes": sorted([*self.classes, *own], key=lambda c: c.name), "private": {}}
+        )
 
 
 CATALOG_WORKFLOW_ID = "catalog/workspace-classes"
@@ -614,6 +750,7 @@ class CatalogInput(ColonyModel):
 
     seed: list[PublishWorkspaceClassRequest] = Field(default_factory=list)
     classes: list[WorkspaceClassSpec] = Field(default_factory=list)
+    private: dict[str, list[WorkspaceClassSpec]] = Field(default_factory=dict)
     book: dict[str, Any] | None = None
 
 

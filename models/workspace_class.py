@@ -28,7 +28,13 @@ from pydantic import Field, field_serializer, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from models.base import ColonyModel
-from models.names import RESERVED_LABEL_PREFIX, label_key_problem, label_value_problem
+from models.identity import readable
+from models.names import (
+    RESERVED_LABEL_PREFIX,
+    label_key_problem,
+    label_value_problem,
+    shorten_name,
+)
 from models.quantity import (
     canonical_quantity,
     format_go_duration,
@@ -272,7 +278,8 @@ class PrerequisiteSpec(ColonyModel):
 
     service_template: ServiceTemplateRef
     namespace: str | None = None
-    """Where it is installed on the child cluster ("default" when unset); one per cluster."""
+    """Where it is installed on the child cluster (`<template>-system` when unset); one per
+    cluster."""
     values: dict[str, Any] | None = None
     """Helm values for its install; the chart's defaults when unset."""
 
@@ -285,6 +292,21 @@ class PrerequisiteSpec(ColonyModel):
         if problem:
             raise _fail("namespace", problem)
         return namespace
+
+    @property
+    def install_namespace(self) -> str:
+        """Where it is installed: the class's `namespace`, else a namespace of its own,
+        `<template>-system` (dots made hyphens, cut with a hash past 63 characters), never
+        `default`, where its objects would mix with whatever else is there."""
+        if self.namespace:
+            return self.namespace
+        return shorten_name(
+            f"{readable(self.service_template.name)}{PREREQUISITE_NAMESPACE_SUFFIX}"
+        )
+
+
+PREREQUISITE_NAMESPACE_SUFFIX = "-system"
+"""A prerequisite without a namespace is installed into `<template>-system`."""
 
 
 class EndpointProtocol(StrEnum):

@@ -2,6 +2,10 @@
 
 Everything it serves is simulated (no real Kubernetes, k0rdent, cloud or machines); it says so on
 start and prints where the kubeconfig, the host provider credentials and the fault endpoints are.
+
+With `--persist` the world is kept in `--state-dir` and resumed by the next `--persist` start
+(`sim.persistence`); `--state-id` names the development state it belongs to (`make run` passes
+the id it keeps beside Temporal's database), and a saved world of another is refused (exit 2).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from sim.persistence import StateMismatch
 from sim.timing import SimTiming
 from sim.world import DEFAULT_STATE_DIR, SimWorld, WorldConfig
 
@@ -58,6 +63,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="API key of the host provider (default: random)",
     )
+    parser.add_argument(
+        "--persist",
+        action="store_true",
+        help="keep the world in --state-dir and resume it at the next start",
+    )
+    parser.add_argument(
+        "--state-id",
+        default=None,
+        help="the development state the world belongs to (a saved world of another is refused)",
+    )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING...")
     return parser.parse_args(argv)
 
@@ -75,6 +90,8 @@ def config_from_args(args: argparse.Namespace) -> WorldConfig:
         management_port=args.management_port,
         hostprovider_port=args.hostprovider_port,
         hostprovider_api_key=args.hostprovider_api_key,
+        persist=args.persist,
+        state_id=args.state_id,
     )
 
 
@@ -90,17 +107,28 @@ def banner(world: SimWorld) -> str:
             f" host provider       {info['hostProvider']['url']}",
             f"   url + apiKey      {world.hostprovider_json_path}",
             f" world info          {world.world_json_path}",
+            f" CA certificate      {world.ca_path}  (every server, tenant gateways included)",
+            " tenant gateways     on 127.0.0.1, ports in each child's Gateway colony-gateway/tenant:",
+            f"   curl --cacert {world.ca_path} --resolve <ws>.<domain>:<port>:127.0.0.1 \\",
+            "        https://<ws>.<domain>:<port>/   (workloads answer with SIMULATED pages)",
             f" faults              GET/PUT <any server>{info['faultsPath']}",
             "                     (rates, scripted errors, evictions, kubelets_stopped, nodes_lost)",
             f" records             GET <any server>{info['recordsPath']}?since=N",
             "                     (clients' creates, evictions, hosts claimed and released)",
             f" time scale          {info['timeScale']}",
+            f" state               {_state_line(world)}",
             "",
             f" export KUBECONFIG={world.management_kubeconfig_path}",
             " Ctrl-C stops the simulator.",
             "=" * 72,
         ]
     )
+
+
+def _state_line(world: SimWorld) -> str:
+    if not world.config.persist:
+        return "in memory (gone when it stops)"
+    return f"kept in {world.state_path} (development state {world.state_id})"
 
 
 async def run(config: WorldConfig) -> None:
@@ -120,7 +148,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    asyncio.run(run(config_from_args(args)))
+    try:
+        asyncio.run(run(config_from_args(args)))
+    except StateMismatch as exc:
+        print(f"sim: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

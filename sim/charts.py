@@ -32,6 +32,7 @@ Deployment `inference-gateway`); `missing_requirement` says what an install woul
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -39,6 +40,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from sim.podnet.apps import APP_KINDS
+from sim.podnet.network import SERVES_ANNOTATION
 
 CATALOG_PATH = Path(__file__).with_name("charts.yaml")
 HUB_REPOSITORY = "exalsius-workspace-hub"
@@ -55,11 +59,13 @@ class ChartError(ValueError):
 
 @dataclass(frozen=True)
 class PortSpec:
-    """One Service port of a workload."""
+    """One Service port of a workload, and the simulated app its container answers with there
+    (`sim.podnet.apps`: http, jupyter, openai, ssh)."""
 
     name: str
     port: int
     target_port: int
+    serves: str = "http"
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,9 @@ class WorkloadSpec:
     services_per_port: bool = False
     """Name every Service `<workload>-<port name>` (the exalsius/Colony chart convention Colony
     routes to); otherwise the first port's Service keeps the workload's own name."""
+    model_value_paths: tuple[str, ...] = ()
+    """Where the chart's values name the model an `openai` port serves (first one set wins)."""
+    default_model: str = ""
 
 
 @dataclass(frozen=True)
@@ -110,6 +119,12 @@ class ChartSpec:
 
 
 def _workload(raw: Mapping[str, Any]) -> WorkloadSpec:
+    for port in raw.get("ports") or []:
+        if str(port.get("serves", "http")) not in APP_KINDS:
+            raise ChartError(
+                f"workload {raw.get('name')}: port {port.get('name')} serves "
+                f"{port.get('serves')!r}, not one of {', '.join(APP_KINDS)}"
+            )
     return WorkloadSpec(
         name=str(raw["name"]),
         container=str(raw.get("container", "main")),
@@ -121,11 +136,18 @@ def _workload(raw: Mapping[str, Any]) -> WorkloadSpec:
         memory=str(raw.get("memory", "128Mi")),
         gpu=int(raw.get("gpu", 0)),
         ports=tuple(
-            PortSpec(str(p["name"]), int(p["port"]), int(p.get("targetPort", p["port"])))
+            PortSpec(
+                str(p["name"]),
+                int(p["port"]),
+                int(p.get("targetPort", p["port"])),
+                str(p.get("serves", "http")),
+            )
             for p in raw.get("ports") or []
         ),
         service_type=str(raw.get("serviceType", "ClusterIP")),
         services_per_port=bool(raw.get("servicesPerPort", False)),
+        model_value_paths=tuple(str(v) for v in raw.get("modelValuePaths") or ()),
+        default_model=str(raw.get("defaultModel", "")),
     )
 
 
@@ -354,6 +376,22 @@ def missing_requirement(chart: ChartSpec, find: Callable[[Requirement], bool]) -
     return None
 
 
+def served_annotation(workload: WorkloadSpec, values: Mapping[str, Any]) -> str:
+    """The pod annotation saying what the workload's container ports answer with (JSON, see
+    `sim.podnet.network`); an `openai` port names the model from the values."""
+    model = next(
+        (str(found) for path in workload.model_value_paths if (found := _lookup(values, path))),
+        workload.default_model,
+    )
+    served: dict[str, Any] = {}
+    for port in workload.ports:
+        if port.serves == "openai":
+            served[str(port.target_port)] = {"app": "openai", "model": model}
+        else:
+            served[str(port.target_port)] = port.serves
+    return json.dumps(served, sort_keys=True)
+
+
 def render(
     chart: ChartSpec, release: str, namespace: str, values: Mapping[str, Any] | None
 ) -> list[dict[str, Any]]:
@@ -416,7 +454,13 @@ def render(
                 "spec": {
                     "replicas": resolved.replicas,
                     "selector": {"matchLabels": selector},
-                    "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
+                    "template": {
+                        "metadata": {
+                            "labels": dict(labels),
+                            "annotations": {SERVES_ANNOTATION: served_annotation(workload, values)},
+                        },
+                        "spec": pod_spec,
+                    },
                 },
             }
         )

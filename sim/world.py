@@ -15,7 +15,23 @@ StateManagementProvider `ksm-projectsveltos`, and the workspace hub's ServiceTem
 It writes what a client needs into `state_dir` (default `.colony/sim`):
     management.kubeconfig   admin kubeconfig of the management cluster
     hostprovider.json       {"url": ..., "apiKey": ...}
-    world.json              ports, URLs and pid
+    ca.crt                  the sim's CA: it signs every server certificate, the tenant gateways'
+                            `*.<domain>` ones included (`curl --cacert`)
+    world.json              ports, URLs, pid and state id
+
+With `WorldConfig.persist` (`python -m sim --persist`, as `make run` starts it) the world itself is
+kept there too (`sim.persistence`): loaded at start when saved before, saved while it runs and on
+stop. Every cluster keeps its objects (uids, resourceVersions, which only ever grow), its port if
+still free, its tokens and the CA; the host provider its claims; the k0rdent controllers their
+progress (a Ready cluster stays Ready, a joining machine goes on joining, an installed service stays
+installed). Kubelets adopt the pods running before (a finite program in one never ends after the
+restart). A watch from before the restart gets 410 Gone and lists again. Faults are not kept.
+
+Every server answers `GET /sim/v1/identity` (no credentials): `{"kind": "ColonySimulator",
+"stateId", "pid", "server"}`, so a program can tell this world from anything else on its port.
+
+Tenant gateways listen on 127.0.0.1, on the ports their Gateway's listeners name (see
+`sim/controllers/tenant_gateway.py`).
 
 Tests and Colony's dev tooling start it like this:
 
@@ -35,20 +51,24 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Iterable, Sequence
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import yaml
+from aiohttp import web
 
+from sim import persistence
 from sim.apiserver.auth import CertificateAuthority
 from sim.apiserver.errors import ApiError
 from sim.apiserver.registry import CRDS, NAMESPACES
 from sim.apiserver.server import ClusterServer
 from sim.apiserver.store import ClusterStore
 from sim.charts import HUB_REPOSITORY, default_catalog
+from sim.controllers.gateway_dataplane import LISTEN_ADDRESS
 from sim.controllers.k0rdent import K0rdentControllers
 from sim.controllers.k0rdent_cluster import ChildCluster
 from sim.crds import load_colony_crds
@@ -74,6 +94,9 @@ DOCKER_CREDENTIAL = "docker-stub-credential"
 # Upper bound of the wait for the preloaded templates' status (the whole start must stay < 2 s).
 PRELOAD_SETTLE_SECONDS = 1.0
 
+IDENTITY_PATH = "/sim/v1/identity"
+IDENTITY_KIND = "ColonySimulator"
+
 
 @dataclass
 class WorldConfig:
@@ -91,6 +114,10 @@ class WorldConfig:
         crd_paths: CRD YAML files, or folders of them (every `*.yaml`, sorted), installed instead
             of the sim's own CRD of the same name (e.g. k0rdent's real CRDs); kinds they lack keep
             the sim's CRD. None: the sim's CRDs only.
+        persist: keep the world in `state_dir` and resume it at the next start (`sim.persistence`);
+            the ports default to the saved world's, when still free.
+        state_id: the development state this world belongs to: a saved world of another is
+            refused (`persistence.StateMismatch`). None: the saved world's, or a new one.
     """
 
     state_dir: Path = DEFAULT_STATE_DIR
@@ -102,6 +129,8 @@ class WorldConfig:
     hostprovider_port: int = 0
     hostprovider_api_key: str | None = None
     crd_paths: Sequence[Path] | None = None
+    persist: bool = False
+    state_id: str | None = None
 
 
 def load_crd_files(paths: Iterable[Path]) -> list[dict[str, Any]]:
@@ -225,8 +254,30 @@ class SimWorld:
             faults if isinstance(faults, FaultInjector) else FaultInjector.from_config(faults)
         )
         self.records = WorldRecords()
-        self.ca = CertificateAuthority()
+        self._saved: dict[str, Any] | None = None
+        self._reservations: persistence.Reservations | None = None
+        if self.config.persist:
+            self._saved = persistence.read_state(self.config.state_dir)
+            self._reservations = persistence.Reservations(self.config.state_dir)
+        saved = self._saved or {}
+        if saved and self.config.state_id and saved.get("stateId") != self.config.state_id:
+            raise persistence.StateMismatch(
+                f"{self.config.state_dir / persistence.STATE_FILE} belongs to development state "
+                f"{saved.get('stateId')}, not {self.config.state_id}"
+            )
+        self.state_id = self.config.state_id
+        if self.config.persist:
+            self.state_id = saved.get("stateId") or self.state_id or uuid.uuid4().hex
+        self.ca = CertificateAuthority(pem=persistence.ca_pem(saved) if saved else None)
         self.store = ClusterStore(MANAGEMENT_NAME)
+        management = saved.get("management") or {}
+        if management:
+            self.store.restore(
+                management["store"],
+                resource_version_floor=self._floor(MANAGEMENT_NAME),
+            )
+        if self._reservations is not None:
+            self._reservations.attach(MANAGEMENT_NAME, self.store)
         self.management = ClusterServer(
             MANAGEMENT_NAME,
             self.store,
@@ -234,12 +285,23 @@ class SimWorld:
             faults=self.faults,
             records=self.records,
             host=self.config.host,
-            port=self.config.management_port,
+            port=self.config.management_port or int(management.get("port") or 0),
+            admin_token=management.get("adminToken"),
+            routes=self._identity_routes("management"),
         )
+        provider = saved.get("hostProvider") or {}
         self.inventory: Inventory = load_inventory(self.config.inventory_path, self.records)
-        self.hostprovider_api_key = self.config.hostprovider_api_key or secrets.token_urlsafe(24)
+        if provider:
+            self.inventory.restore(provider["inventory"])
+        self.hostprovider_api_key = (
+            self.config.hostprovider_api_key or provider.get("apiKey") or secrets.token_urlsafe(24)
+        )
+        self._hostprovider_port = self.config.hostprovider_port or int(provider.get("port") or 0)
         self.hostprovider = HostProviderServer(
-            self.inventory, self.hostprovider_api_key, self.faults
+            self.inventory,
+            self.hostprovider_api_key,
+            self.faults,
+            routes=self._identity_routes("hostProvider"),
         )
         self.k0rdent = K0rdentControllers(
             self.store,
@@ -248,9 +310,28 @@ class SimWorld:
             self.faults,
             self.inventory,
             records=self.records,
+            on_child_store=self._reservations.attach if self._reservations else None,
         )
         self._task: asyncio.Task[None] | None = None
+        self.saver: persistence.WorldSaver | None = None
+        self._saver_task: asyncio.Task[None] | None = None
         self.started_at: float | None = None
+
+    def _floor(self, cluster: str) -> int:
+        return self._reservations.floor(cluster) if self._reservations else 0
+
+    def _identity_routes(self, server: str) -> list[web.RouteDef]:
+        async def identity(request: web.Request) -> web.Response:
+            return web.json_response(
+                {
+                    "kind": IDENTITY_KIND,
+                    "stateId": self.state_id,
+                    "pid": os.getpid(),
+                    "server": server,
+                }
+            )
+
+        return [web.get(IDENTITY_PATH, identity)]
 
     # ------------------------------------------------------------------ paths
 
@@ -270,35 +351,75 @@ class SimWorld:
     def world_json_path(self) -> Path:
         return self.state_dir / "world.json"
 
+    @property
+    def state_path(self) -> Path:
+        """Where a persisted world is kept (`sim.persistence`)."""
+        return self.state_dir / persistence.STATE_FILE
+
+    @property
+    def ca_path(self) -> Path:
+        return self.state_dir / "ca.crt"
+
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> SimWorld:
-        """Preload, start the servers and controllers, write the state files."""
+        """Preload (or restore), start the servers and controllers, write the state files."""
         began = time.monotonic()
         self._preload_crds()
-        await self.management.start()
+
+        async def listen_management(port: int) -> None:
+            self.management.port = port
+            await self.management.start()
+
+        async def listen_hostprovider(port: int) -> None:
+            await self.hostprovider.start(port, self.config.host)
+
+        await _listen(
+            MANAGEMENT_NAME, listen_management, self.management.port,
+            fixed=bool(self.config.management_port),
+        )  # fmt: skip
         try:
-            await self.hostprovider.start(self.config.hostprovider_port, self.config.host)
+            await _listen(
+                "host provider", listen_hostprovider, self._hostprovider_port,
+                fixed=bool(self.config.hostprovider_port),
+            )  # fmt: skip
+            if self._saved is not None:
+                await self.k0rdent.restore(self._saved.get("k0rdent") or {}, self._floor)
             self._task = asyncio.create_task(self.k0rdent.run(), name="sim-k0rdent")
             self._preload_objects()
             await self._wait_templates_valid()
             self.started_at = time.time()
+            if self.config.persist:
+                self.saver = persistence.WorldSaver(self.state_dir, self.snapshot, self._version)
+                await self.saver.save()  # state.json names this world's state at once
+                self._saver_task = asyncio.create_task(self.saver.run(), name="sim-saver")
             self._write_state_files()
         except BaseException:
             await self.stop()
             raise
-        log.info("simulated world started in %.2fs", time.monotonic() - began)
+        log.info(
+            "simulated world %s in %.2fs",
+            "restored" if self._saved else "started",
+            time.monotonic() - began,
+        )
         return self
 
     async def stop(self) -> None:
-        """Stop controllers (and with them every child cluster), then the servers."""
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        await self.hostprovider.stop()
-        await self.management.stop()
+        """Save a persisted world, stop controllers (and with them every child cluster), then the
+        servers."""
+        saver, self.saver = self.saver, None
+        try:
+            if saver is not None:
+                saver_task, self._saver_task = self._saver_task, None
+                await saver.stop(saver_task)
+        finally:  # a failed last save (a full disk) still stops the world
+            task, self._task = self._task, None
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            await self.hostprovider.stop()
+            await self.management.stop()
 
     async def __aenter__(self) -> SimWorld:
         return await self.start()
@@ -317,10 +438,37 @@ class SimWorld:
         """The child cluster of ClusterDeployment namespace/name once its control plane is up."""
         return self.k0rdent.child(namespace, name)
 
+    def snapshot(self) -> dict[str, Any]:
+        """The whole world as state.json holds it (`sim.persistence`), taken at one instant."""
+        cert, key = self.ca.pem()
+        return {
+            "stateId": self.state_id,
+            "format": persistence.FORMAT,
+            "ca": {"cert": cert.decode(), "key": key.decode()},
+            "management": {
+                "port": self.management.port,
+                "adminToken": self.management.admin_token,
+                "store": self.store.snapshot(),
+            },
+            "hostProvider": {
+                "port": int(self.hostprovider.url.rsplit(":", 1)[1]),
+                "apiKey": self.hostprovider_api_key,
+                "inventory": self.inventory.snapshot(),
+            },
+            "k0rdent": self.k0rdent.snapshot(),
+        }
+
+    def _version(self) -> tuple[Any, ...]:
+        """Differs once anything a snapshot holds changed (see `persistence.WorldSaver`)."""
+        stores = sorted((key, s.resource_version) for key, s in self.k0rdent.stores().items())
+        return (self.store.resource_version, self.inventory.changes, tuple(stores))
+
     def describe(self) -> dict[str, Any]:
         """What world.json holds."""
         return {
             "simulator": True,
+            "stateId": self.state_id,
+            "persisted": self.config.persist,
             "pid": os.getpid(),
             "stateDir": str(self.state_dir),
             "management": {
@@ -332,6 +480,11 @@ class SimWorld:
                 "url": self.hostprovider.url,
                 "port": int(self.hostprovider.url.rsplit(":", 1)[1]),
                 "credentials": str(self.hostprovider_json_path),
+            },
+            "ca": str(self.ca_path),
+            "tenantGateways": {
+                "address": LISTEN_ADDRESS,
+                "ports": "the listeners of Gateway colony-gateway/tenant in each child cluster",
             },
             "faultsPath": "/sim/v1/faults",
             "recordsPath": "/sim/v1/records",
@@ -390,7 +543,22 @@ class SimWorld:
             )
             + "\n",
         )
+        self.ca_path.write_bytes(self.ca.cert_pem)
         self.world_json_path.write_text(json.dumps(self.describe(), indent=2) + "\n")
+
+
+async def _listen(
+    name: str, listen: Callable[[int], Awaitable[None]], port: int, *, fixed: bool
+) -> None:
+    """`listen(port)`; a saved port (not `fixed` by the configuration) that another program took
+    meanwhile gives way to any free one (the state files tell clients the new one)."""
+    try:
+        await listen(port)
+    except OSError:
+        if fixed or not port:
+            raise
+        log.info("%s: port %d is taken now, serving on another", name, port)
+        await listen(0)
 
 
 def _write_private(path: Path, text: str) -> None:

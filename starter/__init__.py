@@ -12,5 +12,6 @@
   `watch.py`: `cluster get -w`; `output.py`: tables, JSON/YAML and live views;
 - `errors.py`: the typed errors and their exit codes;
 - `credentials.py` and `token_cache.py`: the kubeconfig and the cached exec-plugin token;
-- `devenv.py` and `scenario.py`: `make run` and its demo.
+- `devenv.py` and `scenario.py`: `make run` and its demo; `devstate.py`: the development state
+  it keeps (Temporal and the simulated world together), its reset, and who holds its ports.
 """

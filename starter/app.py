@@ -15,7 +15,7 @@ import re
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from typer.core import TyperGroup
@@ -28,6 +28,8 @@ except ImportError:  # pragma: no cover - an older Typer that depends on click i
     import click.exceptions as click_exceptions  # type: ignore[no-redef]
 
 from activities import tracing
+from models.advice import for_command_line
+from starter.cli import version_text
 from starter.commands import (
     apikey,
     apply,
@@ -36,6 +38,7 @@ from starter.commands import (
     cluster,
     colony,
     credentials,
+    dev,
     node,
     node_pool,
     operation,
@@ -170,7 +173,8 @@ class ColonyGroup(TyperGroup):
         except typer.Abort:
             return 130
         except ColonyError as error:
-            _error_line(error.message)
+            # In the command line's words: an option the API would set is the flag to add.
+            _error_line(for_command_line(error.message))
             return int(error.exit_code)
         except KeyboardInterrupt:
             return 130
@@ -219,6 +223,31 @@ app = typer.Typer(
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        sys.stdout.write(version_text() + "\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print Colony's version and the Temporal SDK's, and exit.",
+        ),
+    ] = False,
+) -> None:
+    # `colonyctl --version` alone is answered before the command line is built (`starter.cli`);
+    # this declares it for --help, and answers it wherever else it is given.
+    pass
+
+
 app.add_typer(cluster.app, name="cluster", epilog=EXIT_CODES_HELP)
 app.add_typer(node_pool.app, name="node-pool", epilog=EXIT_CODES_HELP)
 app.add_typer(node.app, name="node", epilog=EXIT_CODES_HELP)
@@ -230,6 +259,7 @@ app.add_typer(catalog.app, name="catalog")
 app.add_typer(auth.app, name="auth")
 app.add_typer(apikey.app, name="apikey")
 app.add_typer(sim.app, name="sim")
+app.add_typer(dev.app, name="dev")
 app.command("apply", epilog=EXIT_CODES_HELP)(apply.apply)
 app.command("kubeconfig")(credentials.kubeconfig)
 app.command("token")(credentials.token)

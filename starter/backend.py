@@ -138,7 +138,7 @@ class WorkspaceBackend(Protocol):
     ) -> StartedWorkspace: ...
 
     async def workspace_status(
-        self, client: Any, name: str, *, organization: str | None = ...
+        self, client: Any, name: str, *, organization: str = ...
     ) -> WorkspaceStatus: ...
 
     async def send(
@@ -149,7 +149,7 @@ class WorkspaceBackend(Protocol):
         request: BaseModel,
         *,
         request_id: str | None = ...,
-        organization: str | None = ...,
+        organization: str = ...,
     ) -> WorkspaceOperationAccepted: ...
 
     async def list_workspaces(
@@ -164,7 +164,7 @@ class WorkspaceBackend(Protocol):
         on_status: Callable[[WorkspaceStatus], None],
         *,
         give_up_after: float | None = ...,
-        organization: str | None = ...,
+        organization: str = ...,
     ) -> WorkspaceStatus | None: ...
 
     def workspace_workflow(

@@ -1,6 +1,7 @@
 """Checks against the host provider's catalog that run before anything starts: the location and
-SKUs exist, the location stocks each SKU, and it has enough free hosts now (unless the request
-waits for capacity).
+SKUs exist, the location stocks each SKU, has as many hosts of it in all as the cluster's pools of
+it ask (no wait could serve more), and enough free hosts now (unless the request waits for
+capacity).
 
 The catalog is only advice here (the workflow's claim is what counts), so when the host provider
 is not configured or cannot be reached the checks are skipped with a warning rather than blocking
@@ -15,13 +16,13 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 from activities.settings import ColonySettings
 from models.catalog import LocationStock, stock_problem
 from models.cluster import ClusterSpec, ClusterStatus
 from models.manifests import ColonySpec
-from models.node_pool import NodePoolSpec, NodeSku
+from models.node_pool import NodePoolSpec, NodePoolStatus, NodeSku
 from models.operations import AddNodePoolRequest, ScaleNodePoolRequest
 from starter import catalog
 from starter.errors import InvalidRequestError, NotFoundError, UnavailableError
@@ -64,20 +65,35 @@ async def _stock(
         return None
 
 
-async def check_cluster(conf: ColonySettings, spec: ClusterSpec) -> None:
-    """Refuse a create whose location or SKUs the catalog does not offer, or cannot serve now."""
+def _others(pools: Iterable[NodePoolStatus], pool: str, sku: NodeSku) -> int:
+    """The hosts of `sku` the cluster's pools but `pool` have or are to have (their counts)."""
+    return sum(p.count for p in pools if p.sku == sku and p.name != pool)
+
+
+async def check_cluster(conf: ColonySettings, spec: ClusterSpec, *, can_wait: bool = True) -> None:
+    """Refuse a create whose location or SKUs the catalog does not offer, or cannot serve now.
+
+    Args:
+        can_wait: the request can wait for capacity (a colony's clusters cannot): a refusal for
+            too few free hosts then advises it.
+    """
     found = await _stock(conf, spec.location_id, "locationId")
     if found is None:
         return
     ids, stock = found
-    # Pools of one SKU draw on the same free hosts: each is checked against their sum.
+    # Pools of one SKU draw on the same hosts: each is checked against their sum.
     wanted: Counter[str] = Counter()
     for pool in spec.node_pools:
         wanted[pool.sku.id] += pool.count
     for index, pool in enumerate(spec.node_pools):
         _unknown_sku(ids, pool.sku, f"nodePools[{index}].sku")
         problem = stock_problem(
-            stock, pool.sku, wanted[pool.sku.id], wait_for_capacity=spec.wait_for_capacity
+            stock,
+            pool.sku,
+            asked=pool.count,
+            more=wanted[pool.sku.id],
+            others=wanted[pool.sku.id] - pool.count,
+            wait_for_capacity=spec.wait_for_capacity if can_wait else None,
         )
         if problem:
             field, rule = problem
@@ -97,7 +113,9 @@ async def check_colony(
         if not entry.location_id or entry.cluster_name in existing:
             continue  # a raw ClusterDeployment spec claims no hosts of the provider's
         try:
-            await check_cluster(conf, entry.to_cluster_spec(spec.name, spec.organization))
+            await check_cluster(
+                conf, entry.to_cluster_spec(spec.name, spec.organization), can_wait=False
+            )
         except InvalidRequestError as exc:
             raise InvalidRequestError(f"colonyClusters[{index}].{exc.message}") from exc
 
@@ -111,7 +129,14 @@ async def check_new_pool(
         return
     ids, stock = found
     _unknown_sku(ids, pool.sku, "sku")
-    problem = stock_problem(stock, pool.sku, pool.count, wait_for_capacity=wait_for_capacity)
+    problem = stock_problem(
+        stock,
+        pool.sku,
+        asked=pool.count,
+        more=pool.count,
+        others=_others(status.node_pools, pool.name, pool.sku),
+        wait_for_capacity=wait_for_capacity,
+    )
     if problem:
         raise InvalidRequestError(": ".join(problem))
 
@@ -128,7 +153,12 @@ async def check_scale(
         return
     _, stock = found
     problem = stock_problem(
-        stock, pool.sku, request.count - pool.count, wait_for_capacity=request.wait_for_capacity
+        stock,
+        pool.sku,
+        asked=request.count,
+        more=request.count - pool.count,
+        others=_others(status.node_pools, pool.name, pool.sku),
+        wait_for_capacity=request.wait_for_capacity,
     )
     if problem:
         raise InvalidRequestError(": ".join(problem))

@@ -5,7 +5,7 @@ What this module owns is how a `colonyctl` process starts and ends:
 
 - Start-up is cheap: this module imports the standard library only, and `colonyctl token` (which
   kubectl runs before each of its commands) is answered from the token cache without building the
-  command line at all (`starter/token_cache.py`).
+  command line at all (`starter/token_cache.py`); so is `colonyctl --version`.
 - The end is `os._exit` with the documented code (0 ok, 1 failed, 2 refused, 3 not found), after
   stdout and stderr are flushed. A normal interpreter shutdown could kill the process with SIGABRT
   or SIGSEGV after its work was done: the Temporal client's Rust threads may still touch Python
@@ -45,8 +45,25 @@ def normalize_argv(argv: Sequence[str]) -> list[str]:
     return result
 
 
+def version_text() -> str:
+    """`colonyctl --version`: Colony's version and the Temporal SDK's, from the installed packages'
+    metadata (importing temporalio for its version would cost the start-up a second)."""
+    from importlib import metadata
+
+    def of(package: str) -> str:
+        try:
+            return metadata.version(package)
+        except metadata.PackageNotFoundError:
+            return "unknown"
+
+    return f"Colony {of('colony')} (Temporal Python SDK {of('temporalio')})"
+
+
 def run(argv: Sequence[str]) -> int:
     """Run `colonyctl ARGV` in this process and return its exit code."""
+    if list(argv) == ["--version"]:
+        sys.stdout.write(version_text() + "\n")
+        return 0
     if argv[:1] == ["token"]:
         from starter.token_cache import token_command
 

@@ -58,6 +58,7 @@ from models.activity_api import DrainProgress, parse_drain_activity_id
 from models.cluster import ClusterPhase, ClusterSpec, ClusterStatus, ClusterWorkflowInput
 from models.cluster import cluster_workflow_id as workflow_id_of
 from models.errors import REJECTED_FIELD, ErrorType
+from models.identity import parse_entity_workflow_id
 from models.names import name_problem
 from models.operations import (
     CancelOperationRequest,
@@ -66,12 +67,14 @@ from models.operations import (
     OperationKind,
 )
 from starter.errors import (
+    TEMPORAL_HINT,
     ColonyError,
     ConflictError,
     InvalidRequestError,
     NotFoundError,
     OperationFailedError,
     UnavailableError,
+    temporal_unreachable,
 )
 from workflows.search_attributes import (
     COLONY_CLUSTER,
@@ -113,9 +116,14 @@ def _rpc_error(exc: RPCError, what: str, name: str) -> ColonyError:
     return UnavailableError(f"{what}: {exc.message}")
 
 
-async def connect(settings: ColonySettings) -> Client:
+async def connect(settings: ColonySettings, *, hint: str = TEMPORAL_HINT) -> Client:
     """A Temporal client with the pydantic data converter, or an `UnavailableError` saying where
-    it looked."""
+    it looked.
+
+    Args:
+        hint: what the reader of the refusal can do (`colonyctl`'s user can set TEMPORAL_ADDRESS;
+            the HTTP API's caller cannot, and gets none).
+    """
     interceptor = tracing.interceptor()
     try:
         return await Client.connect(
@@ -125,10 +133,7 @@ async def connect(settings: ColonySettings) -> Client:
             interceptors=[interceptor] if interceptor is not None else [],
         )
     except RuntimeError as exc:
-        raise UnavailableError(
-            f"cannot reach Temporal at {settings.temporal_address}: {exc} "
-            "(set TEMPORAL_ADDRESS, or start it: make run)"
-        ) from exc
+        raise temporal_unreachable(settings.temporal_address, exc, hint=hint) from exc
 
 
 def cluster_details(spec: ClusterSpec) -> str:
@@ -408,34 +413,40 @@ async def list_clusters(client: Client, *, organization: str | None = None) -> l
 
     Args:
         organization: only this organization's clusters (the ColonyOrganization attribute; the
-            dev server has visibility, the time-skipping server does not); None: everyone's.
+            dev server has visibility, the time-skipping server does not; "" the default mode's);
+            None: everyone's.
     """
     query = (
         f"WorkflowType = '{WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' "
         f"AND WorkflowId STARTS_WITH 'cluster/'"
     )
-    if organization is not None:
+    if organization:
         # Quoted into a visibility query: only a valid name (no quote can slip in) is accepted.
-        if organization and name_problem("organization", organization):
+        if name_problem("organization", organization):
             raise InvalidRequestError(f"organization: {name_problem('organization', organization)}")
         query += f" AND {COLONY_ORGANIZATION.name} = '{organization}'"
     clusters: list[ClusterSummary] = []
     try:
         async for execution in client.list_workflows(query):
             attributes = execution.typed_search_attributes
-            name = attributes.get(COLONY_CLUSTER) or execution.id.rpartition("/")[2]
+            owner = attributes.get(COLONY_ORGANIZATION) or ""
+            entity = parse_entity_workflow_id(execution.id)
+            if entity is None or entity[1] != owner:
+                continue  # not a cluster's id, or marks that contradict it
+            if organization is not None and owner != organization:
+                continue  # another organization's ("" matches no visibility filter)
             clusters.append(
                 ClusterSummary(
-                    name=name,
+                    name=entity[2],
                     phase=attributes.get(COLONY_PHASE) or "",
                     workflow_id=execution.id,
                     started=execution.start_time.isoformat(timespec="seconds"),
-                    organization=attributes.get(COLONY_ORGANIZATION) or "",
+                    organization=owner,
                 )
             )
     except RPCError as exc:
         raise UnavailableError(f"cannot list clusters: {exc.message}") from exc
-    return sorted(clusters, key=lambda c: c.name)
+    return sorted(clusters, key=lambda c: (c.organization, c.name))
 
 
 async def _final_status(handle: WorkflowHandle[Any, Any]) -> ClusterStatus | None:

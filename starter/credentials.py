@@ -26,7 +26,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from activities.kube import api_client_from_dict, api_client_from_file, close_client
-from models.cluster import DEFAULT_NAMESPACE, kubeconfig_secret_name
+from models.cluster import DEFAULT_NAMESPACE, cluster_deployment_name, kubeconfig_secret_name
 from starter.errors import ColonyError, InvalidRequestError, NotFoundError, UnavailableError
 
 SERVICE_ACCOUNT = "colony-admin"
@@ -53,13 +53,14 @@ def _admin_kubeconfig(
     """The child's admin kubeconfig from its Secret (kept in memory only).
 
     Args:
-        secret_name: the Secret, as the cluster's status references it (`<deployment>-kubeconfig`;
-            an organization's cluster has its organization in it); default `<cluster>-kubeconfig`.
+        secret_name: the Secret, as the cluster's status references it
+            (`<ClusterDeployment>-kubeconfig`); default: the default-mode cluster's, named after
+            its ClusterDeployment (`models.identity`: plain, or derived for a colony's member).
     """
     management = _management_client(management_kubeconfig)
     try:
         secret = client.CoreV1Api(management).read_namespaced_secret(
-            secret_name or kubeconfig_secret_name(cluster), namespace
+            secret_name or kubeconfig_secret_name(cluster_deployment_name(cluster)), namespace
         )
     except ApiException as exc:
         if exc.status == 404:

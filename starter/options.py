@@ -23,6 +23,26 @@ class OutputFormat(StrEnum):
 OutputOption = Annotated[
     OutputFormat, typer.Option("--output", "-o", help="table, json or yaml", case_sensitive=False)
 ]
+
+
+class ListFormat(StrEnum):
+    """`-o` of a list that has more columns to show: `wide` is the table with them (kubectl's)."""
+
+    TABLE = "table"
+    WIDE = "wide"
+    JSON = "json"
+    YAML = "yaml"
+
+    @property
+    def output(self) -> OutputFormat:
+        """The format `starter.output.emit` knows (wide is a table)."""
+        return OutputFormat.TABLE if self is ListFormat.WIDE else OutputFormat(self.value)
+
+
+ListOutputOption = Annotated[
+    ListFormat,
+    typer.Option("--output", "-o", help="table, wide, json or yaml", case_sensitive=False),
+]
 WaitOption = Annotated[
     bool, typer.Option("--wait", "-w", help="Follow the operation live until it finishes.")
 ]
@@ -47,3 +67,12 @@ WaitForCapacityOption = Annotated[
     ),
 ]
 ClusterArgument = Annotated[str, typer.Argument(help="Cluster name.", show_default=False)]
+OrganizationFilterOption = Annotated[
+    str | None,
+    typer.Option(
+        "--organization",
+        help="Only this organization's (local mode: an operator sees every organization's; "
+        "'' for the default mode's, without one). Through the API, a key sees its own only.",
+        show_default=False,
+    ),
+]

@@ -31,7 +31,13 @@ NODE_COLUMNS = ("NAME", "POOL", "HOST", "ADDRESS", "STATE", "KUBERNETES")
 OPERATION_COLUMNS = (
     "ID", "KIND", "STATE", "SUBMITTED", "STARTED", "FINISHED", "DURATION", "DETAIL",
 )  # fmt: skip
-PHASE_STYLES = {"ready": "green", "failed": "red", "deleting": "yellow", "creating": "cyan"}
+PHASE_STYLES = {
+    "ready": "green",
+    "failed": "red",
+    "deleting": "yellow",
+    "creating": "cyan",
+    "waiting": "yellow",
+}
 
 
 # --- plain text ------------------------------------------------------------------------------

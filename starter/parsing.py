@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic.alias_generators import to_camel
 
-from models.base import user_input
+from models.base import user_input, user_rule
 from starter.errors import InvalidRequestError
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -44,7 +44,7 @@ def validation_message(exc: ValidationError) -> str:
     first = exc.errors(include_url=False)[0]
     location = [part for part in first["loc"] if not str(part).startswith("function-")]
     field = _field(location) or to_camel(str(first["type"]))
-    return f"{field}: {first['msg']}"
+    return f"{field}: {user_rule(first)}"
 
 
 def validated(model: type[ModelT], data: Any, *, prefix: str = "") -> ModelT:

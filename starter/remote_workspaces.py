@@ -123,8 +123,6 @@ async def deploy(
     settings: ColonySettings,
     spec: WorkspaceSpec,
     *,
-    organization: str = "",
-    cluster_name: str | None = None,
     workspace_class: WorkspaceClassSpec | None = None,
     ask: Asker | None = None,
     sealer: SealerSource = public_key_sealer,
@@ -142,6 +140,11 @@ async def deploy(
         raise InvalidRequestError(
             "sealedAnswers: sealed answers cannot be sent through the API (it seals plaintext "
             "answers itself); log out to use Temporal directly"
+        )
+    if spec.organization:
+        raise InvalidRequestError(
+            "organization: a workspace deployed through the API is the key's organization's; "
+            "leave it out of the manifest"
         )
     pinned = workspace_class or await get_class(client, spec.class_name)
     spec = answer_missing(spec, pinned, ask=ask, hint=hint)
@@ -223,9 +226,10 @@ async def list_workspaces(
                 else "",
                 web_ui=link,
                 position=status.admission.position if status.admission is not None else 0,
+                gpus=status.resolved_resources.gpus if status.resolved_resources else None,
             )
         )
-    return sorted(summaries, key=lambda w: w.name)
+    return sorted(summaries, key=lambda w: w.order)
 
 
 async def wait_for_workspace(

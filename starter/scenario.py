@@ -6,8 +6,9 @@ clusters (in two locations when the stock allows), shown with its GPU inventory.
 cluster with a GPU pool of 2 (attached to a tenant gateway), scales it to 3, runs a small GPU
 workload in it (kubectl through the credential-free kubeconfig `colonyctl kubeconfig` writes),
 scales it to 1 (the drain evicts the workload's pods on the removed nodes), removes the workload,
-deploys a Jupyter notebook with one GPU from Colony's class catalog and prints how to reach it,
-deploys a dev box that asks for every GPU of the node, which waits for the notebook's, deletes the
+deploys a Jupyter notebook with one GPU from Colony's class catalog and opens it, at the URL Colony
+prints (through the tenant gateway: by name, at the Gateway's address, trusting the simulator's CA)
+and through `kubectl port-forward` to its Service, printing what answered; deploys a dev box that asks for every GPU of the node, which waits for the notebook's, deletes the
 notebook (the dev box is admitted and runs), and tears everything down: the cluster (its workspaces
 first) and the colony (its clusters). Every step prints its Web UI link (colonyctl does) and how
 long it took; the table at the end sums them up.
@@ -18,8 +19,10 @@ Run it with the dev environment up (`make run` does it all): `python -m starter.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import shutil
+import ssl
 import subprocess
 import sys
 import time
@@ -27,7 +30,9 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+import httpx
 from rich.console import Console
 from rich.table import Table
 
@@ -38,8 +43,12 @@ GPUS_PER_POD = 4
 """Half an 8-GPU host per pod, with a CPU request so the least-allocated scheduler spreads them."""
 KUBECONFIG = Path(".colony/demo.kubeconfig")
 GATEWAY_DOMAIN = "demo.colony.example"
-"""The simulated tenant gateway's domain: workspaces get https://<name>.<domain> (nothing is
-actually routed: the sim has no data plane)."""
+"""The simulated tenant gateway's domain: workspaces get https://<name>.<domain>:<port>, served by
+the simulator on 127.0.0.1 (no DNS: the demo connects to the Gateway's address by name, as
+`curl --resolve` does)."""
+SIM_WORLD = Path(".colony/sim/world.json")
+"""Where `make run`'s simulator says where its CA is (the CA that signs the gateway's certificate)."""
+OPEN_TIMEOUT_SECONDS = 30.0
 NOTEBOOK_CLASS = "colony-jupyter-1-0-0"
 DEVBOX_CLASS = "colony-devbox-1-0-0"
 DEMO_SSH_KEY = (
@@ -194,8 +203,90 @@ def locations_with(locations: list[dict[str, Any]], gpu: str, first: str) -> lis
     return [first, others[0] if others else first]
 
 
+def _title(page: str) -> str:
+    found = re.search(r"<title>(.*?)</title>", page, re.S)
+    return found.group(1).strip() if found else page.strip()[:80]
+
+
+def sim_ca() -> Path | None:
+    """The simulator's CA certificate, when `make run`'s simulator wrote where it is."""
+    try:
+        ca = Path(json.loads(SIM_WORLD.read_text())["ca"])
+    except (OSError, ValueError, KeyError):
+        return None
+    return ca if ca.exists() else None
+
+
+def open_through_gateway(url: str, address: str, ca: Path | None) -> str:
+    """GET `url` from the gateway at `address` as if its name resolved there (SNI and Host are
+    the URL's; the certificate is checked against `ca`), following a same-site redirect; one line
+    saying what answered."""
+    parts = urlsplit(url)
+    host, port = parts.hostname or "", parts.port or 443
+    trust = ssl.create_default_context(cafile=str(ca)) if ca else ssl.create_default_context()
+    path = parts.path or "/"
+    with httpx.Client(verify=trust, timeout=OPEN_TIMEOUT_SECONDS) as http:
+        for _ in range(3):
+            response = http.get(
+                f"{parts.scheme}://{address}:{port}{path}",
+                headers={"Host": parts.netloc},
+                extensions={"sni_hostname": host},
+            )
+            location = response.headers.get("Location", "")
+            if not (response.is_redirect and location.startswith("/")):
+                break
+            path = location
+    return (
+        f"{response.status_code} {_title(response.text)} (at {parts.scheme}://{parts.netloc}{path})"
+    )
+
+
+def open_through_port_forward(namespace: str, service: str, port: int, path: str) -> str:
+    """`kubectl port-forward` to the Service on a free local port, GET `path`; one line."""
+    command = [_kubectl(), "--kubeconfig", str(KUBECONFIG), "port-forward", "-n", namespace]
+    console.print(f"[dim]$ kubectl port-forward -n {namespace} svc/{service} :{port}[/dim]")
+    forward = subprocess.Popen(
+        [*command, f"svc/{service}", f":{port}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        line = forward.stdout.readline() if forward.stdout is not None else ""
+        local = re.search(r"127\.0\.0\.1:(\d+) ->", line)
+        if local is None:
+            raise StepFailed(f"kubectl port-forward did not start: {line.strip()}")
+        answer = httpx.get(f"http://127.0.0.1:{local.group(1)}{path}", timeout=OPEN_TIMEOUT_SECONDS)
+        return f"{answer.status_code} {answer.text.strip()[:80]} (at http://127.0.0.1:{local.group(1)}{path})"  # fmt: skip
+    finally:
+        forward.terminate()
+        forward.wait(timeout=OPEN_TIMEOUT_SECONDS)
+
+
 def pods_evicted(operation: dict[str, Any]) -> int:
     return sum(int(node.get("podsEvicted", 0)) for node in operation["progress"]["nodes"])
+
+
+def open_notebook(notebook: str, url: str) -> None:
+    """Open the notebook at the URL Colony printed and through a port-forward; print both."""
+    address = kubectl(
+        "get", "gateway", "-n", "colony-gateway", "tenant",
+        "-o", "jsonpath={.status.addresses[0].value}",
+    ).strip()  # fmt: skip
+    ca = sim_ca()
+    service = kubectl("get", "svc", "-n", f"ws-{notebook}", "-o", "name").split()[0]
+    try:
+        through_gateway = open_through_gateway(url, address, ca)
+        console.print(f"gateway {url}: {through_gateway}", markup=False)
+        answered = open_through_port_forward(
+            f"ws-{notebook}", service.removeprefix("service/"), 8888, "/api"
+        )
+    except httpx.HTTPError as exc:
+        raise StepFailed(f"opening {notebook}: {exc!r}") from exc
+    console.print(f"port-forward {service}: {answered}", markup=False)
+    parts = urlsplit(url)
+    console.print(
+        f"[dim]open it yourself: curl --cacert {ca or '<the CA>'} --resolve "
+        f"{parts.hostname}:{parts.port}:{address} {url}/lab[/dim]"
+    )
 
 
 def run() -> Scenario:
@@ -279,6 +370,9 @@ def run() -> Scenario:
     console.print(
         kubectl("get", "pods", "-n", f"ws-{notebook}", "-o", "wide"), markup=False, highlight=False
     )
+    with scenario.step(f"open {notebook}") as step:
+        open_notebook(notebook, urls[0])
+        step.note = "(through the gateway and kubectl port-forward)"
 
     node = json.loads(kubectl("get", "nodes", "-o", "json"))["items"][0]
     node_gpus = int(node["status"]["allocatable"].get("nvidia.com/gpu", "1"))

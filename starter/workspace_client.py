@@ -10,17 +10,18 @@ shares): a workflow that does not run is `NotFoundError`, an update the workspac
 `ConflictError` (a name taken too; `NotFoundError` when the refusal's details say so), a request
 that breaks a rule `InvalidRequestError`, Temporal unreachable `UnavailableError`.
 
-The workflows are addressed by their registered names and ids (`workspace/<name>`,
+The workflows are addressed by their registered names and ids (`workspace/[<organization>/]<name>`,
 `catalog/workspace-classes`); their code is not imported, only their contracts (`models/`).
 
-**Organizations.** Workspace names are global (`workspace/<name>`), but a workspace belongs to the
-organization of its cluster. `start_workspace` records that organization in the workflow's
-`ColonyOrganization` search attribute (empty for the workspaces an operator deploys through
-Temporal directly) and the cluster's name as the organization knows it in the memo (`cluster`;
-its `WorkspaceSpec.cluster` is the ClusterDeployment, `<organization>-<name>`). Every function that
-reads or changes a workspace takes `organization`: None (the operator, `colonyctl` in direct mode)
-sees every workspace; a string (the HTTP API passes its caller's) sees only that organization's,
-any other being simply not found, and names clusters as that organization does.
+**Organizations.** A workspace belongs to an organization (`WorkspaceSpec.organization`, empty for
+the workspaces an operator deploys through Temporal directly), and its name is unique within it:
+its workflow id holds both (`models.identity`), so two organizations' workspaces of one name are
+two workflows, and neither can find, refuse or change the other's. `start_workspace` records the
+organization in the `ColonyOrganization` search attribute and the cluster's name in the memo
+(`cluster`; `ColonyCluster` is the cluster's ClusterDeployment, injective across organizations).
+Every function that reads or changes a workspace takes `organization` (the HTTP API passes its
+caller's; `colonyctl` in direct mode the default mode's ""); `list_workspaces` takes None for
+every organization's (the operator's view).
 
 **One deploy path.** `deploy` is how every deploy starts, `colonyctl workspace deploy` and `apply
 -f` in direct mode as well as `POST /v1/workspaces` (and `starter.remote_workspaces.deploy` sends
@@ -38,7 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -64,16 +65,21 @@ from activities.settings import ColonySettings
 from models.capacity import Decision
 from models.cluster import ClusterPhase, ClusterStatus, cluster_deployment_name
 from models.errors import ErrorType
-from models.names import name_problem
+from models.identity import capacity_workflow_id, parse_entity_workflow_id
+from models.names import name_problem, natural_key
 from models.value_paths import MISSING, get_path, parse_value_path, value_path_problem
-from models.values import ValuesError, merge_workspace, split_plaintext_secrets
+from models.values import (
+    ValuesError,
+    merge_workspace,
+    resolve_resources,
+    split_plaintext_secrets,
+)
 from models.workspace import (
     AdmissionState,
     WorkspacePhase,
     WorkspaceSpec,
     WorkspaceStatus,
     WorkspaceWorkflowInput,
-    capacity_workflow_id,
     workspace_workflow_id,
 )
 from models.workspace_api import (
@@ -128,8 +134,11 @@ is the same deploy, not a name conflict."""
 CLASS_MEMO = "class"
 """Memo key of the workspace's class (for `workspace list`, without a query per workspace)."""
 CLUSTER_MEMO = "cluster"
-"""Memo key of the workspace's cluster as its organization names it (the API's cluster id; the
-spec's `cluster` is the ClusterDeployment, `<organization>-<name>`)."""
+"""Memo key of the workspace's cluster as its organization names it (`ColonyCluster` holds the
+cluster's ClusterDeployment)."""
+GPUS_MEMO = "gpus"
+"""Memo key of the GPUs the workspace asks for (replicas x gpuCount of its resolved resources),
+for `workspace list -o wide` without a query per workspace."""
 POLL_SECONDS = 0.5
 """How often a follower asks a workspace for its status: a query costs its history nothing."""
 SHOWN = 80
@@ -142,18 +151,29 @@ SealerSource = Callable[[], "Sealer"]
 CLI_HINT = "give --set {path}=...{others}, or run on a terminal to be asked"
 """How `colonyctl` says a missing required prompt can be answered."""
 NO_WORKSPACES_PHASES = (ClusterPhase.FAILED, ClusterPhase.DELETING, ClusterPhase.DELETED)
-"""A cluster in these phases takes no new workspace: a failed one has nothing to run it on (and
-its ClusterDeployment's name may be someone else's to create), a deleting one deletes its
-workspaces. A creating cluster takes them: they wait in line for its GPUs."""
+"""A cluster in these phases takes no new workspace: a failed one has nothing to run it on (its
+ClusterDeployment may never have been made), a deleting one deletes its workspaces. A creating
+cluster takes them: they wait in line for its GPUs."""
 
 
 def workspace_not_found(name: str) -> NotFoundError:
     return NotFoundError(f"workspace: workspace '{name}' not found")
 
 
-def class_not_found(name: str) -> NotFoundError:
+SHOWN_CLASSES = 10
+"""Published classes a refusal names (the catalog may hold many)."""
+
+
+def class_not_found(name: str, published: Iterable[str]) -> NotFoundError:
+    """A class nobody published, refused naming those that are (the same words for `colonyctl`
+    and the HTTP API: neither's command is the other's)."""
+    names = sorted(published)
+    shown = ", ".join(names[:SHOWN_CLASSES]) + (
+        f" and {len(names) - SHOWN_CLASSES} more" if len(names) > SHOWN_CLASSES else ""
+    )
     return NotFoundError(
-        f"class: workspace class '{name}' not found (colonyctl class list shows the published ones)"
+        f"class: workspace class '{name}' not found "
+        + (f"(published: {shown})" if names else "(no class is published)")
     )
 
 
@@ -177,8 +197,9 @@ def _catalog_unavailable(exc: RPCError, failed: str) -> UnavailableError:
     return UnavailableError(f"{failed}: {exc.message}")
 
 
-async def catalog(client: Client) -> CatalogStatus:
-    """The published classes, as the catalog workflow last read them from the management cluster.
+async def catalog(client: Client, organization: str = "") -> CatalogStatus:
+    """The published classes `organization` sees (the shared catalog's and its own; "" the shared
+    catalog's only), as the catalog workflow last read them from the management cluster.
 
     Raises:
         UnavailableError: the catalog workflow does not run (the worker starts it) or Temporal
@@ -191,14 +212,16 @@ async def catalog(client: Client) -> CatalogStatus:
         raise _catalog_unavailable(exc, "cannot read the workspace class catalog") from exc
     except WorkflowQueryFailedError as exc:
         raise UnavailableError(f"cannot read the workspace class catalog: {exc}") from exc
-    return status
+    return status.for_organization(organization)
 
 
-async def get_class(client: Client, name: str) -> WorkspaceClassSpec:
-    """One published class by its exact name; `NotFoundError` when there is none."""
-    found = next((c for c in (await catalog(client)).classes if c.name == name), None)
+async def get_class(client: Client, name: str, organization: str = "") -> WorkspaceClassSpec:
+    """One class `organization` sees, by its exact name (its own before the shared catalog's);
+    `NotFoundError` when there is none (another organization's own class is none)."""
+    classes = (await catalog(client, organization)).classes
+    found = next((c for c in classes if c.name == name), None)
     if found is None:
-        raise class_not_found(name)
+        raise class_not_found(name, (c.name for c in classes))
     return found
 
 
@@ -277,10 +300,11 @@ def check_class_conflicts(
             raise ConflictError(f"name: {conflict}")
 
 
-async def workspace_exists(client: Client, name: str) -> bool:
-    """True when a workspace of that name runs (deleting counts: its name is not free yet)."""
+async def workspace_exists(client: Client, name: str, organization: str = "") -> bool:
+    """True when a workspace of that name runs in the organization (deleting counts: its name is
+    not free yet)."""
     try:
-        await _describe_running(client, name, None)
+        await _describe_running(client, name, organization)
     except NotFoundError:
         return False
     return True
@@ -422,11 +446,6 @@ def resources_from_flags(
     return resources
 
 
-def deployment_cluster(cluster: str, organization: str) -> str:
-    """The `WorkspaceSpec.cluster` (the ClusterDeployment) of an organization's cluster."""
-    return cluster_deployment_name(cluster, organization)
-
-
 # --- Workspaces ---------------------------------------------------------------------------------
 
 
@@ -525,8 +544,6 @@ async def deploy(
     settings: ColonySettings,
     spec: WorkspaceSpec,
     *,
-    organization: str = "",
-    cluster_name: str | None = None,
     workspace_class: WorkspaceClassSpec | None = None,
     ask: Asker | None = None,
     sealer: SealerSource = public_key_sealer,
@@ -538,17 +555,17 @@ async def deploy(
     then its workflow started.
 
     Args:
-        spec: the request as the user gave it (`spec.cluster` the ClusterDeployment).
-        organization: the caller's organization (empty: the operator in direct mode).
-        cluster_name: the cluster as the organization names it (default `spec.cluster`).
+        spec: the request as the user gave it, of its organization (`spec.organization`: the
+            caller's; empty for the operator in direct mode), on its cluster as that organization
+            names it.
         workspace_class: the class, when the caller has it already (`apply -f` of a class and
             its workspace); else read from the catalog.
         ask, sealer, hint: as `prepare_workspace` takes them.
         secret_values: secret answers given apart from the others (`with_secret_values`).
         request_id: as `start_workspace` takes it.
     """
-    await check_cluster(client, cluster_name or spec.cluster, organization=organization)
-    pinned = workspace_class or await get_class(client, spec.class_name)
+    await check_cluster(client, spec.cluster, organization=spec.organization)
+    pinned = workspace_class or await get_class(client, spec.class_name, spec.organization)
     if secret_values:
         spec = with_secret_values(spec, secret_values, pinned)
     prepared = prepare_workspace(spec, pinned, ask=ask, sealer=sealer, hint=hint)
@@ -558,8 +575,6 @@ async def deploy(
         prepared,
         workspace_class=pinned,
         request_id=request_id,
-        organization=organization,
-        cluster_name=cluster_name,
     )
 
 
@@ -579,26 +594,23 @@ async def start_workspace(
     *,
     workspace_class: WorkspaceClassSpec | None = None,
     request_id: str | None = None,
-    organization: str = "",
-    cluster_name: str | None = None,
 ) -> StartedWorkspace:
-    """Start the workspace's workflow (its deploy is its first operation).
+    """Start the workspace's workflow (its deploy is its first operation), in the spec's
+    organization.
 
     Args:
         spec: the prepared request (`prepare_workspace`): secrets sealed.
         workspace_class: its class, for the Web UI's details.
-        request_id: the same id again (from the same organization) finds the first deploy
-            instead of refusing the name.
-        organization: the organization of its cluster (recorded in `ColonyOrganization`); empty
-            for an operator's workspace.
-        cluster_name: the cluster as the organization names it (recorded in the memo); default
-            `spec.cluster`.
+        request_id: the same id again finds the first deploy instead of refusing the name.
 
     Raises:
-        ConflictError: a workspace of that name exists, whoever's (names are unique until a
-            deletion completes); the message says no more than that.
+        ConflictError: a workspace of that name exists in the organization (names are unique
+            within one until a deletion completes).
     """
-    memo: dict[str, Any] = {CLASS_MEMO: spec.class_name, CLUSTER_MEMO: cluster_name or spec.cluster}
+    organization = spec.organization
+    memo: dict[str, Any] = {CLASS_MEMO: spec.class_name, CLUSTER_MEMO: spec.cluster}
+    if workspace_class is not None:
+        memo[GPUS_MEMO] = resolve_resources(workspace_class.default_resources, spec.resources).gpus
     if request_id:
         memo[REQUEST_ID_MEMO] = request_id
     try:
@@ -614,7 +626,7 @@ async def start_workspace(
             search_attributes=TypedSearchAttributes(
                 [
                     SearchAttributePair(COLONY_KIND, WORKSPACE_KIND),
-                    SearchAttributePair(COLONY_CLUSTER, spec.cluster),
+                    SearchAttributePair(COLONY_CLUSTER, spec.cluster_deployment),
                     # At start, never from the workflow: it marks whose the workspace is, and
                     # continue-as-new carries it over.
                     SearchAttributePair(COLONY_ORGANIZATION, organization),
@@ -625,7 +637,7 @@ async def start_workspace(
             static_details=workspace_details(spec, workspace_class),
         )
     except WorkflowAlreadyStartedError as exc:
-        if request_id and await _started_by(client, spec.name, request_id, organization):
+        if request_id and await _started_by(client, spec.workflow_id, request_id, organization):
             return StartedWorkspace(spec.workflow_id, repeated=True)
         raise ConflictError(
             f"name: workspace '{spec.name}' already exists (names are unique until a deletion "
@@ -636,9 +648,9 @@ async def start_workspace(
     return StartedWorkspace(spec.workflow_id)
 
 
-async def _started_by(client: Client, name: str, request_id: str, organization: str) -> bool:
+async def _started_by(client: Client, workflow_id: str, request_id: str, organization: str) -> bool:
     try:
-        description = await client.get_workflow_handle(workspace_workflow_id(name)).describe()
+        description = await client.get_workflow_handle(workflow_id).describe()
         memo = await description.memo_value(REQUEST_ID_MEMO, None)
     except RPCError:
         return False
@@ -654,27 +666,19 @@ def organization_of(description: WorkflowExecutionDescription) -> str:
     return description.typed_search_attributes.get(COLONY_ORGANIZATION) or ""
 
 
-def _belongs(description: WorkflowExecutionDescription, organization: str | None) -> bool:
-    return organization is None or organization_of(description) == organization
-
-
-async def _cluster_name(description: WorkflowExecutionDescription) -> str:
-    """The workspace's cluster as its organization names it (the memo; the search attribute
-    for a workspace started before the memo existed)."""
-    fallback = description.typed_search_attributes.get(COLONY_CLUSTER) or ""
-    try:
-        return str(await description.memo_value(CLUSTER_MEMO, fallback))
-    except Exception:  # a memo of another shape: what the search attribute says
-        return fallback
+def _belongs(description: WorkflowExecutionDescription, organization: str) -> bool:
+    """The workflow id names the organization already; its search attribute must agree."""
+    return organization_of(description) == organization
 
 
 async def _describe_running(
-    client: Client, name: str, organization: str | None
+    client: Client, name: str, organization: str
 ) -> tuple[WorkflowHandle[Any, Any], WorkflowExecutionDescription]:
     """The handle (bound to this workspace's chain of runs, so an update cannot reach a
     workspace created again under the name meanwhile) and description of the running workspace
-    of `organization`; `NotFoundError` otherwise."""
-    handle = client.get_workflow_handle(workspace_workflow_id(name))
+    `name` of `organization`; `NotFoundError` otherwise."""
+    workflow_id = workspace_workflow_id(name, organization)
+    handle = client.get_workflow_handle(workflow_id)
     try:
         description = await handle.describe()
     except RPCError as exc:
@@ -682,30 +686,27 @@ async def _describe_running(
     if description.status != ExecutionStatus.RUNNING or not _belongs(description, organization):
         raise workspace_not_found(name)
     first_run = description.raw_description.workflow_execution_info.first_run_id
-    bound = client.get_workflow_handle(
-        workspace_workflow_id(name), first_execution_run_id=first_run or None
-    )
+    bound = client.get_workflow_handle(workflow_id, first_execution_run_id=first_run or None)
     return bound, description
 
 
-async def _as_named(
-    status: WorkspaceStatus, description: WorkflowExecutionDescription, organization: str | None
+async def with_current_position(
+    client: Client, status: WorkspaceStatus, organization: str = ""
 ) -> WorkspaceStatus:
-    """The status with its cluster named as `organization` names it (unchanged for None)."""
-    if organization is None:
-        return status
-    return status.model_copy(update={"cluster": await _cluster_name(description)})
-
-
-async def with_current_position(client: Client, status: WorkspaceStatus) -> WorkspaceStatus:
     """A waiting workspace's status with its position in line as its cluster's ledger works it out
     now (`answers` query): the ledger does not tell waiters when the line moves, so the workflow
     knows only the position of its first answer. Unchanged when it does not wait, or when the
-    ledger cannot be asked (the status then shows the workflow's last answer)."""
+    ledger cannot be asked (the status then shows the workflow's last answer).
+
+    Args:
+        organization: the workspace's (its cluster's ledger is named by the ClusterDeployment of
+            the organization's cluster).
+    """
     admission = status.admission
     if admission is None or admission.state is not AdmissionState.WAITING:
         return status
-    ledger = client.get_workflow_handle(capacity_workflow_id(status.cluster))
+    deployment = cluster_deployment_name(status.cluster, organization)
+    ledger = client.get_workflow_handle(capacity_workflow_id(deployment))
     try:
         found: CapacityAnswers = await ledger.query(
             CAPACITY_ANSWERS_QUERY,
@@ -721,12 +722,10 @@ async def with_current_position(client: Client, status: WorkspaceStatus) -> Work
     return status.model_copy(update={"admission": current})
 
 
-async def workspace_status(
-    client: Client, name: str, *, organization: str | None = None
-) -> WorkspaceStatus:
-    """The workspace's status (its workflow's `status` query); `NotFoundError` when no workspace
-    of that name exists (never deployed, deleted, or another organization's)."""
-    handle, description = await _describe_running(client, name, organization)
+async def workspace_status(client: Client, name: str, *, organization: str = "") -> WorkspaceStatus:
+    """The workspace's status (its workflow's `status` query); `NotFoundError` when the
+    organization has no workspace of that name (never deployed, or deleted)."""
+    handle, _ = await _describe_running(client, name, organization)
     try:
         status: WorkspaceStatus = await handle.query(STATUS_QUERY, result_type=WorkspaceStatus)
     except WorkflowQueryFailedError as exc:
@@ -735,24 +734,24 @@ async def workspace_status(
         raise _rpc_error(exc, f"cannot read workspace '{name}'", name) from exc
     if status.phase is WorkspacePhase.DELETED:
         raise workspace_not_found(name)
-    return await _as_named(await with_current_position(client, status), description, organization)
+    return await with_current_position(client, status, organization)
 
 
 async def read_workspace(
-    client: Client, name: str, *, organization: str | None = None
+    client: Client, name: str, *, organization: str = ""
 ) -> WorkspaceStatus | None:
     """The status of a running workspace workflow, or the final one it returned once it ended
-    (phase Deleted); None when it ended without one (terminated). Another organization's is not
-    found."""
-    handle = client.get_workflow_handle(workspace_workflow_id(name), result_type=WorkspaceStatus)
+    (phase Deleted); None when it ended without one (terminated)."""
+    handle = client.get_workflow_handle(
+        workspace_workflow_id(name, organization), result_type=WorkspaceStatus
+    )
     try:
         description = await handle.describe()
         if not _belongs(description, organization):
             raise workspace_not_found(name)
         if description.status == ExecutionStatus.RUNNING:
             status: WorkspaceStatus = await handle.query(STATUS_QUERY, result_type=WorkspaceStatus)
-            status = await with_current_position(client, status)
-            return await _as_named(status, description, organization)
+            return await with_current_position(client, status, organization)
         if description.status != ExecutionStatus.COMPLETED:
             return None
         final = await handle.result()
@@ -760,9 +759,7 @@ async def read_workspace(
         raise _rpc_error(exc, f"cannot read workspace '{name}'", name) from exc
     except WorkflowQueryFailedError as exc:
         raise UnavailableError(f"cannot read workspace '{name}': {exc}") from exc
-    if not isinstance(final, WorkspaceStatus):
-        return None
-    return await _as_named(final, description, organization)
+    return final if isinstance(final, WorkspaceStatus) else None
 
 
 def _update_error(update: str, name: str, exc: WorkflowUpdateFailedError) -> ColonyError:
@@ -797,14 +794,13 @@ async def send(
     request: BaseModel,
     *,
     request_id: str | None = None,
-    organization: str | None = None,
+    organization: str = "",
 ) -> WorkspaceOperationAccepted:
-    """Send an operation (`suspend`, `resume`, `delete`) to a workspace; the workflow's refusal
-    (already suspended, being deleted) is a `ConflictError`.
+    """Send an operation (`suspend`, `resume`, `delete`) to the organization's workspace `name`;
+    the workflow's refusal (already suspended, being deleted) is a `ConflictError`.
 
     Args:
         request_id: the update id; the same id again returns the first call's operation.
-        organization: the workspace must be this organization's (None: anyone's).
     """
     handle, _ = await _describe_running(client, name, organization)
     try:
@@ -838,6 +834,15 @@ class WorkspaceSummary:
     """Waiting for GPUs: its place in line now (asked of its cluster's ledger); else 0."""
     deployment: str = ""
     """Its cluster's ClusterDeployment (what its ledger is named by); empty from the API."""
+    gpus: int | None = None
+    """The GPUs it asks for (replicas x gpuCount); None when not known (deployed without its
+    class at hand, or before its resources were resolved)."""
+
+    @property
+    def order(self) -> tuple[str, tuple[tuple[int, int, str], ...]]:
+        """Where it is listed: by organization, then by name as people count (`burst-2` before
+        `burst-10`)."""
+        return self.organization, natural_key(self.name)
 
 
 async def list_workspaces(
@@ -847,50 +852,52 @@ async def list_workspaces(
     optionally of one cluster; phases are the ones the workflows last upserted.
 
     Args:
-        cluster: only this cluster's (named as `organization` names it).
-        organization: only this organization's, clusters named as it names them (None:
-            everyone's, clusters named by their ClusterDeployment).
+        cluster: only this cluster's (of `organization`; of the default mode when None).
+        organization: only this organization's ("" the default mode's); None: everyone's.
     """
     query = f"{COLONY_KIND.name} = '{WORKSPACE_KIND}' AND ExecutionStatus = 'Running'"
+    if organization and name_problem("organization", organization):
+        raise InvalidRequestError(f"organization: {name_problem('organization', organization)}")
     if cluster:
         # Cluster and organization names are DNS labels (validated): nothing to escape.
-        deployment = deployment_cluster(cluster, organization) if organization else cluster
-        if name_problem("cluster", deployment):
-            raise InvalidRequestError(f"cluster: {name_problem('cluster', deployment)}")
+        if name_problem("cluster", cluster):
+            raise InvalidRequestError(f"cluster: {name_problem('cluster', cluster)}")
+        deployment = cluster_deployment_name(cluster, organization or "")
         query += f" AND {COLONY_CLUSTER.name} = '{deployment}'"
     if organization:
-        if name_problem("organization", organization):
-            raise InvalidRequestError(f"organization: {name_problem('organization', organization)}")
         query += f" AND {COLONY_ORGANIZATION.name} = '{organization}'"
     found: list[WorkspaceSummary] = []
     try:
         async for execution in client.list_workflows(query):
             attributes = execution.typed_search_attributes
             owner = attributes.get(COLONY_ORGANIZATION) or ""
+            entity = parse_entity_workflow_id(execution.id)
+            if entity is None or entity[1] != owner:
+                continue  # not a workspace's id, or marks that contradict it
             if organization is not None and owner != organization:
-                continue  # an operator's workspace ("" matches no visibility filter)
-            deployment_name = attributes.get(COLONY_CLUSTER) or ""
-            named = (
-                str(await execution.memo_value(CLUSTER_MEMO, deployment_name))
-                if organization is not None
-                else deployment_name
-            )
+                continue  # another organization's ("" matches no visibility filter)
             found.append(
                 WorkspaceSummary(
-                    name=execution.id.removeprefix("workspace/"),
-                    cluster=named,
+                    name=entity[2],
+                    cluster=str(await execution.memo_value(CLUSTER_MEMO, "")),
                     class_name=str(await execution.memo_value(CLASS_MEMO, "")),
                     phase=attributes.get(COLONY_PHASE) or "",
                     workflow_id=execution.id,
                     started=execution.start_time.isoformat(timespec="seconds"),
                     organization=owner,
-                    deployment=deployment_name,
+                    deployment=attributes.get(COLONY_CLUSTER) or "",
+                    gpus=_whole(await execution.memo_value(GPUS_MEMO, None)),
                 )
             )
     except RPCError as exc:
         raise UnavailableError(f"cannot list workspaces: {exc.message}") from exc
     await fill_positions(client, found)
-    return sorted(found, key=lambda w: w.name)
+    return sorted(found, key=lambda w: w.order)
+
+
+def _whole(value: Any) -> int | None:
+    """A memo's count (absent in workspaces started before it was written: None)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 async def fill_positions(client: Client, found: list[WorkspaceSummary]) -> None:
@@ -922,7 +929,7 @@ async def wait_for_workspace(
     on_status: Callable[[WorkspaceStatus], None],
     *,
     give_up_after: float | None = None,
-    organization: str | None = None,
+    organization: str = "",
 ) -> WorkspaceStatus | None:
     """Poll the workspace's status until `done` holds or its workflow ends; the last status
     (the final one, phase Deleted, once the workflow returned), or None when it ended without
@@ -947,8 +954,10 @@ async def wait_for_workspace(
         await asyncio.sleep(POLL_SECONDS)
 
 
-def workspace_workflow(settings: ColonySettings, client: Client, name: str) -> WorkflowRef:
+def workspace_workflow(
+    settings: ColonySettings, client: Client, name: str, organization: str = ""
+) -> WorkflowRef:
     """The workspace's workflow (the same function in `starter.remote_workspaces` answers what
     the API said)."""
-    workflow_id = workspace_workflow_id(name)
+    workflow_id = workspace_workflow_id(name, organization)
     return WorkflowRef(workflow_id, settings.workflow_link(workflow_id))

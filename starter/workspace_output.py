@@ -9,13 +9,21 @@ when stdout is not a terminal, rich's fitted columns on one. Called by
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from models.workspace import AdmissionState, WorkspaceStatus
 from models.workspace_class import WorkspaceClassSpec
 from starter import output
 
-ACCESS_COLUMNS = ("ENDPOINT", "PROTOCOL", "URL", "READY", "HOW")
+if TYPE_CHECKING:
+    from starter.workspace_client import WorkspaceSummary
+
+LIST_COLUMNS = ("ORGANIZATION", "NAME", "CLUSTER", "CLASS", "PHASE", "STARTED")
+WIDE_COLUMNS = (
+    "ORGANIZATION", "NAME", "CLUSTER", "CLASS", "PHASE", "GPUS", "POSITION", "AGE", "STARTED",
+)  # fmt: skip
+ACCESS_COLUMNS = ("ENDPOINT", "PROTOCOL", "URL", "READY", "STATE", "HOW")
 CONDITION_COLUMNS = ("TYPE", "STATUS", "REASON", "MESSAGE")
 PREREQUISITE_COLUMNS = ("TEMPLATE", "PHASE", "NAMESPACE", "SOURCE", "MESSAGE")
 OPERATION_COLUMNS = ("ID", "KIND", "STATE", "STARTED", "FINISHED", "REASON")
@@ -39,14 +47,88 @@ def resources_text(status: WorkspaceStatus) -> str:
     return f"{resolved.replicas or 1} x ({', '.join(p for p in parts if p)})"
 
 
+LEDGER_WAITING = "waiting for GPU capacity"
+"""How the GPU ledger's message of a waiting request begins (`models.capacity`), after what
+happened to it, if anything (`its GPUs' node left the cluster; `)."""
+
+
+def gpus_text(status: WorkspaceStatus) -> str:
+    """The GPUs a workspace asks for: `2 x 4 GPUs h100-80gb` (empty when it asks for none)."""
+    resolved = status.resolved_resources
+    if resolved is None or not resolved.per_replica.gpu_count:
+        return ""
+    per = resolved.per_replica
+    which = per.gpu_type or ",".join(f"{k}={v}" for k, v in (per.gpu_node_selector or {}).items())
+    unit = "GPU" if per.gpu_count == 1 else "GPUs"
+    return f"{resolved.replicas or 1} x {per.gpu_count} {unit} {which or 'of any model'}"
+
+
 def admission_text(status: WorkspaceStatus) -> str:
+    """Where the workspace stands in its cluster's GPU ledger, on one line."""
     admission = status.admission
     if admission is None:
         return "no GPUs requested" if status.resolved_resources else "-"
     if admission.state is AdmissionState.WAITING:
-        return f"waiting for GPUs: position {admission.position} ({admission.message or 'queued'})"
+        # Said once: the ledger's own message repeats the position and the request, so only what
+        # happened before it waited (a node lost) is kept of it.
+        happened, waits, _ = admission.message.partition(LEDGER_WAITING)
+        asked = gpus_text(status)
+        return (
+            (happened if waits else "")
+            + f"waiting for GPUs: position {admission.position}"
+            + (f" in the queue for {asked}" if asked else "")
+        )
     nodes = sorted({p.node for p in admission.placements})
     return f"admitted: GPUs reserved on {', '.join(nodes) or 'its nodes'}"
+
+
+def age_text(started: str, now: datetime | None = None) -> str:
+    """How long ago `started` (ISO 8601) was, as kubectl's AGE column says it: `45s`, `12m`,
+    `5h`, `3d` ("-" when unknown)."""
+    try:
+        since = datetime.fromisoformat(started)
+    except ValueError:
+        return "-"
+    if since.tzinfo is None:
+        since = since.replace(tzinfo=UTC)
+    seconds = max(int(((now or datetime.now(UTC)) - since).total_seconds()), 0)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def workspace_rows(
+    found: Sequence[WorkspaceSummary], *, wide: bool = False, now: datetime | None = None
+) -> tuple[Sequence[str], list[tuple[Any, ...]]]:
+    """`workspace list`'s columns and rows; `wide` (`-o wide`) adds the GPUs each asks for, its
+    place in line for them and its age."""
+    if not wide:
+        return LIST_COLUMNS, [
+            (
+                w.organization or "-",
+                w.name,
+                w.cluster,
+                w.class_name,
+                f"{w.phase} (position {w.position})" if w.position else w.phase,
+                w.started,
+            )
+            for w in found
+        ]
+    return WIDE_COLUMNS, [
+        (
+            w.organization or "-",
+            w.name,
+            w.cluster,
+            w.class_name,
+            w.phase,
+            "-" if w.gpus is None else w.gpus,
+            w.position or "-",
+            age_text(w.started, now),
+            w.started,
+        )
+        for w in found
+    ]
 
 
 def access_rows(status: WorkspaceStatus) -> list[tuple[Any, ...]]:
@@ -56,7 +138,8 @@ def access_rows(status: WorkspaceStatus) -> list[tuple[Any, ...]]:
             entry.protocol.value,
             entry.url or "-",
             "yes" if entry.ready else "no",
-            entry.command or ("" if entry.ready else entry.message) or "-",
+            entry.reason or "-",
+            (entry.command if entry.ready else entry.message or entry.command) or "-",
         )
         for entry in status.access
     ]
@@ -95,7 +178,7 @@ def print_workspace(status: WorkspaceStatus) -> None:
     _section("access", ACCESS_COLUMNS, access_rows(status))
     if any(entry.command for entry in status.access):
         output.write(
-            f"(port-forward with the cluster's kubeconfig: colonyctl kubeconfig --cluster "
+            f"(port-forward with the cluster's kubeconfig: colonyctl kubeconfig "
             f"{status.cluster} --output FILE, then kubectl --kubeconfig FILE ...)"
         )
     _section(
@@ -117,6 +200,8 @@ def print_workspace(status: WorkspaceStatus) -> None:
         output.write("FAILURE")
         output.write(f"phase when failed: {failure.phase_when_failed.value}")
         output.write(f"reason: {output.cell(failure.reason)}")
+        if failure.message:
+            output.write(f"message: {output.cell(failure.message)}")
         if failure.service_set_status is not None:
             for service in failure.service_set_status.services:
                 output.write(

@@ -11,6 +11,7 @@ with the clients `worker.py` would build from the sim's files; every test names 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections.abc import AsyncIterator, Iterator
@@ -26,25 +27,32 @@ from pydantic import BaseModel
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
+import activities.workspaces
 from activities.child_cluster import ChildClients
 from activities.crds import ensure_crds
 from activities.host_provider import HostProviderActivities
+from activities.kube import MERGE_PATCH
 from activities.management import ManagementClusterActivities
 from activities.sealing import Unsealer, workspace_scope
+from activities.watch import ObjectWatch
 from activities.workspaces import WorkspaceActivities
 from models.activity_api import (
+    AwaitClusterDeploymentRequest,
     ClaimHostsRequest,
     CreateClusterDeploymentRequest,
     DeleteClusterDeploymentRequest,
+    DeploymentOutcome,
+    DeploymentWait,
     GetClusterDeploymentStatusRequest,
     KubeconfigRef,
     ReleaseHostsRequest,
 )
 from models.cluster import DEFAULT_CREDENTIAL, DEFAULT_TEMPLATE, POD_CIDR, SERVICE_CIDR
+from models.colony import WriteColonyKubeconfigsRequest
 from models.errors import ErrorType
 from models.node_pool import NodeSku
+from models.ownership import OWNER_WORKFLOW_ANNOTATION, Owner
 from models.workspace_api import (
-    OWNER_WORKFLOW_ANNOTATION,
     WORKSPACE_LABEL,
     ApplyRoutesRequest,
     ApplyServiceSetRequest,
@@ -257,8 +265,8 @@ def service_set(
                 values_from_secret=values_from_secret,
             )
         ],
+        owner=Owner(workflow_id=f"workspace/{name}"),
         labels={WORKSPACE_LABEL: name},
-        owner_workflow_id=f"workspace/{name}",
     )
 
 
@@ -269,6 +277,7 @@ def waiting(
         namespace=request.namespace,
         name=request.name,
         service=request.services[0].name,
+        owner=request.owner,
         deadline=soon(seconds),
         generation=generation,
     )
@@ -289,7 +298,7 @@ async def delete(workspaces: WorkspaceActivities, request: ApplyServiceSetReques
     gone = await run(
         workspaces.delete_service_set,
         DeleteServiceSetRequest(
-            namespace=request.namespace, name=request.name, wait_until=soon(30)
+            namespace=request.namespace, name=request.name, owner=request.owner, wait_until=soon(30)
         ),
     )
     assert gone.gone
@@ -372,8 +381,8 @@ async def test_apply_is_idempotent_and_a_change_bumps_the_generation(
 
     stored = await read_service_set(mgmt, request.name)
     assert stored["spec"]["cluster"] == cluster.name
-    assert stored["metadata"]["labels"] == request.labels
-    assert stored["metadata"]["annotations"][OWNER_WORKFLOW_ANNOTATION] == request.owner_workflow_id
+    assert stored["metadata"]["labels"] == {**request.labels, **request.owner.labels()}
+    assert stored["metadata"]["annotations"][OWNER_WORKFLOW_ANNOTATION] == request.owner.workflow_id
 
     deployed = await settle(workspaces, waiting(request, first.generation))
     assert deployed.outcome is ServiceSetOutcome.DEPLOYED, deployed
@@ -499,7 +508,7 @@ async def test_delete_waits_until_gone_and_is_idempotent(
         ServiceSetOutcome.DEPLOYED
     )
     delete_request = DeleteServiceSetRequest(
-        namespace=NAMESPACE, name=request.name, wait_until=soon(30)
+        namespace=NAMESPACE, name=request.name, owner=request.owner, wait_until=soon(30)
     )
     deleted = await run(workspaces.delete_service_set, delete_request)
     assert (deleted.existed, deleted.gone) == (True, True)
@@ -514,11 +523,79 @@ async def test_delete_waits_until_gone_and_is_idempotent(
     assert (again.existed, again.gone) == (False, True)
     unwaited = await run(
         workspaces.delete_service_set,
-        DeleteServiceSetRequest(namespace=NAMESPACE, name=request.name),
+        DeleteServiceSetRequest(namespace=NAMESPACE, name=request.name, owner=request.owner),
     )
     assert not unwaited.existed
     gone = await run(workspaces.await_service_set, waiting(request, applied.generation))
     assert gone.outcome is ServiceSetOutcome.GONE
+
+
+async def test_a_deleted_service_set_is_seen_gone_at_its_event_not_at_the_next_poll(
+    mgmt: client.ApiClient,
+    workspaces: WorkspaceActivities,
+    cluster: Cluster,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The wait for a ServiceSet's removal is a watch: with the poll slowed to two minutes, a
+    ServiceSet held by a finalizer is seen gone as soon as the finalizer goes."""
+    monkeypatch.setattr(activities.workspaces, "POLL_FIRST", 120.0)
+    request = service_set(cluster)
+    applied = await run(workspaces.apply_service_set, request)
+    assert (await settle(workspaces, waiting(request, applied.generation))).outcome is (
+        ServiceSetOutcome.DEPLOYED
+    )
+    custom = client.CustomObjectsApi(mgmt)
+    hold = "test.colony.dev/hold"
+
+    async def read() -> dict[str, Any]:
+        found: dict[str, Any] = await call(
+            custom.get_namespaced_custom_object, *K0RDENT, NAMESPACE, "servicesets", request.name
+        )
+        return found
+
+    held = await read()
+    await call(
+        custom.patch_namespaced_custom_object,
+        *K0RDENT, NAMESPACE, "servicesets", request.name,
+        {"metadata": {"finalizers": [*held["metadata"]["finalizers"], hold]}},
+        _content_type=MERGE_PATCH,
+    )  # fmt: skip
+    waiting_for = asyncio.create_task(
+        run(
+            workspaces.delete_service_set,
+            DeleteServiceSetRequest(
+                namespace=NAMESPACE, name=request.name, owner=request.owner, wait_until=soon(300)
+            ),
+        )
+    )
+    # k0rdent uninstalls and lets go of it; only the test's finalizer holds it now.
+    lingering = await eventually(
+        read, until=lambda o: o["metadata"].get("finalizers") == [hold], what="uninstalled"
+    )
+    assert lingering["metadata"]["deletionTimestamp"]
+    assert not waiting_for.done()
+    await call(
+        custom.patch_namespaced_custom_object,
+        *K0RDENT, NAMESPACE, "servicesets", request.name,
+        {"metadata": {"finalizers": []}},
+        _content_type=MERGE_PATCH,
+    )  # fmt: skip
+    gone = await asyncio.wait_for(waiting_for, timeout=30)
+    assert (gone.existed, gone.gone) == (True, True)
+
+
+async def test_a_watch_that_cannot_be_made_leaves_the_pause_to_a_poll(
+    mgmt: client.ApiClient,
+) -> None:
+    """The fallback: an API server that does not answer makes the pause a sleep (no error), so
+    the next look reads the object again."""
+    unreachable = client.ApiClient(client.Configuration(host="https://127.0.0.1:9"))
+    try:
+        async with ObjectWatch(unreachable, "/api/v1/namespaces", "nowhere") as watch:
+            changed = await watch.changed({"metadata": {"resourceVersion": "7"}}, 0.2)
+    finally:
+        close_client(unreachable)
+    assert changed is False
 
 
 # --- values Secrets ------------------------------------------------------------------------------
@@ -540,6 +617,7 @@ async def test_values_secret_holds_unsealed_values_and_nothing_else_does(
                 path: unsealer.sealer.seal(value, workspace_scope(workspace, path))
                 for path, value in values.items()
             },
+            owner=request.owner,
             labels={WORKSPACE_LABEL: workspace},
         )
 
@@ -552,7 +630,7 @@ async def test_values_secret_holds_unsealed_values_and_nothing_else_does(
     assert rewritten.keys == 1
     secret = await call(client.CoreV1Api(mgmt).read_namespaced_secret, secret_name, NAMESPACE)
     assert yaml.safe_load(base64.b64decode(secret.data["values"])) == {"notebookPassword": PASSWORD}
-    assert secret.metadata.labels == {WORKSPACE_LABEL: workspace}
+    assert secret.metadata.labels == {WORKSPACE_LABEL: workspace, **request.owner.labels()}
 
     # The ServiceSet names the Secret; k0rdent reads it at install time.
     applied = await run(workspaces.apply_service_set, request, beats)
@@ -566,7 +644,7 @@ async def test_values_secret_holds_unsealed_values_and_nothing_else_does(
     assert beats, "heartbeats were recorded"
 
     await delete(workspaces, request)
-    remove = DeleteValuesSecretRequest(namespace=NAMESPACE, name=secret_name)
+    remove = DeleteValuesSecretRequest(namespace=NAMESPACE, name=secret_name, owner=request.owner)
     assert (await run(workspaces.delete_values_secret, remove)).existed
     assert not (await run(workspaces.delete_values_secret, remove)).existed
 
@@ -584,6 +662,7 @@ async def test_values_that_cannot_be_unsealed_are_refused_for_good(
                 PASSWORD, workspace_scope("someone-else", "notebookPassword")
             )
         },
+        owner=Owner(workflow_id="workspace/mine"),
     )
     error = await expect_error(
         run(workspaces.write_values_secret, for_another_workspace),
@@ -610,7 +689,9 @@ async def test_values_that_cannot_be_unsealed_are_refused_for_good(
     await expect_error(
         run(without_key.write_values_secret, rotated), ErrorType.INVALID_SPEC, retryable=False
     )
-    remove = DeleteValuesSecretRequest(namespace=NAMESPACE, name=name)
+    remove = DeleteValuesSecretRequest(
+        namespace=NAMESPACE, name=name, owner=for_another_workspace.owner
+    )
     assert not (await run(workspaces.delete_values_secret, remove)).existed, "nothing was written"
 
 
@@ -673,7 +754,7 @@ async def test_errors_of_every_verb_are_classified(
     await expect_error(
         run(
             workspaces.delete_service_set,
-            DeleteServiceSetRequest(namespace=NAMESPACE, name=request.name),
+            DeleteServiceSetRequest(namespace=NAMESPACE, name=request.name, owner=request.owner),
         ),
         "ServerError",
         retryable=True,
@@ -690,6 +771,7 @@ async def test_errors_of_every_verb_are_classified(
                 secret_values={
                     "p": unsealer.sealer.seal(PASSWORD, workspace_scope(workspace, "p"))
                 },
+                owner=request.owner,
             ),
         ),
         ErrorType.FORBIDDEN,
@@ -699,7 +781,9 @@ async def test_errors_of_every_verb_are_classified(
     await expect_error(
         run(
             workspaces.ensure_namespace,
-            EnsureNamespaceRequest(kubeconfig=cluster.kubeconfig, name=unique("ws")),
+            EnsureNamespaceRequest(
+                kubeconfig=cluster.kubeconfig, name=unique("ws"), owner=request.owner
+            ),
         ),
         "Throttled",
         retryable=True,
@@ -715,8 +799,12 @@ async def test_routes_through_the_tenant_gateway(
     workspaces: WorkspaceActivities, cluster: Cluster
 ) -> None:
     namespace = unique("ws")
+    owner = Owner(workflow_id=f"workspace/{namespace}")
     ensure = EnsureNamespaceRequest(
-        kubeconfig=cluster.kubeconfig, name=namespace, labels={WORKSPACE_LABEL: namespace}
+        kubeconfig=cluster.kubeconfig,
+        name=namespace,
+        owner=owner,
+        labels={WORKSPACE_LABEL: namespace},
     )
     assert (await run(workspaces.ensure_namespace, ensure)).created
     assert not (await run(workspaces.ensure_namespace, ensure)).created
@@ -731,7 +819,7 @@ async def test_routes_through_the_tenant_gateway(
             },
         },
     )
-    find = FindTenantGatewayRequest(kubeconfig=cluster.kubeconfig)
+    find = FindTenantGatewayRequest(kubeconfig=cluster.kubeconfig, cluster_deployment=cluster.name)
     found = await eventually(
         lambda: run(workspaces.find_tenant_gateway, find),
         until=lambda f: f.gateway is not None,
@@ -739,7 +827,22 @@ async def test_routes_through_the_tenant_gateway(
     )
     assert found.gateway is not None
     assert (found.gateway.domain, found.gateway.https) == (DOMAIN, True)
-    assert found.gateway.tcp_ports == list(range(30000, 30010))
+    # Attached by the ClusterDeployment's label, and which Gateway it is (its fingerprint).
+    assert found.expected_domain == DOMAIN
+    assert found.gateway_uid
+    assert found.gateway_generation >= 1
+    assert found.fingerprint() == (await run(workspaces.find_tenant_gateway, find)).fingerprint()
+    gateway = await call(
+        client.CustomObjectsApi(cluster.admin).get_namespaced_custom_object,
+        "gateway.networking.k8s.io", "v1", "colony-gateway", "gateways", "tenant",
+    )  # fmt: skip
+    listeners = {x["name"]: int(x["port"]) for x in gateway["spec"]["listeners"]}
+    # The pool and the HTTPS port are the listeners' (the sim's are real local ports).
+    assert found.gateway.tcp_ports == sorted(
+        p for n, p in listeners.items() if n.startswith("tcp-")
+    )
+    assert len(found.gateway.tcp_ports) == 10
+    assert found.gateway.http_port == listeners["https"]
     port = next(p for p in found.gateway.tcp_ports if p not in found.taken_ports)
 
     routes = [
@@ -761,20 +864,32 @@ async def test_routes_through_the_tenant_gateway(
         gateway_namespace=found.gateway_namespace,
         gateway_name=found.gateway_name,
         routes=routes,
+        owner=owner,
         labels={WORKSPACE_LABEL: namespace},
     )
     assert (await run(workspaces.apply_routes, apply)).created == [r.name for r in routes]
-    assert (await run(workspaces.apply_routes, apply)).created == []
+    again = await run(workspaces.apply_routes, apply)
+    assert (again.created, again.updated) == ([], [])
+    # Ours, with another spec (the Gateway moved, the hostname changed): brought to the new one.
+    moved = [routes[0].model_copy(update={"hostname": f"moved-{namespace}.{DOMAIN}"})]
+    changed = await run(workspaces.apply_routes, apply.model_copy(update={"routes": moved}))
+    assert (changed.created, changed.updated) == ([], [routes[0].name])
+    assert (await run(workspaces.apply_routes, apply)).updated == [routes[0].name]
     accepted = await run(
         workspaces.await_routes,
         AwaitRoutesRequest(
-            kubeconfig=cluster.kubeconfig, namespace=namespace, routes=routes, deadline=soon(30)
+            kubeconfig=cluster.kubeconfig,
+            namespace=namespace,
+            routes=routes,
+            owner=owner,
+            deadline=soon(30),
         ),
     )
     assert accepted.all_accepted, accepted
     assert port in (await run(workspaces.find_tenant_gateway, find)).taken_ports
 
-    # A route to a Service that does not exist is not accepted, and says why.
+    # A route to a Service that does not exist is not accepted, says why, and is not waited on:
+    # the controller's answer for its spec is final until the Service appears.
     dangling = RouteSpec(
         name=f"{namespace}-nope",
         kind="HTTPRoute",
@@ -787,14 +902,20 @@ async def test_routes_through_the_tenant_gateway(
     refused = await run(
         workspaces.await_routes,
         AwaitRoutesRequest(
-            kubeconfig=cluster.kubeconfig, namespace=namespace, routes=[dangling], deadline=soon(1)
+            kubeconfig=cluster.kubeconfig,
+            namespace=namespace,
+            routes=[dangling],
+            owner=owner,
+            deadline=soon(300),
         ),
     )
     assert not refused.all_accepted
-    assert "BackendNotFound" in refused.routes[0].message, refused
+    (state,) = refused.routes
+    assert (state.settled, state.reason) == (True, "BackendNotFound"), refused
+    assert f"Service {namespace}/nope not found" in state.message
 
     remove = DeleteRoutesRequest(
-        kubeconfig=cluster.kubeconfig, namespace=namespace, routes=[*routes, dangling]
+        kubeconfig=cluster.kubeconfig, namespace=namespace, routes=[*routes, dangling], owner=owner
     )
     assert (await run(workspaces.delete_routes, remove)).deleted == [
         *[r.name for r in routes],
@@ -804,7 +925,7 @@ async def test_routes_through_the_tenant_gateway(
     assert port not in (await run(workspaces.find_tenant_gateway, find)).taken_ports
 
     drop = DeleteNamespaceRequest(
-        kubeconfig=cluster.kubeconfig, name=namespace, wait_until=soon(30)
+        kubeconfig=cluster.kubeconfig, name=namespace, owner=owner, wait_until=soon(30)
     )
     dropped = await run(workspaces.delete_namespace, drop)
     assert (dropped.existed, dropped.gone) == (True, True)
@@ -858,3 +979,236 @@ async def test_gpu_inventory_names_the_workflow_that_owns_the_cluster(
     assert (await run(workspaces.read_gpu_inventory, plain)).cluster_workflow_id == ""
     absent = ReadGpuInventoryRequest(kubeconfig=cluster.kubeconfig, cluster_deployment="absent")
     assert (await run(workspaces.read_gpu_inventory, absent)).cluster_workflow_id == ""
+
+
+# --- ownership: never adopt, never delete what is not the owner's ---------------------------------
+
+
+async def test_a_users_own_namespace_is_neither_adopted_nor_deleted(
+    workspaces: WorkspaceActivities, cluster: Cluster
+) -> None:
+    """`ws-<name>` made by the user (holding their data) is refused by name, and a delete leaves
+    it and its contents as they are; so is one another workspace of Colony's owns."""
+    core = client.CoreV1Api(cluster.admin)
+    theirs = unique("ws-adopt")
+    await call(core.create_namespace, {"metadata": {"name": theirs}})
+    await call(
+        core.create_namespaced_config_map,
+        theirs,
+        {"metadata": {"name": "notes"}, "data": {"keep": "me"}},
+    )
+    owner = Owner(workflow_id=f"workspace/{theirs.removeprefix('ws-')}", organization="acme")
+    ensure = EnsureNamespaceRequest(kubeconfig=cluster.kubeconfig, name=theirs, owner=owner)
+    refused = await expect_error(
+        run(workspaces.ensure_namespace, ensure), ErrorType.FOREIGN_OBJECT, retryable=False
+    )
+    assert refused.message.startswith(
+        f"namespace {theirs} already exists and is not Colony's (it has no Colony ownership "
+        "marks): Colony neither adopts nor deletes it"
+    )
+    drop = DeleteNamespaceRequest(
+        kubeconfig=cluster.kubeconfig, name=theirs, owner=owner, wait_until=soon(5)
+    )
+    left = await run(workspaces.delete_namespace, drop)
+    assert (left.existed, left.foreign) == (True, True)
+    kept = await call(core.read_namespace, theirs)
+    assert kept.metadata.deletion_timestamp is None
+    assert (await call(core.read_namespaced_config_map, "notes", theirs)).data == {"keep": "me"}
+    assert kept.metadata.labels.get("app.kubernetes.io/managed-by") is None, "not marked either"
+
+    # Colony's, but another workspace's (another organization's name for it): the same.
+    mine = ensure.model_copy(update={"name": unique("ws")})
+    assert (await run(workspaces.ensure_namespace, mine)).created
+    other = Owner(workflow_id=owner.workflow_id, organization="acme-labs")
+    stolen = mine.model_copy(update={"owner": other})
+    assert (
+        "belongs to something else Colony runs"
+        in (
+            await expect_error(
+                run(workspaces.ensure_namespace, stolen), ErrorType.FOREIGN_OBJECT, retryable=False
+            )
+        ).message
+    )
+    drop_mine = drop.model_copy(update={"name": mine.name})
+    left = await run(workspaces.delete_namespace, drop_mine.model_copy(update={"owner": other}))
+    assert (left.existed, left.foreign) == (True, True)
+    assert (await run(workspaces.delete_namespace, drop_mine)).existed
+    await call(core.delete_namespace, theirs)
+
+
+async def test_another_owners_service_set_is_refused_gone_to_it_and_left_alone(
+    mgmt: client.ApiClient, workspaces: WorkspaceActivities, cluster: Cluster
+) -> None:
+    ours = service_set(cluster)
+    applied = await run(workspaces.apply_service_set, ours)
+    intruder = ours.model_copy(
+        update={"owner": Owner(workflow_id=ours.owner.workflow_id, organization="zz-intruder")}
+    )
+    error = await expect_error(
+        run(workspaces.apply_service_set, intruder), ErrorType.FOREIGN_OBJECT, retryable=False
+    )
+    assert f"ServiceSet {NAMESPACE}/{ours.name} already exists" in error.message
+    assert "zz-intruder" not in error.message, "the refusal names no owner"
+    assert (await run(workspaces.await_service_set, waiting(intruder, 0))).outcome is (
+        ServiceSetOutcome.GONE
+    )
+    left = await run(
+        workspaces.delete_service_set,
+        DeleteServiceSetRequest(namespace=NAMESPACE, name=ours.name, owner=intruder.owner),
+    )
+    assert (left.existed, left.foreign) == (True, True)
+    stored = await read_service_set(mgmt, ours.name)
+    assert not stored["metadata"].get("deletionTimestamp")
+    assert stored["metadata"]["generation"] == applied.generation, "nor changed"
+    await delete(workspaces, ours)
+
+
+async def test_another_owners_values_secret_is_refused_and_left_alone(
+    mgmt: client.ApiClient, workspaces: WorkspaceActivities, unsealer: Unsealer
+) -> None:
+    name, workspace = unique("values"), unique("nb")
+    owner = Owner(workflow_id=f"workspace/{workspace}")
+    await call(
+        client.CoreV1Api(mgmt).create_namespaced_secret,
+        NAMESPACE,
+        {"metadata": {"name": name}, "stringData": {"values": "someone: else"}},
+    )
+    write = WriteValuesSecretRequest(
+        namespace=NAMESPACE,
+        name=name,
+        workspace=workspace,
+        secret_values={"p": unsealer.sealer.seal(PASSWORD, workspace_scope(workspace, "p"))},
+        owner=owner,
+    )
+    error = await expect_error(
+        run(workspaces.write_values_secret, write), ErrorType.FOREIGN_OBJECT, retryable=False
+    )
+    assert PASSWORD not in error.message
+    left = await run(
+        workspaces.delete_values_secret,
+        DeleteValuesSecretRequest(namespace=NAMESPACE, name=name, owner=owner),
+    )
+    assert (left.existed, left.foreign) == (True, True)
+    kept = await call(client.CoreV1Api(mgmt).read_namespaced_secret, name, NAMESPACE)
+    assert base64.b64decode(kept.data["values"]) == b"someone: else"
+    await call(client.CoreV1Api(mgmt).delete_namespaced_secret, name, NAMESPACE)
+
+
+async def test_another_owners_route_is_refused_not_waited_on_and_left_alone(
+    workspaces: WorkspaceActivities, cluster: Cluster
+) -> None:
+    namespace = unique("ws")
+    owner = Owner(workflow_id=f"workspace/{namespace}")
+    await run(
+        workspaces.ensure_namespace,
+        EnsureNamespaceRequest(kubeconfig=cluster.kubeconfig, name=namespace, owner=owner),
+    )
+    found = await eventually(
+        lambda: run(
+            workspaces.find_tenant_gateway, FindTenantGatewayRequest(kubeconfig=cluster.kubeconfig)
+        ),
+        until=lambda f: f.gateway is not None,
+        what="the tenant gateway",
+    )
+    route = RouteSpec(
+        name=f"{namespace}-http",
+        kind="HTTPRoute",
+        service="box",
+        port=80,
+        hostname=f"{namespace}.{DOMAIN}",
+        section_name="https",
+    )
+    apply = ApplyRoutesRequest(
+        kubeconfig=cluster.kubeconfig,
+        namespace=namespace,
+        gateway_namespace=found.gateway_namespace,
+        gateway_name=found.gateway_name,
+        routes=[route],
+        owner=owner,
+    )
+    assert (await run(workspaces.apply_routes, apply)).created == [route.name]
+    other = Owner(workflow_id=f"workspace/acme/{namespace}", organization="acme")
+    error = await expect_error(
+        run(workspaces.apply_routes, apply.model_copy(update={"owner": other})),
+        ErrorType.FOREIGN_OBJECT,
+        retryable=False,
+    )
+    assert f"HTTPRoute {namespace}/{route.name} already exists" in error.message
+    seen = await run(
+        workspaces.await_routes,
+        AwaitRoutesRequest(
+            kubeconfig=cluster.kubeconfig,
+            namespace=namespace,
+            routes=[route],
+            owner=other,
+            deadline=soon(0),
+        ),
+    )
+    assert [(r.accepted, r.settled, r.reason) for r in seen.routes] == [
+        (False, True, "RouteNotFound")
+    ]
+    remove = DeleteRoutesRequest(
+        kubeconfig=cluster.kubeconfig, namespace=namespace, routes=[route], owner=other
+    )
+    assert (await run(workspaces.delete_routes, remove)).deleted == []
+    ours = remove.model_copy(update={"owner": owner})
+    assert (await run(workspaces.delete_routes, ours)).deleted == [route.name]
+    await run(
+        workspaces.delete_namespace,
+        DeleteNamespaceRequest(kubeconfig=cluster.kubeconfig, name=namespace, owner=owner),
+    )
+
+
+async def test_a_cluster_deployment_is_found_only_by_its_own_clusters_owner(
+    mgmt: client.ApiClient, cluster: Cluster
+) -> None:
+    """What a workspace resolving its cluster sees: the ClusterDeployment of that name exists for
+    the owner its marks name, and for no other (another organization's cluster, a hand-made one)."""
+    management = ManagementClusterActivities(mgmt)
+
+    def asked(owner: Owner | None) -> AwaitClusterDeploymentRequest:
+        return AwaitClusterDeploymentRequest(
+            namespace=NAMESPACE,
+            name=cluster.name,
+            want=DeploymentWait.READY,
+            deadline=soon(5),
+            owner=owner,
+        )
+
+    ready = await run(
+        management.await_cluster_deployment, asked(Owner(workflow_id=f"cluster/{cluster.name}"))
+    )
+    assert ready.outcome is DeploymentOutcome.READY
+    for foreign in (
+        Owner(workflow_id=f"cluster/{cluster.name}", organization="acme"),
+        Owner(workflow_id=f"cluster/acme/{cluster.name}", organization="acme"),
+    ):
+        seen = await run(management.await_cluster_deployment, asked(foreign))
+        assert (seen.outcome, seen.status.exists) == (DeploymentOutcome.GONE, False), foreign
+        assert seen.status.conditions == [], "nothing of it is told"
+
+
+async def test_the_colony_kubeconfigs_secret_is_only_its_colonys(mgmt: client.ApiClient) -> None:
+    management = ManagementClusterActivities(mgmt)
+    name = unique("lab") + "-kubeconfigs"
+    owner = Owner(workflow_id="colony/acme/lab", organization="acme")
+    write = WriteColonyKubeconfigsRequest(
+        namespace=NAMESPACE, name=name, colony="lab", owner=owner, clusters={"a": "x/y"}
+    )
+    assert (await run(management.write_colony_kubeconfigs, write)).written
+    assert (await run(management.write_colony_kubeconfigs, write)).written, "replaced"
+    other = Owner(workflow_id="colony/acme-labs/lab", organization="acme-labs")
+    await expect_error(
+        run(management.write_colony_kubeconfigs, write.model_copy(update={"owner": other})),
+        ErrorType.FOREIGN_OBJECT,
+        retryable=False,
+    )
+    emptied = write.model_copy(update={"owner": other, "clusters": {}})
+    assert not (await run(management.write_colony_kubeconfigs, emptied)).written
+    kept = await call(client.CoreV1Api(mgmt).read_namespaced_secret, name, NAMESPACE)
+    assert base64.b64decode(kept.data["a"]) == b"x/y"
+    ours = write.model_copy(update={"clusters": {}})
+    await run(management.write_colony_kubeconfigs, ours)
+    with pytest.raises(client.ApiException) as gone:
+        await call(client.CoreV1Api(mgmt).read_namespaced_secret, name, NAMESPACE)
+    assert gone.value.status == 404

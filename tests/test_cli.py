@@ -28,6 +28,7 @@ from starter.errors import (
     InvalidRequestError,
     NotFoundError,
     OperationFailedError,
+    temporal_unreachable,
 )
 
 COLONYCTL = str(Path(sys.executable).parent / "colonyctl")
@@ -319,8 +320,38 @@ def test_a_file_is_validated_like_flags(tmp_path: Path) -> None:
 
 def test_unreachable_temporal_is_a_failure_not_a_crash() -> None:
     code, stderr = invoke("cluster", "get", "training")
-    assert code == 1
-    assert stderr.startswith("error: cannot reach Temporal at 127.0.0.1:1")
+    # One line naming the address, why and what to do; not the transport's debug text.
+    assert (code, stderr) == (
+        1,
+        "error: temporal: cannot reach 127.0.0.1:1: connection refused "
+        "(set TEMPORAL_ADDRESS, or start it with make run)\n",
+    )
+
+
+@pytest.mark.parametrize(
+    ("cause", "line"),
+    [
+        pytest.param(
+            "Failed client connect: Server connection error: tonic::transport::Error(Transport, "
+            'ConnectError(ConnectError("tcp connect error", 127.0.0.1:1, Os { code: 111, kind: '
+            'ConnectionRefused, message: "Connection refused" })))',
+            "temporal: cannot reach a:1: connection refused (hint)",
+            id="refused",
+        ),
+        pytest.param(
+            "Failed client connect: Server connection error: tonic::transport::Error(Transport, "
+            'ConnectError(ConnectError("dns error", Custom { kind: Uncategorized, error: "failed '
+            'to lookup address information: Name or service not known" })))',
+            "temporal: cannot reach a:1: its name does not resolve (hint)",
+            id="dns",
+        ),
+        pytest.param("something else entirely", "temporal: cannot reach a:1 (hint)", id="other"),
+    ],
+)
+def test_temporal_out_of_reach_is_said_once_without_the_transports_words(
+    cause: str, line: str
+) -> None:
+    assert temporal_unreachable("a:1", RuntimeError(cause), hint="hint").message == line
 
 
 def test_a_file_may_not_carry_unknown_fields(tmp_path: Path) -> None:
@@ -408,12 +439,52 @@ def test_the_command_line_converts_its_own_text_before_the_strict_model() -> Non
         "cluster", "create", "ok", "--location-id", "fra1",
         "--node-pool", "name=gpu,count=2,gpuModelId=h100-80gb",
     )  # fmt: skip
-    assert (code, stderr.startswith("error: cannot reach Temporal")) == (1, True), stderr
+    assert (code, stderr.startswith("error: temporal: cannot reach")) == (1, True), stderr
     code, stderr = invoke(
         "cluster", "create", "ok", "--location-id", "fra1",
         "--node-pool", "name=gpu,count=two,gpuModelId=h100-80gb",
     )  # fmt: skip
-    assert (code, stderr) == (
-        2,
-        "error: nodePools[0].count: must be an integer, not the string 'two'\n",
-    )
+    # The words README promises, as `--count two` gets them from the parser.
+    assert (code, stderr) == (2, "error: nodePools[0].count: 'two' is not a whole number\n")
+
+
+def test_version_is_an_option_of_the_command_line_too() -> None:
+    result = CliRunner().invoke(app, ["--version"], env=NO_SERVERS)
+    assert (result.exit_code, result.stdout.startswith("Colony ")) == (0, True), result.stdout
+    assert "Temporal Python SDK" in result.stdout
+    assert "--version" in CliRunner().invoke(app, ["--help"]).stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        pytest.param(
+            ("kubeconfig", "--output", "kc"), "error: cluster: required (CLUSTER)\n", id="none"
+        ),
+        pytest.param(
+            ("kubeconfig", "a", "--cluster", "b", "--output", "kc"),
+            "error: cluster: given twice, as 'a' and 'b' (give CLUSTER once)\n",
+            id="two",
+        ),
+    ],
+)
+def test_kubeconfig_takes_the_cluster_as_every_command_does(
+    args: tuple[str, ...], line: str
+) -> None:
+    assert invoke(*args) == (2, line)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(("kubeconfig", "training", "--output"), id="argument"),
+        pytest.param(("kubeconfig", "--cluster", "training", "--output"), id="former-option"),
+    ],
+)
+def test_kubeconfig_writes_for_the_cluster_given_either_way(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    """Past the cluster's name: the management kubeconfig (nonexistent here) is what refuses."""
+    code, stderr = invoke(*args, str(tmp_path / "kc"))
+    assert code == 2
+    assert stderr.startswith("error: management cluster kubeconfig /nonexistent"), stderr

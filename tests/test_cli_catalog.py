@@ -1,5 +1,6 @@
 """What each location stocks (hosts per SKU, free now), and the checks that refuse, before anything
-starts, a SKU a location does not stock or has too few free hosts of (issue 10).
+starts, a SKU a location does not stock or has too few free hosts of (issue 10); advice to wait for
+capacity only where waiting can help: never for more hosts than the location has in all (issue 16).
 
 Stock is computed from the host provider's `GET /v1/hosts`; the CLI tests run against the sim's
 host provider only (Temporal points nowhere: a request that passes the checks fails to connect,
@@ -16,11 +17,13 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
+from models.advice import for_command_line, set_option
 from models.catalog import LocationStock, SkuKind, SkuStock, stock_problem
 from models.node_pool import NodeSku
 from sim.world import SimWorld
 from starter.catalog import stock_of
 from starter.cli import app, normalize_argv
+from tests.helpers import unique
 from tests.simenv import colony_env, started_world
 
 FRA1 = LocationStock(
@@ -54,25 +57,75 @@ def test_stock_counts_hosts_per_sku_of_the_location_only() -> None:
     ]
 
 
+H100 = NodeSku(gpu_model_id="h100-80gb")
+SHORT = "4 more host(s) of h100-80gb needed in fra1, 3 free now (of 8)"
+
+
 @pytest.mark.parametrize(
-    ("sku", "hosts", "wait", "problem"),
+    ("sku", "asked", "others", "wait", "problem"),
     [
-        pytest.param(NodeSku(gpu_model_id="h100-80gb"), 3, False, None, id="enough"),
+        pytest.param(H100, 3, 0, False, None, id="enough"),
         pytest.param(
-            NodeSku(gpu_model_id="h100-80gb"),
+            H100,
             4,
+            0,
             False,
+            ("count", f"{SHORT}; set waitForCapacity to true to queue and wait for them"),
+            id="short-now-waiting-helps",
+        ),
+        pytest.param(H100, 4, 0, True, None, id="short-but-waits"),
+        pytest.param(
+            H100,
+            4,
+            0,
+            None,
+            ("count", f"{SHORT}; apply it again once enough are free"),
+            id="short-and-cannot-wait",
+        ),
+        pytest.param(
+            H100,
+            50,
+            0,
+            True,
+            ("count", "50 hosts of h100-80gb asked, location fra1 has 8 in all; ask for at most 8"),
+            id="more-than-in-all-even-waiting",
+        ),
+        pytest.param(
+            H100,
+            50,
+            0,
+            False,
+            ("count", "50 hosts of h100-80gb asked, location fra1 has 8 in all; ask for at most 8"),
+            id="more-than-in-all-no-wait-advice",
+        ),
+        pytest.param(
+            H100,
+            4,
+            6,
+            True,
             (
                 "count",
-                "4 more host(s) of h100-80gb needed in fra1, 3 free now (of 8); "
-                "add --wait-for-capacity to queue and wait for them",
+                "10 hosts of h100-80gb asked (4 by this pool, 6 by the cluster's other pools of "
+                "it), location fra1 has 8 in all; ask for at most 2",
             ),
-            id="short",
+            id="with-the-clusters-other-pools",
         ),
-        pytest.param(NodeSku(gpu_model_id="h100-80gb"), 4, True, None, id="short-but-waits"),
+        pytest.param(
+            H100,
+            1,
+            8,
+            True,
+            (
+                "count",
+                "9 hosts of h100-80gb asked (1 by this pool, 8 by the cluster's other pools of "
+                "it), location fra1 has 8 in all; the cluster's other pools have them all",
+            ),
+            id="other-pools-have-them-all",
+        ),
         pytest.param(
             NodeSku(gpu_model_id="l40s-48gb"),
             1,
+            0,
             True,
             (
                 "sku.gpuModelId",
@@ -84,6 +137,7 @@ def test_stock_counts_hosts_per_sku_of_the_location_only() -> None:
         pytest.param(
             NodeSku(cpu_sku="h100-80gb"),
             1,
+            0,
             False,
             (
                 "sku.cpuSku",
@@ -95,9 +149,25 @@ def test_stock_counts_hosts_per_sku_of_the_location_only() -> None:
     ],
 )
 def test_stock_problem(
-    sku: NodeSku, hosts: int, wait: bool, problem: tuple[str, str] | None
+    sku: NodeSku, asked: int, others: int, wait: bool | None, problem: tuple[str, str] | None
 ) -> None:
-    assert stock_problem(FRA1, sku, hosts, wait_for_capacity=wait) == problem
+    assert (
+        stock_problem(FRA1, sku, asked=asked, more=asked, others=others, wait_for_capacity=wait)
+        == problem
+    )
+
+
+def test_advice_is_in_the_api_words_and_the_command_line_renders_its_flag() -> None:
+    problem = stock_problem(FRA1, H100, asked=4, more=4, wait_for_capacity=False)
+    assert problem is not None
+    assert for_command_line(problem[1]) == (
+        f"{SHORT}; add --wait-for-capacity to queue and wait for them"
+    )
+    assert for_command_line("scaling ...; or set force to true (they go back ...)") == (
+        "scaling ...; or add --force (they go back ...)"
+    )
+    with pytest.raises(ValueError, match="no flag renders option 'drain'"):
+        set_option("drain")
 
 
 @pytest.fixture(scope="module")
@@ -158,9 +228,19 @@ def _sku(gpu: str) -> Any:
         pytest.param(
             ("--location-id", "fra1", "--node-pool", "name=huge,count=13,gpuModelId=h100-80gb"),
             2,
-            "error: nodePools[0].count: 13 more host(s) of h100-80gb needed in fra1, 8 free now "
-            "(of 8); add --wait-for-capacity to queue and wait for them",
-            id="short",
+            "error: nodePools[0].count: 13 hosts of h100-80gb asked, location fra1 has 8 in all; "
+            "ask for at most 8",
+            id="more-than-in-all",
+        ),
+        pytest.param(
+            (
+                "--location-id", "fra1", "--wait-for-capacity",
+                "--node-pool", "name=huge,count=13,gpuModelId=h100-80gb",
+            ),
+            2,
+            "error: nodePools[0].count: 13 hosts of h100-80gb asked, location fra1 has 8 in all; "
+            "ask for at most 8",
+            id="more-than-in-all-even-waiting",
         ),
         pytest.param(
             (
@@ -170,18 +250,25 @@ def _sku(gpu: str) -> Any:
                 "--node-pool", "name=b,count=5,gpuModelId=h100-80gb",
             ),
             2,
-            "error: nodePools[1].count: 10 more host(s) of h100-80gb needed in fra1, 8 free now "
-            "(of 8); add --wait-for-capacity to queue and wait for them",
+            "error: nodePools[1].count: 10 hosts of h100-80gb asked (5 by this pool, 5 by the "
+            "cluster's other pools of it), location fra1 has 8 in all; ask for at most 3",
             id="pools-of-one-sku-add-up",
+        ),
+        pytest.param(
+            ("--location-id", "fra1", "--node-pool", "name=gpu,count=7,gpuModelId=h100-80gb"),
+            2,
+            "error: nodePools[0].count: 7 more host(s) of h100-80gb needed in fra1, 6 free now "
+            "(of 8); add --wait-for-capacity to queue and wait for them",
+            id="short-now",
         ),
         pytest.param(
             (
                 "--location-id", "fra1", "--wait-for-capacity",
-                "--node-pool", "name=huge,count=13,gpuModelId=h100-80gb",
+                "--node-pool", "name=gpu,count=7,gpuModelId=h100-80gb",
             ),
             1,
-            "error: cannot reach Temporal at 127.0.0.1:1",
-            id="short-but-waits",
+            "error: temporal: cannot reach 127.0.0.1:1",
+            id="short-now-but-waits",
         ),
         pytest.param(
             (
@@ -198,7 +285,13 @@ def _sku(gpu: str) -> Any:
 async def test_cluster_create_is_refused_what_the_location_cannot_serve(
     world: SimWorld, args: tuple[str, ...], code: int, line: str
 ) -> None:
-    result = await ctl(world, "cluster", "create", "stocked", *args)
+    # Two of fra1's eight H100 hosts are someone else's: six are free.
+    hold = unique("someone-else")  # a claim's key is idempotent: a new one per case
+    world.inventory.claim(hold, "fra1", _sku("h100-80gb"), 2, "someone")
+    try:
+        result = await ctl(world, "cluster", "create", "stocked", *args)
+    finally:
+        world.inventory.release_claim(hold)
     assert result.exit_code == code, result.stderr
     assert result.stderr.splitlines()[0].startswith(line), result.stderr
     if code == 2:

@@ -115,3 +115,23 @@ def test_a_cached_token_imports_almost_nothing(tmp_path: Path) -> None:
     heavy = {"json", "typing", "datetime", "re", "site", "runpy", *CLIENT_LIBRARIES}
     assert not imported & heavy, sorted(imported & heavy)
     assert {"starter", "starter.token_cache"} <= imported
+
+
+def test_version_names_colony_and_the_temporal_sdk_from_metadata_alone() -> None:
+    """`colonyctl --version` reads the packages' metadata: neither the SDK nor the command line is
+    imported to answer it."""
+    from importlib import metadata
+
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "colonyctl"), "--version"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **NO_SERVERS},
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == (
+        f"Colony {metadata.version('colony')} "
+        f"(Temporal Python SDK {metadata.version('temporalio')})\n"
+    )
+    imported = modules_after("import starter.cli; starter.cli.run(['--version'])")
+    assert not imported & {*CLIENT_LIBRARIES, "typer", "pydantic"}, imported

@@ -43,6 +43,7 @@ from models.operations import (
     OperationState,
     ScaleNodePoolRequest,
 )
+from sim.hostprovider.inventory import Sku
 from sim.world import SimWorld
 from starter.cli import app, normalize_argv
 from tests.helpers import eventually, unique
@@ -369,17 +370,32 @@ async def test_operation_list_get_and_cancel(standin: StandIn) -> None:
 
 async def test_node_pool_capacity_is_checked_before_anything_starts(standin: StandIn) -> None:
     name = await standin.cluster(GPU_POOL)
-    short = await standin.ctl("node-pool", "scale", name, "gpu", "--count", "30", expect=2)
-    free = len(
-        standin.world.inventory.hosts(location="fra1", gpu_model_id="h100-80gb", state="free")
-    )
-    assert short.stderr == (
-        f"error: count: 28 more host(s) of h100-80gb needed in fra1, {free} free now (of 8); "
-        "add --wait-for-capacity to queue and wait for them\n"
-    )
-    await standin.ctl(
-        "node-pool", "scale", name, "gpu", "--count", "30", "--wait-for-capacity"
-    )  # fmt: skip
+    # More than fra1 has in all: refused, and waiting is not advised (nor accepted).
+    for wait in ([], ["--wait-for-capacity"]):
+        beyond = await standin.ctl(
+            "node-pool", "scale", name, "gpu", "--count", "30", *wait, expect=2
+        )  # fmt: skip
+        assert beyond.stderr == (
+            "error: count: 30 hosts of h100-80gb asked, location fra1 has 8 in all; "
+            "ask for at most 8\n"
+        )
+    # Enough in all, too few free now (the stand-in claims none; someone else holds all but
+    # one): waiting is advised, and accepted.
+    world = standin.world
+    hold = unique("hold")
+    free = len(world.inventory.hosts(location="fra1", gpu_model_id="h100-80gb", state="free"))
+    world.inventory.claim(hold, "fra1", Sku(gpu_model_id="h100-80gb"), free - 1, "someone")
+    try:
+        short = await standin.ctl("node-pool", "scale", name, "gpu", "--count", "4", expect=2)
+        assert short.stderr == (
+            "error: count: 2 more host(s) of h100-80gb needed in fra1, 1 free now (of 8); "
+            "add --wait-for-capacity to queue and wait for them\n"
+        )
+        await standin.ctl(
+            "node-pool", "scale", name, "gpu", "--count", "4", "--wait-for-capacity"
+        )  # fmt: skip
+    finally:
+        world.inventory.release_claim(hold)
     await standin.ctl("node-pool", "scale", name, "gpu", "--count", "1")  # down: no check
     # fra1 stocks cpu-64c-512g: accepted.
     await standin.ctl(

@@ -8,6 +8,7 @@ Temporal points nowhere (`127.0.0.1:1`): a refusal that needed it would exit 1, 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,12 @@ from starter import workspace_output
 from starter.cli import app, normalize_argv
 from starter.commands import workspace as workspace_command
 from starter.errors import InvalidRequestError
-from starter.workspace_client import missing_prompts, prepare_workspace, workspace_details
+from starter.workspace_client import (
+    WorkspaceSummary,
+    missing_prompts,
+    prepare_workspace,
+    workspace_details,
+)
 from tests.test_manifests import ACCEPT, EXALSIUS, EXPECTED
 
 CATALOG = load_workspace_catalog()
@@ -387,7 +393,12 @@ def test_workspace_get_shows_the_failure_context(capsys: pytest.CaptureFixture[s
             "conditions": [
                 {"type": "HelmReleaseReady", "status": "False", "reason": "HelmReleaseFailed"}
             ],
-            "admission": {"requestId": "r", "state": "waiting", "position": 2, "message": "2 x 4"},
+            "admission": {
+                "requestId": "r",
+                "state": "waiting",
+                "position": 2,
+                "message": "waiting for GPU capacity: position 2 in the queue for any GPU",
+            },
             "failureContext": {
                 "phaseWhenFailed": "Deploying",
                 "reason": "wsd-training-nb failed: image pull",
@@ -407,8 +418,109 @@ def test_workspace_get_shows_the_failure_context(capsys: pytest.CaptureFixture[s
     text = capsys.readouterr().out
     assert "PHASE:" in text
     assert "Failed" in text
-    assert "waiting for GPUs: position 2 (2 x 4)" in text
+    assert "ADMISSION:  waiting for GPUs: position 2\n" in text
     assert "phase when failed: Deploying" in text
     assert "service wsd-training-nb: Failed: boom" in text
     assert "Warning BackOff: Pod/x: pull" in text
     assert "HelmReleaseFailed" in text
+
+
+@pytest.mark.parametrize(
+    ("message", "resources", "line"),
+    [
+        pytest.param(
+            "waiting for GPU capacity: position 1 in the queue for exalsius.ai/gpu-model=h100-80gb "
+            "(1 x 1 GPU (exalsius.ai/gpu-model=h100-80gb))",
+            {"perReplica": {"gpuCount": 1, "gpuType": "h100-80gb"}},
+            "waiting for GPUs: position 1 in the queue for 1 x 1 GPU h100-80gb",
+            id="once",
+        ),
+        pytest.param(
+            "its GPUs' node left the cluster; waiting for GPU capacity: position 1 in the queue "
+            "for any GPU (2 x 4 GPUs (any GPU))",
+            {"replicas": 2, "perReplica": {"gpuCount": 4}},
+            "its GPUs' node left the cluster; waiting for GPUs: position 1 in the queue for "
+            "2 x 4 GPUs of any model",
+            id="what-happened-kept",
+        ),
+        pytest.param("", None, "waiting for GPUs: position 1", id="nothing-known"),
+    ],
+)
+def test_a_waiting_workspace_says_where_it_waits_once(
+    message: str, resources: dict[str, Any] | None, line: str
+) -> None:
+    status = WorkspaceStatus.model_validate(
+        {
+            "name": "nb",
+            "class": "colony-jupyter-1-0-0",
+            "cluster": "training",
+            "phase": "Waiting",
+            "resolvedResources": resources,
+            "admission": {"requestId": "r", "state": "waiting", "position": 1, "message": message},
+        }
+    )
+    assert workspace_output.admission_text(status) == line
+
+
+# --- workspace list -------------------------------------------------------------------------------
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("ago", "age"),
+    [
+        pytest.param(timedelta(seconds=45), "45s", id="seconds"),
+        pytest.param(timedelta(minutes=12, seconds=5), "12m", id="minutes"),
+        pytest.param(timedelta(hours=5, minutes=59), "5h", id="hours"),
+        pytest.param(timedelta(days=3, hours=2), "3d", id="days"),
+        pytest.param(timedelta(seconds=-3), "0s", id="clock-skew"),
+    ],
+)
+def test_age_is_said_as_kubectl_says_it(ago: timedelta, age: str) -> None:
+    assert workspace_output.age_text((NOW - ago).isoformat(), NOW) == age
+
+
+def test_an_unknown_start_has_no_age() -> None:
+    assert workspace_output.age_text("", NOW) == "-"
+
+
+def summary(name: str, **extra: Any) -> WorkspaceSummary:
+    fields: dict[str, Any] = {
+        "cluster": "training",
+        "class_name": "colony-jupyter-1-0-0",
+        "phase": "Running",
+        "workflow_id": f"workspace/{name}",
+        "started": (NOW - timedelta(minutes=3)).isoformat(),
+    }
+    return WorkspaceSummary(name=name, **{**fields, **extra})
+
+
+def test_workspaces_are_listed_in_natural_order_and_wide_adds_gpus_position_and_age() -> None:
+    found = [
+        summary("burst-10", phase="Waiting", position=2, gpus=4),
+        summary("burst-2", gpus=None),
+        summary("burst-1", organization="acme", gpus=0),
+    ]
+    ordered = sorted(found, key=lambda w: w.order)
+    assert [(w.organization, w.name) for w in ordered] == [
+        ("", "burst-2"),
+        ("", "burst-10"),
+        ("acme", "burst-1"),
+    ]
+    columns, rows = workspace_output.workspace_rows(ordered, now=NOW)
+    assert columns == ("ORGANIZATION", "NAME", "CLUSTER", "CLASS", "PHASE", "STARTED")
+    assert rows[1][4] == "Waiting (position 2)"
+    columns, rows = workspace_output.workspace_rows(ordered, wide=True, now=NOW)
+    assert columns[5:8] == ("GPUS", "POSITION", "AGE")
+    assert [row[:8] for row in rows] == [
+        ("-", "burst-2", "training", "colony-jupyter-1-0-0", "Running", "-", "-", "3m"),
+        ("-", "burst-10", "training", "colony-jupyter-1-0-0", "Waiting", 4, 2, "3m"),
+        ("acme", "burst-1", "training", "colony-jupyter-1-0-0", "Running", 0, "-", "3m"),
+    ]
+
+
+def test_only_the_list_takes_wide() -> None:
+    refused = CliRunner().invoke(app, ["workspace", "get", "nb", "-o", "wide"])
+    assert refused.exit_code == 2
+    assert "wide" in refused.stderr

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from models.activity_api import NodeInfo, PodInfo, Toleration
+from models.advice import for_command_line
+from models.capacity import GpuHolder
 from models.cluster import ClusterPhase, ClusterState
 from models.drain import PodDrainClass, choose_nodes_to_remove, classify_pod, pods_to_evict
 from models.node_pool import (
@@ -30,7 +32,7 @@ from models.operations import (
     OperationRequest,
     ScaleNodePoolRequest,
 )
-from models.rules import operation_problem
+from models.rules import gpu_holders_problem, operation_problem
 
 # --- Pods ----------------------------------------------------------------------------------------
 
@@ -226,7 +228,7 @@ FREE = (
         pytest.param(
             state(pool_status("gpu", 2)),
             ScaleNodePoolRequest(pool="cpu", count=1),
-            "node pool 'cpu' does not exist in cluster 'c'",
+            "node pool 'cpu' does not exist in cluster 'c' (its node pools: gpu)",
             id="scale-unknown-pool",
         ),
         pytest.param(
@@ -239,7 +241,7 @@ FREE = (
         pytest.param(
             state(pool_status("gpu", 2)),
             DeleteNodePoolRequest(pool="cpu"),
-            "node pool 'cpu' does not exist in cluster 'c'",
+            "node pool 'cpu' does not exist in cluster 'c' (its node pools: gpu)",
             id="delete-unknown-pool",
         ),
         pytest.param(
@@ -287,7 +289,7 @@ FREE = (
                 queue=[DeleteNodePoolRequest(pool="cpu")],
             ),
             ScaleNodePoolRequest(pool="cpu", count=3),
-            "node pool 'cpu' does not exist in cluster 'c'",
+            "node pool 'cpu' does not exist in cluster 'c' (its node pools: gpu)",
             id="queued-delete",
         ),
         pytest.param(
@@ -349,3 +351,52 @@ def test_the_running_operation_is_not_counted_twice() -> None:
     refused = operation_problem("c", state(pool), running, DeleteNodeRequest(node="gpu-0"))
     assert refused is not None
     assert refused.message == ("node 'gpu-0' does not exist in cluster 'c'")
+
+
+def test_an_unknown_pool_of_a_cluster_without_pools_says_so() -> None:
+    problem = operation_problem("c", state(), None, DeleteNodePoolRequest(pool="gpu"))
+    assert problem is not None
+    assert problem.message == "node pool 'gpu' does not exist in cluster 'c' (it has no node pools)"
+
+
+HOLDERS = [
+    GpuHolder(workspace="nb", request_id="r", gpus=1, nodes=["gpu-0"]),
+    GpuHolder(workspace="nb", request_id="r", gpus=1, nodes=["gpu-1"]),
+]
+"""Both nodes of pool gpu hold GPUs of workspace nb."""
+TAKES = "would take GPUs from running workspaces: nb; delete or suspend them first, or "
+
+
+@pytest.mark.parametrize(
+    ("request_", "field", "what"),
+    [
+        pytest.param(
+            ScaleNodePoolRequest(pool="gpu", count=1),
+            "count",
+            "scaling node pool 'gpu' of cluster 'c' to 1",
+            id="scale-down",
+        ),
+        pytest.param(
+            DeleteNodePoolRequest(pool="gpu"),
+            "pool",
+            "deleting node pool 'gpu' of cluster 'c'",
+            id="delete-pool",
+        ),
+        pytest.param(DeleteNodeRequest(node="gpu-0"), "node", "deleting node 'gpu-0'", id="node"),
+    ],
+)
+def test_taking_running_workspaces_gpus_names_its_field_and_the_option_that_forces_it(
+    request_: OperationRequest, field: str, what: str
+) -> None:
+    problem = gpu_holders_problem("c", state(pool_status("gpu", 2)), request_, HOLDERS)
+    assert problem is not None
+    assert problem.field == field
+    # The API's words; colonyctl names its flag.
+    assert problem.message == (
+        f"{what} {TAKES}set force to true (they go back to waiting for GPUs)"
+    )
+    assert for_command_line(problem.message) == (
+        f"{what} {TAKES}add --force (they go back to waiting for GPUs)"
+    )
+    forced = request_.model_copy(update={"force": True})
+    assert gpu_holders_problem("c", state(pool_status("gpu", 2)), forced, HOLDERS) is None

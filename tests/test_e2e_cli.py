@@ -8,7 +8,8 @@
 - `operation list/get` on a real cluster; `operation cancel` of a running pool add, whose
   compensation releases the host it claimed;
 - the pool add that used to leave a pool of count 0 behind (13 H100 in fra1, 8 exist) is refused
-  before anything starts.
+  before anything starts, waiting or not; a pool that waits for hosts shows its cluster
+  `waiting`, never `ready`, until they are free.
 
 `colonyctl` runs as real processes (its console script) here, driven from the test's event loop
 so the in-process sim and worker keep serving.
@@ -32,6 +33,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from bench.cli_exit import mix
+from sim.hostprovider.inventory import Sku
 from sim.world import SimWorld
 from tests.conftest import venv_binary
 from tests.helpers import eventually, unique
@@ -150,7 +152,7 @@ async def test_kubectl_reuses_the_cached_token_and_renews_a_refused_one(
     colony: Colony, tmp_path: Path
 ) -> None:
     kubeconfig = tmp_path / "kubeconfig"
-    await colony.ctl("kubeconfig", "--cluster", colony.cluster, "--output", str(kubeconfig))
+    await colony.ctl("kubeconfig", colony.cluster, "--output", str(kubeconfig))
     kubectl = (
         venv_binary("kubectl"),
         "--kubeconfig",
@@ -219,16 +221,66 @@ async def test_a_command_retried_with_its_request_id_queues_once(colony: Colony)
 async def test_a_pool_the_location_cannot_fill_is_refused_before_anything_starts(
     colony: Colony,
 ) -> None:
-    free = len(colony.world.inventory.hosts(location="fra1", gpu_model_id=GPU, state="free"))
-    refused = await colony.ctl(
-        "node-pool", "create", colony.cluster, "--name", "huge", "--count", "13",
-        "--gpu-model-id", GPU, "--wait", expect=2,
-    )  # fmt: skip
-    assert refused.stderr == (
-        f"error: count: 13 more host(s) of {GPU} needed in fra1, {free} free now (of 8); "
-        "add --wait-for-capacity to queue and wait for them\n"
-    )
+    # The cluster's own H100 pool (scaled by the tests before this one) counts toward fra1's 8.
+    held = next(p["count"] for p in (await colony.status())["nodePools"] if p["name"] == "gpu")
+    for wait in ([], ["--wait-for-capacity"]):
+        refused = await colony.ctl(
+            "node-pool", "create", colony.cluster, "--name", "huge", "--count", "13",
+            "--gpu-model-id", GPU, "--wait", *wait, expect=2,
+        )  # fmt: skip
+        assert refused.stderr == (
+            f"error: count: {13 + held} hosts of {GPU} asked (13 by this pool, {held} by the "
+            f"cluster's other pools of it), location fra1 has 8 in all; ask for at most "
+            f"{8 - held}\n"
+        )
     assert "huge" not in [p["name"] for p in (await colony.status())["nodePools"]]
+
+
+async def test_a_pool_waiting_for_hosts_shows_waiting_never_ready(colony: Colony) -> None:
+    """Enough H100 in fra1 in all, too few free now: waiting is advised, and a pool that waits
+    shows the cluster `waiting` (get, list, why) until its hosts are free, then `ready`."""
+    world, cluster = colony.world, colony.cluster
+    hold = unique("hold")
+    free = len(world.inventory.hosts(location="fra1", gpu_model_id=GPU, state="free"))
+    world.inventory.claim(hold, "fra1", Sku(gpu_model_id=GPU), free - 1, "someone")
+    try:
+        short = await colony.ctl(
+            "node-pool", "create", cluster, "--name", "more", "--count", "2",
+            "--gpu-model-id", GPU, expect=2,
+        )  # fmt: skip
+        assert short.stderr == (
+            f"error: count: 2 more host(s) of {GPU} needed in fra1, 1 free now (of 8); "
+            "add --wait-for-capacity to queue and wait for them\n"
+        )
+        await colony.ctl(
+            "node-pool", "create", cluster, "--name", "more", "--count", "2",
+            "--gpu-model-id", GPU, "--wait-for-capacity",
+        )  # fmt: skip
+        waiting = await eventually(
+            colony.status, until=lambda s: s["phase"] == "waiting", timeout=60, what="waiting"
+        )
+        more = next(p for p in waiting["nodePools"] if p["name"] == "more")
+        assert more["waitingForHosts"] == 2
+        assert waiting["reason"] == f"node pool 'more' waits for 2 free host(s) of gpu:{GPU}"
+        shown = await colony.ctl("cluster", "get", cluster)
+        assert "phase waiting\nreason: node pool 'more' waits for 2 free host(s)" in shown.stdout
+
+        async def listed() -> str:
+            rows = (await colony.ctl("cluster", "list", "-o", "json")).json()
+            return str(next(row["phase"] for row in rows if row["name"] == cluster))
+
+        await eventually(listed, until=lambda phase: phase == "waiting", timeout=30, what="list")
+    finally:
+        world.inventory.release_claim(hold)
+    ready = await eventually(
+        colony.status,
+        until=lambda s: s["phase"] == "ready" and s.get("currentOperation") is None,
+        timeout=90,
+        what="ready once hosts are free",
+    )
+    more = next(p for p in ready["nodePools"] if p["name"] == "more")
+    assert (more["readyCount"], more["waitingForHosts"]) == (2, 0)
+    await colony.ctl("node-pool", "delete", cluster, "more", "--wait", "--timeout", "90")
 
 
 async def test_operation_cancel_interrupts_a_running_pool_add(colony: Colony) -> None:

@@ -475,7 +475,7 @@ async def test_a_colony_of_two_clusters_through_colonyctl(colony: Colony, tmp_pa
     )
     assert (ready["readyClusters"], ready["totalClusters"]) == (2, 2)
     gpu = next(c for c in ready["clusters"] if c["entry"] == "gpu")
-    assert gpu["cluster"] == f"{name}-gpu"
+    assert gpu["cluster"] == f"{name}--gpu"
     (offering,) = gpu["gpus"]
     assert offering["model"] == GPU_MODEL
     assert offering["total"] > 0
@@ -485,9 +485,11 @@ async def test_a_colony_of_two_clusters_through_colonyctl(colony: Colony, tmp_pa
         f"{name}-kubeconfigs",
         "kcm-system",
     )
-    assert sorted(secret.data) == [f"{name}-gpu", f"{name}-lab"]
+    assert sorted(secret.data) == [f"{name}--gpu", f"{name}--lab"]
     listed = await colony.ctl("colony", "list", "-o", "json")
-    assert name in [c["name"] for c in json.loads(listed.stdout)]
+    assert [c["organization"] for c in json.loads(listed.stdout) if c["name"] == name] == [""]
+    table = (await colony.ctl("colony", "list")).stdout
+    assert table.splitlines()[0].split() == ["ORGANIZATION", "NAME", "PHASE"]
 
     await colony.ctl("colony", "delete", name)
     await eventually(
@@ -497,5 +499,5 @@ async def test_a_colony_of_two_clusters_through_colonyctl(colony: Colony, tmp_pa
         interval=0.5,
         what="colony deleted",
     )
-    assert colony.claimed_by(f"{name}-gpu") == []
-    await colony.ctl("cluster", "get", f"{name}-gpu", expect=3)
+    assert colony.claimed_by(f"{name}--gpu") == []
+    await colony.ctl("cluster", "get", f"{name}--gpu", expect=3)

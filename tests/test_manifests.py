@@ -418,6 +418,53 @@ spec:
         ),
         pytest.param(
             """
+apiVersion: workspaces.exalsius.ai/v1
+kind: WorkspaceDeployment
+metadata: {name: nb}
+spec:
+  workspaceClassRef: nb-1-0-0
+  clusterDeploymentRef: {name: training, namespace: team-a}
+""",
+            [
+                "document 1 (WorkspaceDeployment nb): spec.clusterDeploymentRef.namespace: Colony's "
+                "clusters have their ClusterDeployments in namespace 'kcm-system'; 'team-a' holds "
+                "none of them: set it to kcm-system"
+            ],
+            id="deployment-cluster-namespace",
+        ),
+        pytest.param(
+            """
+apiVersion: workspaces.exalsius.ai/v1
+kind: WorkspaceDeployment
+metadata: {name: nb, namespace: team-a}
+spec:
+  workspaceClassRef: nb-1-0-0
+  clusterDeploymentRef: {name: training, namespace: kcm-system}
+""",
+            [
+                "document 1 (WorkspaceDeployment nb): metadata.namespace: a workspace's ServiceSet "
+                "and values Secret go beside its cluster's ClusterDeployment, in namespace "
+                "'kcm-system'; 'team-a' is not it: leave metadata.namespace out or set it to "
+                "kcm-system"
+            ],
+            id="deployment-namespace",
+        ),
+        pytest.param(
+            """
+apiVersion: colony.dev/v1
+kind: Workspace
+metadata: {name: nb, namespace: default}
+spec: {class: nb-1-0-0, cluster: training}
+""",
+            [
+                "document 1 (Workspace nb): metadata.namespace: a workspace's ServiceSet and values "
+                "Secret go beside its cluster's ClusterDeployment, in namespace 'kcm-system'; "
+                "'default' is not it: leave metadata.namespace out or set it to kcm-system"
+            ],
+            id="colony-workspace-namespace",
+        ),
+        pytest.param(
+            """
 apiVersion: infra.exalsius.ai/v1
 kind: Colony
 metadata: {name: c}
@@ -615,7 +662,7 @@ items:
     west, lab = colony.colony_clusters
     west_spec = west.to_cluster_spec("fleet")
     assert (west_spec.name, west_spec.location_id, west_spec.node_pools[0].name) == (
-        "fleet-west",
+        "fleet--west",
         "fra1",
         "gpu",
     )
@@ -636,3 +683,25 @@ items:
 
 def test_empty_documents_are_skipped() -> None:
     assert parse_manifests("---\n# nothing\n---\n") == []
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        pytest.param("{name: nb, namespace: kcm-system}", id="beside-the-cluster"),
+        pytest.param("{name: nb}", id="left-out"),
+    ],
+)
+def test_a_deployments_namespaces_are_honoured_where_its_cluster_is(metadata: str) -> None:
+    (manifest,) = parse_manifests(
+        f"""
+apiVersion: workspaces.exalsius.ai/v1
+kind: WorkspaceDeployment
+metadata: {metadata}
+spec:
+  workspaceClassRef: nb-1-0-0
+  clusterDeploymentRef: {{name: training, namespace: kcm-system}}
+"""
+    )
+    assert isinstance(manifest.request, WorkspaceSpec)
+    assert (manifest.request.name, manifest.request.cluster) == ("nb", "training")

@@ -291,27 +291,68 @@ def test_state_written_by_another_release_still_loads() -> None:
 
 
 @pytest.mark.parametrize(
-    ("organization", "workflow_id", "deployment"),
+    ("organization", "name", "workflow_id", "deployment_head"),
     [
-        pytest.param("", "cluster/training", "training", id="operator-managed"),
-        pytest.param("acme", "cluster/acme/training", "acme-training", id="organization"),
-        pytest.param("a" * 40, f"cluster/{'a' * 40}/training", None, id="long-names-are-shortened"),
+        pytest.param("", "training", "cluster/training", None, id="operator-managed"),
+        pytest.param("acme", "training", "cluster/acme/training", "acme-training--", id="org"),
+        pytest.param(
+            "a" * 40,
+            "training" + "x" * 30,
+            f"cluster/{'a' * 40}/training{'x' * 30}",
+            "aaa",
+            id="long",
+        ),
     ],
 )
 def test_an_organization_qualifies_the_cluster_identity(
-    organization: str, workflow_id: str, deployment: str | None
+    organization: str, name: str, workflow_id: str, deployment_head: str | None
 ) -> None:
-    spec = ClusterSpec(
-        name="training" + ("x" * 30 if deployment is None else ""),
-        location_id="fra1",
-        organization=organization,
-    )
-    if deployment is None:
-        assert len(spec.deployment_name) <= 63
-        assert spec.deployment_name == ClusterSpec.model_validate(spec.model_dump()).deployment_name
-    else:
-        assert spec.workflow_id == workflow_id
-        assert spec.deployment_name == deployment
+    spec = ClusterSpec(name=name, location_id="fra1", organization=organization)
+    assert spec.workflow_id == workflow_id
+    if deployment_head is None:
+        assert spec.deployment_name == name, "an operator's cluster keeps its plain name"
+        return
+    assert spec.deployment_name.startswith(deployment_head)
+    assert len(f"{spec.deployment_name}-kubeconfig") <= 63
+    assert spec.deployment_name == ClusterSpec.model_validate(spec.model_dump()).deployment_name
+
+
+def test_colliding_organization_names_get_different_cluster_deployments() -> None:
+    a = ClusterSpec(name="labs-cx", location_id="fra1", organization="acme")
+    b = ClusterSpec(name="cx", location_id="fra1", organization="acme-labs")
+    plain = ClusterSpec(name="acme-labs-cx", location_id="fra1")
+    assert len({a.deployment_name, b.deployment_name, plain.deployment_name}) == 3
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        pytest.param(
+            {"name": "a--b"},
+            "cluster name 'a--b' must not contain '--': Colony reserves it for the names it "
+            "derives (a colony's clusters are <colony>--<clusterName>)",
+            id="derived-mark",
+        ),
+        pytest.param(
+            {"name": "lab-west", "colony": "lab"},
+            "cluster 'lab-west' of colony 'lab' must be named 'lab--<clusterName>'",
+            id="member-of-another-form",
+        ),
+        pytest.param(
+            {"name": "lab--a--b", "colony": "lab"},
+            "cluster 'lab--a--b' of colony 'lab' must be named 'lab--<clusterName>'",
+            id="member-entry-with-the-mark",
+        ),
+    ],
+)
+def test_only_a_colony_names_a_cluster_with_the_derived_mark(
+    changes: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ValidationError) as caught:
+        ClusterSpec.model_validate({"locationId": "fra1", **changes})
+    assert message in str(caught.value)
+    member = ClusterSpec(name="lab--west", location_id="fra1", colony="lab")
+    assert member.deployment_name != "lab--west", "a member's ClusterDeployment is derived"
 
 
 def test_an_organization_name_follows_the_name_rules() -> None:

@@ -105,3 +105,59 @@ def test_right_types_and_none_pass() -> None:
 def test_state_and_history_stay_lenient() -> None:
     """Not user input: what a workflow wrote is read as it was written."""
     assert NodePoolScaleRequest.model_validate({"count": "3"}).count == 3
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        pytest.param(
+            {"name": "t", "locationId": "fra1", "nodePools": [{**POOL, "count": "two"}]},
+            "nodePools[0].count: 'two' is not a whole number",
+            id="count-words",
+        ),
+        pytest.param({"locationId": "fra1"}, "name: required", id="missing"),
+        pytest.param(
+            {"name": None, "locationId": "fra1"}, "name: must be a string, not null", id="null"
+        ),
+        pytest.param(
+            {"name": "t", "locationId": ["fra1"]},
+            "locationId: must be a string, not a list",
+            id="string-a-list",
+        ),
+        pytest.param(
+            {"name": "t", "locationId": "fra1", "nodePools": {}},
+            "nodePools: must be a list, not an object",
+            id="list-an-object",
+        ),
+        pytest.param(
+            {"name": "t", "locationId": "fra1", "nodePools": ["gpu"]},
+            "nodePools[0]: must be an object, not the string 'gpu'",
+            id="object-a-string",
+        ),
+        pytest.param(
+            {"name": "t", "locationId": "fra1", "readyDeadline": "soon"},
+            "readyDeadline: 'soon' is not a duration (seconds, or ISO 8601 like PT30M)",
+            id="duration",
+        ),
+        pytest.param(
+            {
+                "name": "t",
+                "locationId": "fra1",
+                "nodePools": [{**POOL, "taints": [{"key": "a", "effect": "Sometimes"}]}],
+            },
+            "nodePools[0].taints[0].effect: 'Sometimes' is not one of 'NoSchedule', "
+            "'PreferNoSchedule', 'NoExecute'",
+            id="enum",
+        ),
+        pytest.param(
+            {"name": "t", "locationId": "fra1", "drainParallelism": 50},
+            "drainParallelism: must be at most 20, got 50",
+            id="bound",
+        ),
+    ],
+)
+def test_pydantics_own_words_never_reach_a_user(data: dict[str, Any], message: str) -> None:
+    """Every refusal says the rule in Colony's words, whatever rule pydantic checked."""
+    with pytest.raises(InvalidRequestError) as refused:
+        validated(ClusterSpec, data)
+    assert refused.value.message == message

@@ -10,6 +10,12 @@ import pytest
 from pydantic import ValidationError
 
 from models.base import user_input
+from models.identity import (
+    capacity_workflow_id,
+    cluster_deployment_name,
+    prerequisite_workflow_id,
+    workspace_service_set_name,
+)
 from models.workspace import (
     ConditionReason,
     ConditionStatus,
@@ -21,18 +27,11 @@ from models.workspace import (
     WorkspaceStatus,
     allocate_pool_port,
     capacity_request_id,
-    capacity_workflow_id,
     condition,
     endpoint_service_name,
-    helm_release_name,
     plan_access,
     port_forward_command,
-    prerequisite_service_set_name,
-    prerequisite_workflow_id,
-    service_set_name,
     set_condition,
-    shorten_name,
-    values_secret_name,
     workspace_namespace,
     workspace_workflow_id,
 )
@@ -131,8 +130,8 @@ def test_request_reads_and_writes_class() -> None:
         ),
         pytest.param(
             request(gpus=2),
-            "unknown field 'gpus' (known fields: answers, class, cluster, name, resources, "
-            "sealedAnswers, suspend, values)",
+            "unknown field 'gpus' (known fields: answers, class, cluster, name, organization, "
+            "resources, sealedAnswers, suspend, values)",
             id="unknown-field",
         ),
     ],
@@ -171,6 +170,7 @@ def test_selector_may_read_colony_labels() -> None:
 
 def test_ids_and_namespace() -> None:
     assert workspace_workflow_id("nb") == "workspace/nb"
+    assert workspace_workflow_id("nb", "acme") == "workspace/acme/nb"
     assert capacity_workflow_id("training") == "capacity/training"
     assert prerequisite_workflow_id("training", "colony-inference-stack-1-0-0") == (
         "prereq/training/colony-inference-stack-1-0-0"
@@ -181,45 +181,38 @@ def test_ids_and_namespace() -> None:
     assert capacity_request_id("nb", "0f3a-run", 2) == "nb/0f3a-run#2"
 
 
-def test_short_names_are_kept() -> None:
-    assert service_set_name("training", "nb") == "wsd-training-nb"
-    assert helm_release_name("training", "nb") == "wsd-training-nb"
-    assert values_secret_name("training", "nb") == "wsd-training-nb-values"
-    assert (
-        prerequisite_service_set_name("training", "stack-1-0-0") == "wsprereq-training-stack-1-0-0"
+def test_a_workspace_names_its_objects_from_its_organization_and_cluster() -> None:
+    """Derived names (`models.identity`): readable heads, injective over (organization, cluster,
+    workspace); the namespace keeps the exalsius `ws-<name>`."""
+    spec = user_input(WorkspaceSpec, request(organization="acme"))
+    assert spec.workflow_id == "workspace/acme/nb"
+    assert spec.cluster_workflow_id == "cluster/acme/training"
+    assert spec.cluster_deployment == cluster_deployment_name("acme", "training")
+    assert spec.service_set_name == workspace_service_set_name("acme", "training", "nb")
+    assert spec.service_set_name.startswith("wsd-training-nb--")
+    assert spec.release_name.startswith("wsd-training-nb--")
+    assert len(spec.release_name) <= 53
+    assert spec.values_secret_name.startswith("wsd-training-nb-values--")
+    assert spec.route_name("http").startswith("nb-http--")
+    default = user_input(WorkspaceSpec, request())
+    assert default.cluster_deployment == "training"
+    for name in ("service_set_name", "release_name", "values_secret_name"):
+        assert getattr(default, name) != getattr(spec, name), name
+
+
+def test_an_organization_name_follows_the_name_rules() -> None:
+    with pytest.raises(ValidationError) as caught:
+        user_input(WorkspaceSpec, request(organization="Acme"))
+    assert "organization name 'Acme' may contain only lowercase letters" in only_message(
+        caught.value
     )
-
-
-@pytest.mark.parametrize(
-    ("make", "limit"),
-    [
-        pytest.param(service_set_name, 63, id="service-set"),
-        pytest.param(helm_release_name, 53, id="helm-release"),
-        pytest.param(values_secret_name, 63, id="values-secret"),
-        pytest.param(prerequisite_service_set_name, 63, id="prerequisite"),
-    ],
-)
-def test_long_names_are_shortened_with_a_stable_hash(make: Any, limit: int) -> None:
-    cluster, workspace = "c" * 63, "w" * 60
-    name = make(cluster, workspace)
-    assert len(name) == limit
-    assert name == make(cluster, workspace), "stable"
-    assert name != make(cluster, "w" * 59 + "x"), "unique"
-    assert name[-9] == "-"
-    assert all(ch in "0123456789abcdef" for ch in name[-8:])
-
-
-def test_shorten_never_ends_a_head_with_a_hyphen() -> None:
-    name = shorten_name("a" * 53 + "-" + "b" * 20, 63)
-    assert "--" not in name
-    assert len(name) <= 63
 
 
 def test_endpoint_services_follow_the_chart_convention() -> None:
     endpoint = AccessEndpoint(name="http", protocol="HTTP", port=80)
-    assert endpoint_service_name("training", "nb", endpoint) == "wsd-training-nb-http"
+    assert endpoint_service_name("wsd-training-nb", endpoint) == "wsd-training-nb-http"
     fixed = AccessEndpoint(name="hub", protocol="HTTP", port=80, service_name="proxy-public")
-    assert endpoint_service_name("training", "nb", fixed) == "proxy-public"
+    assert endpoint_service_name("wsd-training-nb", fixed) == "proxy-public"
 
 
 # --- Access ---------------------------------------------------------------------------------------
@@ -247,7 +240,7 @@ LLM = workspace_class(
 
 def test_access_through_a_gateway() -> None:
     gateway = GatewayInfo(domain="dos-lab.example", https=True, tcp_ports=[2200, 2201])
-    entries = plan_access("llm", "training", LLM, gateway, {"ssh": 2201, "db": 2200})
+    entries = plan_access("llm", "wsd-training-llm", LLM, gateway, {"ssh": 2201, "db": 2200})
     assert [(e.name, e.url, e.ready) for e in entries] == [
         ("api", "https://llm.dos-lab.example", False),
         ("ssh", "ssh://dos-lab.example:2201", False),
@@ -258,20 +251,39 @@ def test_access_through_a_gateway() -> None:
 
 
 def test_http_listener_gives_http_urls() -> None:
-    entries = plan_access("llm", "training", LLM, GatewayInfo(domain="dev.local", https=False))
+    entries = plan_access(
+        "llm", "wsd-training-llm", LLM, GatewayInfo(domain="dev.local", https=False)
+    )
     assert entries[0].url == "http://llm.dev.local"
+
+
+@pytest.mark.parametrize(
+    ("https", "http_port", "url"),
+    [
+        pytest.param(True, 443, "https://llm.d.example", id="https-on-443"),
+        pytest.param(True, 8443, "https://llm.d.example:8443", id="https-elsewhere"),
+        pytest.param(False, 80, "http://llm.d.example", id="http-on-80"),
+        pytest.param(False, 443, "http://llm.d.example:443", id="http-on-443"),
+        pytest.param(True, None, "https://llm.d.example", id="unknown-port"),
+    ],
+)
+def test_urls_name_a_listener_port_that_is_not_the_schemes_own(
+    https: bool, http_port: int | None, url: str
+) -> None:
+    gateway = GatewayInfo(domain="d.example", https=https, http_port=http_port)
+    assert plan_access("llm", "training", LLM, gateway)[0].url == url
 
 
 def test_exhausted_or_missing_port_pool() -> None:
     full = plan_access(
-        "llm", "training", LLM, GatewayInfo(domain="d.example", tcp_ports=[2200]), {}
+        "llm", "wsd-training-llm", LLM, GatewayInfo(domain="d.example", tcp_ports=[2200]), {}
     )
     assert full[1].url == ""
     assert full[1].message == (
         "port pool exhausted: all 1 TCP listeners of the tenant gateway are in use; ask an "
         "administrator to widen the pool"
     )
-    none = plan_access("llm", "training", LLM, GatewayInfo(domain="d.example"), {})
+    none = plan_access("llm", "wsd-training-llm", LLM, GatewayInfo(domain="d.example"), {})
     assert none[1].message == (
         "the tenant gateway has no TCP listeners (port pool); ask an administrator for one"
     )
@@ -279,14 +291,14 @@ def test_exhausted_or_missing_port_pool() -> None:
 
 def test_hostname_label_too_long() -> None:
     name = "w" * 60
-    entries = plan_access(name, "training", LLM, GatewayInfo(domain="d.example"))
+    entries = plan_access(name, "wsd-training-llm", LLM, GatewayInfo(domain="d.example"))
     assert entries[0].url == f"https://{name}.d.example"
     assert entries[2].url == ""
     assert entries[2].message.startswith(f"hostname label '{name}-chat' exceeds 63 characters")
 
 
 def test_access_without_a_gateway_is_a_port_forward() -> None:
-    entries = plan_access("llm", "training", LLM, None, kubeconfig="~/.kube/training")
+    entries = plan_access("llm", "wsd-training-llm", LLM, None, kubeconfig="~/.kube/training")
     assert entries[0].ready
     assert entries[0].url == "http://localhost:8000"
     assert entries[0].command == (
@@ -299,9 +311,43 @@ def test_access_without_a_gateway_is_a_port_forward() -> None:
 
 def test_port_forward_command_without_kubeconfig() -> None:
     endpoint = AccessEndpoint(name="http", protocol="HTTP", port=80)
-    assert port_forward_command("training", "nb", endpoint) == (
+    assert port_forward_command("wsd-training-nb", "nb", endpoint) == (
         "kubectl port-forward -n ws-nb svc/wsd-training-nb-http 8080:80"
     )
+
+
+@pytest.mark.parametrize(
+    ("ports", "local"),
+    [
+        pytest.param([80, 80], [8080, 8081], id="two-on-80"),
+        pytest.param([80, 8081, 80], [8080, 8081, 8082], id="skips-a-taken-one"),
+        pytest.param([8888, 22, 8888, 8022], [8888, 8022, 8889, 8023], id="unprivileged-too"),
+        pytest.param([65535, 65535], [65535, 1024], id="wraps-to-the-first-unprivileged"),
+    ],
+)
+def test_every_endpoint_is_forwarded_on_a_local_port_of_its_own(
+    ports: list[int], local: list[int]
+) -> None:
+    endpoints = [
+        {"name": f"e{index}", "protocol": "HTTP", "port": port} for index, port in enumerate(ports)
+    ]
+    entries = plan_access("nb", "rel", workspace_class(*endpoints), None)
+    assert [int(e.command.split()[-1].split(":")[0]) for e in entries] == local
+    assert [e.url for e in entries] == [f"http://localhost:{port}" for port in local]
+    assert {e.reason for e in entries} == {"NoGateway"}
+
+
+def test_planned_endpoints_say_what_they_wait_for() -> None:
+    gateway = GatewayInfo(domain="d.example", tcp_ports=[2200])
+    entries = plan_access("llm", "rel", LLM, gateway, {"ssh": 2200})
+    assert [(e.name, e.reason) for e in entries] == [
+        ("api", "RoutingInProgress"),
+        ("ssh", "RoutingInProgress"),
+        ("chat", "RoutingInProgress"),
+        ("db", "PortPoolExhausted"),
+    ]
+    long = plan_access("w" * 60, "rel", LLM, GatewayInfo(domain="d.example"))
+    assert long[2].reason == "RoutingError"
 
 
 @pytest.mark.parametrize(

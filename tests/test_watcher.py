@@ -28,6 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner, Result
 
+from models.ownership import Owner
 from models.signals import NodeEvent, SignalName
 from sim.crds.samples import service_set
 from sim.world import SimWorld
@@ -495,8 +496,9 @@ async def test_a_lost_node_and_a_workspace_service_set(stack: Stack, watchers: W
     # Any object Colony annotates with its owner's workflow id is followed: a workspace's
     # ServiceSet changing becomes a refresh of that workflow (here the cluster's, which exists).
     body = service_set(name=unique("ws"), cluster=name)
-    body["metadata"]["labels"] = {"colony.dev/workspace": "notebook"}
-    body["metadata"]["annotations"] = {"colony.dev/workflow-id": f"cluster/{name}"}
+    owner = Owner(workflow_id=f"cluster/{name}")
+    body["metadata"]["labels"] = {"colony.dev/workspace": "notebook", **owner.labels()}
+    body["metadata"]["annotations"] = owner.annotations()
     created = await call(
         client.CustomObjectsApi(stack.management).create_namespaced_custom_object,
         "k0rdent.mirantis.com", "v1beta1", "kcm-system", "servicesets", body,

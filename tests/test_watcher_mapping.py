@@ -6,10 +6,14 @@ from typing import Any
 
 import pytest
 
-from models.signals import NodeEvent, NodeEventType, RefreshRequest, SignalName
+from models.ownership import Owner
+from models.signals import GatewayChanged, NodeEvent, NodeEventType, RefreshRequest, SignalName
 from watching.leader import micro_time
 from watching.mapping import (
     Fingerprints,
+    gateway_changed,
+    gateway_fingerprint,
+    gateway_relisted,
     kubeconfig_secret,
     node_event,
     node_fingerprint,
@@ -18,6 +22,7 @@ from watching.mapping import (
     owner_workflow_id,
     ready_status,
     relist_refresh,
+    workspace_owners,
 )
 
 
@@ -27,6 +32,7 @@ def obj(
     uid: str = "u-1",
     rv: str = "42",
     annotations: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
     status: dict[str, Any] | None = None,
     generation: int = 1,
     namespace: str = "kcm-system",
@@ -38,10 +44,17 @@ def obj(
             "uid": uid,
             "resourceVersion": rv,
             "generation": generation,
+            "labels": labels if labels is not None else {},
             "annotations": annotations if annotations is not None else {},
         },
         "status": status or {},
     }
+
+
+def marked(workflow_id: str, organization: str = "") -> dict[str, Any]:
+    """An object with Colony's ownership marks for `workflow_id` of `organization`."""
+    owner = Owner(workflow_id=workflow_id, organization=organization)
+    return obj(labels=owner.labels(), annotations=owner.annotations())
 
 
 def node(
@@ -61,38 +74,51 @@ def node(
     }
 
 
-OWNED = {"colony.dev/workflow-id": "cluster/acme/training"}
-
-
 @pytest.mark.parametrize(
-    ("kind", "annotations", "expected"),
+    ("kind", "found", "expected"),
     [
         pytest.param(
             "ClusterDeployment",
-            OWNED,
+            marked("cluster/acme/training", "acme"),
             ("cluster/acme/training", "ClusterDeployment/u-1/42"),
             id="cluster-deployment",
         ),
         pytest.param(
             "ServiceSet",
-            {"colony.dev/workflow-id": "workspace/notebook"},
+            marked("workspace/notebook"),
             ("workspace/notebook", "ServiceSet/u-1/42"),
             id="service-set",
         ),
         pytest.param(
             "ConfigMap",
-            {"colony.dev/workflow-id": "colony/lab"},
+            marked("colony/lab"),
             ("colony/lab", "ConfigMap/u-1/42"),
-            id="any-annotated-kind",
+            id="any-marked-kind",
         ),
-        pytest.param("ClusterDeployment", {}, None, id="not-ours"),
-        pytest.param("ClusterDeployment", {"colony.dev/workflow-id": ""}, None, id="empty-owner"),
+        pytest.param("ClusterDeployment", obj(), None, id="not-ours"),
+        pytest.param(
+            "ClusterDeployment",
+            obj(annotations={"colony.dev/workflow-id": "cluster/acme/training"}),
+            None,
+            id="annotated-without-colony-marks",
+        ),
+        pytest.param(
+            "ServiceSet",
+            marked("workspace/acme/nb", "acme-labs"),
+            None,
+            id="organization-label-contradicts-the-workflow",
+        ),
+        pytest.param(
+            "ServiceSet", marked("workspace/nb", "acme"), None, id="an-organization-on-a-default-id"
+        ),
+        pytest.param("ServiceSet", marked("capacity/x"), None, id="not-an-entity-workflow"),
+        pytest.param("ClusterDeployment", marked(""), None, id="empty-owner"),
     ],
 )
 def test_owned_object_changes_become_refresh(
-    kind: str, annotations: dict[str, str], expected: tuple[str, str] | None
+    kind: str, found: dict[str, Any], expected: tuple[str, str] | None
 ) -> None:
-    signal = object_refresh(kind, obj(annotations=annotations))
+    signal = object_refresh(kind, found)
     if expected is None:
         assert signal is None
         return
@@ -105,8 +131,8 @@ def test_owned_object_changes_become_refresh(
 
 def test_the_workflow_id_is_taken_verbatim() -> None:
     # The label holds a label-safe form ("cluster.acme.training"); the annotation the real id.
-    cd = obj(annotations=OWNED)
-    cd["metadata"]["labels"] = {"colony.dev/workflow-id": "cluster.acme.training"}
+    cd = marked("cluster/acme/training", "acme")
+    cd["metadata"]["labels"]["colony.dev/workflow-id"] = "cluster.acme.training"
     assert owner_workflow_id(cd) == "cluster/acme/training"
 
 
@@ -221,3 +247,68 @@ def test_lease_times_are_micro_times() -> None:
     from datetime import UTC, datetime
 
     assert micro_time(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)) == "2026-01-02T03:04:05.000000Z"
+
+
+# --- Tenant Gateways of child clusters ----------------------------------------------------------
+
+
+def test_a_gateway_change_goes_to_a_workspace_with_an_id_of_its_state() -> None:
+    gateway = obj("tenant", uid="g-1", rv="77", namespace="colony-gateway")
+    signal = gateway_changed("workspace/acme/nb", "acme-labs--x", "DELETED", gateway)
+    assert (signal.workflow_id, signal.name) == ("workspace/acme/nb", SignalName.GATEWAY_CHANGED)
+    assert signal.payload == GatewayChanged(
+        request_id="gateway/acme-labs--x/g-1/77",
+        cluster="acme-labs--x",
+        gateway="colony-gateway/tenant",
+        type=NodeEventType.DELETED,
+    )
+    relisted = gateway_relisted("workspace/nb", "labs", "gateways.kcm-system.labs", "90")
+    assert relisted.request_id == "relist/gateways.kcm-system.labs/90"
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "changed"),
+    [
+        pytest.param({}, {"generation": 2}, True, id="spec-changed"),
+        pytest.param({}, {"annotations": {"colony.dev/domain": "b.example"}}, True, id="domain"),
+        pytest.param(
+            {"status": {"conditions": [{"type": "Programmed", "status": "True"}]}},
+            {"status": {"conditions": [{"type": "Programmed", "status": "False"}]}},
+            True,
+            id="programmed",
+        ),
+        pytest.param(
+            {"status": {"conditions": [{"type": "Programmed", "status": "True", "message": "a"}]}},
+            {"status": {"conditions": [{"type": "Programmed", "status": "True", "message": "b"}]}},
+            False,
+            id="only-a-message",
+        ),
+        pytest.param({}, {"rv": "99"}, False, id="only-its-version"),
+        pytest.param(
+            {"status": {"listeners": [{"name": "https", "attachedRoutes": 1}]}},
+            {"status": {"listeners": [{"name": "https", "attachedRoutes": 2}]}},
+            False,
+            id="another-route-attached",
+        ),
+    ],
+)
+def test_a_gateway_is_signalled_when_what_routes_depend_on_changes(
+    before: dict[str, Any], after: dict[str, Any], changed: bool
+) -> None:
+    seen = Fingerprints()
+    assert seen.changed("ADDED", "g-1", gateway_fingerprint(obj("tenant", **before)))
+    assert seen.changed("MODIFIED", "g-1", gateway_fingerprint(obj("tenant", **after))) is changed
+
+
+def test_the_workspaces_of_a_child_are_its_organizations_namespaces_owners() -> None:
+    cluster = marked("cluster/acme/labs", "acme")
+    namespaces = [
+        marked("workspace/acme/nb", "acme"),
+        marked("workspace/acme/nb", "acme"),
+        marked("workspace/acme/box", "acme"),
+        marked("workspace/other/nb", "other"),  # made by hand in acme's child: not signalled
+        marked("cluster/acme/labs", "acme"),  # not a workspace's
+        obj("user-namespace"),  # no marks
+    ]
+    assert workspace_owners(namespaces, cluster) == ["workspace/acme/box", "workspace/acme/nb"]
+    assert workspace_owners(namespaces, obj("not-colonys")) == []

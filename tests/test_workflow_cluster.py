@@ -180,12 +180,12 @@ async def test_validators_refuse_with_a_message_and_write_nothing(
             (
                 ClusterWorkflow.scale_node_pool,
                 ScaleNodePoolRequest(pool="nope", count=2),
-                f"node pool 'nope' does not exist in cluster '{run.name}'",
+                f"node pool 'nope' does not exist in cluster '{run.name}' (its node pools: gpu, tainted)",
             ),
             (
                 ClusterWorkflow.delete_node_pool,
                 DeleteNodePoolRequest(pool="nope"),
-                f"node pool 'nope' does not exist in cluster '{run.name}'",
+                f"node pool 'nope' does not exist in cluster '{run.name}' (its node pools: gpu, tainted)",
             ),
             (
                 ClusterWorkflow.delete_node,
@@ -249,7 +249,9 @@ async def test_validation_counts_queued_operations(
         gone = await rejected(
             run, ClusterWorkflow.scale_node_pool, ScaleNodePoolRequest(pool="cpu", count=3)
         )
-        assert gone == f"node pool 'cpu' does not exist in cluster '{run.name}'"
+        assert (
+            gone == f"node pool 'cpu' does not exist in cluster '{run.name}' (its node pools: gpu)"
+        )
 
 
 # --- Queue ---------------------------------------------------------------------------------------
@@ -371,7 +373,7 @@ async def test_hosts_unavailable_fails_the_operation_and_keeps_the_pool(
         op = status.operation(accepted.operation_id)
         assert op is not None
         assert op.state is OperationState.FAILED
-        assert op.reason == "claim_hosts: only 1 hosts of h100 are free in fra"
+        assert op.reason == "claim hosts: only 1 hosts of h100 are free in fra"
         assert pool_of(status, "gpu").count == 1
 
 
@@ -670,7 +672,7 @@ async def test_a_failed_delete_is_finished_by_repeating_it(
         )
         failed = await run.until(lambda s: s.phase is ClusterPhase.FAILED, what="delete failed")
         assert failed.reason == (
-            "delete did not finish: delete_cluster_deployment: clusterdeployments is forbidden; "
+            "delete did not finish: delete cluster deployment: clusterdeployments is forbidden; "
             "repeat the delete to finish it"
         )
         assert op_of(failed, first.operation_id).state is OperationState.FAILED

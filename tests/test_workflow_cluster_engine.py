@@ -16,6 +16,8 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
+from api.views import ClusterStatusName
+from api.views import status_of as api_status_of
 from models.activity_api import ActivityName
 from models.cluster import ClusterPhase
 from models.errors import ErrorType
@@ -341,7 +343,7 @@ async def test_a_failing_compensation_is_reported_and_does_not_stop_the_others(
         done = await run.finished(accepted)
         op = op_of(done, accepted.operation_id)
         assert op.state is OperationState.FAILED
-        assert f"node '{stuck}' stays cordoned: uncordon_node: nodes is forbidden" in op.reason
+        assert f"node '{stuck}' stays cordoned: uncordon node: nodes is forbidden" in op.reason
         # The other leaving node was given back all the same; the state says what is there.
         assert fake.cordoned() == [stuck]
         states = {node.name: node.state for node in pool_of(done, "gpu").nodes}
@@ -377,7 +379,7 @@ async def test_hosts_unavailable_at_create_keeps_its_type_and_leaves_no_empty_po
         )
         create = status.completed_operations[0]
         assert create.state is OperationState.FAILED
-        assert create.reason == "node pool 'gpu': claim_hosts: only 1 hosts of h100 are free in fra"
+        assert create.reason == "node pool 'gpu': claim hosts: only 1 hosts of h100 are free in fra"
         assert status.phase is ClusterPhase.READY
         assert [p.name for p in status.node_pools] == ["cpu"]
         # The same pool can be asked for again, and a smaller one fits.
@@ -407,12 +409,46 @@ async def test_waiting_for_capacity_claims_once_hosts_are_freed(
         waiting = await waiter.status()
         assert waiting.current_operation is not None
         assert waiting.current_operation.reason == "waiting for 1 free host(s) of gpu:h100 in fra"
+        # Never shown ready while a pool waits for hosts: the phase, the pool and why.
+        assert waiting.phase is ClusterPhase.WAITING
+        assert pool_of(waiting, "gpu").waiting_for_hosts == 1
+        assert pool_of(waiting, "cpu").waiting_for_hosts == 0
+        assert waiting.reason == "node pool 'gpu' waits for 1 free host(s) of gpu:h100"
+        assert api_status_of(waiting) is ClusterStatusName.WAITING
         await holder.handle.execute_update(ClusterWorkflow.delete_cluster, DeleteClusterRequest())
         await holder.handle.result()
         gate.opened.set()
         done = await waiter.finished(accepted)
         assert op_of(done, accepted.operation_id).state is OperationState.SUCCEEDED
         assert pool_of(done, "gpu").ready_count == 1
+        assert (done.phase, done.reason, pool_of(done, "gpu").waiting_for_hosts) == (
+            ClusterPhase.READY,
+            "",
+            0,
+        )
+
+
+async def test_a_pool_interrupted_while_it_waits_for_hosts_waits_no_more(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    fake = FakeColony(hosts_per_sku=1)
+    async with worker(env, task_queue, fake):
+        run = await start(env, task_queue, fake, pool("cpu", 1, CPU))
+        await run.ready()
+        gate = fake.gate(ActivityName.AWAIT_FREE_HOSTS)
+        accepted = await run.handle.execute_update(
+            ClusterWorkflow.add_node_pool,
+            AddNodePoolRequest(pool=pool("gpu", 2), wait_for_capacity=True),
+        )
+        await asyncio.wait_for(gate.entered.wait(), 10)
+        assert (await run.status()).phase is ClusterPhase.WAITING
+        await run.handle.execute_update(
+            ClusterWorkflow.cancel_operation,
+            CancelOperationRequest(operation_id=accepted.operation_id),
+        )
+        status = await run.status()
+        assert status.phase is ClusterPhase.READY
+        assert all(p.waiting_for_hosts == 0 for p in status.node_pools)
 
 
 # --- Update ids -----------------------------------------------------------------------------------

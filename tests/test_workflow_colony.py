@@ -21,14 +21,17 @@ from temporalio.worker import Worker
 
 from activities.temporal import TemporalActivities
 from models.capacity import gpu_node
+from models.cluster import cluster_deployment_name, cluster_workflow_id
 from models.colony import (
     ApplyColonyRequest,
     ColonyPhase,
     ColonyStatus,
     ColonyWorkflowInput,
     DeleteColonyRequest,
+    colony_kubeconfigs_secret,
     colony_workflow_id,
 )
+from models.identity import parse_entity_workflow_id
 from models.manifests import ColonySpec
 from models.workspace_api import (
     ListWorkflowsRequest,
@@ -59,13 +62,12 @@ class ColonyWorld:
 
     @activity.defn(name=WorkspaceActivity.READ_GPU_INVENTORY)
     async def read_gpu_inventory(self, request: ReadGpuInventoryRequest) -> ReadGpuInventoryResult:
-        cluster = request.kubeconfig.secret_name.removesuffix("-kubeconfig")
-        owner = f"cluster/{cluster}/"
+        deployment = request.kubeconfig.secret_name.removesuffix("-kubeconfig")
         nodes = [
             gpu_node(name, {"exalsius.ai/gpu-model": "h100"}, {"nvidia.com/gpu": 8})
             for name, node in self.colony.nodes.items()
             if name.startswith("h100")
-            and self.colony.owners.get(node.host_id, "").startswith(owner)
+            and _deployment_of(self.colony.owners.get(node.host_id, "")) == deployment
         ]
         return ReadGpuInventoryResult(nodes=nodes)
 
@@ -75,6 +77,12 @@ class ColonyWorld:
 
     def activities(self) -> list[Callable[..., Any]]:
         return [self.read_gpu_inventory, self.list_workflows]
+
+
+def _deployment_of(owner: str) -> str:
+    """The ClusterDeployment of the cluster whose owner key (`<workflow id>/<run>`) claimed a host."""
+    found = parse_entity_workflow_id(owner.rpartition("/")[0])
+    return cluster_deployment_name(found[2], found[1]) if found else ""
 
 
 def manifest(name: str, *entries: dict[str, Any]) -> ColonySpec:
@@ -106,9 +114,15 @@ async def colony_status(handle: WorkflowHandle[Any, Any]) -> ColonyStatus:
     return status
 
 
+@pytest.mark.parametrize(
+    "organization",
+    [pytest.param("", id="an-operators"), pytest.param("acme", id="an-organizations")],
+)
 async def test_a_colony_runs_its_clusters_follows_them_and_deletes_them(
-    env: WorkflowEnvironment, task_queue: str
+    env: WorkflowEnvironment, task_queue: str, organization: str
 ) -> None:
+    """The colony's clusters are `<colony>--<entry>` of its organization: their workflows,
+    ClusterDeployments and kubeconfigs Secret are the organization's (`models.identity`)."""
     fake = FakeColony(missing_templates={"no-such-template-1-0-0"})
     extra = ColonyWorld(fake)
     temporal = TemporalActivities(env.client, task_queue)
@@ -131,8 +145,12 @@ async def test_a_colony_runs_its_clusters_follows_them_and_deletes_them(
         name = unique("fleet")
         handle = await env.client.start_workflow(
             ColonyWorkflow.run,
-            ColonyWorkflowInput(spec=manifest(name, POOLS, RAW, BROKEN)),
-            id=colony_workflow_id(name),
+            ColonyWorkflowInput(
+                spec=manifest(name, POOLS, RAW, BROKEN).model_copy(
+                    update={"organization": organization}
+                )
+            ),
+            id=colony_workflow_id(name, organization),
             task_queue=task_queue,
         )
 
@@ -154,19 +172,30 @@ async def test_a_colony_runs_its_clusters_follows_them_and_deletes_them(
         )
         assert "not found" in condition.message
         west = next(c for c in status.clusters if c.entry == "west")
-        assert west.cluster == f"{name}-west"
+        assert west.cluster == f"{name}--west"
         assert [(g.model, g.total, g.nodes) for g in west.gpus] == [("h100", 8, 1)]
         assert west.gpus[0].node_selector == {"exalsius.ai/gpu-model": "h100"}
         # The raw entry was created as written; the Colony entry carries its labels.
-        assert fake.deployments[f"{name}-lab"]["owner"]
-        assert extra.secrets[f"{name}-kubeconfigs"] == {
-            f"{name}-lab": f"kcm-system/{name}-lab-kubeconfig",
-            f"{name}-west": f"kcm-system/{name}-west-kubeconfig",
+        lab, west_deployment = (
+            cluster_deployment_name(f"{name}--{e}", organization) for e in ("lab", "west")
+        )
+        assert "-lab--" in lab, "a member's ClusterDeployment is derived"
+        assert fake.deployments[lab]["owner"]
+        secret = colony_kubeconfigs_secret(name, organization)
+        assert (secret == f"{name}-kubeconfigs") is (not organization)
+        assert status.kubeconfigs_secret == secret
+        assert status.organization == organization
+        assert extra.secrets[secret] == {
+            f"{name}--lab": f"kcm-system/{lab}-kubeconfig",
+            f"{name}--west": f"kcm-system/{west_deployment}-kubeconfig",
         }
 
         # Re-applied without the failed entry: that cluster is deleted, the others stay.
         await handle.execute_update(
-            ColonyWorkflow.apply, ApplyColonyRequest(spec=manifest(name, POOLS, RAW))
+            ColonyWorkflow.apply,
+            ApplyColonyRequest(
+                spec=manifest(name, POOLS, RAW).model_copy(update={"organization": organization})
+            ),
         )
         trimmed = await eventually(
             lambda: colony_status(handle),
@@ -179,8 +208,9 @@ async def test_a_colony_runs_its_clusters_follows_them_and_deletes_them(
         await handle.execute_update(ColonyWorkflow.delete, DeleteColonyRequest())
         final: ColonyStatus = await handle.result()
         assert final.phase is ColonyPhase.DELETED
-        assert f"{name}-kubeconfigs" not in extra.secrets
+        assert secret not in extra.secrets
         for cluster in ("west", "lab", "broken"):
-            described = await env.client.get_workflow_handle(f"cluster/{name}-{cluster}").describe()
+            workflow_id = cluster_workflow_id(f"{name}--{cluster}", organization)
+            described = await env.client.get_workflow_handle(workflow_id).describe()
             assert described.status.name == "COMPLETED", cluster
         assert fake.held() == []

@@ -10,6 +10,7 @@ never reach a history in plaintext, and routes through a tenant gateway with a p
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -25,17 +26,17 @@ from temporalio.testing import WorkflowEnvironment
 from activities.sealing import Unsealer, workspace_scope
 from catalog.workspaces import load_workspace_catalog
 from models.capacity import GpuHolder
-from models.signals import RefreshRequest, SignalName
+from models.cluster import cluster_deployment_name, cluster_workflow_id
+from models.identity import prerequisite_service_set_name, workspace_release_name
+from models.ownership import Owner
+from models.signals import GatewayChanged, NodeEventType, RefreshRequest, SignalName
 from models.workspace import (
     ConditionReason,
-    ConditionStatus,
-    ConditionType,
     GatewayInfo,
     WorkspacePhase,
     WorkspaceSpec,
     WorkspaceStatus,
     WorkspaceWorkflowInput,
-    workspace_workflow_id,
 )
 from models.workspace_api import GpuHoldersMessage
 from models.workspace_class import WorkspaceClassSpec
@@ -48,7 +49,7 @@ from starter.workspace_client import WorkspaceSummary, fill_positions, with_curr
 from tests.helpers import eventually, history_text, unique
 from tests.workspace_world import STARTED, FakeWorkspaceWorld, h100_node, workspace_worker
 from workflows.capacity import GPU_HOLDERS_SIGNAL, CapacityLedgerWorkflow
-from workflows.workspace import WorkspaceWorkflow
+from workflows.workspace import ROUTES_FALLBACK, ROUTES_RETRY, WorkspaceWorkflow
 
 pytestmark = pytest.mark.slow
 
@@ -70,17 +71,22 @@ def catalog_class(name: str) -> WorkspaceClassSpec:
     return found
 
 
-def world(gpus: int = 2, **extra: Any) -> tuple[FakeWorkspaceWorld, str]:
-    """A world with one ready cluster of a unique name (ledgers and prerequisites are one per
-    cluster: tests must not share them) with one node of `gpus` H100s."""
+def world(gpus: int = 2, organization: str = "", **extra: Any) -> tuple[FakeWorkspaceWorld, str]:
+    """A world with one ready cluster of `organization`, of a unique name (ledgers and
+    prerequisites are one per cluster: tests must not share them) with one node of `gpus` H100s.
+    The world knows it by its ClusterDeployment, as the management cluster does."""
     cluster = unique("gpu")
+    deployment = cluster_deployment_name(cluster, organization)
     fake = FakeWorkspaceWorld(
         classes={c.name: c for c in CATALOG.classes},
         templates={t.name for t in CATALOG.service_templates},
-        **{key: _keyed(value, cluster) for key, value in extra.items()},
+        **{key: _keyed(value, deployment) for key, value in extra.items()},
     )
-    fake.ready_clusters.add(cluster)
-    fake.nodes[cluster] = [h100_node(f"{cluster}-1", gpus)]
+    fake.ready_clusters.add(deployment)
+    fake.deployment_owners[deployment] = Owner(
+        workflow_id=cluster_workflow_id(cluster, organization), organization=organization
+    )
+    fake.nodes[deployment] = [h100_node(f"{deployment}-1", gpus)]
     return fake, cluster
 
 
@@ -95,20 +101,27 @@ def _keyed(value: Any, cluster: str) -> Any:
 
 
 def notebook(
-    name: str, cluster: str, gpus: int = 0, gpu_type: str = "h100", **extra: Any
+    name: str,
+    cluster: str,
+    gpus: int = 0,
+    gpu_type: str = "h100",
+    organization: str = "",
+    **extra: Any,
 ) -> WorkspaceSpec:
     """A Jupyter workspace (its secret prompt answered sealed, as `colonyctl` sends it)."""
     resources = {"perReplica": {"gpuCount": gpus, "gpuType": gpu_type}} if gpus else None
+    scope = workspace_scope(name, "notebookPassword", organization)
     return WorkspaceSpec.model_validate(
         {
             "name": name,
             "class": "colony-jupyter-1-0-0",
             "cluster": cluster,
+            "organization": organization,
             "resources": resources,
             "sealedAnswers": {
-                "notebookPassword": UNSEALER.sealer.seal(
-                    "hunter2-notebook", workspace_scope(name, "notebookPassword")
-                ).model_dump(mode="json")
+                "notebookPassword": UNSEALER.sealer.seal("hunter2-notebook", scope).model_dump(
+                    mode="json"
+                )
             },
             **extra,
         }
@@ -118,11 +131,11 @@ def notebook(
 async def deploy(
     env: WorkflowEnvironment, task_queue: str, spec: WorkspaceSpec
 ) -> WorkflowHandle[Any, Any]:
-    STARTED.append(workspace_workflow_id(spec.name))
+    STARTED.append(spec.workflow_id)
     return await env.client.start_workflow(
         WorkspaceWorkflow.run,
         WorkspaceWorkflowInput(spec=spec),
-        id=workspace_workflow_id(spec.name),
+        id=spec.workflow_id,
         task_queue=task_queue,
     )
 
@@ -155,6 +168,11 @@ def phase_is(*phases: WorkspacePhase) -> Callable[[WorkspaceStatus], bool]:
     return lambda s: s.phase in phases
 
 
+def routed(status: WorkspaceStatus) -> bool:
+    """Running and its deploy finished: the access step (after Running) has reported."""
+    return status.phase is WorkspacePhase.RUNNING and status.current_operation is None
+
+
 def reason_of(status: WorkspaceStatus) -> str:
     ready = next(c for c in status.conditions if c.type == "Ready")
     return ready.reason
@@ -176,7 +194,7 @@ async def test_a_cpu_notebook_runs_and_is_deleted_without_leftovers(
     async with workspace_worker(env, task_queue, fake):
         name = unique("nb")
         handle = await deploy(env, task_queue, notebook(name, cluster))
-        running = await until(handle, phase_is(WorkspacePhase.RUNNING), "running")
+        running = await until(handle, routed, "running")
         assert {c.type: c.status.value for c in running.conditions} == {
             "ClassResolved": "True",
             "ClusterDeploymentResolved": "True",
@@ -189,9 +207,8 @@ async def test_a_cpu_notebook_runs_and_is_deleted_without_leftovers(
         # No gateway: the endpoint is reached with kubectl port-forward.
         (http,) = running.access
         assert http.ready
-        assert http.command.startswith(
-            f"kubectl port-forward -n ws-{name} svc/wsd-{cluster}-{name}-http"
-        )
+        release = workspace_release_name("", cluster, name)
+        assert http.command.startswith(f"kubectl port-forward -n ws-{name} svc/{release}-http")
         service_set = fake.service_sets[running.service_set]
         assert service_set.services[0]["namespace"] == f"ws-{name}"
         assert service_set.values_from  # the secret answer went to a Secret, referenced
@@ -213,6 +230,42 @@ async def test_a_missing_class_fails_with_class_not_found(
         failed = await until(handle, phase_is(WorkspacePhase.FAILED), "failed")
         assert reason_of(failed) == ConditionReason.CLASS_NOT_FOUND
         assert "WorkspaceClass 'jupyter-9-9-9' not found" in failed.message
+        assert fake.applied == []
+        await delete(handle)
+
+
+@pytest.mark.parametrize(
+    "marked_for",
+    [
+        pytest.param(Owner(workflow_id="cluster/acme/other", organization="acme"), id="other"),
+        pytest.param(Owner(workflow_id="", organization=""), id="not-colony's"),
+    ],
+)
+async def test_a_workspace_is_admitted_only_onto_its_organizations_cluster(
+    env: WorkflowEnvironment, task_queue: str, marked_for: Owner
+) -> None:
+    """Whatever the client did: a ClusterDeployment of the name the workspace derives, but marked
+    as another cluster's (another organization's, or none of Colony's), is not its cluster. The
+    workspace fails as for a cluster that does not exist, naming nothing of the other, and
+    installs nothing; and an organization's workspace never lands on a default-mode cluster of
+    the name it gives."""
+    fake, cluster = world(organization="acme")
+    fake.deployment_owners[cluster_deployment_name(cluster, "acme")] = marked_for
+    default_mode, _ = world()
+    async with workspace_worker(env, task_queue, fake):
+        handle = await deploy(env, task_queue, notebook(unique("nb"), cluster, organization="acme"))
+        failed = await until(handle, phase_is(WorkspacePhase.FAILED), "failed")
+        assert reason_of(failed) == ConditionReason.CLUSTER_DEPLOYMENT_NOT_FOUND
+        assert failed.message == f"cluster '{cluster}' does not exist"
+        assert (fake.applied, fake.namespaces) == ([], {})
+        await delete(handle)
+    fake.ready_clusters |= default_mode.ready_clusters
+    (plain,) = default_mode.ready_clusters
+    async with workspace_worker(env, task_queue, fake):
+        onto_plain = notebook(unique("nb"), plain, organization="acme")
+        handle = await deploy(env, task_queue, onto_plain)
+        failed = await until(handle, phase_is(WorkspacePhase.FAILED), "failed")
+        assert reason_of(failed) == ConditionReason.CLUSTER_DEPLOYMENT_NOT_FOUND
         assert fake.applied == []
         await delete(handle)
 
@@ -262,6 +315,27 @@ async def test_workspaces_wait_for_gpus_in_order_and_proceed_when_one_is_deleted
         assert sorted(h.workspace for h in held) == sorted([b.name, c.name])
         await delete(second)
         await delete(third)
+
+
+async def test_the_next_in_line_is_admitted_once_the_release_is_gone_not_the_namespace(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """A delete gives the GPUs back as soon as its ServiceSet is gone: the next waiter runs while
+    the deleted workspace's namespace is still being deleted."""
+    fake, cluster = world(gpus=1)
+    fake.namespace_deletes_held = asyncio.Event()
+    async with workspace_worker(env, task_queue, fake):
+        holder = await deploy(env, task_queue, notebook(unique("a"), cluster, gpus=1))
+        await until(holder, phase_is(WorkspacePhase.RUNNING), "running")
+        waiter = await deploy(env, task_queue, notebook(unique("b"), cluster, gpus=1))
+        await until(waiter, phase_is(WorkspacePhase.WAITING), "waiting")
+        await holder.execute_update(WorkspaceWorkflow.delete, DeleteWorkspaceRequest())
+        await until(waiter, phase_is(WorkspacePhase.RUNNING), "admitted")
+        assert (await status_of(holder)).phase is WorkspacePhase.DELETING
+        assert fake.service_sets.keys() == {(await status_of(waiter)).service_set}
+        fake.namespace_deletes_held.set()
+        assert (await holder.result()).phase is WorkspacePhase.DELETED
+        await delete(waiter)
 
 
 async def test_the_ledger_and_admissions_are_measured(
@@ -353,11 +427,11 @@ class OrganizationClusterStandIn:
 async def test_the_ledger_tells_an_organizations_cluster_who_holds_its_gpus(
     env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    """The ledger finds the cluster's workflow from its ClusterDeployment (`cluster/<org>/<name>`
-    is not derivable from `<org>-<name>`), so the scale-down guard works for organizations too."""
-    fake, cluster = world(gpus=2)
-    owner = f"cluster/acme/{cluster}"
-    fake.owners[cluster] = owner
+    """The ledger finds the cluster's workflow from its ClusterDeployment's marks
+    (`cluster/<org>/<name>` is not derivable from a derived name), so the scale-down guard works
+    for organizations too."""
+    fake, cluster = world(gpus=2, organization="acme")
+    owner = cluster_workflow_id(cluster, "acme")
     async with workspace_worker(
         env, task_queue, fake, extra_workflows=[OrganizationClusterStandIn]
     ):
@@ -365,7 +439,8 @@ async def test_the_ledger_tells_an_organizations_cluster_who_holds_its_gpus(
             OrganizationClusterStandIn.run, id=owner, task_queue=task_queue
         )
         STARTED.append(owner)
-        first = await deploy(env, task_queue, notebook(unique("a"), cluster, gpus=1))
+        name = unique("a")
+        first = await deploy(env, task_queue, notebook(name, cluster, gpus=1, organization="acme"))
         await until(first, phase_is(WorkspacePhase.RUNNING), "running")
         told = await eventually(
             lambda: listener.query(OrganizationClusterStandIn.told),
@@ -374,7 +449,7 @@ async def test_the_ledger_tells_an_organizations_cluster_who_holds_its_gpus(
             interval=0.05,
             what="the holders told to the organization's cluster",
         )
-        assert [h.workspace for h in told] == [first.id.removeprefix("workspace/")]
+        assert [h.workspace for h in told] == [name]
         await delete(first)
 
 
@@ -456,11 +531,40 @@ async def test_a_prerequisite_is_installed_once_for_two_concurrent_workspaces(
             assert prerequisite.name == "colony-inference-stack-1-0-0"
             assert prerequisite.phase.value == "Satisfied"
         installs = [name for name in fake.applied if name.startswith("wsprereq-")]
-        assert installs == [f"wsprereq-{cluster}-colony-inference-stack-1-0-0"]
+        installed = prerequisite_service_set_name("", cluster, "colony-inference-stack-1-0-0")
+        assert installs == [installed]
         # It outlives the workspaces that needed it.
         for handle in handles:
             await delete(handle)
-        assert f"wsprereq-{cluster}-colony-inference-stack-1-0-0" in fake.service_sets
+        assert installed in fake.service_sets
+        labels = fake.service_sets[installed].labels
+        assert labels["workspaces.exalsius.ai/role"] == "prerequisite"
+        assert labels["colony.dev/prerequisite"] == "colony-inference-stack-1-0-0"
+
+
+async def test_a_prerequisite_without_a_namespace_gets_one_of_its_own(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    vllm = catalog_class("colony-vllm-1-0-0")
+    (stack,) = vllm.prerequisites
+    own = vllm.model_copy(
+        update={
+            "name": "vllm-own-1-0-0",
+            "prerequisites": [stack.model_copy(update={"namespace": None})],
+        }
+    )
+    fake, cluster = world(gpus=4)
+    fake.classes[own.name] = own
+    async with workspace_worker(env, task_queue, fake):
+        spec = llm(unique("llm"), cluster).model_copy(update={"class_name": own.name})
+        handle = await deploy(env, task_queue, spec)
+        running = await until(handle, phase_is(WorkspacePhase.RUNNING), "running")
+        (prerequisite,) = running.prerequisites
+        namespace = "colony-inference-stack-1-0-0-system"
+        assert prerequisite.namespace == namespace
+        installed = prerequisite_service_set_name("", cluster, stack.service_template.name)
+        assert fake.service_sets[installed].services[0]["namespace"] == namespace
+        await delete(handle)
 
 
 def llm(name: str, cluster: str) -> WorkspaceSpec:
@@ -512,7 +616,9 @@ async def test_a_deploy_timeout_fails_with_its_context_and_frees_the_gpus(
         assert reason_of(failed) == ConditionReason.DEPLOY_TIMEOUT
         assert failed.failure_context is not None
         assert failed.failure_context.phase_when_failed is WorkspacePhase.DEPLOYING
-        assert "was not deployed within 15m" in failed.failure_context.reason
+        assert failed.failure_context.reason == "DeployTimeout"
+        assert "was not deployed within 15m" in failed.failure_context.message
+        assert failed.failure_context.recent_events[0].reason == "DeployTimeout"
         ledger = env.client.get_workflow_handle(f"capacity/{cluster}")
         await eventually(
             lambda: ledger.query(CapacityLedgerWorkflow.status),
@@ -579,7 +685,7 @@ async def test_routes_through_a_tenant_gateway_and_an_exhausted_port_pool(
     async with workspace_worker(env, task_queue, fake):
         nb_name = unique("nb")
         nb = await deploy(env, task_queue, notebook(nb_name, cluster))
-        running = await until(nb, phase_is(WorkspacePhase.RUNNING), "running")
+        running = await until(nb, routed, "running")
         assert [(a.url, a.ready) for a in running.access] == [
             (f"https://{nb_name}.acme.colony.example", True)
         ]
@@ -597,7 +703,7 @@ async def test_routes_through_a_tenant_gateway_and_an_exhausted_port_pool(
         # Two at once, one port in the pool: exactly one gets it (the ledger allocates ports, one
         # writer per cluster), the other reports the pool exhausted.
         boxes = [await deploy(env, task_queue, devbox(unique("box"))) for _ in range(2)]
-        statuses = [await until(b, phase_is(WorkspacePhase.RUNNING), "box running") for b in boxes]
+        statuses = [await until(b, routed, "box running") for b in boxes]
         ready = [s for s in statuses if s.access[0].ready]
         short = [s for s in statuses if not s.access[0].ready]
         assert len(ready) == 1
@@ -609,38 +715,11 @@ async def test_routes_through_a_tenant_gateway_and_an_exhausted_port_pool(
         await delete(holder)
         assert not any(r.kind == "TCPRoute" for r in fake.routes.values())
         third = await deploy(env, task_queue, devbox(unique("box")))
-        again = await until(third, phase_is(WorkspacePhase.RUNNING), "third box")
+        again = await until(third, routed, "third box")
         assert again.access[0].url == "ssh://acme.colony.example:30000"
         for handle in (third, boxes[statuses.index(short[0])]):
             await delete(handle)
         await delete(nb)
-
-
-async def test_a_missing_tenant_gateway_is_said_so_not_taken_for_none(
-    env: WorkflowEnvironment, task_queue: str
-) -> None:
-    """A cluster attached to a tenant gateway (its ClusterDeployment's label) whose Gateway is not
-    there: the workspace runs, reachable by port-forward, and RoutesReady says the gateway is
-    missing, naming its domain, instead of "no tenant gateway" (found by the reliability suite's
-    gateway-gone fault)."""
-    fake, cluster = world(gateway_domains={"gpu": "acme.colony.example"})
-    async with workspace_worker(env, task_queue, fake):
-        handle = await deploy(env, task_queue, notebook(unique("nb"), cluster))
-        running = await until(handle, phase_is(WorkspacePhase.RUNNING), "running")
-        routes = next(c for c in running.conditions if c.type == ConditionType.ROUTES_READY)
-        assert (routes.status, routes.reason) == (
-            ConditionStatus.FALSE,
-            ConditionReason.GATEWAY_MISSING,
-        )
-        assert "tenant gateway (acme.colony.example) is missing" in routes.message
-        [entry] = running.access
-        assert entry.command.startswith("kubectl port-forward")
-        assert entry.message == (
-            "the cluster's tenant gateway (acme.colony.example) is missing: "
-            f"reach it with `{entry.command}`"
-        )
-        assert fake.routes == {}
-        await delete(handle)
 
 
 async def test_suspend_and_resume_go_through_validators(
@@ -654,4 +733,196 @@ async def test_suspend_and_resume_go_through_validators(
             await handle.execute_update(WorkspaceWorkflow.resume, ResumeWorkspaceRequest())
         assert isinstance(refused.value.cause, ApplicationError)
         assert "only a suspended or failed workspace can be resumed" in refused.value.cause.message
+        await delete(handle)
+
+
+# --- Failure context in the exalsius shape -------------------------------------------------------
+
+
+async def test_a_failed_install_and_absent_gpus_have_the_exalsius_failure_context(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """The context's reason is the failing condition's (never free text), its message says what
+    failed, and its recent events start with the failure itself."""
+    fake, cluster = world(failing_templates={"colony-jupyter-1-0-0": "image pull back-off"})
+    async with workspace_worker(env, task_queue, fake):
+        install = await deploy(env, task_queue, notebook(unique("nb"), cluster))
+        failed = await until(install, phase_is(WorkspacePhase.FAILED), "install failed")
+        context = failed.failure_context
+        assert context is not None
+        assert (context.phase_when_failed, context.reason) == (
+            WorkspacePhase.DEPLOYING,
+            "HelmReleaseFailed",
+        )
+        assert context.message.endswith("failed: image pull back-off")
+        assert context.message == failed.message
+        first = context.recent_events[0]
+        assert (first.type, first.reason, first.message) == (
+            "Warning",
+            "HelmReleaseFailed",
+            context.message,
+        )
+        assert context.service_set_status is not None
+        assert context.service_set_status.services[0].state == "Failed"
+
+        absent = await deploy(
+            env, task_queue, notebook(unique("nb"), cluster, gpus=1, gpu_type="b300")
+        )
+        failed = await until(absent, phase_is(WorkspacePhase.FAILED), "no such GPUs")
+        context = failed.failure_context
+        assert context is not None
+        assert (context.phase_when_failed, context.reason) == (
+            WorkspacePhase.PENDING,
+            "GpuOfferingUnavailable",
+        )
+        assert [e.reason for e in context.recent_events] == ["GpuOfferingUnavailable"]
+        assert context.recent_events[0].message == context.message == failed.message
+        for handle in (install, absent):
+            await delete(handle)
+
+
+# --- Routes follow the gateway ----------------------------------------------------------------------
+
+DOMAIN = "acme.colony.example"
+
+
+def routes_ready(status: WorkspaceStatus) -> tuple[str, str]:
+    found = next(c for c in status.conditions if c.type == "RoutesReady")
+    return found.status.value, found.reason
+
+
+def two_endpoints(name: str) -> WorkspaceClassSpec:
+    """The notebook with a second HTTP endpoint on the same port, whose Service its chart does
+    not render."""
+    jupyter = catalog_class("colony-jupyter-1-0-0")
+    (http,) = jupyter.access_endpoints
+    endpoints = [
+        http.model_copy(update={"port": 80}),
+        http.model_copy(update={"name": "admin", "port": 80}),
+    ]
+    return jupyter.model_copy(update={"name": name, "access_endpoints": endpoints})
+
+
+async def test_routes_follow_the_gateway_as_it_goes_and_comes_back(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """A running workspace, its cluster attached to a tenant gateway: the Gateway goes
+    (`gateway_changed`, as the watcher sends it), RoutesReady turns False RoutingInfraNotReady and
+    the endpoint shows its port-forward meanwhile; it comes back, and the workspace is routed
+    again, all without an operation (no suspend, no resume): its phase stays Running."""
+    gateway = GatewayInfo(domain=DOMAIN, https=True)
+    fake, cluster = world(gateways={"gpu": gateway}, attached={"gpu": DOMAIN})
+    deployment = cluster_deployment_name(cluster, "")
+    async with workspace_worker(env, task_queue, fake):
+        name = unique("nb")
+        handle = await deploy(env, task_queue, notebook(name, cluster))
+        running = await until(handle, routed, "running")
+        assert routes_ready(running) == ("True", "RoutesReady")
+        assert [(a.url, a.ready, a.reason) for a in running.access] == [
+            (f"https://{name}.{DOMAIN}", True, "Accepted")
+        ]
+
+        del fake.gateways[deployment]
+        await handle.signal(
+            WorkspaceWorkflow.gateway_changed,
+            GatewayChanged(request_id="g-1", cluster=deployment, type=NodeEventType.DELETED),
+        )
+        waiting = await until(
+            handle, lambda s: routes_ready(s)[0] == "False", "routes waiting for the gateway"
+        )
+        assert routes_ready(waiting) == ("False", "RoutingInfraNotReady")
+        assert waiting.phase is WorkspacePhase.RUNNING
+        (entry,) = waiting.access
+        assert (entry.url, entry.ready, entry.reason) == (
+            f"https://{name}.{DOMAIN}",
+            False,
+            "RoutingInfraNotReady",
+        )
+        assert entry.command.startswith(f"kubectl port-forward -n ws-{name} ")
+        assert fake.routes  # kept: they attach again when the Gateway is back
+
+        fake.gateways[deployment] = gateway
+        fake.gateway_generations[deployment] = 2
+        await handle.signal(
+            WorkspaceWorkflow.gateway_changed,
+            GatewayChanged(request_id="g-2", cluster=deployment, type=NodeEventType.ADDED),
+        )
+        back = await until(handle, lambda s: routes_ready(s)[0] == "True", "routed again")
+        assert [(a.url, a.ready, a.command) for a in back.access] == [
+            (f"https://{name}.{DOMAIN}", True, "")
+        ]
+        assert [op.kind.value for op in back.completed_operations] == ["deploy"]
+        await delete(handle)
+
+
+async def test_without_the_watcher_a_running_workspace_looks_at_its_gateway_by_itself(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """No `gateway_changed` at all: the fallback finds the Gateway gone within `ROUTES_FALLBACK`
+    and back within `ROUTES_RETRY` (the time-skipping server's clock), and a look that finds
+    nothing new asks for nothing but the gateway."""
+    gateway = GatewayInfo(domain=DOMAIN, https=True)
+    fake, cluster = world(gateways={"gpu": gateway}, attached={"gpu": DOMAIN})
+    deployment = cluster_deployment_name(cluster, "")
+    async with workspace_worker(env, task_queue, fake):
+        handle = await deploy(env, task_queue, notebook(unique("nb"), cluster))
+        await until(handle, routed, "running")
+        applied = len(fake.routes)
+        await env.sleep(ROUTES_FALLBACK + timedelta(minutes=1))
+        assert fake.calls.count(f"find gateway {deployment}") >= 2  # deploy, and one look
+        assert len(fake.routes) == applied
+        assert routes_ready(await status_of(handle)) == ("True", "RoutesReady")
+
+        del fake.gateways[deployment]
+        await env.sleep(ROUTES_FALLBACK + timedelta(minutes=1))
+        gone = await status_of(handle)
+        assert routes_ready(gone) == ("False", "RoutingInfraNotReady")
+        fake.gateways[deployment] = gateway
+        await env.sleep(ROUTES_RETRY + timedelta(seconds=30))
+        assert routes_ready(await status_of(handle)) == ("True", "RoutesReady")
+        await delete(handle)
+
+
+async def test_an_endpoint_without_its_service_holds_neither_the_others_nor_the_phase(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """A chart that renders one of two endpoints' Services: Running as soon as the release is, the
+    other endpoint routed, the one without a Service reported failed with its reason; without a
+    gateway, both endpoints on port 80 are forwarded on local ports of their own."""
+    workspace_class = two_endpoints("two-web-1-0-0")
+    fake, cluster = world(gateways={"gpu": GatewayInfo(domain=DOMAIN, https=True)})
+    fake.classes[workspace_class.name] = workspace_class
+    name = unique("nb")
+    release = workspace_release_name("", cluster, name)
+    fake.missing_services.add(f"{release}-admin")
+    async with workspace_worker(env, task_queue, fake):
+        spec = notebook(name, cluster).model_copy(update={"class_name": workspace_class.name})
+        handle = await deploy(env, task_queue, spec)
+        running = await until(handle, routed, "running")
+        web, admin = running.access
+        assert (web.url, web.ready, web.reason) == (f"https://{name}.{DOMAIN}", True, "Accepted")
+        assert (admin.url, admin.ready, admin.reason) == (
+            f"https://{name}-admin.{DOMAIN}",
+            False,
+            "BackendNotFound",
+        )
+        assert f"Service ws-{name}/{release}-admin not found" in admin.message
+        assert routes_ready(running) == ("False", "RoutingError")
+        ready = next(c for c in running.conditions if c.type == "RoutesReady")
+        assert ready.message.startswith("admin: BackendNotFound: ")
+        assert next(c for c in running.conditions if c.type == "Ready").status.value == "True"
+        await delete(handle)
+
+    plain, plain_cluster = world()
+    plain.classes[workspace_class.name] = workspace_class
+    async with workspace_worker(env, task_queue, plain):
+        spec = notebook(unique("nb"), plain_cluster).model_copy(
+            update={"class_name": workspace_class.name}
+        )
+        handle = await deploy(env, task_queue, spec)
+        running = await until(handle, routed, "running")
+        assert [(a.url, a.command.split()[-1]) for a in running.access] == [
+            ("http://localhost:8080", "8080:80"),
+            ("http://localhost:8081", "8081:80"),
+        ]
         await delete(handle)

@@ -56,7 +56,11 @@ class LinkedWorld(FakeWorkspaceWorld):
         nodes = [
             h100_node(name) for name, node in self.colony.nodes.items() if name.startswith("h100")
         ]
-        return ReadGpuInventoryResult(nodes=nodes)
+        # The cluster's workflow, from its ClusterDeployment's marks (as the real activity reads).
+        owner = self.owner_of(request.cluster_deployment) if request.cluster_deployment else None
+        return ReadGpuInventoryResult(
+            nodes=nodes, cluster_workflow_id=owner.workflow_id if owner else ""
+        )
 
     @activity.defn(name=WorkspaceActivity.LIST_WORKFLOWS)
     async def list_workflows(self, request: ListWorkflowsRequest) -> ListWorkflowsResult:

@@ -32,6 +32,7 @@ from models.activity_api import (
     GetClusterDeploymentStatusResult,
 )
 from models.capacity import GpuNode, gpu_node
+from models.ownership import Owner
 from models.sealed import SealedValue
 from models.workspace import GatewayInfo, ServiceSetStatusSummary, ServiceStateSummary
 from models.workspace_api import (
@@ -126,11 +127,19 @@ class FakeWorkspaceWorld:
     """(cluster, template) -> a ServiceSet not Colony's that already installs it."""
     nodes: dict[str, list[GpuNode]] = field(default_factory=dict)
     gateways: dict[str, GatewayInfo] = field(default_factory=dict)
-    gateway_domains: dict[str, str] = field(default_factory=dict)
-    """Cluster -> the tenant gateway domain its ClusterDeployment is labelled with (whether or not
-    `gateways` has the Gateway itself)."""
-    owners: dict[str, str] = field(default_factory=dict)
-    """Cluster -> the workflow its ClusterDeployment names as owner (default `cluster/<name>`)."""
+    """ClusterDeployment -> the tenant Gateway in its child (none: no Gateway there)."""
+    attached: dict[str, str] = field(default_factory=dict)
+    """ClusterDeployment -> the domain its label `colony.dev/tenant-gateway-domain` names."""
+    gateway_generations: dict[str, int] = field(default_factory=dict)
+    """ClusterDeployment -> its Gateway's generation (a test bumps it to change the Gateway)."""
+    missing_services: set[str] = field(default_factory=set)
+    """Services the charts do not render: a route to one is refused (`BackendNotFound`)."""
+    deployment_owners: dict[str, Owner] = field(default_factory=dict)
+    """ClusterDeployment -> the owner its marks name (default: the default-mode cluster of its
+    name, `cluster/<name>`); a wait given another owner finds none (as the real activity)."""
+
+    namespace_deletes_held: asyncio.Event | None = None
+    """When set, a namespace's deletion waits for it (a test looks at what happened before)."""
 
     service_sets: dict[str, FakeServiceSet] = field(default_factory=dict)
     applied: list[str] = field(default_factory=list)
@@ -141,11 +150,15 @@ class FakeWorkspaceWorld:
 
     # --- Management cluster ---------------------------------------------------------------------
 
+    def owner_of(self, deployment: str) -> Owner:
+        return self.deployment_owners.get(deployment, Owner(workflow_id=f"cluster/{deployment}"))
+
     @activity.defn(name=ActivityName.AWAIT_CLUSTER_DEPLOYMENT)
     async def await_cluster_deployment(
         self, request: AwaitClusterDeploymentRequest
     ) -> AwaitClusterDeploymentResult:
-        if request.name not in self.ready_clusters:
+        marked = self.owner_of(request.name)
+        if request.name not in self.ready_clusters or request.owner not in (None, marked):
             return AwaitClusterDeploymentResult(
                 outcome=DeploymentOutcome.GONE,
                 status=GetClusterDeploymentStatusResult(exists=False),
@@ -158,7 +171,6 @@ class FakeWorkspaceWorld:
                 generation=1,
                 observed_generation=1,
                 conditions=[Condition(type="Ready", status="True")],
-                tenant_gateway_domain=self.gateway_domains.get(request.name, ""),
             ),
         )
 
@@ -286,6 +298,8 @@ class FakeWorkspaceWorld:
 
     @activity.defn(name=WorkspaceActivity.DELETE_NAMESPACE)
     async def delete_namespace(self, request: DeleteNamespaceRequest) -> DeleteNamespaceResult:
+        if self.namespace_deletes_held is not None:
+            await self.namespace_deletes_held.wait()
         names = self.namespaces.setdefault(request.kubeconfig.secret_name, set())
         existed = request.name in names
         names.discard(request.name)
@@ -295,7 +309,7 @@ class FakeWorkspaceWorld:
     async def read_gpu_inventory(self, request: ReadGpuInventoryRequest) -> ReadGpuInventoryResult:
         cluster = request.kubeconfig.secret_name.removesuffix("-kubeconfig")
         self.calls.append(f"inventory {cluster}")
-        owner = self.owners.get(cluster, f"cluster/{cluster}") if request.cluster_deployment else ""
+        owner = self.owner_of(cluster).workflow_id if request.cluster_deployment else ""
         return ReadGpuInventoryResult(
             nodes=list(self.nodes.get(cluster, [])), cluster_workflow_id=owner
         )
@@ -305,15 +319,20 @@ class FakeWorkspaceWorld:
         self, request: FindTenantGatewayRequest
     ) -> FindTenantGatewayResult:
         cluster = request.kubeconfig.secret_name.removesuffix("-kubeconfig")
+        self.calls.append(f"find gateway {cluster}")
+        expected = self.attached.get(cluster, "") if request.cluster_deployment else ""
         gateway = self.gateways.get(cluster)
         if gateway is None:
-            return FindTenantGatewayResult()
+            return FindTenantGatewayResult(expected_domain=expected)
         taken = sorted(r.listener_port for r in self.routes.values() if r.kind == "TCPRoute")
         return FindTenantGatewayResult(
             gateway=gateway,
             gateway_namespace="colony-gateway",
             gateway_name="tenant",
+            gateway_uid=f"uid-{cluster}",
+            gateway_generation=self.gateway_generations.get(cluster, 1),
             taken_ports=taken,
+            expected_domain=expected,
         )
 
     @activity.defn(name=WorkspaceActivity.APPLY_ROUTES)
@@ -324,8 +343,19 @@ class FakeWorkspaceWorld:
 
     @activity.defn(name=WorkspaceActivity.AWAIT_ROUTES)
     async def await_routes(self, request: AwaitRoutesRequest) -> AwaitRoutesResult:
-        states = [RouteState(name=r.name, accepted=True) for r in request.routes]
-        return AwaitRoutesResult(routes=states, all_accepted=True)
+        states = [
+            RouteState(
+                name=r.name,
+                settled=True,
+                reason="BackendNotFound",
+                message=f"ResolvedRefs: BackendNotFound: Service {request.namespace}/{r.service} "
+                "not found",
+            )
+            if r.service in self.missing_services
+            else RouteState(name=r.name, accepted=True, settled=True, reason="Accepted")
+            for r in request.routes
+        ]
+        return AwaitRoutesResult(routes=states, all_accepted=all(s.accepted for s in states))
 
     @activity.defn(name=WorkspaceActivity.DELETE_ROUTES)
     async def delete_routes(self, request: DeleteRoutesRequest) -> DeleteRoutesResult:

@@ -2,9 +2,10 @@
 signals out.
 
 It watches the management cluster's ClusterDeployments and ServiceSets that Colony created, and
-through each ClusterDeployment's kubeconfig Secret the Nodes of its child cluster, and tells the
-workflow that owns each object (the annotation `colony.dev/workflow-id`) what changed, with the
-signal contract of `models.signals`. Workflows keep a slow fallback of their own, so the watcher
+through each ClusterDeployment's kubeconfig Secret the Nodes and tenant Gateways of its child
+cluster, and tells the workflow that owns each object (the annotation `colony.dev/workflow-id`;
+for a Gateway, the workspaces with a namespace in that child) what changed, with the signal
+contract of `models.signals`. Workflows keep a slow fallback of their own, so the watcher
 makes Colony fast, never correct: when it is down, nothing hangs.
 
 Modules, by concern:

@@ -6,14 +6,16 @@ raw watch requests on `httpx` are cancelled at once and cost a coroutine each. T
 still does what it is good at: reading kubeconfigs (CA data, client certificates, bearer tokens,
 exec plugins and their refresh), through `kubernetes.config` into a `Configuration`.
 
-Used by `watching.streams`, `watching.state`, `watching.leader` and `watching.service`.
+Used by `watching.streams`, `watching.state`, `watching.leader` and `watching.service`, and by
+the activities' waits on one object (`activities.watch`), which react to its next change instead
+of its next poll.
 """
 
 from __future__ import annotations
 
 import json
 import ssl
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -149,8 +151,9 @@ class KubeApi:
         *,
         resource_version: str,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         timeout_seconds: int = 300,
-    ) -> AsyncIterator[tuple[str, Obj]]:
+    ) -> AsyncGenerator[tuple[str, Obj], None]:
         """(type, object) events from `resource_version` until the server ends the watch.
 
         Raises:
@@ -165,6 +168,8 @@ class KubeApi:
         }
         if label_selector:
             params["labelSelector"] = label_selector
+        if field_selector:
+            params["fieldSelector"] = field_selector
         timeout = httpx.Timeout(timeout_seconds + WATCH_SLACK, connect=5.0)
         async with self._http.stream(
             "GET", path, params=params, headers=self._headers(), timeout=timeout

@@ -7,9 +7,15 @@ Request ids make every signal idempotent (a workflow ignores an id it has seen),
 from what identifies one state of one object, so a watcher that sends the same event twice (after a
 restart, a relist, or a second watcher during a handover) costs nothing:
 
-- an object Colony owns changed (ClusterDeployment, ServiceSet, any object annotated
-  `colony.dev/workflow-id`): `refresh`, request id `<Kind>/<uid>/<resourceVersion>`;
+- an object Colony owns changed (ClusterDeployment, ServiceSet, any object carrying Colony's
+  ownership marks, `models.ownership`, for a cluster's, workspace's or colony's workflow):
+  `refresh` to the workflow its `colony.dev/workflow-id` names, request id
+  `<Kind>/<uid>/<resourceVersion>`;
 - a Node of a child cluster changed: `node_event`, request id `node/<cluster>/<uid>/<resourceVersion>`;
+- a tenant Gateway of a child cluster (label `colony.dev/tenant-gateway=true`) appeared, changed or
+  went: `gateway_changed` to every workspace with a namespace in that child (its marks name the
+  workspace's workflow, of the cluster's own organization), request id
+  `gateway/<cluster>/<uid>/<resourceVersion>`;
 - a stream was relisted (410 Gone: events may have been missed): `refresh`, request id
   `relist/<stream>/<resourceVersion of the list>`.
 
@@ -25,14 +31,18 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from models.signals import NodeEvent, NodeEventType, RefreshRequest, SignalName
+from models.identity import Entity, entity_workflow_id
+from models.ownership import marked_entity
+from models.signals import GatewayChanged, NodeEvent, NodeEventType, RefreshRequest, SignalName
 
-WORKFLOW_ID_ANNOTATION = "colony.dev/workflow-id"
-"""The owning workflow's id, verbatim (labels cannot hold "/"); Colony sets it on what it creates."""
 CLUSTER_LABEL = "colony.dev/cluster"
 """ClusterDeployments Colony created carry it (the cluster's name)."""
 WORKSPACE_LABEL = "colony.dev/workspace"
 """ServiceSets Colony created carry it (the workspace's name)."""
+TENANT_GATEWAY_SELECTOR = "colony.dev/tenant-gateway=true"
+"""The Gateways routing looks for in a child cluster (`activities.workspaces.find_tenant_gateway`)."""
+DOMAIN_ANNOTATION = "colony.dev/domain"
+"""A tenant Gateway's domain, when its listeners do not say it."""
 KUBECONFIG_SECRET_SUFFIX = "-kubeconfig"
 KUBECONFIG_KEY = "value"
 """k0rdent writes a child cluster's kubeconfig to Secret `<ClusterDeployment>-kubeconfig`, key
@@ -51,6 +61,9 @@ _VOLATILE_KEYS = frozenset(
 """Status keys whose change alone says nothing a workflow acts on (KCM rewrites messages with
 counters and times on every reconcile)."""
 
+ATTACHED_ROUTES = frozenset({"attachedRoutes"})
+"""A Gateway listener's count of routes attached to it."""
+
 Obj = dict[str, Any]
 
 
@@ -60,7 +73,7 @@ class Signal:
 
     workflow_id: str
     name: SignalName
-    payload: RefreshRequest | NodeEvent
+    payload: RefreshRequest | NodeEvent | GatewayChanged
 
     @property
     def request_id(self) -> str:
@@ -73,10 +86,12 @@ def _meta(obj: Obj) -> Obj:
 
 
 def owner_workflow_id(obj: Obj) -> str | None:
-    """The workflow that owns `obj` (its `colony.dev/workflow-id` annotation), if any."""
-    annotations = _meta(obj).get("annotations") or {}
-    owner = annotations.get(WORKFLOW_ID_ANNOTATION) if isinstance(annotations, dict) else None
-    return str(owner) if owner else None
+    """The workflow that owns `obj` (its `colony.dev/workflow-id` annotation), when the object
+    carries Colony's ownership marks and they agree with each other (`models.ownership`: Colony
+    made it, and its organization label is the workflow id's); None otherwise. An annotation alone
+    makes no owner: nothing merely annotated can steer signals to another organization's workflow."""
+    found = marked_entity(obj)
+    return entity_workflow_id(*found) if found else None
 
 
 def object_refresh(kind: str, obj: Obj) -> Signal | None:
@@ -133,16 +148,77 @@ def node_event(cluster: str, workflow_id: str, event_type: str, node: Obj) -> Si
     )
 
 
+def gateway_changed(workflow_id: str, cluster: str, event_type: str, gateway: Obj) -> Signal:
+    """`gateway_changed` to a workspace of `cluster` (the ClusterDeployment's name)."""
+    meta = _meta(gateway)
+    return Signal(
+        workflow_id,
+        SignalName.GATEWAY_CHANGED,
+        GatewayChanged(
+            request_id=f"gateway/{cluster}/{meta.get('uid', '')}/{meta.get('resourceVersion', '')}",
+            cluster=cluster,
+            gateway=f"{meta.get('namespace', '')}/{meta.get('name', '')}",
+            type=NodeEventType(event_type),
+        ),
+    )
+
+
+def gateway_relisted(workflow_id: str, cluster: str, stream: str, list_version: str) -> Signal:
+    """`gateway_changed` after a relist of a child's Gateways: one may have gone unseen."""
+    return Signal(
+        workflow_id,
+        SignalName.GATEWAY_CHANGED,
+        GatewayChanged(request_id=f"relist/{stream}/{list_version}", cluster=cluster),
+    )
+
+
+def gateway_fingerprint(gateway: Obj) -> str:
+    """What routes depend on in a Gateway: its spec (generation), its domain annotation, its
+    deletion and its status without times, messages and route counts (every route a workspace
+    attaches moves `attachedRoutes`: signalling that would tell every workspace of the cluster
+    about every other one's deploy)."""
+    meta = _meta(gateway)
+    return json.dumps(
+        [
+            meta.get("generation"),
+            (meta.get("annotations") or {}).get(DOMAIN_ANNOTATION),
+            bool(meta.get("deletionTimestamp")),
+            _stable(gateway.get("status"), ATTACHED_ROUTES),
+        ],
+        sort_keys=True,
+        default=str,
+    )
+
+
+def workspace_owners(namespaces: list[Obj], cluster_deployment: Obj) -> list[str]:
+    """The workspaces of a child cluster: the workflows its namespaces' marks name, when they are
+    workspaces of the cluster's own organization (a namespace made in the child by hand, naming
+    another organization's workspace, steers nothing there)."""
+    cluster = marked_entity(cluster_deployment)
+    if cluster is None:
+        return []
+    owners = set()
+    for namespace in namespaces:
+        found = marked_entity(namespace)
+        if found is not None and found[0] is Entity.WORKSPACE and found[1] == cluster[1]:
+            owners.add(entity_workflow_id(*found))
+    return sorted(owners)
+
+
 def node_fingerprint(node: Obj) -> tuple[str, bool]:
     """What the workflow records of a Node: its readiness and whether it is cordoned."""
     return ready_status(node), bool((node.get("spec") or {}).get("unschedulable"))
 
 
-def _stable(value: Any) -> Any:
+def _stable(value: Any, also: frozenset[str] = frozenset()) -> Any:
     if isinstance(value, dict):
-        return {k: _stable(v) for k, v in value.items() if k not in _VOLATILE_KEYS}
+        return {
+            k: _stable(v, also)
+            for k, v in value.items()
+            if k not in _VOLATILE_KEYS and k not in also
+        }
     if isinstance(value, list):
-        return [_stable(v) for v in value]
+        return [_stable(v, also) for v in value]
     return value
 
 

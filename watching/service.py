@@ -7,11 +7,15 @@ the Lease watches and signals, the others wait to take over.
 While leading:
 - one stream per owned kind on the management cluster (`OWNED`: ClusterDeployments labelled
   `colony.dev/cluster`, ServiceSets labelled `colony.dev/workspace`); any object of theirs
-  annotated `colony.dev/workflow-id` gets `refresh` signals when it changes;
+  carrying Colony's ownership marks (`models.ownership`: Colony's, and the organization label
+  agreeing with the `colony.dev/workflow-id` annotation) gets that workflow `refresh` signals when
+  it changes (an annotation alone steers nothing);
 - for each ClusterDeployment, a stream of its child cluster's Nodes through the kubeconfig Secret
   `<name>-kubeconfig` (waiting for the Secret while the cluster is being created), whose changes
-  become `node_event` signals to the ClusterDeployment's workflow; it stops when the
-  ClusterDeployment goes;
+  become `node_event` signals to the ClusterDeployment's workflow, and a stream of its tenant
+  Gateways (label `colony.dev/tenant-gateway=true`), whose changes become `gateway_changed`
+  signals to the workspaces with a namespace in that child (listed when the Gateway changes);
+  both stop when the ClusterDeployment goes;
 - every stream resumes from the resourceVersion persisted in `watching.state` (a restart watches
   from there, it does not list), and after a relist (410 Gone) each owner also gets a `refresh`.
 
@@ -43,9 +47,13 @@ from watching.leader import LeaseElector, LeaseTiming
 from watching.mapping import (
     CLUSTER_LABEL,
     KUBECONFIG_KEY,
+    TENANT_GATEWAY_SELECTOR,
     WORKSPACE_LABEL,
     Fingerprints,
     Signal,
+    gateway_changed,
+    gateway_fingerprint,
+    gateway_relisted,
     kubeconfig_secret,
     node_event,
     node_fingerprint,
@@ -53,6 +61,7 @@ from watching.mapping import (
     object_refresh,
     owner_workflow_id,
     relist_refresh,
+    workspace_owners,
 )
 from watching.signals import SignalSender
 from watching.state import ResumeStore
@@ -70,6 +79,9 @@ SECRET_RETRY_FIRST = 1.0
 SECRET_RETRY_CAP = 15.0
 """Seconds between looks for a child's kubeconfig Secret (k0rdent writes it once the control
 plane is up); a change of the ClusterDeployment looks at once."""
+NOT_SERVED_RETRY = 300.0
+"""Seconds before a child that does not serve Gateways (no Gateway API CRDs) is asked again."""
+GATEWAYS = ("gateway.networking.k8s.io", "v1", "gateways")
 
 
 @dataclass(frozen=True)
@@ -141,7 +153,7 @@ def _child_api(kubeconfig: Mapping[str, Any]) -> KubeApi:
 
 @dataclass
 class _Child:
-    """The Node stream of one child cluster."""
+    """The Node and Gateway streams of one child cluster."""
 
     uid: str
     workflow_id: str
@@ -348,8 +360,8 @@ class Watcher:
             current.task.cancel()  # the same name, another cluster
         wake = asyncio.Event()
         task = asyncio.create_task(
-            self._follow_nodes(key, uid, workflow_id, cluster_deployment, wake),
-            name=f"watch nodes of {key[0]}/{key[1]}",
+            self._follow_child(key, uid, workflow_id, cluster_deployment, wake),
+            name=f"watch nodes and gateways of {key[0]}/{key[1]}",
         )
         self._children[key] = _Child(uid, workflow_id, task, wake)
 
@@ -362,10 +374,10 @@ class Watcher:
             return
         if child is not None:
             child.task.cancel()
-        stream = self._child_stream(key)
-        # Its saved position goes too (also when it went while no watcher ran).
-        if self._state is not None and self._state.get(stream).startswith(f"{uid}/"):
-            self._state.drop(stream)
+        # Their saved positions go too (also when it went while no watcher ran).
+        for stream in (self._child_stream(key), self._gateway_stream(key)):
+            if self._state is not None and self._state.get(stream).startswith(f"{uid}/"):
+                self._state.drop(stream)
 
     async def _kubeconfig(self, cluster_deployment: Obj, wake: asyncio.Event) -> dict[str, Any]:
         """The child's kubeconfig, once k0rdent has written its Secret."""
@@ -390,7 +402,11 @@ class Watcher:
                 await asyncio.wait_for(wake.wait(), timeout=pause)
             pause = min(pause * 2, SECRET_RETRY_CAP)
 
-    async def _follow_nodes(
+    @staticmethod
+    def _gateway_stream(key: tuple[str, str]) -> str:
+        return f"gateways.{key[0]}.{key[1]}"
+
+    async def _follow_child(
         self,
         key: tuple[str, str],
         uid: str,
@@ -398,15 +414,34 @@ class Watcher:
         cluster_deployment: Obj,
         wake: asyncio.Event,
     ) -> None:
-        cluster = key[1]
-        stream_name = self._child_stream(key)
+        kubeconfig = await self._kubeconfig(cluster_deployment, wake)
+        async with asyncio.TaskGroup() as group:
+            group.create_task(
+                self._follow_nodes(key, uid, workflow_id, cluster_deployment, wake, kubeconfig)
+            )
+            group.create_task(self._follow_gateways(key, uid, cluster_deployment, wake, kubeconfig))
+
+    def _resume_version(self, stream_name: str, uid: str) -> str:
         stored = self._state.get(stream_name) if self._state is not None else ""
         stored_uid, _, stored_version = stored.partition("/")
+        return stored_version if stored_uid == uid else ""
+
+    async def _follow_nodes(
+        self,
+        key: tuple[str, str],
+        uid: str,
+        workflow_id: str,
+        cluster_deployment: Obj,
+        wake: asyncio.Event,
+        kubeconfig: dict[str, Any],
+    ) -> None:
+        cluster = key[1]
+        stream_name = self._child_stream(key)
         stream = WatchStream(
-            self._child_api(await self._kubeconfig(cluster_deployment, wake)),
+            self._child_api(kubeconfig),
             stream_name,
             collection_path("", "v1", "nodes"),
-            version=stored_version if stored_uid == uid else "",
+            version=self._resume_version(stream_name, uid),
             timeout_seconds=self.config.watch_timeout_seconds,
             fatal_statuses=(401,),
         )
@@ -443,6 +478,88 @@ class Watcher:
             await self._deliver(node_event(cluster, workflow_id, event.type, node))
         if event.version:
             self._acknowledge(stream_name, f"{uid}/{event.version}")
+
+    async def _follow_gateways(
+        self,
+        key: tuple[str, str],
+        uid: str,
+        cluster_deployment: Obj,
+        wake: asyncio.Event,
+        kubeconfig: dict[str, Any],
+    ) -> None:
+        stream_name = self._gateway_stream(key)
+        stream = WatchStream(
+            self._child_api(kubeconfig),
+            stream_name,
+            collection_path(*GATEWAYS),
+            label_selector=TENANT_GATEWAY_SELECTOR,
+            version=self._resume_version(stream_name, uid),
+            timeout_seconds=self.config.watch_timeout_seconds,
+            fatal_statuses=(401, 404),
+        )
+        self.streams[stream_name] = stream
+        seen = Fingerprints()
+        while True:
+            try:
+                async for event in stream.events():
+                    await self._on_gateway(event, key, uid, cluster_deployment, stream, seen)
+            except KubeError as exc:
+                if exc.status == 404:
+                    # No Gateway API in this child: no tenant gateway to follow, for now.
+                    log.info("%s: Gateways are not served; asking again later", stream_name)
+                    await asyncio.sleep(NOT_SERVED_RETRY)
+                else:
+                    log.info("%s: %s; reading the kubeconfig again", stream_name, exc)
+            finally:
+                await stream.api.aclose()
+            stream.api = self._child_api(await self._kubeconfig(cluster_deployment, wake))
+
+    async def _on_gateway(
+        self,
+        event: StreamEvent,
+        key: tuple[str, str],
+        uid: str,
+        cluster_deployment: Obj,
+        stream: WatchStream,
+        seen: Fingerprints,
+    ) -> None:
+        cluster = key[1]
+        if event.type == SYNCED:
+            if event.relist:
+                metrics.watcher_relist("gateways")
+                for owner in await self._workspaces_of(stream.api, cluster_deployment):
+                    await self._deliver(
+                        gateway_relisted(owner, cluster, stream.name, event.version)
+                    )
+            self._acknowledge(stream.name, f"{uid}/{event.version}")
+            return
+        gateway = event.obj
+        if seen.changed(event.type, uid_of(gateway), gateway_fingerprint(gateway)):
+            for owner in await self._workspaces_of(stream.api, cluster_deployment):
+                await self._deliver(gateway_changed(owner, cluster, event.type, gateway))
+        if event.version:
+            self._acknowledge(stream.name, f"{uid}/{event.version}")
+
+    async def _workspaces_of(self, child: KubeApi, cluster_deployment: Obj) -> list[str]:
+        """The workspaces with a namespace in the child (their marks name them), listed now:
+        a Gateway changes rarely, a workspace comes and goes more often."""
+        pause = SECRET_RETRY_FIRST
+        while True:
+            try:
+                namespaces, _ = await child.list(
+                    collection_path("", "v1", "namespaces"), label_selector=WORKSPACE_LABEL
+                )
+                return workspace_owners(namespaces, cluster_deployment)
+            except KubeError as exc:
+                if exc.status == 401:
+                    raise  # rotated credentials: the stream reads the kubeconfig again
+                log.warning("listing the workspace namespaces: %s; retrying", exc)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, SECRET_RETRY_CAP)
+            except httpx.HTTPError as exc:
+                log.warning("listing the workspace namespaces: %s; retrying", exc)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, SECRET_RETRY_CAP)
 
 
 async def _retrying(what: str, step: Callable[[], Awaitable[None]]) -> None:

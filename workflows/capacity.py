@@ -1,4 +1,5 @@
-"""`CapacityLedgerWorkflow`: the GPU ledger of one cluster, id `capacity/<cluster>`.
+"""`CapacityLedgerWorkflow`: the GPU ledger of one cluster, id `capacity/<ClusterDeployment>`
+(`models.identity`: the ClusterDeployment's name is injective across organizations).
 
 It owns the pure `models.capacity.CapacityLedger` of the cluster and is the only writer of it, so
 two workspaces are never admitted onto the same GPUs, however their requests race: messages are
@@ -52,7 +53,7 @@ with workflow.unsafe.imports_passed_through():
         GpuHolder,
         LedgerChanges,
     )
-    from models.cluster import DEFAULT_NAMESPACE, cluster_workflow_id, kubeconfig_secret_name
+    from models.cluster import DEFAULT_NAMESPACE, kubeconfig_secret_name
     from models.operations import OperationBook
     from models.signals import RefreshRequest, SignalName
     from models.workspace_api import (
@@ -81,7 +82,9 @@ class CapacityLedgerWorkflow:
     @workflow.init
     def __init__(self, input: CapacityLedgerInput) -> None:
         self._cluster = input.cluster
-        self._cluster_workflow_id = input.cluster_workflow_id or cluster_workflow_id(input.cluster)
+        # Known once the inventory is read: from the ClusterDeployment's ownership marks, checked
+        # to name this very ClusterDeployment's cluster (never guessed from a name).
+        self._cluster_workflow_id = input.cluster_workflow_id
         self._kubeconfig = input.kubeconfig or KubeconfigRef(
             namespace=DEFAULT_NAMESPACE, secret_name=kubeconfig_secret_name(input.cluster)
         )
@@ -277,7 +280,8 @@ class CapacityLedgerWorkflow:
             )
             return
         if inventory.cluster_workflow_id:
-            # An organization's cluster is `cluster/<org>/<name>`: not derivable from the name.
+            # An organization's cluster is `cluster/<org>/<name>`: not derivable from the
+            # ClusterDeployment's name, so read from its marks (checked by the activity).
             self._cluster_workflow_id = inventory.cluster_workflow_id
         changes = self._ledger.capacity_changed(inventory.nodes)
         self._loaded = True
@@ -307,7 +311,7 @@ class CapacityLedgerWorkflow:
 
     def _publish_holders(self) -> None:
         holders = self._ledger.holders_on_nodes(node.name for node in self._ledger.nodes)
-        if holders == self._holders:
+        if holders == self._holders or not self._cluster_workflow_id:
             return
         self._holders = holders
         self._holders_sent += 1

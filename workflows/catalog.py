@@ -1,7 +1,10 @@
 """`CatalogWorkflow`: Colony's workspace class catalog, id `catalog/workspace-classes`.
 
 Classes live on the management cluster as `WorkspaceClass` objects (so `kubectl get wsc` shows
-them); this workflow is how Colony writes and lists them without its clients touching Kubernetes:
+them): the catalog every organization shares (an operator publishes it), and each organization's
+own classes, which only it sees (stored under a derived name, `models.identity`, with its
+ownership marks). This workflow is how Colony writes and lists them without its clients touching
+Kubernetes:
 `publish_class` (an update) stores a class with its ServiceTemplates, refusing a different class
 under an existing name (classes are immutable: a new version is a new name), and the `classes`
 query answers from what it last read. It reads the catalog again after each publish and on
@@ -49,7 +52,7 @@ class CatalogWorkflow:
 
     @workflow.init
     def __init__(self, input: CatalogInput) -> None:
-        self._status = CatalogStatus(classes=input.classes)
+        self._status = CatalogStatus(classes=input.classes, private=input.private)
         self._book = OperationBook.model_validate(input.book) if input.book else OperationBook()
         self._ids = RequestIds(self._book)
         self._lock = asyncio.Lock()
@@ -82,7 +85,9 @@ class CatalogWorkflow:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(
                     CatalogInput(
-                        classes=self._status.classes, book=self._book.model_dump(mode="json")
+                        classes=self._status.classes,
+                        private=self._status.private,
+                        book=self._book.model_dump(mode="json"),
                     )
                 )
 
@@ -92,6 +97,7 @@ class CatalogWorkflow:
     async def _read(self) -> None:
         listed = await LIST_WORKSPACE_CLASSES(ListWorkspaceClassesRequest())
         self._status.classes = listed.classes
+        self._status.private = listed.private
         self._status.unreadable = listed.unreadable
 
     @workflow.update

@@ -86,6 +86,12 @@ with workflow.unsafe.imports_passed_through():
     )
     from models.colony import ClusterReport, colony_workflow_id
     from models.errors import ErrorType, permanent, rejected
+    from models.identity import (
+        Entity,
+        capacity_workflow_id,
+        owner_key,
+        parse_entity_workflow_id,
+    )
     from models.node_pool import NodePoolStatus, NodeState
     from models.operations import (
         AddNodePoolRequest,
@@ -100,9 +106,9 @@ with workflow.unsafe.imports_passed_through():
         ScaleNodePoolRequest,
     )
     from models.operations import DeleteNodeRequest as DeleteNodeOperation
+    from models.ownership import Owner
     from models.rules import gpu_holders_problem, operation_problem
     from models.signals import NodeEvent, NodeEventType, RefreshRequest, SignalName
-    from models.workspace import capacity_workflow_id
     from models.workspace_api import (
         AwaitWorkflowsClosedRequest,
         CapacityMessage,
@@ -123,6 +129,8 @@ DELETE_DEADLINE = timedelta(minutes=30)
 """Tearing down a ClusterDeployment (machines reset over SSH) takes minutes, rarely more."""
 KIND = "cluster"
 """The `ColonyKind` search attribute of cluster workflows."""
+WAITING_PHASE_PATCH = "pool-waiting-phase"
+"""`workflow.patched` id of the phase upserts made while a pool waits for hosts."""
 
 
 def _waiting_on(conditions: list[Condition]) -> str:
@@ -150,7 +158,7 @@ class ClusterWorkflow:
             # its creation is the first operation, queued before any update can arrive.
             info = workflow.info()
             self._state = ClusterState(
-                owner=f"{info.workflow_id}/{info.run_id}",
+                owner=owner_key(info.workflow_id, info.run_id),
                 created_at=workflow.now(),
                 node_pools=[
                     NodePoolStatus(
@@ -163,7 +171,7 @@ class ClusterWorkflow:
                     for pool in self._spec.node_pools
                 ],
             )
-        self._cluster = ClusterContext(self._spec, self._state)
+        self._cluster = ClusterContext(self._spec, self._state, shown_changed=self._show_phase)
         self._engine: EntityEngine[Operation] = EntityEngine(
             self._state.book, self._state.queue, self._state.completed, headline=self._headline
         )
@@ -450,6 +458,7 @@ class ClusterWorkflow:
                 template=spec.template,
                 credential=spec.credential,
                 workflow_id=workflow.info().workflow_id,
+                organization=spec.organization,
                 owner=self._state.owner,
                 kubernetes_version=KUBERNETES_VERSION,
                 pod_cidr=POD_CIDR,
@@ -476,6 +485,7 @@ class ClusterWorkflow:
                     name=spec.deployment_name,
                     want=DeploymentWait.READY,
                     deadline=deadline,
+                    owner=self._owner(),
                     known_conditions=known,
                 ),
                 wait=left,
@@ -555,6 +565,7 @@ class ClusterWorkflow:
                     name=spec.deployment_name,
                     want=DeploymentWait.GONE,
                     deadline=deadline,
+                    owner=self._owner(),
                     known_conditions=known,
                 ),
                 wait=left,
@@ -573,8 +584,9 @@ class ClusterWorkflow:
     async def _tear_down_workspaces(self) -> None:
         """Delete the cluster's workspaces first (each uninstalls its release and frees its GPUs),
         wait until they are gone, then end the cluster's GPU ledger. Workspaces and the ledger name
-        the cluster by its ClusterDeployment (`<organization>-<name>` for an organization's), never
-        by its name, which another organization's cluster may share."""
+        the cluster by its ClusterDeployment (`models.identity`: injective across organizations),
+        never by its name, which another organization's cluster may share; and only workspaces of
+        the cluster's own organization are ever told to go."""
         cluster = self._spec.name
         deployment = self._spec.deployment_name
         listed = await LIST_WORKFLOWS(
@@ -582,8 +594,13 @@ class ClusterWorkflow:
                 query=f"ColonyKind = 'workspace' AND ColonyCluster = '{deployment}'"
             )
         )
+        workspaces = [
+            workflow_id
+            for workflow_id in listed.workflow_ids
+            if _workspace_of(workflow_id, self._spec.organization)
+        ]
         me = workflow.info().workflow_id
-        for workspace_id in listed.workflow_ids:
+        for workspace_id in workspaces:
             await SIGNAL_WORKFLOW(
                 SignalWorkflowRequest(
                     workflow_id=workspace_id,
@@ -594,10 +611,10 @@ class ClusterWorkflow:
                     ).model_dump(mode="json"),
                 )
             )
-        if listed.workflow_ids:
+        if workspaces:
             left = await AWAIT_WORKFLOWS_CLOSED(
                 AwaitWorkflowsClosedRequest(
-                    workflow_ids=listed.workflow_ids,
+                    workflow_ids=workspaces,
                     deadline=workflow.now() + WORKSPACES_DELETE_DEADLINE,
                 ),
                 wait=WORKSPACES_DELETE_DEADLINE,
@@ -742,7 +759,9 @@ class ClusterWorkflow:
         runs); answers once it has settled."""
         operation = self._engine.find(request.operation_id)
         if operation is None:
-            raise rejected(f"operation '{request.operation_id}' not found")
+            raise rejected(
+                f"operation '{request.operation_id}' not found", not_found=True, field="operation"
+            )
         if not operation.state.finished:
             reason = f"cancelled: {request.reason}" if request.reason else "cancelled on request"
             self._engine.cancel(operation, reason)
@@ -845,12 +864,13 @@ class ClusterWorkflow:
     def status(self) -> ClusterStatus:
         """The cluster as it is: phase, pools and nodes, running and queued operations, results."""
         state = self._state
+        phase, reason = state.shown()
         return ClusterStatus(
             name=self._spec.name,
             location_id=self._spec.location_id,
             organization=self._spec.organization,
-            phase=state.phase,
-            reason=state.reason,
+            phase=phase,
+            reason=reason,
             conditions=state.conditions,
             node_pools=state.node_pools,
             current_operation=self._engine.running,
@@ -865,20 +885,31 @@ class ClusterWorkflow:
     # --- Small helpers -------------------------------------------------------------------------
 
     def _headline(self) -> list[str]:
-        lines = [f"**{self._spec.name}** in `{self._spec.location_id}`: {self._state.phase.value}"]
+        phase, reason = self._state.shown()
+        lines = [f"**{self._spec.name}** in `{self._spec.location_id}`: {phase.value}"]
         pools = ", ".join(
             f"{pool.name} {pool.ready_count}/{pool.count}" for pool in self._state.node_pools
         )
         if pools:
             lines.append(f"pools (ready/count): {pools}")
-        if self._state.reason:
-            lines.append(self._state.reason)
+        if reason:
+            lines.append(reason)
         return lines
+
+    def _owner(self) -> Owner:
+        """The marks the cluster's ClusterDeployment carries: this workflow, its organization."""
+        return Owner(workflow_id=workflow.info().workflow_id, organization=self._spec.organization)
 
     def _set_phase(self, phase: ClusterPhase, reason: str = "") -> None:
         self._state.phase = phase
         self._state.reason = reason
         self._upsert_search_attributes()
+        self._engine.show_details()
+
+    def _show_phase(self) -> None:
+        # Histories recorded before pools could be seen waiting have no upsert here.
+        if workflow.patched(WAITING_PHASE_PATCH):
+            self._upsert_search_attributes()
         self._engine.show_details()
 
     def _upsert_search_attributes(self) -> None:
@@ -887,8 +918,14 @@ class ClusterWorkflow:
             COLONY_CLUSTER.value_set(self._spec.name),
             COLONY_ORGANIZATION.value_set(self._spec.organization),
             COLONY_NAME.value_set(self._spec.colony),
-            COLONY_PHASE.value_set(self._state.phase.value),
+            COLONY_PHASE.value_set(self._state.shown()[0].value),
         )
+
+
+def _workspace_of(workflow_id: str, organization: str) -> bool:
+    """True for the workflow id of a workspace of `organization`."""
+    found = parse_entity_workflow_id(workflow_id)
+    return found is not None and found[:2] == (Entity.WORKSPACE, organization)
 
 
 def _older(version: str, than: str) -> bool:

@@ -8,7 +8,7 @@ every plan uses (its kubeconfig reference, a pool by name, releasing hosts, the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from temporalio import workflow
@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from models.cluster import ClusterSpec, ClusterState
     from models.errors import ErrorType, permanent
     from models.node_pool import NodePoolStatus, NodeState, NodeStatus
+    from models.rules import unknown_pool
 
 
 def human(seconds: float) -> str:
@@ -45,6 +46,9 @@ class ClusterContext:
 
     spec: ClusterSpec
     state: ClusterState
+    shown_changed: Callable[[], None] = lambda: None
+    """Called when what users see of the cluster changed without a phase being set (a pool
+    starts or stops waiting for hosts): the workflow shows its phase again (`ClusterState.shown`)."""
 
     @property
     def name(self) -> str:
@@ -65,7 +69,8 @@ class ClusterContext:
         if pool is None:
             # Validators refuse unknown pools; reaching this means the pool went away meanwhile.
             raise permanent(
-                ErrorType.NOT_FOUND, f"node pool '{name}' does not exist in cluster '{self.name}'"
+                ErrorType.NOT_FOUND,
+                unknown_pool(self.name, name, (p.name for p in self.state.node_pools)),
             )
         return pool
 

@@ -121,15 +121,22 @@ class ScaleUp:
             operation.reason = (
                 f"waiting for {count} free host(s) of {pool.sku} in {cluster.spec.location_id}"
             )
-            free = await AWAIT_FREE_HOSTS(
-                AwaitFreeHostsRequest(
-                    location_id=cluster.spec.location_id,
-                    sku=pool.sku,
-                    count=count,
-                    deadline=deadline,
-                ),
-                wait=left,
-            )
+            # Seen while it waits: the pool waits for hosts, and the cluster's phase is `waiting`.
+            pool.waiting_for_hosts = count
+            cluster.shown_changed()
+            try:
+                free = await AWAIT_FREE_HOSTS(
+                    AwaitFreeHostsRequest(
+                        location_id=cluster.spec.location_id,
+                        sku=pool.sku,
+                        count=count,
+                        deadline=deadline,
+                    ),
+                    wait=left,
+                )
+            finally:
+                pool.waiting_for_hosts = 0
+                cluster.shown_changed()
             operation.reason = ""
             if not free.enough:
                 raise permanent(

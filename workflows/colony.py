@@ -1,11 +1,11 @@
-"""`ColonyWorkflow`: a group of clusters, id `colony/<name>` (`colony/<organization>/<name>` for an
-organization's: `models.colony.colony_workflow_id`), the exalsius Colony as a workflow. Its clusters
-belong to its organization.
+"""`ColonyWorkflow`: a group of clusters, id `colony/[<organization>/]<name>` (the exalsius Colony,
+as a workflow). A colony and every cluster it runs belong to one organization.
 
 Built on the entity engine: `apply` (queued at start with the manifest, and again whenever a
 changed manifest is applied) and `delete` run one at a time; delete jumps the queue.
 
-- Apply runs one cluster entity per entry: a `ClusterWorkflow` for `<colony>-<clusterName>`,
+- Apply runs one cluster entity per entry: a `ClusterWorkflow` for `<colony>--<clusterName>`
+  (`models.identity.colony_member_name`: two colonies' entries never share a cluster),
   started as a child whose parent-close policy is ABANDON (a cluster outlives a colony's run and
   continue-as-new, and a re-applied colony adopts the clusters that run already). An entry no
   longer in the manifest is deleted (signal `delete_requested`: its workspaces first). One
@@ -14,8 +14,10 @@ changed manifest is applied) and `delete` run one at a time; delete jumps the qu
   then reads that cluster's GPU inventory (an activity), so the inventory follows node pool
   changes, not a timer. Phase: Provisioning until every cluster is ready, Ready, Degraded when one
   failed; condition ClustersReady.
-- The Secret `<colony>-kubeconfigs` on the management cluster lists, per ready cluster, its
-  kubeconfig Secret (as the exalsius operator keeps one per colony).
+- The Secret `<colony>-kubeconfigs` (derived, for an organization's colony: `models.identity`) on
+  the management cluster lists, per ready cluster, its kubeconfig Secret (as the exalsius operator
+  keeps one per colony); it carries the colony's ownership marks, and only such a one is replaced
+  or deleted.
 - Delete asks every cluster to delete itself, waits until their workflows have ended, removes the
   kubeconfigs Secret, and ends.
 """
@@ -39,7 +41,12 @@ from workflows.engine import (
     reason_of,
     upsert_search_attributes,
 )
-from workflows.search_attributes import COLONY_KIND, COLONY_NAME, COLONY_PHASE
+from workflows.search_attributes import (
+    COLONY_KIND,
+    COLONY_NAME,
+    COLONY_ORGANIZATION,
+    COLONY_PHASE,
+)
 from workflows.workspace_calls import AWAIT_WORKFLOWS_CLOSED, READ_GPU_INVENTORY, SIGNAL_WORKFLOW
 
 with workflow.unsafe.imports_passed_through():
@@ -68,6 +75,7 @@ with workflow.unsafe.imports_passed_through():
         colony_kubeconfigs_secret,
     )
     from models.errors import rejected
+    from models.ownership import Owner
     from models.workspace_api import (
         AwaitWorkflowsClosedRequest,
         DeleteRequested,
@@ -151,7 +159,8 @@ class ColonyWorkflow:
             if entry_name in known:
                 continue
             spec = entry.to_cluster_spec(self._name, self._organization)
-            # Running already (a re-applied colony): adopted.
+            # Running already (a re-applied colony): adopted. Only this colony's entry can run
+            # under that id: member names are injective over (organization, colony, entry).
             with contextlib.suppress(WorkflowAlreadyStartedError):
                 await workflow.start_child_workflow(
                     ClusterWorkflow.run,
@@ -250,6 +259,9 @@ class ColonyWorkflow:
                 namespace=DEFAULT_NAMESPACE,
                 name=colony_kubeconfigs_secret(self._name, self._organization),
                 colony=self._name,
+                owner=Owner(
+                    workflow_id=workflow.info().workflow_id, organization=self._organization
+                ),
                 clusters={
                     name: f"{DEFAULT_NAMESPACE}/{self._kubeconfig_secret(name)}" for name in ready
                 },
@@ -407,6 +419,7 @@ class ColonyWorkflow:
         upsert_search_attributes(
             COLONY_KIND.value_set(KIND),
             COLONY_NAME.value_set(self._name),
+            COLONY_ORGANIZATION.value_set(self._organization),
             COLONY_PHASE.value_set(self._state.phase.value),
         )
 

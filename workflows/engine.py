@@ -167,11 +167,14 @@ async def _gather_all(*works: Coroutine[Any, Any, Any]) -> list[Any]:
 
 
 def reason_of(error: BaseException) -> str:
-    """The message a user should read for a failed step."""
-    if isinstance(error, ActivityError) and isinstance(error.cause, ApplicationError):
-        return f"{error.activity_type}: {error.cause.message}"
-    if isinstance(error, ActivityError) and error.cause is not None:
-        return f"{error.activity_type}: {error.cause}"
+    """The message a user should read for a failed step: what was being done, in words (`claim
+    hosts`, not the activity's registered name `claim_hosts`), and why it failed."""
+    if isinstance(error, ActivityError):
+        step = (error.activity_type or "a step").replace("_", " ")
+        if isinstance(error.cause, ApplicationError):
+            return f"{step}: {error.cause.message}"
+        if error.cause is not None:
+            return f"{step}: {error.cause}"
     if isinstance(error, ApplicationError):
         return error.message
     return str(error) or type(error).__name__
@@ -347,7 +350,7 @@ class EntityEngine(Generic[OpT]):
         continue_as_new: Callable[[], None],
         on_workflow_cancel: Callable[[OpT | None], bool],
         continue_as_new_after: int | None = None,
-        idle: tuple[timedelta, Callable[[], None]] | None = None,
+        idle: tuple[timedelta | Callable[[], timedelta | None], Callable[[], None]] | None = None,
     ) -> None:
         """Run queued operations one at a time until `done()`.
 
@@ -361,12 +364,15 @@ class EntityEngine(Generic[OpT]):
                 whether the running operation is to be interrupted (a delete is not).
             continue_as_new_after: test hook, continue as new after this many operations.
             idle: (after, wake): call `wake()` when nothing happened for `after` (a slow fallback
-                look at the world, for when no watcher tells the entity about changes).
+                look at the world, for when no watcher tells the entity about changes); `after`
+                may be a function, asked before each wait (None: no fallback for now), for an
+                entity whose state decides how often it looks.
         """
         while not done():
             if self._should_continue_as_new(continue_as_new_after):
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 continue_as_new()
+            after = idle[0] if idle else None
             try:
                 await workflow.wait_condition(
                     lambda: (
@@ -374,7 +380,7 @@ class EntityEngine(Generic[OpT]):
                         or done()
                         or self._should_continue_as_new(continue_as_new_after)
                     ),
-                    timeout=idle[0] if idle else None,
+                    timeout=after() if callable(after) else after,
                 )
             except TimeoutError:
                 if idle is not None:

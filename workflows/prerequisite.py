@@ -1,9 +1,13 @@
 """`PrerequisiteWorkflow`: installs one prerequisite (a ServiceTemplate a workspace class needs
-first) on one cluster, once, id `prereq/<cluster>/<template>`.
+first) on one cluster, once, id `prereq/<ClusterDeployment>/<template>`.
 
 Every workspace that needs it signals `prerequisite` (with a request id and the workflow to answer)
 through signal-with-start, so concurrent workspaces meet in one run and share one installation (one
-ServiceSet, `wsprereq-<cluster>-<template>`). The run answers every requester by the signal
+ServiceSet, `wsprereq-<cluster>-<template>--<hash>`, `models.identity`, marked as this workflow's:
+one of that name that is not is refused, never taken over; labelled `colony.dev/prerequisite` and,
+as the exalsius operator labels its own, `workspaces.exalsius.ai/role=prerequisite` with the
+ClusterDeployment and template). It installs into the namespace the class gives, else one of its
+own, `<template>-system` (`PrerequisiteSpec.install_namespace`). The run answers every requester by the signal
 `prerequisite_answer`: Satisfied (installed now, or found already deployed on the cluster by other
 means), or Failed with the reason (template missing or invalid, install failed, deploy timeout),
 which fails the workspaces waiting on it. Then it ends; the installation stays: prerequisites
@@ -27,17 +31,13 @@ from workflows.workspace_calls import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from models.activity_api import CLUSTER_LABEL
     from models.cluster import DEFAULT_NAMESPACE
+    from models.identity import prerequisite_service_set_name
     from models.names import shorten_name
     from models.operations import OperationBook
-    from models.workspace import (
-        PrerequisitePhase,
-        PrerequisiteSource,
-        prerequisite_service_set_name,
-    )
+    from models.ownership import Owner
+    from models.workspace import PrerequisitePhase, PrerequisiteSource
     from models.workspace_api import (
-        PREREQUISITE_LABEL,
         ApplyServiceSetRequest,
         AwaitServiceSetRequest,
         CheckServiceTemplateRequest,
@@ -49,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         ServiceSetService,
         SignalWorkflowRequest,
         WorkspaceSignal,
+        prerequisite_labels,
     )
 
 PREREQUISITE_SIGNAL = "prerequisite"
@@ -121,7 +122,7 @@ class PrerequisiteWorkflow:
             found = await FIND_SERVICE_SETS(
                 FindServiceSetsRequest(
                     namespace=DEFAULT_NAMESPACE,
-                    cluster_deployment=spec.cluster,
+                    cluster_deployment=spec.cluster_deployment,
                     template=spec.template,
                 )
             )
@@ -147,13 +148,14 @@ class PrerequisiteWorkflow:
                     None,
                     f"ServiceTemplate '{spec.template}' is not valid: {template.message}",
                 )
-            name = prerequisite_service_set_name(spec.cluster, spec.template)
+            name = prerequisite_service_set_name(spec.organization, spec.cluster, spec.template)
             release = shorten_name(spec.template, HELM_RELEASE_NAME_MAX)
+            owner = Owner(workflow_id=workflow.info().workflow_id, organization=spec.organization)
             applied = await APPLY_SERVICE_SET(
                 ApplyServiceSetRequest(
                     namespace=DEFAULT_NAMESPACE,
                     name=name,
-                    cluster_deployment=spec.cluster,
+                    cluster_deployment=spec.cluster_deployment,
                     services=[
                         ServiceSetService(
                             name=release,
@@ -162,8 +164,8 @@ class PrerequisiteWorkflow:
                             values=spec.values,
                         )
                     ],
-                    labels={PREREQUISITE_LABEL: spec.template, CLUSTER_LABEL: spec.cluster},
-                    owner_workflow_id=workflow.info().workflow_id,
+                    owner=owner,
+                    labels=prerequisite_labels(spec.template, spec.cluster_deployment),
                 )
             )
             timeout = timedelta(seconds=spec.deploy_timeout_seconds)
@@ -175,6 +177,7 @@ class PrerequisiteWorkflow:
                         namespace=DEFAULT_NAMESPACE,
                         name=name,
                         service=release,
+                        owner=owner,
                         deadline=deadline,
                         known_state=known,
                         generation=applied.generation,

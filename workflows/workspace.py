@@ -1,5 +1,5 @@
-"""`WorkspaceWorkflow`: one durable workflow per workspace, id `workspace/<name>`, from deploy to
-delete (the exalsius WorkspaceDeployment, as a workflow).
+"""`WorkspaceWorkflow`: one durable workflow per workspace, id `workspace/[<organization>/]<name>`,
+from deploy to delete (the exalsius WorkspaceDeployment, as a workflow).
 
 Built on the entity engine (`workflows/engine.py`): deploy (queued at start), `suspend`, `resume`
 and `delete` (updates; delete also as the `delete_requested` signal a cluster sends before it
@@ -7,33 +7,51 @@ goes) run one at a time; delete jumps the queue and interrupts what runs.
 
 The plan of a deploy, each step with its condition:
 1. ClassResolved: the pinned class, read from the management cluster (missing: Failed,
-   ClassNotFound). ClusterDeploymentResolved: the cluster's ClusterDeployment is Ready (not yet:
-   Pending until it is, up to `PENDING_DEADLINE`; unknown: Failed).
+   ClassNotFound). ClusterDeploymentResolved: the cluster's ClusterDeployment (its name derived
+   from the workspace's organization and cluster, `models.identity`) carries the marks of that
+   cluster's workflow and organization and is Ready (not yet: Pending until it is, up to
+   `PENDING_DEADLINE`; unknown, or not the organization's: Failed, "does not exist").
 2. Values: class defaults and the user's values merged as Helm merges values files, prompts
    checked, resources injected (`models/values.py`); a problem fails with InvalidValues before
    anything is installed.
-3. PrerequisitesMet: each prerequisite through `prereq/<cluster>/<template>` (signal-with-start;
+3. PrerequisitesMet: each prerequisite through `prereq/<ClusterDeployment>/<template>` (signal-with-start;
    one installation shared by every workspace), answered by signal.
-4. Feasible: GPUs through the cluster's ledger `capacity/<cluster>` (signal-with-start; answered by
+4. Feasible: GPUs through the cluster's ledger `capacity/<ClusterDeployment>` (signal-with-start; answered by
    the signal `capacity_answer`): admitted, or Waiting with its position (strict first-come order)
    until capacity frees, or Failed (GpuOfferingUnavailable) when the cluster has no such GPUs.
-5. HelmReleaseReady: namespace `ws-<name>` in the child, the unsealed secret values in a Secret on
+5. HelmReleaseReady: namespace `ws-<name>` in the child (refused, untouched, when one of that name
+   exists without this workspace's ownership marks: a user's own is never adopted), the unsealed
+   secret values in a Secret on
    the management cluster (only sealed values ever reach this workflow), a k0rdent ServiceSet
    targeting the cluster's ClusterDeployment, waited on until Deployed or Failed within the class's
-   deploy timeout (Colony enforces it).
-6. RoutesReady: with a tenant gateway, an HTTPRoute per HTTP endpoint and a TCPRoute on a pool port
-   for TCP/SSH ones, reported once accepted; without one, each endpoint's `kubectl port-forward`.
+   deploy timeout (Colony enforces it). Deployed: Running.
+6. RoutesReady (the access step, `models.workspace_access`): through the cluster's tenant Gateway,
+   an HTTPRoute per HTTP endpoint and a TCPRoute on a pool port for TCP/SSH ones, each endpoint
+   reporting how the Gateway's controller answered for its route (one refused, its Service
+   missing, holds neither the others nor the phase); the ClusterDeployment attached to a tenant
+   gateway whose Gateway is missing: RoutingInfraNotReady, until it is there; no tenant gateway:
+   each endpoint's `kubectl port-forward`, on a local port of its own.
+
+A failure's context is the exalsius operator's: the failing condition's reason (HelmReleaseFailed,
+GpuOfferingUnavailable, ...), its message, the ServiceSet's service states, and recent events
+with the failure first.
+
+Routes follow the gateway: between operations, a running workspace routes again when its
+cluster's Gateway appears, changes or goes, told by the watcher (`gateway_changed`), or by itself
+(`ROUTES_RETRY` while its routes are in progress or its Gateway is missing, `ROUTES_FALLBACK`
+otherwise), without a suspend and resume.
 
 Waiting costs nothing: admission and prerequisites are answered by signals, installs and routes are
 waited on inside heartbeating activities; a workspace that waits a day for GPUs adds nothing to its
 history while it waits, however many are admitted before it: the ledger answers once when asked
 and once when it is admitted, and positions in between are the ledger's to work out when someone
-asks (`workspace get`, the API).
+asks (`workspace get`, the API). A running one's looks at its gateway cost a few events each.
 
-Suspend uninstalls the release (namespace and volumes stay) and frees the GPUs; resume goes through
-admission again; delete removes routes, the ServiceSet (waited for), the values Secret and the
-namespace, then frees the GPUs, which wakes the next waiting workspace. A failed deploy frees its
-GPUs too and keeps what it installed for inspection until it is deleted or resumed.
+Suspend removes routes and the release (namespace and volumes stay), then frees the GPUs; resume
+goes through admission again; delete removes routes and the ServiceSet (waited for: its removal is
+seen as a watch event), frees the GPUs, which admits the next waiting workspace, then removes the
+values Secret and the namespace (each only if it carries this workspace's marks). A failed deploy
+frees its GPUs too and keeps what it installed for inspection until it is deleted or resumed.
 """
 
 from __future__ import annotations
@@ -42,7 +60,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, FailureError
 
 from workflows import metrics
 from workflows.activity_calls import AWAIT_CLUSTER_DEPLOYMENT
@@ -50,6 +68,7 @@ from workflows.engine import (
     EntityEngine,
     Interrupted,
     Interruption,
+    error_type_of,
     is_failure,
     reason_of,
     settle,
@@ -75,7 +94,6 @@ from workflows.workspace_calls import (
     GET_WORKSPACE_CLASS,
     RECENT_EVENTS,
     SIGNAL_WITH_START,
-    SIGNAL_WORKFLOW,
     WRITE_VALUES_SECRET,
 )
 
@@ -90,7 +108,9 @@ with workflow.unsafe.imports_passed_through():
     from models.capacity import CapacityAnswer, Decision
     from models.cluster import DEFAULT_NAMESPACE, kubeconfig_secret_name
     from models.errors import rejected
-    from models.signals import RefreshRequest, SignalName
+    from models.identity import capacity_workflow_id, prerequisite_workflow_id
+    from models.ownership import Owner
+    from models.signals import GatewayChanged, RefreshRequest, SignalName
     from models.values import (
         MergedWorkspace,
         ValuesError,
@@ -104,7 +124,6 @@ with workflow.unsafe.imports_passed_through():
         ConditionReason,
         ConditionStatus,
         ConditionType,
-        FailureContext,
         GatewayInfo,
         PrerequisitePhase,
         PrerequisiteStatus,
@@ -114,19 +133,20 @@ with workflow.unsafe.imports_passed_through():
         WorkspaceStatus,
         WorkspaceWorkflowInput,
         capacity_request_id,
-        capacity_workflow_id,
-        endpoint_service_name,
-        helm_release_name,
-        http_hostname,
+        condition,
+        failure_context,
         plan_access,
-        prerequisite_workflow_id,
-        service_set_name,
         set_condition,
-        values_secret_name,
         workspace_namespace,
     )
+    from models.workspace_access import (
+        awaiting_gateway,
+        gateway_missing_message,
+        routes_condition,
+        routes_for,
+        with_route_states,
+    )
     from models.workspace_api import (
-        WORKSPACE_LABEL,
         ApplyRoutesRequest,
         ApplyServiceSetRequest,
         AwaitRoutesRequest,
@@ -141,6 +161,7 @@ with workflow.unsafe.imports_passed_through():
         DeleteValuesSecretRequest,
         EnsureNamespaceRequest,
         FindTenantGatewayRequest,
+        FindTenantGatewayResult,
         GetWorkspaceClassRequest,
         PortsAnswer,
         PrerequisiteAnswer,
@@ -151,9 +172,9 @@ with workflow.unsafe.imports_passed_through():
         ServiceSetOutcome,
         ServiceSetService,
         SignalWithStartRequest,
-        SignalWorkflowRequest,
         WorkspaceSignal,
         WriteValuesSecretRequest,
+        workspace_labels,
     )
     from models.workspace_class import EndpointProtocol, WorkspaceClassSpec
     from models.workspace_operations import (
@@ -170,8 +191,19 @@ with workflow.unsafe.imports_passed_through():
 KIND = "workspace"
 PENDING_DEADLINE = timedelta(minutes=30)
 """How long a workspace waits for its cluster to become ready before it fails."""
-ROUTES_DEADLINE = timedelta(minutes=5)
-"""How long routes may take to be accepted before they are reported not ready (not a failure)."""
+ROUTES_SETTLE = timedelta(minutes=1)
+"""How long the access step waits for the gateway's controller to answer for new routes; past
+it, the endpoints not answered for are `RoutingInProgress` and the next look sees the answer."""
+ROUTES_RETRY = timedelta(minutes=1)
+"""A running workspace whose routes are in progress, or whose Gateway is missing, looks at its
+gateway this often by itself."""
+ROUTES_FALLBACK = timedelta(minutes=10)
+"""... and any other running one this often: the watcher's `gateway_changed` tells it within a
+second; this only bounds how stale routes get without one (a look that finds nothing new is one
+activity). An endpoint refused for good (its chart renders no Service) waits for a change, not for
+time, so it is looked at no more often."""
+ROUTES_PENDING = {ConditionReason.ROUTING_IN_PROGRESS, ConditionReason.ROUTING_INFRA_NOT_READY}
+"""RoutesReady's reasons that time may change: looked at again after `ROUTES_RETRY`."""
 UNINSTALL_DEADLINE = timedelta(minutes=15)
 """How long an uninstall or a namespace deletion may take before the delete reports it."""
 LEDGER_WORKFLOW = "CapacityLedgerWorkflow"
@@ -195,6 +227,8 @@ class WorkspaceWorkflow:
     def __init__(self, input: WorkspaceWorkflowInput) -> None:
         self._spec = input.spec
         info = workflow.info()
+        # Whose the workspace's objects are: this workflow's, of the workspace's organization.
+        self._owner = Owner(workflow_id=info.workflow_id, organization=input.spec.organization)
         self._state = input.state or WorkspaceState(
             created_at=workflow.now(), incarnation=info.run_id
         )
@@ -212,16 +246,22 @@ class WorkspaceWorkflow:
 
     @workflow.run
     async def run(self, input: WorkspaceWorkflowInput) -> WorkspaceStatus:
-        """Run the workspace's operations until it is deleted."""
+        """Run the workspace's operations until it is deleted; between them, look at the routes
+        whenever the gateway may have changed (a `gateway_changed` signal, or the fallback)."""
         self._set_phase(self._state.phase)
-        await self._engine.run_until(
-            lambda: self._state.phase is WorkspacePhase.DELETED,
-            self._execute,
-            continue_as_new=lambda: workflow.continue_as_new(
-                WorkspaceWorkflowInput(spec=self._spec, state=self._state)
-            ),
-            on_workflow_cancel=self._on_workflow_cancel,
-        )
+        while True:
+            await self._engine.run_until(
+                lambda: self._state.phase is WorkspacePhase.DELETED or self._state.routes_look_due,
+                self._execute,
+                continue_as_new=lambda: workflow.continue_as_new(
+                    WorkspaceWorkflowInput(spec=self._spec, state=self._state)
+                ),
+                on_workflow_cancel=self._on_workflow_cancel,
+                idle=(self._routes_look_interval, self._routes_look_wanted),
+            )
+            if self._state.phase is WorkspacePhase.DELETED:
+                break
+            await self._look_at_routes()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self.status()
 
@@ -283,15 +323,21 @@ class WorkspaceWorkflow:
             answer = await self._admit(workspace_class)
         merged = self._merge(workspace_class, answer)
         await self._install(workspace_class, merged)
-        await self._route(workspace_class)
+        # Running as soon as the release is: routes are the access step's own business, and an
+        # endpoint that cannot be routed never holds the workspace (nor the other endpoints).
         self._condition(ConditionType.READY, True, ConditionReason.DEPLOYMENT_READY, "running")
         self._set_phase(WorkspacePhase.RUNNING)
+        await self._route(workspace_class)
 
     async def _resolve_class(self) -> WorkspaceClassSpec:
         state = self._state
         if state.class_spec is not None and state.class_spec.name == self._spec.class_name:
             return state.class_spec
-        found = await GET_WORKSPACE_CLASS(GetWorkspaceClassRequest(name=self._spec.class_name))
+        found = await GET_WORKSPACE_CLASS(
+            GetWorkspaceClassRequest(
+                name=self._spec.class_name, organization=self._spec.organization
+            )
+        )
         if not found.found:
             self._condition(
                 ConditionType.CLASS_RESOLVED,
@@ -315,7 +361,8 @@ class WorkspaceWorkflow:
         return found.spec
 
     async def _resolve_cluster(self) -> None:
-        cluster = self._spec.cluster
+        spec = self._spec
+        cluster = spec.cluster
         deadline = workflow.now() + PENDING_DEADLINE
         known: list[Condition] = []
         first = True
@@ -323,9 +370,14 @@ class WorkspaceWorkflow:
             seen = await AWAIT_CLUSTER_DEPLOYMENT(
                 AwaitClusterDeploymentRequest(
                     namespace=DEFAULT_NAMESPACE,
-                    name=cluster,
+                    name=spec.cluster_deployment,
                     want=DeploymentWait.READY,
                     deadline=deadline,
+                    # Only the workspace's organization's cluster of that name: any other
+                    # ClusterDeployment (not Colony's, another owner's) is not there at all.
+                    owner=Owner(
+                        workflow_id=spec.cluster_workflow_id, organization=spec.organization
+                    ),
                     known_conditions=known,
                 ),
                 wait=max(deadline - workflow.now(), timedelta(seconds=1)),
@@ -355,9 +407,8 @@ class WorkspaceWorkflow:
                 f"waiting for cluster '{cluster}' to be ready",
             )
         self._state.kubeconfig = KubeconfigRef(
-            namespace=DEFAULT_NAMESPACE, secret_name=kubeconfig_secret_name(cluster)
+            namespace=DEFAULT_NAMESPACE, secret_name=kubeconfig_secret_name(spec.cluster_deployment)
         )
-        self._state.tenant_gateway_domain = seen.status.tenant_gateway_domain
         self._condition(
             ConditionType.CLUSTER_DEPLOYMENT_RESOLVED,
             True,
@@ -393,7 +444,7 @@ class WorkspaceWorkflow:
         self._state.prerequisites = []
         for prerequisite in workspace_class.prerequisites:
             template = prerequisite.service_template
-            namespace = prerequisite.namespace or "default"
+            namespace = prerequisite.install_namespace
             request_id = f"{info.workflow_id}/{self._state.incarnation}/{template.name}#{self._state.book.operations_run}"
             asked[request_id] = template.name
             self._state.prerequisites.append(
@@ -402,9 +453,12 @@ class WorkspaceWorkflow:
             await SIGNAL_WITH_START(
                 SignalWithStartRequest(
                     workflow=PREREQUISITE_WORKFLOW,
-                    workflow_id=prerequisite_workflow_id(self._spec.cluster, template.name),
+                    workflow_id=prerequisite_workflow_id(
+                        self._spec.cluster_deployment, template.name
+                    ),
                     input=PrerequisiteInput(
                         cluster=self._spec.cluster,
+                        organization=self._spec.organization,
                         template=template.name,
                         template_namespace=template.namespace or DEFAULT_NAMESPACE,
                         namespace=namespace,
@@ -471,8 +525,8 @@ class WorkspaceWorkflow:
         await SIGNAL_WITH_START(
             SignalWithStartRequest(
                 workflow=LEDGER_WORKFLOW,
-                workflow_id=capacity_workflow_id(spec.cluster),
-                input=CapacityLedgerInput(cluster=spec.cluster).model_dump(mode="json"),
+                workflow_id=capacity_workflow_id(spec.cluster_deployment),
+                input=CapacityLedgerInput(cluster=spec.cluster_deployment).model_dump(mode="json"),
                 signal=CAPACITY_SIGNAL,
                 payload=CapacityMessage(
                     request_id=f"{request_id}/request",
@@ -484,7 +538,7 @@ class WorkspaceWorkflow:
             )
         )
         answer = await self._await_admission(request_id)
-        metrics.admission_waited(spec.cluster, asked_at)
+        metrics.admission_waited(spec.cluster_deployment, asked_at)
         return answer
 
     async def _await_admission(self, request_id: str) -> CapacityAnswer:
@@ -518,31 +572,34 @@ class WorkspaceWorkflow:
         self._set_phase(WorkspacePhase.DEPLOYING)
         kubeconfig = self._kubeconfig()
         namespace = workspace_namespace(spec.name)
-        labels = {WORKSPACE_LABEL: spec.name}
+        labels = workspace_labels(spec.name)
         await ENSURE_NAMESPACE(
-            EnsureNamespaceRequest(kubeconfig=kubeconfig, name=namespace, labels=labels)
+            EnsureNamespaceRequest(
+                kubeconfig=kubeconfig, name=namespace, owner=self._owner, labels=labels
+            )
         )
         state.namespace_created = True
         values_from = ""
         if merged.secret_values:
-            values_from = values_secret_name(spec.cluster, spec.name)
+            values_from = spec.values_secret_name
             await WRITE_VALUES_SECRET(
                 WriteValuesSecretRequest(
                     namespace=DEFAULT_NAMESPACE,
                     name=values_from,
                     workspace=spec.name,
                     secret_values=merged.secret_values,
+                    owner=self._owner,
                     labels=labels,
                 )
             )
             state.values_secret_written = True
-        name = service_set_name(spec.cluster, spec.name)
-        release = helm_release_name(spec.cluster, spec.name)
+        name = spec.service_set_name
+        release = spec.release_name
         applied = await APPLY_SERVICE_SET(
             ApplyServiceSetRequest(
                 namespace=DEFAULT_NAMESPACE,
                 name=name,
-                cluster_deployment=spec.cluster,
+                cluster_deployment=spec.cluster_deployment,
                 services=[
                     ServiceSetService(
                         name=release,
@@ -552,8 +609,8 @@ class WorkspaceWorkflow:
                         values_from_secret=values_from,
                     )
                 ],
+                owner=self._owner,
                 labels=labels,
-                owner_workflow_id=workflow.info().workflow_id,
             )
         )
         state.service_set_created = True
@@ -565,6 +622,7 @@ class WorkspaceWorkflow:
                     namespace=DEFAULT_NAMESPACE,
                     name=name,
                     service=release,
+                    owner=self._owner,
                     deadline=deadline,
                     known_state=known,
                     generation=applied.generation,
@@ -610,106 +668,172 @@ class WorkspaceWorkflow:
             events = await RECENT_EVENTS(
                 RecentEventsRequest(kubeconfig=kubeconfig, namespace=namespace)
             )
-            state.failure_context = FailureContext(
-                phase_when_failed=WorkspacePhase.DEPLOYING,
-                reason=message,
+            state.failure_context = failure_context(
+                WorkspacePhase.DEPLOYING,
+                reason,
+                message,
+                workflow.now(),
                 service_set_status=seen.status,
-                recent_events=list(reversed(events.events)),
+                events=events.events,
             )
             raise WorkspaceFailed(reason, message)
 
-    async def _route(self, workspace_class: WorkspaceClassSpec) -> None:
-        spec, state = self._spec, self._state
-        kubeconfig = self._kubeconfig()
-        found = await FIND_TENANT_GATEWAY(FindTenantGatewayRequest(kubeconfig=kubeconfig))
-        gateway = found.gateway
-        if gateway is None:
-            state.access = plan_access(spec.name, spec.cluster, workspace_class, None)
-            domain = state.tenant_gateway_domain
-            if domain:
-                # Attached to a gateway that is not there: saying "no gateway" would hide it.
-                missing = f"the cluster's tenant gateway ({domain}) is missing"
-                for entry in state.access:
-                    entry.message = f"{missing}: reach it with `{entry.command}`"
-                self._condition(
-                    ConditionType.ROUTES_READY,
-                    False,
-                    ConditionReason.GATEWAY_MISSING,
-                    f"{missing}: no route was made; reach the endpoints with kubectl port-forward",
+    # --- Access: routes follow the cluster's tenant gateway ----------------------------------------
+
+    async def _route(
+        self, workspace_class: WorkspaceClassSpec, found: FindTenantGatewayResult | None = None
+    ) -> None:
+        """Make the endpoints reachable as the cluster's gateway is now (`found`, or looked at
+        now). Routing never fails the workspace: what goes wrong is the endpoints' state and
+        RoutesReady's (`RoutingError`), and the next look tries again."""
+        try:
+            found = found or await self._find_gateway()
+            self._state.gateway_fingerprint = found.fingerprint()
+            if found.gateway is not None:
+                await self._route_through_gateway(workspace_class, found, found.gateway)
+            elif found.expected_domain:
+                self._await_gateway(workspace_class, found.expected_domain)
+            else:
+                await self._route_by_port_forward(workspace_class)
+        except Exception as error:
+            if not is_failure(error):
+                raise  # an interruption (a delete) or a bug
+            message = f"routes could not be made: {reason_of(error)}"
+            self._state.access = [
+                entry.model_copy(
+                    update={
+                        "ready": False,
+                        "reason": ConditionReason.ROUTING_ERROR.value,
+                        "message": message,
+                    }
                 )
-                return
+                for entry in self._state.access
+                or plan_access(self._spec.name, self._spec.release_name, workspace_class, None)
+            ]
             self._condition(
-                ConditionType.ROUTES_READY,
-                True,
-                ConditionReason.NO_GATEWAY,
-                "no tenant gateway: reach the endpoints with kubectl port-forward",
+                ConditionType.ROUTES_READY, False, ConditionReason.ROUTING_ERROR, message
             )
-            return
+
+    async def _find_gateway(self) -> FindTenantGatewayResult:
+        return await FIND_TENANT_GATEWAY(
+            FindTenantGatewayRequest(
+                kubeconfig=self._kubeconfig(), cluster_deployment=self._spec.cluster_deployment
+            )
+        )
+
+    async def _route_through_gateway(
+        self,
+        workspace_class: WorkspaceClassSpec,
+        found: FindTenantGatewayResult,
+        gateway: GatewayInfo,
+    ) -> None:
+        """An HTTPRoute per HTTP endpoint and a TCPRoute per SSH/TCP one on its pool port, each
+        endpoint reported as the Gateway's controller (of `gateway`, as `found`) answered for its
+        route."""
+        spec, state = self._spec, self._state
         await self._allocate_ports(workspace_class, gateway, found.taken_ports)
-        entries = plan_access(spec.name, spec.cluster, workspace_class, gateway, state.tcp_ports)
-        routes: list[RouteSpec] = []
-        primary = True
-        for endpoint in workspace_class.access_endpoints:
-            service = endpoint_service_name(spec.cluster, spec.name, endpoint)
-            if endpoint.protocol is EndpointProtocol.HTTP:
-                routes.append(
-                    RouteSpec(
-                        name=f"{spec.name}-{endpoint.name}",
-                        kind="HTTPRoute",
-                        service=service,
-                        port=endpoint.port,
-                        hostname=http_hostname(
-                            spec.name, endpoint.name, gateway.domain, primary=primary
-                        ),
-                        section_name="https" if gateway.https else "http",
-                    )
-                )
-                primary = False
-            elif endpoint.name in state.tcp_ports:
-                routes.append(
-                    RouteSpec(
-                        name=f"{spec.name}-{endpoint.name}",
-                        kind="TCPRoute",
-                        service=service,
-                        port=endpoint.port,
-                        listener_port=state.tcp_ports[endpoint.name],
-                    )
-                )
+        routes = routes_for(spec, workspace_class, gateway, state.tcp_ports)
+        await self._remove_routes(keep={route.name for route in routes})
+        entries = plan_access(
+            spec.name, spec.release_name, workspace_class, gateway, state.tcp_ports
+        )
         if routes:
+            namespace = workspace_namespace(spec.name)
             await APPLY_ROUTES(
                 ApplyRoutesRequest(
-                    kubeconfig=kubeconfig,
-                    namespace=workspace_namespace(spec.name),
+                    kubeconfig=self._kubeconfig(),
+                    namespace=namespace,
                     gateway_namespace=found.gateway_namespace,
                     gateway_name=found.gateway_name,
                     routes=routes,
-                    labels={WORKSPACE_LABEL: spec.name},
+                    owner=self._owner,
+                    labels=workspace_labels(spec.name),
                 )
             )
             state.routes = [RouteRecord(name=r.name, kind=r.kind) for r in routes]
-            accepted = await AWAIT_ROUTES(
+            seen = await AWAIT_ROUTES(
                 AwaitRoutesRequest(
-                    kubeconfig=kubeconfig,
-                    namespace=workspace_namespace(spec.name),
+                    kubeconfig=self._kubeconfig(),
+                    namespace=namespace,
                     routes=routes,
-                    deadline=workflow.now() + ROUTES_DEADLINE,
+                    owner=self._owner,
+                    deadline=workflow.now() + ROUTES_SETTLE,
                 ),
-                wait=ROUTES_DEADLINE,
+                wait=ROUTES_SETTLE,
             )
-            by_route = {route.name: route for route in accepted.routes}
-            for entry in entries:
-                route = by_route.get(f"{spec.name}-{entry.name}")
-                if route is not None:
-                    entry.ready = route.accepted
-                    entry.message = "" if route.accepted else route.message
+            entries = with_route_states(spec, entries, seen.routes)
         state.access = entries
-        not_ready = [entry for entry in entries if not entry.ready]
+        ok, reason, message = routes_condition(
+            entries, expected_domain=found.expected_domain, gateway_domain=gateway.domain
+        )
+        self._condition(ConditionType.ROUTES_READY, ok, reason, message)
+
+    def _await_gateway(self, workspace_class: WorkspaceClassSpec, domain: str) -> None:
+        """The cluster is attached to a tenant gateway whose Gateway is missing: the routes made
+        stay (they attach again when it is back), the endpoints wait for it."""
+        self._state.access = awaiting_gateway(
+            self._spec, workspace_class, domain, self._state.tcp_ports
+        )
         self._condition(
             ConditionType.ROUTES_READY,
-            not not_ready,
-            ConditionReason.ROUTES_READY if not not_ready else ConditionReason.ROUTING_IN_PROGRESS,
-            "; ".join(f"{e.name}: {e.message}" for e in not_ready) or "every endpoint is reachable",
+            False,
+            ConditionReason.ROUTING_INFRA_NOT_READY,
+            gateway_missing_message(self._spec.cluster, domain),
         )
+
+    async def _route_by_port_forward(self, workspace_class: WorkspaceClassSpec) -> None:
+        """No tenant gateway: no routes (those of a gateway that went are removed, its pool
+        ports given back), every endpoint through `kubectl port-forward`."""
+        await self._remove_routes()
+        await self._release_ports()
+        self._state.access = plan_access(
+            self._spec.name, self._spec.release_name, workspace_class, None
+        )
+        self._condition(
+            ConditionType.ROUTES_READY,
+            True,
+            ConditionReason.NO_GATEWAY,
+            "no tenant gateway: reach the endpoints with kubectl port-forward",
+        )
+
+    async def _look_at_routes(self) -> None:
+        """Between operations, when the gateway may have changed: route again if it did (or if
+        some endpoint is not reachable yet); a look that finds nothing new costs one activity."""
+        state = self._state
+        state.routes_look_due = False
+        if state.phase is not WorkspacePhase.RUNNING or state.class_spec is None:
+            return
+        try:
+            found = await self._find_gateway()
+        except Exception as error:
+            if not is_failure(error):
+                raise
+            workflow.logger.warning("looking at the tenant gateway failed: %s", reason_of(error))
+            return
+        routes_ready = condition(state.conditions, ConditionType.ROUTES_READY)
+        if (
+            found.fingerprint() == state.gateway_fingerprint
+            and routes_ready is not None
+            and routes_ready.status is ConditionStatus.TRUE
+        ):
+            return
+        await self._route(state.class_spec, found)
+
+    def _routes_look_wanted(self) -> None:
+        """The fallback: a running workspace looks at its gateway by itself now and then."""
+        if self._state.phase is WorkspacePhase.RUNNING:
+            self._state.routes_look_due = True
+
+    def _routes_look_interval(self) -> timedelta | None:
+        """How long a running workspace waits for a `gateway_changed` before it looks anyway:
+        `ROUTES_RETRY` while routes are in progress or the Gateway is missing, `ROUTES_FALLBACK`
+        otherwise."""
+        if self._state.phase is not WorkspacePhase.RUNNING:
+            return None
+        routes_ready = condition(self._state.conditions, ConditionType.ROUTES_READY)
+        if routes_ready is not None and routes_ready.reason in ROUTES_PENDING:
+            return ROUTES_RETRY
+        return ROUTES_FALLBACK
 
     async def _allocate_ports(
         self, workspace_class: WorkspaceClassSpec, gateway: GatewayInfo, taken: list[int]
@@ -721,16 +845,22 @@ class WorkspaceWorkflow:
             for e in workspace_class.access_endpoints
             if e.protocol is not EndpointProtocol.HTTP
         ]
+        state = self._state
         if not endpoints or not gateway.tcp_ports:
             return
-        state = self._state
-        request_id = f"{self._spec.name}/{state.incarnation}/ports#{state.book.operations_run}"
+        if set(endpoints) <= set(state.tcp_ports) and set(state.tcp_ports.values()) <= set(
+            gateway.tcp_ports
+        ):
+            return  # held already, and still in the pool: a look again asks the ledger nothing
+        request_id = self._ports_message_id("ports")
         ours = set(state.tcp_ports.values())
         await SIGNAL_WITH_START(
             SignalWithStartRequest(
                 workflow=LEDGER_WORKFLOW,
-                workflow_id=capacity_workflow_id(self._spec.cluster),
-                input=CapacityLedgerInput(cluster=self._spec.cluster).model_dump(mode="json"),
+                workflow_id=capacity_workflow_id(self._spec.cluster_deployment),
+                input=CapacityLedgerInput(cluster=self._spec.cluster_deployment).model_dump(
+                    mode="json"
+                ),
                 signal=CAPACITY_SIGNAL,
                 payload=CapacityMessage(
                     request_id=request_id,
@@ -750,43 +880,61 @@ class WorkspaceWorkflow:
     async def _release_ports(self) -> None:
         if not self._state.tcp_ports:
             return
-        await SIGNAL_WORKFLOW(
-            SignalWorkflowRequest(
-                workflow_id=capacity_workflow_id(self._spec.cluster),
-                signal=CAPACITY_SIGNAL,
-                payload=CapacityMessage(
-                    request_id=f"{self._spec.name}/{self._state.incarnation}/release-ports#"
-                    f"{self._state.book.operations_run}",
-                    kind=CapacityMessageKind.RELEASE_PORTS,
-                    holder=self._spec.name,
-                ).model_dump(mode="json"),
+        await self._tell_ledger(
+            CapacityMessage(
+                request_id=self._ports_message_id("release-ports"),
+                kind=CapacityMessageKind.RELEASE_PORTS,
+                holder=self._spec.name,
             )
         )
         self._state.tcp_ports = {}
+
+    def _ports_message_id(self, kind: str) -> str:
+        """A new id for each message about pool ports (a look at the routes may send several in
+        one operation; the ledger acts on an id once)."""
+        state = self._state
+        state.ports_messages += 1
+        return f"{self._spec.name}/{state.incarnation}/{kind}#{state.ports_messages}"
+
+    async def _remove_routes(self, keep: set[str] | None = None) -> None:
+        """Delete the routes this workspace made (but those named in `keep`)."""
+        spec, state = self._spec, self._state
+        gone = [r for r in state.routes if r.name not in (keep or set())]
+        if gone and state.kubeconfig is not None:
+            await DELETE_ROUTES(
+                DeleteRoutesRequest(
+                    kubeconfig=state.kubeconfig,
+                    namespace=workspace_namespace(spec.name),
+                    routes=[RouteSpec(name=r.name, kind=r.kind, service="", port=1) for r in gone],
+                    owner=self._owner,
+                )
+            )
+        state.routes = [r for r in state.routes if r not in gone]
 
     # --- Suspend, delete -------------------------------------------------------------------------
 
     async def _uninstall(self) -> None:
         """Remove routes, the release (waited for) and the values Secret; keep the namespace."""
-        spec, state = self._spec, self._state
-        if state.routes and state.kubeconfig is not None:
-            await DELETE_ROUTES(
-                DeleteRoutesRequest(
-                    kubeconfig=state.kubeconfig,
-                    namespace=workspace_namespace(spec.name),
-                    routes=[
-                        RouteSpec(name=r.name, kind=r.kind, service="", port=1)
-                        for r in state.routes
-                    ],
-                )
-            )
-        state.routes = []
+        await self._unroute()
+        await self._remove_release()
+        await self._remove_values_secret()
+
+    async def _unroute(self) -> None:
+        """The front door goes first: routes and pool ports, before the release behind them."""
+        await self._remove_routes()
         await self._release_ports()
-        state.access = []
+        self._state.access = []
+        self._state.gateway_fingerprint = ""
+
+    async def _remove_release(self) -> None:
+        """Delete the ServiceSet and wait until k0rdent has uninstalled its release (seen at once,
+        through a watch): from then on the release's GPUs are free."""
+        spec, state = self._spec, self._state
         gone = await DELETE_SERVICE_SET(
             DeleteServiceSetRequest(
                 namespace=DEFAULT_NAMESPACE,
-                name=service_set_name(spec.cluster, spec.name),
+                name=spec.service_set_name,
+                owner=self._owner,
                 wait_until=workflow.now() + UNINSTALL_DEADLINE,
             ),
             wait=UNINSTALL_DEADLINE,
@@ -794,38 +942,51 @@ class WorkspaceWorkflow:
         if not gone.gone:
             raise WorkspaceFailed(
                 ConditionReason.INTERNAL_ERROR,
-                f"ServiceSet {service_set_name(spec.cluster, spec.name)} was not uninstalled within "
+                f"ServiceSet {spec.service_set_name} was not uninstalled within "
                 f"{int(UNINSTALL_DEADLINE.total_seconds() // 60)}m",
             )
         state.service_set_created = False
+
+    async def _remove_values_secret(self) -> None:
+        spec = self._spec
         await DELETE_VALUES_SECRET(
             DeleteValuesSecretRequest(
-                namespace=DEFAULT_NAMESPACE, name=values_secret_name(spec.cluster, spec.name)
+                namespace=DEFAULT_NAMESPACE, name=spec.values_secret_name, owner=self._owner
             )
         )
-        state.values_secret_written = False
+        self._state.values_secret_written = False
 
     async def _release_capacity(self, reason: str) -> None:
         admission = self._state.admission
         if admission is None:
             return
-        await SIGNAL_WORKFLOW(
-            SignalWorkflowRequest(
-                workflow_id=capacity_workflow_id(self._spec.cluster),
-                signal=CAPACITY_SIGNAL,
-                payload=CapacityMessage(
-                    request_id=f"{admission.request_id}/release",
-                    kind=CapacityMessageKind.RELEASE,
-                    target=admission.request_id,
-                    reason=reason,
-                ).model_dump(mode="json"),
+        await self._tell_ledger(
+            CapacityMessage(
+                request_id=f"{admission.request_id}/release",
+                kind=CapacityMessageKind.RELEASE,
+                target=admission.request_id,
+                reason=reason,
             )
         )
         self._state.admission = None
 
+    async def _tell_ledger(self, message: CapacityMessage) -> None:
+        """A message to the cluster's running ledger, signalled from this workflow: two events and
+        no activity's round trip, which the next waiter's admission would wait for. A ledger that
+        has ended (its cluster was deleted) holds nothing to give back: not an error."""
+        ledger = capacity_workflow_id(self._spec.cluster_deployment)
+        try:
+            await workflow.get_external_workflow_handle(ledger).signal(CAPACITY_SIGNAL, message)
+        except FailureError as error:
+            workflow.logger.info("%s not told (%s): %s", ledger, message.kind.value, error)
+
     async def _suspend(self) -> None:
-        await self._uninstall()
+        await self._unroute()
+        await self._remove_release()
+        # The GPUs go to the next in line as soon as the release is gone; the values Secret
+        # holds none.
         await self._release_capacity("suspended")
+        await self._remove_values_secret()
         self._state.suspended = True
         self._condition(ConditionType.READY, False, ConditionReason.SUSPENDED, "suspended")
         self._set_phase(WorkspacePhase.SUSPENDED)
@@ -834,18 +995,25 @@ class WorkspaceWorkflow:
         spec, state = self._spec, self._state
         self._set_phase(WorkspacePhase.DELETING)
         try:
-            await self._uninstall()
+            await self._unroute()
+            await self._remove_release()
+            # The next waiter is admitted once the release is uninstalled, not after the Secret
+            # and the namespace: its pods are then terminating (the scheduler counts their GPUs
+            # until they are gone, so the next workspace's pods wait out that grace period at
+            # most), and nothing else of this workspace holds a GPU.
+            await self._release_capacity("deleted")
+            await self._remove_values_secret()
             if state.kubeconfig is not None:
                 await DELETE_NAMESPACE(
                     DeleteNamespaceRequest(
                         kubeconfig=state.kubeconfig,
                         name=workspace_namespace(spec.name),
+                        owner=self._owner,
                         wait_until=workflow.now() + UNINSTALL_DEADLINE,
                     ),
                     wait=UNINSTALL_DEADLINE,
                 )
             state.namespace_created = False
-            await self._release_capacity("deleted")
         except Exception as error:
             if not is_failure(error):
                 raise
@@ -923,6 +1091,13 @@ class WorkspaceWorkflow:
     def refresh(self, request: RefreshRequest) -> None:
         """A watcher saw its ServiceSet change (the running waits read it within seconds anyway)."""
         self._engine.request_ids.first_time(request.request_id)
+
+    @workflow.signal(name=WorkspaceSignal.GATEWAY_CHANGED)
+    def gateway_changed(self, change: GatewayChanged) -> None:
+        """Its cluster's tenant Gateway appeared, changed or went (the watcher): a running
+        workspace routes again now, between operations (one deploying routes at its end)."""
+        if self._engine.request_ids.first_time(change.request_id):
+            self._state.routes_look_due = True
 
     # --- Updates -----------------------------------------------------------------------------------
 
@@ -1037,7 +1212,7 @@ class WorkspaceWorkflow:
                 "access": state.access,
                 "failure_context": state.failure_context,
                 "namespace": workspace_namespace(spec.name),
-                "service_set": service_set_name(spec.cluster, spec.name),
+                "service_set": spec.service_set_name,
                 "suspended": state.suspended,
                 "created_at": state.created_at,
                 "updated_at": workflow.now(),
@@ -1068,19 +1243,19 @@ class WorkspaceWorkflow:
             if not isinstance(error, WorkspaceFailed)
             else error.message
         )
-        if self._state.failure_context is None:
-            self._state.failure_context = FailureContext(
-                phase_when_failed=self._state.phase, reason=message
-            )
-        self._condition(
-            ConditionType.READY,
-            False,
-            ConditionReason(error.type)
-            if isinstance(error, WorkspaceFailed)
-            and error.type in {r.value for r in ConditionReason}
-            else ConditionReason.INTERNAL_ERROR,
-            message,
+        kind = error_type_of(error)
+        reason = (
+            ConditionReason(kind)
+            if kind in {r.value for r in ConditionReason}
+            else ConditionReason.INTERNAL_ERROR
         )
+        if self._state.failure_context is None:
+            # A step that knew more (the install: its ServiceSet's states and the namespace's
+            # events) wrote it already; every other failure is its own first event.
+            self._state.failure_context = failure_context(
+                self._state.phase, reason, message, workflow.now()
+            )
+        self._condition(ConditionType.READY, False, reason, message)
         self._set_phase(WorkspacePhase.FAILED, message)
 
     def _set_phase(self, phase: WorkspacePhase, message: str = "") -> None:
@@ -1092,7 +1267,9 @@ class WorkspaceWorkflow:
         current = workflow.info().typed_search_attributes
         wanted = [
             (COLONY_KIND, KIND),
-            (COLONY_CLUSTER, self._spec.cluster),
+            # The ClusterDeployment, injective across organizations: its cluster's delete finds
+            # the workspaces it must delete first by it, and no other organization's.
+            (COLONY_CLUSTER, self._spec.cluster_deployment),
             (COLONY_GPU_MODEL, gpu_model),
             (COLONY_PHASE, phase.value),
         ]

@@ -1,9 +1,10 @@
 """Transport security and bearer tokens for the emulated API servers.
 
-`CertificateAuthority` is generated once per sim process and signs one serving certificate per
-cluster server (127.0.0.1, ::1 and localhost); kubeconfigs carry its certificate. `TokenAuthority`
-belongs to one cluster store: it issues the admin token and TokenRequest tokens, and answers
-whether a presented token is valid now (by the store's clock, so tests can advance time).
+`CertificateAuthority` is generated once per sim process (or restored with a persisted world) and
+signs one serving certificate per cluster server (127.0.0.1, ::1 and localhost); kubeconfigs carry
+its certificate. `TokenAuthority` belongs to one cluster store: it issues the admin token and
+TokenRequest tokens, and answers whether a presented token is valid now (by the store's clock, so
+tests can advance time).
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import ipaddress
 import secrets
 import ssl
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -36,14 +38,39 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 
 class CertificateAuthority:
-    """A self-signed CA (EC P-256: fast to generate) that issues serving certificates."""
+    """A self-signed CA (EC P-256: fast to generate) that issues serving certificates.
 
-    def __init__(self, common_name: str = "colony-sim-ca") -> None:
-        self._key = ec.generate_private_key(ec.SECP256R1())
+    A persisted world keeps its CA (`pem()`, `CertificateAuthority(pem=...)`): the kubeconfigs
+    handed out before a restart still trust the servers after it.
+    """
+
+    def __init__(
+        self, common_name: str = "colony-sim-ca", *, pem: tuple[bytes, bytes] | None = None
+    ) -> None:
+        if pem is not None:
+            cert_pem, key_pem = pem
+            key = serialization.load_pem_private_key(key_pem, password=None)
+            if not isinstance(key, ec.EllipticCurvePrivateKey):
+                raise ValueError("the CA key is not an EC key")
+            self._key = key
+            self._cert = x509.load_pem_x509_certificate(cert_pem)
+        else:
+            self._key = ec.generate_private_key(ec.SECP256R1())
+            self._cert = self._self_signed(common_name)
+        self.cert_pem: bytes = self._cert.public_bytes(serialization.Encoding.PEM)
+        self._workdir = tempfile.TemporaryDirectory(prefix="colony-sim-tls-")
+        self.ca_file = Path(self._workdir.name) / "ca.crt"
+        self.ca_file.write_bytes(self.cert_pem)
+
+    def pem(self) -> tuple[bytes, bytes]:
+        """(certificate, private key) in PEM, what `CertificateAuthority(pem=...)` takes back."""
+        return self.cert_pem, _key_pem(self._key)
+
+    def _self_signed(self, common_name: str) -> x509.Certificate:
         now = dt.datetime.now(dt.UTC)
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
         public = self._key.public_key()
-        self._cert = (
+        return (
             x509.CertificateBuilder()
             .subject_name(name)
             .issuer_name(name)
@@ -69,10 +96,6 @@ class CertificateAuthority:
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
             .sign(self._key, hashes.SHA256())
         )
-        self.cert_pem: bytes = self._cert.public_bytes(serialization.Encoding.PEM)
-        self._workdir = tempfile.TemporaryDirectory(prefix="colony-sim-tls-")
-        self.ca_file = Path(self._workdir.name) / "ca.crt"
-        self.ca_file.write_bytes(self.cert_pem)
 
     @property
     def cert_b64(self) -> str:
@@ -169,3 +192,27 @@ class TokenAuthority:
 
     def revoke(self, token: str) -> None:
         self._tokens.pop(token, None)
+
+    def snapshot(self) -> list[dict[str, object]]:
+        """The tokens still valid, JSON-shaped (a persisted world keeps them: `restore`)."""
+        now = self._clock()
+        return [
+            {
+                "token": token,
+                "username": info.username,
+                "expiresAt": None if info.expires_at is None else info.expires_at.isoformat(),
+                "audiences": list(info.audiences),
+            }
+            for token, info in self._tokens.items()
+            if info.expires_at is None or info.expires_at > now
+        ]
+
+    def restore(self, tokens: Iterable[Mapping[str, Any]]) -> None:
+        """Accept again the tokens of a `snapshot()` (added to those issued here)."""
+        for entry in tokens:
+            expires = entry.get("expiresAt")
+            self._tokens[str(entry["token"])] = TokenInfo(
+                str(entry["username"]),
+                None if expires is None else dt.datetime.fromisoformat(str(expires)),
+                tuple(str(a) for a in entry.get("audiences") or ()),
+            )

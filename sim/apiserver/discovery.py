@@ -31,6 +31,7 @@ _SUBRESOURCE_KINDS: dict[str, tuple[str, str, str, list[str]]] = {
     "binding": ("", "v1", "Binding", ["create"]),
     "token": ("authentication.k8s.io", "v1", "TokenRequest", ["create"]),
     "log": ("", "v1", "Pod", ["get"]),
+    "portforward": ("", "v1", "PodPortForwardOptions", ["create", "get"]),
 }
 
 

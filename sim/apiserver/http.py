@@ -1,7 +1,8 @@
 """REST onto the store: the aiohttp application of one emulated kube-apiserver.
 
-`create_app(store, faults=..., records=...)` returns an `aiohttp.web.Application` serving discovery, CRUD, watch,
-PATCH, the pods/eviction, pods/binding, pods/log, serviceaccounts/token and status subresources, with bearer
+`create_app(store, faults=..., records=...)` returns an `aiohttp.web.Application` serving discovery,
+CRUD, watch, PATCH, the pods/eviction, pods/binding, pods/log, pods/portforward (`portforward.py`),
+serviceaccounts/token and status subresources, with bearer
 token authentication against the store's `TokenAuthority`. Writes honour `dryRun` and
 `fieldValidation` (`fieldvalidation.py`; its warnings become `Warning` response headers). Every
 request first passes the `FaultInjector`, when one is given; a client's creates and accepted
@@ -16,13 +17,14 @@ import contextlib
 import json
 import logging
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
 import yaml
 from aiohttp import web
 
-from sim.apiserver import discovery, errors, openapi, podlogs, tables
+from sim.apiserver import discovery, errors, openapi, podlogs, portforward, tables
 from sim.apiserver.errors import ApiError
 from sim.apiserver.fieldvalidation import FieldValidation, warning_header
 from sim.apiserver.patch import APPLY_PATCH
@@ -273,6 +275,10 @@ class ApiHandler:
             raise errors.method_not_allowed(f"{method} is not supported on collections")
         name = route.name
         sub = route.subresource
+        if rt.key == PODS.key and sub == "portforward":
+            if method not in ("GET", "POST"):
+                raise errors.method_not_allowed(f"{method} is not supported on portforward")
+            return await portforward.serve(request, store, route.namespace or "", name, self.faults)
         if method == "GET":
             if rt.key == PODS.key and sub == "log":
                 return await self._pod_log(request, route)
@@ -585,9 +591,11 @@ def create_app(
     *,
     faults: FaultInjector | None = None,
     records: WorldRecords | None = None,
+    routes: Iterable[web.AbstractRouteDef] = (),
 ) -> web.Application:
     """The aiohttp application serving `store` (and /sim/v1/faults when `faults` is given,
-    /sim/v1/records when `records` is: a client's creates and evictions are recorded there)."""
+    /sim/v1/records when `records` is: a client's creates and evictions are recorded there, and
+    the sim's own `routes`, e.g. /sim/v1/identity, ahead of the Kubernetes API)."""
     app = web.Application(client_max_size=64 * 1024 * 1024)
     handler = ApiHandler(store, faults, records)
     app[_STORE_KEY] = store
@@ -595,6 +603,7 @@ def create_app(
         add_fault_routes(app, faults)
     if records is not None:
         add_records_routes(app, records)
+    app.add_routes(routes)
     app.router.add_route("*", "/{tail:.*}", handler.handle)
     app.on_shutdown.append(handler.close_watches)
     return app

@@ -97,6 +97,36 @@ class ContainerLogs:
     def get(self, container_id: str) -> ContainerLog | None:
         return self._logs.get(container_id)
 
+    def snapshot(self) -> list[dict[str, Any]]:
+        """Every pod's container runs with their lines, JSON-shaped (see `restore`)."""
+        return [
+            {
+                "podUID": pod_uid,
+                "containers": [
+                    {
+                        "containerID": container_id,
+                        "finished": log.finished,
+                        "lines": [[line.time.isoformat(), line.text] for line in log.lines],
+                    }
+                    for container_id in container_ids
+                    if (log := self._logs.get(container_id)) is not None
+                ],
+            }
+            for pod_uid, container_ids in self._by_pod.items()
+        ]
+
+    def restore(self, pods: Iterable[Mapping[str, Any]]) -> None:
+        """The logs of a `snapshot()`: a persisted world's pods keep their logs across a restart
+        (a partial last line not yet ended by a newline is not kept)."""
+        for pod in pods:
+            for container in pod.get("containers") or ():
+                log = self.open(str(pod["podUID"]), str(container["containerID"]))
+                log.lines = [
+                    LogLine(dt.datetime.fromisoformat(when), text)
+                    for when, text in container.get("lines") or ()
+                ]
+                log.finished = bool(container.get("finished"))
+
     def drop_pod(self, pod_uid: str) -> None:
         """The pod is gone: its log files go with it (the kubelet removes /var/log/pods/<uid>)."""
         for container_id in self._by_pod.pop(pod_uid, []):

@@ -63,7 +63,7 @@ PODS = ResourceType(
     True,
     "pod",
     ("po",),
-    frozenset({"status", "eviction", "binding", "log"}),
+    frozenset({"status", "eviction", "binding", "log", "portforward"}),
     categories=("all",),
 )
 SECRETS = ResourceType("", "v1", "secrets", "Secret", True, "secret")

@@ -12,6 +12,7 @@ port with its own tokens; one `CertificateAuthority` signs all their certificate
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterable
 from typing import Any
 
 from aiohttp import web
@@ -38,6 +39,8 @@ class ClusterServer:
         records: WorldRecords | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        admin_token: str | None = None,
+        routes: Iterable[web.AbstractRouteDef] = (),
     ) -> None:
         self.name = name
         self.store = store
@@ -46,7 +49,9 @@ class ClusterServer:
         self.records = records
         self.host = host
         self.port = port
-        self.admin_token, _ = store.tokens.issue(ADMIN_USER)
+        # A restored cluster keeps the admin token its kubeconfigs already carry.
+        self.admin_token = admin_token or store.tokens.issue(ADMIN_USER)[0]
+        self.routes = tuple(routes)
         self._runner: web.AppRunner | None = None
 
     @property
@@ -57,7 +62,7 @@ class ClusterServer:
 
     async def start(self) -> None:
         """Listen (port 0 picks a free port, readable from `.port` / `.url` afterwards)."""
-        app = create_app(self.store, faults=self.faults, records=self.records)
+        app = create_app(self.store, faults=self.faults, records=self.records, routes=self.routes)
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await runner.setup()
         site = web.TCPSite(

@@ -285,8 +285,87 @@ class ClusterStore:
         self.evictions: deque[Eviction] = deque(maxlen=EVICTIONS_KEPT)
         # Every custom-resource write that lost fields to pruning, newest last (see PrunedWrite).
         self.pruned_writes: deque[PrunedWrite] = deque(maxlen=REJECTED_WRITES_KEPT)
+        # A persisted store writes down how far its resourceVersions may go before it hands them
+        # out (see `reserve_resource_versions`); None: kept in memory only.
+        self._reserve: Callable[[int], None] | None = None
+        self._reserve_block = 0
+        self._reserved_upto = 0
         for ns in INITIAL_NAMESPACES:
             self.create(NAMESPACES, {"metadata": {"name": ns}})
+
+    # ------------------------------------------------------------------ persistence
+
+    def snapshot(self) -> Obj:
+        """What a later process needs to resume this store (`restore`), JSON-shaped.
+
+        Cheap and consistent when taken on the event loop: stored objects are shared, not copied
+        (they are never mutated once stored), so the result may be serialized afterwards, off the
+        loop. The watch history is not part of it (see `restore`).
+        """
+        tables = [
+            {"group": group, "plural": plural, "objects": objects}
+            for (group, plural), namespaces in sorted(
+                self._tables.items(), key=lambda item: item[0] != CRDS.key
+            )  # CRDs first: restoring them serves their kinds
+            if (objects := [o for table in namespaces.values() for o in table.values()])
+        ]
+        return {
+            "resourceVersion": self.resource_version,
+            "reservedResourceVersion": self._reserved_upto,
+            "serviceIPs": self._ip_counter,
+            "tables": tables,
+            "tokens": self.tokens.snapshot(),
+            "containerLogs": self.container_logs.snapshot(),
+        }
+
+    def restore(self, snapshot: Mapping[str, Any], *, resource_version_floor: int = 0) -> None:
+        """Replace the contents of this new store (no watcher yet) with a `snapshot()`.
+
+        Objects come back as they were stored (uid, resourceVersion, generation, timestamps). The
+        store's resourceVersion resumes above the snapshot's and above `resource_version_floor`
+        (what a killed process reserved past its last snapshot), so no client ever sees one go
+        back. The watch history starts empty there: a watch or a continue token from any older
+        resourceVersion gets 410 Gone and its client lists again, as after an etcd compaction.
+        """
+        self._tables.clear()
+        self._by_uid.clear()
+        self._dependents.clear()
+        self._history.clear()
+        for table in snapshot.get("tables") or ():
+            if table["group"] == CRDS.group and table["plural"] == CRDS.plural:
+                for crd in table["objects"]:
+                    self.registry.register(resource_type_from_crd(crd))
+        for table in snapshot.get("tables") or ():
+            rt = self.registry.try_get(table["group"], table["plural"])
+            if rt is None:
+                log.warning(
+                    "%s: %d stored %s.%s dropped: no CRD serves them",
+                    self.name, len(table["objects"]), table["plural"], table["group"],
+                )  # fmt: skip
+                continue
+            for obj in table["objects"]:
+                meta = obj["metadata"]
+                ns = meta.get("namespace", "") if rt.namespaced else ""
+                self._table(rt).setdefault(ns, {})[meta["name"]] = obj
+                self._by_uid[meta["uid"]] = (rt, ns, meta["name"])
+                self._index_owners(meta["uid"], None, obj)
+        self.resource_version = max(
+            int(snapshot.get("resourceVersion") or 1),
+            int(snapshot.get("reservedResourceVersion") or 0),
+            resource_version_floor,
+        )
+        self._reserved_upto = self.resource_version
+        self._evicted_upto = self.resource_version
+        self._ip_counter = int(snapshot.get("serviceIPs") or 0)
+        self.tokens.restore(snapshot.get("tokens") or ())
+        self.container_logs.restore(snapshot.get("containerLogs") or ())
+
+    def reserve_resource_versions(self, reserve: Callable[[int], None], block: int) -> None:
+        """Before handing out a resourceVersion past the last reserved one, call `reserve(upto)`
+        with `block` more, which writes `upto` down: a process killed between two snapshots
+        restores above every resourceVersion it gave out (`restore`'s floor)."""
+        self._reserve = reserve
+        self._reserve_block = block
 
     # ------------------------------------------------------------------ reads
 
@@ -450,6 +529,9 @@ class ClusterStore:
 
     def _next_rv(self) -> str:
         self.resource_version += 1
+        if self._reserve is not None and self.resource_version > self._reserved_upto:
+            self._reserved_upto = self.resource_version + self._reserve_block
+            self._reserve(self._reserved_upto)
         return str(self.resource_version)
 
     def _index_owners(self, uid: str, old: Obj | None, new: Obj | None) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import yaml
@@ -27,6 +28,7 @@ from sim.apiserver.store import ClusterStore
 from sim.charts import ChartCatalog
 from sim.controllers.daemonset import DaemonSetController, DeploymentController
 from sim.controllers.gateway import GatewayController
+from sim.controllers.gateway_dataplane import TenantGatewayDataPlane
 from sim.controllers.k0rdent_cluster import (
     ChildCluster,
     ChildClusters,
@@ -39,6 +41,8 @@ from sim.controllers.k0rdent_services import ServiceSetController, ServiceTempla
 from sim.controllers.kubelet import Kubelet
 from sim.controllers.nodelifecycle import NodeLifecycleController
 from sim.controllers.scheduler import Scheduler
+from sim.controllers.tenant_gateway import GATEWAY as TENANT_GATEWAY
+from sim.controllers.tenant_gateway import NAMESPACE as TENANT_GATEWAY_NAMESPACE
 from sim.faults import FaultInjector
 from sim.records import WorldRecords
 from sim.timing import SimTiming
@@ -133,7 +137,12 @@ def system_workloads() -> list[tuple[Any, dict[str, Any]]]:
 
 
 class SimChildCluster:
-    """A child cluster: store, HTTPS server and the per-cluster controllers."""
+    """A child cluster: store, HTTPS server and the per-cluster controllers.
+
+    A restored child (a persisted world's) is given its `store` and the `port` and `admin_token`
+    it had, so the kubeconfig handed out before the restart still reaches it (another free port
+    when that one is taken meanwhile).
+    """
 
     def __init__(
         self,
@@ -144,9 +153,23 @@ class SimChildCluster:
         *,
         records: WorldRecords | None = None,
         with_system_workloads: bool = True,
+        store: ClusterStore | None = None,
+        port: int = 0,
+        admin_token: str | None = None,
     ) -> None:
-        self._store = ClusterStore(name)
-        self.server = ClusterServer(name, self._store, ca, faults=faults, records=records)
+        self._store = store or ClusterStore(name)
+        self.server = ClusterServer(
+            name,
+            self._store,
+            ca,
+            faults=faults,
+            records=records,
+            port=port,
+            admin_token=admin_token,
+        )
+        self._data_plane = TenantGatewayDataPlane(
+            self._store, TENANT_GATEWAY_NAMESPACE, TENANT_GATEWAY, self.server.host
+        )
         self.timing = timing
         self.faults = faults
         self._tasks: list[asyncio.Task[None]] = []
@@ -160,9 +183,25 @@ class SimChildCluster:
     def kubeconfig(self) -> str:
         return yaml.safe_dump(self.server.kubeconfig(), sort_keys=False)
 
+    @property
+    def gateway_data_plane(self) -> TenantGatewayDataPlane:
+        return self._data_plane
+
     async def start(self) -> None:
-        """Listen on a free loopback port and start the controllers."""
-        await self.server.start()
+        """Listen (on its former port if free, else on any free loopback port) and start the
+        controllers."""
+        try:
+            await self.server.start()
+        except OSError:
+            if not self.server.port:
+                raise
+            log.info(
+                "child cluster %s: port %d taken, serving elsewhere",
+                self._store.name,
+                self.server.port,
+            )
+            self.server.port = 0
+            await self.server.start()
         with contextlib.suppress(ApiError):
             self._store.create(CLUSTERROLES, CLUSTER_ADMIN_ROLE)
         if self._with_system_workloads:
@@ -190,6 +229,7 @@ class SimChildCluster:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self._data_plane.stop()
         await self.server.stop()
 
 
@@ -205,6 +245,8 @@ class K0rdentControllers:
         records: the world's records, kept by every child cluster's API server too.
         catalog: the charts ServiceTemplates may name (default: `sim/charts.yaml`).
         child_factory: replaces `SimChildCluster` (tests of the controllers alone).
+        on_child_store: called with "<namespace>/<name>" and the store of each `SimChildCluster`
+            started (new or restored), before it serves (a persisted world's bookkeeping).
     """
 
     def __init__(
@@ -218,6 +260,7 @@ class K0rdentControllers:
         records: WorldRecords | None = None,
         catalog: ChartCatalog | None = None,
         child_factory: ChildFactory | None = None,
+        on_child_store: Callable[[str, ClusterStore], None] | None = None,
     ) -> None:
         self.store = store
         self.ca = ca
@@ -225,27 +268,93 @@ class K0rdentControllers:
         self.faults = faults or FaultInjector()
         self.records = records
         self.children = ChildClusters()
+        self._on_child_store = on_child_store
         factory = child_factory or self._start_child
+        self._cluster_deployments = ClusterDeploymentController(
+            store,
+            timing,
+            self.faults,
+            inventory,
+            self.children,
+            factory,
+            issue_cert=ca.issue_server_cert,
+        )
+        self._service_sets = ServiceSetController(
+            store, timing, self.faults, self.children, catalog
+        )
         self._controllers = (
             TemplateCredentialController(store),
             ServiceTemplateController(store, catalog),
-            ClusterDeploymentController(
-                store,
-                timing,
-                self.faults,
-                inventory,
-                self.children,
-                factory,
-                issue_cert=ca.issue_server_cert,
-            ),
-            ServiceSetController(store, timing, self.faults, self.children, catalog),
+            self._cluster_deployments,
+            self._service_sets,
         )
 
-    async def _start_child(self, namespace: str, name: str) -> ChildCluster:
-        child = SimChildCluster(name, self.ca, self.timing, self.faults, records=self.records)
+    async def _start_child(
+        self,
+        namespace: str,
+        name: str,
+        saved: Mapping[str, Any] | None = None,
+        resource_version_floor: int = 0,
+    ) -> SimChildCluster:
+        """A new child cluster, or (with `saved`, an entry of `snapshot()`) a restored one."""
+        store = ClusterStore(name)
+        if saved is not None:
+            store.restore(saved["store"], resource_version_floor=resource_version_floor)
+        if self._on_child_store is not None:
+            self._on_child_store(f"{namespace}/{name}", store)
+        child = SimChildCluster(
+            name, self.ca, self.timing, self.faults, store=store, records=self.records,
+            port=int(saved["port"]) if saved else 0,
+            admin_token=str(saved["adminToken"]) if saved else None,
+        )  # fmt: skip
         await child.start()
         log.info("child cluster %s/%s serving at %s", namespace, name, child.server.url)
         return child
+
+    # ------------------------------------------------------------------ persistence
+
+    def snapshot(self) -> dict[str, Any]:
+        """The child clusters (stores, ports, admin tokens) and the controllers' progress,
+        JSON-shaped, taken at one instant with the management store's (see `restore`)."""
+        children = [
+            {
+                "namespace": namespace,
+                "name": name,
+                "port": child.server.port,
+                "adminToken": child.server.admin_token,
+                "store": child.store.snapshot(),
+            }
+            for (namespace, name), child in self.children.items()
+            if isinstance(child, SimChildCluster)
+        ]
+        return {
+            "children": children,
+            "clusterDeployments": self._cluster_deployments.export_state(),
+            "serviceSets": self._service_sets.export_state(),
+        }
+
+    async def restore(self, snapshot: Mapping[str, Any], floor: Callable[[str], int]) -> None:
+        """Start the child clusters of a `snapshot()` and resume the controllers' progress; before
+        `run`. `floor("<namespace>/<name>")`: the resourceVersion a child may have handed out after
+        the snapshot, by a process killed later (see `ClusterStore.restore`)."""
+        try:
+            for saved in snapshot.get("children") or ():
+                namespace, name = str(saved["namespace"]), str(saved["name"])
+                floor_ = floor(f"{namespace}/{name}")
+                child = await self._start_child(namespace, name, saved, floor_)
+                self.children.add(namespace, name, child)
+            self._cluster_deployments.import_state(snapshot.get("clusterDeployments") or ())
+            self._service_sets.import_state(snapshot.get("serviceSets") or ())
+        except BaseException:
+            # `run` never ran to stop them: the children started so far stop here.
+            for key, started in self.children.items():
+                self.children.pop(*key)
+                await started.stop()
+            raise
+
+    def stores(self) -> dict[str, ClusterStore]:
+        """Every child cluster's store, by "<namespace>/<name>"."""
+        return {f"{ns}/{name}": child.store for (ns, name), child in self.children.items()}
 
     def child(self, namespace: str, name: str) -> ChildCluster | None:
         """The running child cluster of ClusterDeployment namespace/name, if any."""

@@ -43,6 +43,7 @@ from typing import Any, Protocol
 from sim.apiserver.errors import ApiError
 from sim.apiserver.registry import EVENTS, NODES, PODS, SECRETS, ResourceType
 from sim.apiserver.store import ClusterStore, WatchEvent
+from sim.controllers.gateway_dataplane import TenantGatewayDataPlane
 from sim.controllers.gpus import GPU_RESOURCE, gfd_labels
 from sim.controllers.tenant_gateway import CertIssuer, ensure_tenant_gateway
 from sim.controllers.workqueue import ReconcileLoop
@@ -209,6 +210,11 @@ class ChildCluster(Protocol):
     @property
     def kubeconfig(self) -> str:
         """Kubeconfig YAML with the server URL, CA and a bearer token of the child."""
+        ...
+
+    @property
+    def gateway_data_plane(self) -> TenantGatewayDataPlane:
+        """Listens for the child's tenant Gateway, if it gets one."""
         ...
 
     async def stop(self) -> None: ...
@@ -632,7 +638,9 @@ class ClusterDeploymentController:
         if state.control_plane_at is None:
             state.control_plane_at = now
         self._ensure_kubeconfig_secret(obj, child)
-        gateway_problem = ensure_tenant_gateway(child.store, obj, self.issue_cert)
+        gateway_problem = await ensure_tenant_gateway(
+            child.store, obj, self.issue_cert, child.gateway_data_plane
+        )
         if gateway_problem is not None and state.gateway_problem != gateway_problem:
             record_event(self.store, obj, "InvalidTenantGateway", gateway_problem, type_="Warning")
         state.gateway_problem = gateway_problem
@@ -795,6 +803,77 @@ class ClusterDeploymentController:
                     _set_node_ready(child.store, machine.node_name)
                     machine.ready = True
         return problems
+
+    # ------------------------------------------------------------------ persistence
+
+    def export_state(self) -> list[dict[str, Any]]:
+        """Each ClusterDeployment's progress, JSON-shaped, for a persisted world: its step times
+        as offsets from now, so the time a world spends stopped does not count (`import_state`)."""
+        now = asyncio.get_running_loop().time()
+
+        def offset(at: float | None) -> float | None:
+            return None if at is None else at - now
+
+        return [
+            {
+                "namespace": namespace,
+                "name": name,
+                "created": state.created - now,
+                "generation": state.generation,
+                "generationSeen": state.generation_seen - now,
+                "controlPlaneAt": offset(state.control_plane_at),
+                "deletingSince": offset(state.deleting_since),
+                "gatewayProblem": state.gateway_problem,
+                "machines": [
+                    {
+                        "key": machine.key,
+                        "node": machine.node_name if machine.address is None else None,
+                        "address": machine.address,
+                        "port": machine.port,
+                        "firstSeen": machine.first_seen - now,
+                        "registered": machine.registered,
+                        "ready": machine.ready,
+                        "reportedUnknown": machine.reported_unknown,
+                        "lost": machine.lost,
+                    }
+                    for machine in state.machines.values()
+                ],
+            }
+            for (namespace, name), state in self._states.items()
+        ]
+
+    def import_state(self, states: Iterable[Mapping[str, Any]]) -> None:
+        """Resume the progress `export_state` wrote (before `run`): a Ready cluster stays Ready, a
+        joining machine goes on joining; hosts are looked up in the inventory again."""
+        now = asyncio.get_running_loop().time()
+
+        def at(offset: Any) -> float | None:
+            return None if offset is None else now + float(offset)
+
+        for entry in states:
+            state = _ClusterState(
+                created=now + float(entry["created"]),
+                generation=int(entry["generation"]),
+                generation_seen=now + float(entry["generationSeen"]),
+                control_plane_at=at(entry.get("controlPlaneAt")),
+                deleting_since=at(entry.get("deletingSince")),
+                gateway_problem=entry.get("gatewayProblem"),
+            )
+            for saved in entry.get("machines") or ():
+                want: dict[str, Any] = (
+                    {"node": saved["node"]}
+                    if saved.get("node")
+                    else {"address": saved["address"], "port": saved["port"]}
+                )
+                machine = self._new_machine(
+                    str(saved["key"]), want, now + float(saved["firstSeen"])
+                )
+                machine.registered = bool(saved.get("registered"))
+                machine.ready = bool(saved.get("ready"))
+                machine.reported_unknown = bool(saved.get("reportedUnknown"))
+                machine.lost = bool(saved.get("lost"))
+                state.machines[machine.key] = machine
+            self._states[(str(entry["namespace"]), str(entry["name"]))] = state
 
     def _new_machine(self, key: str, want: Mapping[str, Any], first_seen: float) -> _Machine:
         if "node" in want:

@@ -360,6 +360,71 @@ class ServiceSetController:
             return None
         return min(waits) if waits else None
 
+    # ------------------------------------------------------------------ persistence
+
+    def export_state(self) -> list[dict[str, Any]]:
+        """Every release (installed or installing), JSON-shaped, for a persisted world: what Sveltos
+        keeps in its ClusterSummaries, so a restart neither reinstalls nor forgets to uninstall.
+        Times are offsets from now (`import_state`)."""
+        now = asyncio.get_running_loop().time()
+        clusters = {id(child): key for key, child in self.children.items()}
+        exported: list[dict[str, Any]] = []
+        for (namespace, name), releases in self._releases.items():
+            for release in releases.values():
+                cluster = clusters.get(id(release.child))
+                if cluster is None:
+                    continue  # its child cluster is gone: the next reconcile drops it anyway
+                exported.append(
+                    {
+                        "serviceSet": [namespace, name],
+                        "cluster": list(cluster),
+                        "name": release.name,
+                        "namespace": release.namespace,
+                        "template": release.template,
+                        "fingerprint": release.fingerprint,
+                        "started": release.started - now,
+                        "state": release.state,
+                        "failure": release.failure,
+                        "createdNamespace": release.created_namespace,
+                        "applied": release.applied,
+                        "objects": [list(o) for o in release.objects],
+                        "transition": release.transition,
+                        "version": release.version,
+                        "uninstallAt": (
+                            None if release.uninstall_at is None else release.uninstall_at - now
+                        ),
+                    }
+                )
+        return exported
+
+    def import_state(self, releases: Iterable[Mapping[str, Any]]) -> None:
+        """The releases `export_state` wrote, in the child clusters already restored (before
+        `run`); a release whose child cluster did not come back is dropped."""
+        now = asyncio.get_running_loop().time()
+        for entry in releases:
+            child = self.children.get(*entry["cluster"])
+            if child is None:
+                continue
+            uninstall_at = entry.get("uninstallAt")
+            release = _Release(
+                name=str(entry["name"]),
+                namespace=str(entry["namespace"]),
+                template=str(entry["template"]),
+                fingerprint=str(entry["fingerprint"]),
+                started=now + float(entry["started"]),
+                child=child,
+                state=str(entry["state"]),
+                failure=entry.get("failure"),
+                created_namespace=bool(entry.get("createdNamespace")),
+                applied=bool(entry.get("applied")),
+                objects=[(str(kind), str(name)) for kind, name in entry.get("objects") or ()],
+                transition=str(entry.get("transition") or now_iso()),
+                version=str(entry.get("version") or ""),
+                uninstall_at=None if uninstall_at is None else now + float(uninstall_at),
+            )
+            key = (str(entry["serviceSet"][0]), str(entry["serviceSet"][1]))
+            self._releases.setdefault(key, {})[(release.name, release.namespace)] = release
+
     def _set_state(
         self, entry: dict[str, Any], previous: Mapping[str, Any], state: str, message: str | None
     ) -> None:

@@ -173,6 +173,8 @@ class Kubelet:
         unsubscribe = self.faults.on_change(self._faults_changed) if self.faults else None
         try:
             pods, _ = self.store.list(PODS, copy_objects=False)
+            # Pods of a restored cluster keep their IPs: new ones get the next free ones.
+            self._ips = itertools.count(max(map(_pod_ip_index, pods), default=0) + 1)
             for pod in sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp", "")):
                 self._consider(pod)
             while True:
@@ -628,6 +630,16 @@ class _PodWorker:
                 condition["message"] = message
             out.append(condition)
         return out
+
+
+def _pod_ip_index(pod: Mapping[str, Any]) -> int:
+    """The `next_pod_ip` index of the IP `pod` holds (0: none, or not one of ours)."""
+    ip = str((pod.get("status") or {}).get("podIP") or "")
+    prefix, _, rest = ip.rpartition(".")
+    third = prefix.removeprefix("10.244.")
+    if not ip.startswith("10.244.") or not third.isdigit() or not rest.isdigit():
+        return 0
+    return int(third) * 250 + int(rest) - 1
 
 
 def _internal_ip(node: Mapping[str, Any] | None) -> str:

@@ -12,15 +12,25 @@ value is a DNS name such as `acme.colony.example`) gets in its child:
 - Secret `colony-gateway/tenant-tls` (kubernetes.io/tls): a certificate for `*.<domain>` and
   `<domain>` signed by the sim's CA;
 - Gateway `colony-gateway/tenant`, label `colony.dev/tenant-gateway: "true"`, annotation
-  `colony.dev/domain: <domain>`, `spec.addresses: [{type: Hostname, value: <domain>}]` (so its
-  status.addresses is that hostname), listeners, all `allowedRoutes.namespaces.from: All`:
-    `https`  HTTPS 443, hostname `*.<domain>`, TLS Terminate with certificateRef `tenant-tls`;
-    `http`   HTTP 80, hostname `*.<domain>`;
-    `tcp-<port>` TCP for every port of the pool, 30000-30009 unless the ClusterDeployment's
-    annotation `colony.dev/tenant-gateway-tcp-ports: "<first>-<last>"` says otherwise.
+  `colony.dev/domain: <domain>`, `spec.addresses: [{type: IPAddress, value: 127.0.0.1}]` (so its
+  status.addresses is where it listens), listeners, all `allowedRoutes.namespaces.from: All`:
+    `https`  HTTPS, hostname `*.<domain>`, TLS Terminate with certificateRef `tenant-tls`;
+    `http`   HTTP, hostname `*.<domain>`;
+    `tcp-<port>` TCP for every port of the pool: as many as 30000-30009 holds unless the
+    ClusterDeployment's annotation `colony.dev/tenant-gateway-tcp-ports: "<first>-<last>"` says
+    otherwise.
+
+The listeners' ports are real: the child's data plane (`sim.controllers.gateway_dataplane`) listens
+on them on 127.0.0.1 and routes what arrives to the workloads, so `https://<ws>.<domain>:<port>`
+and `ssh://<domain>:<port>` can be opened (`curl --cacert <sim CA> --resolve
+<ws>.<domain>:<port>:127.0.0.1 ...`). The pool's own ports are taken when free, HTTPS and HTTP get
+ports the OS picks (443 and 80 need privileges), and so does any port already in use: several
+simulators share a machine. A Gateway that exists keeps its ports while it lives, and a world
+restarted with its state takes them again when they are free.
 
 The objects follow the label: a changed domain or pool updates them, a removed label removes them
-(they carry `app.kubernetes.io/managed-by: colony-sim`, and only those are removed).
+and closes the listeners (they carry `app.kubernetes.io/managed-by: colony-sim`, and only those
+are removed).
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ from sim.apiserver.errors import ApiError
 from sim.apiserver.registry import GATEWAYCLASSES, GATEWAYS, NAMESPACES, SECRETS, ResourceType
 from sim.apiserver.store import ClusterStore
 from sim.controllers.gateway import CONTROLLER_NAME
+from sim.controllers.gateway_dataplane import ListenerPorts, TenantGatewayDataPlane
 
 DOMAIN_LABEL = "colony.dev/tenant-gateway-domain"
 TCP_PORTS_ANNOTATION = "colony.dev/tenant-gateway-tcp-ports"
@@ -70,18 +81,18 @@ def tcp_ports(annotation: str | None) -> tuple[tuple[int, int], str | None]:
     return (first, last), None
 
 
-def desired_gateway(domain: str, ports: tuple[int, int]) -> dict[str, Any]:
-    """The tenant Gateway for `domain` with TCP listeners on `ports` (inclusive)."""
+def desired_gateway(domain: str, ports: ListenerPorts, address: str) -> dict[str, Any]:
+    """The tenant Gateway for `domain`, listening on `ports` at `address`."""
     everyone = {"namespaces": {"from": "All"}}
     listeners: list[dict[str, Any]] = [
         {
-            "name": "https", "protocol": "HTTPS", "port": 443, "hostname": f"*.{domain}",
+            "name": "https", "protocol": "HTTPS", "port": ports.https, "hostname": f"*.{domain}",
             "tls": {"mode": "Terminate", "certificateRefs": [{"group": "", "kind": "Secret", "name": TLS_SECRET}]},
             "allowedRoutes": everyone,
         },
-        {"name": "http", "protocol": "HTTP", "port": 80, "hostname": f"*.{domain}", "allowedRoutes": everyone},
+        {"name": "http", "protocol": "HTTP", "port": ports.http, "hostname": f"*.{domain}", "allowedRoutes": everyone},
     ]  # fmt: skip
-    for port in range(ports[0], ports[1] + 1):
+    for port in ports.tcp:
         listeners.append(
             {"name": f"tcp-{port}", "protocol": "TCP", "port": port, "allowedRoutes": everyone}
         )
@@ -96,16 +107,20 @@ def desired_gateway(domain: str, ports: tuple[int, int]) -> dict[str, Any]:
         },
         "spec": {
             "gatewayClassName": GATEWAY_CLASS,
-            "addresses": [{"type": "Hostname", "value": domain}],
+            "addresses": [{"type": "IPAddress", "value": address}],
             "listeners": listeners,
         },
     }
 
 
-def ensure_tenant_gateway(
-    store: ClusterStore, cluster_deployment: Mapping[str, Any], issue_cert: CertIssuer | None
+async def ensure_tenant_gateway(
+    store: ClusterStore,
+    cluster_deployment: Mapping[str, Any],
+    issue_cert: CertIssuer | None,
+    data_plane: TenantGatewayDataPlane,
 ) -> str | None:
-    """Make the child's tenant gateway match the ClusterDeployment's label and annotation.
+    """Make the child's tenant gateway match the ClusterDeployment's label and annotation, its
+    data plane listening on the Gateway's ports.
 
     Returns a problem worth a Warning event (an unusable port annotation), else None.
     """
@@ -113,8 +128,9 @@ def ensure_tenant_gateway(
     domain = str((meta.get("labels") or {}).get(DOMAIN_LABEL) or "")
     if not domain:
         _remove(store)
+        await data_plane.stop()
         return None
-    ports, problem = tcp_ports((meta.get("annotations") or {}).get(TCP_PORTS_ANNOTATION))
+    pool, problem = tcp_ports((meta.get("annotations") or {}).get(TCP_PORTS_ANNOTATION))
     if store.try_get(NAMESPACES, None, NAMESPACE) is None:
         store.create(NAMESPACES, {"metadata": {"name": NAMESPACE, "labels": dict(MANAGED)}})
     _apply(
@@ -143,8 +159,27 @@ def ensure_tenant_gateway(
                 "data": {"tls.crt": base64.b64encode(cert).decode(), "tls.key": base64.b64encode(key).decode()},
             },
         )  # fmt: skip
-    _apply(store, GATEWAYS, NAMESPACE, desired_gateway(domain, ports))
+    ports = await data_plane.listen(
+        pool[1] - pool[0] + 1, keep=_declared_ports(store) or _pool_wish(pool)
+    )
+    _apply(store, GATEWAYS, NAMESPACE, desired_gateway(domain, ports, data_plane.host))
     return problem
+
+
+def _declared_ports(store: ClusterStore) -> ListenerPorts | None:
+    """The ports the tenant Gateway declares now (a world restarted with its state has them)."""
+    gateway = store.try_get(GATEWAYS, NAMESPACE, GATEWAY)
+    listeners = ((gateway or {}).get("spec") or {}).get("listeners") or []
+    by_name = {str(x.get("name")): int(x.get("port") or 0) for x in listeners}
+    if "https" not in by_name or "http" not in by_name:
+        return None
+    tcp = tuple(int(x.get("port") or 0) for x in listeners if x.get("protocol") == "TCP")
+    return ListenerPorts(by_name["https"], by_name["http"], tcp)
+
+
+def _pool_wish(pool: tuple[int, int]) -> ListenerPorts:
+    """The pool's own ports for the TCP listeners; the OS's choice for HTTPS and HTTP."""
+    return ListenerPorts(0, 0, tuple(range(pool[0], pool[1] + 1)))
 
 
 def _apply(store: ClusterStore, rt: ResourceType, namespace: str | None, desired: dict[str, Any]) -> None:  # fmt: skip

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hmac
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from aiohttp import web
@@ -194,9 +194,13 @@ def _routes() -> web.RouteTableDef:
 
 
 def create_app(
-    inventory: Inventory, api_key: str, faults: FaultInjector | None = None
+    inventory: Inventory,
+    api_key: str,
+    faults: FaultInjector | None = None,
+    routes: Iterable[web.AbstractRouteDef] = (),
 ) -> web.Application:
-    """The host provider's aiohttp application over `inventory`, guarded by `api_key`."""
+    """The host provider's aiohttp application over `inventory`, guarded by `api_key` (but for
+    /sim/v1/faults and the sim's own `routes`, e.g. /sim/v1/identity)."""
     if not api_key:
         raise ValueError("the host provider needs a non-empty API key")
     app = web.Application(middlewares=_middlewares(api_key, faults))
@@ -206,6 +210,7 @@ def create_app(
         add_fault_routes(app, faults)
     if inventory.records is not None:
         add_records_routes(app, inventory.records)
+    app.add_routes(routes)
     return app
 
 
@@ -213,11 +218,16 @@ class HostProviderServer:
     """The host provider listening on 127.0.0.1; `url` is known once `start` returns."""
 
     def __init__(
-        self, inventory: Inventory, api_key: str, faults: FaultInjector | None = None
+        self,
+        inventory: Inventory,
+        api_key: str,
+        faults: FaultInjector | None = None,
+        routes: Iterable[web.AbstractRouteDef] = (),
     ) -> None:
         self.inventory = inventory
         self.api_key = api_key
         self.faults = faults
+        self.routes = tuple(routes)
         self._runner: web.AppRunner | None = None
         self._url: str | None = None
 
@@ -229,7 +239,7 @@ class HostProviderServer:
 
     async def start(self, port: int = 0, host: str = "127.0.0.1") -> str:
         """Listen on `host:port` (0: any free port) and return the base URL."""
-        runner = web.AppRunner(create_app(self.inventory, self.api_key, self.faults))
+        runner = web.AppRunner(create_app(self.inventory, self.api_key, self.faults, self.routes))
         await runner.setup()
         site = web.TCPSite(runner, host, port)
         await site.start()

@@ -220,6 +220,8 @@ class Inventory:
         self.cpu_skus = {s.id: s for s in data.cpu_skus}
         self._hosts: dict[str, Host] = {}
         self._claims: dict[str, Claim] = {}
+        # Counts claims and releases: a persisted world saves the inventory when it moved.
+        self.changes = 0
         for host in [*data.hosts, *self._expand(data.host_groups)]:
             self._add_host(host)
 
@@ -373,6 +375,7 @@ class Inventory:
             created_at=datetime.now(UTC),
         )
         self._claims[key] = claim
+        self.changes += 1
         return claim.model_copy(deep=True), True
 
     def release_host(self, host_id: str) -> Host:
@@ -387,6 +390,7 @@ class Inventory:
         claim = self._claims.get(key) if key else None
         if claim is not None and all(self._hosts[h].claimed_by != key for h in claim.host_ids):
             claim.state = "released"
+        self.changes += 1
         return host.model_copy()
 
     def release_claim(self, key: str) -> Claim:
@@ -400,11 +404,43 @@ class Inventory:
                 self._record(host.id, "released", key, host.owner)
                 host.state, host.claimed_by, host.owner = "free", None, None
         claim.state = "released"
+        self.changes += 1
         return claim.model_copy(deep=True)
 
     def _record(self, host_id: str, change: HostChange, key: str, owner: str | None) -> None:
         if self.records is not None:
             self.records.host_changed(host_id, change, key, owner or "")
+
+    # ------------------------------------------------------------ persistence
+
+    def snapshot(self) -> dict[str, Any]:
+        """Who holds which host, and every claim: what a persisted world keeps (`restore`).
+
+        The hosts themselves come from the inventory file, read again at each start."""
+        return {
+            "hosts": [
+                {"id": h.id, "claimedBy": h.claimed_by, "owner": h.owner}
+                for h in self._hosts.values()
+                if h.state == "claimed"
+            ],
+            "claims": [claim.wire() for claim in self._claims.values()],
+        }
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        """Claims and host states of a `snapshot()`; a host the inventory file no longer has is
+        dropped from its claim (the file is the truth about what exists)."""
+        for entry in snapshot.get("claims") or ():
+            claim = Claim.model_validate(entry)
+            claim.host_ids = [h for h in claim.host_ids if h in self._hosts]
+            self._claims[claim.idempotency_key] = claim
+        for entry in snapshot.get("hosts") or ():
+            host = self._hosts.get(str(entry["id"]))
+            if host is not None:
+                host.state, host.claimed_by, host.owner = (
+                    "claimed",
+                    entry["claimedBy"],
+                    entry["owner"],
+                )
 
 
 def load_inventory(

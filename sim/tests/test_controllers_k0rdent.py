@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -665,7 +666,9 @@ async def test_colony_charts(env: Env) -> None:
     services = [
         colony_service("nb", "ws-nb", "colony-jupyter", {"resources": {"gpu": 1}}),
         colony_service("dev", "ws-dev", "colony-devbox"),
-        colony_service("llm", "ws-llm", "colony-vllm", {"resources": {"gpu": 2}}),
+        colony_service(
+            "llm", "ws-llm", "colony-vllm", {"resources": {"gpu": 2}, "vllm": {"model": "m/x"}}
+        ),
     ]
     env.create("servicesets", service_set(name, cluster=cluster, services=services))
     assert (await service_state(env, name, "nb"))["state"] == "Deployed"
@@ -677,6 +680,16 @@ async def test_colony_charts(env: Env) -> None:
     # Colony's charts name every Service <release>-<port>, the convention Colony routes to.
     assert store.get(SERVICES, "ws-nb", "nb-http")["spec"]["ports"][0]["port"] == 8888
     assert store.get(SERVICES, "ws-dev", "dev-ssh")["spec"]["ports"][0]["port"] == 22
+    # What their simulated containers answer with, per port (sim/podnet).
+    serves = {
+        release: json.loads(
+            store.get(DEPLOYMENTS, namespace, release)["spec"]["template"]["metadata"][
+                "annotations"
+            ]["sim.colony.dev/serves"]
+        )
+        for release, namespace in (("nb", "ws-nb"), ("dev", "ws-dev"))
+    }
+    assert serves == {"nb": {"8888": "jupyter"}, "dev": {"22": "ssh"}}
 
     # Installing the stack lets the retried vllm install through.
     env.create("servicesets", service_set(unique("stack"), cluster=cluster, services=[colony_service("stack", "colony-inference", "colony-inference-stack")]))  # fmt: skip
@@ -688,6 +701,10 @@ async def test_colony_charts(env: Env) -> None:
     await eventually(llm, until=lambda e: e.get("state") == "Deployed", what="vllm installed")
     assert store.get(DEPLOYMENTS, "colony-inference", "inference-gateway")
     assert primary_container(store, "ws-llm", "llm")["resources"]["limits"]["nvidia.com/gpu"] == "2"
+    template = store.get(DEPLOYMENTS, "ws-llm", "llm")["spec"]["template"]
+    assert json.loads(template["metadata"]["annotations"]["sim.colony.dev/serves"]) == {
+        "8000": {"app": "openai", "model": "m/x"}
+    }
 
 
 async def test_removed_service_is_deleting_then_gone(env: Env) -> None:

@@ -250,21 +250,23 @@ def _prepare_and_publish(steps: Plan, *, request_id: str | None) -> list[_Deploy
         client = await connect(conf)
         catalog = await spaces.catalog(client)
         check_conflicts(steps.classes, catalog)
-        known = {c.name: c for c in catalog.classes}
-        known.update({r.spec.name: r.spec for r in steps.classes})
+        published = {r.spec.name: r.spec for r in steps.classes}
         deploys: list[_Deploy] = []
-        created = {cluster.name for cluster in steps.clusters}
+        created = {(cluster.organization, cluster.name) for cluster in steps.clusters}
         for spec in steps.workspaces:
-            if await spaces.workspace_exists(client, spec.name):
+            if await spaces.workspace_exists(client, spec.name, spec.organization):
                 deploys.append(_Deploy(spec, None))
                 continue
-            if spec.cluster not in created:
+            if (spec.organization, spec.cluster) not in created:
                 # As `workspace deploy` checks it (`workspace_client.deploy`), before anything
                 # of this apply starts; a cluster this apply creates is there by its deploy.
-                await spaces.check_cluster(client, spec.cluster)
-            pinned = known.get(spec.class_name)
+                await spaces.check_cluster(client, spec.cluster, organization=spec.organization)
+            # The classes the workspace's organization sees: the shared ones (and those this
+            # apply publishes to them), and its own.
+            known = {c.name: c for c in catalog.for_organization(spec.organization).classes}
+            pinned = published.get(spec.class_name) or known.get(spec.class_name)
             if pinned is None:
-                raise spaces.class_not_found(spec.class_name)
+                raise spaces.class_not_found(spec.class_name, known)
             deploys.append(_Deploy(spaces.prepare_workspace(spec, pinned, ask=ask), pinned))
         # Everything is valid: now change things, in order.
         if steps.templates:

@@ -12,6 +12,7 @@ import typer
 
 from starter.options import (
     ClusterArgument,
+    OrganizationFilterOption,
     OutputFormat,
     OutputOption,
     RequestIdOption,
@@ -269,8 +270,10 @@ def get(
 
 
 @app.command("list")
-def list_(fmt: OutputOption = OutputFormat.TABLE) -> None:
-    """List clusters (from Temporal visibility, or the API)."""
+def list_(
+    organization: OrganizationFilterOption = None, fmt: OutputOption = OutputFormat.TABLE
+) -> None:
+    """List clusters, with their organization (from Temporal visibility, or the API)."""
     from starter import output
     from starter.backend import clusters
     from starter.client import ClusterSummary
@@ -280,7 +283,7 @@ def list_(fmt: OutputOption = OutputFormat.TABLE) -> None:
     colony = clusters()
 
     async def go() -> list[ClusterSummary]:
-        return await colony.list_clusters(await colony.connect(conf))
+        return await colony.list_clusters(await colony.connect(conf), organization=organization)
 
     found = run(go)
     rows = [
@@ -295,9 +298,15 @@ def list_(fmt: OutputOption = OutputFormat.TABLE) -> None:
     ]
     if not output.emit(rows, fmt):
         output.print_table(
-            ["NAME", "PHASE", "STARTED", "WORKFLOW"],
+            ["ORGANIZATION", "NAME", "PHASE", "STARTED", "WORKFLOW"],
             [
-                (c.name, c.phase, c.started, c.web_ui or conf.workflow_link(c.workflow_id))
+                (
+                    c.organization or "-",
+                    c.name,
+                    c.phase,
+                    c.started,
+                    c.web_ui or conf.workflow_link(c.workflow_id),
+                )
                 for c in found
             ],
         )

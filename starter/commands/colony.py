@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from starter.options import OutputFormat, OutputOption, RequestIdOption
+from starter.options import (
+    OrganizationFilterOption,
+    OutputFormat,
+    OutputOption,
+    RequestIdOption,
+)
 
 if TYPE_CHECKING:
     from models.colony import ColonyStatus
@@ -110,8 +115,10 @@ def get(name: ColonyArgument, fmt: OutputOption = OutputFormat.TABLE) -> None:
 
 
 @app.command("list")
-def list_(fmt: OutputOption = OutputFormat.TABLE) -> None:
-    """Every colony (in remote mode, the key's organization's)."""
+def list_(
+    organization: OrganizationFilterOption = None, fmt: OutputOption = OutputFormat.TABLE
+) -> None:
+    """Every colony, with its organization (in remote mode, the key's organization's)."""
     from starter import output
     from starter.backend import colonies
     from starter.colony_client import ColonySummary
@@ -121,7 +128,7 @@ def list_(fmt: OutputOption = OutputFormat.TABLE) -> None:
     through = colonies()
 
     async def go() -> list[ColonySummary]:
-        return await through.list_colonies(await through.connect(conf))
+        return await through.list_colonies(await through.connect(conf), organization=organization)
 
     found = run(go)
     rows = [
@@ -134,7 +141,10 @@ def list_(fmt: OutputOption = OutputFormat.TABLE) -> None:
         for c in found
     ]
     if not output.emit(rows, fmt):
-        output.print_table(("NAME", "PHASE"), [(c.name, c.phase) for c in found])
+        output.print_table(
+            ("ORGANIZATION", "NAME", "PHASE"),
+            [(c.organization or "-", c.name, c.phase) for c in found],
+        )
 
 
 @app.command("delete")

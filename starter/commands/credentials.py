@@ -18,10 +18,15 @@ DEFAULT_NAMESPACE = "kcm-system"
 
 
 def kubeconfig(
-    cluster: Annotated[str, typer.Option("--cluster", help="Cluster name.", show_default=False)],
     path: Annotated[
         Path, typer.Option("--output", help="Where to write the kubeconfig.", show_default=False)
     ],
+    cluster_argument: Annotated[
+        str | None, typer.Argument(metavar="CLUSTER", help="Cluster name.", show_default=False)
+    ] = None,
+    cluster_option: Annotated[
+        str | None, typer.Option("--cluster", hidden=True, show_default=False)
+    ] = None,
     namespace: Annotated[str, typer.Option(hidden=True)] = DEFAULT_NAMESPACE,
 ) -> None:
     """Write a kubeconfig without credentials: kubectl runs `colonyctl token` for a token."""
@@ -29,6 +34,8 @@ def kubeconfig(
 
     from starter import credentials, output, token_cache
     from starter.backend import remote
+
+    cluster = _one_cluster(cluster_argument, cluster_option)
 
     if remote():
         credentials.write_kubeconfig(path, _remote_kubeconfig(cluster, namespace))
@@ -40,6 +47,21 @@ def kubeconfig(
     output.write(
         f"wrote {path} (kubectl runs `colonyctl token --cluster {cluster}` for credentials)"
     )
+
+
+def _one_cluster(argument: str | None, option: str | None) -> str:
+    """The cluster, as every command takes it (an argument); `--cluster`, this command's former
+    spelling, still works (scripts and kubeconfigs written with it)."""
+    from starter.errors import InvalidRequestError
+
+    if argument and option and argument != option:
+        raise InvalidRequestError(
+            f"cluster: given twice, as '{argument}' and '{option}' (give CLUSTER once)"
+        )
+    cluster = argument or option
+    if not cluster:
+        raise InvalidRequestError("cluster: required (CLUSTER)")
+    return cluster
 
 
 def _remote_kubeconfig(cluster: str, namespace: str) -> dict[str, Any]:

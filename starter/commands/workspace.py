@@ -20,6 +20,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from starter.options import (
+    ListFormat,
+    ListOutputOption,
+    OrganizationFilterOption,
     OutputFormat,
     OutputOption,
     RequestIdOption,
@@ -165,7 +168,8 @@ def _finished(status: WorkspaceStatus | None, name: str, wanted: str, fmt: Outpu
     if status is None:
         raise OperationFailedError(f"workspace '{name}': its workflow ended without a status")
     if status.phase.value != wanted:
-        reason = status.failure_context.reason if status.failure_context else status.message
+        failure = status.failure_context
+        reason = failure.message if failure is not None and failure.message else status.message
         raise OperationFailedError(
             f"workspace '{name}' is {status.phase.value}: {reason or 'see colonyctl workspace get'}"
         )
@@ -315,47 +319,43 @@ def list_(
     cluster: Annotated[
         str | None, typer.Option("--cluster", help="Only the workspaces of this cluster.")
     ] = None,
-    fmt: OutputOption = OutputFormat.TABLE,
+    organization: OrganizationFilterOption = None,
+    fmt: ListOutputOption = ListFormat.TABLE,
 ) -> None:
-    """List workspaces (from Temporal visibility: ColonyKind = 'workspace')."""
+    """List workspaces, with their organization (from Temporal visibility: ColonyKind =
+    'workspace'), in natural order (burst-2 before burst-10); -o wide adds their GPUs, place in
+    line and age."""
     from starter import output
     from starter.backend import workspaces
     from starter.session import run, settings
     from starter.workspace_client import WorkspaceSummary
+    from starter.workspace_output import workspace_rows
 
     conf = settings()
     spaces = workspaces()
 
     async def go() -> list[WorkspaceSummary]:
-        return await spaces.list_workspaces(await spaces.connect(conf), cluster=cluster)
+        return await spaces.list_workspaces(
+            await spaces.connect(conf), cluster=cluster, organization=organization
+        )
 
     found = run(go)
     rows = [
         {
             "name": w.name,
+            "organization": w.organization,
             "cluster": w.cluster,
             "class": w.class_name,
             "phase": w.phase,
             "position": w.position,
+            "gpus": w.gpus,
             "workflowId": w.workflow_id,
             "started": w.started,
         }
         for w in found
     ]
-    if not output.emit(rows, fmt):
-        output.print_table(
-            ["NAME", "CLUSTER", "CLASS", "PHASE", "STARTED"],
-            [
-                (
-                    w.name,
-                    w.cluster,
-                    w.class_name,
-                    f"{w.phase} (position {w.position})" if w.position else w.phase,
-                    w.started,
-                )
-                for w in found
-            ],
-        )
+    if not output.emit(rows, fmt.output):
+        output.print_table(*workspace_rows(found, wide=fmt is ListFormat.WIDE))
 
 
 def _operate(

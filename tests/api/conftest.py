@@ -158,7 +158,8 @@ class ApiStack:
     async def wait_workspace(
         self, http: httpx.AsyncClient, name: str, phase: str, timeout: float = 90
     ) -> dict[str, Any]:
-        """Poll `GET /v1/workspaces/{name}` until its phase is `phase` (never Failed first)."""
+        """Poll `GET /v1/workspaces/{name}` until its phase is `phase` (never Failed first); for
+        Running, until its operation finished too (the access step follows Running)."""
 
         async def probe() -> dict[str, Any]:
             got = await http.get(f"{WORKSPACES}/{name}")
@@ -169,7 +170,9 @@ class ApiStack:
 
         return await eventually(
             probe,
-            until=lambda body: body["phase"] == phase,
+            until=lambda body: (
+                body["phase"] == phase and (phase != "Running" or "currentOperation" not in body)
+            ),
             timeout=timeout,
             interval=0.2,
             what=f"workspace {name} {phase}",

@@ -84,11 +84,11 @@ async def test_a_colony_from_apply_to_404_within_its_organization(api_stack: Api
 
         ready = await wait_phase(read_only, name, "Ready")
         assert (ready["organization"], ready["workflowId"]) == (mine, workflow_id)
-        assert [c["cluster"] for c in ready["clusters"]] == [f"{name}-a"]
-        cluster = (await http.get(f"{CLUSTERS}/{name}-a")).json()
+        assert [c["cluster"] for c in ready["clusters"]] == [f"{name}--a"]
+        cluster = (await http.get(f"{CLUSTERS}/{name}--a")).json()
         assert (cluster["organization"], cluster["workflowId"]) == (
             mine,
-            f"cluster/{mine}/{name}-a",
+            f"cluster/{mine}/{name}--a",
         )
         listed = (await read_only.get(COLONIES)).json()["items"]
         assert [(c["id"], c["workflowId"]) for c in listed] == [(name, workflow_id)]
@@ -107,7 +107,7 @@ async def test_a_colony_from_apply_to_404_within_its_organization(api_stack: Api
                 "message": f"colony: colony '{name}' not found",
             }
         assert (await other.get(COLONIES)).json()["items"] == []
-        assert (await other.get(f"{CLUSTERS}/{name}-a")).status_code == 404
+        assert (await other.get(f"{CLUSTERS}/{name}--a")).status_code == 404
         raw = colony(name, "a")
         raw["colonyClusters"][0]["clusterDeploymentSpec"] = {"template": "anything"}
         chosen = await other.post(COLONIES, json=raw)
@@ -122,7 +122,7 @@ async def test_a_colony_from_apply_to_404_within_its_organization(api_stack: Api
         assert deleted.status_code == 202, deleted.text
         assert (deleted.json()["kind"], deleted.json()["workflowId"]) == ("delete", workflow_id)
         assert (await other.delete(f"{COLONIES}/{name}")).status_code == 202
-        for client, cluster_name in ((http, f"{name}-a"), (other, f"{name}-b")):
+        for client, cluster_name in ((http, f"{name}--a"), (other, f"{name}--b")):
 
             async def gone(client: httpx.AsyncClient = client) -> int:
                 return (await client.get(f"{COLONIES}/{name}")).status_code

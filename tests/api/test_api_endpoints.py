@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from activities.settings import ColonySettings
+from sim.hostprovider.inventory import Sku
 from starter.errors import UnavailableError
 from tests.api.conftest import GPU, ApiStack
 from tests.conftest import venv_binary
@@ -146,6 +147,49 @@ async def test_a_cluster_from_create_to_404(api_stack: ApiStack) -> None:
         }
 
 
+async def test_a_pool_waiting_for_hosts_is_waiting_never_ready(api_stack: ApiStack) -> None:
+    """Asked to wait for capacity, a pool whose hosts are not free yet shows the cluster's status
+    `waiting` (its reason, the pool's `waitingForHosts`) until they are, then `ready`; an unknown
+    pool is refused naming the pools there are."""
+    key = await api_stack.key(unique("org"))
+    name = unique("waits")
+    world = api_stack.world
+    async with api_stack.http(api_stack.app(), key) as http:
+        await api_stack.ready_cluster(
+            http, name, pools=[{"name": "cpu", "sku": {"cpuSku": "cpu-64c-512g"}, "count": 1}]
+        )
+        hold = unique("hold")
+        free = len(world.inventory.hosts(location="fra1", gpu_model_id=GPU, state="free"))
+        if free:  # someone else holds every free H100 of fra1
+            world.inventory.claim(hold, "fra1", Sku(gpu_model_id=GPU), free, "someone")
+        try:
+            pool = {"name": "gpu", "sku": {"gpuModelId": GPU}, "count": 1}
+            added = await http.post(
+                f"{CLUSTERS}/{name}/node-pools", json={**pool, "waitForCapacity": True}
+            )
+            assert added.status_code == 202, added.text
+            waiting = await api_stack.wait_status(http, name, "waiting")
+            assert waiting["reason"] == f"node pool 'gpu' waits for 1 free host(s) of gpu:{GPU}"
+            gpu = (await http.get(f"{CLUSTERS}/{name}/node-pools/gpu")).json()
+            assert (gpu["waitingForHosts"], gpu["readyCount"]) == (1, 0)
+            listed = (await http.get(CLUSTERS)).json()["items"]
+            assert [c["status"] for c in listed if c["id"] == name] == ["waiting"]
+            unknown = await http.get(f"{CLUSTERS}/{name}/node-pools/nosuch")
+            assert (unknown.status_code, error_of(unknown)["message"]) == (
+                404,
+                f"pool: node pool 'nosuch' does not exist in cluster '{name}' "
+                "(its node pools: cpu, gpu)",
+            )
+        finally:
+            if free:
+                world.inventory.release_claim(hold)
+        ready = await api_stack.wait_status(http, name, "ready")
+        gpu_pool = next(p for p in ready["nodePools"] if p["name"] == "gpu")
+        assert (gpu_pool["readyCount"], gpu_pool["waitingForHosts"]) == (1, 0)
+        assert (await http.delete(f"{CLUSTERS}/{name}")).status_code == 202
+        await api_stack.wait_gone(http, name)
+
+
 async def test_the_same_idempotency_key_repeats_the_first_answer(api_stack: ApiStack) -> None:
     key = await api_stack.key(unique("org"))
     name = unique("idem")
@@ -211,13 +255,30 @@ async def test_bad_bodies_are_400_or_422_with_colonyctls_messages(api_stack: Api
         )
         status, error = await refused({"name": "x", "locationId": "atlantis"})
         assert (status, error["field"]) == (422, "locationId")
-        free = len(api_stack.world.inventory.hosts(location="fra1", gpu_model_id=GPU, state="free"))
+        # More than fra1 has in all: no wait can serve it, so none is advised.
         pool["count"] = 13
-        status, error = await refused({"name": "x", "locationId": "fra1", "nodePools": [pool]})
+        for wait in (False, True):
+            body = {"name": "x", "locationId": "fra1", "nodePools": [pool]}
+            status, error = await refused({**body, "waitForCapacity": wait})
+            assert (status, error["field"]) == (422, "nodePools[0].count")
+            assert error["message"] == (
+                f"nodePools[0].count: 13 hosts of {GPU} asked, location fra1 has 8 in all; "
+                "ask for at most 8"
+            )
+        # Enough in all, too few free now: the advice names the API's own field.
+        world = api_stack.world
+        hold = unique("hold")
+        free = len(world.inventory.hosts(location="fra1", gpu_model_id=GPU, state="free"))
+        world.inventory.claim(hold, "fra1", Sku(gpu_model_id=GPU), free - 1, "someone")
+        try:
+            pool["count"] = 2
+            status, error = await refused({"name": "x", "locationId": "fra1", "nodePools": [pool]})
+        finally:
+            world.inventory.release_claim(hold)
         assert status == 422
         assert error["message"] == (
-            f"nodePools[0].count: 13 more host(s) of {GPU} needed in fra1, {free} free now (of 8); "
-            "add --wait-for-capacity to queue and wait for them"
+            f"nodePools[0].count: 2 more host(s) of {GPU} needed in fra1, 1 free now (of 8); "
+            "set waitForCapacity to true to queue and wait for them"
         )
         bad_query = await http.delete(f"{CLUSTERS}/x/nodes/n", params={"drain": "maybe"})
         assert bad_query.status_code == 422
@@ -445,7 +506,7 @@ async def test_over_its_rate_a_key_gets_429_with_retry_after(api_stack: ApiStack
 
 async def test_temporal_out_of_reach_is_503(api_stack: ApiStack) -> None:
     async def unreachable() -> Any:
-        raise UnavailableError("cannot reach Temporal at 127.0.0.1:1: connection refused")
+        raise UnavailableError("temporal: cannot reach 127.0.0.1:1: connection refused")
 
     key = await api_stack.key(unique("org"))
     async with api_stack.http(api_stack.app(connect=unreachable), key) as http:
@@ -456,7 +517,7 @@ async def test_temporal_out_of_reach_is_503(api_stack: ApiStack) -> None:
     assert error_of(response) == {
         "code": "unavailable",
         "field": None,
-        "message": "cannot reach Temporal at 127.0.0.1:1: connection refused",
+        "message": "temporal: cannot reach 127.0.0.1:1: connection refused",
     }
     assert created.status_code == 503
 
@@ -466,11 +527,17 @@ async def test_a_temporal_client_that_cannot_connect_is_503(api_stack: ApiStack)
 
     settings = ColonySettings.from_env({**api_stack.env, "TEMPORAL_ADDRESS": "127.0.0.1:9"})
     key = await api_stack.key(unique("org"))
-    app = api_stack.app(connect=lambda: colony.connect(settings))
+    app = api_stack.app(connect=lambda: colony.connect(settings, hint=""))  # as `python -m api`
     async with api_stack.http(app, key) as http:
         response = await http.get(CLUSTERS)
     assert response.status_code == 503
-    assert error_of(response)["message"].startswith("cannot reach Temporal at 127.0.0.1:9")
+    # One line, the reason without the transport's debug text, and no colonyctl hint: the API's
+    # callers cannot change its settings.
+    assert error_of(response) == {
+        "code": "unavailable",
+        "field": None,
+        "message": "temporal: cannot reach 127.0.0.1:9: connection refused",
+    }
 
 
 async def test_the_host_provider_out_of_reach_is_503(api_stack: ApiStack) -> None:
@@ -500,5 +567,12 @@ async def test_the_openapi_document_and_docs_are_served(api_stack: ApiStack) -> 
     assert docs.status_code == 200
     assert "/docs-assets/swagger-ui-bundle.js" in docs.text, "no CDN: make run works offline"
     assert script.status_code == 200
-    assert health.json() == {"status": "ok"}
+    assert health.json() == {"status": "ok", "service": "colony-api"}
     assert json.dumps(schema)
+
+
+async def test_healthz_names_the_development_state_it_serves(api_stack: ApiStack) -> None:
+    """What `make run` asks before reusing what listens on COLONY_API_PORT."""
+    async with api_stack.http(api_stack.app(dev_state_id="state-1")) as http:
+        health = await http.get("/healthz")
+    assert health.json() == {"status": "ok", "service": "colony-api", "devStateId": "state-1"}

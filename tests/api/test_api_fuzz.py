@@ -207,7 +207,7 @@ async def test_fuzzing_the_openapi_document_finds_no_server_error_and_starts_not
     ]
     assert sorted(workflows) == sorted(
         [f"cluster/{organization}/{c}" for c in {name, *created}]
-        + [f"workspace/{w}" for w in {workspace, *deployed_ids}]
+        + [f"workspace/{organization}/{w}" for w in {workspace, *deployed_ids}]
         + [f"colony/{organization}/{c}" for c in colonies]
     )
     async with api_stack.http(app, manager) as admin:

@@ -5,8 +5,8 @@
 - a revoked key and an expired key are refused (a revocation made by another process within the
   key cache's seconds);
 - one organization's key gets 404 for another organization's cluster and workspace, on every
-  endpoint, cannot deploy onto that cluster, may use the same name for a cluster of its own, and
-  finds a workspace name another organization holds taken (409, saying no more);
+  endpoint, cannot deploy onto that cluster, and may use the same names for a cluster and a
+  workspace of its own (names are unique within an organization, invisible across them);
 - the key, and the cluster tokens the API hands out, appear in no log record, no output and no
   workflow history, and the key's secret is not in its Secret;
 - a secret prompt answer sent to the API in plaintext appears in no workflow history (payloads
@@ -30,8 +30,8 @@ from fastapi import FastAPI
 from kubernetes import client as kube_client
 
 from api.keys import KubernetesKeyStore, Permission, secret_name
-from models.cluster import cluster_deployment_name, cluster_workflow_id
-from models.workspace import values_secret_name
+from models.cluster import cluster_workflow_id
+from models.identity import workspace_values_secret_name
 from tests.api.conftest import BASE_URL, GPU, JUPYTER, WORKSPACES, ApiStack
 from tests.helpers import eventually, history_text, unique
 from tests.simenv import NAMESPACE, call
@@ -264,15 +264,17 @@ async def test_another_organization_gets_404_everywhere_and_may_reuse_the_name(
         assert created.status_code == 202, created.text
         own = await stack.wait_status(http, secured.cluster, "ready")
         assert (own["locationId"], own["organization"]) == ("hel1", other)
-        # Workspace names are global: theirs is taken, and that is all the answer says.
-        taken = await http.post(WORKSPACES, json=notebook(secured.workspace, secured.cluster))
-        assert taken.status_code == 409, taken.text
-        assert taken.json()["error"] == {
-            "code": "conflict",
-            "field": "name",
-            "message": f"name: workspace '{secured.workspace}' already exists (names are unique "
-            "until a deletion completes)",
-        }
+        # Workspace names too: theirs is no conflict here, it is another workspace (never a 409
+        # that would tell them it exists elsewhere).
+        same = await http.post(WORKSPACES, json=notebook(secured.workspace, secured.cluster))
+        assert same.status_code == 202, same.text
+        mine_too = await stack.wait_workspace(http, secured.workspace, "Running")
+        assert (
+            mine_too["webUi"]
+            != (await stack.http(secured.app, secured.manager).get(secured.workspace_path)).json()[
+                "webUi"
+            ]
+        )
         await http.delete(secured.path)
         await stack.wait_gone(http, secured.cluster)
     still = await stack.http(secured.app, secured.manager).get(secured.path)
@@ -378,9 +380,7 @@ async def test_a_secret_prompt_answer_reaches_no_history_and_no_log(
         # It reached the chart, through the values Secret beside the ServiceSet.
         secret = await call(
             kube_client.CoreV1Api(stack.management).read_namespaced_secret,
-            values_secret_name(
-                cluster_deployment_name(secured.cluster, secured.organization), name
-            ),
+            workspace_values_secret_name(secured.organization, secured.cluster, name),
             NAMESPACE,
         )
         assert planted in base64.b64decode(secret.data["values"]).decode()
@@ -402,8 +402,9 @@ async def test_a_secret_prompt_answer_reaches_no_history_and_no_log(
         handle = stack.temporal.get_workflow_handle(execution.id, run_id=execution.run_id)
         text = history_text(await handle.fetch_history())
         assert planted not in text, f"{execution.id} holds the planted answer"
-        if execution.id == f"workspace/{name}":
+        workflow_id = f"workspace/{secured.organization}/{name}"
+        if execution.id == workflow_id:
             # The scan reads payloads: the sealed answer's scope is there, in the clear.
-            assert f"workspace/{name}/notebookPassword" in text
+            assert f"{workflow_id}/notebookPassword" in text
         scanned.append(execution.id)
-    assert f"workspace/{name}" in scanned
+    assert f"workspace/{secured.organization}/{name}" in scanned

@@ -105,6 +105,8 @@ def test_malformed_keys_are_not_keys(text: str) -> None:
         pytest.param(["read"], ["kubernetes:read"], id="short"),
         pytest.param(["Kubernetes:Manage", "manage"], ["kubernetes:manage"], id="repeats"),
         pytest.param(["clusters:write"], ["clusters:write"], id="legacy-kept"),
+        pytest.param(["catalog_publish"], ["catalog:publish"], id="catalog-publish"),
+        pytest.param(["catalog:publish"], ["catalog:publish"], id="catalog-publish-canonical"),
     ],
 )
 def test_permissions_are_stored_by_their_canonical_names(
@@ -189,7 +191,8 @@ def test_the_documented_status_of_a_cluster(
             "nodePools[0].sku.gpuModelId: unknown", "nodePools[0].sku.gpuModelId", id="path"
         ),
         pytest.param("scale_node_pool: cluster 'x' is being deleted", None, id="update-name"),
-        pytest.param("cannot reach Temporal at x: refused", None, id="sentence"),
+        pytest.param("cannot reach x: refused", None, id="sentence"),
+        pytest.param("temporal: cannot reach x: connection refused", None, id="temporal"),
         pytest.param("host provider: 503", None, id="system"),
     ],
 )

@@ -15,10 +15,11 @@ import yaml
 from kubernetes import client as kube_client
 
 from activities.sealing import SealingSettings
-from models.cluster import cluster_deployment_name
-from models.workspace import values_secret_name, workspace_workflow_id
+from models.identity import workspace_service_set_name, workspace_values_secret_name
+from models.workspace import workspace_workflow_id
 from tests.api.conftest import CPU_SKU, JUPYTER, WORKSPACES, ApiStack
 from tests.api.test_api_endpoints import error_of
+from tests.exalsius_status import exalsius_problems
 from tests.helpers import eventually, unique
 from tests.simenv import NAMESPACE, call
 
@@ -38,11 +39,12 @@ def notebook(name: str, cluster: str, **extra: Any) -> dict[str, Any]:
     return {"name": name, "class": JUPYTER, "cluster": cluster, **extra}
 
 
-async def workflow_exists(stack: ApiStack, name: str) -> bool:
+async def workflow_exists(stack: ApiStack, name: str, organization: str) -> bool:
     from temporalio.service import RPCError
 
     try:
-        await stack.temporal.get_workflow_handle(workspace_workflow_id(name)).describe()
+        workflow_id = workspace_workflow_id(name, organization)
+        await stack.temporal.get_workflow_handle(workflow_id).describe()
     except RPCError:
         return False
     return True
@@ -61,15 +63,13 @@ async def test_classes_are_listed_read_and_published_once(catalog: ApiStack) -> 
         jupyter = (await read_only.get(f"{CLASSES}/{JUPYTER}")).json()
         assert jupyter["userFacingConfig"][0]["helmValuePath"] == "notebookPassword"
         missing = await read_only.get(f"{CLASSES}/colony-nothing-1-0-0")
-        assert (missing.status_code, error_of(missing)) == (
-            404,
-            {
-                "code": "not_found",
-                "field": "class",
-                "message": "class: workspace class 'colony-nothing-1-0-0' not found (colonyctl "
-                "class list shows the published ones)",
-            },
+        assert (missing.status_code, error_of(missing)["field"]) == (404, "class")
+        # The published classes by name, not colonyctl's command for them.
+        assert error_of(missing)["message"].startswith(
+            "class: workspace class 'colony-nothing-1-0-0' not found (published: "
         )
+        assert JUPYTER in error_of(missing)["message"]
+        assert "colonyctl" not in error_of(missing)["message"]
         assert (await read_only.get(f"{CLASSES}/Not_A_Name")).status_code == 404
 
         # A new class (the shipped template, another name): 201, then the same again: 200.
@@ -165,10 +165,10 @@ async def test_a_workspace_from_deploy_to_404(catalog: ApiStack) -> None:
         assert accepted["operationId"] == "op-0001"
         assert accepted["repeated"] is False
         assert deployed.headers["Location"] == f"{WORKSPACES}/{name}"
-        assert f"/workflows/workspace%2F{name}" in accepted["webUi"]
+        assert f"/workflows/workspace%2F{organization}%2F{name}" in accepted["webUi"]
 
         running = await stack.wait_workspace(http, name, "Running")
-        # The API's cluster id, not the ClusterDeployment (`<organization>-<cluster>`).
+        # The API's cluster id, not the ClusterDeployment (derived: `models.identity`).
         assert (running["id"], running["cluster"], running["class"]) == (name, cluster, JUPYTER)
         assert running["webUi"] == accepted["webUi"]
         assert [a["name"] for a in running["access"]] == ["http"]
@@ -177,7 +177,7 @@ async def test_a_workspace_from_deploy_to_404(catalog: ApiStack) -> None:
         # The API sealed the answer, the worker unsealed it into the values Secret only.
         secret = await call(
             kube_client.CoreV1Api(stack.management).read_namespaced_secret,
-            values_secret_name(cluster_deployment_name(cluster, organization), name),
+            workspace_values_secret_name(organization, cluster, name),
             NAMESPACE,
         )
         assert yaml.safe_load(base64.b64decode(secret.data["values"])) == {
@@ -248,6 +248,52 @@ async def test_a_workspace_from_deploy_to_404(catalog: ApiStack) -> None:
                     "message": f"workspace: workspace '{name}' not found",
                 },
             ), (method, path)
+        await http.delete(f"/v1/kubernetes/clusters/{cluster}")
+        await stack.wait_gone(http, cluster)
+
+
+async def test_a_failed_install_reads_as_an_exalsius_status(catalog: ApiStack) -> None:
+    """The API's workspace, failed and then running, is a valid status of the exalsius
+    WorkspaceDeployment CRD: what a client of the operator reads, it reads here."""
+    stack = catalog
+    organization = unique("fail")
+    key = await stack.key(organization)
+    name = unique("nb")
+    async with stack.http(stack.app(), key) as http:
+        cluster = await cpu_cluster(stack, http)
+        stack.world.faults.fail_service_set(
+            NAMESPACE,
+            workspace_service_set_name(organization, cluster, name),
+            "Helm install failed: image pull back-off",
+        )
+        deployed = await http.post(
+            WORKSPACES,
+            json=notebook(name, cluster, secretValues={"notebookPassword": "pw"}),
+        )
+        assert deployed.status_code == 202, deployed.text
+        failed = await stack.wait_workspace(http, name, "Failed")
+        context = failed["failureContext"]
+        assert (context["phaseWhenFailed"], context["reason"]) == ("Deploying", "HelmReleaseFailed")
+        assert context["recentEvents"][0]["reason"] == "HelmReleaseFailed"
+        assert exalsius_problems(failed) == []
+
+        stack.world.faults.clear()
+        resumed = await http.post(f"{WORKSPACES}/{name}/resume")
+        assert resumed.status_code == 202, resumed.text
+
+        async def workspace() -> dict[str, Any]:
+            body: dict[str, Any] = (await http.get(f"{WORKSPACES}/{name}")).json()
+            return body
+
+        # Failed until the resume runs: waited for past it.
+        running = await eventually(
+            workspace,
+            until=lambda w: w["phase"] == "Running" and "currentOperation" not in w,
+            timeout=60,
+            what="resumed",
+        )
+        assert "failureContext" not in running
+        assert exalsius_problems(running) == []
         await http.delete(f"/v1/kubernetes/clusters/{cluster}")
         await stack.wait_gone(http, cluster)
 
@@ -328,7 +374,9 @@ async def test_refused_deploys_start_nothing(catalog: ApiStack) -> None:
         assert error_of(response)["message"].startswith(
             "the API is not configured for this: COLONY_SEALING_PUBLIC_KEY_FILE: cannot read"
         )
-        assert not await workflow_exists(stack, name), "a refused deploy started a workflow"
+        assert not await workflow_exists(stack, name, organization), (
+            "a refused deploy started a workflow"
+        )
 
         # The same Idempotency-Key repeats the deploy; another key finds the name taken.
         body = notebook(name, cluster, **answered)

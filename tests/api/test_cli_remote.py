@@ -28,7 +28,8 @@ import pytest
 import uvicorn
 import yaml
 
-from tests.api.conftest import CPU_SKU, GPU, JUPYTER, ApiStack
+from sim.hostprovider.inventory import Sku
+from tests.api.conftest import ALL_PERMISSIONS, CPU_SKU, GPU, JUPYTER, ApiStack
 from tests.conftest import venv_binary
 from tests.helpers import eventually, unique
 
@@ -177,13 +178,30 @@ async def test_a_user_with_a_key_runs_a_cluster_through_the_api(
     # The same refusals, exit codes and lines as in direct mode.
     missing = await me.ctl("cluster", "get", "nope", expect=3)
     assert missing.stderr == "error: cluster: cluster 'nope' not found\n"
-    free = len(api_stack.world.inventory.hosts(location="fra1", gpu_model_id=GPU, state="free"))
     huge = await me.ctl(
         "node-pool", "create", name, "--name", "huge", "--count", "13", "--gpu-model-id", GPU,
         expect=2,
     )  # fmt: skip
     assert huge.stderr == (
-        f"error: count: 13 more host(s) of {GPU} needed in fra1, {free} free now (of 8); "
+        f"error: count: 15 hosts of {GPU} asked (13 by this pool, 2 by the cluster's other pools "
+        "of it), location fra1 has 8 in all; ask for at most 6\n"
+    )
+    # The API advises its own field; colonyctl, remote as local, names its flag.
+    world = api_stack.world
+    hold = unique("hold")
+    free = len(world.inventory.hosts(location="fra1", gpu_model_id=GPU, state="free"))
+    if free:
+        world.inventory.claim(hold, "fra1", Sku(gpu_model_id=GPU), free, "someone")
+    try:
+        short = await me.ctl(
+            "node-pool", "create", name, "--name", "more", "--count", "1", "--gpu-model-id", GPU,
+            expect=2,
+        )  # fmt: skip
+    finally:
+        if free:
+            world.inventory.release_claim(hold)
+    assert short.stderr == (
+        f"error: count: 1 more host(s) of {GPU} needed in fra1, 0 free now (of 8); "
         "add --wait-for-capacity to queue and wait for them\n"
     )
     taken = await me.ctl("cluster", "create", name, "--location-id", "fra1", expect=2)
@@ -191,7 +209,7 @@ async def test_a_user_with_a_key_runs_a_cluster_through_the_api(
 
     # kubectl through the exec plugin: a token from the API once, then from the cache.
     kubeconfig = tmp_path / "kubeconfig"
-    await me.ctl("kubeconfig", "--cluster", name, "--output", str(kubeconfig))
+    await me.ctl("kubeconfig", name, "--output", str(kubeconfig))
     assert "token:" not in kubeconfig.read_text()
     kubectl = (
         venv_binary("kubectl"),
@@ -290,7 +308,9 @@ async def test_a_user_deploys_and_deletes_a_workspace_through_the_api(
     catalog: ApiStack, api_url: str, tmp_path: Path
 ) -> None:
     organization = unique("remote-ws")
-    key = await catalog.key(organization)
+    # Catalog Publish: the class below comes with its ServiceTemplate, which only the shared
+    # catalog (an operator's) publishes.
+    key = await catalog.key(organization, *ALL_PERMISSIONS, "catalog:publish")
     me = user(tmp_path)
     await me.ctl("auth", "login", "--url", api_url, "--api-key", key)
     cluster, name = unique("rwc"), unique("rnb")
@@ -326,10 +346,10 @@ async def test_a_user_deploys_and_deletes_a_workspace_through_the_api(
         "workspace", "deploy", name, "--class", "colony-nothing-1-0-0", "--cluster", cluster,
         expect=3,
     )  # fmt: skip
-    assert no_class.stderr == (
-        "error: class: workspace class 'colony-nothing-1-0-0' not found (colonyctl class list "
-        "shows the published ones)\n"
+    assert no_class.stderr.startswith(
+        "error: class: workspace class 'colony-nothing-1-0-0' not found (published: "
     )
+    assert JUPYTER in no_class.stderr
     elsewhere = await me.ctl(
         "workspace", "deploy", name, "--class", JUPYTER, "--cluster", unique("nowhere"),
         "--set", "notebookPassword=x", expect=3,
@@ -342,7 +362,7 @@ async def test_a_user_deploys_and_deletes_a_workspace_through_the_api(
         *deploy, "--set", f"notebookPassword={password}", "--wait", "--timeout", "90"
     )
     assert f"workspace {name} running" in deployed.stdout
-    assert f"workflow workspace/{name}: http" in deployed.stderr
+    assert f"workflow workspace/{organization}/{name}: http" in deployed.stderr
     status = (await me.ctl("workspace", "get", name, "-o", "json")).json()
     assert (status["phase"], status["cluster"], status["class"]) == ("Running", cluster, JUPYTER)
     assert password not in json.dumps(status)
@@ -352,6 +372,23 @@ async def test_a_user_deploys_and_deletes_a_workspace_through_the_api(
         return [w["name"] for w in done.json()]
 
     await eventually(listed, until=lambda names: names == [name], timeout=15, what="listed")
+    # In natural order, as in direct mode (the API's own list is): -9 before -10.
+    extra = [f"{name}-10", f"{name}-9"]
+    for other in extra:
+        await me.ctl(
+            "workspace", "deploy", other, "--class", JUPYTER, "--cluster", cluster,
+            "--set", "notebookPassword=x",
+        )  # fmt: skip
+    await eventually(
+        listed, until=lambda names: names == [name, *reversed(extra)], timeout=15, what="ordered"
+    )
+    wide = (await me.ctl("workspace", "list", "--cluster", cluster, "-o", "wide")).stdout
+    assert wide.splitlines()[0].split() == [
+        "ORGANIZATION", "NAME", "CLUSTER", "CLASS", "PHASE", "GPUS", "POSITION", "AGE", "STARTED",
+    ]  # fmt: skip
+    assert [line.split()[1] for line in wide.splitlines()[1:]] == [name, *reversed(extra)]
+    for other in extra:
+        await me.ctl("workspace", "delete", other, "--wait", "--timeout", "90")
     suspended = await me.ctl("workspace", "suspend", name, "--wait", "--timeout", "90")
     assert f"workspace {name} suspended" in suspended.stdout
     twice = await me.ctl("workspace", "suspend", name, expect=2)
@@ -403,7 +440,7 @@ async def test_a_user_applies_and_deletes_a_colony_through_the_api(
     await eventually(phase, until=lambda p: p == "Ready", timeout=120, what="colony ready")
     table = await me.ctl("colony", "get", name)
     assert f"colony {name}: Ready, 1/1 clusters ready" in table.stdout
-    assert f"{name}-west" in table.stdout
+    assert f"{name}--west" in table.stdout
     listed = (await me.ctl("colony", "list", "-o", "json")).json()
     assert listed == [
         {
@@ -425,4 +462,4 @@ async def test_a_user_applies_and_deletes_a_colony_through_the_api(
         return (await me.ctl("colony", "get", name, expect=None)).code
 
     await eventually(code, until=lambda c: c == 3, timeout=120, what="colony deleted")
-    await me.ctl("cluster", "get", f"{name}-west", expect=3)
+    await me.ctl("cluster", "get", f"{name}--west", expect=3)

@@ -10,7 +10,8 @@ being deleted (its ClusterDeployment's delete answered 503 until the module ends
 
 For each request: the API answers the expected 4xx with `error.field` the case's field; colonyctl
 exits 2 (3 for not found) with one line naming the same field (word for word the API's message
-when the case says `same`); the sim's objects and hosts are unchanged, and no workflow was started
+when the case says `same`; each holding the words the case `says`, and neither pydantic's nor
+the transport's); the sim's objects and hosts are unchanged, and no workflow was started
 (visibility, at once). The last test makes sure of the last point once visibility has caught up: a
 sentinel workflow started after the corpus is visible, and it is the only workflow started since
 the corpus began.
@@ -53,6 +54,7 @@ CLUSTERS = "/v1/kubernetes/clusters"
 CHURNING = {"events", "leases"}
 """Kinds the sim writes on its own while nothing is asked of it."""
 CPU_POOL = {"name": "cpu", "sku": {"cpuSku": CPU_SKU}, "count": 1}
+FOREIGN_WORDS = ("Input should", "Field required", "valid integer", "tonic::", "Value error")
 
 
 def test_the_corpus_is_large_and_its_ids_unique() -> None:
@@ -331,6 +333,12 @@ async def test_a_bad_request_is_refused_alike_by_the_api_and_colonyctl(
     assert f"{case.get('cli_field', field)}: " in lines[0], lines[0]
     if case.get("same"):
         assert lines[0] == f"error: {error['message']}"
+    says = case.get("says") or {}
+    assert says.get("api", "") in error["message"], error
+    assert says.get("cli", "") in lines[0], lines[0]
+    for message in (str(error["message"]), lines[0]):
+        # Pydantic's, Typer's and the Temporal transport's own words never reach a user.
+        assert not any(words in message for words in FOREIGN_WORDS), message
     assert sim_state(corpus.stack.world) == before, "the sim changed"
     assert await started_since(corpus.stack.temporal, moment) == []
 

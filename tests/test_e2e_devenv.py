@@ -1,0 +1,125 @@
+"""`make run` as a user runs it (`python -m starter.devenv`, what the Makefile runs), each test in a
+temporary directory of its own (its `.colony/` there) on free ports.
+
+- The demo played twice with a stop between: both pass, the second on the development state the
+  first left (Temporal's database and the simulated world, resumed together).
+- A second `make run` while the first serves reuses the first's Temporal, simulator and API; a
+  reset is refused until the first stops, and the first's stop leaves nothing running.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from starter.devenv import API_PORT_ENV, TEMPORAL_ADDRESS_ENV, TEMPORAL_UI_PORT_ENV
+from starter.devstate import DevPaths, running
+from tests.helpers import eventually_sync
+from tests.test_devenv import clean_environment
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+DEMO_DEADLINE_SECONDS = 600
+"""One demo takes about a minute on an idle machine; the shared test machine is often not idle."""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def environment(tmp_path: Path) -> dict[str, str]:
+    return clean_environment(
+        **{
+            TEMPORAL_ADDRESS_ENV: f"127.0.0.1:{free_port()}",
+            TEMPORAL_UI_PORT_ENV: str(free_port()),
+            API_PORT_ENV: str(free_port()),
+            # colonyctl's token cache (kubectl's credentials in the demo): the test's own.
+            "COLONY_CACHE_DIR": str(tmp_path / "cache"),
+        }
+    )
+
+
+def make_run(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "starter.devenv", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=DEMO_DEADLINE_SECONDS,
+        check=False,
+    )
+
+
+def state_line(output: str) -> tuple[str, str]:
+    """(id, "new" or "resumed") from the banner's "Development state" line."""
+    found = re.search(r"^Development state\s+(\w+) \((new|resumed);", output, re.MULTILINE)
+    assert found is not None, output
+    return found.group(1), found.group(2)
+
+
+@pytest.mark.timeout(2 * DEMO_DEADLINE_SECONDS + 120)
+def test_the_demo_plays_twice_with_a_stop_between(tmp_path: Path) -> None:
+    env = environment(tmp_path)
+    first = make_run(tmp_path, env, "--exit")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    state, how = state_line(first.stdout)
+    assert how == "new"
+
+    second = make_run(tmp_path, env, "--exit")
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert state_line(second.stdout) == (state, "resumed")
+    assert "scenario failed" not in second.stdout
+    # The second demo's notebook came from the class catalog the first run published.
+    assert "deploy notebook" in second.stdout
+    assert not running(DevPaths(tmp_path / ".colony")), "both runs stopped everything they started"
+
+
+@pytest.mark.timeout(300)
+def test_a_second_make_run_reuses_the_first_while_it_serves(tmp_path: Path) -> None:
+    env = environment(tmp_path)
+    paths = DevPaths(tmp_path / ".colony")
+    log = tmp_path / "first.log"
+    with log.open("w") as out:
+        first = subprocess.Popen(
+            [sys.executable, "-m", "starter.devenv", "--no-scenario"],
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        eventually_sync(
+            lambda: "press Ctrl-C to stop" in log.read_text() or first.poll() is not None,
+            timeout=180,
+            what="the first make run serving",
+        )
+        assert first.poll() is None, log.read_text()
+        second = make_run(tmp_path, env, "--no-scenario", "--exit")
+        assert second.returncode == 0, second.stdout + second.stderr
+        for server in ("server", "simulator", "API"):
+            assert f"reusing this development state's {server}" in second.stdout
+        assert state_line(second.stdout)[0] == state_line(log.read_text())[0]
+
+        refused = make_run(tmp_path, env, "--reset")
+        assert refused.returncode == 2
+        assert "make run still serves this development state (temporal dev server" in (
+            refused.stderr
+        )
+        assert paths.temporal_db.exists()
+    finally:
+        first.send_signal(signal.SIGTERM)  # what a closed terminal or Ctrl-C does
+        first.wait(timeout=120)
+    assert first.returncode == 0, log.read_text()
+    assert not running(paths)
+    reset = make_run(tmp_path, env, "--reset")
+    assert reset.returncode == 0, reset.stderr
+    assert not paths.root.exists()
