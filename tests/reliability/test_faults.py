@@ -9,8 +9,8 @@
 - **Scripted**: a ClusterDeployment that fails (the create fails naming it and k0rdent's message,
   and nothing stays claimed), a ServiceSet that fails (the workspace fails at HelmReleaseReady with
   Helm's message), a node lost (a scale-down removes the lost node first, evicting nothing, and
-  releases its host), the tenant gateway gone (a workspace deployed then says so, and keeps its
-  port-forward access). Each teardown leaves nothing behind.
+  releases its host), the tenant gateway gone (a workspace deployed then says so,
+  RoutingInfraNotReady, and is reached by port-forward meanwhile). Each teardown leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -238,8 +238,9 @@ DOMAIN = "reliability.example"
 async def the_gateway_is_gone(scenario: Scenario) -> dict[str, Any]:
     """A cluster attached to a tenant gateway (`colonyctl`: the API takes no gateway), a notebook
     reached at https://<name>.<domain>; the gateway then disappears from the cluster. A notebook
-    deployed afterwards runs, reachable by port-forward, and says that the cluster's gateway is
-    missing (not that the cluster has none); deleting both leaves no route nor namespace."""
+    deployed afterwards runs, reachable by port-forward meanwhile, and says that the cluster's
+    gateway is not there (RoutingInfraNotReady, naming the domain; its future URL not ready), not
+    that the cluster has none; deleting both leaves no route nor namespace."""
     stack = scenario.stack
     cluster = f"gw-{scenario.size.value}"
     code, _, err = await stack.ctl(
@@ -268,9 +269,10 @@ async def the_gateway_is_gone(scenario: Scenario) -> dict[str, Any]:
         after = await local_workspace(scenario, second)
         assert after["phase"] == "Running", scenario.failure(repr(after))
         routes = next(c for c in after["conditions"] if c["type"] == "RoutesReady")
-        assert (routes["status"], routes["reason"]) == ("False", "GatewayMissing"), routes
+        assert (routes["status"], routes["reason"]) == ("False", "RoutingInfraNotReady"), routes
         assert DOMAIN in routes["message"], routes
         [entry] = after["access"]
+        assert (entry["url"], entry["ready"]) == (f"https://{second}.{DOMAIN}", False), entry
         assert entry["command"].startswith("kubectl port-forward"), entry
         for name in (first, second):
             code, _, err = await stack.ctl(
