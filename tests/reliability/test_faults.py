@@ -255,7 +255,9 @@ async def the_gateway_is_gone(scenario: Scenario) -> dict[str, Any]:
         scenario.planted.add("notebook password", f"pw-{name}-{scenario.seed}-secret", name)
     await local_deploy(scenario, first, cluster)
     reached = await local_workspace(scenario, first)
-    assert [entry["url"] for entry in reached["access"]] == [f"https://{first}.{DOMAIN}"]
+    [reached_at] = [entry["url"] for entry in reached["access"]]
+    # The sim's gateway listens on a local port of its own: the URL says it (`:<port>`).
+    assert reached_at.startswith(f"https://{first}.{DOMAIN}"), reached_at
     admin = await stack.child_admin(
         cluster_deployment_name(cluster, "")
     )  # colonyctl's: no organization
@@ -272,7 +274,8 @@ async def the_gateway_is_gone(scenario: Scenario) -> dict[str, Any]:
         assert (routes["status"], routes["reason"]) == ("False", "RoutingInfraNotReady"), routes
         assert DOMAIN in routes["message"], routes
         [entry] = after["access"]
-        assert (entry["url"], entry["ready"]) == (f"https://{second}.{DOMAIN}", False), entry
+        assert entry["url"].startswith(f"https://{second}.{DOMAIN}"), entry
+        assert not entry["ready"], entry
         assert entry["command"].startswith("kubectl port-forward"), entry
         for name in (first, second):
             code, _, err = await stack.ctl(
