@@ -10,7 +10,7 @@ from typing import Any
 
 from kubernetes import client as kube
 
-from activities.kube import close_client
+from infra.kube import close_client
 from tests.reliability.invariants import check_evictions
 from tests.reliability.scenario import (
     Scenario,

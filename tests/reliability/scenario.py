@@ -26,7 +26,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
-from activities.kube import close_client
+from infra.kube import close_client
 from models.capacity import CapacityAnswer, Decision
 from models.cluster import cluster_deployment_name
 from models.workspace_api import CapacityLedgerStatus, CapacityMessage, CapacityMessageKind

@@ -33,12 +33,12 @@ from typing import Any, TypeVar
 
 import httpx
 import yaml
-from activities.sealing import PRIVATE_KEY_ENV, PUBLIC_KEY_ENV, create_key_pair
 from kubernetes import client as kube
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from activities.kube import api_client_from_dict, api_client_from_file, close_client
+from infra.kube import api_client_from_dict, api_client_from_file, close_client
+from infra.sealing import PRIVATE_KEY_ENV, PUBLIC_KEY_ENV, create_key_pair
 from tests.helpers import eventually
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
 

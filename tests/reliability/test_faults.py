@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from kubernetes import client as kube
 
-from activities.kube import close_client
+from infra.kube import close_client
 from models.cluster import cluster_deployment_name
 from tests.reliability.invariants import check_creates, check_evictions, check_hosts
 from tests.reliability.paths import CPU, cluster_path, place_pods, reinstalled, workspace_path
