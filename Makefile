@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run reset test lint typecheck unit bench sim clean
+.PHONY: run reset test lint typecheck unit reliability bench sim clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,12 @@ typecheck: $(STAMP)
 
 unit: $(STAMP)
 	$(BIN)/pytest -q -m "not e2e and not slow"
+
+# The reliability suite's full scenarios (tests/reliability; about 20 minutes): worker kills,
+# Temporal restarts, faults, a GPU burst, the secrets scan. `make reliability SEED=N` repeats a run.
+# Their fast versions run in `make test`.
+reliability: $(STAMP)
+	$(BIN)/pytest -q -p no:cacheprovider --reliability -m reliability tests/reliability $(if $(SEED),--seed $(SEED))
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.sim_apiserver

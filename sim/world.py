@@ -2,8 +2,10 @@
 
 Starts, in the current event loop: the management cluster (a `ClusterStore` served over HTTPS by a
 `ClusterServer`), the host provider (`HostProviderServer` over an `Inventory`), the k0rdent
-controllers (which start a child cluster per ready ClusterDeployment) and one `FaultInjector` shared
-by all of them (settable at run time with GET/PUT /sim/v1/faults on every server). The management
+controllers (which start a child cluster per ready ClusterDeployment), one `FaultInjector` shared
+by all of them (settable at run time with GET/PUT /sim/v1/faults on every server) and one
+`WorldRecords` (`world.records`: clients' creates, evictions, hosts changing hands; GET
+/sim/v1/records on every server). The management
 cluster is preloaded as a fresh k0rdent install would be: namespace `kcm-system`, the k0rdent CRDs
 (the sim's own, `sim/crds`, or k0rdent's real ones given as `WorldConfig.crd_paths`, the sim's kept
 for kinds those lack, such as StateManagementProvider), ClusterTemplates `remote-cluster-1-0-0` (SSH machines) and `docker-hosted-cp-1-0-0` (hosted control
@@ -74,6 +76,7 @@ from sim.crds.samples import state_management_provider
 from sim.faults import FaultInjector
 from sim.hostprovider.app import HostProviderServer
 from sim.hostprovider.inventory import Inventory, load_inventory
+from sim.records import WorldRecords
 from sim.timing import SimTiming
 
 log = logging.getLogger(__name__)
@@ -250,6 +253,7 @@ class SimWorld:
         self.faults = (
             faults if isinstance(faults, FaultInjector) else FaultInjector.from_config(faults)
         )
+        self.records = WorldRecords()
         self._saved: dict[str, Any] | None = None
         self._reservations: persistence.Reservations | None = None
         if self.config.persist:
@@ -279,13 +283,14 @@ class SimWorld:
             self.store,
             self.ca,
             faults=self.faults,
+            records=self.records,
             host=self.config.host,
             port=self.config.management_port or int(management.get("port") or 0),
             admin_token=management.get("adminToken"),
             routes=self._identity_routes("management"),
         )
         provider = saved.get("hostProvider") or {}
-        self.inventory: Inventory = load_inventory(self.config.inventory_path)
+        self.inventory: Inventory = load_inventory(self.config.inventory_path, self.records)
         if provider:
             self.inventory.restore(provider["inventory"])
         self.hostprovider_api_key = (
@@ -304,6 +309,7 @@ class SimWorld:
             self.config.timing,
             self.faults,
             self.inventory,
+            records=self.records,
             on_child_store=self._reservations.attach if self._reservations else None,
         )
         self._task: asyncio.Task[None] | None = None
@@ -481,6 +487,7 @@ class SimWorld:
                 "ports": "the listeners of Gateway colony-gateway/tenant in each child cluster",
             },
             "faultsPath": "/sim/v1/faults",
+            "recordsPath": "/sim/v1/records",
             "timeScale": self.config.timing.time_scale,
             "startedAt": self.started_at,
         }

@@ -21,6 +21,7 @@ from sim.apiserver.auth import CertificateAuthority
 from sim.apiserver.http import create_app
 from sim.apiserver.store import ClusterStore
 from sim.faults import FaultInjector
+from sim.records import WorldRecords
 
 ADMIN_USER = "kubernetes-admin"
 
@@ -35,6 +36,7 @@ class ClusterServer:
         ca: CertificateAuthority,
         *,
         faults: FaultInjector | None = None,
+        records: WorldRecords | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
         admin_token: str | None = None,
@@ -44,6 +46,7 @@ class ClusterServer:
         self.store = store
         self.ca = ca
         self.faults = faults
+        self.records = records
         self.host = host
         self.port = port
         # A restored cluster keeps the admin token its kubeconfigs already carry.
@@ -59,7 +62,7 @@ class ClusterServer:
 
     async def start(self) -> None:
         """Listen (port 0 picks a free port, readable from `.port` / `.url` afterwards)."""
-        app = create_app(self.store, faults=self.faults, routes=self.routes)
+        app = create_app(self.store, faults=self.faults, records=self.records, routes=self.routes)
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await runner.setup()
         site = web.TCPSite(
