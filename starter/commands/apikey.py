@@ -28,8 +28,9 @@ app = typer.Typer(
 T = TypeVar("T")
 
 PERMISSIONS_HELP = (
-    "Repeatable: read, connect, manage (kubernetes:read|connect|manage), or the legacy "
-    "clusters:read / clusters:write."
+    "Repeatable: read (kubernetes:read), connect (kubernetes:connect), manage "
+    "(kubernetes:manage), catalog_publish (catalog:publish: publish classes to the catalog "
+    "every organization shares, an operator's), or the legacy clusters:read / clusters:write."
 )
 
 
