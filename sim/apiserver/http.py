@@ -28,6 +28,7 @@ from sim.apiserver.errors import ApiError
 from sim.apiserver.fieldvalidation import FieldValidation, warning_header
 from sim.apiserver.patch import APPLY_PATCH
 from sim.apiserver.registry import CRDS, NODES, PODS, SERVICEACCOUNTS, ResourceType
+from sim.apiserver.requests import RequestCounter
 from sim.apiserver.store import ClusterStore, Obj, Watcher
 from sim.faults import FaultInjector, add_fault_routes
 
@@ -138,14 +139,22 @@ def _not_found() -> ApiError:
 class ApiHandler:
     """Dispatches every request of one cluster."""
 
-    def __init__(self, store: ClusterStore, faults: FaultInjector | None) -> None:
+    def __init__(
+        self,
+        store: ClusterStore,
+        faults: FaultInjector | None,
+        requests: RequestCounter | None = None,
+    ) -> None:
         self.store = store
         self.faults = faults
+        self.requests = requests
         self.watchers: set[Watcher] = set()
 
     # ----------------------------------------------------------------- entry
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        if self.requests is not None:
+            self.requests.count(request.method, request.path, request.query)
         try:
             self._authenticate(request)
             if self.faults is not None:
@@ -580,11 +589,13 @@ def create_app(
     *,
     faults: FaultInjector | None = None,
     routes: Iterable[web.AbstractRouteDef] = (),
+    requests: RequestCounter | None = None,
 ) -> web.Application:
     """The aiohttp application serving `store` (and /sim/v1/faults when `faults` is given, and
-    the sim's own `routes`, e.g. /sim/v1/identity, ahead of the Kubernetes API)."""
+    the sim's own `routes`, e.g. /sim/v1/identity, ahead of the Kubernetes API); `requests`
+    counts every Kubernetes API request it answers."""
     app = web.Application(client_max_size=64 * 1024 * 1024)
-    handler = ApiHandler(store, faults)
+    handler = ApiHandler(store, faults, requests)
     app[_STORE_KEY] = store
     if faults is not None:
         add_fault_routes(app, faults)
