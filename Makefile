@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run reset test lint typecheck unit bench sim clean
+.PHONY: run reset test lint typecheck unit bench bench-quick sim clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,8 +35,13 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q -m "not e2e and not slow"
 
+# Every benchmark (about 45 minutes on a quiet 2-core machine), then bench/results/README.md;
+# bench-quick runs each at a small scale as a smoke check (results in bench/results/quick/).
 bench: $(STAMP)
-	$(BIN)/python -m bench.sim_apiserver
+	$(BIN)/python -m bench
+
+bench-quick: $(STAMP)
+	BENCH_QUICK=1 $(BIN)/python -m bench
 
 sim: $(STAMP)
 	$(BIN)/python -m sim
