@@ -3,8 +3,8 @@
 `profiled(pid, path)` samples the process (py-spy `record --format raw`, 50 samples a second,
 without pausing it) for as long as its block runs; `hot_spots(path)` reads the collapsed stacks
 back: the share of the samples that were busy, and the functions that hold the most of them, by
-themselves (the leaf) and with what they call (inclusive). py-spy is not one of Colony's
-dependencies: `pip install py-spy` in the venv; without it, profiling is skipped and says so.
+themselves (the leaf) and with what they call (inclusive). py-spy comes with the dev extras; where
+it is missing (or may not attach), profiling is skipped and says so.
 """
 
 from __future__ import annotations

@@ -241,7 +241,7 @@ async def profile_wave(
             count,
         )
     if not sampling:
-        return {"skipped": "py-spy is not installed (pip install py-spy)"}
+        return {"skipped": "py-spy is not installed (it comes with the dev extras)"}
     return {"wave": wave.summary(), "worker": hot_spots(path, wave.wall_seconds)}
 
 
@@ -257,6 +257,8 @@ def cpu_table(waves: dict[str, dict[str, Any]]) -> str:
             used = wave["usage"].get(name)
             cells.append(f"{used['cores']:.2f} ({used['cpu_seconds']:.0f})" if used else "-")
         rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    totals = [sum(used["cores"] for used in wave["usage"].values()) for wave in waves.values()]
+    rows.append("| the whole stack | " + " | ".join(f"{t:.2f}" for t in totals) + " |")
     return "\n".join(rows)
 
 
