@@ -56,27 +56,48 @@ def _function(frame: str) -> str:
     return f"{name} ({Path(where.split(':')[0]).name})" if where else name
 
 
-def hot_spots(path: Path, seconds: float, top: int = 12) -> dict[str, Any]:
-    """What the samples in `path` (py-spy raw output over `seconds`) say (module docstring)."""
+PLUMBING = (
+    "(runners.py)",
+    "(base_events.py)",
+    "(events.py)",
+    "(threading.py)",
+    "(thread.py)",
+    "(<frozen runpy>)",
+    "(ceiling.py)",
+    "(worker.py)",
+)
+"""Frames every busy stack passes through (the event loop, the thread pool, the entry point):
+left out of the inclusive list, which is about what the work is."""
+
+
+def hot_spots(path: Path, seconds: float, top: int = 15) -> dict[str, Any]:
+    """What the samples in `path` (py-spy raw output over `seconds`) say (module docstring), with
+    the heaviest whole stacks (`stacks`: their frames, leaf last, and share)."""
     if not path.exists():
         return {"samples": 0}
     leaves: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
+    stacks: Counter[str] = Counter()
     samples = 0
     for line in path.read_text().splitlines():
         stack, _, count_text = line.rpartition(" ")
         if not stack or not count_text.isdigit():
             continue
         count = int(count_text)
-        frames = [_function(f) for f in stack.split(";")]
+        frames = [_function(f) for f in stack.split(";")][1:]  # the first frame is the thread
+        if not frames:
+            continue
         samples += count
         leaves[frames[-1]] += count
-        for function in set(frames[1:]):  # the first frame is the thread
-            inclusive[function] += count
+        stacks[" > ".join(f for f in frames if not f.endswith(PLUMBING))] += count
+        for function in set(frames):
+            if not function.endswith(PLUMBING):
+                inclusive[function] += count
     expected = seconds * RATE
     return {
         "samples": samples,
         "busy_share": round(samples / expected, 2) if expected else None,
         "self": {name: round(n / samples, 3) for name, n in leaves.most_common(top)},
         "inclusive": {name: round(n / samples, 3) for name, n in inclusive.most_common(top * 2)},
+        "stacks": {name: round(n / samples, 3) for name, n in stacks.most_common(top)},
     }

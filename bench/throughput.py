@@ -282,6 +282,9 @@ def profile_text(profile: dict[str, Any] | None) -> str:
         "| function, by itself | share |",
         "|---|---|",
         *(f"| `{name}` | {share:.0%} |" for name, share in worker["self"].items()),
+        "",
+        "The heaviest whole stacks (event loop and thread pool frames left out), in "
+        "`throughput.json` under `profile.worker.stacks`.",
     ]
     return "\n".join(lines)
 

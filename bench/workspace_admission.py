@@ -280,10 +280,7 @@ def report(found: dict[str, dict[str, Any]], record: Report) -> Any:
                  max(first["ledger_events_by_run"]), "", f"<= {first['ledger_run_events']} + a few",
                  max(first["ledger_events_by_run"]) <= first["ledger_run_events"] + 50),
     )  # fmt: skip
-    record.figures = {
-        label: {k: v for k, v in run.items() if k != "release_to_admitted_samples"}
-        for label, run in found.items()
-    }
+    record.figures = found
     rows = [
         "| | release -> admitted p50 / p99 / max | delete -> admitted p50 / p99 / max | ledger "
         "runs (events each) | carried state | a life admitted at once / after waiting |",
@@ -319,10 +316,12 @@ def report(found: dict[str, dict[str, Any]], record: Report) -> Any:
             "at the back and one admission). The ledger continues as new between two messages "
             f"once a run passes its threshold, here {first['ledger_run_events']:,} events "
             "(Colony's default: 4,000, so a run holds about "
-            f"{4000 / per_release:,.0f} releases); the new run starts from the carried state "
-            "(the line and its reply addresses, the request ids seen), whose size grows with the "
-            "line, not with the releases. Admissions that crossed a boundary are among the "
-            "samples above.",
+            f"{4000 / per_release:,.0f} releases); the new run starts from the carried state: "
+            "the line (each request with its reply address) and the request ids seen, kept to "
+            "drop a repeated signal, at most the last 1,000 (`workflows.engine.REQUEST_IDS_KEPT`). "
+            "So the carried state grows over the first runs as ids accumulate and stops there: "
+            "it is bounded by the line's depth plus 1,000 ids, not by the releases. Admissions "
+            "that crossed a boundary are among the samples above.",
         ]
     )
     plt = pyplot()

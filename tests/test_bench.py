@@ -19,6 +19,7 @@ import pytest
 
 from bench import __main__ as runner
 from bench import summary
+from bench.profile import hot_spots
 from bench.record import Headline, Report, distribution, publish
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,3 +92,18 @@ def test_the_cheap_benchmarks_run_in_quick_mode(tmp_path: Path) -> None:
     gathered = (tmp_path / "README.md").read_text()
     assert "colonyctl start-up" in gathered
     assert "Kubernetes API emulator" in gathered
+
+
+def test_a_profile_is_read_back_without_the_plumbing(tmp_path: Path) -> None:
+    raw = tmp_path / "worker.pyspy"
+    raw.write_text(
+        "thread (0x1) 3\n"  # a thread sampled with no frame of its own: not counted
+        "thread (0x1);main (ceiling.py:10);run (runners.py:1);_run_once (base_events.py:2);"
+        "_deploy (workspace.py:5) 4\n"
+        "thread (0x2);_worker (thread.py:3);_call_blocking (kube.py:9) 2\n"
+    )
+    found = hot_spots(raw, seconds=1.0)
+    assert found["samples"] == 6
+    assert found["self"] == {"_deploy (workspace.py)": 0.667, "_call_blocking (kube.py)": 0.333}
+    assert "run (runners.py)" not in found["inclusive"]
+    assert found["stacks"] == {"_deploy (workspace.py)": 0.667, "_call_blocking (kube.py)": 0.333}
