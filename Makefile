@@ -35,7 +35,7 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q -m "not e2e and not slow"
 
-# Every benchmark (about 45 minutes on a quiet 2-core machine), then bench/results/README.md;
+# Every benchmark (30 minutes on a 2-core machine busy with other work), then bench/results/README.md;
 # bench-quick runs each at a small scale as a smoke check (results in bench/results/quick/).
 bench: $(STAMP)
 	$(BIN)/python -m bench
