@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run reset test lint typecheck unit reliability bench sim clean
+.PHONY: run reset test lint typecheck unit reliability bench bench-quick sim clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -41,8 +41,13 @@ unit: $(STAMP)
 reliability: $(STAMP)
 	$(BIN)/pytest -q -p no:cacheprovider --reliability -m reliability tests/reliability $(if $(SEED),--seed $(SEED))
 
+# Every benchmark (30 minutes on a 2-core machine busy with other work), then bench/results/README.md;
+# bench-quick runs each at a small scale as a smoke check (results in bench/results/quick/).
 bench: $(STAMP)
-	$(BIN)/python -m bench.sim_apiserver
+	$(BIN)/python -m bench
+
+bench-quick: $(STAMP)
+	BENCH_QUICK=1 $(BIN)/python -m bench
 
 sim: $(STAMP)
 	$(BIN)/python -m sim

@@ -51,6 +51,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Interceptor, Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.child_cluster.clients import ChildClients
 from activities.child_cluster.namespaces import NamespaceActivities
@@ -93,6 +94,24 @@ WORKFLOWS: Sequence[type] = (
     PrerequisiteWorkflow,
     CatalogWorkflow,
 )
+
+WORKFLOW_HELPER_MODULES = (
+    "workflows.activity_calls",
+    "workflows.cluster_context",
+    "workflows.cluster_drain",
+    "workflows.cluster_scale_up",
+    "workflows.engine",
+    "workflows.metrics",
+    "workflows.search_attributes",
+    "workflows.workspace_calls",
+)
+"""The workflows' own helper modules (deterministic, no state of their own at module level),
+passed through the sandbox like the models: the sandbox imports again, for every workflow it
+runs, each module that is not passed through, and each cached workflow keeps its copies. Only the
+modules that define a workflow class are imported per workflow, so the sandbox still checks
+their code (`tests/test_worker_sandbox.py` keeps this list complete). Measured with 300 running
+workspaces (`python -m bench.footprint`, the same run): the worker grew 83 MB instead of 124 MB
+and spent 56 ms of CPU per deployment instead of 68 ms."""
 
 GRACEFUL_SHUTDOWN = timedelta(seconds=10)
 """Running activities get this long to finish on SIGTERM; then they are cancelled, and the waits
@@ -294,6 +313,11 @@ async def build_worker(
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         interceptors=[ActivityErrorCounter(), *interceptors],
+        workflow_runner=SandboxedWorkflowRunner(
+            restrictions=SandboxRestrictions.default.with_passthrough_modules(
+                *WORKFLOW_HELPER_MODULES
+            )
+        ),
     )
     try:
         yield worker

@@ -15,6 +15,7 @@ the API as its own process (`python -m api`, one uvicorn worker, rate limit off)
 Prints requests (or pairs) per second and median/p95 latency of each. Run:
 `python -m bench.api_load` (`--seconds 10 --concurrency 8`). On this project's 2-core machines
 the numbers are noisy (other work shares the cores): compare the two columns of one run.
+Results in `bench/results/api_load.{json,md}` (`bench.record`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import argparse
 import asyncio
 import json
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -31,7 +31,8 @@ from dataclasses import dataclass
 
 import httpx
 
-from bench.stack import ROOT, Stack, free_port, port_open, private_stack, wait_until
+from bench.record import Headline, Report, progress, publish, scale
+from bench.stack import Stack, private_stack
 from infra.config import ColonySettings
 from models.cluster import ClusterSpec
 from starter.clients.clusters import TemporalClusters
@@ -80,17 +81,6 @@ async def sustained(
     started = time.perf_counter()
     await asyncio.gather(*(loop() for _ in range(concurrency)))
     return Result(what, len(latencies), time.perf_counter() - started, latencies)
-
-
-def start_api(stack: Stack) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    env = {**stack.env, "COLONY_API_PORT": str(port), "COLONY_API_RATE": "0"}
-    with (stack.workdir / "api.log").open("ab") as log:
-        api = subprocess.Popen(
-            [sys.executable, "-m", "api"], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT
-        )
-    wait_until("the API", lambda: port_open(port))
-    return api, f"http://127.0.0.1:{port}"
 
 
 def create_key(stack: Stack) -> str:
@@ -163,20 +153,48 @@ async def measure(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.api_load", description=__doc__)
-    parser.add_argument("--seconds", type=float, default=10.0, help="per measurement")
+    parser.add_argument("--seconds", type=float, default=scale(10, 1), help="per measurement")
     parser.add_argument("--concurrency", type=int, default=8, help="requests in flight")
     args = parser.parse_args(argv)
-    with private_stack() as stack:
-        api, url = start_api(stack)
-        try:
-            key = create_key(stack)
-            results = asyncio.run(measure(stack, url, key, args.seconds, args.concurrency))
-        finally:
-            api.terminate()
-            api.wait(timeout=15)
-    print(f"{args.concurrency} in flight, {args.seconds:.0f} s each, API: one uvicorn process")
-    for result in results:
-        print(result.line())
+    record = Report(
+        "api_load",
+        "The HTTP API beside the same work straight through Temporal",
+        f"python -m bench.api_load --seconds {args.seconds:g} --concurrency {args.concurrency}",
+    )
+    with private_stack(api=1) as stack:
+        key = create_key(stack)
+        results = asyncio.run(
+            measure(stack, stack.api_urls[0], key, args.seconds, args.concurrency)
+        )
+    lines = [result.line() for result in results]
+    progress("\n".join(lines))
+    api_read, direct_read, api_pair, direct_pair = results
+    record.add(
+        Headline("api_reads_per_second", "GET /v1/kubernetes/clusters/{id} through the API",
+                 round(api_read.rate, 1), "/s"),
+        Headline("direct_reads_per_second", "query_status through the Temporal client",
+                 round(direct_read.rate, 1), "/s"),
+        Headline("read_ratio", "reads: API / Temporal client", round(api_read.rate / direct_read.rate, 2)),
+        Headline("api_pairs_per_second", "create+delete pairs through the API",
+                 round(api_pair.rate, 2), "/s"),
+        Headline("direct_pairs_per_second", "create+delete pairs through the Temporal client",
+                 round(direct_pair.rate, 2), "/s"),
+    )  # fmt: skip
+    record.figures = {
+        r.what: {"count": r.count, "seconds": round(r.seconds, 2), "per_second": round(r.rate, 2)}
+        for r in results
+    }
+    record.body = "\n".join(
+        [
+            f"{args.concurrency} in flight, {args.seconds:g} s each; the API is one uvicorn "
+            "process (rate limit off).",
+            "",
+            "```",
+            *lines,
+            "```",
+        ]
+    )
+    publish(record)
     return 0
 
 

@@ -20,7 +20,12 @@ from models.activity_api import Condition, DrainProgress, Host, KubeconfigRef
 from models.base import ColonyModel
 from models.identity import DERIVED_MARK, Entity, colony_member_entry
 from models.names import domain_problem, name_problem
-from models.node_pool import NodePoolSpec, NodePoolStatus
+from models.node_pool import (
+    MAX_DRAIN_PARALLELISM,
+    MIN_DRAIN_PARALLELISM,
+    NodePoolSpec,
+    NodePoolStatus,
+)
 from models.operations import Operation, OperationBook
 from models.ownership import Owner
 
@@ -103,7 +108,10 @@ class ClusterSpec(ColonyModel):
     ready_deadline: timedelta = DEFAULT_READY_DEADLINE
     join_deadline: timedelta = DEFAULT_JOIN_DEADLINE
     drain_deadline: timedelta = DEFAULT_DRAIN_DEADLINE
-    drain_parallelism: int = Field(default=DEFAULT_DRAIN_PARALLELISM, ge=1, le=20)
+    drain_parallelism: int = Field(
+        default=DEFAULT_DRAIN_PARALLELISM, ge=MIN_DRAIN_PARALLELISM, le=MAX_DRAIN_PARALLELISM
+    )
+    """Nodes drained at once by an operation whose pool and request do not say."""
     wait_for_capacity: bool = False
     """When the location has too few free hosts for a pool, wait for them (until the join
     deadline) instead of failing with HostsUnavailable."""

@@ -19,6 +19,14 @@ from models.names import label_key_problem, label_value_problem, name_problem
 MIN_POOL_COUNT = 1
 MAX_POOL_COUNT = 100
 """1 to 100 nodes per pool: the product's documented bounds (mix SKUs by adding pools)."""
+MIN_DRAIN_PARALLELISM = 1
+MAX_DRAIN_PARALLELISM = 20
+"""Nodes one operation drains at once, as a pool's, a cluster's or an operation's setting: up to
+20 nodes' evictions land on a cluster's API server at once."""
+DRAIN_PARALLELISM_DESCRIPTION = (
+    "How many of this pool's nodes a scale-down or pool delete drains at once, 1 to 20; "
+    "unset: the cluster's setting (2). An operation that names its own parallelism wins."
+)
 
 
 def count_problem(count: int) -> str | None:
@@ -93,6 +101,12 @@ class NodePoolSpec(ColonyModel):
     count: int
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[Taint] = Field(default_factory=list)
+    drain_parallelism: int | None = Field(
+        default=None,
+        ge=MIN_DRAIN_PARALLELISM,
+        le=MAX_DRAIN_PARALLELISM,
+        description=DRAIN_PARALLELISM_DESCRIPTION,
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -180,6 +194,7 @@ class NodePoolStatus(ColonyModel):
     ready_count: int = 0
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[Taint] = Field(default_factory=list)
+    drain_parallelism: int | None = Field(default=None, description=DRAIN_PARALLELISM_DESCRIPTION)
     nodes: list[NodeStatus] = Field(default_factory=list)
     waiting_for_hosts: int = 0
     """How many hosts the pool waits for: its claim found too few free and the request waits for

@@ -16,7 +16,12 @@ from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from models.base import ColonyModel
-from models.node_pool import NodePoolSpec, count_problem
+from models.node_pool import (
+    MAX_DRAIN_PARALLELISM,
+    MIN_DRAIN_PARALLELISM,
+    NodePoolSpec,
+    count_problem,
+)
 
 
 class OperationKind(StrEnum):
@@ -56,8 +61,10 @@ class ScaleNodePoolRequest(ColonyModel):
     `models.rules.operation_problem`, for a request built without validation."""
     force: bool = False
     """Remove the nodes even when their drain misses the deadline (remaining pods are deleted)."""
-    drain_parallelism: int | None = Field(default=None, ge=1, le=20)
-    """How many nodes drain at once; the cluster's default when None."""
+    drain_parallelism: int | None = Field(
+        default=None, ge=MIN_DRAIN_PARALLELISM, le=MAX_DRAIN_PARALLELISM
+    )
+    """How many nodes drain at once; when None, the pool's setting, else the cluster's."""
     wait_for_capacity: bool = False
     """Scaling up: wait for free hosts instead of failing with HostsUnavailable."""
 
@@ -76,7 +83,10 @@ class DeleteNodePoolRequest(ColonyModel):
     kind: Literal[OperationKind.DELETE_NODE_POOL] = OperationKind.DELETE_NODE_POOL
     pool: str
     force: bool = False
-    drain_parallelism: int | None = Field(default=None, ge=1, le=20)
+    drain_parallelism: int | None = Field(
+        default=None, ge=MIN_DRAIN_PARALLELISM, le=MAX_DRAIN_PARALLELISM
+    )
+    """How many nodes drain at once; when None, the pool's setting, else the cluster's."""
 
 
 class DeleteNodeRequest(ColonyModel):

@@ -29,6 +29,9 @@ restart). A watch from before the restart gets 410 Gone and lists again. Faults 
 
 Every server answers `GET /sim/v1/identity` (no credentials): `{"kind": "ColonySimulator",
 "stateId", "pid", "server"}`, so a program can tell this world from anything else on its port.
+The management cluster's server also answers `GET /sim/v1/requests` (no credentials): the
+Kubernetes API requests every cluster has answered so far, by verb and resource
+(`sim.apiserver.requests`), for benchmarks that count what an operation costs the API servers.
 
 Tenant gateways listen on 127.0.0.1, on the ports their Gateway's listeners name (see
 `sim/controllers/tenant_gateway.py`).
@@ -96,6 +99,8 @@ PRELOAD_SETTLE_SECONDS = 1.0
 
 IDENTITY_PATH = "/sim/v1/identity"
 IDENTITY_KIND = "ColonySimulator"
+REQUESTS_PATH = "/sim/v1/requests"
+"""Kubernetes API requests answered so far, per cluster (`sim.apiserver.requests`)."""
 
 
 @dataclass
@@ -287,7 +292,7 @@ class SimWorld:
             host=self.config.host,
             port=self.config.management_port or int(management.get("port") or 0),
             admin_token=management.get("adminToken"),
-            routes=self._identity_routes("management"),
+            routes=[*self._identity_routes("management"), web.get(REQUESTS_PATH, self._requests)],
         )
         provider = saved.get("hostProvider") or {}
         self.inventory: Inventory = load_inventory(self.config.inventory_path, self.records)
@@ -332,6 +337,17 @@ class SimWorld:
             )
 
         return [web.get(IDENTITY_PATH, identity)]
+
+    def request_counts(self) -> dict[str, dict[str, int]]:
+        """Every cluster's Kubernetes API requests so far, `{"management": {"<verb> <resource>":
+        n}, "<namespace>/<child>": {...}}`; a deleted child's counts go with it."""
+        return {
+            MANAGEMENT_NAME: self.management.requests.snapshot(),
+            **self.k0rdent.request_counts(),
+        }
+
+    async def _requests(self, request: web.Request) -> web.Response:
+        return web.json_response(self.request_counts())
 
     # ------------------------------------------------------------------ paths
 
@@ -488,6 +504,7 @@ class SimWorld:
             },
             "faultsPath": "/sim/v1/faults",
             "recordsPath": "/sim/v1/records",
+            "requestsPath": REQUESTS_PATH,
             "timeScale": self.config.timing.time_scale,
             "startedAt": self.started_at,
         }

@@ -173,12 +173,13 @@ def pool_rows(pools: Sequence[NodePoolStatus]) -> list[tuple[Any, ...]]:
             pool.ready_count,
             ",".join(f"{k}={v}" for k, v in pool.labels.items()) or "-",
             ",".join(taint_text(t) for t in pool.taints) or "-",
+            pool.drain_parallelism or "-",
         )
         for pool in pools
     ]
 
 
-POOL_COLUMNS = ("NAME", "SKU", "COUNT", "READY", "LABELS", "TAINTS")
+POOL_COLUMNS = ("NAME", "SKU", "COUNT", "READY", "LABELS", "TAINTS", "DRAIN-PARALLELISM")
 
 
 def node_rows(status: ClusterStatus) -> list[tuple[str, ...]]:

@@ -82,12 +82,15 @@ _POOL_KEYS = {
     "cpuSku": "cpuSku",
     "cpu-sku": "cpuSku",
     "cpu": "cpuSku",
+    "drainParallelism": "drainParallelism",
+    "drain-parallelism": "drainParallelism",
 }
+_POOL_INTEGERS = ("count", "drainParallelism")
 
 
 def parse_pool(text: str, field: str = "nodePools") -> dict[str, Any]:
     """A `--node-pool`: JSON (`{"name": ..., "sku": {...}, "count": 2}`) or
-    `name=gpu,count=2,gpuModelId=h100-80gb` (or `cpuSku=...`)."""
+    `name=gpu,count=2,gpuModelId=h100-80gb` (or `cpuSku=...`; `drainParallelism=10`)."""
     text = text.strip()
     if text.startswith("{"):
         try:
@@ -106,11 +109,12 @@ def parse_pool(text: str, field: str = "nodePools") -> dict[str, Any]:
         canonical = _POOL_KEYS.get(key.strip())
         if canonical is None:
             raise InvalidRequestError(
-                f"{field}: unknown key '{key.strip()}' (name, count, gpuModelId, cpuSku)"
+                f"{field}: unknown key '{key.strip()}' "
+                "(name, count, gpuModelId, cpuSku, drainParallelism)"
             )
         if canonical in ("gpuModelId", "cpuSku"):
             sku[canonical] = value
-        elif canonical == "count" and _WHOLE.match(value.strip()):
+        elif canonical in _POOL_INTEGERS and _WHOLE.match(value.strip()):
             # Text on the command line: the model takes integers only (see the module docstring).
             pool[canonical] = int(value)
         else:

@@ -167,6 +167,7 @@ class ClusterWorkflow:
                         count=pool.count,
                         labels=pool.labels,
                         taints=pool.taints,
+                        drain_parallelism=pool.drain_parallelism,
                     )
                     for pool in self._spec.node_pools
                 ],
@@ -262,6 +263,7 @@ class ClusterWorkflow:
                         count=spec.count,
                         labels=spec.labels,
                         taints=spec.taints,
+                        drain_parallelism=spec.drain_parallelism,
                     )
                 )
                 try:

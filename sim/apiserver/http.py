@@ -29,6 +29,7 @@ from sim.apiserver.errors import ApiError
 from sim.apiserver.fieldvalidation import FieldValidation, warning_header
 from sim.apiserver.patch import APPLY_PATCH
 from sim.apiserver.registry import CRDS, NODES, PODS, SERVICEACCOUNTS, ResourceType
+from sim.apiserver.requests import RequestCounter
 from sim.apiserver.store import ClusterStore, Obj, Watcher
 from sim.faults import FaultInjector, add_fault_routes
 from sim.records import WorldRecords, add_records_routes
@@ -145,15 +146,19 @@ class ApiHandler:
         store: ClusterStore,
         faults: FaultInjector | None,
         records: WorldRecords | None = None,
+        requests: RequestCounter | None = None,
     ) -> None:
         self.store = store
         self.faults = faults
         self.records = records
+        self.requests = requests
         self.watchers: set[Watcher] = set()
 
     # ----------------------------------------------------------------- entry
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        if self.requests is not None:
+            self.requests.count(request.method, request.path, request.query)
         try:
             self._authenticate(request)
             if self.faults is not None:
@@ -592,12 +597,14 @@ def create_app(
     faults: FaultInjector | None = None,
     records: WorldRecords | None = None,
     routes: Iterable[web.AbstractRouteDef] = (),
+    requests: RequestCounter | None = None,
 ) -> web.Application:
     """The aiohttp application serving `store` (and /sim/v1/faults when `faults` is given,
     /sim/v1/records when `records` is: a client's creates and evictions are recorded there, and
-    the sim's own `routes`, e.g. /sim/v1/identity, ahead of the Kubernetes API)."""
+    the sim's own `routes`, e.g. /sim/v1/identity, ahead of the Kubernetes API); `requests`
+    counts every Kubernetes API request it answers."""
     app = web.Application(client_max_size=64 * 1024 * 1024)
-    handler = ApiHandler(store, faults, records)
+    handler = ApiHandler(store, faults, records, requests)
     app[_STORE_KEY] = store
     if faults is not None:
         add_fault_routes(app, faults)

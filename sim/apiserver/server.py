@@ -19,6 +19,7 @@ from aiohttp import web
 
 from sim.apiserver.auth import CertificateAuthority
 from sim.apiserver.http import create_app
+from sim.apiserver.requests import RequestCounter
 from sim.apiserver.store import ClusterStore
 from sim.faults import FaultInjector
 from sim.records import WorldRecords
@@ -52,6 +53,8 @@ class ClusterServer:
         # A restored cluster keeps the admin token its kubeconfigs already carry.
         self.admin_token = admin_token or store.tokens.issue(ADMIN_USER)[0]
         self.routes = tuple(routes)
+        self.requests = RequestCounter()
+        """Every Kubernetes API request this server answered (`sim.apiserver.requests`)."""
         self._runner: web.AppRunner | None = None
 
     @property
@@ -62,7 +65,13 @@ class ClusterServer:
 
     async def start(self) -> None:
         """Listen (port 0 picks a free port, readable from `.port` / `.url` afterwards)."""
-        app = create_app(self.store, faults=self.faults, records=self.records, routes=self.routes)
+        app = create_app(
+            self.store,
+            faults=self.faults,
+            records=self.records,
+            routes=self.routes,
+            requests=self.requests,
+        )
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await runner.setup()
         site = web.TCPSite(

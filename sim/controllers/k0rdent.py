@@ -352,6 +352,15 @@ class K0rdentControllers:
                 await started.stop()
             raise
 
+    def request_counts(self) -> dict[str, dict[str, int]]:
+        """Each running child's Kubernetes API requests so far, by "<namespace>/<name>"
+        (`sim.apiserver.requests`); a deleted child's counts go with it."""
+        return {
+            f"{ns}/{name}": child.server.requests.snapshot()
+            for (ns, name), child in self.children.items()
+            if isinstance(child, SimChildCluster)
+        }
+
     def stores(self) -> dict[str, ClusterStore]:
         """Every child cluster's store, by "<namespace>/<name>"."""
         return {f"{ns}/{name}": child.store for (ns, name), child in self.children.items()}

@@ -117,7 +117,7 @@ def create(
         list[str] | None,
         typer.Option(
             "--node-pool",
-            help='Repeatable: name=gpu,count=2,gpuModelId=<id> (or cpuSku=<sku>), or JSON {"name":..,"sku":{..},"count":..}.',
+            help='Repeatable: name=gpu,count=2,gpuModelId=<id> (or cpuSku=<sku>; drainParallelism=<1-20>), or JSON {"name":..,"sku":{..},"count":..}.',
         ),
     ] = None,
     file: Annotated[

@@ -34,6 +34,14 @@ def create(
     taint: Annotated[
         list[str] | None, typer.Option("--taint", help="key[=value]:Effect, repeatable.")
     ] = None,
+    drain_parallelism: Annotated[
+        int | None,
+        typer.Option(
+            "--drain-parallelism",
+            help="Nodes a scale-down drains at once, 1 to 20 (default: the cluster's, 2).",
+            show_default=False,
+        ),
+    ] = None,
     wait_for_capacity: WaitForCapacityOption = False,
     *,
     submission: Submission,
@@ -51,6 +59,8 @@ def create(
         "labels": parse_labels(label or []),
         "taints": parse_taints(taint or []),
     }
+    if drain_parallelism is not None:
+        pool["drainParallelism"] = drain_parallelism
     # The pool is validated on its own so that fields are named as the flags are (`sku`, not
     # `pool.sku`); the request around it holds nothing else from the user but a flag.
     request = AddNodePoolRequest(

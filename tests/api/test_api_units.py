@@ -220,6 +220,13 @@ def test_request_schemas_refuse_unknown_fields_as_the_api_does() -> None:
     assert pools["items"]["$ref"] == "#/components/schemas/NodePoolSpecInput"
 
 
+def test_the_pool_drain_parallelism_is_documented_with_its_bounds() -> None:
+    setting = openapi_components()["NodePoolSpecInput"]["properties"]["drainParallelism"]
+    bounded = next(choice for choice in setting["anyOf"] if choice.get("type") == "integer")
+    assert (bounded["minimum"], bounded["maximum"]) == (1, 20)
+    assert "drains at once" in setting["description"]
+
+
 def test_the_login_is_stored_owner_readable_only(tmp_path: Path) -> None:
     env = {"COLONY_CONFIG_DIR": str(tmp_path / "config")}
     assert login.read_login(env) is None
