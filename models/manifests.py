@@ -32,16 +32,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import Field, ValidationError, model_validator
 
-from models.base import ColonyModel, refusal_at, user_input, user_rule
+from models.base import ColonyModel, refusal_at, rule, user_input, user_rule
 from models.cluster import DEFAULT_NAMESPACE, ClusterSpec
-from models.identity import DERIVED_MARK, colony_member_name
-from models.names import label_key_problem, label_value_problem, name_problem
+from models.identity import colony_member_name
+from models.names import OrganizationName, derived_mark_problem, labels_problem, name_problem
 from models.node_pool import NodePoolSpec
 from models.quantity import parse_go_duration
 from models.workspace import WorkspaceSpec
@@ -78,25 +77,17 @@ SUPPORTED: dict[tuple[str, str], ManifestKind] = {
 }
 
 
-def _fail(code: str, message: str) -> PydanticCustomError:
-    return PydanticCustomError(code, message)
+def _cluster_entry_problem(name: str) -> str | None:
+    return name_problem("cluster", name) or derived_mark_problem("cluster", name)
 
 
-def _derived_mark_problem(kind: str, name: str) -> str | None:
-    if DERIVED_MARK in name:
-        return (
-            f"{kind} name '{name}' must not contain '{DERIVED_MARK}': Colony reserves it for the "
-            "names it derives (a colony's clusters are <colony>--<clusterName>)"
-        )
-    return None
+def _colony_name_problem(name: str) -> str | None:
+    return dns_label_problem("colony", name) or derived_mark_problem("colony", name)
 
 
-def _labels_problem(labels: Mapping[str, str], what: str) -> str | None:
-    for key, value in labels.items():
-        problem = label_key_problem(key) or label_value_problem(key, value)
-        if problem:
-            return f"{what}: {problem}"
-    return None
+def _cluster_labels_problem(labels: Mapping[str, str]) -> str | None:
+    problem = labels_problem(labels)
+    return f"clusterLabels: {problem}" if problem else None
 
 
 # --- Pass-through and Colony shapes -------------------------------------------------------------
@@ -209,31 +200,17 @@ def service_template_spec_problem(spec: Any) -> tuple[str, str] | None:
 class ColonyClusterSpec(ColonyModel):
     """One cluster of a Colony (an exalsius `spec.colonyClusters[]` entry, plus Colony's pools)."""
 
-    cluster_name: str
+    cluster_name: Annotated[str, rule(_cluster_entry_problem)]
     cluster_deployment_spec: dict[str, Any] = Field(default_factory=dict)
     """A k0rdent ClusterDeployment spec (template, credential, config), as exalsius stores it."""
-    cluster_labels: dict[str, str] = Field(default_factory=dict)
+    cluster_labels: Annotated[dict[str, str], rule(_cluster_labels_problem)] = Field(
+        default_factory=dict
+    )
     cluster_annotations: dict[str, str] = Field(default_factory=dict)
     location_id: str | None = None
     """Colony: where its hosts are claimed (with `nodePools`)."""
     node_pools: list[NodePoolSpec] = Field(default_factory=list)
     """Colony: whole hosts per pool, claimed from the host provider."""
-
-    @field_validator("cluster_name")
-    @classmethod
-    def _name(cls, name: str) -> str:
-        problem = name_problem("cluster", name) or _derived_mark_problem("cluster", name)
-        if problem:
-            raise _fail("cluster_name", problem)
-        return name
-
-    @field_validator("cluster_labels")
-    @classmethod
-    def _labels(cls, labels: dict[str, str]) -> dict[str, str]:
-        problem = _labels_problem(labels, "clusterLabels")
-        if problem:
-            raise _fail("cluster_labels", problem)
-        return labels
 
     @model_validator(mode="after")
     def _something_to_build(self) -> ColonyClusterSpec:
@@ -296,28 +273,12 @@ def colony_cluster_name(colony: str, entry: str) -> str:
 class ColonySpec(ColonyModel):
     """A group of clusters (the exalsius `Colony`): each entry becomes one cluster."""
 
-    name: str
+    name: Annotated[str, rule(_colony_name_problem)]
     namespace: str = "default"
     colony_clusters: list[ColonyClusterSpec] = Field(default_factory=list)
-    organization: str = ""
+    organization: OrganizationName = ""
     """The organization that owns the colony and its clusters (set by the HTTP API from the
     caller's key); empty for colonies an operator applies through Temporal directly."""
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, name: str) -> str:
-        problem = dns_label_problem("colony", name) or _derived_mark_problem("colony", name)
-        if problem:
-            raise _fail("name", problem)
-        return name
-
-    @field_validator("organization")
-    @classmethod
-    def _organization(cls, organization: str) -> str:
-        problem = name_problem("organization", organization) if organization else None
-        if problem:
-            raise _fail("organization", problem)
-        return organization
 
     @model_validator(mode="after")
     def _clusters(self) -> ColonySpec:
