@@ -245,14 +245,20 @@ class ConditionStatus(StrEnum):
     UNKNOWN = "Unknown"
 
 
-class WorkspaceCondition(ColonyModel):
-    """A status condition (the `metav1.Condition` shape)."""
+class StatusCondition(ColonyModel):
+    """The `metav1.Condition` shape, which workspaces and colonies report their conditions in."""
 
     type: str
-    status: ConditionStatus
+    status: str
     reason: str
     message: str = ""
     last_transition_time: datetime | None = None
+
+
+class WorkspaceCondition(StatusCondition):
+    """A status condition (the `metav1.Condition` shape)."""
+
+    status: ConditionStatus
 
 
 def set_condition(
@@ -273,34 +279,26 @@ def set_condition(
         message: for people.
         now: the workflow's time (`workflow.now()`), never the wall clock.
     """
-    updated: list[WorkspaceCondition] = []
-    found = False
-    for condition in conditions:
-        if condition.type != condition_type:
-            updated.append(condition)
-            continue
-        found = True
-        moved = condition.status != status
-        updated.append(
-            WorkspaceCondition(
-                type=condition_type,
-                status=status,
-                reason=reason,
-                message=message,
-                last_transition_time=now if moved else condition.last_transition_time,
-            )
+
+    def replacing(previous: WorkspaceCondition | None) -> WorkspaceCondition:
+        return WorkspaceCondition(
+            type=condition_type,
+            status=status,
+            reason=reason,
+            message=message,
+            last_transition_time=(
+                now
+                if previous is None or previous.status != status
+                else previous.last_transition_time
+            ),
         )
-    if not found:
-        updated.append(
-            WorkspaceCondition(
-                type=condition_type,
-                status=status,
-                reason=reason,
-                message=message,
-                last_transition_time=now,
-            )
-        )
-    return updated
+
+    if all(condition.type != condition_type for condition in conditions):
+        return [*conditions, replacing(None)]
+    return [
+        replacing(condition) if condition.type == condition_type else condition
+        for condition in conditions
+    ]
 
 
 def condition(
