@@ -44,7 +44,7 @@ from models.quantity import (
     parse_quantity,
     quantity_problem,
 )
-from models.value_paths import parse_value_path, value_path_problem
+from models.value_paths import MISSING, get_path, parse_value_path, value_path_problem
 
 DNS_LABEL_MAX = 63
 """63: RFC 1123 labels, the limit of Kubernetes namespace, Service and most object names."""
@@ -551,9 +551,10 @@ class WorkspaceClassSpec(ColonyModel):
             "prompt helmValuePath", [p.helm_value_path for p in self.prompts], "userFacingConfig"
         )
         for prompt in self.prompts:
-            if prompt.type is PromptType.SECRET and _has_path(
-                self.default_values, parse_value_path(prompt.helm_value_path)
-            ):
+            if prompt.type is not PromptType.SECRET:
+                continue
+            default = get_path(self.default_values, parse_value_path(prompt.helm_value_path))
+            if default is not MISSING and default is not None:
                 raise _fail(
                     "default_values",
                     f"defaultValues sets '{prompt.helm_value_path}', a secret prompt: a class is "
@@ -585,15 +586,6 @@ class WorkspaceClassSpec(ColonyModel):
     def prompt(self, path: str) -> Prompt | None:
         """The prompt writing to `path`, or None."""
         return next((p for p in self.prompts if p.helm_value_path == path), None)
-
-
-def _has_path(values: dict[str, Any], segments: list[str]) -> bool:
-    node: Any = values
-    for segment in segments:
-        if not isinstance(node, dict) or segment not in node:
-            return False
-        node = node[segment]
-    return node is not None
 
 
 def _unique(kind: str, names: list[str], field: str) -> None:
