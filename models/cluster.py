@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, ClassVar, Self
 
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
@@ -22,7 +22,7 @@ from models.identity import DERIVED_MARK, Entity, colony_member_entry
 from models.names import ClusterName, OrganizationName, derived_mark_problem, domain_problem
 from models.node_pool import NodePoolSpec, NodePoolStatus
 from models.operations import Operation, OperationBook
-from models.ownership import Owner
+from models.ownership import EntitySpec
 
 MAX_CREATE_NODE_POOLS = 10
 """Up to 10 node pools in a create request, as the product documents."""
@@ -93,8 +93,10 @@ def _gateway_domain_problem(domain: str) -> str | None:
     return domain_problem("tenantGatewayDomain", domain) if domain else None
 
 
-class ClusterSpec(ColonyModel):
+class ClusterSpec(EntitySpec):
     """A create request: `{"name": "training", "locationId": "...", "nodePools": [...]}`."""
+
+    entity: ClassVar[Entity] = Entity.CLUSTER
 
     name: ClusterName
     location_id: str
@@ -188,18 +190,9 @@ class ClusterSpec(ColonyModel):
         return self
 
     @property
-    def workflow_id(self) -> str:
-        return cluster_workflow_id(self.name, self.organization)
-
-    @property
     def deployment_name(self) -> str:
         """The ClusterDeployment's name (and, with `-kubeconfig`, its kubeconfig Secret's)."""
         return cluster_deployment_name(self.name, self.organization)
-
-    @property
-    def owner(self) -> Owner:
-        """Whose the cluster's objects are: its workflow, its organization."""
-        return Owner(workflow_id=self.workflow_id, organization=self.organization)
 
 
 class ClusterPhase(StrEnum):

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
 from functools import partial
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, ClassVar, Self
 
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
@@ -33,7 +33,7 @@ from models.capacity import ReplicaPlacement
 from models.identity import Entity
 from models.names import ClusterName, OrganizationName
 from models.operations import OperationBook
-from models.ownership import Owner
+from models.ownership import EntitySpec
 from models.sealed import SealedValue
 from models.value_paths import value_path_problem
 from models.workspace_class import (
@@ -74,12 +74,14 @@ def _answer_paths_problem(answers: Mapping[str, Any]) -> str | None:
     return None
 
 
-class WorkspaceSpec(ColonyModel):
+class WorkspaceSpec(EntitySpec):
     """A deploy request: `{"name": "nb", "class": "colony-jupyter-1-0-0", "cluster": "training"}`.
 
     Secret prompts are answered in `sealedAnswers` only: a plaintext answer to a secret prompt is
     refused when values are merged (`models/values.py`), and `colonyctl` seals them before sending.
     """
+
+    entity: ClassVar[Entity] = Entity.WORKSPACE
 
     name: Annotated[str, rule(workspace_name_problem)]
     class_name: WorkspaceClassName = Field(alias="class")
@@ -116,15 +118,6 @@ class WorkspaceSpec(ColonyModel):
                 f"prompt '{both[0]}' is answered both in answers and in sealedAnswers; give one",
             )
         return self
-
-    @property
-    def workflow_id(self) -> str:
-        return workspace_workflow_id(self.name, self.organization)
-
-    @property
-    def owner(self) -> Owner:
-        """Whose the workspace's objects are (namespace, ServiceSet, values Secret, routes)."""
-        return Owner(workflow_id=self.workflow_id, organization=self.organization)
 
     @property
     def cluster_deployment(self) -> str:
