@@ -499,10 +499,17 @@ class DeleteNodeRequest(ColonyModel):
     wait_until: datetime | None = None
 
 
-class DeleteNodeResult(ColonyModel):
+class DeleteResult(ColonyModel):
+    """What a delete that may wait (`wait_until`) found: whether the object existed, and whether
+    it is gone."""
+
     existed: bool
     gone: bool = True
-    """False when the Node was still there at `wait_until`."""
+    """False when it was still there at `wait_until`."""
+
+
+class DeleteNodeResult(DeleteResult):
+    """The Node's delete."""
 
 
 # --- Host provider -------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from models.identity import Entity
 from models.manifests import ColonySpec
 from models.operations import OperationBook, OperationState
 from models.ownership import Owner
+from models.workspace import StatusCondition
 
 
 def colony_workflow_id(name: str, organization: str = "") -> str:
@@ -84,12 +85,8 @@ class ColonyClusterStatus(ColonyModel):
     gpus: list[GpuOffering] = Field(default_factory=list)
 
 
-class ColonyCondition(ColonyModel):
-    type: str
-    status: str
-    reason: str
-    message: str = ""
-    last_transition_time: datetime | None = None
+class ColonyCondition(StatusCondition):
+    """A condition of the colony (`ClustersReady`)."""
 
 
 class ApplyColonyRequest(ColonyModel):

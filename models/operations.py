@@ -12,15 +12,14 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
-from pydantic_core import PydanticCustomError
+from pydantic import Field
 
 from models.base import ColonyModel
 from models.node_pool import (
     MAX_DRAIN_PARALLELISM,
     MIN_DRAIN_PARALLELISM,
+    NodePoolCount,
     NodePoolSpec,
-    count_problem,
 )
 
 
@@ -56,7 +55,7 @@ class ScaleNodePoolRequest(ColonyModel):
 
     kind: Literal[OperationKind.SCALE_NODE_POOL] = OperationKind.SCALE_NODE_POOL
     pool: str
-    count: int
+    count: NodePoolCount
     """1 to 100: checked here (so `colonyctl` refuses it before sending) and again by
     `models.rules.operation_problem`, for a request built without validation."""
     force: bool = False
@@ -67,14 +66,6 @@ class ScaleNodePoolRequest(ColonyModel):
     """How many nodes drain at once; when None, the pool's setting, else the cluster's."""
     wait_for_capacity: bool = False
     """Scaling up: wait for free hosts instead of failing with HostsUnavailable."""
-
-    @field_validator("count")
-    @classmethod
-    def _count(cls, count: int) -> int:
-        problem = count_problem(count)
-        if problem:
-            raise PydanticCustomError("count", problem)
-        return count
 
 
 class DeleteNodePoolRequest(ColonyModel):

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import Field
 
 from models import identity
-from models.activity_api import CLUSTER_LABEL, KubeconfigRef
+from models.activity_api import CLUSTER_LABEL, DeleteResult, KubeconfigRef
 from models.base import ColonyModel
 from models.capacity import CapacityAnswer, CapacityRequest, GpuHolder, GpuNode
 from models.names import shorten_name
@@ -261,11 +261,16 @@ class DeleteServiceSetRequest(ColonyModel):
     """Wait (heartbeating) until it is gone: k0rdent uninstalls its releases first."""
 
 
-class DeleteServiceSetResult(ColonyModel):
-    existed: bool
-    gone: bool = True
+class DeleteOwnedResult(DeleteResult):
+    """What a delete of an owner's object found; one of that name that is not the owner's is
+    never deleted."""
+
     foreign: bool = False
     """One of that name exists and is not this owner's: it was left alone."""
+
+
+class DeleteServiceSetResult(DeleteOwnedResult):
+    """The ServiceSet's delete."""
 
 
 class FindServiceSetsRequest(ColonyModel):
@@ -345,11 +350,8 @@ class DeleteNamespaceRequest(ColonyModel):
     wait_until: datetime | None = None
 
 
-class DeleteNamespaceResult(ColonyModel):
-    existed: bool
-    gone: bool = True
-    foreign: bool = False
-    """It exists and is not this owner's: it was left alone."""
+class DeleteNamespaceResult(DeleteOwnedResult):
+    """The namespace's delete."""
 
 
 class ReadGpuInventoryRequest(ColonyModel):
