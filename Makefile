@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run reset test lint typecheck unit bench sim clean
+.PHONY: run reset test lint typecheck unit reliability bench bench-quick sim clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,10 +17,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/python -m starter.devenv
+	$(BIN)/python -m starter.dev.devenv
 
 reset: $(STAMP)
-	$(BIN)/python -m starter.devenv --reset
+	$(BIN)/python -m starter.dev.devenv --reset
 
 test: $(STAMP) lint typecheck
 	$(BIN)/pytest -q
@@ -35,8 +35,19 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q -m "not e2e and not slow"
 
+# The reliability suite's full scenarios (tests/reliability; about 20 minutes): worker kills,
+# Temporal restarts, faults, a GPU burst, the secrets scan. `make reliability SEED=N` repeats a run.
+# Their fast versions run in `make test`.
+reliability: $(STAMP)
+	$(BIN)/pytest -q -p no:cacheprovider --reliability -m reliability tests/reliability $(if $(SEED),--seed $(SEED))
+
+# Every benchmark (30 minutes on a 2-core machine busy with other work), then bench/results/README.md;
+# bench-quick runs each at a small scale as a smoke check (results in bench/results/quick/).
 bench: $(STAMP)
-	$(BIN)/python -m bench.sim_apiserver
+	$(BIN)/python -m bench
+
+bench-quick: $(STAMP)
+	BENCH_QUICK=1 $(BIN)/python -m bench
 
 sim: $(STAMP)
 	$(BIN)/python -m sim

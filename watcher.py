@@ -1,6 +1,6 @@
 """Colony's watcher as its own process: `python watcher.py` (or a `watcher` container).
 
-Reads the same environment as the worker (`activities.settings`): Temporal's connection, the
+Reads the same environment as the worker (`infra.config`): Temporal's connection, the
 management cluster's kubeconfig (`COLONY_MANAGEMENT_KUBECONFIG`), Colony's namespace
 (`COLONY_SYSTEM_NAMESPACE`, default colony-system), where to look (`COLONY_WATCH_NAMESPACE`,
 default everywhere), its Lease identity (`COLONY_WATCHER_ID`), its Prometheus endpoint
@@ -23,8 +23,9 @@ import sys
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from activities import metrics, tracing
-from activities.settings import ColonySettings, SettingsError
+from infra import metrics, tracing
+from infra.config import ColonySettings
+from infra.process import configure_logging, run_service
 from watching.kubeapi import KubeApi
 from watching.service import Watcher, WatcherConfig
 from watching.signals import TemporalSignals
@@ -75,16 +76,8 @@ async def run(settings: ColonySettings) -> None:
 
 
 def main() -> int:
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    try:
-        asyncio.run(run(ColonySettings.from_env()))
-    except SettingsError as exc:
-        log.error("%s", exc)
-        return 2
-    return 0
+    configure_logging()
+    return run_service(run, log)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,9 @@ Temporary (left to the workflow's retry policy):
     409 Conflict, 429 throttling, 5xx, timeouts and refused connections. A 429 that names a
     `Retry-After` sets the next retry delay to it.
 
+Every failed attempt is counted once, by activity and domain type (`ActivityErrorCounter`, the
+worker's interceptor, into `infra.metrics`).
+
 Messages never include request headers (they carry credentials), only the API's own message, and
 name the failure as the system gave it: `<HTTP status> <reason>: <message>` (see `status_name`).
 """
@@ -21,8 +24,11 @@ from typing import Any
 
 import httpx
 from kubernetes.client.exceptions import ApiException
+from temporalio import activity
 from temporalio.exceptions import ApplicationError
+from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
+from infra import metrics
 from models.errors import ErrorType, permanent
 
 CONFLICT = "Conflict"
@@ -176,3 +182,32 @@ def http_error(exc: httpx.HTTPStatusError, what: str) -> ApplicationError:
     if status == 429:
         return _temporary(message, THROTTLED, _retry_after(response.headers.get("Retry-After")))
     return _temporary(message, SERVER_ERROR)
+
+
+# --- Activity errors, counted at one place for every activity -------------------------------------
+
+
+def error_type(error: BaseException) -> str:
+    """The type an activity error is counted under: the domain type of an `ApplicationError`
+    (what the functions above translated it to), else the exception's class."""
+    if isinstance(error, ApplicationError):
+        return error.type or "ApplicationError"
+    return type(error).__name__
+
+
+class _CountErrors(ActivityInboundInterceptor):
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        try:
+            return await super().execute_activity(input)
+        except BaseException as error:
+            # A cancellation is the workflow's decision, not an error of the activity.
+            if not activity.is_cancelled():
+                metrics.activity_failed(activity.info().activity_type, error_type(error))
+            raise
+
+
+class ActivityErrorCounter(Interceptor):
+    """Worker interceptor: every failed activity attempt counts once, by activity and type."""
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _CountErrors(super().intercept_activity(next))

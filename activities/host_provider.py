@@ -2,9 +2,9 @@
 
 `HostProviderActivities` receives an `httpx.AsyncClient` whose base URL and API key `worker.py`
 set from the settings (the key lives in the client's headers, never in a request or a log line).
-Called by `ClusterWorkflow` when pools grow, shrink, fail to join and when a cluster is deleted.
+Called by `ClusterWorkflow` (through the declarations in `workflows.activity_calls`) when pools grow, shrink, fail to join and when a cluster is deleted.
 
-Every activity heartbeats (`activities.heartbeat`), and a request already sent is never abandoned:
+Every activity heartbeats (`activities.heartbeat`, through `activities.declarations.implements`), and a request already sent is never abandoned:
 when the workflow cancels an activity, the request in flight is allowed to finish before the
 cancellation is reported, so a claim cannot land after the workflow's owner sweep has looked.
 
@@ -12,26 +12,25 @@ Idempotency: a claim carries the workflow's idempotency key, so a repeated call 
 hosts; a release checks the host's owner first and treats free or foreign hosts as already
 released, so repeating it never frees a host someone else has claimed since.
 
-Every request is a span when tracing is configured (`activities.tracing`); claims are counted by
-outcome (`activities.metrics`).
+Every request is a span when tracing is configured (`infra.tracing`); claims are counted by
+outcome (`infra.metrics`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
-from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import metrics, tracing
+from activities.declarations import cluster_calls, implements
 from activities.errors import http_error, transport_error
-from activities.heartbeat import heartbeating, report
+from activities.heartbeat import report
+from infra import metrics, tracing
+from infra.inflight import finish
 from models.activity_api import (
-    ActivityName,
     AwaitFreeHostsRequest,
     AwaitFreeHostsResult,
     ClaimHostsRequest,
@@ -73,18 +72,14 @@ class HostProviderActivities:
     ) -> httpx.Response:
         attributes = {"colony.call": what, "http.request.method": method, "url.path": path}
         with tracing.span(f"hostprovider {method} {path}", attributes) as span:
-            sent = asyncio.ensure_future(
-                self._http.request(method, path, json=json, params=params, timeout=REQUEST_TIMEOUT)
-            )
             try:
-                try:
-                    response = await asyncio.shield(sent)
-                except asyncio.CancelledError:
-                    # Cancelled by the workflow: the request is on the wire. Let it finish (within
-                    # REQUEST_TIMEOUT) so that what it does lands before we report the cancellation.
-                    with contextlib.suppress(Exception):
-                        await sent
-                    raise
+                # Cancelled by the workflow, a request on the wire is let finish (within
+                # REQUEST_TIMEOUT), so that what it does lands before the cancellation is reported.
+                response = await finish(
+                    self._http.request(
+                        method, path, json=json, params=params, timeout=REQUEST_TIMEOUT
+                    )
+                )
                 tracing.set_attribute(span, "http.response.status_code", response.status_code)
                 response.raise_for_status()
             except httpx.HTTPStatusError as exc:
@@ -93,8 +88,7 @@ class HostProviderActivities:
                 raise transport_error(exc, what) from exc
             return response
 
-    @activity.defn(name=ActivityName.CLAIM_HOSTS)
-    @heartbeating
+    @implements(cluster_calls.CLAIM_HOSTS)
     async def claim_hosts(self, request: ClaimHostsRequest) -> ClaimHostsResult:
         """Claim `count` hosts of the SKU, all or none, under the request's idempotency key."""
         sku = (
@@ -123,8 +117,7 @@ class HostProviderActivities:
         metrics.host_claim("claimed")
         return ClaimHostsResult(hosts=[host_of(h) for h in response.json().get("hosts") or []])
 
-    @activity.defn(name=ActivityName.RELEASE_HOSTS)
-    @heartbeating
+    @implements(cluster_calls.RELEASE_HOSTS)
     async def release_hosts(self, request: ReleaseHostsRequest) -> ReleaseHostsResult:
         """Give back the hosts `owner` holds among `host_ids`; the others count as released."""
         result = ReleaseHostsResult()
@@ -145,8 +138,7 @@ class HostProviderActivities:
             result.released.append(host_id)
         return result
 
-    @activity.defn(name=ActivityName.LIST_CLAIMED_HOSTS)
-    @heartbeating
+    @implements(cluster_calls.LIST_CLAIMED_HOSTS)
     async def list_claimed_hosts(self, request: ListClaimedHostsRequest) -> ListClaimedHostsResult:
         """Every host `owner` holds (the sweep of a cluster delete)."""
         response = await self._request(
@@ -157,8 +149,7 @@ class HostProviderActivities:
             hosts=[host_of(h) for h in items if h.get("owner") == request.owner]
         )
 
-    @activity.defn(name=ActivityName.AWAIT_FREE_HOSTS)
-    @heartbeating
+    @implements(cluster_calls.AWAIT_FREE_HOSTS)
     async def await_free_hosts(self, request: AwaitFreeHostsRequest) -> AwaitFreeHostsResult:
         """Look at the free hosts of the SKU in the location until `count` are free or the deadline."""
         params = {"state": "free", "location": request.location_id}

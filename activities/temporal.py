@@ -2,7 +2,8 @@
 
 `TemporalActivities` receives the worker's Temporal client and task queue (`worker.py`). Called by
 `WorkspaceWorkflow` (to reach its cluster's `CapacityLedgerWorkflow` and a `PrerequisiteWorkflow`)
-and by `ClusterWorkflow` (to tell its workspaces and ledger about changes).
+and by `ClusterWorkflow` (to tell its workspaces and ledger about changes), through the
+declarations in `workflows.workspace_calls`.
 
 Why activities: a workflow can signal a running workflow itself, but only Temporal's
 signal-with-start makes "start it unless it runs, then signal it" one atomic step, so that two
@@ -15,12 +16,11 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
-from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.heartbeat import heartbeating
+from activities.declarations import implements, workspace_calls
 from models.workspace_api import (
     AwaitWorkflowsClosedRequest,
     AwaitWorkflowsClosedResult,
@@ -28,9 +28,6 @@ from models.workspace_api import (
     ListWorkflowsResult,
     SignalWithStartRequest,
     SignalWithStartResult,
-    SignalWorkflowRequest,
-    SignalWorkflowResult,
-    WorkspaceActivity,
 )
 
 CLOSED_POLL = 1.0
@@ -44,8 +41,7 @@ class TemporalActivities:
         self._client = client
         self._task_queue = task_queue
 
-    @activity.defn(name=WorkspaceActivity.SIGNAL_WITH_START)
-    @heartbeating
+    @implements(workspace_calls.SIGNAL_WITH_START)
     async def signal_with_start(self, request: SignalWithStartRequest) -> SignalWithStartResult:
         """Signal the workflow, starting it first when it does not run."""
         handle = await self._client.start_workflow(
@@ -60,22 +56,7 @@ class TemporalActivities:
         )
         return SignalWithStartResult(run_id=handle.result_run_id or "")
 
-    @activity.defn(name=WorkspaceActivity.SIGNAL_WORKFLOW)
-    @heartbeating
-    async def signal_workflow(self, request: SignalWorkflowRequest) -> SignalWorkflowResult:
-        """Signal the workflow if it runs."""
-        try:
-            await self._client.get_workflow_handle(request.workflow_id).signal(
-                request.signal, request.payload
-            )
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND:
-                return SignalWorkflowResult(delivered=False)
-            raise
-        return SignalWorkflowResult(delivered=True)
-
-    @activity.defn(name=WorkspaceActivity.LIST_WORKFLOWS)
-    @heartbeating
+    @implements(workspace_calls.LIST_WORKFLOWS)
     async def list_workflows(self, request: ListWorkflowsRequest) -> ListWorkflowsResult:
         """Running workflows matching a visibility query."""
         ids = [
@@ -86,8 +67,7 @@ class TemporalActivities:
         ]
         return ListWorkflowsResult(workflow_ids=sorted(set(ids)))
 
-    @activity.defn(name=WorkspaceActivity.AWAIT_WORKFLOWS_CLOSED)
-    @heartbeating
+    @implements(workspace_calls.AWAIT_WORKFLOWS_CLOSED)
     async def await_workflows_closed(
         self, request: AwaitWorkflowsClosedRequest
     ) -> AwaitWorkflowsClosedResult:

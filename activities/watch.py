@@ -16,7 +16,7 @@ the activity's `ApiClient` configuration, with the same credentials): a cancelle
 its watch at once, where the official client's blocking watch would hold a worker thread (the
 worker's threads run every Kubernetes call) until the watch timed out.
 
-Used by `activities.workspaces`.
+Used by the waits of `activities.management.service_sets` and `activities.child_cluster.namespaces`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Colony's HTTP API: the managed-Kubernetes REST interface, with API keys and permissions.
 
-A thin, strict front door to the same workflows `colonyctl` drives: every endpoint calls the
-functions of `starter.client` or `starter.workspace_client` (so the CLI and the API cannot drift
-apart), with the organization of the caller's key.
+A thin, strict front door to the same workflows `colonyctl` drives: every endpoint is a shell over
+the entity clients `colonyctl` uses in direct mode (`starter.clients`, through Temporal), acting
+for the organization of the caller's key, so the CLI and the API cannot drift apart.
 
 - `app.py`: `create_app(settings, temporal_client_factory, key_store)`, the access log, OpenAPI;
 - `clusters.py`: clusters, node pools, nodes, operations, kubeconfig and token;
@@ -11,11 +11,12 @@ apart), with the organization of the caller's key.
   `catalog.py`: locations, GPU models and CPU SKUs with their stock;
 - `views.py`: request and response bodies, the documented status of a cluster;
   `bodies.py`: strict reading of request bodies;
-- `context.py`: what requests share, and authentication (key, rate, permission);
+- `context.py`: what requests share (the clients among it), and authentication (key, rate,
+  permission); `routes.py`: how a route is declared (permissions, refusals, reads and writes);
   `errors.py`: every refusal as `{"error": {"code", "field", "message"}}` with its status;
-- `keys.py`: API keys (format, permissions, scrypt hashes, one Secret per key on the management
-  cluster), shared with `colonyctl apikey`; `ratelimit.py`: per-key token buckets;
-- `settings.py`: `COLONY_API_*`; `__main__.py`: `python -m api` (uvicorn).
+- `__main__.py`: `python -m api` (uvicorn).
 
-`keys.py` and `settings.py` import no FastAPI (the CLI uses them); nothing here imports `sim`.
+The API keys, their store, the rate limiters and the API's settings (`COLONY_API_*`) are shared
+infrastructure (`infra/`): `colonyctl apikey` makes the keys this API verifies. Nothing here
+imports `sim`, and `starter/` imports nothing of this package.
 """

@@ -1,9 +1,9 @@
 """`python -m api`: Colony's HTTP API under uvicorn, configured from the environment.
 
-Reads `activities.settings.ColonySettings` (Temporal, the management cluster, the host provider)
-and `api.settings.ApiSettings` (`COLONY_API_HOST`, `COLONY_API_PORT`, `COLONY_API_RATE`, ...),
-keeps API keys on the management cluster (`api.keys.KubernetesKeyStore`), and serves until SIGINT
-or SIGTERM. Started by `make run` (`starter.devenv`) and by the `api` service of docker-compose.
+Reads `infra.config.ColonySettings` (Temporal, the management cluster, the host provider)
+and `infra.settings.ApiSettings` (`COLONY_API_HOST`, `COLONY_API_PORT`, `COLONY_API_RATE`, ...),
+keeps API keys on the management cluster (`infra.keys.KubernetesKeyStore`), and serves until SIGINT
+or SIGTERM. Started by `make run` (`starter.dev.devenv`) and by the `api` service of docker-compose.
 
 uvicorn's access log is off: `api.app` logs each request itself, without query strings or headers.
 """
@@ -16,12 +16,12 @@ import sys
 
 import uvicorn
 
-from activities.kube import api_client_from_file, close_client
-from activities.settings import ColonySettings, SettingsError
 from api.app import create_app
-from api.keys import KubernetesKeyStore
-from api.settings import ApiSettings
-from starter import client as colony
+from infra.config import ColonySettings, SettingsError
+from infra.keys import KubernetesKeyStore
+from infra.kube import api_client_from_file, close_client
+from infra.settings import ApiSettings
+from starter.clients.temporal import connect
 
 log = logging.getLogger("colony.api")
 
@@ -35,9 +35,7 @@ async def serve(settings: ColonySettings, api_settings: ApiSettings) -> None:
         hash_rate=api_settings.verify_rate,
     )
 
-    app = create_app(
-        settings, lambda: colony.connect(settings, hint=""), store, api_settings=api_settings
-    )
+    app = create_app(settings, lambda: connect(settings, hint=""), store, api_settings=api_settings)
     server = uvicorn.Server(
         uvicorn.Config(
             app,

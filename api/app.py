@@ -1,7 +1,7 @@
 """The HTTP API's application: `create_app(settings, temporal_client_factory, key_store)`.
 
 Wires the routes (`api.clusters`, `api.catalog`, `api.workspaces`, `api.colonies`, the caller's own key), the error bodies
-(`api.errors`), the rate limits per key and per client address (`api.ratelimit`, charged as
+(`api.errors`), the rate limits per key and per client address (`infra.ratelimit`, charged as
 `api.context` says) and an access log of its own. Called by
 `python -m api` (`api.__main__`), by `make run` through it, and by the tests, which pass the dev
 server's client and a key store on the simulated management cluster.
@@ -20,23 +20,24 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fastapi import Depends, FastAPI, Request, Response
+from fastapi import FastAPI, Request, Response
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse
 from starlette.staticfiles import StaticFiles
 from swagger_ui_bundle import swagger_ui_path
 
-from activities.sealing import SealingSettings
-from activities.settings import ColonySettings
 from api import catalog, clusters, colonies, workspaces
 from api.bodies import openapi_components
-from api.context import ApiContext, Principal, TemporalClientFactory, requires
-from api.errors import error_response, error_responses, install
-from api.keys import KeyStore
-from api.ratelimit import RateLimiter
-from api.settings import SERVICE_NAME, ApiSettings
+from api.context import ApiContext, Principal, TemporalClientFactory
+from api.errors import ApiError, error_responses, install
+from api.routes import ANY_KEY
 from api.views import KeyView
+from infra.config import ColonySettings
+from infra.keys import KeyStore
+from infra.ratelimit import RateLimiter
+from infra.sealing import SealingSettings
+from infra.settings import SERVICE_NAME, ApiSettings
 
 log = logging.getLogger("colony.api")
 access_log = logging.getLogger("colony.api.access")
@@ -64,7 +65,7 @@ def create_app(
         settings: where Temporal, the management cluster and the host provider are.
         temporal_client_factory: connects to Temporal (on first use; a failure is a 503 and the
             next request tries again).
-        key_store: where API keys are verified (`api.keys.KubernetesKeyStore`).
+        key_store: where API keys are verified (`infra.keys.KubernetesKeyStore`).
         api_settings: rate limit and server settings; the defaults when None.
         sealing: where Colony's public key is (`COLONY_SEALING_PUBLIC_KEY_FILE` when None): the
             API seals the secret prompt answers of workspace deploys with it.
@@ -106,9 +107,6 @@ def create_app(
     app.middleware("http")(_access_log)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
-
-
-ANY_KEY = Depends(requires(None))
 
 
 async def whoami(principal: Principal = ANY_KEY) -> KeyView:
@@ -160,7 +158,7 @@ async def _access_log(
         # Whatever a request hits, the caller gets the error body, not a dropped connection; the
         # traceback is the server's (it holds no header: headers are never part of a message).
         log.exception("unexpected error in %s %s", request.method, request.url.path)
-        response = error_response(500, "internal", "internal error (the server logged it)")
+        response = ApiError(500, "internal", "internal error (the server logged it)").response()
     access_log.info(
         "%s %s %d %.1fms key=%s",
         request.method,

@@ -1,5 +1,6 @@
 """`/v1/locations`, `/v1/gpu-models`, `/v1/cpu-skus`: the host provider's catalog with what each
-location stocks (hosts per SKU, free now), from `starter.catalog` as `colonyctl catalog` shows it.
+location stocks (hosts per SKU, free now), from the host provider through
+`starter.clients.provider.DirectCatalog`, as `colonyctl catalog` shows it in direct mode.
 
 Any valid key may read the catalog (it names no organization's resources). Mounted by
 `api.app.create_app`.
@@ -10,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from pydantic import BaseModel, ValidationError
 
-from api.context import Principal, context, requires
+from api.context import Principal, context
 from api.errors import error_responses
+from api.routes import ANY_KEY, reads
 from api.views import (
     CpuSkuList,
     CpuSkuView,
@@ -24,12 +26,10 @@ from api.views import (
     SkuLocationStock,
 )
 from models.catalog import LocationStock, SkuKind
-from starter import catalog
 from starter.errors import UnavailableError
 
 router = APIRouter(prefix="/v1", tags=["catalog"])
 
-ANY_KEY = Depends(requires(None))
 READS = error_responses(401, 404, 422, 429, 503)
 
 ViewT = TypeVar("ViewT", bound=BaseModel)
@@ -55,73 +55,43 @@ def _views(
         raise UnavailableError(f"host provider: unexpected {what} in the catalog: {exc}") from exc
 
 
-@router.get(
-    "/locations",
-    response_model=LocationList,
-    response_model_exclude_none=True,
-    responses=READS,
-    summary="List locations",
-)
+@reads(router, "/locations", LocationList, "List locations", responses=READS)
 async def list_locations(request: Request, principal: Principal = ANY_KEY) -> LocationList:
     """Every location (data center), with the GPU models and CPU SKUs it stocks: total and free
     hosts of each."""
-    return LocationList(items=await catalog.stock(context(request).settings))
+    return LocationList(items=await context(request).catalog().stock())
 
 
-@router.get(
-    "/locations/{location_id}",
-    response_model=LocationStock,
-    response_model_exclude_none=True,
-    responses=READS,
-    summary="Get a location",
-)
+@reads(router, "/locations/{location_id}", LocationStock, "Get a location", responses=READS)
 async def get_location(
     request: Request, location_id: str, principal: Principal = ANY_KEY
 ) -> LocationStock:
-    return await catalog.location_stock(context(request).settings, location_id)
+    return await context(request).catalog().location_stock(location_id)
 
 
-@router.get(
-    "/gpu-models",
-    response_model=GpuModelList,
-    response_model_exclude_none=True,
-    responses=READS,
-    summary="List GPU models",
-)
+async def _skus(
+    request: Request, kind: SkuKind, catalog_kind: str, view: type[ViewT], what: str
+) -> list[ViewT]:
+    """The catalog's SKUs of one kind as views, each with its stock per location."""
+    catalog = context(request).catalog()
+    stock = _stock_by_sku(await catalog.stock(), kind)
+    items = await catalog.fetch(catalog_kind)
+    return _views(
+        items,
+        lambda item: view.model_validate({**item, "stock": stock.get(str(item.get("id")), [])}),
+        what,
+    )
+
+
+@reads(router, "/gpu-models", GpuModelList, "List GPU models", responses=READS)
 async def list_gpu_models(request: Request, principal: Principal = ANY_KEY) -> GpuModelList:
     """GPU models (a GPU node is a whole host of one model), with their stock per location."""
-    settings = context(request).settings
-    stock = _stock_by_sku(await catalog.stock(settings), SkuKind.GPU)
-    items = await catalog.fetch(settings, "gpu-model")
     return GpuModelList(
-        items=_views(
-            items,
-            lambda item: GpuModelView.model_validate(
-                {**item, "stock": stock.get(str(item.get("id")), [])}
-            ),
-            "GPU model",
-        )
+        items=await _skus(request, SkuKind.GPU, "gpu-model", GpuModelView, "GPU model")
     )
 
 
-@router.get(
-    "/cpu-skus",
-    response_model=CpuSkuList,
-    response_model_exclude_none=True,
-    responses=READS,
-    summary="List CPU SKUs",
-)
+@reads(router, "/cpu-skus", CpuSkuList, "List CPU SKUs", responses=READS)
 async def list_cpu_skus(request: Request, principal: Principal = ANY_KEY) -> CpuSkuList:
     """Whole-host CPU SKUs, with their stock per location."""
-    settings = context(request).settings
-    stock = _stock_by_sku(await catalog.stock(settings), SkuKind.CPU)
-    items = await catalog.fetch(settings, "cpu-sku")
-    return CpuSkuList(
-        items=_views(
-            items,
-            lambda item: CpuSkuView.model_validate(
-                {**item, "stock": stock.get(str(item.get("id")), [])}
-            ),
-            "CPU SKU",
-        )
-    )
+    return CpuSkuList(items=await _skus(request, SkuKind.CPU, "cpu-sku", CpuSkuView, "CPU SKU"))

@@ -1,6 +1,7 @@
 """What every request of the HTTP API shares: settings, the Temporal client, the key store, the
-rate limiters, Colony's public sealing key; and the dependencies that hand them to the routes (who
-calls, with which key).
+rate limiters, Colony's public sealing key; the entity clients the routes are shells over
+(`starter.clients`, through Temporal, acting for the caller's organization); and the dependencies
+that hand them to the routes (who calls, with which key).
 
 `api.app.create_app` builds one `ApiContext` per app and keeps it on `app.state`; the routes
 (`api.clusters`, `api.catalog`, `api.workspaces`, `api.colonies`) take it, and the caller's
@@ -10,7 +11,7 @@ Authentication runs in this order, so that nobody can spend a key's allowance bu
 1. the `Authorization: Bearer colony_<id>_<secret>` header is parsed (401 when missing or
    malformed);
 2. the key is verified by the store (401 unknown, revoked, wrong or expired). The store answers
-   from memory when it can (`api.keys`); work it must do for this key (reading the Secret of an
+   from memory when it can (`infra.keys`); work it must do for this key (reading the Secret of an
    id it has not verified, a scrypt) is charged first to the client address's bucket (429 when
    spent), and scrypt has a budget of its own for all callers (429 while it is spent);
 3. only then is the key's own bucket charged (429): a flood with someone's key id and wrong
@@ -26,25 +27,41 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from activities.sealing import PUBLIC_KEY_ENV, Sealer, SealingError, SealingSettings
-from activities.settings import ColonySettings, SettingsError
 from api.errors import ApiError
-from api.keys import ApiKey, KeyBusyError, KeyRefusedError, KeyStore, Permission, key_id_of
-from api.ratelimit import RateLimiter
-from api.settings import ApiSettings
-from starter.client import WorkflowRef
-from starter.errors import UnavailableError, temporal_unreachable
+from infra.config import ColonySettings, SettingsError
+from infra.keys import ApiKey, KeyBusyError, KeyRefusedError, KeyStore, Permission, key_id_of
+from infra.ratelimit import RateLimiter
+from infra.sealing import PUBLIC_KEY_ENV, Sealer, SealingError, SealingSettings
+from infra.settings import ApiSettings
+from starter.clients.base import WorkflowRef
+from starter.clients.classes import TemporalClasses
+from starter.clients.clusters import TemporalClusters
+from starter.clients.colonies import TemporalColonies
+from starter.clients.provider import DirectCatalog
+from starter.clients.temporal import TemporalSession
+from starter.clients.workspaces import TemporalWorkspaces
+from starter.errors import NotFoundError, UnavailableError, temporal_unreachable
 
 TemporalClientFactory = Callable[[], Awaitable[Client]]
+S = TypeVar("S")
+T = TypeVar("T")
+
+LIST_CONCURRENCY = 8
+"""Status queries in flight at once while listing: each is one cheap query, but an organization
+with hundreds of clusters must not open hundreds of calls at once."""
+API_HINT = "give it in secretValues, answers or values{others}"
+"""How an API caller answers a missing required prompt (`colonyctl` asks on a terminal)."""
+SHOWN = 80
+"""Characters of an unknown id echoed in a message."""
 
 PERMISSION_LABELS = {
     Permission.READ: "Kubernetes: Read",
@@ -90,6 +107,32 @@ class ApiContext:
         """A workflow as the API names it in its answers: `workflowId` and its Web UI page."""
         return WorkflowRef(workflow_id, self.settings.workflow_link(workflow_id))
 
+    def session(self, organization: str) -> TemporalSession:
+        """Temporal, acting for `organization` (the caller's: its entities are the only ones
+        a request can find)."""
+        return TemporalSession(self.settings, organization, connector=self.temporal)
+
+    def clusters(self, principal: Principal) -> TemporalClusters:
+        return TemporalClusters(self.session(principal.organization))
+
+    def workspaces(self, principal: Principal) -> TemporalWorkspaces:
+        """Secret answers are sealed with the API's own key; a missing prompt is named with the
+        API's fields."""
+        return TemporalWorkspaces(
+            self.session(principal.organization), sealer=self.sealer, hint=API_HINT
+        )
+
+    def classes(self, organization: str) -> TemporalClasses:
+        """The class catalog as `organization` sees it ("": the shared catalog only)."""
+        return TemporalClasses(self.session(organization))
+
+    def colonies(self, principal: Principal) -> TemporalColonies:
+        return TemporalColonies(self.session(principal.organization))
+
+    def catalog(self) -> DirectCatalog:
+        """The host provider's catalog, asked directly."""
+        return DirectCatalog(self.settings)
+
     def sealer(self) -> Sealer:
         """Colony's public key, with which the API seals the secret answers clients send it in
         plaintext; read on first use. A missing or unreadable key file is the server's
@@ -100,6 +143,29 @@ class ApiContext:
             except SealingError as exc:
                 raise SettingsError(f"{PUBLIC_KEY_ENV}: {exc}") from exc
         return self._sealer
+
+
+def shown(text: str) -> str:
+    """A caller's id as a message echoes it: at most `SHOWN` characters."""
+    return text if len(text) <= SHOWN else text[:SHOWN] + "..."
+
+
+async def each_found(
+    names: Iterable[str], read: Callable[[str], Awaitable[S]], view: Callable[[S], T]
+) -> list[T]:
+    """The `view` of what `read` gives for each name, `LIST_CONCURRENCY` reads at once, in order; a
+    name whose entity is gone meanwhile (deleted between the list and the read) is left out."""
+    limit = asyncio.Semaphore(LIST_CONCURRENCY)
+
+    async def one(name: str) -> T | None:
+        async with limit:
+            try:
+                return view(await read(name))
+            except NotFoundError:
+                return None
+
+    found = await asyncio.gather(*(one(name) for name in names))
+    return [item for item in found if item is not None]
 
 
 def context(request: Request) -> ApiContext:
@@ -147,6 +213,13 @@ def _rate_limited(wait: float, message: str) -> ApiError:
     )
 
 
+def _charge(limiter: RateLimiter, key: str, what: str, rate: float, burst: int) -> None:
+    """Take a token of `key`'s bucket, or refuse (429) saying `what` went over which rate."""
+    wait = limiter.acquire(key)
+    if wait > 0:
+        raise _rate_limited(wait, f"{what} (at most {rate:g}/s, bursts of {burst})")
+
+
 def requires(permission: Permission | None) -> Callable[..., Awaitable[Principal]]:
     """The dependency that authenticates the caller and checks `permission` (None: any valid key),
     in the order the module docstring gives."""
@@ -168,13 +241,13 @@ def requires(permission: Permission | None) -> Callable[..., Awaitable[Principal
         address = request.client.host if request.client else UNKNOWN_ADDRESS
 
         def admit() -> None:
-            wait = ctx.addresses.acquire(address)
-            if wait > 0:
-                raise _rate_limited(
-                    wait,
-                    f"too many keys to verify from {address} (at most {ctx.api.address_rate:g}/s, "
-                    f"bursts of {ctx.api.address_burst})",
-                )
+            _charge(
+                ctx.addresses,
+                address,
+                f"too many keys to verify from {address}",
+                ctx.api.address_rate,
+                ctx.api.address_burst,
+            )
 
         try:
             record = await ctx.keys.authenticate(key, admit=admit)
@@ -184,13 +257,13 @@ def requires(permission: Permission | None) -> Callable[..., Awaitable[Principal
             raise _rate_limited(
                 exc.retry_after, "the API is verifying too many new keys right now"
             ) from None
-        wait = ctx.limiter.acquire(key_id)
-        if wait > 0:
-            raise _rate_limited(
-                wait,
-                f"too many requests with API key {key_id} (at most {ctx.api.rate:g}/s, bursts of "
-                f"{ctx.api.burst})",
-            )
+        _charge(
+            ctx.limiter,
+            key_id,
+            f"too many requests with API key {key_id}",
+            ctx.api.rate,
+            ctx.api.burst,
+        )
         if permission is not None and permission not in record.effective:
             raise ApiError(
                 403,

@@ -16,7 +16,7 @@ exists ..."}}`: the message is the line `colonyctl` prints after `error: ` (both
 | `ConflictError` (name taken, the cluster's or workspace's state refuses it, a class published with another definition) | 409 | conflict |
 | `OperationFailedError` | 409 | operation_failed |
 | over the key's rate, or the verification rate of the address or of the API | 429 | rate_limited, with `Retry-After` |
-| `UnavailableError` (Temporal, the management cluster or the provider down), `SettingsError` | 503 | unavailable |
+| `UnavailableError` (Temporal, the management cluster or the provider down), `SettingsError`, the key store unreachable (`infra.keys.KeyStoreUnavailableError`) | 503 | unavailable |
 
 Installed on the app by `api.app.create_app`; `api.context` and the routes raise `ApiError` or the
 `starter.errors` types.
@@ -32,17 +32,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from activities.settings import SettingsError
 from api.views import ErrorBody, ErrorDetail
+from infra.config import SettingsError
+from infra.keys import KeyRequestError, KeyStoreError
 from models.base import user_rule
 from models.operations import OperationKind
-from starter.errors import (
-    ColonyError,
-    ConflictError,
-    InvalidRequestError,
-    NotFoundError,
-    OperationFailedError,
-)
+from starter import errors
+from starter.errors import ColonyError
 from workflows.cluster.contract import CLUSTER
 
 UNAVAILABLE_RETRY_SECONDS = 5
@@ -78,6 +74,13 @@ class ApiError(Exception):
         self.field = field
         self.headers = headers or {}
 
+    def response(self) -> JSONResponse:
+        """The refusal as the API answers it: `ErrorBody` with the status and headers."""
+        body = ErrorBody(error=ErrorDetail(code=self.code, field=self.field, message=self.message))
+        return JSONResponse(
+            body.model_dump(mode="json"), status_code=self.status, headers=self.headers
+        )
+
 
 def field_of(message: str) -> str | None:
     """The field a `<field>: <rule>` message names; None for a sentence."""
@@ -87,38 +90,31 @@ def field_of(message: str) -> str | None:
     return head
 
 
-def error_response(
-    status: int,
-    code: str,
-    message: str,
-    *,
-    field: str | None = None,
-    headers: dict[str, str] | None = None,
-) -> JSONResponse:
-    body = ErrorBody(error=ErrorDetail(code=code, field=field, message=message))
-    return JSONResponse(body.model_dump(mode="json"), status_code=status, headers=headers)
+ANSWERS: list[tuple[type[ColonyError], int, str]] = [
+    (errors.ConflictError, 409, "conflict"),
+    (errors.InvalidRequestError, 422, "invalid"),
+    (errors.NotFoundError, 404, "not_found"),
+    (errors.OperationFailedError, 409, "operation_failed"),
+]
+"""The status and code of each domain error, subclasses first (a conflict is a refusal too);
+`starter.clients.http` reads them back. Any other (`UnavailableError`, and a bare `ColonyError`:
+an answer Colony could not use, e.g. an empty kubeconfig Secret) is a 503: the platform could
+not serve this now."""
 
 
 def status_of(error: ColonyError) -> tuple[int, str]:
-    """The status and code of a domain error (subclasses first: a conflict is a refusal too)."""
-    if isinstance(error, ConflictError):
-        return 409, "conflict"
-    if isinstance(error, InvalidRequestError):
-        return 422, "invalid"
-    if isinstance(error, NotFoundError):
-        return 404, "not_found"
-    if isinstance(error, OperationFailedError):
-        return 409, "operation_failed"
-    # UnavailableError, and a bare ColonyError (an answer Colony could not use, e.g. an empty
-    # kubeconfig Secret): the platform could not serve this now.
-    return 503, "unavailable"
+    """The status and code of a domain error (`ANSWERS`)."""
+    return next(
+        ((status, code) for kind, status, code in ANSWERS if isinstance(error, kind)),
+        (503, "unavailable"),
+    )
 
 
 def colony_error_response(error: ColonyError) -> JSONResponse:
     status, code = status_of(error)
     headers = {"Retry-After": str(UNAVAILABLE_RETRY_SECONDS)} if status == 503 else None
     message = " ".join(error.message.split())
-    return error_response(status, code, message, field=field_of(message), headers=headers)
+    return ApiError(status, code, message, field=field_of(message), headers=headers).response()
 
 
 def _validation_field(location: tuple[Any, ...]) -> str:
@@ -130,7 +126,7 @@ def _validation_field(location: tuple[Any, ...]) -> str:
 
 async def _api_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)
-    return error_response(exc.status, exc.code, exc.message, field=exc.field, headers=exc.headers)
+    return exc.response()
 
 
 async def _colony_error(request: Request, exc: Exception) -> JSONResponse:
@@ -138,44 +134,52 @@ async def _colony_error(request: Request, exc: Exception) -> JSONResponse:
     return colony_error_response(exc)
 
 
+async def _key_store_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, KeyStoreError)
+    as_reported = (
+        errors.InvalidRequestError(exc.message)
+        if isinstance(exc, KeyRequestError)
+        else errors.UnavailableError(exc.message)
+    )
+    return colony_error_response(as_reported)
+
+
 async def _settings_error(request: Request, exc: Exception) -> JSONResponse:
-    return error_response(
+    return ApiError(
         503,
         "unavailable",
         f"the API is not configured for this: {exc}",
         headers={"Retry-After": str(UNAVAILABLE_RETRY_SECONDS)},
-    )
+    ).response()
 
 
 async def _request_validation(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    errors = exc.errors()
-    first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+    problems = exc.errors()
+    first = problems[0] if problems else {"loc": (), "msg": "invalid request"}
     field = _validation_field(tuple(first.get("loc", ())))
-    return error_response(422, "invalid", f"{field}: {user_rule(first)}", field=field)
+    return ApiError(422, "invalid", f"{field}: {user_rule(first)}", field=field).response()
 
 
 async def _http_exception(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 404:
-        return error_response(
+        return ApiError(
             404, "not_found", f"no such endpoint: {request.method} {request.url.path}"
-        )
+        ).response()
+    headers = dict(exc.headers or {})
     if exc.status_code == 405:
-        return error_response(
-            405,
-            "method_not_allowed",
-            f"{request.method} is not allowed on {request.url.path}",
-            headers=dict(exc.headers or {}),
-        )
+        message = f"{request.method} is not allowed on {request.url.path}"
+        return ApiError(405, "method_not_allowed", message, headers=headers).response()
     code = "bad_request" if exc.status_code < 500 else "internal"
-    return error_response(exc.status_code, code, str(exc.detail), headers=dict(exc.headers or {}))
+    return ApiError(exc.status_code, code, str(exc.detail), headers=headers).response()
 
 
 def install(app: FastAPI) -> None:
     """Every refusal as an `ErrorBody` (see the module docstring)."""
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(ColonyError, _colony_error)
+    app.add_exception_handler(KeyStoreError, _key_store_error)
     app.add_exception_handler(SettingsError, _settings_error)
     app.add_exception_handler(RequestValidationError, _request_validation)
     app.add_exception_handler(StarletteHTTPException, _http_exception)

@@ -4,8 +4,8 @@ waits for hosts), in the document's field names.
 
 Responses are Colony's own models with a few fields added (the cluster's `id` and `status`; a
 workspace's or colony's `id`; and for each, the `workflowId` of the workflow that owns it and its
-Web UI link), so `colonyctl` in remote mode (`starter.remote`, `starter.remote_workspaces`,
-`starter.remote_colonies`) reads them back into the same `ClusterStatus`, `Operation`,
+Web UI link), so `colonyctl` in remote mode (the `Http*` clients of `starter.clients`) reads
+them back into the same `ClusterStatus`, `Operation`,
 `WorkspaceStatus`, `ColonyStatus` and `WorkspaceClassSpec` it gets from Temporal, prints the same
 thing, and takes workflow ids from the answers, never from a link.
 Request bodies are validated strictly (`models.base.user_input`: unknown fields are refused).
@@ -14,11 +14,12 @@ Pure: no IO, no FastAPI.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from models.activity_api import KubeconfigRef
@@ -48,6 +49,9 @@ from models.workspace_class import (
     object_name_problem,
 )
 from models.workspace_operations import WorkspaceOperationKind
+from starter.clients.base import WorkflowRef
+
+ViewT = TypeVar("ViewT", bound=BaseModel)
 
 
 class ClusterStatusName(StrEnum):
@@ -135,6 +139,14 @@ def _checked(problem: str | None, field: str) -> None:
         raise PydanticCustomError(field, problem)
 
 
+DEPLOY_NAMES: dict[str, tuple[str, Callable[[str], str | None]]] = {
+    "name": ("name", workspace_name_problem),
+    "class_name": ("class", lambda name: dns_label_problem("workspace class", name)),
+    "cluster": ("cluster", lambda name: name_problem("cluster", name)),
+}
+"""The names a deploy gives, each with its field and its rule."""
+
+
 class WorkspaceDeployRequest(ColonyModel):
     """`POST /v1/workspaces`: `{"name": "nb", "class": "colony-jupyter-1-0-0", "cluster":
     "training", "gpus": 1, "secretValues": {"notebookPassword": "..."}}`; what `colonyctl
@@ -166,22 +178,11 @@ class WorkspaceDeployRequest(ColonyModel):
     suspend: bool = False
     """Keep the definition, install nothing and hold no GPUs until resumed."""
 
-    @field_validator("name")
+    @field_validator("name", "class_name", "cluster")
     @classmethod
-    def _name(cls, name: str) -> str:
-        _checked(workspace_name_problem(name), "name")
-        return name
-
-    @field_validator("class_name")
-    @classmethod
-    def _class(cls, name: str) -> str:
-        _checked(dns_label_problem("workspace class", name), "class")
-        return name
-
-    @field_validator("cluster")
-    @classmethod
-    def _cluster(cls, name: str) -> str:
-        _checked(name_problem("cluster", name), "cluster")
+    def _named(cls, name: str, info: ValidationInfo) -> str:
+        field, problem = DEPLOY_NAMES[info.field_name or ""]
+        _checked(problem(name), field)
         return name
 
 
@@ -416,12 +417,6 @@ class WorkspaceView(WorkspaceStatus):
     web_ui: str = ""
     """The workspace's workflow in the Temporal Web UI."""
 
-    @classmethod
-    def of(cls, status: WorkspaceStatus, workflow_id: str, web_ui: str) -> WorkspaceView:
-        return cls.model_validate(
-            {**status.model_dump(), "id": status.name, "workflow_id": workflow_id, "web_ui": web_ui}
-        )
-
 
 class WorkspaceList(ColonyModel):
     items: list[WorkspaceView]
@@ -465,11 +460,35 @@ class ColonyView(ColonyStatus):
     """The id of the colony's workflow in Temporal."""
     web_ui: str = ""
 
-    @classmethod
-    def of(cls, status: ColonyStatus, workflow_id: str, web_ui: str) -> ColonyView:
-        return cls.model_validate(
-            {**status.model_dump(), "id": status.name, "workflow_id": workflow_id, "web_ui": web_ui}
-        )
+
+def accepted_view(
+    view: type[ViewT], accepted: BaseModel, workflow: WorkflowRef, **about: Any
+) -> ViewT:
+    """An operation accepted (`operationId`, `kind`, `position`) as the API answers it: with
+    what it is about (`clusterId`, ...) and the workflow that runs it."""
+    return view.model_validate(
+        {
+            **accepted.model_dump(),
+            **about,
+            "workflow_id": workflow.workflow_id,
+            "web_ui": workflow.link,
+        }
+    )
+
+
+def view_of(
+    view: type[ViewT], status: WorkspaceStatus | ColonyStatus, workflow: WorkflowRef
+) -> ViewT:
+    """A workspace's or colony's status as the API answers it: with its `id` (its name) and the
+    workflow that owns it."""
+    return view.model_validate(
+        {
+            **status.model_dump(),
+            "id": status.name,
+            "workflow_id": workflow.workflow_id,
+            "web_ui": workflow.link,
+        }
+    )
 
 
 class ColonyList(ColonyModel):

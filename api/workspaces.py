@@ -1,6 +1,6 @@
 """`/v1/workspace-classes` and `/v1/workspaces`: the class catalog, and workspaces on the caller's
-clusters, through the functions of `starter.workspace_client` that `colonyctl class` and
-`colonyctl workspace` call.
+clusters: thin shells over the clients `colonyctl class` and `colonyctl workspace` use in direct
+mode (`starter.clients.classes.TemporalClasses`, `starter.clients.workspaces.TemporalWorkspaces`).
 
 Classes: the catalog every organization shares, and each organization's own classes, which only it
 sees (and which shadow nothing of anyone else's: a class name the shared catalog has is not free
@@ -21,7 +21,7 @@ that organization's cluster's, so no key can deploy onto another organization's 
 Secret prompt answers arrive in plaintext (`secretValues`, or in `values`/`answers`, over the API's
 connection) and are sealed here with Colony's public key (`COLONY_SEALING_PUBLIC_KEY_FILE`) before
 the workflow starts, exactly as `colonyctl` seals them in direct mode: no plaintext reaches a
-workflow's history. A deploy goes through `starter.workspace_client.deploy`, the path
+workflow's history. A deploy goes through `TemporalWorkspaces.deploy`, the path
 `colonyctl workspace deploy` takes: everything is checked before anything starts (the cluster
 exists in the caller's organization and can take workspaces, the class, every prompt), with
 `colonyctl`'s messages.
@@ -31,17 +31,14 @@ Mounted by `api.app.create_app`.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response
-from temporalio.client import Client
+from fastapi import APIRouter, Query, Response
 
-from api.bodies import body_spec, read_body
-from api.clusters import MANAGE, READ, READS, WRITES, IdempotencyKey
-from api.context import ApiContext, Principal, context
+from api.bodies import read_body
+from api.context import Principal, each_found, shown
 from api.errors import ApiError, error_responses
-from api.keys import Permission
+from api.routes import MANAGE, READ, Call, reads, writes
 from api.views import (
     WorkspaceAccepted,
     WorkspaceClassList,
@@ -51,9 +48,13 @@ from api.views import (
     WorkspaceList,
     WorkspaceOperationView,
     WorkspaceView,
+    accepted_view,
+    view_of,
 )
+from infra.keys import Permission
+from models.deploy import resources_from_flags
 from models.names import name_problem
-from models.workspace import WorkspaceSpec, workspace_name_problem, workspace_workflow_id
+from models.workspace import WorkspaceSpec, WorkspaceStatus, workspace_name_problem
 from models.workspace_api import PublishWorkspaceClassRequest
 from models.workspace_class import WorkspaceClassSpec, dns_label_problem
 from models.workspace_operations import (
@@ -62,99 +63,57 @@ from models.workspace_operations import (
     SuspendWorkspaceRequest,
     WorkspaceOperationKind,
 )
-from starter import workspace_client as spaces
-from starter.client import WorkflowRef
+from starter.clients.base import not_found
+from starter.clients.classes import check_class_conflicts, class_not_found
+from starter.clients.workspaces import Deployment, TemporalWorkspaces, WorkspaceRequest
 from starter.errors import InvalidRequestError, NotFoundError
 from starter.parsing import validated
 
 classes = APIRouter(prefix="/v1/workspace-classes", tags=["workspace classes"])
 router = APIRouter(prefix="/v1/workspaces", tags=["workspaces"])
 
-LIST_CONCURRENCY = 8
-"""Status queries in flight at once while listing (as for clusters)."""
-_SHOWN = 80
-API_HINT = "give it in secretValues, answers or values{others}"
-"""How an API caller answers a missing required prompt (`colonyctl` asks on a terminal)."""
 DELETE_REASON = "deleted through the HTTP API"
 PUBLISHES = {**error_responses(400, 401, 403, 409, 415, 422, 429, 503)}
-
-
-def _shown(text: str) -> str:
-    return text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
 
 
 def workspace_name(workspace_id: str) -> str:
     """The workspace named by a path id; an id no workspace can have is simply not found."""
     if workspace_name_problem(workspace_id):
-        raise spaces.workspace_not_found(_shown(workspace_id))
+        raise not_found("workspace", shown(workspace_id))
     return workspace_id
 
 
-def _workflow(ctx: ApiContext, name: str, organization: str) -> WorkflowRef:
-    return ctx.workflow(workspace_workflow_id(name, organization))
+def _view(spaces: TemporalWorkspaces, status: WorkspaceStatus) -> WorkspaceView:
+    return view_of(WorkspaceView, status, spaces.workflow(status.name))
 
 
 # --- workspace classes -----------------------------------------------------------------------
 
 
-@classes.get(
-    "",
-    response_model=WorkspaceClassList,
-    response_model_exclude_none=True,
-    responses=READS,
-    summary="List workspace classes",
-)
-async def list_classes(request: Request, principal: Principal = READ) -> WorkspaceClassList:
+@reads(classes, "", WorkspaceClassList, "List workspace classes")
+async def list_classes(call: Call = READ) -> WorkspaceClassList:
     """The classes the organization sees: the shared catalog's and its own (resources, endpoints,
     prompts)."""
-    catalog = await spaces.catalog(await context(request).temporal(), principal.organization)
+    catalog = await call.classes().catalog()
     return WorkspaceClassList(items=catalog.classes)
 
 
-@classes.get(
-    "/{class_name}",
-    response_model=WorkspaceClassSpec,
-    response_model_exclude_none=True,
-    responses=READS,
-    summary="Get a workspace class",
-)
-async def get_class(
-    request: Request, class_name: str, principal: Principal = READ
-) -> WorkspaceClassSpec:
+@reads(classes, "/{class_name}", WorkspaceClassSpec, "Get a workspace class")
+async def get_class(class_name: str, call: Call = READ) -> WorkspaceClassSpec:
     """One class the organization sees, by its exact, versioned name (another organization's own
     class is not found)."""
-    client = await context(request).temporal()
+    catalog = call.classes()
     if dns_label_problem("workspace class", class_name):
-        published = (c.name for c in (await spaces.catalog(client, principal.organization)).classes)
-        raise spaces.class_not_found(_shown(class_name), published)
-    return await spaces.get_class(client, class_name, principal.organization)
+        published = (c.name for c in (await catalog.catalog()).classes)
+        raise class_not_found(shown(class_name), published)
+    return await catalog.get(class_name)
 
 
-@classes.post(
-    "",
-    status_code=201,
-    response_model=WorkspaceClassPublished,
-    response_model_exclude_none=True,
-    responses={
-        200: {"model": WorkspaceClassPublished, "description": "The identical class was there."},
-        **PUBLISHES,
-    },
-    openapi_extra=body_spec(WorkspaceClassPublishRequest),
-    summary="Publish a workspace class",
-)
-async def publish_class(
-    request: Request,
-    response: Response,
-    idempotency_key: IdempotencyKey = None,
-    principal: Principal = MANAGE,
-) -> WorkspaceClassPublished:
-    """Publish a class: the organization's own (seen by it alone), or, with Catalog Publish, to
-    the catalog every organization shares, with the ServiceTemplates it deploys. 201 when
-    published, 200 when the identical class was there already; a different class under an
-    existing name is a 409 (classes are immutable: a new version is a new name), and so is an
-    organization's class under a name the shared catalog has."""
-    ctx = context(request)
-    body = await read_body(request, WorkspaceClassPublishRequest)
+def _publish_request(
+    body: WorkspaceClassPublishRequest, principal: Principal
+) -> PublishWorkspaceClassRequest:
+    """The publish as the catalog takes it: the organization's own class, or (with Catalog
+    Publish) the shared catalog's, with the ServiceTemplates it deploys."""
     spec = body.class_spec
     needed = {spec.service_template.name, *(p.service_template.name for p in spec.prerequisites)}
     unused = [t.name for t in body.service_templates if t.name not in needed]
@@ -173,20 +132,46 @@ async def publish_class(
             "ServiceTemplates the shared catalog has",
             field="serviceTemplates",
         )
-    organization = "" if shared else principal.organization
-    publish = PublishWorkspaceClassRequest(
+    return PublishWorkspaceClassRequest(
         spec=spec,
         objects=[t.manifest().to_object() for t in body.service_templates],
-        organization=organization,
+        organization="" if shared else principal.organization,
     )
-    client = await ctx.temporal()
-    spaces.check_class_conflicts([publish], await spaces.catalog(client, organization))
+
+
+@writes(
+    classes,
+    "POST",
+    "",
+    WorkspaceClassPublished,
+    "Publish a workspace class",
+    body=WorkspaceClassPublishRequest,
+    status_code=201,
+    responses={
+        200: {"model": WorkspaceClassPublished, "description": "The identical class was there."},
+        **PUBLISHES,
+    },
+)
+async def publish_class(
+    response: Response,
+    call: Call = MANAGE,
+) -> WorkspaceClassPublished:
+    """Publish a class: the organization's own (seen by it alone), or, with Catalog Publish, to
+    the catalog every organization shares, with the ServiceTemplates it deploys. 201 when
+    published, 200 when the identical class was there already; a different class under an
+    existing name is a 409 (classes are immutable: a new version is a new name), and so is an
+    organization's class under a name the shared catalog has."""
+    body = await read_body(call.request, WorkspaceClassPublishRequest)
+    publish = _publish_request(body, call.principal)
+    catalog = call.classes(publish.organization)
+    check_class_conflicts([publish], await catalog.catalog())
     # The catalog is everyone's: another organization's key must not find this one's update.
-    request_id = f"{principal.organization}/{idempotency_key}" if idempotency_key else None
-    result = await spaces.publish_class(client, publish, request_id=request_id)
+    key = call.idempotency_key
+    request_id = f"{call.organization}/{key}" if key else None
+    result = await catalog.publish(publish, request_id=request_id)
     response.status_code = 201 if result.created else 200
     return WorkspaceClassPublished(
-        name=spec.name,
+        name=publish.spec.name,
         created=result.created,
         objects_created=result.objects_created,
         objects_skipped=result.objects_skipped,
@@ -207,7 +192,7 @@ def _spec_of(body: WorkspaceDeployRequest, organization: str) -> WorkspaceSpec:
     resources = (
         body.resources.model_dump(mode="json", exclude_none=True)
         if body.resources is not None
-        else spaces.resources_from_flags(body.gpus, body.gpu_model, body.replicas)
+        else resources_from_flags(body.gpus, body.gpu_model, body.replicas)
     )
     data = {
         "name": body.name,
@@ -223,59 +208,37 @@ def _spec_of(body: WorkspaceDeployRequest, organization: str) -> WorkspaceSpec:
     return validated(WorkspaceSpec, data)
 
 
-@router.post(
-    "",
-    status_code=202,
-    response_model=WorkspaceAccepted,
-    response_model_exclude_none=True,
-    responses=WRITES,
-    openapi_extra=body_spec(WorkspaceDeployRequest),
-    summary="Deploy a workspace",
-)
+async def _deploy_operation(spaces: TemporalWorkspaces, name: str) -> tuple[str, str]:
+    """(phase, the deploy's operation id) of a workspace just deployed; ("Pending", "") when it
+    was deleted at once by someone else (the deploy was accepted all the same)."""
+    try:
+        status = await spaces.get(name)
+    except NotFoundError:
+        return "Pending", ""
+    everything = [*status.completed_operations, status.current_operation, *status.queued_operations]
+    deploy = next(
+        (op for op in everything if op is not None and op.kind is WorkspaceOperationKind.DEPLOY),
+        None,
+    )
+    return status.phase.value, deploy.id if deploy else ""
+
+
+@writes(router, "POST", "", WorkspaceAccepted, "Deploy a workspace", body=WorkspaceDeployRequest)
 async def deploy_workspace(
-    request: Request,
     response: Response,
-    idempotency_key: IdempotencyKey = None,
-    principal: Principal = MANAGE,
+    call: Call = MANAGE,
 ) -> WorkspaceAccepted:
     """Deploy a workspace of a class on one of the organization's clusters: 202 with its first
     operation; poll `GET /v1/workspaces/{name}` until it is `Running` (it waits in line while
     the cluster's GPUs are taken). Every required prompt must be answered (422 naming it);
     secret answers are sealed here before anything starts."""
-    ctx = context(request)
-    organization = principal.organization
-    body = await read_body(request, WorkspaceDeployRequest)
-    spec = _spec_of(body, organization)
-    client = await ctx.temporal()
+    body = await read_body(call.request, WorkspaceDeployRequest)
+    spec = _spec_of(body, call.organization)
+    spaces = call.workspaces()
     started = await spaces.deploy(
-        client,
-        ctx.settings,
-        spec,
-        sealer=ctx.sealer,
-        hint=API_HINT,
-        secret_values=body.secret_values,
-        request_id=idempotency_key,
+        Deployment(spec, secret_values=body.secret_values, request_id=call.idempotency_key)
     )
-    phase, operation_id = "Pending", ""
-    try:
-        status = await spaces.workspace_status(client, spec.name, organization=organization)
-    except NotFoundError:
-        pass  # deleted at once by someone else: the deploy was accepted all the same
-    else:
-        phase = status.phase.value
-        deploy = next(
-            (
-                op
-                for op in [
-                    *status.completed_operations,
-                    status.current_operation,
-                    *status.queued_operations,
-                ]
-                if op is not None and op.kind is WorkspaceOperationKind.DEPLOY
-            ),
-            None,
-        )
-        operation_id = deploy.id if deploy else ""
+    phase, operation_id = await _deploy_operation(spaces, spec.name)
     response.headers["Location"] = f"{router.prefix}/{spec.name}"
     return WorkspaceAccepted.model_validate(
         {
@@ -286,7 +249,7 @@ async def deploy_workspace(
             "phase": phase,
             "operation_id": operation_id,
             "workflow_id": started.workflow_id,
-            "web_ui": ctx.workflow(started.workflow_id).link,
+            "web_ui": call.workflow(started.workflow_id).link,
             "repeated": started.repeated,
         }
     )
@@ -297,163 +260,74 @@ ClusterFilter = Annotated[
 ]
 
 
-@router.get(
-    "",
-    response_model=WorkspaceList,
-    response_model_exclude_none=True,
-    responses=READS,
-    summary="List workspaces",
-)
-async def list_workspaces(
-    request: Request, cluster: ClusterFilter = None, principal: Principal = READ
-) -> WorkspaceList:
+@reads(router, "", WorkspaceList, "List workspaces")
+async def list_workspaces(cluster: ClusterFilter = None, call: Call = READ) -> WorkspaceList:
     """The organization's workspaces (those whose deletion has not completed), optionally of one
     cluster."""
-    ctx = context(request)
-    organization = principal.organization
     if cluster is not None and name_problem("cluster", cluster):
         raise InvalidRequestError(f"cluster: {name_problem('cluster', cluster)}")
-    client: Client = await ctx.temporal()
-    found = await spaces.list_workspaces(client, cluster=cluster, organization=organization)
-    limit = asyncio.Semaphore(LIST_CONCURRENCY)
-
-    async def view(name: str) -> WorkspaceView | None:
-        async with limit:
-            try:
-                status = await spaces.workspace_status(client, name, organization=organization)
-            except NotFoundError:
-                return None  # deleted between the list and the query
-        workflow = _workflow(ctx, name, organization)
-        return WorkspaceView.of(status, workflow.workflow_id, workflow.link)
-
-    views = await asyncio.gather(*(view(summary.name) for summary in found))
-    return WorkspaceList(items=[v for v in views if v is not None])
+    spaces = call.workspaces()
+    found = await spaces.list_all(cluster=cluster, organization=call.organization)
+    views = await each_found((w.name for w in found), spaces.get, lambda s: _view(spaces, s))
+    return WorkspaceList(items=views)
 
 
-@router.get(
-    "/{workspace_id}",
-    response_model=WorkspaceView,
-    response_model_exclude_none=True,
-    responses=READS,
-    summary="Get a workspace",
-)
-async def get_workspace(
-    request: Request, workspace_id: str, principal: Principal = READ
-) -> WorkspaceView:
+@reads(router, "/{workspace_id}", WorkspaceView, "Get a workspace")
+async def get_workspace(workspace_id: str, call: Call = READ) -> WorkspaceView:
     """The workspace: phase, access (URLs or port-forward commands), GPU admission, conditions,
     the failure context of a failed one, and its operations."""
-    ctx = context(request)
-    name = workspace_name(workspace_id)
-    status = await spaces.workspace_status(
-        await ctx.temporal(), name, organization=principal.organization
-    )
-    workflow = _workflow(ctx, name, principal.organization)
-    return WorkspaceView.of(status, workflow.workflow_id, workflow.link)
+    spaces = call.workspaces()
+    return _view(spaces, await spaces.get(workspace_name(workspace_id)))
 
 
-async def _operate(
-    request: Request,
-    workspace_id: str,
-    update: WorkspaceOperationKind,
-    payload: DeleteWorkspaceRequest | SuspendWorkspaceRequest | ResumeWorkspaceRequest,
-    idempotency_key: str | None,
-    principal: Principal,
-) -> WorkspaceOperationView:
-    ctx = context(request)
-    name = workspace_name(workspace_id)
-    accepted = await spaces.send(
-        await ctx.temporal(),
-        name,
-        update.value,
-        payload,
-        request_id=idempotency_key,
-        organization=principal.organization,
-    )
-    workflow = _workflow(ctx, name, principal.organization)
-    return WorkspaceOperationView(
-        workspace_id=name,
-        operation_id=accepted.operation_id,
-        kind=accepted.kind,
-        position=accepted.position,
-        workflow_id=workflow.workflow_id,
-        web_ui=workflow.link,
-    )
-
-
-@router.delete(
-    "/{workspace_id}",
-    status_code=202,
-    response_model=WorkspaceOperationView,
-    response_model_exclude_none=True,
-    responses=WRITES,
-    summary="Delete a workspace",
-)
-async def delete_workspace(
-    request: Request,
-    workspace_id: str,
-    idempotency_key: IdempotencyKey = None,
-    principal: Principal = MANAGE,
-) -> WorkspaceOperationView:
-    """Delete the workspace: routes, release, values Secret, namespace, then its GPUs go to the
-    next in line. Final; repeating it while it runs returns the same delete, and once it
-    completed the workspace is not found (404)."""
-    return await _operate(
-        request,
-        workspace_id,
-        WorkspaceOperationKind.DELETE,
+OPERATIONS: list[tuple[str, str, WorkspaceRequest, str, str]] = [
+    (
+        "DELETE",
+        "/{workspace_id}",
         DeleteWorkspaceRequest(reason=DELETE_REASON),
-        idempotency_key,
-        principal,
-    )
-
-
-@router.post(
-    "/{workspace_id}/suspend",
-    status_code=202,
-    response_model=WorkspaceOperationView,
-    response_model_exclude_none=True,
-    responses=WRITES,
-    summary="Suspend a workspace",
-)
-async def suspend_workspace(
-    request: Request,
-    workspace_id: str,
-    idempotency_key: IdempotencyKey = None,
-    principal: Principal = MANAGE,
-) -> WorkspaceOperationView:
-    """Uninstall the release and free the GPUs; the namespace, its volumes and the definition
-    stay. A suspended workspace is a 409."""
-    return await _operate(
-        request,
-        workspace_id,
-        WorkspaceOperationKind.SUSPEND,
+        "Delete a workspace",
+        "Delete the workspace: routes, release, values Secret, namespace, then its GPUs go to the\n"
+        "next in line. Final; repeating it while it runs returns the same delete, and once it\n"
+        "completed the workspace is not found (404).",
+    ),
+    (
+        "POST",
+        "/{workspace_id}/suspend",
         SuspendWorkspaceRequest(),
-        idempotency_key,
-        principal,
-    )
-
-
-@router.post(
-    "/{workspace_id}/resume",
-    status_code=202,
-    response_model=WorkspaceOperationView,
-    response_model_exclude_none=True,
-    responses=WRITES,
-    summary="Resume a workspace",
-)
-async def resume_workspace(
-    request: Request,
-    workspace_id: str,
-    idempotency_key: IdempotencyKey = None,
-    principal: Principal = MANAGE,
-) -> WorkspaceOperationView:
-    """Deploy a suspended (or failed) workspace again, through GPU admission again; any other
-    is a 409."""
-    return await _operate(
-        request,
-        workspace_id,
-        WorkspaceOperationKind.RESUME,
+        "Suspend a workspace",
+        "Uninstall the release and free the GPUs; the namespace, its volumes and the definition\n"
+        "stay. A suspended workspace is a 409.",
+    ),
+    (
+        "POST",
+        "/{workspace_id}/resume",
         ResumeWorkspaceRequest(),
-        idempotency_key,
-        principal,
-    )
+        "Resume a workspace",
+        "Deploy a suspended (or failed) workspace again, through GPU admission again; any other\n"
+        "is a 409.",
+    ),
+]
+"""The operations a caller sends a workspace, one route each: (method, path, what is sent,
+summary, the route's documentation)."""
+
+
+def _operation_route(
+    method: str, path: str, operation: WorkspaceRequest, summary: str, doc: str
+) -> None:
+    """The route that sends a workspace `operation` (its update is the request's `kind`)."""
+
+    async def operate(workspace_id: str, call: Call = MANAGE) -> WorkspaceOperationView:
+        name = workspace_name(workspace_id)
+        spaces = call.workspaces()
+        accepted = await spaces.send(name, operation, request_id=call.idempotency_key)
+        return accepted_view(
+            WorkspaceOperationView, accepted, spaces.workflow(name), workspace_id=name
+        )
+
+    operate.__name__ = f"{operation.kind.value}_workspace"
+    operate.__doc__ = doc
+    writes(router, method, path, WorkspaceOperationView, summary)(operate)
+
+
+for _operation in OPERATIONS:
+    _operation_route(*_operation)

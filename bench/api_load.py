@@ -5,16 +5,17 @@ the API as its own process (`python -m api`, one uvicorn worker, rate limit off)
 
 - reads: `GET /v1/kubernetes/clusters/{id}` of a ready cluster, with `--concurrency` requests in
   flight from one httpx client (keep-alive), for `--seconds`; then the same reads straight through
-  the Temporal client (`starter.client.query_status`, a describe and a query each), from this
+  the Temporal client (`starter.clients.clusters.TemporalClusters.get`, a describe and a query each), from this
   process, with the same concurrency;
 - create+delete pairs: `POST /v1/kubernetes/clusters` (no pools) then `DELETE` of the same
-  cluster, answered 202 each; then the same pair straight through `starter.client`
-  (`start_cluster` and the `delete_cluster` update). A pair counts once both were accepted; the
+  cluster, answered 202 each; then the same pair straight through `TemporalClusters`
+  (`create`, with its catalog check, and `delete`). A pair counts once both were accepted; the
   deletes finish in the background (the run waits for them before it stops).
 
 Prints requests (or pairs) per second and median/p95 latency of each. Run:
 `python -m bench.api_load` (`--seconds 10 --concurrency 8`). On this project's 2-core machines
 the numbers are noisy (other work shares the cores): compare the two columns of one run.
+Results in `bench/results/api_load.{json,md}` (`bench.record`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import argparse
 import asyncio
 import json
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -31,13 +31,12 @@ from dataclasses import dataclass
 
 import httpx
 
-from activities.settings import ColonySettings
-from bench.stack import ROOT, Stack, free_port, port_open, private_stack, wait_until
+from bench.record import Headline, Report, progress, publish, scale
+from bench.stack import Stack, private_stack
+from infra.config import ColonySettings
 from models.cluster import ClusterSpec
-from models.operations import DeleteClusterRequest
-from starter import checks
-from starter import client as colony
-from workflows.cluster.contract import CLUSTER
+from starter.clients.clusters import TemporalClusters
+from starter.clients.temporal import TemporalSession, connect
 
 ORGANIZATION = "bench"
 CLUSTERS = "/v1/kubernetes/clusters"
@@ -84,17 +83,6 @@ async def sustained(
     return Result(what, len(latencies), time.perf_counter() - started, latencies)
 
 
-def start_api(stack: Stack) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    env = {**stack.env, "COLONY_API_PORT": str(port), "COLONY_API_RATE": "0"}
-    with (stack.workdir / "api.log").open("ab") as log:
-        api = subprocess.Popen(
-            [sys.executable, "-m", "api"], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT
-        )
-    wait_until("the API", lambda: port_open(port))
-    return api, f"http://127.0.0.1:{port}"
-
-
 def create_key(stack: Stack) -> str:
     done = stack.ctl(
         "apikey", "create", "--organization", ORGANIZATION, "--permission", "manage",
@@ -109,7 +97,8 @@ async def measure(
     stack: Stack, url: str, key: str, seconds: float, concurrency: int
 ) -> list[Result]:
     settings = ColonySettings.from_env(stack.env)
-    temporal = await colony.connect(settings)
+    temporal = await connect(settings)
+    clusters = TemporalClusters(TemporalSession.of_client(temporal, settings, ORGANIZATION))
     headers = {"Authorization": f"Bearer {key}"}
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=60) as http:
@@ -126,7 +115,7 @@ async def measure(
             (await http.get(f"{CLUSTERS}/{name}")).raise_for_status()
 
         async def direct_read(_: int) -> None:
-            await colony.query_status(temporal, name, organization=ORGANIZATION)
+            await clusters.get(name)
 
         async def api_pair(index: int) -> None:
             cluster = f"api-pair-{index}"
@@ -137,21 +126,16 @@ async def measure(
         async def direct_pair(index: int) -> None:
             cluster = f"direct-pair-{index}"
             spec = ClusterSpec(name=cluster, location_id="fra1", organization=ORGANIZATION)
-            # What colonyctl and the API both do before starting: the catalog check.
-            await checks.check_cluster(settings, spec)
-            await colony.start_cluster(temporal, settings, spec)
-            await colony.send(
-                temporal,
-                cluster,
-                CLUSTER.delete_cluster.name,
-                DeleteClusterRequest(),
-                organization=ORGANIZATION,
-            )
+            # What colonyctl and the API both do: the catalog check, then the start.
+            await clusters.create(spec)
+            await clusters.delete(cluster)
 
         await sustained("warm-up", api_read, 1.0, concurrency)
         results = [
             await sustained(f"GET {CLUSTERS}/{{id}} (API)", api_read, seconds, concurrency),
-            await sustained("query_status (Temporal client)", direct_read, seconds, concurrency),
+            await sustained(
+                "TemporalClusters.get (Temporal client)", direct_read, seconds, concurrency
+            ),
             await sustained("create+delete pairs (API)", api_pair, seconds, concurrency),
             await sustained(
                 "create+delete pairs (Temporal client)", direct_pair, seconds, concurrency
@@ -161,7 +145,7 @@ async def measure(
         # Let the deletes finish: nothing of the run is left behind in the stack being stopped.
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            if not await colony.list_clusters(temporal, organization=ORGANIZATION):
+            if not await clusters.list_all(organization=ORGANIZATION):
                 break
             await asyncio.sleep(1)
     return results
@@ -169,20 +153,48 @@ async def measure(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.api_load", description=__doc__)
-    parser.add_argument("--seconds", type=float, default=10.0, help="per measurement")
+    parser.add_argument("--seconds", type=float, default=scale(10, 1), help="per measurement")
     parser.add_argument("--concurrency", type=int, default=8, help="requests in flight")
     args = parser.parse_args(argv)
-    with private_stack() as stack:
-        api, url = start_api(stack)
-        try:
-            key = create_key(stack)
-            results = asyncio.run(measure(stack, url, key, args.seconds, args.concurrency))
-        finally:
-            api.terminate()
-            api.wait(timeout=15)
-    print(f"{args.concurrency} in flight, {args.seconds:.0f} s each, API: one uvicorn process")
-    for result in results:
-        print(result.line())
+    record = Report(
+        "api_load",
+        "The HTTP API beside the same work straight through Temporal",
+        f"python -m bench.api_load --seconds {args.seconds:g} --concurrency {args.concurrency}",
+    )
+    with private_stack(api=1) as stack:
+        key = create_key(stack)
+        results = asyncio.run(
+            measure(stack, stack.api_urls[0], key, args.seconds, args.concurrency)
+        )
+    lines = [result.line() for result in results]
+    progress("\n".join(lines))
+    api_read, direct_read, api_pair, direct_pair = results
+    record.add(
+        Headline("api_reads_per_second", "GET /v1/kubernetes/clusters/{id} through the API",
+                 round(api_read.rate, 1), "/s"),
+        Headline("direct_reads_per_second", "query_status through the Temporal client",
+                 round(direct_read.rate, 1), "/s"),
+        Headline("read_ratio", "reads: API / Temporal client", round(api_read.rate / direct_read.rate, 2)),
+        Headline("api_pairs_per_second", "create+delete pairs through the API",
+                 round(api_pair.rate, 2), "/s"),
+        Headline("direct_pairs_per_second", "create+delete pairs through the Temporal client",
+                 round(direct_pair.rate, 2), "/s"),
+    )  # fmt: skip
+    record.figures = {
+        r.what: {"count": r.count, "seconds": round(r.seconds, 2), "per_second": round(r.rate, 2)}
+        for r in results
+    }
+    record.body = "\n".join(
+        [
+            f"{args.concurrency} in flight, {args.seconds:g} s each; the API is one uvicorn "
+            "process (rate limit off).",
+            "",
+            "```",
+            *lines,
+            "```",
+        ]
+    )
+    publish(record)
     return 0
 
 

@@ -6,7 +6,8 @@ issue 300). This runs N consecutive `colonyctl` processes of a mix of commands a
 (its own, started by `bench/stack.py`, unless --existing) and reports the exit codes counted, the
 deaths by signal and, per command, whether the code was the one expected.
 
-Run: `python -m bench.cli_exit` (1,000 calls), `--calls 200` for a quicker look.
+Run: `python -m bench.cli_exit` (1,000 calls), `--calls 200` for a quicker look (`make bench`
+runs 300). Results in `bench/results/cli_exit.{json,md}` (`bench.record`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bench.record import Headline, Report, progress, publish, scale
 from bench.stack import Stack, stack
 
 CLUSTER = "exitbench"
@@ -70,37 +72,56 @@ def run(target: Stack, calls: int, commands: Sequence[Call]) -> Tally:
         if code < 0:
             name = signal.Signals(-code).name
             tally.signals[name] += 1
-            print(f"  call {index}: {call.name} died by {name}: {done.stderr[-300:]!r}")
+            progress(f"  call {index}: {call.name} died by {name}: {done.stderr[-300:]!r}")
         elif code != call.expected:
             tally.unexpected[f"{call.name} -> {code}"] += 1
             if tally.unexpected[f"{call.name} -> {code}"] == 1:
-                print(f"  call {index}: {call.name} exited {code}: {done.stderr.strip()[:300]}")
+                progress(f"  call {index}: {call.name} exited {code}: {done.stderr.strip()[:300]}")
         if (index + 1) % 100 == 0:
-            print(f"  {index + 1} calls, {sum(tally.signals.values())} deaths by signal")
+            progress(f"  {index + 1} calls, {sum(tally.signals.values())} deaths by signal")
     tally.seconds = time.monotonic() - started
     return tally
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.cli_exit", description=__doc__)
-    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--calls", type=int, default=scale(1000, 16))
     parser.add_argument(
         "--existing", action="store_true", help="use the stack the environment points at"
     )
     args = parser.parse_args(argv)
+    record = Report(
+        "cli_exit",
+        "colonyctl exits with its documented code, never by a signal",
+        f"python -m bench.cli_exit --calls {args.calls}",
+    )
     with stack(args.existing) as target:
         if not args.existing:
             target.create_cluster(CLUSTER)
         tally = run(target, args.calls, mix(CLUSTER))
     deaths = sum(tally.signals.values())
-    print(
-        f"colonyctl exit benchmark: {tally.calls} calls in {tally.seconds:.0f}s "
-        f"({tally.seconds / max(tally.calls, 1) * 1000:.0f} ms/call)"
+    unexpected = sum(tally.unexpected.values())
+    record.add(
+        Headline("calls", "consecutive colonyctl processes", tally.calls),
+        Headline("deaths_by_signal", "deaths by signal", deaths, "", "0", deaths == 0),
+        Headline("unexpected_codes", "exit codes other than documented", unexpected, "", "0",
+                 unexpected == 0),
+        Headline("ms_per_call", "time per call", round(tally.seconds / max(tally.calls, 1) * 1000),
+                 "ms"),
+    )  # fmt: skip
+    record.figures = {
+        "exit_codes": dict(sorted(tally.codes.items())),
+        "signals": dict(tally.signals),
+        "unexpected": dict(tally.unexpected),
+        "seconds": round(tally.seconds, 1),
+    }
+    record.body = (
+        f"{tally.calls} consecutive `colonyctl` processes cycling through "
+        + ", ".join(f"`{c.name}`" for c in mix(CLUSTER))
+        + f" against a private stack. Exit codes counted: {dict(sorted(tally.codes.items()))}."
     )
-    print(f"  exit codes: {dict(sorted(tally.codes.items()))}")
-    print(f"  deaths by signal: {deaths} {dict(tally.signals) if deaths else ''}")
-    print(f"  unexpected codes: {dict(tally.unexpected) or 'none'}")
-    return 1 if deaths or tally.unexpected else 0
+    publish(record)
+    return 0
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ Runs alternate (exec, static, exec, ...) so machine noise hits both alike; media
 A few runs with the token cache emptied before each show what every kubectl call used to cost.
 
 Run: `python -m bench.kubectl_token` (`--runs 40`); target: exec/static median ratio <= 1.5.
+Results in `bench/results/kubectl_token.{json,md}` (`bench.record`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import yaml
 
+from bench.record import Headline, Report, progress, publish, scale
 from bench.stack import VENV_BIN, Stack, stack
 
 CLUSTER = "tokenbench"
@@ -65,10 +67,17 @@ def kubeconfigs(stack: Stack) -> tuple[Path, Path]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.kubectl_token", description=__doc__)
-    parser.add_argument("--runs", type=int, default=40, help="runs of each (cached and static)")
-    parser.add_argument("--uncached-runs", type=int, default=5)
+    parser.add_argument(
+        "--runs", type=int, default=scale(40, 3), help="runs of each (cached and static)"
+    )
+    parser.add_argument("--uncached-runs", type=int, default=scale(5, 1))
     parser.add_argument("--existing", action="store_true")
     args = parser.parse_args(argv)
+    record = Report(
+        "kubectl_token",
+        "kubectl through Colony's exec plugin (cached token) beside a static token",
+        f"python -m bench.kubectl_token --runs {args.runs} --uncached-runs {args.uncached_runs}",
+    )
     with stack(args.existing) as target:
         if not args.existing:
             target.create_cluster(CLUSTER)
@@ -86,16 +95,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             shutil.rmtree(cache_dir, ignore_errors=True)
             uncached.append(kubectl(target, exec_path))
     med_cached, med_static = statistics.median(cached), statistics.median(static)
+    med_uncached = statistics.median(uncached)
     ratio = med_cached / med_static
-    print(f"kubectl get nodes, median of {args.runs} runs each, alternating:")
-    print(f"  static token in the kubeconfig:      {med_static * 1000:6.0f} ms")
-    print(f"  exec plugin, cached token:           {med_cached * 1000:6.0f} ms")
-    print(
-        f"  exec plugin, no cache (new token):   {statistics.median(uncached) * 1000:6.0f} ms "
-        f"(median of {args.uncached_runs})"
+    record.add(
+        Headline("static_ms", "static token in the kubeconfig", round(med_static * 1000), "ms"),
+        Headline("cached_ms", "exec plugin, cached token", round(med_cached * 1000), "ms"),
+        Headline("uncached_ms", "exec plugin, no cache (a new token)", round(med_uncached * 1000), "ms"),
+        Headline("ratio", "ratio cached / static", round(ratio, 2), "", f"<= {TARGET_RATIO}",
+                 ratio <= TARGET_RATIO),
+    )  # fmt: skip
+    record.figures = {"cached": cached, "static": static, "uncached": uncached}
+    record.body = (
+        f"`kubectl get nodes` against a simulated child cluster, median of {args.runs} runs "
+        f"each, alternating (exec, static, exec, ...); {args.uncached_runs} runs with the token "
+        "cache emptied before each show what every call would cost without the cache."
     )
-    print(f"  ratio cached/static: {ratio:.2f} (target <= {TARGET_RATIO})")
-    return 0 if ratio <= TARGET_RATIO else 1
+    progress(f"cached {med_cached * 1000:.0f} ms, static {med_static * 1000:.0f} ms: {ratio:.2f}")
+    publish(record)
+    return 0
 
 
 if __name__ == "__main__":

@@ -33,8 +33,9 @@ show (the ledger would release that request).
 
 It runs against whatever ledger code is checked out, so the same file measures before and after:
 `--label before` on a checkout of the previous ledger (copy this file there). Results go to
-`bench/results/ledger_depth-<label>.json`; `--report` merges every label found into
-`bench/results/ledger_depth.md` and `ledger_depth.png`.
+`bench/results/ledger_depth-<label>.json`; every run merges every label found into
+`bench/results/ledger_depth.md` and `ledger_depth.png`, and writes `ledger_depth.json` with the
+headline figures of the run (`bench.record`; `BENCH_QUICK=1`: one depth of 10, 2 releases).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ import sys
 import time
 import uuid
 from collections import deque
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -60,7 +62,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities.temporal import TemporalActivities
+from bench.record import Headline, Report, progress, publish, pyplot, quick, results_dir
 from models.capacity import (
     CapacityAnswer,
     CapacityLedger,
@@ -86,7 +88,6 @@ from workflows.capacity.workflow import CapacityLedgerWorkflow
 from workflows.cluster.contract import CLUSTER
 from workflows.workspace.contract import WORKSPACE
 
-RESULTS = Path(__file__).parent / "results"
 HOLDERS = 10
 NODE = GpuNode(name="gpu-1", model="H100", vendor=GpuVendor.NVIDIA, allocatable=8 * HOLDERS)
 SELECTOR = GpuSelector(labels={GPU_MODEL_LABEL: "H100"})
@@ -212,7 +213,7 @@ async def history(client: Client, workflow_id: str, run_id: str) -> WorkflowHist
     return await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
 
 
-def signal_time(events: list[Any], signal: str, contains: str = "") -> datetime | None:
+def signal_time(events: Sequence[Any], signal: str, contains: str = "") -> datetime | None:
     """The time of the first WorkflowExecutionSignaled `signal` whose payload holds `contains`."""
     for event in events:
         if event.event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
@@ -253,6 +254,8 @@ class Line:
         self.samples: list[dict[str, Any]] = []
         self.latencies: list[float] = []
         self.task_seconds: list[float] = []
+        self._quiet: tuple[str, int] = ("", 0)
+        self._tail_before = 0
 
     async def start(self) -> None:
         await asyncio.gather(
@@ -336,7 +339,7 @@ class Line:
                     next_run = attributes.new_execution_run_id
             run_id, offset = next_run, 0
 
-    def _record_tasks(self, events: list[Any]) -> None:
+    def _record_tasks(self, events: Sequence[Any]) -> None:
         started: datetime | None = None
         for event in events:
             if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
@@ -471,7 +474,7 @@ def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-async def main(depths: list[int], releases: int, label: str) -> dict[str, Any]:
+async def main_async(depths: list[int], releases: int, label: str) -> dict[str, Any]:
     logging.getLogger("temporalio").addHandler(DeadlockLog())
     env = await WorkflowEnvironment.start_local(
         data_converter=pydantic_data_converter,
@@ -479,18 +482,17 @@ async def main(depths: list[int], releases: int, label: str) -> dict[str, Any]:
         dev_server_log_level="error",
     )
     try:
-        temporal = TemporalActivities(env.client, TASK_QUEUE)
         async with Worker(
             env.client,
             task_queue=TASK_QUEUE,
             workflows=[CapacityLedgerWorkflow, BenchWaiter],
-            activities=[temporal.signal_workflow, read_gpu_inventory],
+            activities=[read_gpu_inventory],
             max_concurrent_workflow_tasks=50,
         ):
             rows = []
             for depth in depths:
                 row = await measure_depth(env.client, depth, releases)
-                print(json.dumps(row), flush=True)
+                progress(json.dumps(row))
                 rows.append(row)
     finally:
         await env.shutdown()
@@ -536,19 +538,18 @@ The real stack (dev server, sim, `worker.py`, real workspaces) at 1,000 waiting:
 """
 
 
-def report() -> None:
-    """bench/results/ledger_depth.md and .png from every ledger_depth-<label>.json."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    runs = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("ledger_depth-*.json"))]
-    lines = ["# GPU ledger: cost of a release by depth of the line", ""]
+def summary(label: str) -> tuple[str, Any]:
+    """The markdown of every label found (`ledger_depth-<label>.json`) and the plot, the run of
+    `label` first."""
+    plt = pyplot()
+    folder = results_dir()
+    runs = [json.loads(p.read_text()) for p in sorted(folder.glob("ledger_depth-*.json"))]
+    runs.sort(key=lambda run: run["label"] != label)
+    lines: list[str] = []
     for run in runs:
         lines += [
             f"## {run['label']} (measured {run['measured_at']}, load average "
-            f"{' '.join(run['load_average'])})",
+            f"{' '.join(str(x) for x in run['load_average'])})",
             "",
             "| " + " | ".join(title for _, title, _ in COLUMNS) + " |",
             "|" + "---|" * len(COLUMNS),
@@ -559,7 +560,6 @@ def report() -> None:
             ]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
-    (RESULTS / "ledger_depth.md").write_text("\n".join([*lines, NOTES]))
     figure, axes = plt.subplots(1, 3, figsize=(15, 4.5))
     panels = [
         ("ledger_events_per_release", "ledger events per release"),
@@ -577,20 +577,45 @@ def report() -> None:
         axis.grid(True, which="both", alpha=0.3)
         axis.legend()
     figure.tight_layout()
-    figure.savefig(RESULTS / "ledger_depth.png", dpi=100)
+    return "\n".join([*lines, NOTES]), figure
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.ledger_depth", description=__doc__)
+    parser.add_argument("--depths", default="10" if quick() else "10,100,1000,10000")
+    parser.add_argument("--releases", type=int, default=2 if quick() else 20)
+    parser.add_argument("--label", default="after" if COMPUTED else "before")
+    args = parser.parse_args(argv)
+    record = Report(
+        "ledger_depth",
+        "GPU ledger: cost of a release by depth of the line",
+        f"python -m bench.ledger_depth --depths {args.depths} --releases {args.releases} "
+        f"--label {args.label}",
+    )
+    measured = asyncio.run(
+        main_async([int(d) for d in args.depths.split(",")], args.releases, args.label)
+    )
+    folder = results_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"ledger_depth-{args.label}.json").write_text(json.dumps(measured, indent=2))
+    deepest = measured["rows"][-1]
+    depth = f"{deepest['depth']:,} waiting"
+    record.add(
+        Headline("events_per_release", f"ledger events per release, {depth}",
+                 deepest["ledger_events_per_release"]),
+        Headline("release_to_admitted_p99_ms", f"release -> admitted p99 (with a burst), {depth}",
+                 round(deepest["release_to_admitted_p99"] * 1000), "ms"),
+        Headline("longest_task_ms", f"longest ledger task, {depth}",
+                 round(deepest["longest_ledger_task_seconds"] * 1000), "ms", "< 2000 ms",
+                 deepest["longest_ledger_task_seconds"] < 2.0),
+        Headline("deadlock_warnings", "deadlock warnings (TMPRL1101)",
+                 deepest["deadlock_warnings"], "", "0", deepest["deadlock_warnings"] == 0),
+    )  # fmt: skip
+    record.figures = measured
+    record.body, figure = summary(args.label)
+    publish(record, figure)
+    return 0
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--depths", default="10,100,1000,10000")
-    parser.add_argument("--releases", type=int, default=20)
-    parser.add_argument("--label", default="after" if COMPUTED else "before")
-    parser.add_argument("--report", action="store_true", help="only write the summary and plot")
-    args = parser.parse_args()
-    if not args.report:
-        measured = asyncio.run(
-            main([int(d) for d in args.depths.split(",")], args.releases, args.label)
-        )
-        RESULTS.mkdir(exist_ok=True)
-        (RESULTS / f"ledger_depth-{args.label}.json").write_text(json.dumps(measured, indent=2))
-    report()
+    sys.exit(main())

@@ -1,6 +1,6 @@
 """Benchmark of the sim's Kubernetes API emulator: requests/s over real HTTPS, watch fan-out, memory.
 
-Run: `python -m bench.sim_apiserver` (or `make bench`). Everything is on loopback and every loop is
+Run: `python -m bench.sim_apiserver` (`make bench` runs it). Everything is on loopback and every loop is
 bounded (by count and by time). One emulated cluster serves the request benchmarks; the client is
 one keep-alive aiohttp session in a separate process (as Colony would be), so client and
 server do not share the GIL.
@@ -9,6 +9,7 @@ while the store emits changes. Memory is the RSS growth (from /proc/self/status)
 clusters (store + HTTPS server) with 100 nodes and 1,000 pods each, populated through the store.
 
 Targets (from the sim's brief): well over 1,000 simple requests/s; under 300 MB for the 10 clusters.
+Writes `bench/results/sim_apiserver.{json,md}` (`bench.record`); `BENCH_QUICK=1` runs it small.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Any
 
 import aiohttp
 
+from bench.record import Headline, Report, progress, publish, quick, scale
 from sim.apiserver.auth import CertificateAuthority
 from sim.apiserver.registry import CONFIGMAPS, NODES, PODS
 from sim.apiserver.server import ClusterServer
@@ -269,6 +271,12 @@ async def memory_of_children(
 
 
 async def main_async(args: argparse.Namespace) -> int:
+    record = Report(
+        "sim_apiserver",
+        "The sim's Kubernetes API emulator: requests per second, watch fan-out, memory",
+        "python -m bench.sim_apiserver "
+        f"--requests {args.requests} --seconds {args.seconds:g} --in-flight {args.in_flight}",
+    )
     ca = CertificateAuthority()
     store = ClusterStore("bench")
     populate(store, 100, 1000)
@@ -292,16 +300,15 @@ async def main_async(args: argparse.Namespace) -> int:
         os.unlink(ca_file)
     grown, seconds = await memory_of_children(ca, args.clusters, args.nodes, args.pods)
 
-    print("SIMULATOR benchmark: sim/apiserver over HTTPS on loopback, one keep-alive client")
-    print(f"{'operation':<48} {'count':>8} {'seconds':>8} {'rate':>12}")
-    print("-" * 80)
-    for row in rows:
-        print(f"{row.name:<48} {row.count:>8} {row.seconds:>8.2f} {row.rate:>9.0f} {row.unit}")
-    print("-" * 80)
-    print(
-        f"memory: {args.clusters} child clusters x ({args.nodes} nodes + {args.pods} pods), "
-        f"populated in {seconds:.1f}s: RSS +{grown:.0f} MB (target < {TARGET_MEMORY_MB:.0f} MB)"
-    )
+    table = [
+        "| operation | count | seconds | rate |",
+        "|---|---|---|---|",
+        *(
+            f"| {row.name} | {row.count} | {row.seconds:.2f} | {row.rate:,.0f} {row.unit} |"
+            for row in rows
+        ),
+    ]
+    progress("\n".join(table))
     for label, in_flight in (("one at a time", False), (f"{args.in_flight} in flight", True)):
         simple = [
             r
@@ -311,12 +318,47 @@ async def main_async(args: argparse.Namespace) -> int:
             and ("in flight" in r.name) == in_flight
         ]
         slowest = min(r.rate for r in simple)
-        verdict = "OK" if slowest > TARGET_RPS else "BELOW TARGET"
-        print(
-            f"simple requests, {label}: slowest {slowest:.0f} req/s "
-            f"(target > {TARGET_RPS:.0f}): {verdict}"
+        record.add(
+            Headline(
+                "slowest_simple_rps" + ("_in_flight" if in_flight else ""),
+                f"slowest simple request (GET, PATCH), {label}",
+                round(slowest),
+                "req/s",
+                f"> {TARGET_RPS:.0f} req/s",
+                slowest > TARGET_RPS,
+            )
         )
-    print(f"memory: {'OK' if grown < TARGET_MEMORY_MB else 'OVER TARGET'}")
+    watch = next(r for r in rows if r.unit == "events/s")
+    record.add(
+        Headline("watch_events_per_second", watch.name, round(watch.rate), "events/s"),
+        Headline(
+            "memory_mb",
+            f"RSS growth of {args.clusters} child clusters x ({args.nodes} nodes + {args.pods} pods)",
+            round(grown, 1),
+            "MB",
+            f"< {TARGET_MEMORY_MB:.0f} MB",
+            grown < TARGET_MEMORY_MB,
+        ),
+    )
+    record.figures = {
+        "rows": [{**vars(row), "rate": round(row.rate, 1)} for row in rows],
+        "memory_mb": round(grown, 1),
+        "populate_seconds": round(seconds, 2),
+    }
+    record.body = "\n".join(
+        [
+            "One emulated cluster (100 nodes, 1,000 pods) over HTTPS on loopback; the client is "
+            "one keep-alive aiohttp session in another process. One at a time measures latency "
+            "(the Python client is half of every round trip); several in flight measure what the "
+            "server sustains.",
+            "",
+            *table,
+            "",
+            f"Memory: {args.clusters} child clusters (store and HTTPS server) populated in "
+            f"{seconds:.1f} s grew the RSS by {grown:.0f} MB.",
+        ]
+    )
+    publish(record)
     return 0
 
 
@@ -338,16 +380,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--client", nargs=3, metavar=("URL", "TOKEN", "CA_FILE"), help=argparse.SUPPRESS
     )
-    parser.add_argument("--requests", type=int, default=3000, help="max requests per operation")
-    parser.add_argument("--seconds", type=float, default=3.0, help="max seconds per operation")
+    parser.add_argument(
+        "--requests", type=int, default=scale(3000, 200), help="max requests per operation"
+    )
+    parser.add_argument(
+        "--seconds", type=float, default=0.5 if quick() else 3.0, help="max seconds per operation"
+    )
     parser.add_argument(
         "--in-flight", type=int, default=8, help="requests outstanding in the concurrent pass"
     )
-    parser.add_argument("--watchers", type=int, default=50)
-    parser.add_argument("--events", type=int, default=200)
-    parser.add_argument("--clusters", type=int, default=10)
-    parser.add_argument("--nodes", type=int, default=100)
-    parser.add_argument("--pods", type=int, default=1000)
+    parser.add_argument("--watchers", type=int, default=scale(50, 5))
+    parser.add_argument("--events", type=int, default=scale(200, 20))
+    parser.add_argument("--clusters", type=int, default=scale(10, 2))
+    parser.add_argument("--nodes", type=int, default=scale(100, 10))
+    parser.add_argument("--pods", type=int, default=scale(1000, 100))
     return parser.parse_args(argv)
 
 

@@ -1,4 +1,5 @@
-"""A private Colony stack for the CLI benchmarks: Temporal dev server, the sim and the worker.
+"""A private Colony stack for the benchmarks: Temporal dev server, the sim, the worker(s), and on
+request the watcher and the HTTP API.
 
 Each benchmark run starts its own stack as child processes on free loopback ports, with its state
 in a temporary directory, so a run never disturbs (or is disturbed by) a `make run` on this
@@ -6,7 +7,13 @@ machine, and `colonyctl` is measured exactly as a user runs it: a separate proce
 console script. `existing_stack()` uses the environment as it is instead (a stack `make run`
 started), for a run against something already up.
 
-Used by `bench/cli_exit.py`, `bench/kubectl_token.py` and `bench/cli_startup.py`.
+Besides starting and stopping, the stack answers what the benchmarks measure about it: each
+process's CPU seconds and resident memory (`Stack.usage`, from /proc), and the Kubernetes API
+requests every simulated cluster answered (`Stack.sim_requests`, the sim's `/sim/v1/requests`).
+The benchmarks that need more hosts than the sim's default inventory give `bench/inventory.yaml`.
+
+Used by every benchmark that runs Colony (`bench/*.py` but `sim_apiserver`, `cli_startup` and
+`ledger_depth`).
 """
 
 from __future__ import annotations
@@ -21,15 +28,22 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
+
+from workflows.search_attributes import ALL as COLONY_SEARCH_ATTRIBUTES
+
 VENV_BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[1]
+INVENTORY = Path(__file__).parent / "inventory.yaml"
+"""200 CPU hosts of 128 cores in location `bench1` (and 8 H100 hosts in `fra1`)."""
 STARTUP_DEADLINE_SECONDS = 60.0
-SEARCH_ATTRIBUTES = ("ColonyKind", "ColonyCluster", "ColonyOrganization", "ColonyPhase")
+SEARCH_ATTRIBUTES = tuple(key.name for key in COLONY_SEARCH_ATTRIBUTES)
 """Registered on the dev server as Keyword, as `make run` does (workflows/search_attributes.py)."""
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def colonyctl() -> str:
@@ -57,6 +71,25 @@ def wait_until(what: str, ready: Callable[[], bool]) -> None:
         time.sleep(0.1)
 
 
+@dataclass(frozen=True)
+class Usage:
+    """What a process has used so far."""
+
+    cpu_seconds: float
+    rss_mb: float
+
+
+def usage_of(pid: int) -> Usage:
+    """CPU seconds (user + system) and resident memory of a running process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    rss_kb = 0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            rss_kb = int(line.split()[1])
+    return Usage(cpu_seconds=ticks / CLOCK_TICKS, rss_mb=rss_kb / 1024)
+
+
 @dataclass
 class Stack:
     """What a benchmark needs: `colonyctl`'s environment and a scratch directory."""
@@ -64,7 +97,39 @@ class Stack:
     env: dict[str, str]
     workdir: Path
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
-    """The private stack's children by name (`worker`, `watcher`), to stop one on purpose."""
+    """The private stack's children by name (`temporal`, `sim`, `worker`, `worker-2`,
+    `watcher`, `api`, `api-2`), to measure or stop one on purpose."""
+    api_urls: list[str] = field(default_factory=list)
+    """The HTTP API replicas' base URLs (`private_stack(api=N)`, `start_api`)."""
+    children: _Children | None = None
+    """Who stops the private stack's processes (None for `existing_stack`)."""
+
+    def spawn(self, name: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        """Start one more process of the stack, logging to `<workdir>/<name>.log`, stopped with
+        the stack."""
+        if self.children is None:
+            raise RuntimeError("only a private stack starts processes")
+        self.processes[name] = self.children.start(name, argv, env)
+        return self.processes[name]
+
+    def usage(self) -> dict[str, Usage]:
+        """Each running process's CPU seconds and memory so far, by name (and this process's,
+        the benchmark's own client, as `bench`)."""
+        found = {"bench": usage_of(os.getpid())}
+        for name, process in self.processes.items():
+            if process.poll() is None:
+                with contextlib.suppress(OSError):
+                    found[name] = usage_of(process.pid)
+        return found
+
+    def sim_requests(self) -> dict[str, dict[str, int]]:
+        """Every simulated cluster's Kubernetes API requests so far (`GET /sim/v1/requests`)."""
+        world = json.loads((self.workdir / "sim" / "world.json").read_text())
+        url = world["management"]["url"] + world["requestsPath"]
+        answer = httpx.get(url, verify=str(self.workdir / "sim" / "ca.crt"), timeout=30)
+        answer.raise_for_status()
+        counts: dict[str, dict[str, int]] = answer.json()
+        return counts
 
     def ctl(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
         """Run `colonyctl ARGS` as a user would; the completed process, whatever its exit."""
@@ -117,10 +182,48 @@ class _Children:
                 child.kill()
 
 
+def requests_grown(
+    before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]
+) -> dict[str, dict[str, int]]:
+    """Requests per cluster and `<verb> <resource>` made between two `Stack.sim_requests()`."""
+    grown: dict[str, dict[str, int]] = {}
+    for cluster, counts in after.items():
+        earlier = before.get(cluster, {})
+        changed = {k: n - earlier.get(k, 0) for k, n in counts.items() if n > earlier.get(k, 0)}
+        if changed:
+            grown[cluster] = changed
+    return grown
+
+
+def api_env(stack: Stack, port: int) -> dict[str, str]:
+    """An API replica's environment: its port, no rate limit (the benchmark is the only caller)."""
+    return {**stack.env, "COLONY_API_PORT": str(port), "COLONY_API_RATE": "0"}
+
+
+def start_api(stack: Stack, name: str = "api") -> str:
+    """Start one HTTP API replica (`python -m api`) of the stack; its base URL."""
+    port = free_port()
+    stack.spawn(name, [sys.executable, "-m", "api"], api_env(stack, port))
+    wait_until(f"the API ({name})", lambda: port_open(port))
+    url = f"http://127.0.0.1:{port}"
+    stack.api_urls.append(url)
+    return url
+
+
 @contextlib.contextmanager
-def private_stack(*, watcher: bool = False, sim_timing: list[str] | None = None) -> Iterator[Stack]:
+def private_stack(
+    *,
+    watcher: bool = False,
+    sim_timing: list[str] | None = None,
+    inventory: Path | None = None,
+    workers: int = 1,
+    worker_argv: Sequence[str] = ("worker.py",),
+    api: int = 0,
+) -> Iterator[Stack]:
     """Start a dev server, the sim (instant timing, unless `sim_timing` gives its flags, e.g.
-    `["--time-scale", "1"]`), the worker (and the watcher); stop them all on exit."""
+    `["--time-scale", "1"]`; its default inventory unless `inventory` names one), `workers`
+    worker processes (`python worker.py`, or `python <worker_argv>`), the watcher on request and
+    `api` HTTP API replicas; stop them all on exit."""
     with tempfile.TemporaryDirectory(prefix="colony-bench-") as scratch:
         workdir = Path(scratch)
         children = _Children(workdir)
@@ -134,12 +237,13 @@ def private_stack(*, watcher: bool = False, sim_timing: list[str] | None = None)
             for key in SEARCH_ATTRIBUTES:
                 temporal += ["--search-attribute", f"{key}=Keyword"]
             base_env = {k: v for k, v in os.environ.items() if not k.startswith("COLONY_")}
-            children.start("temporal", temporal, base_env)
+            processes = {"temporal": children.start("temporal", temporal, base_env)}
             sim_dir = workdir / "sim"
-            children.start(
+            processes["sim"] = children.start(
                 "sim",
                 [sys.executable, "-m", "sim", "--state-dir", str(sim_dir),
                  *(sim_timing if sim_timing is not None else ["--instant"]),
+                 *(["--inventory", str(inventory)] if inventory is not None else []),
                  "--log-level", "WARNING"],
                 base_env,
             )  # fmt: skip
@@ -156,12 +260,17 @@ def private_stack(*, watcher: bool = False, sim_timing: list[str] | None = None)
                 "COLONY_CACHE_DIR": str(workdir / "cache"),
                 "HOME": str(workdir),
             }
-            processes = {"worker": children.start("worker", [sys.executable, "worker.py"], env)}
+            for number in range(1, workers + 1):
+                name = "worker" if number == 1 else f"worker-{number}"
+                processes[name] = children.start(name, [sys.executable, *worker_argv], env)
             if watcher:
                 processes["watcher"] = children.start(
                     "watcher", [sys.executable, "watcher.py"], env
                 )
-            yield Stack(env=env, workdir=workdir, processes=processes)
+            stack = Stack(env=env, workdir=workdir, processes=processes, children=children)
+            for number in range(1, api + 1):
+                start_api(stack, "api" if number == 1 else f"api-{number}")
+            yield stack
         finally:
             children.stop()
 
@@ -175,6 +284,11 @@ def existing_stack() -> Iterator[Stack]:
 
 def stack(existing: bool) -> contextlib.AbstractContextManager[Stack]:
     return existing_stack() if existing else private_stack()
+
+
+def wait_for_catalog(stack: Stack) -> None:
+    """Until the worker has published the shipped workspace classes (`colonyctl class list`)."""
+    wait_until("the workspace class catalog", lambda: stack.ctl("class", "list").returncode == 0)
 
 
 def describe(stack: Stack) -> str:

@@ -1,25 +1,34 @@
-"""How long a GPU release takes to reach the next waiting workspace, and what one workspace's whole
-life costs its history.
+"""Wake-up under a deep queue: how long a GPU release takes to reach the next waiting workspace,
+with the watcher and with the workflows' own fallback alone, and what it costs the ledger.
 
-`python -m bench.workspace_admission [--releases N] [--depth K] [--sim-timing default]` starts a
-private stack (`bench.stack`: dev server, the sim with instant timing, or its default timing with
-`--sim-timing default`, `worker.py` as its own process), creates
-a cluster with one H100 node (8 GPUs), and deploys SSH dev boxes that each ask for all 8 GPUs: one
-runs, the next K wait in line. Then N times: delete the running one (`delete` update), wait until
-the first in line runs, deploy one more at the back of the line. Workspaces are driven through
-`starter.workspace_client`, the functions `colonyctl` calls, from this process.
+`python -m bench.workspace_admission [--releases 100] [--depth 50] [--ledger-run-events 1000]`
+starts a private stack twice (`bench.stack`: dev server, the sim with instant timing, `worker.py`
+as its own process; the first time with `watcher.py` too, the second without), creates a cluster
+with one H100 node (8 GPUs), and deploys SSH dev boxes that each ask for all 8 GPUs: one runs (the
+cluster is full), the next K wait in line. Then N times: delete the running one (`delete`
+update), wait until the first in line runs, deploy one more at the back, so the line stays K
+deep. Workspaces are driven through `starter.clients.workspaces`, the functions `colonyctl` calls.
+
+The cluster's ledger (`capacity/<cluster>`) is started by the benchmark before the first
+workspace, with its continue-as-new threshold at `--ledger-run-events` (default 1,000, where
+Colony's is 4,000) so that the run crosses several continue-as-new boundaries and shows how they
+bound the ledger's history: each run's length, the state carried across, and admissions across a
+boundary.
 
 Figures, from the workflows' histories (server timestamps, so the benchmark's own polling does not
 count):
 
-- release -> admitted: from the ledger's (`capacity/<cluster>`) receipt of the deleted workspace's
-  `release` signal to the next workspace's receipt of its `capacity_answer` admitted; what a
-  release costs Colony, signal to signal through the ledger.
+- release -> admitted: from the ledger's receipt of the deleted workspace's `release` signal to
+  the next workspace's receipt of its `capacity_answer` admitted (p50, p99, max; aim: p99 under
+  1 s; the exalsius operator requeues every 15 s);
 - delete -> admitted: from the delete update being accepted by the running workspace's workflow
-  to the same admission; includes what comes first: routes, and the ServiceSet's removal (the
-  release uninstalled, seen as a watch event); the values Secret and the namespace follow it.
-- history events of one workspace's whole life (deploy -> Running -> delete), for the first one
-  (admitted at once) and for one that waited K releases in line.
+  to the same admission; includes the uninstall (routes, ServiceSet, namespace) that comes first;
+- the ledger's events per release (its whole history over the run, divided by the releases: each
+  release is also one new request at the back), its runs and the longest;
+- history events of one workspace's whole life (deploy -> Running -> delete), for one admitted at
+  once and for one that waited K releases in line.
+
+Results in `bench/results/workspace_admission.{json,md,png}` (`bench.record`).
 """
 
 from __future__ import annotations
@@ -27,7 +36,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import sys
 import time
 from datetime import datetime
@@ -37,12 +45,17 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from activities.settings import ColonySettings
+from bench.record import Headline, Report, distribution, progress, publish, pyplot, scale
 from bench.stack import Stack, describe, private_stack
+from infra.config import ColonySettings
 from models.identity import capacity_workflow_id
 from models.workspace import WorkspacePhase, WorkspaceSpec
+from models.workspace_api import CapacityLedgerInput
+from models.workspace_class import WorkspaceClassSpec
 from models.workspace_operations import DeleteWorkspaceRequest
-from starter import workspace_client as spaces
+from starter.clients.classes import TemporalClasses
+from starter.clients.temporal import TemporalSession
+from starter.clients.workspaces import TemporalWorkspaces, prepare_workspace
 from starter.errors import NotFoundError, UnavailableError
 from workflows.capacity.contract import CAPACITY
 from workflows.workspace.contract import WORKSPACE
@@ -52,9 +65,8 @@ CLASS = "colony-devbox-1-0-0"
 GPUS = 8
 """A whole H100 host: one workspace at a time, every other one waits."""
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl bench"
-POLL = 0.02
 SIM_TIMINGS = {"instant": ["--instant"], "default": ["--time-scale", "1"]}
-"""The sim's flags for each `--sim-timing`."""
+POLL = 0.02
 
 
 def spec(index: int) -> WorkspaceSpec:
@@ -69,16 +81,16 @@ def spec(index: int) -> WorkspaceSpec:
     )
 
 
-async def phase(temporal: Client, name: str) -> WorkspacePhase | None:
-    status = await spaces.read_workspace(temporal, name)
+async def phase(spaces: TemporalWorkspaces, name: str) -> WorkspacePhase | None:
+    status = await spaces.read(name)
     return status.phase if status else None
 
 
 async def until_phase(
-    temporal: Client, name: str, wanted: set[WorkspacePhase], timeout: float = 120
+    spaces: TemporalWorkspaces, name: str, wanted: set[WorkspacePhase], timeout: float = 120
 ) -> None:
     deadline = time.monotonic() + timeout
-    while (current := await phase(temporal, name)) not in wanted:
+    while (current := await phase(spaces, name)) not in wanted:
         if current is WorkspacePhase.FAILED or time.monotonic() > deadline:
             raise RuntimeError(f"{name} is {current}, not {sorted(wanted)}")
         await asyncio.sleep(POLL)
@@ -146,18 +158,6 @@ def delete_accepted_at(history: WorkflowHistory) -> datetime | None:
     return None
 
 
-def percentiles(samples: list[float]) -> dict[str, float]:
-    ordered = sorted(samples)
-    cuts = statistics.quantiles(ordered, n=100, method="inclusive")
-    return {
-        "n": len(ordered),
-        "p50_ms": round(statistics.median(ordered) * 1000, 1),
-        "p99_ms": round(cuts[98] * 1000, 1),
-        "max_ms": round(ordered[-1] * 1000, 1),
-        "min_ms": round(ordered[0] * 1000, 1),
-    }
-
-
 def event_counts(history: WorkflowHistory) -> dict[str, int]:
     counts: dict[str, int] = {}
     for event in history.events:
@@ -166,49 +166,62 @@ def event_counts(history: WorkflowHistory) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda item: -item[1]))
 
 
-async def measure(stack: Stack, releases: int, depth: int) -> dict[str, Any]:
-    settings = ColonySettings.from_env(stack.env)
-    temporal = await Client.connect(
-        **settings.temporal_connect, data_converter=pydantic_data_converter
-    )
+async def published_class(classes: TemporalClasses) -> WorkspaceClassSpec:
+    """The bench's class, once the worker's catalog has published it (within a minute)."""
     deadline = time.monotonic() + 60
     while True:
         try:
-            devbox = await spaces.get_class(temporal, CLASS)
-            break
+            return await classes.get(CLASS)
         except (UnavailableError, NotFoundError):
             if time.monotonic() > deadline:
                 raise
             await asyncio.sleep(0.2)
+
+
+async def measure(
+    stack: Stack, releases: int, depth: int, ledger_run_events: int
+) -> dict[str, Any]:
+    settings = ColonySettings.from_env(stack.env)
+    temporal = await Client.connect(
+        **settings.temporal_connect, data_converter=pydantic_data_converter
+    )
+    session = TemporalSession.of_client(temporal, settings)
+    spaces = TemporalWorkspaces(session)
+    devbox = await published_class(TemporalClasses(session))
     stack.create_cluster(CLUSTER)
+    # The ledger, before any workspace starts it, with the run length this benchmark shows.
+    await temporal.start_workflow(
+        CAPACITY.workflow_type,
+        CapacityLedgerInput(cluster=CLUSTER, continue_as_new_events=ledger_run_events),
+        id=capacity_workflow_id(CLUSTER),
+        task_queue=settings.task_queue,
+    )
 
     deployed = 0
 
     async def deploy_next() -> None:
         nonlocal deployed
-        prepared = spaces.prepare_workspace(spec(deployed), devbox)
-        await spaces.start_workspace(temporal, settings, prepared, workspace_class=devbox)
+        prepared = prepare_workspace(spec(deployed), devbox)
+        await spaces.start(prepared, workspace_class=devbox)
         deployed += 1
 
     started = time.monotonic()
     await deploy_next()
-    await until_phase(temporal, spec(0).name, {WorkspacePhase.RUNNING})
+    await until_phase(spaces, spec(0).name, {WorkspacePhase.RUNNING})
     for _ in range(depth):
         await deploy_next()
-        await until_phase(temporal, spec(deployed - 1).name, {WorkspacePhase.WAITING})
+        await until_phase(spaces, spec(deployed - 1).name, {WorkspacePhase.WAITING})
     for index in range(releases):
         running, first_in_line = spec(index).name, spec(index + 1).name
-        await spaces.send(
-            temporal, running, WORKSPACE.delete.name, DeleteWorkspaceRequest(reason="bench")
-        )
-        await until_phase(temporal, first_in_line, {WorkspacePhase.RUNNING})
+        await spaces.send(running, DeleteWorkspaceRequest(reason="bench"))
+        await until_phase(spaces, first_in_line, {WorkspacePhase.RUNNING})
         await deploy_next()
         if (index + 1) % 10 == 0:
-            print(f"{index + 1}/{releases} releases", file=sys.stderr, flush=True)
+            progress(f"{index + 1}/{releases} releases")
     elapsed = time.monotonic() - started
     # Every deleted workspace's workflow has ended before its history is read whole.
     for index in range(releases):
-        await until_phase(temporal, spec(index).name, {WorkspacePhase.DELETED})
+        await until_phase(spaces, spec(index).name, {WorkspacePhase.DELETED})
 
     ledger = await histories(temporal, capacity_workflow_id(CLUSTER))
     released = releases_received(ledger)
@@ -227,15 +240,21 @@ async def measure(stack: Stack, releases: int, depth: int) -> dict[str, Any]:
         signal_to_signal.append((admitted - released[name]).total_seconds())
         delete_to_admitted.append((admitted - accepted).total_seconds())
     waited = lives[min(depth, releases - 1)]
+    runs = [len(h.events) for h in ledger]
     return {
         "stack": json.loads(describe(stack)),
         "releases": releases,
         "queue_depth": depth,
         "wall_seconds": round(elapsed, 1),
-        "release_to_admitted": percentiles(signal_to_signal),
-        "delete_to_admitted": percentiles(delete_to_admitted),
+        "release_to_admitted": distribution(signal_to_signal),
+        "delete_to_admitted": distribution(delete_to_admitted),
+        "release_to_admitted_samples": signal_to_signal,
+        "ledger_run_events": ledger_run_events,
         "ledger_runs": len(ledger),
-        "ledger_events": sum(len(h.events) for h in ledger),
+        "ledger_events": sum(runs),
+        "ledger_events_by_run": runs,
+        "ledger_events_per_release": round(sum(runs) / releases, 1),
+        "ledger_carried_bytes": carried_bytes(ledger),
         "life_admitted_at_once": {
             "workspace": spec(0).name,
             "events": len(lives[0].events),
@@ -250,12 +269,103 @@ async def measure(stack: Stack, releases: int, depth: int) -> dict[str, Any]:
     }
 
 
-def main() -> None:
+def carried_bytes(ledger: list[WorkflowHistory]) -> list[int]:
+    """The input each run after the first started with: the state continue-as-new carried."""
+    sizes = []
+    for history in ledger[1:]:
+        started = history.events[0].workflow_execution_started_event_attributes
+        sizes.append(sum(len(p.data) for p in started.input.payloads))
+    return sizes
+
+
+def report(found: dict[str, dict[str, Any]], record: Report) -> Any:
+    for label, run in found.items():
+        seen = run["release_to_admitted"]
+        key = label.split()[-1] if label.startswith("with") else label.split()[0]
+        record.add(
+            Headline(f"{key}_p50_ms", f"{label}: release -> admitted, p50", seen["p50_ms"], "ms"),
+            Headline(f"{key}_p99_ms", f"{label}: release -> admitted, p99", seen["p99_ms"], "ms",
+                     "< 1000 ms", seen["p99_ms"] < 1000),
+            Headline(f"{key}_max_ms", f"{label}: release -> admitted, max", seen["max_ms"], "ms"),
+        )  # fmt: skip
+    first = next(iter(found.values()))
+    record.add(
+        Headline("ledger_events_per_release", "ledger history events per release (and request)",
+                 first["ledger_events_per_release"]),
+        Headline("ledger_longest_run", "longest ledger run (events)",
+                 max(first["ledger_events_by_run"]), "", f"<= {first['ledger_run_events']} + a few",
+                 max(first["ledger_events_by_run"]) <= first["ledger_run_events"] + 50),
+    )  # fmt: skip
+    record.figures = found
+    rows = [
+        "| | release -> admitted p50 / p99 / max | delete -> admitted p50 / p99 / max | ledger "
+        "runs (events each) | carried state | a life admitted at once / after waiting |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, run in found.items():
+        r, d = run["release_to_admitted"], run["delete_to_admitted"]
+        rows.append(
+            f"| {label} | {r['p50_ms']:.0f} / {r['p99_ms']:.0f} / {r['max_ms']:.0f} ms | "
+            f"{d['p50_ms']:.0f} / {d['p99_ms']:.0f} / {d['max_ms']:.0f} ms | "
+            f"{run['ledger_runs']} ({', '.join(str(n) for n in run['ledger_events_by_run'])}) | "
+            f"{', '.join(f'{b:,} B' for b in run['ledger_carried_bytes']) or '-'} | "
+            f"{run['life_admitted_at_once']['events']} / {run['life_after_waiting']['events']} "
+            "events |"
+        )
+    per_release = first["ledger_events_per_release"]
+    record.body = "\n".join(
+        [
+            f"One 8-GPU node, dev boxes asking for all 8: one runs, {first['queue_depth']} wait; "
+            f"{first['releases']} releases by delete, each followed by one more deploy at the "
+            "back. The same run twice: with `watcher.py`, and without (the workflows' own "
+            "fallback alone).",
+            "",
+            *rows,
+            "",
+            "The watcher is not on this path: a release reaches the ledger as a signal from the "
+            "deleted workspace's workflow, and the admission reaches the next one as a signal "
+            "from the ledger; the uninstall before the release is waited on by an activity that "
+            "reads the ServiceSet itself. So both columns measure the same path, and the watcher "
+            "only adds `refresh` signals (ServiceSet changes) to the workspaces' histories.",
+            "",
+            f"**The ledger's history**: {per_release} events per release (each with a new request "
+            "at the back and one admission). The ledger continues as new between two messages "
+            f"once a run passes its threshold, here {first['ledger_run_events']:,} events "
+            "(Colony's default: 4,000, so a run holds about "
+            f"{4000 / per_release:,.0f} releases); the new run starts from the carried state: "
+            "the line (each request with its reply address) and the request ids seen, kept to "
+            "drop a repeated signal, at most the last 1,000 (`workflows.kit.engine.REQUEST_IDS_KEPT`). "
+            "So the carried state grows over the first runs as ids accumulate and stops there: "
+            "it is bounded by the line's depth plus 1,000 ids, not by the releases. Admissions "
+            "that crossed a boundary are among the samples above.",
+        ]
+    )
+    plt = pyplot()
+    figure, axis = plt.subplots(figsize=(8, 4.5))
+    for label, run in found.items():
+        ordered = sorted(x * 1000 for x in run["release_to_admitted_samples"])
+        axis.plot(ordered, [(i + 1) / len(ordered) for i in range(len(ordered))], label=label)
+    axis.axvline(1000, color="grey", linestyle="--", label="aim: p99 < 1 s")
+    axis.set_xscale("log")
+    axis.set_xlabel("release received by the ledger -> next workspace admitted (ms)")
+    axis.set_ylabel("fraction of releases")
+    axis.set_title(f"{first['releases']} releases, {first['queue_depth']} waiting")
+    axis.grid(alpha=0.3, which="both")
+    axis.legend()
+    return figure
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.workspace_admission", description=__doc__
     )
-    parser.add_argument("--releases", type=int, default=100)
-    parser.add_argument("--depth", type=int, default=5, help="workspaces waiting in line")
+    parser.add_argument("--releases", type=int, default=scale(100, 3))
+    parser.add_argument(
+        "--depth", type=int, default=scale(50, 2), help="workspaces waiting in line"
+    )
+    parser.add_argument(
+        "--ledger-run-events", type=int, default=1000, help="the ledger's continue-as-new threshold"
+    )
     parser.add_argument(
         "--sim-timing",
         choices=sorted(SIM_TIMINGS),
@@ -263,14 +373,26 @@ def main() -> None:
         help="the simulator's delays: none (instant), or its defaults (an uninstall takes 0.3 s, "
         "a pod's termination 0.5 s: sim/timing.py)",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.releases < 2 or args.depth < 1:
         parser.error("--releases must be at least 2 and --depth at least 1")
-    with private_stack(sim_timing=SIM_TIMINGS[args.sim_timing]) as stack:
-        result = asyncio.run(measure(stack, args.releases, args.depth))
-    result["sim_timing"] = args.sim_timing
-    print(json.dumps(result, indent=2))
+    record = Report(
+        "workspace_admission",
+        "Wake-up under a deep queue: a GPU release to the next admission",
+        f"python -m bench.workspace_admission --releases {args.releases} --depth {args.depth} "
+        f"--ledger-run-events {args.ledger_run_events} --sim-timing {args.sim_timing}",
+    )
+    found: dict[str, dict[str, Any]] = {}
+    for watcher in (True, False):
+        label = "with the watcher" if watcher else "fallback alone"
+        progress(f"--- {label}")
+        with private_stack(watcher=watcher, sim_timing=SIM_TIMINGS[args.sim_timing]) as stack:
+            found[label] = asyncio.run(
+                measure(stack, args.releases, args.depth, args.ledger_run_events)
+            )
+    publish(record, report(found, record))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

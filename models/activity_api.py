@@ -37,7 +37,6 @@ class ActivityName(StrEnum):
     # Management cluster (k0rdent, through the Kubernetes API).
     CHECK_CLUSTER_PREREQUISITES = "check_cluster_prerequisites"
     CREATE_CLUSTER_DEPLOYMENT = "create_cluster_deployment"
-    GET_CLUSTER_DEPLOYMENT_STATUS = "get_cluster_deployment_status"
     AWAIT_CLUSTER_DEPLOYMENT = "await_cluster_deployment"
     ADD_CLUSTER_MACHINES = "add_cluster_machines"
     REMOVE_CLUSTER_MACHINES = "remove_cluster_machines"
@@ -45,7 +44,6 @@ class ActivityName(StrEnum):
     WRITE_COLONY_KUBECONFIGS = "write_colony_kubeconfigs"
     # Child cluster (through the `<name>-kubeconfig` Secret, read inside the activity).
     LIST_NODES = "list_nodes"
-    LABEL_NODE = "label_node"
     CORDON_NODE = "cordon_node"
     UNCORDON_NODE = "uncordon_node"
     AWAIT_NODES = "await_nodes"
@@ -249,11 +247,6 @@ class CreateClusterDeploymentResult(ColonyModel):
     generation: int = 1
 
 
-class GetClusterDeploymentStatusRequest(ColonyModel):
-    namespace: str
-    name: str
-
-
 class GetClusterDeploymentStatusResult(ColonyModel):
     """A summary of the ClusterDeployment's status; `exists=False` once it is gone."""
 
@@ -368,20 +361,6 @@ class ListNodesRequest(ColonyModel):
 
 class ListNodesResult(ColonyModel):
     nodes: list[NodeInfo]
-
-
-class LabelNodeRequest(ColonyModel):
-    """Set labels and taints on a node (merge: other labels and taints are kept); idempotent."""
-
-    kubeconfig: KubeconfigRef
-    node_name: str
-    labels: dict[str, str]
-    taints: list[NodeTaint] = Field(default_factory=list)
-
-
-class LabelNodeResult(ColonyModel):
-    found: bool
-    """False when the node is gone."""
 
 
 class CordonNodeRequest(ColonyModel):
@@ -520,10 +499,17 @@ class DeleteNodeRequest(ColonyModel):
     wait_until: datetime | None = None
 
 
-class DeleteNodeResult(ColonyModel):
+class DeleteResult(ColonyModel):
+    """What a delete that may wait (`wait_until`) found: whether the object existed, and whether
+    it is gone."""
+
     existed: bool
     gone: bool = True
-    """False when the Node was still there at `wait_until`."""
+    """False when it was still there at `wait_until`."""
+
+
+class DeleteNodeResult(DeleteResult):
+    """The Node's delete."""
 
 
 # --- Host provider -------------------------------------------------------------------------------

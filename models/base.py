@@ -21,11 +21,18 @@ from __future__ import annotations
 
 import re
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any, TypeVar, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
@@ -33,6 +40,7 @@ USER_INPUT = "colony.user_input"
 """Validation-context key: set (by `user_input`) when the data comes from a user, not from history."""
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
+ValueT = TypeVar("ValueT")
 
 
 _WHOLE = re.compile(r"^[+-]?\d+$")
@@ -212,6 +220,27 @@ class ColonyModel(BaseModel):
             # Raised here, a ValidationError keeps its fields' locations under the model's own.
             raise ValidationError.from_exception_data(cls.__name__, wrong)
         return data
+
+
+def rule(problem: Callable[[ValueT], str | None]) -> AfterValidator:
+    """A field's rule, written once and attached with `Annotated[<type>, rule(problem)]`.
+
+    A value that `problem` finds fault with is refused with its message word for word (a
+    `PydanticCustomError`, whose type is the field's name; a `ValueError` would gain a "Value
+    error, " prefix), located at the field, so the refusal names it. None is never checked: an
+    optional field left unset breaks no rule.
+
+    Args:
+        problem: why a value breaks the rule, or None when it keeps it (`models.names`).
+    """
+
+    def check(value: ValueT | None, info: ValidationInfo) -> ValueT | None:
+        found = None if value is None else problem(value)
+        if found:
+            raise PydanticCustomError(info.field_name or "value", found)
+        return value
+
+    return AfterValidator(check)
 
 
 def refusal_at(

@@ -50,7 +50,7 @@ from array import array
 from collections import deque
 from collections.abc import Iterable
 from enum import StrEnum
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field, model_serializer, model_validator
 
@@ -231,7 +231,26 @@ class Reservation(ColonyModel):
     """The workflow that asked (answered when it is displaced, or admitted again)."""
 
 
-class WaitingRequest(ColonyModel):
+class _Row(ColonyModel):
+    """A model carried as an array of its fields' values in `ROW` order, not as an object: in the
+    ledger's carried state there are thousands of them, and their field names alone would be
+    most of it. New fields go at the end of `ROW`, so that the rows of old histories still read."""
+
+    ROW: ClassVar[tuple[str, ...]]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_row(cls, data: Any) -> Any:
+        if isinstance(data, list | tuple):
+            return dict(zip(cls.ROW, data, strict=False))
+        return data
+
+    @model_serializer(mode="plain")
+    def _as_row(self) -> list[Any]:
+        return [getattr(self, name) for name in self.ROW]
+
+
+class WaitingRequest(_Row):
     """A request waiting for GPUs, in the queue of its selector (`WaitingQueue`).
 
     Serialized as an array `[seq, request_id, workspace, replicas, gpus_per_replica, reply_to,
@@ -249,16 +268,30 @@ class WaitingRequest(ColonyModel):
     displaced: bool = False
     """True when it held GPUs and lost them (its node left the cluster)."""
 
-    @model_validator(mode="before")
-    @classmethod
-    def _from_row(cls, data: Any) -> Any:
-        if isinstance(data, list | tuple):
-            return dict(zip(_WAITING_ROW, data, strict=False))
-        return data
+    ROW: ClassVar[tuple[str, ...]] = (
+        "seq",
+        "request_id",
+        "workspace",
+        "replicas",
+        "gpus_per_replica",
+        "reply_to",
+        "displaced",
+    )
 
-    @model_serializer(mode="plain")
-    def _as_row(self) -> list[Any]:
-        return [getattr(self, name) for name in _WAITING_ROW]
+    @classmethod
+    def of(
+        cls, request: CapacityRequest, seq: int, reply_to: str, *, displaced: bool = False
+    ) -> WaitingRequest:
+        """`request` waiting with ticket `seq` (its selector is its queue's)."""
+        return cls(
+            seq=seq,
+            request_id=request.request_id,
+            workspace=request.workspace,
+            replicas=request.replicas,
+            gpus_per_replica=request.gpus_per_replica,
+            reply_to=reply_to,
+            displaced=displaced,
+        )
 
     def request(self, selector: GpuSelector) -> CapacityRequest:
         return CapacityRequest(
@@ -268,17 +301,6 @@ class WaitingRequest(ColonyModel):
             gpus_per_replica=self.gpus_per_replica,
             selector=selector,
         )
-
-
-_WAITING_ROW = (
-    "seq",
-    "request_id",
-    "workspace",
-    "replicas",
-    "gpus_per_replica",
-    "reply_to",
-    "displaced",
-)
 
 
 class WaitingQueue(ColonyModel):
@@ -343,7 +365,7 @@ class CapacityAnswer(ColonyModel):
         return list(dict.fromkeys(p.node for p in self.placements))
 
 
-class FinishedRequest(ColonyModel):
+class FinishedRequest(_Row):
     """A released or infeasible request, remembered for late duplicates (carried as an array
     `[request_id, workspace, decision, selector, message]`)."""
 
@@ -353,16 +375,18 @@ class FinishedRequest(ColonyModel):
     selector: str = "*"
     message: str = ""
 
-    @model_validator(mode="before")
-    @classmethod
-    def _from_row(cls, data: Any) -> Any:
-        if isinstance(data, list | tuple):
-            return dict(zip(_FINISHED_ROW, data, strict=False))
-        return data
+    ROW: ClassVar[tuple[str, ...]] = ("request_id", "workspace", "decision", "selector", "message")
 
-    @model_serializer(mode="plain")
-    def _as_row(self) -> list[Any]:
-        return [getattr(self, name) for name in _FINISHED_ROW]
+    @classmethod
+    def of(cls, request: CapacityRequest, decision: Decision, message: str) -> FinishedRequest:
+        """`request`, finished with `decision`."""
+        return cls(
+            request_id=request.request_id,
+            workspace=request.workspace,
+            decision=decision,
+            selector=request.selector.key,
+            message=message,
+        )
 
     def answer(self) -> CapacityAnswer:
         return CapacityAnswer(
@@ -372,9 +396,6 @@ class FinishedRequest(ColonyModel):
             selector=self.selector,
             message=self.message,
         )
-
-
-_FINISHED_ROW = ("request_id", "workspace", "decision", "selector", "message")
 
 
 class LedgerChanges(ColonyModel):
@@ -655,15 +676,7 @@ class CapacityLedger:
         self._supersede(request)
         problem = self._infeasible(request)
         if problem:
-            self._finish(
-                FinishedRequest(
-                    request_id=request.request_id,
-                    workspace=request.workspace,
-                    decision=Decision.INFEASIBLE,
-                    selector=request.selector.key,
-                    message=problem,
-                )
-            )
+            self._finish(FinishedRequest.of(request, Decision.INFEASIBLE, problem))
             answer = self.answer(request.request_id)
             assert answer is not None
             return RequestResult(answer=answer, changes=self._admit_waiting())
@@ -677,17 +690,7 @@ class CapacityLedger:
                 Reservation(request=request, seq=seq, placements=placements, reply_to=reply_to)
             )
         else:
-            self._enqueue(
-                WaitingRequest(
-                    seq=seq,
-                    request_id=request.request_id,
-                    workspace=request.workspace,
-                    replicas=request.replicas,
-                    gpus_per_replica=request.gpus_per_replica,
-                    reply_to=reply_to,
-                ),
-                request.selector,
-            )
+            self._enqueue(WaitingRequest.of(request, seq, reply_to), request.selector)
         changes = self._admit_waiting()
         current = self.answer(request.request_id)
         assert current is not None
@@ -743,15 +746,7 @@ class CapacityLedger:
         for reservation in displaced:
             request = reservation.request
             self._enqueue(
-                WaitingRequest(
-                    seq=reservation.seq,
-                    request_id=request.request_id,
-                    workspace=request.workspace,
-                    replicas=request.replicas,
-                    gpus_per_replica=request.gpus_per_replica,
-                    reply_to=reservation.reply_to,
-                    displaced=True,
-                ),
+                WaitingRequest.of(request, reservation.seq, reservation.reply_to, displaced=True),
                 request.selector,
             )
         changes = self._admit_waiting()
@@ -849,15 +844,7 @@ class CapacityLedger:
         else:
             waiting, selector = self._dequeue(request_id)
             request = waiting.request(selector)
-        self._finish(
-            FinishedRequest(
-                request_id=request.request_id,
-                workspace=request.workspace,
-                decision=Decision.RELEASED,
-                selector=request.selector.key,
-                message=reason,
-            )
-        )
+        self._finish(FinishedRequest.of(request, Decision.RELEASED, reason))
         answer = self.answer(request_id)
         assert answer is not None
         return answer

@@ -10,20 +10,25 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any, Self
+from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from models import identity
 from models.activity_api import Condition, DrainProgress, Host, KubeconfigRef
-from models.base import ColonyModel
+from models.base import ColonyModel, rule
 from models.capacity import GpuHolder
 from models.identity import DERIVED_MARK, Entity, colony_member_entry
-from models.names import domain_problem, name_problem
-from models.node_pool import NodePoolSpec, NodePoolStatus
+from models.names import ClusterName, OrganizationName, derived_mark_problem, domain_problem
+from models.node_pool import (
+    MAX_DRAIN_PARALLELISM,
+    MIN_DRAIN_PARALLELISM,
+    NodePoolSpec,
+    NodePoolStatus,
+)
 from models.operations import ContinueAsNewPolicy, Operation, OperationBook
-from models.ownership import Owner
+from models.ownership import EntitySpec
 
 MAX_CREATE_NODE_POOLS = 10
 """Up to 10 node pools in a create request, as the product documents."""
@@ -89,13 +94,20 @@ FREE_NODE_MESSAGE = (
 )
 
 
-class ClusterSpec(ColonyModel):
+def _gateway_domain_problem(domain: str) -> str | None:
+    # Empty: no gateway.
+    return domain_problem("tenantGatewayDomain", domain) if domain else None
+
+
+class ClusterSpec(EntitySpec):
     """A create request: `{"name": "training", "locationId": "...", "nodePools": [...]}`."""
 
-    name: str
+    entity: ClassVar[Entity] = Entity.CLUSTER
+
+    name: ClusterName
     location_id: str
     node_pools: list[NodePoolSpec] = Field(default_factory=list)
-    organization: str = ""
+    organization: OrganizationName = ""
     """The organization that owns the cluster (set by the HTTP API from the caller's key); empty
     for clusters an operator manages through `colonyctl` and Temporal directly."""
     template: str = DEFAULT_TEMPLATE
@@ -104,7 +116,10 @@ class ClusterSpec(ColonyModel):
     ready_deadline: timedelta = DEFAULT_READY_DEADLINE
     join_deadline: timedelta = DEFAULT_JOIN_DEADLINE
     drain_deadline: timedelta = DEFAULT_DRAIN_DEADLINE
-    drain_parallelism: int = Field(default=DEFAULT_DRAIN_PARALLELISM, ge=1, le=20)
+    drain_parallelism: int = Field(
+        default=DEFAULT_DRAIN_PARALLELISM, ge=MIN_DRAIN_PARALLELISM, le=MAX_DRAIN_PARALLELISM
+    )
+    """Nodes drained at once by an operation whose pool and request do not say."""
     wait_for_capacity: bool = False
     """When the location has too few free hosts for a pool, wait for them (until the join
     deadline) instead of failing with HostsUnavailable."""
@@ -117,35 +132,11 @@ class ClusterSpec(ColonyModel):
     cluster_labels: dict[str, str] = Field(default_factory=dict)
     cluster_annotations: dict[str, str] = Field(default_factory=dict)
     """Labels and annotations put on the ClusterDeployment (exalsius `clusterLabels`/`...Annotations`)."""
-    tenant_gateway_domain: str = ""
+    tenant_gateway_domain: Annotated[str, rule(_gateway_domain_problem)] = ""
     """Attach the cluster to the tenant gateway of this domain (`dos-lab.example`): its
     ClusterDeployment gets the label `colony.dev/tenant-gateway-domain`, and its workspaces
     `https://<workspace>.<domain>` URLs and SSH/TCP ports on `<domain>`. Empty: no gateway, each
     endpoint is reached with `kubectl port-forward`."""
-
-    @field_validator("tenant_gateway_domain")
-    @classmethod
-    def _tenant_gateway_domain(cls, domain: str) -> str:
-        problem = domain_problem("tenantGatewayDomain", domain) if domain else None
-        if problem:
-            raise PydanticCustomError("tenant_gateway_domain", problem)
-        return domain
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, name: str) -> str:
-        problem = name_problem("cluster", name)
-        if problem:
-            raise PydanticCustomError("name", problem)
-        return name
-
-    @field_validator("organization")
-    @classmethod
-    def _organization(cls, organization: str) -> str:
-        problem = name_problem("organization", organization) if organization else None
-        if problem:
-            raise PydanticCustomError("organization", problem)
-        return organization
 
     @model_validator(mode="after")
     def _derived_mark(self) -> Self:
@@ -159,12 +150,8 @@ class ClusterSpec(ColonyModel):
                     f"cluster '{self.name}' of colony '{self.colony}' must be named "
                     f"'{self.colony}{DERIVED_MARK}<clusterName>'",
                 )
-        elif DERIVED_MARK in self.name:
-            raise PydanticCustomError(
-                "name",
-                f"cluster name '{self.name}' must not contain '{DERIVED_MARK}': Colony reserves it "
-                "for the names it derives (a colony's clusters are <colony>--<clusterName>)",
-            )
+        elif problem := derived_mark_problem("cluster", self.name):
+            raise PydanticCustomError("name", problem)
         return self
 
     @model_validator(mode="after")
@@ -212,18 +199,9 @@ class ClusterSpec(ColonyModel):
         return self
 
     @property
-    def workflow_id(self) -> str:
-        return cluster_workflow_id(self.name, self.organization)
-
-    @property
     def deployment_name(self) -> str:
         """The ClusterDeployment's name (and, with `-kubeconfig`, its kubeconfig Secret's)."""
         return cluster_deployment_name(self.name, self.organization)
-
-    @property
-    def owner(self) -> Owner:
-        """Whose the cluster's objects are: its workflow, its organization."""
-        return Owner(workflow_id=self.workflow_id, organization=self.organization)
 
 
 class ClusterPhase(StrEnum):

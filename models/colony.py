@@ -13,7 +13,6 @@ names are unique within an organization, so its id carries the organization as a
 
 from __future__ import annotations
 
-from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Literal
 
@@ -25,6 +24,7 @@ from models.identity import Entity
 from models.manifests import ColonySpec
 from models.operations import ContinueAsNewPolicy, OperationBook, OperationRecord
 from models.ownership import Owner
+from models.workspace import StatusCondition
 
 
 def colony_workflow_id(name: str, organization: str = "") -> str:
@@ -84,12 +84,8 @@ class ColonyClusterStatus(ColonyModel):
     gpus: list[GpuOffering] = Field(default_factory=list)
 
 
-class ColonyCondition(ColonyModel):
-    type: str
-    status: str
-    reason: str
-    message: str = ""
-    last_transition_time: datetime | None = None
+class ColonyCondition(StatusCondition):
+    """A condition of the colony (`ClustersReady`)."""
 
 
 class ApplyColonyRequest(ColonyModel):

@@ -32,16 +32,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import Field, ValidationError, model_validator
 
-from models.base import ColonyModel, refusal_at, user_input, user_rule
+from models.base import ColonyModel, refusal_at, rule, user_input, user_rule
 from models.cluster import DEFAULT_NAMESPACE, ClusterSpec
-from models.identity import DERIVED_MARK, colony_member_name
-from models.names import label_key_problem, label_value_problem, name_problem
+from models.identity import colony_member_name
+from models.names import OrganizationName, derived_mark_problem, labels_problem, name_problem
 from models.node_pool import NodePoolSpec
 from models.quantity import parse_go_duration
 from models.workspace import WorkspaceSpec
@@ -78,25 +77,17 @@ SUPPORTED: dict[tuple[str, str], ManifestKind] = {
 }
 
 
-def _fail(code: str, message: str) -> PydanticCustomError:
-    return PydanticCustomError(code, message)
+def _cluster_entry_problem(name: str) -> str | None:
+    return name_problem("cluster", name) or derived_mark_problem("cluster", name)
 
 
-def _derived_mark_problem(kind: str, name: str) -> str | None:
-    if DERIVED_MARK in name:
-        return (
-            f"{kind} name '{name}' must not contain '{DERIVED_MARK}': Colony reserves it for the "
-            "names it derives (a colony's clusters are <colony>--<clusterName>)"
-        )
-    return None
+def _colony_name_problem(name: str) -> str | None:
+    return dns_label_problem("colony", name) or derived_mark_problem("colony", name)
 
 
-def _labels_problem(labels: Mapping[str, str], what: str) -> str | None:
-    for key, value in labels.items():
-        problem = label_key_problem(key) or label_value_problem(key, value)
-        if problem:
-            return f"{what}: {problem}"
-    return None
+def _cluster_labels_problem(labels: Mapping[str, str]) -> str | None:
+    problem = labels_problem(labels)
+    return f"clusterLabels: {problem}" if problem else None
 
 
 # --- Pass-through and Colony shapes -------------------------------------------------------------
@@ -140,34 +131,38 @@ _SOURCE_KINDS = ("HelmRepository", "GitRepository", "Bucket")
 _CHART_REF_KINDS = ("OCIRepository", "HelmChart", "ExternalArtifact")
 
 
+def _exactly_one_problem(
+    field: str, value: Any, keys: tuple[str, str, str]
+) -> tuple[str, str] | None:
+    """(field, message) when `value` is not a map holding exactly one of the `keys`, or None."""
+    if not isinstance(value, Mapping):
+        return field, f"{field} must be a map"
+    given = [key for key in keys if value.get(key) is not None]
+    if not given:
+        return field, f"one of {keys[0]}, {keys[1]} or {keys[2]} must be set"
+    if len(given) > 1:
+        return field, (
+            f"{keys[0]}, {keys[1]} and {keys[2]} are mutually exclusive; got {', '.join(given)}"
+        )
+    return None
+
+
 def service_template_spec_problem(spec: Any) -> tuple[str, str] | None:
     """(field, message) of the first thing k0rdent's ServiceTemplate schema refuses, or None.
 
     The structural rules of k0rdent's CRD that decide whether a template can deploy anything:
     exactly one of helm, kustomize or resources; exactly one chart source; a chart and a source.
     """
-    if not isinstance(spec, Mapping):
-        return "spec", "spec must be a map"
-    sources = [key for key in ("helm", "kustomize", "resources") if spec.get(key) is not None]
-    if len(sources) != 1:
-        return "spec", (
-            "one of helm, kustomize or resources must be set"
-            if not sources
-            else f"helm, kustomize and resources are mutually exclusive; got {', '.join(sources)}"
-        )
+    problem = _exactly_one_problem("spec", spec, ("helm", "kustomize", "resources"))
+    if problem:
+        return problem
     helm = spec.get("helm")
     if helm is None:
         return None
-    if not isinstance(helm, Mapping):
-        return "spec.helm", "spec.helm must be a map"
-    charts = [key for key in ("chartSpec", "chartRef", "chartSource") if helm.get(key) is not None]
-    if len(charts) != 1:
-        return "spec.helm", (
-            "one of chartSpec, chartRef or chartSource must be set"
-            if not charts
-            else f"chartSpec, chartRef and chartSource are mutually exclusive; got {', '.join(charts)}"
-        )
-    if "chartSpec" in charts:
+    problem = _exactly_one_problem("spec.helm", helm, ("chartSpec", "chartRef", "chartSource"))
+    if problem:
+        return problem
+    if helm.get("chartSpec") is not None:
         chart_spec = helm["chartSpec"]
         if (
             not isinstance(chart_spec, Mapping)
@@ -197,7 +192,7 @@ def service_template_spec_problem(spec: Any) -> tuple[str, str] | None:
                 "spec.helm.chartSpec.sourceRef.kind",
                 f"kind must be one of {', '.join(_SOURCE_KINDS)}",
             )
-    if "chartRef" in charts:
+    if helm.get("chartRef") is not None:
         chart_ref = helm["chartRef"]
         if not isinstance(chart_ref, Mapping) or not chart_ref.get("name"):
             return "spec.helm.chartRef.name", "the referenced object's name is required"
@@ -209,31 +204,17 @@ def service_template_spec_problem(spec: Any) -> tuple[str, str] | None:
 class ColonyClusterSpec(ColonyModel):
     """One cluster of a Colony (an exalsius `spec.colonyClusters[]` entry, plus Colony's pools)."""
 
-    cluster_name: str
+    cluster_name: Annotated[str, rule(_cluster_entry_problem)]
     cluster_deployment_spec: dict[str, Any] = Field(default_factory=dict)
     """A k0rdent ClusterDeployment spec (template, credential, config), as exalsius stores it."""
-    cluster_labels: dict[str, str] = Field(default_factory=dict)
+    cluster_labels: Annotated[dict[str, str], rule(_cluster_labels_problem)] = Field(
+        default_factory=dict
+    )
     cluster_annotations: dict[str, str] = Field(default_factory=dict)
     location_id: str | None = None
     """Colony: where its hosts are claimed (with `nodePools`)."""
     node_pools: list[NodePoolSpec] = Field(default_factory=list)
     """Colony: whole hosts per pool, claimed from the host provider."""
-
-    @field_validator("cluster_name")
-    @classmethod
-    def _name(cls, name: str) -> str:
-        problem = name_problem("cluster", name) or _derived_mark_problem("cluster", name)
-        if problem:
-            raise _fail("cluster_name", problem)
-        return name
-
-    @field_validator("cluster_labels")
-    @classmethod
-    def _labels(cls, labels: dict[str, str]) -> dict[str, str]:
-        problem = _labels_problem(labels, "clusterLabels")
-        if problem:
-            raise _fail("cluster_labels", problem)
-        return labels
 
     @model_validator(mode="after")
     def _something_to_build(self) -> ColonyClusterSpec:
@@ -296,55 +277,35 @@ def colony_cluster_name(colony: str, entry: str) -> str:
 class ColonySpec(ColonyModel):
     """A group of clusters (the exalsius `Colony`): each entry becomes one cluster."""
 
-    name: str
+    name: Annotated[str, rule(_colony_name_problem)]
     namespace: str = "default"
     colony_clusters: list[ColonyClusterSpec] = Field(default_factory=list)
-    organization: str = ""
+    organization: OrganizationName = ""
     """The organization that owns the colony and its clusters (set by the HTTP API from the
     caller's key); empty for colonies an operator applies through Temporal directly."""
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, name: str) -> str:
-        problem = dns_label_problem("colony", name) or _derived_mark_problem("colony", name)
-        if problem:
-            raise _fail("name", problem)
-        return name
-
-    @field_validator("organization")
-    @classmethod
-    def _organization(cls, organization: str) -> str:
-        problem = name_problem("organization", organization) if organization else None
-        if problem:
-            raise _fail("organization", problem)
-        return organization
 
     @model_validator(mode="after")
     def _clusters(self) -> ColonySpec:
         seen: set[str] = set()
         for index, cluster in enumerate(self.colony_clusters):
-            if cluster.cluster_name in seen:
-                raise refusal_at(
-                    type(self),
-                    ("colonyClusters", index, "clusterName"),
-                    "colony_clusters",
-                    f"cluster '{cluster.cluster_name}' is given twice",
-                    cluster.cluster_name,
-                )
-            seen.add(cluster.cluster_name)
-            # Checked here, not where the workflow makes it: a name too long must be refused
-            # before anything starts.
-            name = colony_cluster_name(self.name, cluster.cluster_name)
-            problem = name_problem("cluster", name)
+            problem = self._entry_problem(cluster.cluster_name, seen)
             if problem:
-                raise refusal_at(
-                    type(self),
-                    ("colonyClusters", index, "clusterName"),
-                    "cluster_name",
-                    f"{problem} (the colony's name, '--' and this one)",
-                    cluster.cluster_name,
-                )
+                code, message = problem
+                location = ("colonyClusters", index, "clusterName")
+                raise refusal_at(type(self), location, code, message, cluster.cluster_name)
+            seen.add(cluster.cluster_name)
         return self
+
+    def _entry_problem(self, entry: str, seen: set[str]) -> tuple[str, str] | None:
+        """(error type, message) when an entry's clusterName cannot be taken, or None."""
+        if entry in seen:
+            return "colony_clusters", f"cluster '{entry}' is given twice"
+        # Checked here, not where the workflow makes it: a name too long must be refused
+        # before anything starts.
+        problem = name_problem("cluster", colony_cluster_name(self.name, entry))
+        if problem:
+            return "cluster_name", f"{problem} (the colony's name, '--' and this one)"
+        return None
 
 
 # --- The exalsius CRD shapes (strict: their fields only) ----------------------------------------
@@ -428,23 +389,44 @@ def _path(loc: tuple[int | str, ...], prefix: str, renames: Mapping[str, str]) -
     return text
 
 
-def _problems(
-    error: ValidationError,
-    index: int,
-    kind: str,
-    name: str,
-    prefix: str = "spec",
-    renames: Mapping[str, str] | None = None,
-) -> list[ManifestProblem]:
-    found: list[ManifestProblem] = []
-    for item in error.errors():
-        loc = tuple(part for part in item["loc"] if not str(part).startswith("function-"))
-        message = user_rule(item)
-        found.append(ManifestProblem(index, kind, name, _path(loc, prefix, renames or {}), message))
-    return found
+@dataclass(frozen=True)
+class _Document:
+    """One document whose envelope is read (apiVersion, kind, metadata, spec), being converted."""
+
+    index: int
+    api_version: str
+    kind: str
+    target: ManifestKind
+    name: str
+    metadata: Mapping[str, Any]
+    spec: Mapping[str, Any]
+
+    @property
+    def namespace(self) -> Any:
+        return self.metadata.get("namespace")
+
+    def refused(self, field: str, message: str) -> list[ManifestProblem]:
+        return [ManifestProblem(self.index, self.kind, self.name, field, message)]
+
+    def problems(
+        self, error: ValidationError, renames: Mapping[str, str] | None = None
+    ) -> list[ManifestProblem]:
+        """The refusals of a validation of the spec, each at its field (`spec.<field>`, or as
+        `renames` says for the fields the document gives elsewhere)."""
+        found: list[ManifestProblem] = []
+        for item in error.errors():
+            loc = tuple(part for part in item["loc"] if not str(part).startswith("function-"))
+            field = _path(loc, "spec", renames or {})
+            found.append(ManifestProblem(self.index, self.kind, self.name, field, user_rule(item)))
+        return found
+
+    def made(self, request: ManifestRequest) -> Manifest:
+        return Manifest(self.index, self.api_version, self.target, self.name, request)
 
 
-def _convert(index: int, document: Any) -> Manifest | list[ManifestProblem]:
+def _read(index: int, document: Any) -> _Document | list[ManifestProblem]:
+    """The document's envelope, or why it is refused: a supported apiVersion and kind, no other
+    top-level field than Kubernetes objects have, a name, and a spec that is a map."""
     if not isinstance(document, Mapping):
         return [
             ManifestProblem(index, "", "", "document", "must be a map with apiVersion and kind")
@@ -479,87 +461,87 @@ def _convert(index: int, document: Any) -> Manifest | list[ManifestProblem]:
         spec = {}
     if not isinstance(spec, Mapping):
         return problem("spec", "must be a map")
-    namespace = metadata.get("namespace")
+    return _Document(index, api_version, kind, target, name, metadata, spec)
 
-    def made(request: ManifestRequest) -> Manifest:
-        return Manifest(index, api_version, target, name, request)
 
+def _convert(index: int, document: Any) -> Manifest | list[ManifestProblem]:
+    read = _read(index, document)
+    if isinstance(read, list):
+        return read
     try:
-        match target:
-            case ManifestKind.WORKSPACE_CLASS:
-                if "name" in spec:
-                    return problem("spec.name", "unknown field (the class's name is metadata.name)")
-                return made(user_input(WorkspaceClassSpec, {**spec, "name": name}))
-            case ManifestKind.SERVICE_TEMPLATE:
-                naming = object_name_problem("ServiceTemplate", name)
-                if naming:
-                    return problem("metadata.name", naming)
-                shape = service_template_spec_problem(spec)
-                if shape:
-                    return problem(*shape)
-                labels = metadata.get("labels") or {}
-                return made(
-                    ServiceTemplateManifest(
-                        name=name,
-                        namespace=str(namespace or DEFAULT_NAMESPACE),
-                        labels={str(k): str(v) for k, v in labels.items()},
-                        spec=dict(spec),
-                    )
-                )
-            case ManifestKind.CLUSTER:
-                if "name" in spec:
-                    return problem(
-                        "spec.name", "unknown field (the cluster's name is metadata.name)"
-                    )
-                return made(user_input(ClusterSpec, {**spec, "name": name}))
-            case ManifestKind.WORKSPACE if api_version == COLONY:
-                if "name" in spec:
-                    return problem(
-                        "spec.name", "unknown field (the workspace's name is metadata.name)"
-                    )
-                where = workspace_namespace_problem(namespace)
-                if where:
-                    return problem("metadata.namespace", where)
-                return made(user_input(WorkspaceSpec, {**spec, "name": name}))
-            case ManifestKind.WORKSPACE:
-                where = workspace_namespace_problem(namespace)
-                if where:
-                    return problem("metadata.namespace", where)
-                return _workspace_deployment(index, kind, name, spec, made)
-            case ManifestKind.COLONY:
-                return _colony(
-                    index, kind, name, str(namespace or "default"), api_version, spec, made
-                )
+        return _CONVERTERS[read.target](read)
     except ValidationError as exc:
-        return _problems(exc, index, kind, name, renames={"name": "metadata.name"})
-    raise AssertionError(f"unhandled manifest kind {target}")  # pragma: no cover
+        return read.problems(exc, renames={"name": "metadata.name"})
 
 
-def _workspace_deployment(
-    index: int,
-    kind: str,
-    name: str,
-    spec: Mapping[str, Any],
-    made: Callable[[ManifestRequest], Manifest],
+def _named_spec(
+    document: _Document,
+    model: type[WorkspaceClassSpec | ClusterSpec | WorkspaceSpec],
+    what: str,
+    namespace_problem: str | None = None,
 ) -> Manifest | list[ManifestProblem]:
+    """A Colony-shaped request: the spec as it is, named by `metadata.name` (never by the spec).
+
+    Raises:
+        ValidationError: the spec breaks a rule of `model`.
+    """
+    if "name" in document.spec:
+        return document.refused("spec.name", f"unknown field (the {what}'s name is metadata.name)")
+    if namespace_problem:
+        return document.refused("metadata.namespace", namespace_problem)
+    return document.made(user_input(model, {**document.spec, "name": document.name}))
+
+
+def _workspace_class(document: _Document) -> Manifest | list[ManifestProblem]:
+    return _named_spec(document, WorkspaceClassSpec, "class")
+
+
+def _cluster(document: _Document) -> Manifest | list[ManifestProblem]:
+    return _named_spec(document, ClusterSpec, "cluster")
+
+
+def _service_template(document: _Document) -> Manifest | list[ManifestProblem]:
+    naming = object_name_problem("ServiceTemplate", document.name)
+    if naming:
+        return document.refused("metadata.name", naming)
+    shape = service_template_spec_problem(document.spec)
+    if shape:
+        return document.refused(*shape)
+    labels = document.metadata.get("labels") or {}
+    return document.made(
+        ServiceTemplateManifest(
+            name=document.name,
+            namespace=str(document.namespace or DEFAULT_NAMESPACE),
+            labels={str(k): str(v) for k, v in labels.items()},
+            spec=dict(document.spec),
+        )
+    )
+
+
+def _workspace(document: _Document) -> Manifest | list[ManifestProblem]:
+    where = workspace_namespace_problem(document.namespace)
+    if document.api_version == COLONY:
+        return _named_spec(document, WorkspaceSpec, "workspace", where)
+    if where:
+        return document.refused("metadata.namespace", where)
+    return _workspace_deployment(document)
+
+
+def _workspace_deployment(document: _Document) -> Manifest | list[ManifestProblem]:
+    """A `WorkspaceDeployment`: its CRD's fields, as Colony's workspace request."""
     try:
-        crd = user_input(_ExalsiusWorkspaceDeploymentSpec, spec)
+        crd = user_input(_ExalsiusWorkspaceDeploymentSpec, document.spec)
     except ValidationError as exc:
-        return _problems(exc, index, kind, name)
+        return document.problems(exc)
     if crd.cluster_deployment_ref.namespace != DEFAULT_NAMESPACE:
-        return [
-            ManifestProblem(
-                index,
-                kind,
-                name,
-                "spec.clusterDeploymentRef.namespace",
-                f"Colony's clusters have their ClusterDeployments in namespace "
-                f"'{DEFAULT_NAMESPACE}'; '{crd.cluster_deployment_ref.namespace}' holds none of "
-                f"them: set it to {DEFAULT_NAMESPACE}",
-            )
-        ]
+        return document.refused(
+            "spec.clusterDeploymentRef.namespace",
+            f"Colony's clusters have their ClusterDeployments in namespace "
+            f"'{DEFAULT_NAMESPACE}'; '{crd.cluster_deployment_ref.namespace}' holds none of "
+            f"them: set it to {DEFAULT_NAMESPACE}",
+        )
     data: dict[str, Any] = {
-        "name": name,
+        "name": document.name,
         "class": crd.workspace_class_ref,
         "cluster": crd.cluster_deployment_ref.name,
         "values": crd.values or {},
@@ -568,14 +550,14 @@ def _workspace_deployment(
     if crd.resources is not None:
         data["resources"] = crd.resources
     try:
-        return made(user_input(WorkspaceSpec, data))
+        return document.made(user_input(WorkspaceSpec, data))
     except ValidationError as exc:
         renames = {
             "name": "metadata.name",
             "class": "spec.workspaceClassRef",
             "cluster": "spec.clusterDeploymentRef.name",
         }
-        return _problems(exc, index, kind, name, renames=renames)
+        return document.problems(exc, renames)
 
 
 def workspace_namespace_problem(namespace: Any) -> str | None:
@@ -590,28 +572,33 @@ def workspace_namespace_problem(namespace: Any) -> str | None:
     )
 
 
-def _colony(
-    index: int,
-    kind: str,
-    name: str,
-    namespace: str,
-    api_version: str,
-    spec: Mapping[str, Any],
-    made: Callable[[ManifestRequest], Manifest],
-) -> Manifest | list[ManifestProblem]:
-    if api_version == EXALSIUS_INFRA:
+def _colony(document: _Document) -> Manifest | list[ManifestProblem]:
+    if document.api_version == EXALSIUS_INFRA:
         # The CRD's own fields first, so an exalsius manifest cannot use Colony's extensions.
         try:
-            user_input(_ExalsiusColonySpec, spec)
+            user_input(_ExalsiusColonySpec, document.spec)
         except ValidationError as exc:
-            return _problems(exc, index, kind, name)
-    naming = dns_label_problem("colony", name)
+            return document.problems(exc)
+    naming = dns_label_problem("colony", document.name)
     if naming:
-        return [ManifestProblem(index, kind, name, "metadata.name", naming)]
+        return document.refused("metadata.name", naming)
+    namespace = str(document.namespace or "default")
     try:
-        return made(user_input(ColonySpec, {**spec, "name": name, "namespace": namespace}))
+        return document.made(
+            user_input(ColonySpec, {**document.spec, "name": document.name, "namespace": namespace})
+        )
     except ValidationError as exc:
-        return _problems(exc, index, kind, name)
+        return document.problems(exc)
+
+
+_CONVERTERS: dict[ManifestKind, Callable[[_Document], Manifest | list[ManifestProblem]]] = {
+    ManifestKind.WORKSPACE_CLASS: _workspace_class,
+    ManifestKind.WORKSPACE: _workspace,
+    ManifestKind.SERVICE_TEMPLATE: _service_template,
+    ManifestKind.COLONY: _colony,
+    ManifestKind.CLUSTER: _cluster,
+}
+"""How each kind of document becomes its request (a `ValidationError` is the spec's refusal)."""
 
 
 def _documents(loaded: list[Any]) -> list[Any]:

@@ -1,13 +1,21 @@
 """Rules for the names users choose (clusters, node pools) and for Kubernetes labels and taints.
 
-Pure functions returning the message a user sees, or None when the value is fine; the models in
-`models/cluster.py` and `models/node_pool.py` call them from their validators.
+Pure functions returning the message a user sees, or None when the value is fine, and the field
+types that carry the rules every request shares (`OrganizationName`, `ClusterName`): a model
+declares `organization: OrganizationName = ""` and validates it the same way as every other
+(`models.base.rule`). The HTTP API and the CLI call the functions for path parameters and flags.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
+from functools import partial
+from typing import Annotated
+
+from models.base import rule
+from models.identity import DERIVED_MARK
 
 NAME_MAX_LENGTH = 63
 """63: a DNS label, so a name can be part of a hostname or a Kubernetes object name."""
@@ -40,6 +48,29 @@ def name_problem(kind: str, name: str) -> str | None:
     return None
 
 
+def organization_problem(name: str) -> str | None:
+    """Why `name` cannot name an organization, or None; empty is the default mode (no
+    organization: an operator working through Temporal directly)."""
+    return name_problem("organization", name) if name else None
+
+
+def derived_mark_problem(kind: str, name: str) -> str | None:
+    """Why `name` cannot be a name users give: it holds the mark of the names Colony derives
+    (`models.identity`), or None."""
+    if DERIVED_MARK in name:
+        return (
+            f"{kind} name '{name}' must not contain '{DERIVED_MARK}': Colony reserves it for the "
+            "names it derives (a colony's clusters are <colony>--<clusterName>)"
+        )
+    return None
+
+
+OrganizationName = Annotated[str, rule(organization_problem)]
+"""The organization a request belongs to (set by the HTTP API from the caller's key)."""
+ClusterName = Annotated[str, rule(partial(name_problem, "cluster"))]
+"""A Colony cluster, by the name its organization gave it."""
+
+
 def label_key_problem(key: str) -> str | None:
     """Why `key` is not a valid Kubernetes label (or taint) key, or None."""
     prefix, slash, name = key.rpartition("/")
@@ -67,6 +98,18 @@ def label_value_problem(key: str, value: str) -> str | None:
             "alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
         )
     return None
+
+
+def label_problem(key: str, value: str) -> str | None:
+    """Why `key: value` is not a valid Kubernetes label (or taint), or None."""
+    return label_key_problem(key) or label_value_problem(key, value)
+
+
+def labels_problem(labels: Mapping[str, str]) -> str | None:
+    """Why a set of labels is not valid (its first bad key or value), or None."""
+    return next(
+        (problem for key, value in labels.items() if (problem := label_problem(key, value))), None
+    )
 
 
 def domain_problem(field: str, domain: str) -> str | None:

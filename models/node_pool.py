@@ -8,17 +8,26 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Self
+from functools import partial
+from typing import Annotated, Any, Self
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from models.base import ColonyModel
-from models.names import label_key_problem, label_value_problem, name_problem
+from models.base import ColonyModel, rule
+from models.names import label_problem, labels_problem, name_problem
 
 MIN_POOL_COUNT = 1
 MAX_POOL_COUNT = 100
 """1 to 100 nodes per pool: the product's documented bounds (mix SKUs by adding pools)."""
+MIN_DRAIN_PARALLELISM = 1
+MAX_DRAIN_PARALLELISM = 20
+"""Nodes one operation drains at once, as a pool's, a cluster's or an operation's setting: up to
+20 nodes' evictions land on a cluster's API server at once."""
+DRAIN_PARALLELISM_DESCRIPTION = (
+    "How many of this pool's nodes a scale-down or pool delete drains at once, 1 to 20; "
+    "unset: the cluster's setting (2). An operation that names its own parallelism wins."
+)
 
 
 def count_problem(count: int) -> str | None:
@@ -26,6 +35,10 @@ def count_problem(count: int) -> str | None:
     if MIN_POOL_COUNT <= count <= MAX_POOL_COUNT:
         return None
     return f"a node pool's count must be from {MIN_POOL_COUNT} to {MAX_POOL_COUNT}, got {count}"
+
+
+NodePoolCount = Annotated[int, rule(count_problem)]
+"""A pool's size, in nodes."""
 
 
 def _fail(code: str, message: str) -> PydanticCustomError:
@@ -50,7 +63,7 @@ class Taint(ColonyModel):
 
     @model_validator(mode="after")
     def _check(self) -> Self:
-        problem = label_key_problem(self.key) or label_value_problem(self.key, self.value)
+        problem = label_problem(self.key, self.value)
         if problem:
             raise _fail("taint", problem.replace("label", "taint", 1))
         return self
@@ -88,11 +101,17 @@ class NodeSku(ColonyModel):
 class NodePoolSpec(ColonyModel):
     """A node pool request: `{"name": "gpu", "sku": {"gpuModelId": "h100"}, "count": 2}`."""
 
-    name: str
+    name: Annotated[str, rule(partial(name_problem, "node pool"))]
     sku: NodeSku
-    count: int
-    labels: dict[str, str] = Field(default_factory=dict)
+    count: NodePoolCount
+    labels: Annotated[dict[str, str], rule(labels_problem)] = Field(default_factory=dict)
     taints: list[Taint] = Field(default_factory=list)
+    drain_parallelism: int | None = Field(
+        default=None,
+        ge=MIN_DRAIN_PARALLELISM,
+        le=MAX_DRAIN_PARALLELISM,
+        description=DRAIN_PARALLELISM_DESCRIPTION,
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -102,31 +121,6 @@ class NodePoolSpec(ColonyModel):
         if isinstance(data, dict) and "sku" not in data:
             return {**data, "sku": {}}
         return data
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, name: str) -> str:
-        problem = name_problem("node pool", name)
-        if problem:
-            raise _fail("name", problem)
-        return name
-
-    @field_validator("count")
-    @classmethod
-    def _count(cls, count: int) -> int:
-        problem = count_problem(count)
-        if problem:
-            raise _fail("count", problem)
-        return count
-
-    @field_validator("labels")
-    @classmethod
-    def _labels(cls, labels: dict[str, str]) -> dict[str, str]:
-        for key, value in labels.items():
-            problem = label_key_problem(key) or label_value_problem(key, value)
-            if problem:
-                raise _fail("labels", problem)
-        return labels
 
     @field_validator("taints")
     @classmethod
@@ -180,6 +174,7 @@ class NodePoolStatus(ColonyModel):
     ready_count: int = 0
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[Taint] = Field(default_factory=list)
+    drain_parallelism: int | None = Field(default=None, description=DRAIN_PARALLELISM_DESCRIPTION)
     nodes: list[NodeStatus] = Field(default_factory=list)
     waiting_for_hosts: int = 0
     """How many hosts the pool waits for: its claim found too few free and the request waits for
@@ -189,7 +184,12 @@ class NodePoolStatus(ColonyModel):
     def of(cls, spec: NodePoolSpec) -> NodePoolStatus:
         """A pool asked for, before any of its nodes exists."""
         return cls(
-            name=spec.name, sku=spec.sku, count=spec.count, labels=spec.labels, taints=spec.taints
+            name=spec.name,
+            sku=spec.sku,
+            count=spec.count,
+            labels=spec.labels,
+            taints=spec.taints,
+            drain_parallelism=spec.drain_parallelism,
         )
 
     @property

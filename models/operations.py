@@ -12,11 +12,15 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Generic, Literal, TypeVar
 
-from pydantic import Field, field_validator
-from pydantic_core import PydanticCustomError
+from pydantic import Field
 
 from models.base import ColonyModel
-from models.node_pool import NodePoolSpec, count_problem
+from models.node_pool import (
+    MAX_DRAIN_PARALLELISM,
+    MIN_DRAIN_PARALLELISM,
+    NodePoolCount,
+    NodePoolSpec,
+)
 
 
 class OperationKind(StrEnum):
@@ -51,23 +55,17 @@ class ScaleNodePoolRequest(ColonyModel):
 
     kind: Literal[OperationKind.SCALE_NODE_POOL] = OperationKind.SCALE_NODE_POOL
     pool: str
-    count: int
+    count: NodePoolCount
     """1 to 100: checked here (so `colonyctl` refuses it before sending) and again by
     `models.rules.operation_problem`, for a request built without validation."""
     force: bool = False
     """Remove the nodes even when their drain misses the deadline (remaining pods are deleted)."""
-    drain_parallelism: int | None = Field(default=None, ge=1, le=20)
-    """How many nodes drain at once; the cluster's default when None."""
+    drain_parallelism: int | None = Field(
+        default=None, ge=MIN_DRAIN_PARALLELISM, le=MAX_DRAIN_PARALLELISM
+    )
+    """How many nodes drain at once; when None, the pool's setting, else the cluster's."""
     wait_for_capacity: bool = False
     """Scaling up: wait for free hosts instead of failing with HostsUnavailable."""
-
-    @field_validator("count")
-    @classmethod
-    def _count(cls, count: int) -> int:
-        problem = count_problem(count)
-        if problem:
-            raise PydanticCustomError("count", problem)
-        return count
 
 
 class DeleteNodePoolRequest(ColonyModel):
@@ -76,7 +74,10 @@ class DeleteNodePoolRequest(ColonyModel):
     kind: Literal[OperationKind.DELETE_NODE_POOL] = OperationKind.DELETE_NODE_POOL
     pool: str
     force: bool = False
-    drain_parallelism: int | None = Field(default=None, ge=1, le=20)
+    drain_parallelism: int | None = Field(
+        default=None, ge=MIN_DRAIN_PARALLELISM, le=MAX_DRAIN_PARALLELISM
+    )
+    """How many nodes drain at once; when None, the pool's setting, else the cluster's."""
 
 
 class DeleteNodeRequest(ColonyModel):

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from models.base import ColonyModel
-from models.identity import Entity, parse_entity_workflow_id
+from models.identity import Entity, entity_workflow_id, parse_entity_workflow_id
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "colony"
@@ -89,6 +89,27 @@ class Owner(ColonyModel):
 
     def owns(self, obj: Mapping[str, Any]) -> bool:
         return self.judge(obj) is Ownership.OURS
+
+
+class EntitySpec(ColonyModel):
+    """The request of an entity that one workflow owns (a cluster, a workspace): that workflow's
+    id and the owner its objects are marked with follow from its kind, organization and name."""
+
+    entity: ClassVar[Entity]
+    if TYPE_CHECKING:
+        # Declared by each request where its JSON has them (a base's fields would come first).
+        name: str
+        organization: str
+
+    @property
+    def workflow_id(self) -> str:
+        """`<entity>/[<organization>/]<name>` (`models.identity.entity_workflow_id`)."""
+        return entity_workflow_id(self.entity, self.organization, self.name)
+
+    @property
+    def owner(self) -> Owner:
+        """Whose the entity's objects are: its workflow's, of its organization."""
+        return Owner(workflow_id=self.workflow_id, organization=self.organization)
 
 
 def marked_entity(obj: Mapping[str, Any]) -> tuple[Entity, str, str] | None:

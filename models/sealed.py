@@ -4,7 +4,7 @@ Secret-typed prompt answers (a notebook password, a model-hub token) are sealed 
 (`colonyctl`, the HTTP API) with Colony's public key before anything is sent, like Bitnami's sealed
 secrets: workflow inputs, histories, activity inputs and results, queries and the Web UI only ever
 see a `SealedValue`. Only the worker holds the private key and unseals the value inside the
-activity that writes the workspace's values Secret (`activities/sealing.py` owns the cryptography;
+activity that writes the workspace's values Secret (`infra/sealing.py` owns the cryptography;
 this module owns the shape, so `models/` stays free of it).
 """
 

@@ -3,7 +3,7 @@
 Pure and deterministic: `WorkspaceWorkflow` calls `merge_workspace` once it has resolved the class
 (step 2 of a deploy), `colonyctl workspace deploy` calls `user_values` to turn `-f values.yaml` and
 `--set path=value` into the request's values, and `split_plaintext_secrets` to take secrets out of
-a request before they are sealed (`activities/sealing.py`).
+a request before they are sealed (`infra/sealing.py`).
 
 The rules, in the order they apply:
 

@@ -17,31 +17,34 @@ cluster, workspace).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Self
+from functools import partial
+from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from models import identity
 from models.activity_api import KubeconfigRef
-from models.base import ColonyModel
+from models.base import ColonyModel, rule
 from models.capacity import CapacityAnswer, ReplicaPlacement
 from models.identity import Entity
-from models.names import name_problem
+from models.names import ClusterName, OrganizationName
 from models.operations import ContinueAsNewPolicy, OperationBook
-from models.ownership import Owner
+from models.ownership import EntitySpec
 from models.sealed import SealedValue
 from models.value_paths import value_path_problem
 from models.workspace_class import (
     DNS_LABEL_MAX,
-    RESERVED_VALUES_KEY,
     AccessEndpoint,
     EndpointProtocol,
+    WorkspaceClassName,
     WorkspaceClassSpec,
     WorkspaceResources,
     dns_label_problem,
+    reserved_values_problem,
 )
 from models.workspace_operations import WorkspaceOperation
 
@@ -62,85 +65,49 @@ def workspace_name_problem(name: str) -> str | None:
     return dns_label_problem("workspace", name, WORKSPACE_NAME_MAX)
 
 
-class WorkspaceSpec(ColonyModel):
+def _answer_paths_problem(answers: Mapping[str, Any]) -> str | None:
+    """Why prompt answers cannot be taken (a key that is not a value path), or None."""
+    for path in answers:
+        problem = value_path_problem(path)
+        if problem:
+            return f"answer '{path}': {problem}"
+    return None
+
+
+class WorkspaceSpec(EntitySpec):
     """A deploy request: `{"name": "nb", "class": "colony-jupyter-1-0-0", "cluster": "training"}`.
 
     Secret prompts are answered in `sealedAnswers` only: a plaintext answer to a secret prompt is
     refused when values are merged (`models/values.py`), and `colonyctl` seals them before sending.
     """
 
-    name: str
-    class_name: str = Field(alias="class")
+    entity: ClassVar[Entity] = Entity.WORKSPACE
+
+    name: Annotated[str, rule(workspace_name_problem)]
+    class_name: WorkspaceClassName = Field(alias="class")
     """The exact, versioned class name (`colony-jupyter-1-0-0`): a workspace pins its class."""
-    cluster: str
+    cluster: ClusterName
     """The Colony cluster, by its name in the workspace's organization (never a ClusterDeployment:
     that is derived from both, so no workspace can name another organization's)."""
-    organization: str = ""
+    organization: OrganizationName = ""
     """The organization the workspace belongs to (set by the HTTP API from the caller's key);
     empty for the workspaces an operator deploys through `colonyctl` and Temporal directly. Its
     name is unique within it, and it is admitted only onto a cluster of the same organization."""
     resources: WorkspaceResources | None = None
     """Overrides of the class's default resources, field by field; GPU model or node selector."""
-    values: dict[str, Any] = Field(default_factory=dict)
+    values: Annotated[
+        dict[str, Any],
+        rule(partial(reserved_values_problem, "values", advice="; set resources instead")),
+    ] = Field(default_factory=dict)
     """Helm values, deep-merged over the class's default values."""
-    answers: dict[str, Any] = Field(default_factory=dict)
+    answers: Annotated[dict[str, Any], rule(_answer_paths_problem)] = Field(default_factory=dict)
     """Answers to the class's prompts, by their Helm value path (plain ones)."""
-    sealed_answers: dict[str, SealedValue] = Field(default_factory=dict)
+    sealed_answers: Annotated[dict[str, SealedValue], rule(_answer_paths_problem)] = Field(
+        default_factory=dict
+    )
     """Answers to secret prompts, sealed with Colony's public key, by Helm value path."""
     suspend: bool = False
     """Deploy suspended: keep the definition, hold no GPUs, install nothing (`spec.suspend`)."""
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, name: str) -> str:
-        problem = workspace_name_problem(name)
-        if problem:
-            raise _fail("name", problem)
-        return name
-
-    @field_validator("class_name")
-    @classmethod
-    def _class(cls, name: str) -> str:
-        problem = dns_label_problem("workspace class", name)
-        if problem:
-            raise _fail("class", problem)
-        return name
-
-    @field_validator("cluster")
-    @classmethod
-    def _cluster(cls, name: str) -> str:
-        problem = name_problem("cluster", name)
-        if problem:
-            raise _fail("cluster", problem)
-        return name
-
-    @field_validator("organization")
-    @classmethod
-    def _organization(cls, organization: str) -> str:
-        problem = name_problem("organization", organization) if organization else None
-        if problem:
-            raise _fail("organization", problem)
-        return organization
-
-    @field_validator("values")
-    @classmethod
-    def _values(cls, values: dict[str, Any]) -> dict[str, Any]:
-        if RESERVED_VALUES_KEY in values:
-            raise _fail(
-                "values",
-                f"values must not set '{RESERVED_VALUES_KEY}': Colony writes it from the resources; "
-                "set resources instead",
-            )
-        return values
-
-    @field_validator("answers", "sealed_answers")
-    @classmethod
-    def _answer_paths(cls, answers: dict[str, Any]) -> dict[str, Any]:
-        for path in answers:
-            problem = value_path_problem(path)
-            if problem:
-                raise _fail("answers", f"answer '{path}': {problem}")
-        return answers
 
     @model_validator(mode="after")
     def _one_answer_each(self) -> Self:
@@ -151,15 +118,6 @@ class WorkspaceSpec(ColonyModel):
                 f"prompt '{both[0]}' is answered both in answers and in sealedAnswers; give one",
             )
         return self
-
-    @property
-    def workflow_id(self) -> str:
-        return workspace_workflow_id(self.name, self.organization)
-
-    @property
-    def owner(self) -> Owner:
-        """Whose the workspace's objects are (namespace, ServiceSet, values Secret, routes)."""
-        return Owner(workflow_id=self.workflow_id, organization=self.organization)
 
     @property
     def cluster_deployment(self) -> str:
@@ -280,14 +238,20 @@ class ConditionStatus(StrEnum):
     UNKNOWN = "Unknown"
 
 
-class WorkspaceCondition(ColonyModel):
-    """A status condition (the `metav1.Condition` shape)."""
+class StatusCondition(ColonyModel):
+    """The `metav1.Condition` shape, which workspaces and colonies report their conditions in."""
 
     type: str
-    status: ConditionStatus
+    status: str
     reason: str
     message: str = ""
     last_transition_time: datetime | None = None
+
+
+class WorkspaceCondition(StatusCondition):
+    """A status condition (the `metav1.Condition` shape)."""
+
+    status: ConditionStatus
 
 
 def set_condition(
@@ -308,34 +272,26 @@ def set_condition(
         message: for people.
         now: the workflow's time (`workflow.now()`), never the wall clock.
     """
-    updated: list[WorkspaceCondition] = []
-    found = False
-    for condition in conditions:
-        if condition.type != condition_type:
-            updated.append(condition)
-            continue
-        found = True
-        moved = condition.status != status
-        updated.append(
-            WorkspaceCondition(
-                type=condition_type,
-                status=status,
-                reason=reason,
-                message=message,
-                last_transition_time=now if moved else condition.last_transition_time,
-            )
+
+    def replacing(previous: WorkspaceCondition | None) -> WorkspaceCondition:
+        return WorkspaceCondition(
+            type=condition_type,
+            status=status,
+            reason=reason,
+            message=message,
+            last_transition_time=(
+                now
+                if previous is None or previous.status != status
+                else previous.last_transition_time
+            ),
         )
-    if not found:
-        updated.append(
-            WorkspaceCondition(
-                type=condition_type,
-                status=status,
-                reason=reason,
-                message=message,
-                last_transition_time=now,
-            )
-        )
-    return updated
+
+    if all(condition.type != condition_type for condition in conditions):
+        return [*conditions, replacing(None)]
+    return [
+        replacing(condition) if condition.type == condition_type else condition
+        for condition in conditions
+    ]
 
 
 def condition(
@@ -481,7 +437,7 @@ class AdmissionStatus(ColonyModel):
     position: int = 0
     """1 = next in its GPU selector's queue; 0 once admitted. The workflow knows the one of the
     ledger's first answer only (waiters are not told as the line moves): `workspace get`, `list`
-    and the API put in the ledger's current one (`starter.workspace_client`)."""
+    and the API put in the ledger's current one (`starter.clients.workspaces`)."""
     placements: list[ReplicaPlacement] = Field(default_factory=list)
     message: str = ""
 

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import Field
 
 from models import identity
-from models.activity_api import CLUSTER_LABEL, KubeconfigRef
+from models.activity_api import CLUSTER_LABEL, DeleteResult, KubeconfigRef
 from models.base import ColonyModel
 from models.capacity import (
     CapacityAnswer,
@@ -109,7 +109,6 @@ class WorkspaceActivity(StrEnum):
     DELETE_ROUTES = "delete_routes"
     RECENT_EVENTS = "recent_events"
     SIGNAL_WITH_START = "signal_with_start"
-    SIGNAL_WORKFLOW = "signal_workflow"
     AWAIT_WORKFLOWS_CLOSED = "await_workflows_closed"
     LIST_WORKFLOWS = "list_workflows"
 
@@ -268,11 +267,16 @@ class DeleteServiceSetRequest(ColonyModel):
     """Wait (heartbeating) until it is gone: k0rdent uninstalls its releases first."""
 
 
-class DeleteServiceSetResult(ColonyModel):
-    existed: bool
-    gone: bool = True
+class DeleteOwnedResult(DeleteResult):
+    """What a delete of an owner's object found; one of that name that is not the owner's is
+    never deleted."""
+
     foreign: bool = False
     """One of that name exists and is not this owner's: it was left alone."""
+
+
+class DeleteServiceSetResult(DeleteOwnedResult):
+    """The ServiceSet's delete."""
 
 
 class FindServiceSetsRequest(ColonyModel):
@@ -352,11 +356,8 @@ class DeleteNamespaceRequest(ColonyModel):
     wait_until: datetime | None = None
 
 
-class DeleteNamespaceResult(ColonyModel):
-    existed: bool
-    gone: bool = True
-    foreign: bool = False
-    """It exists and is not this owner's: it was left alone."""
+class DeleteNamespaceResult(DeleteOwnedResult):
+    """The namespace's delete."""
 
 
 class ReadGpuInventoryRequest(ColonyModel):
@@ -522,18 +523,6 @@ class SignalWithStartRequest(ColonyModel):
 
 class SignalWithStartResult(ColonyModel):
     run_id: str
-
-
-class SignalWorkflowRequest(ColonyModel):
-    """Signal a workflow if it runs; one that does not is reported, not an error."""
-
-    workflow_id: str
-    signal: str
-    payload: dict[str, Any]
-
-
-class SignalWorkflowResult(ColonyModel):
-    delivered: bool
 
 
 class ListWorkflowsRequest(ColonyModel):

@@ -20,14 +20,16 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from datetime import timedelta
 from enum import StrEnum
-from typing import Any, Self
+from functools import partial
+from typing import Annotated, Any, Self
 
-from pydantic import Field, field_serializer, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_serializer, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from models.base import ColonyModel
+from models.base import ColonyModel, rule
 from models.identity import readable
 from models.names import (
     RESERVED_LABEL_PREFIX,
@@ -42,7 +44,7 @@ from models.quantity import (
     parse_quantity,
     quantity_problem,
 )
-from models.value_paths import parse_value_path, value_path_problem
+from models.value_paths import MISSING, get_path, parse_value_path, value_path_problem
 
 DNS_LABEL_MAX = 63
 """63: RFC 1123 labels, the limit of Kubernetes namespace, Service and most object names."""
@@ -107,6 +109,50 @@ def object_name_problem(kind: str, name: str) -> str | None:
             f"{kind} name '{name}' must be lowercase letters, digits, '-' and '.', "
             "starting and ending with a letter or digit"
         )
+    return None
+
+
+def dns_label(kind: str) -> AfterValidator:
+    """The rule of a field holding a DNS label that names a `kind` (`dns_label_problem`)."""
+    return rule(partial(dns_label_problem, kind))
+
+
+WorkspaceClassName = Annotated[str, dns_label("workspace class")]
+"""A workspace class, by its exact, versioned name (`colony-jupyter-1-0-0`)."""
+
+
+def required_text(message: str) -> AfterValidator:
+    """The rule of a text field that must hold more than blanks, refused with `message`."""
+
+    def blank(text: str) -> str | None:
+        return None if text.strip() else message
+
+    return rule(blank)
+
+
+def reserved_values_problem(field: str, values: Mapping[str, Any], advice: str = "") -> str | None:
+    """Why Helm values in `field` may not be given: they set `RESERVED_VALUES_KEY`, or None."""
+    if RESERVED_VALUES_KEY not in values:
+        return None
+    return (
+        f"{field} must not set '{RESERVED_VALUES_KEY}': Colony writes it from the resources{advice}"
+    )
+
+
+def writable_path_problem(path: str, *, field: str, reserved: str) -> str | None:
+    """Why a class may not write to the Helm value `path`, or None.
+
+    Args:
+        path: the value path ("jupyter.password").
+        field: where it is given, naming a malformed path (`<field>: <problem>`).
+        reserved: the refusal of a path under `RESERVED_VALUES_KEY` (its `{path}` and `{key}`
+            filled in).
+    """
+    problem = value_path_problem(path)
+    if problem:
+        return f"{field}: {problem}"
+    if parse_value_path(path)[0] == RESERVED_VALUES_KEY:
+        return reserved.format(path=path, key=RESERVED_VALUES_KEY)
     return None
 
 
@@ -251,47 +297,21 @@ class WorkspaceResources(ColonyModel):
 class ServiceTemplateRef(ColonyModel):
     """A k0rdent ServiceTemplate, by name (and namespace; the system namespace when unset)."""
 
-    name: str
-    namespace: str | None = None
+    name: Annotated[str, rule(partial(object_name_problem, "ServiceTemplate"))]
+    namespace: Annotated[str | None, dns_label("namespace")] = None
     version_constraint: str | None = None
     """A SemVer constraint (">=1.2.0"); informative, the name pins the chart version."""
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, name: str) -> str:
-        problem = object_name_problem("ServiceTemplate", name)
-        if problem:
-            raise _fail("name", problem)
-        return name
-
-    @field_validator("namespace")
-    @classmethod
-    def _namespace(cls, namespace: str | None) -> str | None:
-        problem = None if namespace is None else dns_label_problem("namespace", namespace)
-        if problem:
-            raise _fail("namespace", problem)
-        return namespace
 
 
 class PrerequisiteSpec(ColonyModel):
     """A ServiceTemplate a cluster needs before the workspace (installed once per cluster)."""
 
     service_template: ServiceTemplateRef
-    namespace: str | None = None
+    namespace: Annotated[str | None, dns_label("prerequisite namespace")] = None
     """Where it is installed on the child cluster (`<template>-system` when unset); one per
     cluster."""
     values: dict[str, Any] | None = None
     """Helm values for its install; the chart's defaults when unset."""
-
-    @field_validator("namespace")
-    @classmethod
-    def _namespace(cls, namespace: str | None) -> str | None:
-        problem = (
-            None if namespace is None else dns_label_problem("prerequisite namespace", namespace)
-        )
-        if problem:
-            raise _fail("namespace", problem)
-        return namespace
 
     @property
     def install_namespace(self) -> str:
@@ -320,21 +340,13 @@ class EndpointProtocol(StrEnum):
 class AccessEndpoint(ColonyModel):
     """A network endpoint the workspace exposes (a Service port of its chart)."""
 
-    name: str
+    name: Annotated[str, dns_label("access endpoint")]
     protocol: EndpointProtocol
     port: int
     """The Service port (not necessarily the container port)."""
-    service_name: str | None = None
+    service_name: Annotated[str | None, dns_label("Service")] = None
     """The child-cluster Service, when the chart does not name it `<release>-<endpoint>`."""
     description: str = ""
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, name: str) -> str:
-        problem = dns_label_problem("access endpoint", name)
-        if problem:
-            raise _fail("name", problem)
-        return name
 
     @field_validator("port")
     @classmethod
@@ -342,14 +354,6 @@ class AccessEndpoint(ColonyModel):
         if not 1 <= port <= 65535:
             raise _fail("port", f"port must be from 1 to 65535, got {port}")
         return port
-
-    @field_validator("service_name")
-    @classmethod
-    def _service_name(cls, name: str | None) -> str | None:
-        problem = None if name is None else dns_label_problem("Service", name)
-        if problem:
-            raise _fail("service_name", problem)
-        return name
 
 
 class PromptType(StrEnum):
@@ -367,35 +371,24 @@ class PromptType(StrEnum):
 class Prompt(ColonyModel):
     """One value users are asked for when they deploy (`userFacingConfig[]` in the CRD)."""
 
-    helm_value_path: str
+    helm_value_path: Annotated[
+        str,
+        rule(
+            partial(
+                writable_path_problem,
+                field="helmValuePath",
+                reserved="helmValuePath '{path}' is under '{key}', which Colony writes",
+            )
+        ),
+    ]
     """Where the answer goes in the Helm values ("jupyter.password")."""
-    display_name: str
+    display_name: Annotated[str, required_text("a prompt's displayName must not be empty")]
     description: str = ""
     type: PromptType = PromptType.STRING
     required: bool = False
     default: Any = None
     options: list[str] | None = None
     """A closed set of allowed answers (string and int prompts)."""
-
-    @field_validator("helm_value_path")
-    @classmethod
-    def _path(cls, path: str) -> str:
-        problem = value_path_problem(path)
-        if problem:
-            raise _fail("helm_value_path", f"helmValuePath: {problem}")
-        if parse_value_path(path)[0] == RESERVED_VALUES_KEY:
-            raise _fail(
-                "helm_value_path",
-                f"helmValuePath '{path}' is under '{RESERVED_VALUES_KEY}', which Colony writes",
-            )
-        return path
-
-    @field_validator("display_name")
-    @classmethod
-    def _display_name(cls, name: str) -> str:
-        if not name.strip():
-            raise _fail("display_name", "a prompt's displayName must not be empty")
-        return name
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -455,15 +448,14 @@ class ResourceInjection(ColonyModel):
             if len(set(paths)) != len(paths):
                 raise _fail("resource_injection", f"resourceInjection.{field} lists a path twice")
             for path in paths:
-                problem = value_path_problem(path)
+                problem = writable_path_problem(
+                    path,
+                    field=f"resourceInjection.{field}",
+                    reserved=f"resourceInjection.{field} path '{{path}}' is under '{{key}}', "
+                    "which Colony writes itself",
+                )
                 if problem:
-                    raise _fail("resource_injection", f"resourceInjection.{field}: {problem}")
-                if parse_value_path(path)[0] == RESERVED_VALUES_KEY:
-                    raise _fail(
-                        "resource_injection",
-                        f"resourceInjection.{field} path '{path}' is under '{RESERVED_VALUES_KEY}', "
-                        "which Colony writes itself",
-                    )
+                    raise _fail("resource_injection", problem)
         return self
 
     def by_field(self) -> dict[str, list[str]]:
@@ -498,9 +490,9 @@ class WorkspaceClassSpec(ColonyModel):
     {"name": "colony-jupyter-1-0-0"}, "defaultResources": {"perReplica": {"cpu": "2"}}, ...}`
     """
 
-    name: str
+    name: WorkspaceClassName
     """Versioned by convention (`jupyter-notebook-0-3-0`): a new version is a new name."""
-    display_name: str
+    display_name: Annotated[str, required_text("displayName must not be empty")]
     description: str = ""
     service_template: ServiceTemplateRef
     default_resources: WorkspaceResources
@@ -512,24 +504,11 @@ class WorkspaceClassSpec(ColonyModel):
     """How long the Helm release may take to become ready; Colony enforces it itself."""
     prerequisite_deploy_timeout: timedelta | None = None
     """The same for prerequisites; `deploy_timeout` when unset."""
-    default_values: dict[str, Any] = Field(default_factory=dict)
+    default_values: Annotated[
+        dict[str, Any], rule(partial(reserved_values_problem, "defaultValues"))
+    ] = Field(default_factory=dict)
     """Helm values always applied, under the user's."""
     resource_injection: ResourceInjection = Field(default_factory=ResourceInjection)
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, name: str) -> str:
-        problem = dns_label_problem("workspace class", name)
-        if problem:
-            raise _fail("name", problem)
-        return name
-
-    @field_validator("display_name")
-    @classmethod
-    def _display_name(cls, name: str) -> str:
-        if not name.strip():
-            raise _fail("display_name", "displayName must not be empty")
-        return name
 
     @field_validator("deploy_timeout", "prerequisite_deploy_timeout", mode="before")
     @classmethod
@@ -552,16 +531,6 @@ class WorkspaceClassSpec(ColonyModel):
         # The CRDs' syntax, so a class reads the same in `-o yaml`, in history and on the cluster.
         return None if value is None else format_go_duration(value)
 
-    @field_validator("default_values")
-    @classmethod
-    def _default_values(cls, values: dict[str, Any]) -> dict[str, Any]:
-        if RESERVED_VALUES_KEY in values:
-            raise _fail(
-                "default_values",
-                f"defaultValues must not set '{RESERVED_VALUES_KEY}': Colony writes it from the resources",
-            )
-        return values
-
     @model_validator(mode="after")
     def _class_rules(self) -> Self:
         per_replica = self.default_resources.per_replica
@@ -582,9 +551,10 @@ class WorkspaceClassSpec(ColonyModel):
             "prompt helmValuePath", [p.helm_value_path for p in self.prompts], "userFacingConfig"
         )
         for prompt in self.prompts:
-            if prompt.type is PromptType.SECRET and _has_path(
-                self.default_values, parse_value_path(prompt.helm_value_path)
-            ):
+            if prompt.type is not PromptType.SECRET:
+                continue
+            default = get_path(self.default_values, parse_value_path(prompt.helm_value_path))
+            if default is not MISSING and default is not None:
                 raise _fail(
                     "default_values",
                     f"defaultValues sets '{prompt.helm_value_path}', a secret prompt: a class is "
@@ -616,15 +586,6 @@ class WorkspaceClassSpec(ColonyModel):
     def prompt(self, path: str) -> Prompt | None:
         """The prompt writing to `path`, or None."""
         return next((p for p in self.prompts if p.helm_value_path == path), None)
-
-
-def _has_path(values: dict[str, Any], segments: list[str]) -> bool:
-    node: Any = values
-    for segment in segments:
-        if not isinstance(node, dict) or segment not in node:
-            return False
-        node = node[segment]
-    return node is not None
 
 
 def _unique(kind: str, names: list[str], field: str) -> None:

@@ -113,6 +113,8 @@ def banner(world: SimWorld) -> str:
             "        https://<ws>.<domain>:<port>/   (workloads answer with SIMULATED pages)",
             f" faults              GET/PUT <any server>{info['faultsPath']}",
             "                     (rates, scripted errors, evictions, kubelets_stopped, nodes_lost)",
+            f" records             GET <any server>{info['recordsPath']}?since=N",
+            "                     (clients' creates, evictions, hosts claimed and released)",
             f" time scale          {info['timeScale']}",
             f" state               {_state_line(world)}",
             "",

@@ -21,13 +21,15 @@ One `FaultInjector` is shared in-process by every sim server and controller:
 Probabilistic faults draw from one seeded `random.Random`, so a run with a seed repeats itself.
 The configuration is a `FaultConfig` (pydantic): loaded at start (`FaultInjector.from_config`, e.g.
 from YAML) and replaced at run time over HTTP on `/sim/v1/faults` (`add_fault_routes`), whose
-requests are never faulted themselves.
+requests are never faulted themselves. What was injected is counted (`requests`, `injected`;
+GET `/sim/v1/faults/injected`), so a scenario can say how many of its requests failed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -38,6 +40,7 @@ from sim.apiserver.errors import ApiError
 
 __all__ = [
     "FAULTS_PATH",
+    "INJECTED_PATH",
     "EvictionFault",
     "FaultConfig",
     "FaultInjector",
@@ -50,6 +53,9 @@ __all__ = [
 ]
 
 FAULTS_PATH = "/sim/v1/faults"
+INJECTED_PATH = f"{FAULTS_PATH}/injected"
+"""GET: requests seen and faults answered so far, by target (and status code)."""
+SIM_PATH = "/sim/"
 
 # 1 second: what kube-apiserver's max-in-flight filter answers in Retry-After when it throttles.
 RETRY_AFTER_SECONDS = 1
@@ -199,6 +205,10 @@ class FaultInjector:
         self._sleep = sleep
         self._config = FaultConfig()
         self._rng = random.Random()
+        self.requests: Counter[str] = Counter()
+        """Requests decided, by target (cluster name or "hostprovider"), faulted or not."""
+        self.injected: Counter[tuple[str, int]] = Counter()
+        """Faults answered, by (target, status code)."""
         self._listeners: list[Callable[[], None]] = []
         self.replace(config or FaultConfig())
 
@@ -420,6 +430,10 @@ class FaultInjector:
     async def before_request(self, target: str, method: str, path: str) -> None:
         """Sleep for injected latency, then raise the injected `ApiError`, if any."""
         latency, error = self.decide(target, method, path)
+        if not path.startswith(SIM_PATH):
+            self.requests[target] += 1
+            if error is not None:
+                self.injected[target, error.code] += 1
         if latency > 0:
             await self._sleep(latency)
         if error is not None:
@@ -437,7 +451,9 @@ def _failure(failures: Iterable[ObjectFailure], namespace: str, name: str) -> st
 
 
 def faults_routes(injector: FaultInjector) -> web.RouteTableDef:
-    """GET (current config), PUT (replace; body = FaultConfig JSON) and DELETE (clear) on /sim/v1/faults."""
+    """GET (current config), PUT (replace; body = FaultConfig JSON) and DELETE (clear) on
+    /sim/v1/faults; GET /sim/v1/faults/injected: every request seen by target and the faults
+    answered by target and status code, since the start."""
     routes = web.RouteTableDef()
 
     @routes.get(FAULTS_PATH)
@@ -454,6 +470,13 @@ def faults_routes(injector: FaultInjector) -> web.RouteTableDef:
             return web.json_response(error.status_body(), status=400)
         injector.replace(config)
         return web.json_response(injector.config.model_dump(mode="json"))
+
+    @routes.get(INJECTED_PATH)
+    async def get_injected(request: web.Request) -> web.Response:
+        faulted: dict[str, dict[str, int]] = {}
+        for (target, code), count in sorted(injector.injected.items()):
+            faulted.setdefault(target, {})[str(code)] = count
+        return web.json_response({"requests": dict(injector.requests), "faulted": faulted})
 
     @routes.delete(FAULTS_PATH)
     async def delete_faults(request: web.Request) -> web.Response:

@@ -2,8 +2,10 @@
 
 Starts, in the current event loop: the management cluster (a `ClusterStore` served over HTTPS by a
 `ClusterServer`), the host provider (`HostProviderServer` over an `Inventory`), the k0rdent
-controllers (which start a child cluster per ready ClusterDeployment) and one `FaultInjector` shared
-by all of them (settable at run time with GET/PUT /sim/v1/faults on every server). The management
+controllers (which start a child cluster per ready ClusterDeployment), one `FaultInjector` shared
+by all of them (settable at run time with GET/PUT /sim/v1/faults on every server) and one
+`WorldRecords` (`world.records`: clients' creates, evictions, hosts changing hands; GET
+/sim/v1/records on every server). The management
 cluster is preloaded as a fresh k0rdent install would be: namespace `kcm-system`, the k0rdent CRDs
 (the sim's own, `sim/crds`, or k0rdent's real ones given as `WorldConfig.crd_paths`, the sim's kept
 for kinds those lack, such as StateManagementProvider), ClusterTemplates `remote-cluster-1-0-0` (SSH machines) and `docker-hosted-cp-1-0-0` (hosted control
@@ -27,6 +29,9 @@ restart). A watch from before the restart gets 410 Gone and lists again. Faults 
 
 Every server answers `GET /sim/v1/identity` (no credentials): `{"kind": "ColonySimulator",
 "stateId", "pid", "server"}`, so a program can tell this world from anything else on its port.
+The management cluster's server also answers `GET /sim/v1/requests` (no credentials): the
+Kubernetes API requests every cluster has answered so far, by verb and resource
+(`sim.apiserver.requests`), for benchmarks that count what an operation costs the API servers.
 
 Tenant gateways listen on 127.0.0.1, on the ports their Gateway's listeners name (see
 `sim/controllers/tenant_gateway.py`).
@@ -74,6 +79,7 @@ from sim.crds.samples import state_management_provider
 from sim.faults import FaultInjector
 from sim.hostprovider.app import HostProviderServer
 from sim.hostprovider.inventory import Inventory, load_inventory
+from sim.records import WorldRecords
 from sim.timing import SimTiming
 
 log = logging.getLogger(__name__)
@@ -93,6 +99,8 @@ PRELOAD_SETTLE_SECONDS = 1.0
 
 IDENTITY_PATH = "/sim/v1/identity"
 IDENTITY_KIND = "ColonySimulator"
+REQUESTS_PATH = "/sim/v1/requests"
+"""Kubernetes API requests answered so far, per cluster (`sim.apiserver.requests`)."""
 
 
 @dataclass
@@ -250,6 +258,7 @@ class SimWorld:
         self.faults = (
             faults if isinstance(faults, FaultInjector) else FaultInjector.from_config(faults)
         )
+        self.records = WorldRecords()
         self._saved: dict[str, Any] | None = None
         self._reservations: persistence.Reservations | None = None
         if self.config.persist:
@@ -279,13 +288,14 @@ class SimWorld:
             self.store,
             self.ca,
             faults=self.faults,
+            records=self.records,
             host=self.config.host,
             port=self.config.management_port or int(management.get("port") or 0),
             admin_token=management.get("adminToken"),
-            routes=self._identity_routes("management"),
+            routes=[*self._identity_routes("management"), web.get(REQUESTS_PATH, self._requests)],
         )
         provider = saved.get("hostProvider") or {}
-        self.inventory: Inventory = load_inventory(self.config.inventory_path)
+        self.inventory: Inventory = load_inventory(self.config.inventory_path, self.records)
         if provider:
             self.inventory.restore(provider["inventory"])
         self.hostprovider_api_key = (
@@ -304,6 +314,7 @@ class SimWorld:
             self.config.timing,
             self.faults,
             self.inventory,
+            records=self.records,
             on_child_store=self._reservations.attach if self._reservations else None,
         )
         self._task: asyncio.Task[None] | None = None
@@ -326,6 +337,17 @@ class SimWorld:
             )
 
         return [web.get(IDENTITY_PATH, identity)]
+
+    def request_counts(self) -> dict[str, dict[str, int]]:
+        """Every cluster's Kubernetes API requests so far, `{"management": {"<verb> <resource>":
+        n}, "<namespace>/<child>": {...}}`; a deleted child's counts go with it."""
+        return {
+            MANAGEMENT_NAME: self.management.requests.snapshot(),
+            **self.k0rdent.request_counts(),
+        }
+
+    async def _requests(self, request: web.Request) -> web.Response:
+        return web.json_response(self.request_counts())
 
     # ------------------------------------------------------------------ paths
 
@@ -481,6 +503,8 @@ class SimWorld:
                 "ports": "the listeners of Gateway colony-gateway/tenant in each child cluster",
             },
             "faultsPath": "/sim/v1/faults",
+            "recordsPath": "/sim/v1/records",
+            "requestsPath": REQUESTS_PATH,
             "timeScale": self.config.timing.time_scale,
             "startedAt": self.started_at,
         }

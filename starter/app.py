@@ -27,7 +27,7 @@ try:
 except ImportError:  # pragma: no cover - an older Typer that depends on click itself
     import click.exceptions as click_exceptions  # type: ignore[no-redef]
 
-from activities import tracing
+from infra import tracing
 from models.advice import for_command_line
 from starter.cli import version_text
 from starter.commands import (

@@ -5,9 +5,10 @@ capacity).
 
 The catalog is only advice here (the workflow's claim is what counts), so when the host provider
 is not configured or cannot be reached the checks are skipped with a warning rather than blocking
-the request. Called by `cluster create`/`apply` and `node-pool create/scale`, by
-`starter.colony_client.apply_colony` for a colony's new clusters, and by the HTTP API (`api/`)
-before it sends the same operations. Raises `InvalidRequestError` with the field named.
+the request. Called by the Temporal transport before it sends a create, a node pool's add or
+scale (`starter.clients.clusters.TemporalClusters`) or a colony's new clusters
+(`starter.clients.colonies`), for `colonyctl` in direct mode and for the HTTP API alike. Raises
+`InvalidRequestError` with the field named.
 No printing: the warning is logged (`colony.checks`), which without a logging configuration (the
 CLI's case) Python writes to stderr as the bare line.
 """
@@ -16,21 +17,18 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 
-from activities.settings import ColonySettings
+from infra.config import ColonySettings
 from models.catalog import LocationStock, stock_problem
 from models.cluster import ClusterSpec, ClusterStatus
 from models.manifests import ColonySpec
 from models.node_pool import NodePoolSpec, NodePoolStatus, NodeSku
-from models.operations import AddNodePoolRequest, ScaleNodePoolRequest
-from starter import catalog
+from models.operations import ScaleNodePoolRequest
+from starter.clients.provider import DirectCatalog
 from starter.errors import InvalidRequestError, NotFoundError, UnavailableError
 
 log = logging.getLogger("colony.checks")
-
-Check = Callable[[ColonySettings, ClusterStatus], Awaitable[None]]
-"""A check of an operation against the cluster's status, run before the operation is sent."""
 
 
 def _unknown_sku(ids: dict[str, set[str]], sku: NodeSku, field: str) -> None:
@@ -52,14 +50,15 @@ async def _stock(
     """The catalog's ids and the location's stock; None (checks skipped) without a provider."""
     if not conf.host_provider_url:
         return None
+    catalog = DirectCatalog(conf)
     try:
-        ids = await catalog.catalog_ids(conf)
+        ids = await catalog.catalog_ids()
         if location_id not in ids["location"]:
             raise InvalidRequestError(
                 f"{field}: unknown location '{location_id}' "
                 f"(catalog: {', '.join(sorted(ids['location']))})"
             )
-        return ids, await catalog.location_stock(conf, location_id)
+        return ids, await catalog.location_stock(location_id)
     except (UnavailableError, NotFoundError) as exc:
         log.warning("warning: catalog not checked: %s", exc.message)
         return None
@@ -162,23 +161,3 @@ async def check_scale(
     )
     if problem:
         raise InvalidRequestError(": ".join(problem))
-
-
-def new_pool_check(request: AddNodePoolRequest) -> Check:
-    """The check `node-pool create` runs once it knows the cluster's location."""
-
-    async def check(conf: ColonySettings, status: ClusterStatus) -> None:
-        await check_new_pool(
-            conf, status, request.pool, wait_for_capacity=request.wait_for_capacity
-        )
-
-    return check
-
-
-def scale_check(request: ScaleNodePoolRequest) -> Check:
-    """The check `node-pool scale` runs once it knows the pool's current count and SKU."""
-
-    async def check(conf: ColonySettings, status: ClusterStatus) -> None:
-        await check_scale(conf, status, request)
-
-    return check

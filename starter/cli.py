@@ -12,7 +12,7 @@ What this module owns is how a `colonyctl` process starts and ends:
   while it finalizes (temporalio/sdk-python issue 300). Everything a command writes is closed before
   it returns (files are written through context managers), so skipping finalization loses nothing.
 
-Configuration comes from the environment (see `activities.settings`): TEMPORAL_ADDRESS (default
+Configuration comes from the environment (see `infra.config`): TEMPORAL_ADDRESS (default
 127.0.0.1:7233), COLONY_TASK_QUEUE, COLONY_MANAGEMENT_KUBECONFIG, COLONY_HOST_PROVIDER_CONFIG or
 COLONY_HOST_PROVIDER_URL/_API_KEY, COLONY_WEB_UI, COLONY_CACHE_DIR (token cache).
 """

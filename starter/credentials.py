@@ -15,6 +15,8 @@ from __future__ import annotations
 import base64
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -25,7 +27,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from activities.kube import api_client_from_dict, api_client_from_file, close_client
+from infra.kube import api_client_from_dict, api_client_from_file, close_client
 from models.cluster import DEFAULT_NAMESPACE, cluster_deployment_name, kubeconfig_secret_name
 from starter.errors import ColonyError, InvalidRequestError, NotFoundError, UnavailableError
 
@@ -47,6 +49,25 @@ def _management_client(management_kubeconfig: Path) -> client.ApiClient:
     return api_client_from_file(management_kubeconfig)
 
 
+@contextmanager
+def _calling(
+    api: client.ApiClient, doing: str, where: str, *, missing: ColonyError | None = None
+) -> Iterator[None]:
+    """Calls to a cluster through `api`, closed after: an API error is `UnavailableError` saying
+    what could not be done (`missing` for a 404, when given), a transport error one saying what
+    could not be reached."""
+    try:
+        yield
+    except ApiException as exc:
+        if exc.status == 404 and missing is not None:
+            raise missing from exc
+        raise UnavailableError(f"cannot {doing}: {exc.status} {exc.reason}") from exc
+    except urllib3.exceptions.HTTPError as exc:
+        raise UnavailableError(f"cannot reach {where}: {exc}") from exc
+    finally:
+        close_client(api)
+
+
 def _admin_kubeconfig(
     management_kubeconfig: Path, cluster: str, namespace: str, secret_name: str | None = None
 ) -> dict[str, Any]:
@@ -58,22 +79,18 @@ def _admin_kubeconfig(
             its ClusterDeployment (`models.identity`: plain, or derived for a colony's member).
     """
     management = _management_client(management_kubeconfig)
-    try:
+    missing = NotFoundError(
+        f"cluster: cluster '{cluster}' has no kubeconfig (not found, or not ready yet)"
+    )
+    with _calling(
+        management,
+        f"read the kubeconfig of cluster '{cluster}'",
+        "the management cluster",
+        missing=missing,
+    ):
         secret = client.CoreV1Api(management).read_namespaced_secret(
             secret_name or kubeconfig_secret_name(cluster_deployment_name(cluster)), namespace
         )
-    except ApiException as exc:
-        if exc.status == 404:
-            raise NotFoundError(
-                f"cluster: cluster '{cluster}' has no kubeconfig (not found, or not ready yet)"
-            ) from exc
-        raise UnavailableError(
-            f"cannot read the kubeconfig of cluster '{cluster}': {exc.status} {exc.reason}"
-        ) from exc
-    except urllib3.exceptions.HTTPError as exc:
-        raise UnavailableError(f"cannot reach the management cluster: {exc}") from exc
-    finally:
-        close_client(management)
     value = (secret.data or {}).get("value")
     if not value:
         raise ColonyError(f"the kubeconfig Secret of cluster '{cluster}' is empty")
@@ -282,14 +299,6 @@ def issue(
     admin = _admin_kubeconfig(Path(management_kubeconfig), cluster, namespace, secret_name)
     server = server_of(admin)
     child = api_client_from_dict(admin)
-    try:
+    with _calling(child, f"issue a token for cluster '{cluster}'", f"cluster '{cluster}'"):
         token, expiry = _issue(child)
-        return Issued(server, token, expiry)
-    except ApiException as exc:
-        raise UnavailableError(
-            f"cannot issue a token for cluster '{cluster}': {exc.status} {exc.reason}"
-        ) from exc
-    except urllib3.exceptions.HTTPError as exc:
-        raise UnavailableError(f"cannot reach cluster '{cluster}': {exc}") from exc
-    finally:
-        close_client(child)
+    return Issued(server, token, expiry)

@@ -1,9 +1,10 @@
 """The errors `colonyctl` and the HTTP API report, and the exit code each one means.
 
-`starter.client`, `starter.remote` and `starter.catalog` raise these typed domain errors; the CLI
+The entity clients (`starter.clients`) raise these typed domain errors, each transport mapping
+what it meets once (`starter.clients.temporal.failure`, `starter.clients.http.error_of`); the CLI
 prints one line (`error: <message>`) and exits with the error's `exit_code`, and the HTTP API
-(`api.errors`) maps the same classes to HTTP statuses (and `starter.remote` maps the statuses
-back). The exit code and the status are decided by the error's type, never by its text.
+(`api.errors`) maps the same classes to HTTP statuses (which the HTTP transport maps back). The
+exit code and the status are decided by the error's type, never by its text.
 
 Standard library only: the CLI's entry module imports this at start-up.
 """
@@ -72,7 +73,7 @@ def temporal_unreachable(address: str, cause: BaseException, *, hint: str = "") 
     (<hint>)`. The SDK's error is the debug text of a Rust transport error (`tonic::transport::
     Error(Transport, ConnectError(...))`): only its reason is kept (`connection refused`, `its name
     does not resolve`), the whole of it stays the exception's cause. Mapped here once, for
-    `colonyctl` (`starter.client.connect`, with `TEMPORAL_HINT`) and the HTTP API (`api.context`,
+    `colonyctl` (`starter.clients.temporal.connect`, with `TEMPORAL_HINT`) and the HTTP API (`api.context`,
     whose callers cannot change its settings: no hint).
     """
     text = str(cause)

@@ -4,7 +4,7 @@ remote mode (a login exists) or talks to Temporal directly (none).
 The file is `$COLONY_CONFIG_DIR/login`, else `$XDG_CONFIG_HOME/colony/login`, else
 `~/.config/colony/login`: `url=...` and `key=...` lines, mode 0600 in a 0700 directory, written
 atomically. Read by `starter.backend` (which client the commands use), `starter.token_cache` (the
-exec plugin's fast path keys its cache by the API URL) and `starter.remote`.
+exec plugin's fast path keys its cache by the API URL) and `starter.clients.http`.
 
 Standard library only, and only `os`: the exec plugin's cache hit imports this (see
 `starter.token_cache` for why every import there counts), so the format is not JSON.
@@ -22,12 +22,18 @@ CONFIG_DIR_ENV = "COLONY_CONFIG_DIR"
 LOGIN_FILE = "login"
 
 
+def user_dir(env: Mapping[str, str], own: str, xdg: str, under_home: str) -> str:
+    """Where `colonyctl` keeps a kind of file of this user's: `$<own>`, else `$<xdg>/colony`, else
+    `~/<under_home>/colony` (the XDG base directories)."""
+    if env.get(own):
+        return env[own]
+    home = env.get("HOME") or os.path.expanduser("~")
+    return os.path.join(env.get(xdg) or os.path.join(home, under_home), "colony")
+
+
 def config_dir(env: Mapping[str, str]) -> str:
     """$COLONY_CONFIG_DIR, $XDG_CONFIG_HOME/colony or ~/.config/colony."""
-    if env.get(CONFIG_DIR_ENV):
-        return env[CONFIG_DIR_ENV]
-    home = env.get("HOME") or os.path.expanduser("~")
-    return os.path.join(env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"), "colony")
+    return user_dir(env, CONFIG_DIR_ENV, "XDG_CONFIG_HOME", ".config")
 
 
 def login_path(env: Mapping[str, str]) -> str:

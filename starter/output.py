@@ -10,8 +10,9 @@ rich's fitted, coloured columns. rich is imported only for a terminal and the li
 from __future__ import annotations
 
 import json
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,18 @@ def plain(data: Any) -> Any:
     if isinstance(data, dict):
         return {key: plain(value) for key, value in data.items()}
     return data
+
+
+def records(items: Iterable[Any], *fields: str, keys: Mapping[str, str] = {}) -> list[Any]:
+    """Each item as a JSON record of its `fields` (attributes), under their camelCase names or
+    the name `keys` gives (a list's `-o json` rows)."""
+    named = {f: keys.get(f) or re.sub(r"_([a-z])", lambda m: m.group(1).upper(), f) for f in fields}
+    return [{key: getattr(item, field) for field, key in named.items()} for item in items]
+
+
+def again(repeated: bool) -> str:
+    """What a start's line adds when its request id had started it already."""
+    return " (already started by this request id)" if repeated else ""
 
 
 def write(text: str = "") -> None:
@@ -160,12 +173,13 @@ def pool_rows(pools: Sequence[NodePoolStatus]) -> list[tuple[Any, ...]]:
             pool.ready_count,
             ",".join(f"{k}={v}" for k, v in pool.labels.items()) or "-",
             ",".join(taint_text(t) for t in pool.taints) or "-",
+            pool.drain_parallelism or "-",
         )
         for pool in pools
     ]
 
 
-POOL_COLUMNS = ("NAME", "SKU", "COUNT", "READY", "LABELS", "TAINTS")
+POOL_COLUMNS = ("NAME", "SKU", "COUNT", "READY", "LABELS", "TAINTS", "DRAIN-PARALLELISM")
 
 
 def node_rows(status: ClusterStatus) -> list[tuple[str, ...]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -81,12 +82,15 @@ _POOL_KEYS = {
     "cpuSku": "cpuSku",
     "cpu-sku": "cpuSku",
     "cpu": "cpuSku",
+    "drainParallelism": "drainParallelism",
+    "drain-parallelism": "drainParallelism",
 }
+_POOL_INTEGERS = ("count", "drainParallelism")
 
 
 def parse_pool(text: str, field: str = "nodePools") -> dict[str, Any]:
     """A `--node-pool`: JSON (`{"name": ..., "sku": {...}, "count": 2}`) or
-    `name=gpu,count=2,gpuModelId=h100-80gb` (or `cpuSku=...`)."""
+    `name=gpu,count=2,gpuModelId=h100-80gb` (or `cpuSku=...`; `drainParallelism=10`)."""
     text = text.strip()
     if text.startswith("{"):
         try:
@@ -105,11 +109,12 @@ def parse_pool(text: str, field: str = "nodePools") -> dict[str, Any]:
         canonical = _POOL_KEYS.get(key.strip())
         if canonical is None:
             raise InvalidRequestError(
-                f"{field}: unknown key '{key.strip()}' (name, count, gpuModelId, cpuSku)"
+                f"{field}: unknown key '{key.strip()}' "
+                "(name, count, gpuModelId, cpuSku, drainParallelism)"
             )
         if canonical in ("gpuModelId", "cpuSku"):
             sku[canonical] = value
-        elif canonical == "count" and _WHOLE.match(value.strip()):
+        elif canonical in _POOL_INTEGERS and _WHOLE.match(value.strip()):
             # Text on the command line: the model takes integers only (see the module docstring).
             pool[canonical] = int(value)
         else:
@@ -162,25 +167,49 @@ def parse_sku(
     return data
 
 
-def load_file(path: Path) -> dict[str, Any]:
-    """A cluster spec from YAML or JSON: a bare spec, or a manifest `{kind, metadata, spec}`."""
+def read_text(path: Path, field: str = "file", *, stdin: bool = True) -> tuple[str, str]:
+    """(where it came from, its text) of a `-f` file; `-` reads stdin (when the flag takes it).
+
+    Args:
+        field: the flag's field, for a refusal (`file: cannot read x.yaml: ...`).
+    """
+    if stdin and str(path) == "-":
+        return "stdin", sys.stdin.read()
+    try:
+        return str(path), path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidRequestError(f"{field}: cannot read {path}: {exc.strerror}") from exc
+
+
+def load_yaml(path: Path, field: str = "file", *, stdin: bool = True) -> Any:
+    """The YAML (or JSON) document of a `-f` file, refused with `field` when it is not one."""
     import yaml  # only `-f` needs a YAML parser
 
+    _, text = read_text(path, field, stdin=stdin)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InvalidRequestError(f"file: cannot read {path}: {exc.strerror}") from exc
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise InvalidRequestError(
-            f"file: {path} is not valid YAML: {' '.join(str(exc).split())}"
+            f"{field}: {path} is not valid YAML: {' '.join(str(exc).split())}"
         ) from exc
+
+
+def load_file(path: Path) -> dict[str, Any]:
+    """A cluster spec from YAML or JSON: a bare spec, or a manifest `{kind, metadata, spec}`."""
+    data = load_yaml(path, stdin=False)
     if not isinstance(data, dict):
         raise InvalidRequestError(f"file: {path} must hold a mapping (a cluster spec)")
-    if isinstance(data.get("spec"), dict):
-        spec = dict(data["spec"])
-        name = (data.get("metadata") or {}).get("name")
+    return spec_of(data)
+
+
+def spec_of(document: dict[str, Any]) -> dict[str, Any]:
+    """The spec a file written before manifests holds: bare, or as `{kind, metadata, spec}` (its
+    name from the metadata when the spec has none)."""
+    if isinstance(document.get("spec"), dict):
+        spec = dict(document["spec"])
+        name = (document.get("metadata") or {}).get("name")
         if name and "name" not in spec:
             spec["name"] = name
         return spec
     # A bare spec: `kind`/`apiVersion` written out of habit are not fields of the spec.
-    return {key: value for key, value in data.items() if key not in ("kind", "apiVersion")}
+    return {key: value for key, value in document.items() if key not in ("kind", "apiVersion")}

@@ -2,7 +2,7 @@
 event loop to run its async steps in.
 
 Imported by command bodies only once their input is parsed and validated, so a refusal never pays
-for Temporal's imports (`activities.settings` reads Temporal's env config).
+for Temporal's imports (`infra.config` reads Temporal's env config).
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from activities.settings import ColonySettings, SettingsError
+from infra.config import ColonySettings, SettingsError
 from starter import output
 from starter.errors import InvalidRequestError
 
-if TYPE_CHECKING:  # importing starter.client costs Temporal's import
-    from starter.client import WorkflowRef
+if TYPE_CHECKING:
+    from starter.clients.base import WorkflowRef
 
 T = TypeVar("T")
 
@@ -39,6 +39,6 @@ def run(step: Callable[[], Coroutine[Any, Any, T]]) -> T:
 
 def print_link(workflow: WorkflowRef) -> None:
     """A workflow and its Web UI page, on stderr (stdout stays what scripts parse); nothing when
-    the backend does not know its page."""
+    the transport does not know its page."""
     if workflow.link:
         output.info(f"workflow {workflow.workflow_id}: {workflow.link}")

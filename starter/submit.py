@@ -8,27 +8,20 @@ the operation until it finishes and exit 1 when it did not succeed. Called by th
 from __future__ import annotations
 
 import time
-from typing import Any
-
-from pydantic import BaseModel
 
 from models.cluster import ClusterStatus
 from models.operations import Operation, OperationAccepted, OperationState
 from starter import output
-from starter.backend import ClusterBackend, clusters
-from starter.checks import Check
-from starter.client import WorkflowRef
+from starter.backend import clusters
+from starter.clients.base import WorkflowRef
+from starter.clients.clusters import ClusterRequest, Clusters
 from starter.errors import OperationFailedError
-from starter.options import OutputFormat
-from starter.session import print_link, run, settings
+from starter.options import OutputFormat, Submission
+from starter.session import print_link, run
 
 
 async def follow(
-    colony: ClusterBackend,
-    client: Any,
-    cluster: str,
-    operation_id: str,
-    give_up_after: float | None,
+    colony: Clusters, cluster: str, operation_id: str, give_up_after: float | None
 ) -> Operation | None:
     """Show the operation live (on stderr) until it finishes; its final state."""
     from rich.live import Live
@@ -42,7 +35,7 @@ async def follow(
 
         try:
             return await colony.wait_for_operation(
-                client, cluster, operation_id, show, give_up_after=give_up_after
+                cluster, operation_id, show, give_up_after=give_up_after
             )
         finally:
             live.stop()
@@ -93,42 +86,26 @@ def accepted_output(
 
 
 def submit(
-    cluster: str,
-    update: str,
-    request: BaseModel,
-    *,
-    wait: bool,
-    timeout: float | None,
-    fmt: OutputFormat,
-    request_id: str | None,
-    gone_ok: bool = False,
-    check: Check | None = None,
+    cluster: str, request: ClusterRequest, submission: Submission, *, gone_ok: bool = False
 ) -> None:
-    """Send an operation; with --wait, follow it to the end.
+    """Send an operation (checked by the client as its transport checks it: against the
+    location's stock for an add or a scale); with --wait, follow it to the end.
 
     Args:
-        check: run against the cluster's status before sending (e.g. the location's stock);
-            raises to refuse. Not run through the API, which runs the same checks itself.
         gone_ok: a workflow that ends before reporting the operation is success (a delete).
     """
-    conf = settings()
     colony = clusters()
-    workflow = WorkflowRef("")
 
     async def go() -> tuple[OperationAccepted, Operation | None]:
-        nonlocal workflow
-        client = await colony.connect(conf)
-        if check is not None and colony.CHECKS_LOCALLY:
-            await check(conf, await colony.query_status(client, cluster))
-        accepted = await colony.send(client, cluster, update, request, request_id=request_id)
-        workflow = colony.cluster_workflow(conf, client, cluster)
-        print_link(workflow)
-        if not wait:
+        accepted = await colony.send(cluster, request, request_id=submission.request_id)
+        print_link(colony.workflow(cluster))
+        if not submission.wait:
             return accepted, None
-        return accepted, await follow(colony, client, cluster, accepted.operation_id, timeout)
+        operation = await follow(colony, cluster, accepted.operation_id, submission.timeout)
+        return accepted, operation
 
     accepted, operation = run(go)
-    if not wait:
-        accepted_output(workflow, cluster, accepted, fmt)
+    if not submission.wait:
+        accepted_output(colony.workflow(cluster), cluster, accepted, submission.fmt)
         return
-    finish(operation, accepted.operation_id, gone_ok=gone_ok, fmt=fmt)
+    finish(operation, accepted.operation_id, gone_ok=gone_ok, fmt=submission.fmt)

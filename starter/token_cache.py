@@ -4,7 +4,7 @@ only when needed.
 kubectl runs its exec plugin once per kubectl process, so every `kubectl get` used to pay for a new
 TokenRequest (2.5-3.2 s). Tokens come from the cluster itself (`starter.credentials`, through the
 management cluster) or, in remote mode (`colonyctl auth login`), from Colony's HTTP API
-(`starter.remote`); the cache is keyed by where they came from (`source`). Tokens are now cached per cluster in a file of mode 0600 under
+(`starter.clients.clusters.HttpClusters.token`); the cache is keyed by where they came from (`source`). Tokens are now cached per cluster in a file of mode 0600 under
 `$COLONY_CACHE_DIR`, else `$XDG_CACHE_HOME/colony`, else `~/.cache/colony`, and handed out until
 `RENEW_BEFORE` before they expire, with their real `expirationTimestamp`.
 
@@ -33,7 +33,7 @@ import os
 import sys
 import time
 
-from starter.login import read_login
+from starter.login import read_login, user_dir
 
 # Not `typing.TYPE_CHECKING`: importing typing is one of the costs this module avoids.
 TYPE_CHECKING = False
@@ -49,7 +49,7 @@ starts just before to finish with it (tokens live one hour). In seconds."""
 EXEC_API_VERSION = "client.authentication.k8s.io/v1"
 MANAGEMENT_KUBECONFIG_ENV = "COLONY_MANAGEMENT_KUBECONFIG"
 DEFAULT_MANAGEMENT_KUBECONFIG = ".colony/sim/management.kubeconfig"
-"""The same default as `activities.settings` (a test keeps them equal); importing that module
+"""The same default as `infra.config` (a test keeps them equal); importing that module
 would import Temporal's env config, which a cache hit must not pay for."""
 DEFAULT_NAMESPACE = "kcm-system"
 """k0rdent's namespace, as `models.cluster.DEFAULT_NAMESPACE` (a test keeps them equal)."""
@@ -74,10 +74,7 @@ Entry = dict[str, str]
 
 def cache_dir(env: Mapping[str, str]) -> str:
     """Where tokens are cached: $COLONY_CACHE_DIR, $XDG_CACHE_HOME/colony or ~/.cache/colony."""
-    if env.get(CACHE_DIR_ENV):
-        return env[CACHE_DIR_ENV]
-    home = env.get("HOME") or os.path.expanduser("~")
-    return os.path.join(env.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"), "colony")
+    return user_dir(env, CACHE_DIR_ENV, "XDG_CACHE_HOME", ".cache")
 
 
 def management_kubeconfig(env: Mapping[str, str]) -> str:
@@ -222,7 +219,7 @@ def issued_credential(env: Mapping[str, str], cluster: str, namespace: str) -> s
 
     stored = read_login(env)
     if stored is not None:
-        from starter.remote import issue_token as issue_through_api
+        from starter.clients.clusters import issue_token as issue_through_api
 
         token, expiry = issue_through_api(*stored, cluster)
     else:

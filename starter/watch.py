@@ -11,20 +11,16 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from activities.settings import ColonySettings
 from starter import output
-from starter.backend import clusters
+from starter.clients.clusters import Clusters
 from starter.options import OutputFormat
 from starter.session import run
 
 
-def watch_cluster(conf: ColonySettings, name: str, fmt: OutputFormat) -> None:
+def watch_cluster(colony: Clusters, name: str, fmt: OutputFormat) -> None:
     """Print the cluster now and on every change; `NotFoundError` when it does not exist."""
 
-    colony = clusters()
-
     async def go() -> None:
-        client = await colony.connect(conf)
         live: Any = None
         if fmt is OutputFormat.TABLE and output.stdout_is_terminal():
             from rich.live import Live
@@ -33,7 +29,7 @@ def watch_cluster(conf: ColonySettings, name: str, fmt: OutputFormat) -> None:
             live = Live(console=output.console(), auto_refresh=False, transient=False)
         first = True
         try:
-            async for status in colony.watch_status(client, name):
+            async for status in colony.watch(name):
                 if live is not None:
                     if first:
                         live.start()

@@ -64,11 +64,8 @@ from models.activity_api import (
     DrainNodeRequest,
     DrainNodeResult,
     DrainProgress,
-    GetClusterDeploymentStatusRequest,
     GetClusterDeploymentStatusResult,
     Host,
-    LabelNodeRequest,
-    LabelNodeResult,
     ListClaimedHostsRequest,
     ListClaimedHostsResult,
     ListNodesRequest,
@@ -104,8 +101,6 @@ from models.workspace_api import (
     AwaitWorkflowsClosedResult,
     ListWorkflowsRequest,
     ListWorkflowsResult,
-    SignalWorkflowRequest,
-    SignalWorkflowResult,
     WorkspaceActivity,
 )
 from tests.helpers import eventually, unique
@@ -295,12 +290,6 @@ class FakeColony:
             exists=True, ready=ready, generation=1, observed_generation=1, conditions=[condition]
         )
 
-    @activity.defn(name=ActivityName.GET_CLUSTER_DEPLOYMENT_STATUS)
-    async def get_cluster_deployment_status(
-        self, request: GetClusterDeploymentStatusRequest
-    ) -> GetClusterDeploymentStatusResult:
-        return self._status(request.name, poll=True)
-
     @activity.defn(name=ActivityName.AWAIT_CLUSTER_DEPLOYMENT)
     async def await_cluster_deployment(
         self, request: AwaitClusterDeploymentRequest
@@ -477,11 +466,6 @@ class FakeColony:
         # Nothing changes any more before the deadline (nodes that never join): fast-forward.
         return AwaitNodesResult(observed=observed, all_ready=False, deadline_passed=True)
 
-    @activity.defn(name=ActivityName.LABEL_NODE)
-    async def label_node(self, request: LabelNodeRequest) -> LabelNodeResult:
-        self.labels[request.node_name] = request.labels
-        return LabelNodeResult(found=request.node_name in self.nodes)
-
     @activity.defn(name=ActivityName.CORDON_NODE)
     async def cordon_node(self, request: CordonNodeRequest) -> CordonNodeResult:
         self.calls.append(f"cordon {request.node_name}")
@@ -616,11 +600,6 @@ class FakeColony:
 
     # --- Temporal (what the cluster tells its workspaces and GPU ledger) -----------------------
 
-    @activity.defn(name=WorkspaceActivity.SIGNAL_WORKFLOW)
-    async def signal_workflow(self, request: SignalWorkflowRequest) -> SignalWorkflowResult:
-        self.signals.append((request.workflow_id, request.signal))
-        return SignalWorkflowResult(delivered=False)
-
     @activity.defn(name=WorkspaceActivity.LIST_WORKFLOWS)
     async def list_workflows(self, request: ListWorkflowsRequest) -> ListWorkflowsResult:
         return ListWorkflowsResult(workflow_ids=[])
@@ -632,7 +611,7 @@ class FakeColony:
         return AwaitWorkflowsClosedResult(open=[])
 
     def activities(self) -> list[Callable[..., Any]]:
-        temporal = [self.signal_workflow, self.list_workflows, self.await_workflows_closed]
+        temporal = [self.list_workflows, self.await_workflows_closed]
         return [getattr(self, name.value) for name in ActivityName] + temporal
 
 

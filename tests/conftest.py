@@ -47,6 +47,22 @@ def docker_available() -> bool:
     return True
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("reliability", "the reliability suite (tests/reliability)")
+    group.addoption(
+        "--reliability",
+        action="store_true",
+        help="run the reliability suite's full scenarios (`make reliability`); without it, only "
+        "their fast versions run",
+    )
+    group.addoption(
+        "--seed",
+        type=int,
+        default=None,
+        help="the reliability scenarios' seed (default: a new one, printed); repeats a run",
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if any("docker" in item.keywords for item in items) and not docker_available():
         skip = pytest.mark.skip(reason="no Docker engine answers on this machine")

@@ -44,8 +44,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner
 
-from activities.crds import ensure_crds
-from activities.sealing import PUBLIC_KEY_ENV, SealingSettings, create_key_pair
+from infra.crds import ensure_crds
+from infra.sealing import PUBLIC_KEY_ENV, SealingSettings, create_key_pair
 from models.cluster import ClusterSpec, ClusterStatus, ClusterWorkflowInput
 from models.node_pool import NodePoolSpec, NodeSku
 from models.operations import (

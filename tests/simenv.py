@@ -13,14 +13,22 @@ import base64
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import yaml
 from kubernetes import client
+from temporalio.testing import ActivityEnvironment
 
-from activities.kube import api_client_from_dict, api_client_from_file, close_client
+from activities.management.cluster_deployments import ClusterDeploymentActivities
+from infra.kube import api_client_from_dict, api_client_from_file, close_client
+from models.activity_api import (
+    AwaitClusterDeploymentRequest,
+    DeploymentWait,
+    GetClusterDeploymentStatusResult,
+)
 from sim.timing import SimTiming
 from sim.world import SimWorld, WorldConfig
 from worker import host_provider_client
@@ -93,3 +101,17 @@ __all__ = [
     "management_api",
     "started_world",
 ]
+
+
+async def deployment_status(
+    management: ClusterDeploymentActivities, name: str, namespace: str = NAMESPACE
+) -> GetClusterDeploymentStatusResult:
+    """The ClusterDeployment's status as the management activities read it: their wait, with a
+    deadline already passed, looks once and answers."""
+    waited = await ActivityEnvironment().run(
+        management.await_cluster_deployment,
+        AwaitClusterDeploymentRequest(
+            namespace=namespace, name=name, want=DeploymentWait.READY, deadline=datetime.now(UTC)
+        ),
+    )
+    return waited.status

@@ -20,9 +20,9 @@ from kubernetes import client
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.child_cluster import ChildClusterActivities
+from activities.child_cluster.nodes import NodeActivities
 from activities.host_provider import HostProviderActivities
-from activities.management import ManagementClusterActivities
+from activities.management.cluster_deployments import ClusterDeploymentActivities
 from models.activity_api import (
     AddClusterMachinesRequest,
     AwaitClusterDeploymentRequest,
@@ -40,10 +40,8 @@ from models.activity_api import (
     DrainLedger,
     DrainNodeRequest,
     ExpectedNode,
-    GetClusterDeploymentStatusRequest,
     Host,
     KubeconfigRef,
-    LabelNodeRequest,
     ListClaimedHostsRequest,
     ListNodesRequest,
     NodeTaint,
@@ -61,6 +59,7 @@ from tests.simenv import (
     call,
     child_api,
     close_client,
+    deployment_status,
     host_provider,
     management_api,
     started_world,
@@ -107,13 +106,13 @@ async def http(world: SimWorld) -> AsyncIterator[httpx.AsyncClient]:
 
 
 @pytest.fixture
-def management(mgmt: client.ApiClient) -> ManagementClusterActivities:
-    return ManagementClusterActivities(mgmt)
+def management(mgmt: client.ApiClient) -> ClusterDeploymentActivities:
+    return ClusterDeploymentActivities(mgmt)
 
 
 @pytest.fixture
-def child(mgmt: client.ApiClient) -> Iterator[ChildClusterActivities]:
-    activities = ChildClusterActivities(mgmt)
+def child(mgmt: client.ApiClient) -> Iterator[NodeActivities]:
+    activities = NodeActivities(mgmt)
     yield activities
     activities.close()
 
@@ -162,7 +161,7 @@ async def expect_error(
 # --- management cluster ------------------------------------------------------------------------
 
 
-async def test_prerequisites_report_facts(management: ManagementClusterActivities) -> None:
+async def test_prerequisites_report_facts(management: ClusterDeploymentActivities) -> None:
     found = await run(
         management.check_cluster_prerequisites,
         CheckClusterPrerequisitesRequest(
@@ -180,7 +179,7 @@ async def test_prerequisites_report_facts(management: ManagementClusterActivitie
 
 
 async def test_create_is_idempotent_and_refuses_a_foreign_deployment(
-    management: ManagementClusterActivities,
+    management: ClusterDeploymentActivities,
 ) -> None:
     name = unique("idem")
     request = create_request(name)
@@ -213,7 +212,7 @@ async def test_create_is_idempotent_and_refuses_a_foreign_deployment(
 )
 async def test_management_errors_are_classified(
     world: SimWorld,
-    management: ManagementClusterActivities,
+    management: ClusterDeploymentActivities,
     code: int,
     error_type: str,
     retryable: bool,
@@ -231,8 +230,8 @@ async def test_management_errors_are_classified(
 async def test_cluster_lifecycle_through_management_and_child_activities(
     world: SimWorld,
     mgmt: client.ApiClient,
-    management: ManagementClusterActivities,
-    child: ChildClusterActivities,
+    management: ClusterDeploymentActivities,
+    child: NodeActivities,
     hosts: HostProviderActivities,
 ) -> None:
     name = unique("life")
@@ -244,10 +243,9 @@ async def test_cluster_lifecycle_through_management_and_child_activities(
         ),
     )
     await run(management.create_cluster_deployment, create_request(name, claimed.hosts[:1]))
-    status_request = GetClusterDeploymentStatusRequest(namespace=NAMESPACE, name=name)
 
     async def status() -> Any:
-        return await run(management.get_cluster_deployment_status, status_request)
+        return await deployment_status(management, name)
 
     # The control-plane wait returns on each change of conditions, then once Ready.
     known: list[Any] = []
@@ -319,9 +317,6 @@ async def test_cluster_lifecycle_through_management_and_child_activities(
     assert len(listed) == 2
     node = listed[0].name
     assert [t.key for t in listed[0].taints].count("dedicated") == 1
-    label = LabelNodeRequest(kubeconfig=ref, node_name=node, labels={"team": "ml"})
-    assert (await run(child.label_node, label)).found
-    assert (await nodes("team=ml"))[0].name == node
 
     cordon = CordonNodeRequest(kubeconfig=ref, node_name=node)
     first, second = await run(child.cordon_node, cordon), await run(child.cordon_node, cordon)
@@ -431,8 +426,8 @@ async def test_cluster_lifecycle_through_management_and_child_activities(
 async def test_a_resumed_drain_counts_the_evictions_made_after_the_last_heartbeat(
     world: SimWorld,
     mgmt: client.ApiClient,
-    management: ManagementClusterActivities,
-    child: ChildClusterActivities,
+    management: ClusterDeploymentActivities,
+    child: NodeActivities,
     hosts: HostProviderActivities,
 ) -> None:
     """A drain retried after a crash: the heartbeat it resumes from says it asked to evict a, b
@@ -532,7 +527,7 @@ async def _child_with_a_ready_node(mgmt: client.ApiClient, name: str) -> client.
 
 
 async def test_a_failed_cluster_deployment_is_reported_at_once(
-    world: SimWorld, management: ManagementClusterActivities
+    world: SimWorld, management: ClusterDeploymentActivities
 ) -> None:
     name = unique("fails")
     world.faults.fail_cluster_deployment(NAMESPACE, name, "machine 10.0.0.9: ssh: handshake failed")
@@ -565,7 +560,7 @@ async def test_a_failed_cluster_deployment_is_reported_at_once(
 
 
 async def test_a_cancelled_wait_stops_within_a_heartbeat(
-    world: SimWorld, management: ManagementClusterActivities
+    world: SimWorld, management: ClusterDeploymentActivities
 ) -> None:
     environment = ActivityEnvironment()
     waiting = asyncio.ensure_future(
@@ -587,12 +582,7 @@ async def test_a_cancelled_wait_stops_within_a_heartbeat(
     name = unique("hang")
     await run(management.create_cluster_deployment, create_request(name))
     world.faults.fail_cluster_deployment(NAMESPACE, name, "stuck")
-    known = (
-        await run(
-            management.get_cluster_deployment_status,
-            GetClusterDeploymentStatusRequest(namespace=NAMESPACE, name=name),
-        )
-    ).conditions
+    known = (await deployment_status(management, name)).conditions
     environment = ActivityEnvironment()
     waiting = asyncio.ensure_future(
         environment.run(
@@ -635,15 +625,12 @@ async def test_free_hosts_wait_reports_the_count(hosts: HostProviderActivities) 
 
 
 async def test_child_errors_are_classified(
-    world: SimWorld, management: ManagementClusterActivities, child: ChildClusterActivities
+    world: SimWorld, management: ClusterDeploymentActivities, child: NodeActivities
 ) -> None:
     name = unique("cherr")
     await run(management.create_cluster_deployment, create_request(name))
     await eventually(
-        lambda: run(
-            management.get_cluster_deployment_status,
-            GetClusterDeploymentStatusRequest(namespace=NAMESPACE, name=name),
-        ),
+        lambda: deployment_status(management, name),
         until=lambda s: s.ready,
         what="ready",
     )

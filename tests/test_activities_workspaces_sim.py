@@ -27,15 +27,19 @@ from pydantic import BaseModel
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-import activities.workspaces
-from activities.child_cluster import ChildClients
-from activities.crds import ensure_crds
+import activities.management.service_sets
+from activities.child_cluster.clients import ChildClients
+from activities.child_cluster.namespaces import NamespaceActivities
+from activities.child_cluster.nodes import NodeActivities
+from activities.child_cluster.routes import RouteActivities
 from activities.host_provider import HostProviderActivities
-from activities.kube import MERGE_PATCH
-from activities.management import ManagementClusterActivities
-from activities.sealing import Unsealer, workspace_scope
+from activities.management.classes import WorkspaceClassActivities
+from activities.management.cluster_deployments import ClusterDeploymentActivities
+from activities.management.service_sets import ServiceSetActivities
 from activities.watch import ObjectWatch
-from activities.workspaces import WorkspaceActivities
+from infra.crds import ensure_crds
+from infra.kube import MERGE_PATCH
+from infra.sealing import Unsealer, workspace_scope
 from models.activity_api import (
     AwaitClusterDeploymentRequest,
     ClaimHostsRequest,
@@ -43,7 +47,6 @@ from models.activity_api import (
     DeleteClusterDeploymentRequest,
     DeploymentOutcome,
     DeploymentWait,
-    GetClusterDeploymentStatusRequest,
     KubeconfigRef,
     ReleaseHostsRequest,
 )
@@ -83,6 +86,7 @@ from tests.simenv import (
     call,
     child_api,
     close_client,
+    deployment_status,
     host_provider,
     management_api,
     started_world,
@@ -143,20 +147,37 @@ def unsealer() -> Unsealer:
     return Unsealer(X25519PrivateKey.generate())
 
 
+@dataclass(frozen=True)
+class WorkspaceSide:
+    """The activities of the workspace side, by the system and objects they talk to."""
+
+    classes: WorkspaceClassActivities
+    service_sets: ServiceSetActivities
+    nodes: NodeActivities
+    namespaces: NamespaceActivities
+    routes: RouteActivities
+
+
 @pytest.fixture(scope="module")
-def workspaces(mgmt: client.ApiClient, unsealer: Unsealer) -> Iterator[WorkspaceActivities]:
+def workspaces(mgmt: client.ApiClient, unsealer: Unsealer) -> Iterator[WorkspaceSide]:
     clients = ChildClients()
-    yield WorkspaceActivities(mgmt, clients, unsealer)
+    yield WorkspaceSide(
+        WorkspaceClassActivities(mgmt),
+        ServiceSetActivities(mgmt, unsealer),
+        NodeActivities(mgmt, clients),
+        NamespaceActivities(mgmt, clients),
+        RouteActivities(mgmt, clients),
+    )
     clients.close()
 
 
 @pytest.fixture(scope="module")
 async def catalog(
-    mgmt: client.ApiClient, workspaces: WorkspaceActivities
+    mgmt: client.ApiClient, workspaces: WorkspaceSide
 ) -> list[PublishWorkspaceClassResult]:
     """The shipped catalog, published as the catalog workflow publishes it at the worker's start."""
     await ensure_crds(mgmt)
-    return [await run(workspaces.publish_workspace_class, r) for r in catalog_seed().seed]
+    return [await run(workspaces.classes.publish_workspace_class, r) for r in catalog_seed().seed]
 
 
 @pytest.fixture(scope="module")
@@ -165,7 +186,7 @@ async def cluster(
 ) -> AsyncIterator[Cluster]:
     name = unique("wsact")
     owner = f"cluster/{name}/run"
-    management = ManagementClusterActivities(mgmt)
+    management = ClusterDeploymentActivities(mgmt)
     async with host_provider(world) as http:
         hosts = HostProviderActivities(http)
         claimed = await run(
@@ -191,10 +212,7 @@ async def cluster(
             ),
         )
         await eventually(
-            lambda: run(
-                management.get_cluster_deployment_status,
-                GetClusterDeploymentStatusRequest(namespace=NAMESPACE, name=name),
-            ),
+            lambda: deployment_status(management, name),
             until=lambda s: s.ready,
             what=f"ClusterDeployment {name} ready",
         )
@@ -284,19 +302,21 @@ def waiting(
 
 
 async def settle(
-    workspaces: WorkspaceActivities, request: AwaitServiceSetRequest, beats: list[Any] | None = None
+    workspaces: WorkspaceSide, request: AwaitServiceSetRequest, beats: list[Any] | None = None
 ) -> AwaitServiceSetResult:
     """Wait again after each change of state, as the workspace workflow does, until an answer."""
-    seen: AwaitServiceSetResult = await run(workspaces.await_service_set, request, beats)
+    seen: AwaitServiceSetResult = await run(
+        workspaces.service_sets.await_service_set, request, beats
+    )
     while seen.outcome is ServiceSetOutcome.CHANGED:
         request = request.model_copy(update={"known_state": seen.state})
-        seen = await run(workspaces.await_service_set, request, beats)
+        seen = await run(workspaces.service_sets.await_service_set, request, beats)
     return seen
 
 
-async def delete(workspaces: WorkspaceActivities, request: ApplyServiceSetRequest) -> None:
+async def delete(workspaces: WorkspaceSide, request: ApplyServiceSetRequest) -> None:
     gone = await run(
-        workspaces.delete_service_set,
+        workspaces.service_sets.delete_service_set,
         DeleteServiceSetRequest(
             namespace=request.namespace, name=request.name, owner=request.owner, wait_until=soon(30)
         ),
@@ -340,27 +360,27 @@ def serialized(*models: Any) -> str:
 
 
 async def test_the_catalog_publishes_once_and_reads_back(
-    workspaces: WorkspaceActivities, catalog: list[PublishWorkspaceClassResult]
+    workspaces: WorkspaceSide, catalog: list[PublishWorkspaceClassResult]
 ) -> None:
     seed = catalog_seed().seed
     assert [r.created for r in catalog] == [True] * len(seed)
     assert any(f"ServiceTemplate/{JUPYTER}" in r.objects_created for r in catalog)
-    again = await run(workspaces.publish_workspace_class, seed[0])
+    again = await run(workspaces.classes.publish_workspace_class, seed[0])
     assert (again.created, again.objects_created) == (False, [])
-    listed = await run(workspaces.list_workspace_classes, ListWorkspaceClassesRequest())
+    listed = await run(workspaces.classes.list_workspace_classes, ListWorkspaceClassesRequest())
     assert {c.name for c in listed.classes} >= {r.spec.name for r in seed}
     assert listed.unreadable == []
-    got = await run(workspaces.get_workspace_class, GetWorkspaceClassRequest(name=JUPYTER))
+    got = await run(workspaces.classes.get_workspace_class, GetWorkspaceClassRequest(name=JUPYTER))
     assert got.found
     assert got.spec is not None
     assert got.spec.service_template.name == JUPYTER
     template = await run(
-        workspaces.check_service_template,
+        workspaces.classes.check_service_template,
         CheckServiceTemplateRequest(namespace=NAMESPACE, name=JUPYTER),
     )
     assert (template.found, template.valid) == (True, True)
     missing = await run(
-        workspaces.check_service_template,
+        workspaces.classes.check_service_template,
         CheckServiceTemplateRequest(namespace=NAMESPACE, name="no-such-template"),
     )
     assert not missing.found
@@ -370,12 +390,12 @@ async def test_the_catalog_publishes_once_and_reads_back(
 
 
 async def test_apply_is_idempotent_and_a_change_bumps_the_generation(
-    mgmt: client.ApiClient, workspaces: WorkspaceActivities, cluster: Cluster
+    mgmt: client.ApiClient, workspaces: WorkspaceSide, cluster: Cluster
 ) -> None:
     request = service_set(cluster, replicas=1)
     release, target = request.services[0].name, request.services[0].namespace
-    first = await run(workspaces.apply_service_set, request)
-    again = await run(workspaces.apply_service_set, request)
+    first = await run(workspaces.service_sets.apply_service_set, request)
+    again = await run(workspaces.service_sets.apply_service_set, request)
     assert (first.created, again.created) == (True, False)
     assert again.generation == first.generation
 
@@ -401,7 +421,7 @@ async def test_apply_is_idempotent_and_a_change_bumps_the_generation(
         what=f"the pod of release {release} running",
     )
     found = await run(
-        workspaces.find_service_sets,
+        workspaces.service_sets.find_service_sets,
         FindServiceSetsRequest(
             namespace=NAMESPACE, cluster_deployment=cluster.name, template=JUPYTER
         ),
@@ -413,7 +433,7 @@ async def test_apply_is_idempotent_and_a_change_bumps_the_generation(
     changed = request.model_copy(
         update={"services": [request.services[0].model_copy(update={"values": {"replicas": 2}})]}
     )
-    updated = await run(workspaces.apply_service_set, changed)
+    updated = await run(workspaces.service_sets.apply_service_set, changed)
     assert not updated.created
     assert updated.generation == first.generation + 1
     redeployed = await settle(workspaces, waiting(changed, updated.generation))
@@ -424,10 +444,10 @@ async def test_apply_is_idempotent_and_a_change_bumps_the_generation(
 
 
 async def test_a_status_of_an_earlier_generation_is_no_answer(
-    workspaces: WorkspaceActivities, cluster: Cluster, mgmt: client.ApiClient
+    workspaces: WorkspaceSide, cluster: Cluster, mgmt: client.ApiClient
 ) -> None:
     request = service_set(cluster)
-    applied = await run(workspaces.apply_service_set, request)
+    applied = await run(workspaces.service_sets.apply_service_set, request)
     assert (await settle(workspaces, waiting(request, applied.generation))).outcome is (
         ServiceSetOutcome.DEPLOYED
     )
@@ -442,7 +462,9 @@ async def test_a_status_of_an_earlier_generation_is_no_answer(
     # for the next generation rather than by racing an update.)
     beats: list[Any] = []
     stale = await run(
-        workspaces.await_service_set, waiting(request, applied.generation + 1, seconds=1.5), beats
+        workspaces.service_sets.await_service_set,
+        waiting(request, applied.generation + 1, seconds=1.5),
+        beats,
     )
     assert stale.outcome is ServiceSetOutcome.DEADLINE, stale
     assert stale.state == ""
@@ -480,7 +502,7 @@ async def test_a_status_of_an_earlier_generation_is_no_answer(
 )
 async def test_a_failed_service_is_answered_with_its_message(
     world: SimWorld,
-    workspaces: WorkspaceActivities,
+    workspaces: WorkspaceSide,
     cluster: Cluster,
     template: str,
     values: dict[str, Any],
@@ -490,7 +512,7 @@ async def test_a_failed_service_is_answered_with_its_message(
     request = service_set(cluster, template, **values)
     if injected is not None:
         world.faults.fail_service_set(NAMESPACE, request.name, injected)
-    applied = await run(workspaces.apply_service_set, request)
+    applied = await run(workspaces.service_sets.apply_service_set, request)
     failed = await settle(workspaces, waiting(request, applied.generation))
     assert failed.outcome is ServiceSetOutcome.FAILED, failed
     assert failed.state == "Failed"
@@ -499,18 +521,18 @@ async def test_a_failed_service_is_answered_with_its_message(
 
 
 async def test_delete_waits_until_gone_and_is_idempotent(
-    mgmt: client.ApiClient, workspaces: WorkspaceActivities, cluster: Cluster
+    mgmt: client.ApiClient, workspaces: WorkspaceSide, cluster: Cluster
 ) -> None:
     request = service_set(cluster)
     release, target = request.services[0].name, request.services[0].namespace
-    applied = await run(workspaces.apply_service_set, request)
+    applied = await run(workspaces.service_sets.apply_service_set, request)
     assert (await settle(workspaces, waiting(request, applied.generation))).outcome is (
         ServiceSetOutcome.DEPLOYED
     )
     delete_request = DeleteServiceSetRequest(
         namespace=NAMESPACE, name=request.name, owner=request.owner, wait_until=soon(30)
     )
-    deleted = await run(workspaces.delete_service_set, delete_request)
+    deleted = await run(workspaces.service_sets.delete_service_set, delete_request)
     assert (deleted.existed, deleted.gone) == (True, True)
     # Gone only after k0rdent uninstalled the release (its finalizer).
     assert await deployment(cluster, target, release) is None
@@ -519,28 +541,30 @@ async def test_delete_waits_until_gone_and_is_idempotent(
         until=lambda names: target not in names,
         what=f"namespace {target} the release created removed",
     )
-    again = await run(workspaces.delete_service_set, delete_request)
+    again = await run(workspaces.service_sets.delete_service_set, delete_request)
     assert (again.existed, again.gone) == (False, True)
     unwaited = await run(
-        workspaces.delete_service_set,
+        workspaces.service_sets.delete_service_set,
         DeleteServiceSetRequest(namespace=NAMESPACE, name=request.name, owner=request.owner),
     )
     assert not unwaited.existed
-    gone = await run(workspaces.await_service_set, waiting(request, applied.generation))
+    gone = await run(
+        workspaces.service_sets.await_service_set, waiting(request, applied.generation)
+    )
     assert gone.outcome is ServiceSetOutcome.GONE
 
 
 async def test_a_deleted_service_set_is_seen_gone_at_its_event_not_at_the_next_poll(
     mgmt: client.ApiClient,
-    workspaces: WorkspaceActivities,
+    workspaces: WorkspaceSide,
     cluster: Cluster,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The wait for a ServiceSet's removal is a watch: with the poll slowed to two minutes, a
     ServiceSet held by a finalizer is seen gone as soon as the finalizer goes."""
-    monkeypatch.setattr(activities.workspaces, "POLL_FIRST", 120.0)
+    monkeypatch.setattr(activities.management.service_sets, "POLL_FIRST", 120.0)
     request = service_set(cluster)
-    applied = await run(workspaces.apply_service_set, request)
+    applied = await run(workspaces.service_sets.apply_service_set, request)
     assert (await settle(workspaces, waiting(request, applied.generation))).outcome is (
         ServiceSetOutcome.DEPLOYED
     )
@@ -562,7 +586,7 @@ async def test_a_deleted_service_set_is_seen_gone_at_its_event_not_at_the_next_p
     )  # fmt: skip
     waiting_for = asyncio.create_task(
         run(
-            workspaces.delete_service_set,
+            workspaces.service_sets.delete_service_set,
             DeleteServiceSetRequest(
                 namespace=NAMESPACE, name=request.name, owner=request.owner, wait_until=soon(300)
             ),
@@ -602,7 +626,7 @@ async def test_a_watch_that_cannot_be_made_leaves_the_pause_to_a_poll(
 
 
 async def test_values_secret_holds_unsealed_values_and_nothing_else_does(
-    mgmt: client.ApiClient, workspaces: WorkspaceActivities, unsealer: Unsealer, cluster: Cluster
+    mgmt: client.ApiClient, workspaces: WorkspaceSide, unsealer: Unsealer, cluster: Cluster
 ) -> None:
     secret_name = unique("values")
     request = service_set(cluster, values_from_secret=secret_name)
@@ -623,17 +647,19 @@ async def test_values_secret_holds_unsealed_values_and_nothing_else_does(
 
     beats: list[Any] = []
     write = sealed({"notebookPassword": PASSWORD, "hub.token": "hf_" + PASSWORD})
-    written = await run(workspaces.write_values_secret, write, beats)
+    written = await run(workspaces.service_sets.write_values_secret, write, beats)
     assert written.keys == 2
     # A repeat (a retried attempt, new answers) replaces the Secret.
-    rewritten = await run(workspaces.write_values_secret, sealed({"notebookPassword": PASSWORD}))
+    rewritten = await run(
+        workspaces.service_sets.write_values_secret, sealed({"notebookPassword": PASSWORD})
+    )
     assert rewritten.keys == 1
     secret = await call(client.CoreV1Api(mgmt).read_namespaced_secret, secret_name, NAMESPACE)
     assert yaml.safe_load(base64.b64decode(secret.data["values"])) == {"notebookPassword": PASSWORD}
     assert secret.metadata.labels == {WORKSPACE_LABEL: workspace, **request.owner.labels()}
 
     # The ServiceSet names the Secret; k0rdent reads it at install time.
-    applied = await run(workspaces.apply_service_set, request, beats)
+    applied = await run(workspaces.service_sets.apply_service_set, request, beats)
     deployed = await settle(workspaces, waiting(request, applied.generation), beats)
     assert deployed.outcome is ServiceSetOutcome.DEPLOYED, deployed
     stored = await read_service_set(mgmt, request.name)
@@ -645,12 +671,12 @@ async def test_values_secret_holds_unsealed_values_and_nothing_else_does(
 
     await delete(workspaces, request)
     remove = DeleteValuesSecretRequest(namespace=NAMESPACE, name=secret_name, owner=request.owner)
-    assert (await run(workspaces.delete_values_secret, remove)).existed
-    assert not (await run(workspaces.delete_values_secret, remove)).existed
+    assert (await run(workspaces.service_sets.delete_values_secret, remove)).existed
+    assert not (await run(workspaces.service_sets.delete_values_secret, remove)).existed
 
 
 async def test_values_that_cannot_be_unsealed_are_refused_for_good(
-    mgmt: client.ApiClient, workspaces: WorkspaceActivities, unsealer: Unsealer
+    mgmt: client.ApiClient, workspaces: WorkspaceSide, unsealer: Unsealer
 ) -> None:
     name = unique("values")
     for_another_workspace = WriteValuesSecretRequest(
@@ -665,7 +691,7 @@ async def test_values_that_cannot_be_unsealed_are_refused_for_good(
         owner=Owner(workflow_id="workspace/mine"),
     )
     error = await expect_error(
-        run(workspaces.write_values_secret, for_another_workspace),
+        run(workspaces.service_sets.write_values_secret, for_another_workspace),
         ErrorType.INVALID_SPEC,
         retryable=False,
     )
@@ -681,18 +707,22 @@ async def test_values_that_cannot_be_unsealed_are_refused_for_good(
         }
     )
     error = await expect_error(
-        run(workspaces.write_values_secret, rotated), ErrorType.INVALID_SPEC, retryable=False
+        run(workspaces.service_sets.write_values_secret, rotated),
+        ErrorType.INVALID_SPEC,
+        retryable=False,
     )
     assert "seal it again" in error.message
     assert PASSWORD not in error.message
-    without_key = WorkspaceActivities(mgmt, ChildClients(), None)
+    without_key = ServiceSetActivities(mgmt, None)
     await expect_error(
         run(without_key.write_values_secret, rotated), ErrorType.INVALID_SPEC, retryable=False
     )
     remove = DeleteValuesSecretRequest(
         namespace=NAMESPACE, name=name, owner=for_another_workspace.owner
     )
-    assert not (await run(workspaces.delete_values_secret, remove)).existed, "nothing was written"
+    assert not (await run(workspaces.service_sets.delete_values_secret, remove)).existed, (
+        "nothing was written"
+    )
 
 
 # --- error classification ------------------------------------------------------------------------
@@ -710,7 +740,7 @@ async def test_values_that_cannot_be_unsealed_are_refused_for_good(
 )
 async def test_service_set_create_errors_are_classified(
     world: SimWorld,
-    workspaces: WorkspaceActivities,
+    workspaces: WorkspaceSide,
     cluster: Cluster,
     code: int,
     error_type: str,
@@ -719,22 +749,22 @@ async def test_service_set_create_errors_are_classified(
     request = service_set(cluster)
     world.faults.fail_next(code, target="management", path="/servicesets", method="POST")
     error = await expect_error(
-        run(workspaces.apply_service_set, request), error_type, retryable=retryable
+        run(workspaces.service_sets.apply_service_set, request), error_type, retryable=retryable
     )
     assert error.message.startswith(f"create ServiceSet {NAMESPACE}/{request.name}: {code} ")
     assert error.__cause__ is not None, "the library error is chained"
     if code == 429:
         assert error.next_retry_delay is not None, "Retry-After is honoured"
     # Nothing was created: the next attempt creates it.
-    assert (await run(workspaces.apply_service_set, request)).created
+    assert (await run(workspaces.service_sets.apply_service_set, request)).created
     await delete(workspaces, request)
 
 
 async def test_errors_of_every_verb_are_classified(
-    world: SimWorld, workspaces: WorkspaceActivities, unsealer: Unsealer, cluster: Cluster
+    world: SimWorld, workspaces: WorkspaceSide, unsealer: Unsealer, cluster: Cluster
 ) -> None:
     request = service_set(cluster)
-    applied = await run(workspaces.apply_service_set, request)
+    applied = await run(workspaces.service_sets.apply_service_set, request)
     faults = world.faults
 
     faults.fail_next(422, target="management", path=f"/servicesets/{request.name}", method="PATCH")
@@ -742,18 +772,20 @@ async def test_errors_of_every_verb_are_classified(
         update={"services": [request.services[0].model_copy(update={"values": {"replicas": 0}})]}
     )
     await expect_error(
-        run(workspaces.apply_service_set, changed), ErrorType.INVALID_SPEC, retryable=False
+        run(workspaces.service_sets.apply_service_set, changed),
+        ErrorType.INVALID_SPEC,
+        retryable=False,
     )
     faults.fail_next(500, target="management", path=f"/servicesets/{request.name}", method="GET")
     await expect_error(
-        run(workspaces.await_service_set, waiting(request, applied.generation)),
+        run(workspaces.service_sets.await_service_set, waiting(request, applied.generation)),
         "ServerError",
         retryable=True,
     )
     faults.fail_next(503, target="management", path=f"/servicesets/{request.name}", method="DELETE")
     await expect_error(
         run(
-            workspaces.delete_service_set,
+            workspaces.service_sets.delete_service_set,
             DeleteServiceSetRequest(namespace=NAMESPACE, name=request.name, owner=request.owner),
         ),
         "ServerError",
@@ -763,7 +795,7 @@ async def test_errors_of_every_verb_are_classified(
     workspace = request.labels[WORKSPACE_LABEL]
     await expect_error(
         run(
-            workspaces.write_values_secret,
+            workspaces.service_sets.write_values_secret,
             WriteValuesSecretRequest(
                 namespace=NAMESPACE,
                 name=unique("values"),
@@ -780,7 +812,7 @@ async def test_errors_of_every_verb_are_classified(
     faults.fail_next(429, target=cluster.name, path="/namespaces", method="POST")
     await expect_error(
         run(
-            workspaces.ensure_namespace,
+            workspaces.namespaces.ensure_namespace,
             EnsureNamespaceRequest(
                 kubeconfig=cluster.kubeconfig, name=unique("ws"), owner=request.owner
             ),
@@ -796,7 +828,7 @@ async def test_errors_of_every_verb_are_classified(
 
 
 async def test_routes_through_the_tenant_gateway(
-    workspaces: WorkspaceActivities, cluster: Cluster
+    workspaces: WorkspaceSide, cluster: Cluster
 ) -> None:
     namespace = unique("ws")
     owner = Owner(workflow_id=f"workspace/{namespace}")
@@ -806,8 +838,8 @@ async def test_routes_through_the_tenant_gateway(
         owner=owner,
         labels={WORKSPACE_LABEL: namespace},
     )
-    assert (await run(workspaces.ensure_namespace, ensure)).created
-    assert not (await run(workspaces.ensure_namespace, ensure)).created
+    assert (await run(workspaces.namespaces.ensure_namespace, ensure)).created
+    assert not (await run(workspaces.namespaces.ensure_namespace, ensure)).created
     await call(
         client.CoreV1Api(cluster.admin).create_namespaced_service,
         namespace,
@@ -821,7 +853,7 @@ async def test_routes_through_the_tenant_gateway(
     )
     find = FindTenantGatewayRequest(kubeconfig=cluster.kubeconfig, cluster_deployment=cluster.name)
     found = await eventually(
-        lambda: run(workspaces.find_tenant_gateway, find),
+        lambda: run(workspaces.routes.find_tenant_gateway, find),
         until=lambda f: f.gateway is not None,
         what="the tenant gateway",
     )
@@ -831,7 +863,10 @@ async def test_routes_through_the_tenant_gateway(
     assert found.expected_domain == DOMAIN
     assert found.gateway_uid
     assert found.gateway_generation >= 1
-    assert found.fingerprint() == (await run(workspaces.find_tenant_gateway, find)).fingerprint()
+    assert (
+        found.fingerprint()
+        == (await run(workspaces.routes.find_tenant_gateway, find)).fingerprint()
+    )
     gateway = await call(
         client.CustomObjectsApi(cluster.admin).get_namespaced_custom_object,
         "gateway.networking.k8s.io", "v1", "colony-gateway", "gateways", "tenant",
@@ -867,16 +902,16 @@ async def test_routes_through_the_tenant_gateway(
         owner=owner,
         labels={WORKSPACE_LABEL: namespace},
     )
-    assert (await run(workspaces.apply_routes, apply)).created == [r.name for r in routes]
-    again = await run(workspaces.apply_routes, apply)
+    assert (await run(workspaces.routes.apply_routes, apply)).created == [r.name for r in routes]
+    again = await run(workspaces.routes.apply_routes, apply)
     assert (again.created, again.updated) == ([], [])
     # Ours, with another spec (the Gateway moved, the hostname changed): brought to the new one.
     moved = [routes[0].model_copy(update={"hostname": f"moved-{namespace}.{DOMAIN}"})]
-    changed = await run(workspaces.apply_routes, apply.model_copy(update={"routes": moved}))
+    changed = await run(workspaces.routes.apply_routes, apply.model_copy(update={"routes": moved}))
     assert (changed.created, changed.updated) == ([], [routes[0].name])
-    assert (await run(workspaces.apply_routes, apply)).updated == [routes[0].name]
+    assert (await run(workspaces.routes.apply_routes, apply)).updated == [routes[0].name]
     accepted = await run(
-        workspaces.await_routes,
+        workspaces.routes.await_routes,
         AwaitRoutesRequest(
             kubeconfig=cluster.kubeconfig,
             namespace=namespace,
@@ -886,7 +921,7 @@ async def test_routes_through_the_tenant_gateway(
         ),
     )
     assert accepted.all_accepted, accepted
-    assert port in (await run(workspaces.find_tenant_gateway, find)).taken_ports
+    assert port in (await run(workspaces.routes.find_tenant_gateway, find)).taken_ports
 
     # A route to a Service that does not exist is not accepted, says why, and is not waited on:
     # the controller's answer for its spec is final until the Service appears.
@@ -898,9 +933,9 @@ async def test_routes_through_the_tenant_gateway(
         hostname=f"nope-{namespace}.{DOMAIN}",
         section_name="https",
     )
-    await run(workspaces.apply_routes, apply.model_copy(update={"routes": [dangling]}))
+    await run(workspaces.routes.apply_routes, apply.model_copy(update={"routes": [dangling]}))
     refused = await run(
-        workspaces.await_routes,
+        workspaces.routes.await_routes,
         AwaitRoutesRequest(
             kubeconfig=cluster.kubeconfig,
             namespace=namespace,
@@ -917,26 +952,26 @@ async def test_routes_through_the_tenant_gateway(
     remove = DeleteRoutesRequest(
         kubeconfig=cluster.kubeconfig, namespace=namespace, routes=[*routes, dangling], owner=owner
     )
-    assert (await run(workspaces.delete_routes, remove)).deleted == [
+    assert (await run(workspaces.routes.delete_routes, remove)).deleted == [
         *[r.name for r in routes],
         dangling.name,
     ]
-    assert (await run(workspaces.delete_routes, remove)).deleted == []
-    assert port not in (await run(workspaces.find_tenant_gateway, find)).taken_ports
+    assert (await run(workspaces.routes.delete_routes, remove)).deleted == []
+    assert port not in (await run(workspaces.routes.find_tenant_gateway, find)).taken_ports
 
     drop = DeleteNamespaceRequest(
         kubeconfig=cluster.kubeconfig, name=namespace, owner=owner, wait_until=soon(30)
     )
-    dropped = await run(workspaces.delete_namespace, drop)
+    dropped = await run(workspaces.namespaces.delete_namespace, drop)
     assert (dropped.existed, dropped.gone) == (True, True)
-    assert not (await run(workspaces.delete_namespace, drop)).existed
+    assert not (await run(workspaces.namespaces.delete_namespace, drop)).existed
 
 
 async def test_gpu_inventory_counts_foreign_pods(
-    workspaces: WorkspaceActivities, cluster: Cluster
+    workspaces: WorkspaceSide, cluster: Cluster
 ) -> None:
     request = ReadGpuInventoryRequest(kubeconfig=cluster.kubeconfig)
-    inventory = await run(workspaces.read_gpu_inventory, request)
+    inventory = await run(workspaces.nodes.read_gpu_inventory, request)
     assert len(inventory.nodes) == 1
     node = inventory.nodes[0]
     assert node.allocatable > 0
@@ -961,31 +996,31 @@ async def test_gpu_inventory_counts_foreign_pods(
             },
         },
     )
-    counted = await run(workspaces.read_gpu_inventory, request)
+    counted = await run(workspaces.nodes.read_gpu_inventory, request)
     assert counted.nodes[0].foreign_used == 1
     await call(client.CoreV1Api(cluster.admin).delete_namespaced_pod, pod, "default")
 
 
 async def test_gpu_inventory_names_the_workflow_that_owns_the_cluster(
-    workspaces: WorkspaceActivities, cluster: Cluster
+    workspaces: WorkspaceSide, cluster: Cluster
 ) -> None:
     # The ledger tells this workflow which workspaces hold GPUs; an organization's cluster is
     # `cluster/<org>/<name>`, so it is read from the ClusterDeployment, not derived from its name.
     asked = ReadGpuInventoryRequest(kubeconfig=cluster.kubeconfig, cluster_deployment=cluster.name)
-    assert (await run(workspaces.read_gpu_inventory, asked)).cluster_workflow_id == (
+    assert (await run(workspaces.nodes.read_gpu_inventory, asked)).cluster_workflow_id == (
         f"cluster/{cluster.name}"
     )
     plain = ReadGpuInventoryRequest(kubeconfig=cluster.kubeconfig)
-    assert (await run(workspaces.read_gpu_inventory, plain)).cluster_workflow_id == ""
+    assert (await run(workspaces.nodes.read_gpu_inventory, plain)).cluster_workflow_id == ""
     absent = ReadGpuInventoryRequest(kubeconfig=cluster.kubeconfig, cluster_deployment="absent")
-    assert (await run(workspaces.read_gpu_inventory, absent)).cluster_workflow_id == ""
+    assert (await run(workspaces.nodes.read_gpu_inventory, absent)).cluster_workflow_id == ""
 
 
 # --- ownership: never adopt, never delete what is not the owner's ---------------------------------
 
 
 async def test_a_users_own_namespace_is_neither_adopted_nor_deleted(
-    workspaces: WorkspaceActivities, cluster: Cluster
+    workspaces: WorkspaceSide, cluster: Cluster
 ) -> None:
     """`ws-<name>` made by the user (holding their data) is refused by name, and a delete leaves
     it and its contents as they are; so is one another workspace of Colony's owns."""
@@ -1000,7 +1035,9 @@ async def test_a_users_own_namespace_is_neither_adopted_nor_deleted(
     owner = Owner(workflow_id=f"workspace/{theirs.removeprefix('ws-')}", organization="acme")
     ensure = EnsureNamespaceRequest(kubeconfig=cluster.kubeconfig, name=theirs, owner=owner)
     refused = await expect_error(
-        run(workspaces.ensure_namespace, ensure), ErrorType.FOREIGN_OBJECT, retryable=False
+        run(workspaces.namespaces.ensure_namespace, ensure),
+        ErrorType.FOREIGN_OBJECT,
+        retryable=False,
     )
     assert refused.message.startswith(
         f"namespace {theirs} already exists and is not Colony's (it has no Colony ownership "
@@ -1009,7 +1046,7 @@ async def test_a_users_own_namespace_is_neither_adopted_nor_deleted(
     drop = DeleteNamespaceRequest(
         kubeconfig=cluster.kubeconfig, name=theirs, owner=owner, wait_until=soon(5)
     )
-    left = await run(workspaces.delete_namespace, drop)
+    left = await run(workspaces.namespaces.delete_namespace, drop)
     assert (left.existed, left.foreign) == (True, True)
     kept = await call(core.read_namespace, theirs)
     assert kept.metadata.deletion_timestamp is None
@@ -1018,42 +1055,48 @@ async def test_a_users_own_namespace_is_neither_adopted_nor_deleted(
 
     # Colony's, but another workspace's (another organization's name for it): the same.
     mine = ensure.model_copy(update={"name": unique("ws")})
-    assert (await run(workspaces.ensure_namespace, mine)).created
+    assert (await run(workspaces.namespaces.ensure_namespace, mine)).created
     other = Owner(workflow_id=owner.workflow_id, organization="acme-labs")
     stolen = mine.model_copy(update={"owner": other})
     assert (
         "belongs to something else Colony runs"
         in (
             await expect_error(
-                run(workspaces.ensure_namespace, stolen), ErrorType.FOREIGN_OBJECT, retryable=False
+                run(workspaces.namespaces.ensure_namespace, stolen),
+                ErrorType.FOREIGN_OBJECT,
+                retryable=False,
             )
         ).message
     )
     drop_mine = drop.model_copy(update={"name": mine.name})
-    left = await run(workspaces.delete_namespace, drop_mine.model_copy(update={"owner": other}))
+    left = await run(
+        workspaces.namespaces.delete_namespace, drop_mine.model_copy(update={"owner": other})
+    )
     assert (left.existed, left.foreign) == (True, True)
-    assert (await run(workspaces.delete_namespace, drop_mine)).existed
+    assert (await run(workspaces.namespaces.delete_namespace, drop_mine)).existed
     await call(core.delete_namespace, theirs)
 
 
 async def test_another_owners_service_set_is_refused_gone_to_it_and_left_alone(
-    mgmt: client.ApiClient, workspaces: WorkspaceActivities, cluster: Cluster
+    mgmt: client.ApiClient, workspaces: WorkspaceSide, cluster: Cluster
 ) -> None:
     ours = service_set(cluster)
-    applied = await run(workspaces.apply_service_set, ours)
+    applied = await run(workspaces.service_sets.apply_service_set, ours)
     intruder = ours.model_copy(
         update={"owner": Owner(workflow_id=ours.owner.workflow_id, organization="zz-intruder")}
     )
     error = await expect_error(
-        run(workspaces.apply_service_set, intruder), ErrorType.FOREIGN_OBJECT, retryable=False
+        run(workspaces.service_sets.apply_service_set, intruder),
+        ErrorType.FOREIGN_OBJECT,
+        retryable=False,
     )
     assert f"ServiceSet {NAMESPACE}/{ours.name} already exists" in error.message
     assert "zz-intruder" not in error.message, "the refusal names no owner"
-    assert (await run(workspaces.await_service_set, waiting(intruder, 0))).outcome is (
+    assert (await run(workspaces.service_sets.await_service_set, waiting(intruder, 0))).outcome is (
         ServiceSetOutcome.GONE
     )
     left = await run(
-        workspaces.delete_service_set,
+        workspaces.service_sets.delete_service_set,
         DeleteServiceSetRequest(namespace=NAMESPACE, name=ours.name, owner=intruder.owner),
     )
     assert (left.existed, left.foreign) == (True, True)
@@ -1064,7 +1107,7 @@ async def test_another_owners_service_set_is_refused_gone_to_it_and_left_alone(
 
 
 async def test_another_owners_values_secret_is_refused_and_left_alone(
-    mgmt: client.ApiClient, workspaces: WorkspaceActivities, unsealer: Unsealer
+    mgmt: client.ApiClient, workspaces: WorkspaceSide, unsealer: Unsealer
 ) -> None:
     name, workspace = unique("values"), unique("nb")
     owner = Owner(workflow_id=f"workspace/{workspace}")
@@ -1081,11 +1124,13 @@ async def test_another_owners_values_secret_is_refused_and_left_alone(
         owner=owner,
     )
     error = await expect_error(
-        run(workspaces.write_values_secret, write), ErrorType.FOREIGN_OBJECT, retryable=False
+        run(workspaces.service_sets.write_values_secret, write),
+        ErrorType.FOREIGN_OBJECT,
+        retryable=False,
     )
     assert PASSWORD not in error.message
     left = await run(
-        workspaces.delete_values_secret,
+        workspaces.service_sets.delete_values_secret,
         DeleteValuesSecretRequest(namespace=NAMESPACE, name=name, owner=owner),
     )
     assert (left.existed, left.foreign) == (True, True)
@@ -1095,17 +1140,18 @@ async def test_another_owners_values_secret_is_refused_and_left_alone(
 
 
 async def test_another_owners_route_is_refused_not_waited_on_and_left_alone(
-    workspaces: WorkspaceActivities, cluster: Cluster
+    workspaces: WorkspaceSide, cluster: Cluster
 ) -> None:
     namespace = unique("ws")
     owner = Owner(workflow_id=f"workspace/{namespace}")
     await run(
-        workspaces.ensure_namespace,
+        workspaces.namespaces.ensure_namespace,
         EnsureNamespaceRequest(kubeconfig=cluster.kubeconfig, name=namespace, owner=owner),
     )
     found = await eventually(
         lambda: run(
-            workspaces.find_tenant_gateway, FindTenantGatewayRequest(kubeconfig=cluster.kubeconfig)
+            workspaces.routes.find_tenant_gateway,
+            FindTenantGatewayRequest(kubeconfig=cluster.kubeconfig),
         ),
         until=lambda f: f.gateway is not None,
         what="the tenant gateway",
@@ -1126,16 +1172,16 @@ async def test_another_owners_route_is_refused_not_waited_on_and_left_alone(
         routes=[route],
         owner=owner,
     )
-    assert (await run(workspaces.apply_routes, apply)).created == [route.name]
+    assert (await run(workspaces.routes.apply_routes, apply)).created == [route.name]
     other = Owner(workflow_id=f"workspace/acme/{namespace}", organization="acme")
     error = await expect_error(
-        run(workspaces.apply_routes, apply.model_copy(update={"owner": other})),
+        run(workspaces.routes.apply_routes, apply.model_copy(update={"owner": other})),
         ErrorType.FOREIGN_OBJECT,
         retryable=False,
     )
     assert f"HTTPRoute {namespace}/{route.name} already exists" in error.message
     seen = await run(
-        workspaces.await_routes,
+        workspaces.routes.await_routes,
         AwaitRoutesRequest(
             kubeconfig=cluster.kubeconfig,
             namespace=namespace,
@@ -1150,11 +1196,11 @@ async def test_another_owners_route_is_refused_not_waited_on_and_left_alone(
     remove = DeleteRoutesRequest(
         kubeconfig=cluster.kubeconfig, namespace=namespace, routes=[route], owner=other
     )
-    assert (await run(workspaces.delete_routes, remove)).deleted == []
+    assert (await run(workspaces.routes.delete_routes, remove)).deleted == []
     ours = remove.model_copy(update={"owner": owner})
-    assert (await run(workspaces.delete_routes, ours)).deleted == [route.name]
+    assert (await run(workspaces.routes.delete_routes, ours)).deleted == [route.name]
     await run(
-        workspaces.delete_namespace,
+        workspaces.namespaces.delete_namespace,
         DeleteNamespaceRequest(kubeconfig=cluster.kubeconfig, name=namespace, owner=owner),
     )
 
@@ -1164,7 +1210,7 @@ async def test_a_cluster_deployment_is_found_only_by_its_own_clusters_owner(
 ) -> None:
     """What a workspace resolving its cluster sees: the ClusterDeployment of that name exists for
     the owner its marks name, and for no other (another organization's cluster, a hand-made one)."""
-    management = ManagementClusterActivities(mgmt)
+    management = ClusterDeploymentActivities(mgmt)
 
     def asked(owner: Owner | None) -> AwaitClusterDeploymentRequest:
         return AwaitClusterDeploymentRequest(
@@ -1189,7 +1235,7 @@ async def test_a_cluster_deployment_is_found_only_by_its_own_clusters_owner(
 
 
 async def test_the_colony_kubeconfigs_secret_is_only_its_colonys(mgmt: client.ApiClient) -> None:
-    management = ManagementClusterActivities(mgmt)
+    management = ClusterDeploymentActivities(mgmt)
     name = unique("lab") + "-kubeconfigs"
     owner = Owner(workflow_id="colony/acme/lab", organization="acme")
     write = WriteColonyKubeconfigsRequest(

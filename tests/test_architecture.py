@@ -3,9 +3,10 @@
 - `workflows/` and `models/` are deterministic and sandbox-safe: no client library, no IO module.
 - Nothing outside `sim/` and `tests/` imports `sim` (the product cannot know it talks to a simulator).
 - `starter/` (the CLI) does not import `activities` or `workflows` implementations' IO.
-- `api/` (the HTTP API) reaches Temporal through `starter.client` and `starter.workspace_client`
-  only, never the CLI's Typer/rich layer; its key store and settings, which `colonyctl apikey` imports, import no FastAPI; the CLI
-  imports nothing else of `api/`.
+- `api/` (the HTTP API) reaches Temporal through the entity clients of `starter.clients` only,
+  never the CLI's Typer/rich layer; `starter/` (the CLI) imports nothing of `api/`: what
+  both need (the key store, the API's settings) is shared infrastructure, `infra/`, which imports
+  no web framework, no command line, no Temporal error type and no layer above it.
 - `watching/` (the watcher) talks to Kubernetes and Temporal only: it imports no workflow, CLI or
   simulator code; it signals workflows through their contracts.
 - Of `workflows/`, the HTTP API and the watcher import the contracts only
@@ -56,7 +57,14 @@ def test_deterministic_layers_import_no_client_library(path: Path) -> None:
         pytest.param(p, id=str(p.relative_to(ROOT)))
         for p in [
             *python_files(
-                "workflows", "models", "activities", "starter", "catalog", "watching", "api"
+                "workflows",
+                "models",
+                "activities",
+                "starter",
+                "catalog",
+                "watching",
+                "api",
+                "infra",
             ),
             ROOT / "worker.py",
             ROOT / "watcher.py",
@@ -69,7 +77,7 @@ def test_product_code_never_imports_the_simulator(path: Path) -> None:
 
 
 def imported_names(path: Path) -> set[str]:
-    """Every module imported, in full (`starter.client`, not `starter`)."""
+    """Every module imported, in full (`starter.clients.clusters`, not `starter`)."""
     tree = ast.parse(path.read_text(), filename=str(path))
     found: set[str] = set()
     for node in ast.walk(tree):
@@ -95,16 +103,12 @@ def workflow_code(names: set[str]) -> set[str]:
 
 
 API_MAY_USE_FROM_STARTER = {
-    "starter.client",
-    "starter.workspace_client",
-    "starter.colony_client",
+    "starter.clients",
     "starter.errors",
-    "starter.catalog",
-    "starter.checks",
     "starter.parsing",
     "starter.credentials",
 }
-"""Framework-free modules of `starter/`: the client functions and what they share with the CLI."""
+"""Framework-free parts of `starter/`: the entity clients and what they share with the CLI."""
 
 
 @pytest.mark.parametrize(
@@ -112,26 +116,72 @@ API_MAY_USE_FROM_STARTER = {
 )
 def test_the_api_uses_the_cli_client_functions_not_the_cli(path: Path) -> None:
     names = imported_names(path)
-    starter = {n for n in names if n.startswith("starter.") and n.count(".") == 1}
+    starter = {".".join(n.split(".")[:2]) for n in names if n.startswith("starter.")}
     assert starter <= API_MAY_USE_FROM_STARTER, sorted(starter)
     assert not {n.split(".")[0] for n in names} & {"typer", "rich", "sim"}
     assert workflow_code(names) == set()
 
 
 @pytest.mark.parametrize(
-    "path",
-    [pytest.param(ROOT / "api" / name, id=name) for name in ("keys.py", "settings.py")],
+    "path", [pytest.param(p, id=str(p.relative_to(ROOT))) for p in python_files("starter")]
 )
-def test_what_the_cli_imports_from_the_api_imports_no_web_framework(path: Path) -> None:
-    assert not imported_modules(path) & {"fastapi", "starlette", "uvicorn"}
+def test_the_cli_never_imports_the_api(path: Path) -> None:
+    assert "api" not in imported_modules(path), f"{path.relative_to(ROOT)} imports api"
+
+
+def test_the_cli_check_sees_an_import_of_the_api_wherever_it_is(tmp_path: Path) -> None:
+    """The check above reads every import, a deferred one in a function too."""
+    module = tmp_path / "module.py"
+    module.write_text("def f() -> None:\n    from api.views import KeyView\n")
+    assert "api" in imported_modules(module)
+
+
+INFRA_MAY_NOT_IMPORT = {
+    *("fastapi", "starlette", "uvicorn", "typer", "rich"),
+    *("starter", "api", "workflows", "activities", "sim", "watching"),
+}
+"""What shared infrastructure must not depend on: a front door's framework or any layer that uses
+it."""
+INFRA_MAY_IMPORT_OF_TEMPORAL = ("temporalio.envconfig", "temporalio.contrib.opentelemetry")
+"""Temporal's connection settings (`ColonySettings.temporal_connect`) and its tracing interceptor
+(`infra.tracing.interceptor`); nothing with an error type in it."""
 
 
 @pytest.mark.parametrize(
-    "path", [pytest.param(p, id=str(p.relative_to(ROOT))) for p in python_files("starter")]
+    "path", [pytest.param(p, id=str(p.relative_to(ROOT))) for p in python_files("infra")]
 )
-def test_the_cli_imports_only_the_key_store_of_the_api(path: Path) -> None:
-    names = {n for n in imported_names(path) if n == "api" or n.startswith("api.")}
-    assert {n.split(".")[1] if "." in n else n for n in names} <= {"keys", "settings"}, names
+def test_shared_infrastructure_imports_no_framework_layer_above_or_temporal_error(
+    path: Path,
+) -> None:
+    names = imported_names(path)
+    forbidden = {n.split(".")[0] for n in names} & INFRA_MAY_NOT_IMPORT
+    forbidden |= {
+        n
+        for n in names
+        if n.split(".")[0] == "temporalio"
+        and not any(n == a or n.startswith(f"{a}.") for a in INFRA_MAY_IMPORT_OF_TEMPORAL)
+    }
+    assert not forbidden, f"{path.relative_to(ROOT)} imports {sorted(forbidden)}"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(p, id=str(p.relative_to(ROOT)))
+        for p in python_files("activities")
+        if p.name != "declarations.py"
+    ],
+)
+def test_activities_reach_the_workflows_declarations_through_one_module(path: Path) -> None:
+    assert "workflows" not in imported_modules(path), f"{path.relative_to(ROOT)} imports workflows"
+
+
+def test_the_infra_check_sees_a_temporal_error_type(tmp_path: Path) -> None:
+    """The check above reads the full name: `temporalio.exceptions` is not Temporal's settings."""
+    module = tmp_path / "module.py"
+    module.write_text("def f() -> None:\n    from temporalio.exceptions import ApplicationError\n")
+    assert "temporalio.exceptions" in imported_names(module)
+    assert not "temporalio.exceptions".startswith(INFRA_MAY_IMPORT_OF_TEMPORAL)
 
 
 @pytest.mark.parametrize(

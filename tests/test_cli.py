@@ -19,9 +19,9 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from typer.testing import CliRunner
 
-from activities.settings import ColonySettings
+from infra.config import ColonySettings
 from starter.cli import app, normalize_argv
-from starter.client import update_error
+from starter.clients.temporal import update_error
 from starter.errors import (
     ConflictError,
     ExitCode,
@@ -488,3 +488,13 @@ def test_kubeconfig_writes_for_the_cluster_given_either_way(
     code, stderr = invoke(*args, str(tmp_path / "kc"))
     assert code == 2
     assert stderr.startswith("error: management cluster kubeconfig /nonexistent"), stderr
+
+
+def test_apikey_create_help_names_every_permission() -> None:
+    """Every permission a key can hold is offered where keys are made, by both its names."""
+    from infra.keys import Permission
+    from starter.commands.apikey import PERMISSIONS_HELP
+
+    for permission in Permission:
+        assert permission.value in PERMISSIONS_HELP
+        assert permission.name.lower() in PERMISSIONS_HELP

@@ -21,8 +21,8 @@ from models.advice import for_command_line, set_option
 from models.catalog import LocationStock, SkuKind, SkuStock, stock_problem
 from models.node_pool import NodeSku
 from sim.world import SimWorld
-from starter.catalog import stock_of
 from starter.cli import app, normalize_argv
+from starter.clients.provider import stock_of
 from tests.helpers import unique
 from tests.simenv import colony_env, started_world
 

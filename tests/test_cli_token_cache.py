@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from activities.settings import DEFAULT_MANAGEMENT_KUBECONFIG
+from infra.config import DEFAULT_MANAGEMENT_KUBECONFIG
 from models.cluster import DEFAULT_NAMESPACE
 from starter import token_cache
 from starter.commands import credentials as credential_commands

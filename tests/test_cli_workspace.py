@@ -17,26 +17,22 @@ import yaml
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from typer.testing import CliRunner
 
-from activities.sealing import (
+from catalog.workspaces import load_workspace_catalog
+from infra.sealing import (
     PUBLIC_KEY_ENV,
     Sealer,
     Unsealer,
     create_key_pair,
     workspace_scope,
 )
-from catalog.workspaces import load_workspace_catalog
+from models.deploy import missing_prompts
 from models.workspace import WorkspaceSpec, WorkspaceStatus
 from models.workspace_class import Prompt, PromptType, WorkspaceClassSpec
 from starter import workspace_output
 from starter.cli import app, normalize_argv
+from starter.clients.workspaces import WorkspaceSummary, prepare_workspace, workspace_details
 from starter.commands import workspace as workspace_command
 from starter.errors import InvalidRequestError
-from starter.workspace_client import (
-    WorkspaceSummary,
-    missing_prompts,
-    prepare_workspace,
-    workspace_details,
-)
 from tests.test_manifests import ACCEPT, EXALSIUS, EXPECTED
 
 CATALOG = load_workspace_catalog()
@@ -69,7 +65,7 @@ def notebook(**extra: Any) -> WorkspaceSpec:
 def keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Unsealer:
     create_key_pair(tmp_path / "private.pem", tmp_path / "public.pem")
     monkeypatch.setenv(PUBLIC_KEY_ENV, str(tmp_path / "public.pem"))
-    from activities.sealing import load_private_key
+    from infra.sealing import load_private_key
 
     return Unsealer(load_private_key(tmp_path / "private.pem"))
 

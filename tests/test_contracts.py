@@ -72,6 +72,11 @@ NOT_NAMES: dict[tuple[str, str], tuple[set[str], str]] = {
     ),
     ("models/manifests.py", "TOP_LEVEL_FIELDS"): ({"status"}, "a manifest's top-level fields"),
     ("models/workspace.py", "WorkspaceSpec"): ({"answers"}, "the spec's `answers` field"),
+    ("bench/ceiling_workflow.py", "DELETE_UPDATE"): (
+        {"delete"},
+        "the update of the benchmark's own trivial workflow, not an entity's",
+    ),
+    ("bench/drain_scale.py", "drain_once"): ({"delete"}, "colonyctl's words, run in a thread"),
 }
 """Strings equal to a contract name without being one: (file, the class, function or constant
 declaring them) -> (those strings, why)."""

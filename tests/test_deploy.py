@@ -2,7 +2,7 @@
 Dockerfile, the collector's configuration and the RBAC in deploy/.
 
 No Docker engine runs here, so the files are loaded and checked against what the programs read:
-every Colony variable set is one the code reads (`activities.settings`, the watcher, the API's
+every Colony variable set is one the code reads (`infra.config`, the watcher, the API's
 `COLONY_API_*`), what each program needs is set, addresses point at services on their ports, the
 images Colony runs are built from this repository, and every search attribute gets registered.
 """
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from activities.settings import ColonySettings
+from infra.config import ColonySettings
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,10 +61,12 @@ def env_read_by_the_code() -> set[str]:
     """Every `COLONY_*` / `OTEL_*` name the product code reads or documents reading."""
     names: set[str] = set()
     files = [
-        *ROOT.glob("activities/*.py"),
+        *ROOT.glob("activities/**/*.py"),
+        *ROOT.glob("infra/*.py"),
         *ROOT.glob("watching/*.py"),
-        *ROOT.glob("starter/*.py"),
+        *ROOT.rglob("starter/**/*.py"),
         *ROOT.glob("api/*.py"),
+        *ROOT.glob("infra/*.py"),
         ROOT / "worker.py",
         ROOT / "watcher.py",
     ]
@@ -116,11 +118,13 @@ def test_the_image_carries_every_package() -> None:
         for line in (ROOT / ".dockerignore").read_text().splitlines()
         if line.strip() and not line.startswith("#")
     }
-    for needed in ("models", "workflows", "activities", "starter", "sim", "watching", "catalog"):
+    packages = ["models", "workflows", "activities", "infra", "starter", "sim", "watching"]
+    for needed in [*packages, "catalog"]:
         assert needed not in ignored
         assert (ROOT / needed).is_dir()
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert '"watching*"' in pyproject
+    assert '"infra*"' in pyproject
     assert 'py-modules = ["worker", "watcher"]' in pyproject
 
 
@@ -132,7 +136,7 @@ def test_every_variable_set_is_read_by_the_code(compose: dict[str, Any], service
         if name in TEMPORAL_ENV:
             continue
         if name.startswith("COLONY_API_") and not (ROOT / "api").is_dir():
-            continue  # the HTTP API's own settings (api/settings.py, another branch)
+            continue  # the HTTP API's own settings (infra/settings.py, another branch)
         assert name in read, f"{service}: {name} is set but no program reads it"
 
 

@@ -1,4 +1,4 @@
-"""`make run` before it starts anything: its development state (`starter.devstate`: Temporal's
+"""`make run` before it starts anything: its development state (`starter.dev.devstate`: Temporal's
 database and the simulated world together, or both fresh; `make reset`), the ports it reuses or
 refuses (a program that is not Colony's is never reused), and the metrics ports (one per process;
 the processes serving them are scraped in `tests/test_observability.py`). `make run` played twice
@@ -21,14 +21,14 @@ from pathlib import Path
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from activities.settings import (
+from infra.config import (
     METRICS_PORT_ENV,
     WATCHER_METRICS_PORT_ENV,
     ColonySettings,
     SettingsError,
 )
-from starter import devstate
-from starter.devenv import (
+from starter.dev import devstate
+from starter.dev.devenv import (
     API_PORT_ENV,
     SIM_HOSTPROVIDER_PORT_ENV,
     SIM_PORT_ENV,
@@ -39,7 +39,7 @@ from starter.devenv import (
     dev_ports,
     metrics_ports,
 )
-from starter.devstate import DevPaths, DevStateError, Holder
+from starter.dev.devstate import DevPaths, DevStateError, Holder
 from tests.conftest import venv_binary
 from tests.helpers import eventually_sync, unique
 
@@ -219,7 +219,7 @@ def clean_environment(**settings: str) -> dict[str, str]:
 def make_run(cwd: Path, *args: str, **settings: str) -> subprocess.CompletedProcess[str]:
     """`make run` (what it runs) in `cwd`, whose `.colony/` it uses."""
     return subprocess.run(
-        [sys.executable, "-m", "starter.devenv", *args],
+        [sys.executable, "-m", "starter.dev.devenv", *args],
         cwd=cwd,
         env=clean_environment(**settings),
         capture_output=True,
@@ -260,7 +260,7 @@ def test_reset_removes_the_state_and_keeps_the_venv(tmp_path: Path) -> None:
     (venv / "bin" / "python").write_text("#!/bin/sh\n")
     (venv / ".installed").touch()
     for reset in (
-        [sys.executable, "-m", "starter.devenv", "--reset"],  # what `make reset` runs
+        [sys.executable, "-m", "starter.dev.devenv", "--reset"],  # what `make reset` runs
         [venv_binary("colonyctl"), "dev", "reset"],
     ):
         paths = DevPaths(tmp_path / ".colony")

@@ -30,13 +30,14 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import ActivityEnvironment
 from typer.testing import CliRunner
 
-from activities.child_cluster import ChildClusterActivities
-from activities.kube import api_client_from_dict, close_client
+from activities.child_cluster.nodes import NodeActivities
+from infra.kube import api_client_from_dict, close_client
 from models.activity_api import (
+    AwaitNodesRequest,
     CordonNodeRequest,
     DrainNodeRequest,
+    ExpectedNode,
     KubeconfigRef,
-    LabelNodeRequest,
     NodeTaint,
     UncordonNodeRequest,
 )
@@ -100,21 +101,28 @@ def the_node(api: client.ApiClient) -> str:
 async def test_child_cluster_activities_on_k3s(
     k3s_api: client.ApiClient, k3s: dict[str, Any], tmp_path: Path
 ) -> None:
-    activities = ChildClusterActivities(k3s_api)
+    activities = NodeActivities(k3s_api)
     env = ActivityEnvironment()
     node = the_node(k3s_api)
     core = client.CoreV1Api(k3s_api)
     try:
-        labelled = await env.run(
-            activities.label_node,
-            LabelNodeRequest(
+        # A node registered under its host's id is labelled and tainted as the pool wants it.
+        joined = await env.run(
+            activities.await_nodes,
+            AwaitNodesRequest(
                 kubeconfig=ref(),
-                node_name=node,
-                labels={"colony.dev/node-pool": "gpu"},
-                taints=[NodeTaint(key="colony.dev/test", value="x", effect="NoSchedule")],
+                expected=[
+                    ExpectedNode(
+                        host_id=node,
+                        address="",
+                        labels={"colony.dev/node-pool": "gpu"},
+                        taints=[NodeTaint(key="colony.dev/test", value="x", effect="NoSchedule")],
+                    )
+                ],
+                deadline=datetime.now(UTC) + timedelta(seconds=60),
             ),
         )
-        assert labelled.found
+        assert joined.observed[0].labelled, joined
         read = core.read_node(node)
         assert read.metadata.labels["colony.dev/node-pool"] == "gpu"
         assert any(t.key == "colony.dev/test" for t in read.spec.taints or [])

@@ -43,7 +43,7 @@ from models.operations import (
     ScaleNodePoolRequest,
 )
 from sim.world import SimWorld
-from starter.client import live_drains
+from starter.clients.clusters import live_drains
 from tests.helpers import eventually, unique
 from tests.simenv import (
     NAMESPACE,

@@ -1,4 +1,4 @@
-"""`make run` as a user runs it (`python -m starter.devenv`, what the Makefile runs), each test in a
+"""`make run` as a user runs it (`python -m starter.dev.devenv`, what the Makefile runs), each test in a
 temporary directory of its own (its `.colony/` there) on free ports.
 
 - The demo played twice with a stop between: both pass, the second on the development state the
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from starter.devenv import API_PORT_ENV, TEMPORAL_ADDRESS_ENV, TEMPORAL_UI_PORT_ENV
-from starter.devstate import DevPaths, running
+from starter.dev.devenv import API_PORT_ENV, TEMPORAL_ADDRESS_ENV, TEMPORAL_UI_PORT_ENV
+from starter.dev.devstate import DevPaths, running
 from tests.helpers import eventually_sync
 from tests.test_devenv import clean_environment
 
@@ -49,7 +49,7 @@ def environment(tmp_path: Path) -> dict[str, str]:
 
 def make_run(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "starter.devenv", *args],
+        [sys.executable, "-m", "starter.dev.devenv", *args],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -90,7 +90,7 @@ def test_a_second_make_run_reuses_the_first_while_it_serves(tmp_path: Path) -> N
     log = tmp_path / "first.log"
     with log.open("w") as out:
         first = subprocess.Popen(
-            [sys.executable, "-m", "starter.devenv", "--no-scenario"],
+            [sys.executable, "-m", "starter.dev.devenv", "--no-scenario"],
             cwd=tmp_path,
             env=env,
             stdout=out,

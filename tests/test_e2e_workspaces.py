@@ -43,8 +43,8 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner, Result
 
-from activities.crds import ensure_crds
-from activities.sealing import PUBLIC_KEY_ENV, SealingSettings, create_key_pair
+from infra.crds import ensure_crds
+from infra.sealing import PUBLIC_KEY_ENV, SealingSettings, create_key_pair
 from models.identity import (
     prerequisite_service_set_name,
     route_name,

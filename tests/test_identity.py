@@ -283,7 +283,7 @@ def test_the_ledger_trusts_only_marks_that_name_this_very_cluster_deployment(
 ) -> None:
     """The GPU ledger tells the workflow its ClusterDeployment's marks name who holds GPUs: only
     when those marks are Colony's, agree, and derive back to this ClusterDeployment's name."""
-    from activities.workspaces import cluster_owner_of
+    from activities.child_cluster.nodes import cluster_owner_of
 
     assert cluster_owner_of(deployment, name) == expected
 
@@ -319,6 +319,6 @@ def class_object(name: str, organization: str, class_name: str) -> dict[str, Any
 def test_a_class_object_is_shared_or_one_organizations(
     obj: dict[str, Any], expected: str | None
 ) -> None:
-    from activities.workspaces import class_organization
+    from activities.management.classes import class_organization
 
     assert class_organization(obj) == expected

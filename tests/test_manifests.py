@@ -205,7 +205,7 @@ def shared_deployments() -> list[Any]:
 
 
 def fake_seal(spec: WorkspaceSpec, workspace_class: WorkspaceClassSpec) -> WorkspaceSpec:
-    """What `colonyctl apply` does before sending (activities.sealing.seal_workspace_secrets), with
+    """What `colonyctl apply` does before sending (infra.sealing.seal_workspace_secrets), with
     a stand-in for the cryptography: plaintext secrets become sealed answers."""
     stripped, plaintext = split_plaintext_secrets(spec, workspace_class)
     sealed = {

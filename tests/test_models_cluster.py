@@ -11,6 +11,8 @@ from pydantic import ValidationError
 from models.cluster import ClusterSpec, ClusterStatus, cluster_workflow_id
 from models.node_pool import NodePoolSpec, NodeSku, Taint
 from models.operations import AddNodePoolRequest, Operation, ScaleNodePoolRequest
+from starter.errors import InvalidRequestError
+from starter.parsing import parse_pool, validated
 
 
 def gpu_pool(name: str = "gpu", **extra: Any) -> dict[str, Any]:
@@ -220,6 +222,28 @@ def test_node_pool_rules(change: dict[str, Any], message: str) -> None:
     with pytest.raises(ValidationError) as caught:
         NodePoolSpec.model_validate({**gpu_pool(), **change})
     assert only_message(caught.value) == message
+
+
+@pytest.mark.parametrize(
+    ("value", "line"),
+    [
+        pytest.param(0, "drainParallelism: must be at least 1, got 0", id="zero"),
+        pytest.param(21, "drainParallelism: must be at most 20, got 21", id="above-20"),
+        pytest.param("4", "drainParallelism: must be an integer, not the string '4'", id="text"),
+    ],
+)
+def test_pool_drain_parallelism_rule(value: object, line: str) -> None:
+    with pytest.raises(InvalidRequestError) as caught:
+        validated(NodePoolSpec, gpu_pool(drainParallelism=value))
+    assert str(caught.value) == line
+
+
+def test_pool_drain_parallelism_is_optional_and_parsed_from_the_command_line() -> None:
+    assert NodePoolSpec.model_validate(gpu_pool()).drain_parallelism is None
+    for given in (1, 20):
+        assert validated(NodePoolSpec, gpu_pool(drainParallelism=given)).drain_parallelism == given
+    parsed = parse_pool("name=gpu,count=2,gpuModelId=h100,drainParallelism=10")
+    assert validated(NodePoolSpec, parsed).drain_parallelism == 10
 
 
 def test_taint_rules() -> None:

@@ -6,7 +6,7 @@
 - Metrics: a worker whose client runs on a Temporal runtime with Prometheus, serving Colony's
   endpoint on a free port; after a create, a drain held once by a budget and a failing claim, one
   scrape shows Colony's metrics and the Temporal runtime's.
-- `make run` with COLONY_METRICS_PORT: the worker and the watcher started by `starter.devenv` as
+- `make run` with COLONY_METRICS_PORT: the worker and the watcher started by `starter.dev.devenv` as
   `make run` starts them, each serving its own endpoint (the watcher's on the next free port).
 """
 
@@ -33,11 +33,11 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner, Result
 
-from activities import metrics, tracing
-from activities.settings import METRICS_PORT_ENV, WATCHER_METRICS_PORT_ENV
+from infra import metrics, tracing
+from infra.config import METRICS_PORT_ENV, WATCHER_METRICS_PORT_ENV
 from sim.world import SimWorld
-from starter import devenv
 from starter.cli import app, normalize_argv
+from starter.dev import devenv
 from tests.helpers import eventually, unique
 from tests.simenv import (
     call,

@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from activities.sealing import (
+from infra.sealing import (
     PRIVATE_KEY_ENV,
     PUBLIC_KEY_ENV,
     Sealer,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from activities.workspaces import service_set_observed
+from activities.management.service_sets import service_set_observed
 
 
 def service_set(

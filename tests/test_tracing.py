@@ -14,8 +14,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from activities import tracing
-from activities.settings import ColonySettings, SettingsError
+from infra import tracing
+from infra.config import ColonySettings, SettingsError
 from tests.test_harness import _greet
 from worker import tracing_interceptor
 

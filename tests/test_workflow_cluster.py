@@ -445,6 +445,39 @@ async def test_leaving_nodes_are_cordoned_first_and_drained_up_to_the_limit(
         assert fake.most_draining == 2, drain_calls
 
 
+@pytest.mark.parametrize(
+    ("pool_setting", "operation_setting", "most"),
+    [
+        pytest.param(3, None, 3, id="the-pool-setting"),
+        pytest.param(3, 1, 1, id="the-operation-wins"),
+        pytest.param(None, None, 2, id="the-cluster-default"),
+    ],
+)
+async def test_a_pools_drain_parallelism_applies_when_the_operation_does_not_say(
+    env: WorkflowEnvironment,
+    task_queue: str,
+    pool_setting: int | None,
+    operation_setting: int | None,
+    most: int,
+) -> None:
+    fake = FakeColony()
+    async with worker(env, task_queue, fake):
+        run = await start(env, task_queue, fake, pool("gpu", 4, drain_parallelism=pool_setting))
+        status = await run.ready()
+        assert pool_of(status, "gpu").drain_parallelism == pool_setting
+        for node in pool_of(status, "gpu").nodes:
+            fake.add_pods(node.name, pod(f"web-{node.name}"))
+        fake.latency = 0.3  # each drain lasts long enough for them to overlap
+
+        accepted = await run.handle.execute_update(
+            ClusterWorkflow.scale_node_pool,
+            ScaleNodePoolRequest(pool="gpu", count=1, drain_parallelism=operation_setting),
+        )
+        done = await run.finished(accepted)
+        assert op_of(done, accepted.operation_id).state is OperationState.SUCCEEDED
+        assert fake.most_draining == most
+
+
 async def test_budget_refusals_are_retried_and_blockers_show_live(
     env: WorkflowEnvironment, task_queue: str
 ) -> None:

@@ -132,7 +132,7 @@ async def test_a_colony_runs_its_clusters_follows_them_and_deletes_them(
     stand_ins = [
         a
         for a in fake.activities()
-        if a.__name__ not in ("signal_workflow", "list_workflows", "await_workflows_closed")
+        if a.__name__ not in ("list_workflows", "await_workflows_closed")
     ]
     async with Worker(
         env.client,
@@ -141,7 +141,6 @@ async def test_a_colony_runs_its_clusters_follows_them_and_deletes_them(
         activities=[
             *stand_ins,
             *extra.activities(),
-            temporal.signal_workflow,
             temporal.await_workflows_closed,
         ],
     ):

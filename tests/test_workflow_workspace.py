@@ -23,8 +23,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 from temporalio.testing import WorkflowEnvironment
 
-from activities.sealing import Unsealer, workspace_scope
 from catalog.workspaces import load_workspace_catalog
+from infra.sealing import Unsealer, workspace_scope
 from models.capacity import GpuHolder
 from models.cluster import cluster_deployment_name, cluster_workflow_id
 from models.identity import prerequisite_service_set_name, workspace_release_name
@@ -45,7 +45,7 @@ from models.workspace_operations import (
     ResumeWorkspaceRequest,
     SuspendWorkspaceRequest,
 )
-from starter.workspace_client import WorkspaceSummary, fill_positions, with_current_position
+from starter.clients.workspaces import WorkspaceSummary, fill_positions, with_current_position
 from tests.helpers import eventually, history_text, unique
 from tests.workspace_world import STARTED, FakeWorkspaceWorld, h100_node, workspace_worker
 from workflows.capacity.contract import CAPACITY

@@ -89,9 +89,7 @@ async def test_held_gpus_guard_scale_downs_and_a_cluster_delete_deletes_its_work
         templates={t.name for t in CATALOG.service_templates},
     )
     world.colony = colony
-    cluster_activities = without(
-        colony.activities(), "signal_workflow", "list_workflows", "await_workflows_closed"
-    )
+    cluster_activities = without(colony.activities(), "list_workflows", "await_workflows_closed")
     workspace_activities = without(
         world.activities(), "await_cluster_deployment", "read_gpu_inventory", "list_workflows"
     )

@@ -3,7 +3,7 @@
 `FakeWorkspaceWorld` plays the management cluster's classes and ServiceSets and the child clusters'
 namespaces, GPUs, gateway and routes, under the real activity names. The workflows between them
 are real: `CapacityLedgerWorkflow` and `PrerequisiteWorkflow` run in the same worker, and messages
-travel through Temporal (the real `TemporalActivities.signal_with_start` and `signal_workflow`,
+travel through Temporal (the real `TemporalActivities.signal_with_start`,
 given the test server's client), so admission order, shared prerequisites and answers by signal are
 the production code paths.
 """
@@ -474,7 +474,6 @@ async def workspace_worker(
             *(world.activities() if include_world else []),
             *(extra_activities or []),
             temporal.signal_with_start,
-            temporal.signal_workflow,
         ],
     ) as running:
         try:

@@ -46,7 +46,7 @@ WORKSPACE_LABEL = "colony.dev/workspace"
 """What Colony made for a workspace carries it (the workspace's name): its namespace in the child
 cluster, its ServiceSet."""
 TENANT_GATEWAY_SELECTOR = "colony.dev/tenant-gateway=true"
-"""The Gateways routing looks for in a child cluster (`activities.workspaces.find_tenant_gateway`)."""
+"""The Gateways routing looks for in a child cluster (`activities.child_cluster.routes.RouteActivities.find_tenant_gateway`)."""
 DOMAIN_ANNOTATION = "colony.dev/domain"
 """A tenant Gateway's domain, when its listeners do not say it."""
 KUBECONFIG_SECRET_SUFFIX = "-kubeconfig"

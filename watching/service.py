@@ -42,8 +42,8 @@ from typing import Any
 import httpx
 import yaml
 
-from activities import metrics
-from activities.settings import ColonySettings
+from infra import metrics
+from infra.config import ColonySettings
 from watching.kubeapi import KubeApi, KubeError, Obj, collection_path
 from watching.leader import LeaseElector, LeaseTiming
 from watching.mapping import (
@@ -152,14 +152,27 @@ def _child_api(kubeconfig: Mapping[str, Any]) -> KubeApi:
     return KubeApi.from_kubeconfig(kubeconfig)
 
 
+@dataclass(frozen=True)
+class _ChildCluster:
+    """A child cluster whose Nodes and Gateways are followed."""
+
+    key: tuple[str, str]
+    """Its ClusterDeployment's namespace and name."""
+    uid: str
+    """Its ClusterDeployment's uid: a cluster of the same name made later is another one."""
+    workflow_id: str
+    """The cluster's workflow, told of its Nodes."""
+    cluster_deployment: Obj
+    wake: asyncio.Event
+    """Set when the ClusterDeployment changes: its kubeconfig Secret may be there now."""
+
+
 @dataclass
 class _Child:
     """The Node and Gateway streams of one child cluster."""
 
-    uid: str
-    workflow_id: str
+    cluster: _ChildCluster
     task: asyncio.Task[None]
-    wake: asyncio.Event
 
 
 class Watcher:
@@ -357,23 +370,22 @@ class Watcher:
         key = self._child_key(cluster_deployment)
         uid = uid_of(cluster_deployment)
         current = self._children.get(key)
-        if current is not None and current.uid == uid:
-            current.wake.set()  # its Secret may be there now
+        if current is not None and current.cluster.uid == uid:
+            current.cluster.wake.set()  # its Secret may be there now
             return
         if current is not None:
             current.task.cancel()  # the same name, another cluster
-        wake = asyncio.Event()
+        cluster = _ChildCluster(key, uid, workflow_id, cluster_deployment, asyncio.Event())
         task = asyncio.create_task(
-            self._follow_child(key, uid, workflow_id, cluster_deployment, wake),
-            name=f"watch nodes and gateways of {key[0]}/{key[1]}",
+            self._follow_child(cluster), name=f"watch nodes and gateways of {key[0]}/{key[1]}"
         )
-        self._children[key] = _Child(uid, workflow_id, task, wake)
+        self._children[key] = _Child(cluster, task)
 
     def _stop_child(self, cluster_deployment: Obj) -> None:
         key = self._child_key(cluster_deployment)
         uid = uid_of(cluster_deployment)
         child = self._children.pop(key, None)
-        if child is not None and child.uid != uid:
+        if child is not None and child.cluster.uid != uid:
             self._children[key] = child  # a newer cluster of that name: not this delete's
             return
         if child is not None:
@@ -410,141 +422,110 @@ class Watcher:
     def _gateway_stream(key: tuple[str, str]) -> str:
         return f"gateways.{key[0]}.{key[1]}"
 
-    async def _follow_child(
-        self,
-        key: tuple[str, str],
-        uid: str,
-        workflow_id: str,
-        cluster_deployment: Obj,
-        wake: asyncio.Event,
-    ) -> None:
-        kubeconfig = await self._kubeconfig(cluster_deployment, wake)
+    async def _follow_child(self, child: _ChildCluster) -> None:
+        kubeconfig = await self._kubeconfig(child.cluster_deployment, child.wake)
         async with asyncio.TaskGroup() as group:
-            group.create_task(
-                self._follow_nodes(key, uid, workflow_id, cluster_deployment, wake, kubeconfig)
-            )
-            group.create_task(self._follow_gateways(key, uid, cluster_deployment, wake, kubeconfig))
+            group.create_task(self._follow_nodes(child, kubeconfig))
+            group.create_task(self._follow_gateways(child, kubeconfig))
 
     def _resume_version(self, stream_name: str, uid: str) -> str:
         stored = self._state.get(stream_name) if self._state is not None else ""
         stored_uid, _, stored_version = stored.partition("/")
         return stored_version if stored_uid == uid else ""
 
-    async def _follow_nodes(
+    async def _keep_following(
         self,
-        key: tuple[str, str],
-        uid: str,
-        workflow_id: str,
-        cluster_deployment: Obj,
-        wake: asyncio.Event,
-        kubeconfig: dict[str, Any],
+        child: _ChildCluster,
+        stream: WatchStream,
+        on_event: Callable[[StreamEvent], Awaitable[None]],
     ) -> None:
-        cluster = key[1]
-        stream_name = self._child_stream(key)
+        """Hand a child stream's events to `on_event`, one at a time, until cancelled.
+
+        The stream's fatal statuses end a pass: 401, the kubeconfig changed (credentials
+        rotated), so it is read again and the stream resumes; 404 (Gateways only), no Gateway API
+        in this child, so no tenant gateway to follow for now: asked again later.
+        """
+        self.streams[stream.name] = stream
+        while True:
+            try:
+                async for event in stream.events():
+                    await on_event(event)
+            except KubeError as exc:
+                if exc.status == 404:
+                    log.info("%s: Gateways are not served; asking again later", stream.name)
+                    await asyncio.sleep(NOT_SERVED_RETRY)
+                else:
+                    log.info("%s: %s; reading the kubeconfig again", stream.name, exc)
+            finally:
+                await stream.api.aclose()
+            stream.api = self._child_api(
+                await self._kubeconfig(child.cluster_deployment, child.wake)
+            )
+
+    async def _follow_nodes(self, child: _ChildCluster, kubeconfig: dict[str, Any]) -> None:
+        stream_name = self._child_stream(child.key)
         stream = WatchStream(
             self._child_api(kubeconfig),
             stream_name,
             collection_path("", "v1", "nodes"),
-            version=self._resume_version(stream_name, uid),
+            version=self._resume_version(stream_name, child.uid),
             timeout_seconds=self.config.watch_timeout_seconds,
             fatal_statuses=(401,),
         )
-        self.streams[stream_name] = stream
         seen = Fingerprints()
-        while True:
-            try:
-                async for event in stream.events():
-                    await self._on_node(event, cluster, uid, workflow_id, stream_name, seen)
-            except KubeError as exc:
-                # 401: the kubeconfig changed (credentials rotated); read it again and resume.
-                log.info("%s: %s; reading the kubeconfig again", stream_name, exc)
-            finally:
-                await stream.api.aclose()
-            stream.api = self._child_api(await self._kubeconfig(cluster_deployment, wake))
+        await self._keep_following(child, stream, lambda event: self._on_node(event, child, seen))
 
-    async def _on_node(
-        self,
-        event: StreamEvent,
-        cluster: str,
-        uid: str,
-        workflow_id: str,
-        stream_name: str,
-        seen: Fingerprints,
-    ) -> None:
+    async def _on_node(self, event: StreamEvent, child: _ChildCluster, seen: Fingerprints) -> None:
+        stream_name = self._child_stream(child.key)
         if event.type == SYNCED:
             if event.relist:
                 metrics.watcher_relist("nodes")
-                refresh = relist_refresh(workflow_id, stream_name, event.version)
+                refresh = relist_refresh(child.workflow_id, stream_name, event.version)
                 if refresh is not None:
                     await self._deliver(refresh)
-            self._acknowledge(stream_name, f"{uid}/{event.version}")
+            self._acknowledge(stream_name, f"{child.uid}/{event.version}")
             return
         node = event.obj
         if seen.changed(event.type, uid_of(node), node_fingerprint(node)):
-            await self._deliver(node_event(cluster, workflow_id, event.type, node))
+            await self._deliver(node_event(child.key[1], child.workflow_id, event.type, node))
         if event.version:
-            self._acknowledge(stream_name, f"{uid}/{event.version}")
+            self._acknowledge(stream_name, f"{child.uid}/{event.version}")
 
-    async def _follow_gateways(
-        self,
-        key: tuple[str, str],
-        uid: str,
-        cluster_deployment: Obj,
-        wake: asyncio.Event,
-        kubeconfig: dict[str, Any],
-    ) -> None:
-        stream_name = self._gateway_stream(key)
+    async def _follow_gateways(self, child: _ChildCluster, kubeconfig: dict[str, Any]) -> None:
+        stream_name = self._gateway_stream(child.key)
         stream = WatchStream(
             self._child_api(kubeconfig),
             stream_name,
             collection_path(*GATEWAYS),
             label_selector=TENANT_GATEWAY_SELECTOR,
-            version=self._resume_version(stream_name, uid),
+            version=self._resume_version(stream_name, child.uid),
             timeout_seconds=self.config.watch_timeout_seconds,
             fatal_statuses=(401, 404),
         )
-        self.streams[stream_name] = stream
         seen = Fingerprints()
-        while True:
-            try:
-                async for event in stream.events():
-                    await self._on_gateway(event, key, uid, cluster_deployment, stream, seen)
-            except KubeError as exc:
-                if exc.status == 404:
-                    # No Gateway API in this child: no tenant gateway to follow, for now.
-                    log.info("%s: Gateways are not served; asking again later", stream_name)
-                    await asyncio.sleep(NOT_SERVED_RETRY)
-                else:
-                    log.info("%s: %s; reading the kubeconfig again", stream_name, exc)
-            finally:
-                await stream.api.aclose()
-            stream.api = self._child_api(await self._kubeconfig(cluster_deployment, wake))
+        await self._keep_following(
+            child, stream, lambda event: self._on_gateway(event, child, stream, seen)
+        )
 
     async def _on_gateway(
-        self,
-        event: StreamEvent,
-        key: tuple[str, str],
-        uid: str,
-        cluster_deployment: Obj,
-        stream: WatchStream,
-        seen: Fingerprints,
+        self, event: StreamEvent, child: _ChildCluster, stream: WatchStream, seen: Fingerprints
     ) -> None:
-        cluster = key[1]
+        cluster = child.key[1]
         if event.type == SYNCED:
             if event.relist:
                 metrics.watcher_relist("gateways")
-                for owner in await self._workspaces_of(stream.api, cluster_deployment):
+                for owner in await self._workspaces_of(stream.api, child.cluster_deployment):
                     await self._deliver(
                         gateway_relisted(owner, cluster, stream.name, event.version)
                     )
-            self._acknowledge(stream.name, f"{uid}/{event.version}")
+            self._acknowledge(stream.name, f"{child.uid}/{event.version}")
             return
         gateway = event.obj
         if seen.changed(event.type, uid_of(gateway), gateway_fingerprint(gateway)):
-            for owner in await self._workspaces_of(stream.api, cluster_deployment):
+            for owner in await self._workspaces_of(stream.api, child.cluster_deployment):
                 await self._deliver(gateway_changed(owner, cluster, event.type, gateway))
         if event.version:
-            self._acknowledge(stream.name, f"{uid}/{event.version}")
+            self._acknowledge(stream.name, f"{child.uid}/{event.version}")
 
     async def _workspaces_of(self, child: KubeApi, cluster_deployment: Obj) -> list[str]:
         """The workspaces with a namespace in the child (their marks name them), listed now:

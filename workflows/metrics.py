@@ -2,7 +2,7 @@
 
 The meter is replay-safe (nothing is recorded while a workflow replays), and its instruments are
 served with the Temporal runtime's metrics, which `worker.py` folds into Colony's `/metrics`
-endpoint (`activities.metrics`). Names follow Colony's `colony_` prefix.
+endpoint (`infra.metrics`). Names follow Colony's `colony_` prefix.
 """
 
 from __future__ import annotations

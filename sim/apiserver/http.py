@@ -1,12 +1,13 @@
 """REST onto the store: the aiohttp application of one emulated kube-apiserver.
 
-`create_app(store, faults=...)` returns an `aiohttp.web.Application` serving discovery, CRUD, watch,
-PATCH, the pods/eviction, pods/binding, pods/log, pods/portforward (`portforward.py`),
+`create_app(store, faults=..., records=...)` returns an `aiohttp.web.Application` serving discovery,
+CRUD, watch, PATCH, the pods/eviction, pods/binding, pods/log, pods/portforward (`portforward.py`),
 serviceaccounts/token and status subresources, with bearer
 token authentication against the store's `TokenAuthority`. Writes honour `dryRun` and
 `fieldValidation` (`fieldvalidation.py`; its warnings become `Warning` response headers). Every
-request first passes the `FaultInjector`, when one is given. `server.ClusterServer` wraps it in
-HTTPS.
+request first passes the `FaultInjector`, when one is given; a client's creates and accepted
+evictions are kept in the world's `WorldRecords` (`sim.records`), when given. `server.ClusterServer`
+wraps it in HTTPS.
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ from sim.apiserver.errors import ApiError
 from sim.apiserver.fieldvalidation import FieldValidation, warning_header
 from sim.apiserver.patch import APPLY_PATCH
 from sim.apiserver.registry import CRDS, NODES, PODS, SERVICEACCOUNTS, ResourceType
+from sim.apiserver.requests import RequestCounter
 from sim.apiserver.store import ClusterStore, Obj, Watcher
 from sim.faults import FaultInjector, add_fault_routes
+from sim.records import WorldRecords, add_records_routes
 
 log = logging.getLogger(__name__)
 
@@ -138,14 +141,24 @@ def _not_found() -> ApiError:
 class ApiHandler:
     """Dispatches every request of one cluster."""
 
-    def __init__(self, store: ClusterStore, faults: FaultInjector | None) -> None:
+    def __init__(
+        self,
+        store: ClusterStore,
+        faults: FaultInjector | None,
+        records: WorldRecords | None = None,
+        requests: RequestCounter | None = None,
+    ) -> None:
         self.store = store
         self.faults = faults
+        self.records = records
+        self.requests = requests
         self.watchers: set[Watcher] = set()
 
     # ----------------------------------------------------------------- entry
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        if self.requests is not None:
+            self.requests.count(request.method, request.path, request.query)
         try:
             self._authenticate(request)
             if self.faults is not None:
@@ -249,6 +262,8 @@ class ApiHandler:
                     rt, body, namespace=route.namespace, dry_run=dry_run,
                     field_validation=validation,
                 )  # fmt: skip
+                if self.records is not None and not dry_run:
+                    self.records.object_created(store.name, rt.group, rt.plural, created)
                 return _with_warnings(_json_response(self._out(route, created), 201), validation)
             if method == "DELETE":
                 options = await self._delete_options(request)
@@ -347,17 +362,18 @@ class ApiHandler:
         namespace = route.namespace or ""
         name = route.name or ""
         if route.rt.key == PODS.key and route.subresource == "eviction":
-            store.get(PODS, namespace, name, copy_objects=False)  # 404 before any fault
+            pod = store.get(PODS, namespace, name)  # 404 before any fault
             if self.faults is not None and self.faults.take_eviction_fault(
                 store.name, namespace, name
             ):
                 raise errors.too_many_requests(
                     "Cannot evict pod as it would violate the pod's disruption budget."
                 )
-            store.evict(
-                namespace, name, body.get("deleteOptions"),
-                dry_run=_dry_run(request, "CreateOptions"),
-            )  # fmt: skip
+            dry_run = _dry_run(request, "CreateOptions")
+            store.evict(namespace, name, body.get("deleteOptions"), dry_run=dry_run)
+            if self.records is not None and not dry_run:
+                terminating = bool(pod["metadata"].get("deletionTimestamp"))
+                self.records.evicted(store.name, pod, repeat=terminating)
             return _json_response(_success(201), 201)
         if route.rt.key == PODS.key and route.subresource == "binding":
             target = (body.get("target") or {}).get("name")
@@ -579,15 +595,21 @@ def create_app(
     store: ClusterStore,
     *,
     faults: FaultInjector | None = None,
+    records: WorldRecords | None = None,
     routes: Iterable[web.AbstractRouteDef] = (),
+    requests: RequestCounter | None = None,
 ) -> web.Application:
-    """The aiohttp application serving `store` (and /sim/v1/faults when `faults` is given, and
-    the sim's own `routes`, e.g. /sim/v1/identity, ahead of the Kubernetes API)."""
+    """The aiohttp application serving `store` (and /sim/v1/faults when `faults` is given,
+    /sim/v1/records when `records` is: a client's creates and evictions are recorded there, and
+    the sim's own `routes`, e.g. /sim/v1/identity, ahead of the Kubernetes API); `requests`
+    counts every Kubernetes API request it answers."""
     app = web.Application(client_max_size=64 * 1024 * 1024)
-    handler = ApiHandler(store, faults)
+    handler = ApiHandler(store, faults, records, requests)
     app[_STORE_KEY] = store
     if faults is not None:
         add_fault_routes(app, faults)
+    if records is not None:
+        add_records_routes(app, records)
     app.add_routes(routes)
     app.router.add_route("*", "/{tail:.*}", handler.handle)
     app.on_shutdown.append(handler.close_watches)

@@ -19,8 +19,10 @@ from aiohttp import web
 
 from sim.apiserver.auth import CertificateAuthority
 from sim.apiserver.http import create_app
+from sim.apiserver.requests import RequestCounter
 from sim.apiserver.store import ClusterStore
 from sim.faults import FaultInjector
+from sim.records import WorldRecords
 
 ADMIN_USER = "kubernetes-admin"
 
@@ -35,6 +37,7 @@ class ClusterServer:
         ca: CertificateAuthority,
         *,
         faults: FaultInjector | None = None,
+        records: WorldRecords | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
         admin_token: str | None = None,
@@ -44,11 +47,14 @@ class ClusterServer:
         self.store = store
         self.ca = ca
         self.faults = faults
+        self.records = records
         self.host = host
         self.port = port
         # A restored cluster keeps the admin token its kubeconfigs already carry.
         self.admin_token = admin_token or store.tokens.issue(ADMIN_USER)[0]
         self.routes = tuple(routes)
+        self.requests = RequestCounter()
+        """Every Kubernetes API request this server answered (`sim.apiserver.requests`)."""
         self._runner: web.AppRunner | None = None
 
     @property
@@ -59,7 +65,13 @@ class ClusterServer:
 
     async def start(self) -> None:
         """Listen (port 0 picks a free port, readable from `.port` / `.url` afterwards)."""
-        app = create_app(self.store, faults=self.faults, routes=self.routes)
+        app = create_app(
+            self.store,
+            faults=self.faults,
+            records=self.records,
+            routes=self.routes,
+            requests=self.requests,
+        )
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await runner.setup()
         site = web.TCPSite(

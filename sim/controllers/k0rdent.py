@@ -44,6 +44,7 @@ from sim.controllers.scheduler import Scheduler
 from sim.controllers.tenant_gateway import GATEWAY as TENANT_GATEWAY
 from sim.controllers.tenant_gateway import NAMESPACE as TENANT_GATEWAY_NAMESPACE
 from sim.faults import FaultInjector
+from sim.records import WorldRecords
 from sim.timing import SimTiming
 
 log = logging.getLogger(__name__)
@@ -150,6 +151,7 @@ class SimChildCluster:
         timing: SimTiming,
         faults: FaultInjector | None = None,
         *,
+        records: WorldRecords | None = None,
         with_system_workloads: bool = True,
         store: ClusterStore | None = None,
         port: int = 0,
@@ -157,7 +159,13 @@ class SimChildCluster:
     ) -> None:
         self._store = store or ClusterStore(name)
         self.server = ClusterServer(
-            name, self._store, ca, faults=faults, port=port, admin_token=admin_token
+            name,
+            self._store,
+            ca,
+            faults=faults,
+            records=records,
+            port=port,
+            admin_token=admin_token,
         )
         self._data_plane = TenantGatewayDataPlane(
             self._store, TENANT_GATEWAY_NAMESPACE, TENANT_GATEWAY, self.server.host
@@ -234,6 +242,7 @@ class K0rdentControllers:
         timing: delays of every step.
         faults: consulted for injected ClusterDeployment/ServiceSet failures and never-ready nodes.
         inventory: resolves `config.machines[].address` to hosts (None: no machine resolves).
+        records: the world's records, kept by every child cluster's API server too.
         catalog: the charts ServiceTemplates may name (default: `sim/charts.yaml`).
         child_factory: replaces `SimChildCluster` (tests of the controllers alone).
         on_child_store: called with "<namespace>/<name>" and the store of each `SimChildCluster`
@@ -248,6 +257,7 @@ class K0rdentControllers:
         faults: FaultInjector | None = None,
         inventory: HostLookup | None = None,
         *,
+        records: WorldRecords | None = None,
         catalog: ChartCatalog | None = None,
         child_factory: ChildFactory | None = None,
         on_child_store: Callable[[str, ClusterStore], None] | None = None,
@@ -256,6 +266,7 @@ class K0rdentControllers:
         self.ca = ca
         self.timing = timing
         self.faults = faults or FaultInjector()
+        self.records = records
         self.children = ChildClusters()
         self._on_child_store = on_child_store
         factory = child_factory or self._start_child
@@ -292,7 +303,7 @@ class K0rdentControllers:
         if self._on_child_store is not None:
             self._on_child_store(f"{namespace}/{name}", store)
         child = SimChildCluster(
-            name, self.ca, self.timing, self.faults, store=store,
+            name, self.ca, self.timing, self.faults, store=store, records=self.records,
             port=int(saved["port"]) if saved else 0,
             admin_token=str(saved["adminToken"]) if saved else None,
         )  # fmt: skip
@@ -340,6 +351,15 @@ class K0rdentControllers:
                 self.children.pop(*key)
                 await started.stop()
             raise
+
+    def request_counts(self) -> dict[str, dict[str, int]]:
+        """Each running child's Kubernetes API requests so far, by "<namespace>/<name>"
+        (`sim.apiserver.requests`); a deleted child's counts go with it."""
+        return {
+            f"{ns}/{name}": child.server.requests.snapshot()
+            for (ns, name), child in self.children.items()
+            if isinstance(child, SimChildCluster)
+        }
 
     def stores(self) -> dict[str, ClusterStore]:
         """Every child cluster's store, by "<namespace>/<name>"."""

@@ -5,7 +5,7 @@ the k0rdent simulation shares the same `Inventory` object in-process. Every rout
 `/sim/v1/faults` needs the API key (`Authorization: Bearer <key>` or `X-API-Key: <key>`) and passes
 through the `FaultInjector` first under the target "hostprovider".
 
-Routes:
+Routes (and `/sim/v1/records` when the inventory keeps records, see `sim.records`):
     GET    /v1/locations | /v1/gpu-models | /v1/cpu-skus
     GET    /v1/hosts?location=&gpuModelId=&cpuSku=&state=free|claimed
     GET    /v1/hosts/{hostId}
@@ -30,6 +30,7 @@ from pydantic.alias_generators import to_camel
 from sim.apiserver.errors import ApiError
 from sim.faults import FaultInjector, add_fault_routes
 from sim.hostprovider.inventory import Claim, Inventory, InventoryError, Sku
+from sim.records import add_records_routes
 
 __all__ = ["FAULT_TARGET", "ClaimRequest", "HostProviderServer", "create_app"]
 
@@ -207,6 +208,8 @@ def create_app(
     app.add_routes(_routes())
     if faults is not None:
         add_fault_routes(app, faults)
+    if inventory.records is not None:
+        add_records_routes(app, inventory.records)
     app.add_routes(routes)
     return app
 

@@ -21,6 +21,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from sim.records import HostChange, WorldRecords
+
 __all__ = [
     "DEFAULT_INVENTORY",
     "Claim",
@@ -205,9 +207,14 @@ class ClaimConflict(InventoryError):
 
 
 class Inventory:
-    """All hosts and claims of the simulated provider; every method is synchronous and atomic."""
+    """All hosts and claims of the simulated provider; every method is synchronous and atomic.
 
-    def __init__(self, data: InventoryFile) -> None:
+    With `records`, every host changing hands (claimed, released) and every claim answered again
+    from its idempotency key is recorded there (`sim.records`).
+    """
+
+    def __init__(self, data: InventoryFile, records: WorldRecords | None = None) -> None:
+        self.records = records
         self.locations = {loc.id: loc for loc in data.locations}
         self.gpu_models = {m.id: m for m in data.gpu_models}
         self.cpu_skus = {s.id: s for s in data.cpu_skus}
@@ -324,6 +331,8 @@ class Inventory:
                     f"idempotency key {key!r} was used for a different claim",
                     idempotencyKey=key,
                 )
+            for host_id in existing.host_ids:
+                self._record(host_id, "claim-repeated", key, existing.owner)
             return existing.model_copy(deep=True), False
         if location not in self.locations:
             raise UnknownReference(f"unknown location {location!r}", field="location")
@@ -355,6 +364,7 @@ class Inventory:
             host.state = "claimed"
             host.claimed_by = key
             host.owner = owner
+            self._record(host.id, "claimed", key, owner)
         claim = Claim(
             idempotency_key=key,
             location=location,
@@ -374,6 +384,8 @@ class Inventory:
         if host is None:
             raise NotFound(f"no host {host_id!r}", hostId=host_id)
         key = host.claimed_by
+        if host.state == "claimed":
+            self._record(host.id, "released", key or "", host.owner)
         host.state, host.claimed_by, host.owner = "free", None, None
         claim = self._claims.get(key) if key else None
         if claim is not None and all(self._hosts[h].claimed_by != key for h in claim.host_ids):
@@ -389,10 +401,15 @@ class Inventory:
         for host_id in claim.host_ids:
             host = self._hosts[host_id]
             if host.claimed_by == key:
+                self._record(host.id, "released", key, host.owner)
                 host.state, host.claimed_by, host.owner = "free", None, None
         claim.state = "released"
         self.changes += 1
         return claim.model_copy(deep=True)
+
+    def _record(self, host_id: str, change: HostChange, key: str, owner: str | None) -> None:
+        if self.records is not None:
+            self.records.host_changed(host_id, change, key, owner or "")
 
     # ------------------------------------------------------------ persistence
 
@@ -426,8 +443,10 @@ class Inventory:
                 )
 
 
-def load_inventory(path: str | Path | None = None) -> Inventory:
+def load_inventory(
+    path: str | Path | None = None, records: WorldRecords | None = None
+) -> Inventory:
     """An inventory from a YAML file, or from `default_inventory.yaml` beside this module."""
     source = Path(path) if path is not None else DEFAULT_INVENTORY
     data = yaml.safe_load(source.read_text(encoding="utf-8"))
-    return Inventory(InventoryFile.model_validate(data))
+    return Inventory(InventoryFile.model_validate(data), records)

@@ -11,7 +11,14 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from sim.apiserver.errors import ApiError
-from sim.faults import FAULTS_PATH, FaultConfig, FaultInjector, RequestFault, add_fault_routes
+from sim.faults import (
+    FAULTS_PATH,
+    INJECTED_PATH,
+    FaultConfig,
+    FaultInjector,
+    RequestFault,
+    add_fault_routes,
+)
 
 
 class SleepRecorder:
@@ -246,3 +253,19 @@ async def test_http_put_invalid(
     response = await client.put(FAULTS_PATH, content=body)
     assert response.status_code == 400
     assert response.json()["reason"] == "BadRequest"
+
+
+async def test_injected_faults_are_counted(
+    fault_server: tuple[FaultInjector, httpx.AsyncClient],
+) -> None:
+    """Every request seen and every fault answered, by target and code (GET .../injected);
+    the fault endpoints' own requests are not counted."""
+    injector, client = fault_server
+    await client.get("/api/v1/pods")
+    await client.put(FAULTS_PATH, json={"throttle_rate": 1.0})
+    for _ in range(3):
+        assert (await client.get("/api/v1/pods")).status_code == 429
+    await client.delete(FAULTS_PATH)
+    counted = (await client.get(INJECTED_PATH)).json()
+    assert counted == {"requests": {"c1": 4}, "faulted": {"c1": {"429": 3}}}
+    assert injector.injected == {("c1", 429): 3}

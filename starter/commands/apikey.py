@@ -1,8 +1,10 @@
 """`colonyctl apikey create|list|revoke`: the HTTP API's keys, operator side.
 
-Keys live as Secrets on the management cluster (`api.keys.KubernetesKeyStore`), so these commands
+Keys live as Secrets on the management cluster (`infra.keys.KubernetesKeyStore`), so these commands
 need its kubeconfig (COLONY_MANAGEMENT_KUBECONFIG), never the API: they are how the first key of
-an organization comes to be. A key is printed once, when created; only its hash is stored.
+an organization comes to be. A key is printed once, when created; only its hash is stored. The
+store's errors become the command line's here, once: a refused request exits 2, a store that
+cannot be reached 1.
 Imports beyond Typer happen inside each command (see `starter/commands/__init__.py`).
 """
 
@@ -16,7 +18,7 @@ import typer
 from starter.options import OutputFormat, OutputOption
 
 if TYPE_CHECKING:
-    from api.keys import ApiKey, KubernetesKeyStore
+    from infra.keys import ApiKey, KubernetesKeyStore
 
 app = typer.Typer(
     help="API keys of Colony's HTTP API (operator side: needs the management cluster).",
@@ -26,18 +28,19 @@ app = typer.Typer(
 T = TypeVar("T")
 
 PERMISSIONS_HELP = (
-    "Repeatable: read, connect, manage (kubernetes:read|connect|manage), or the legacy "
-    "clusters:read / clusters:write."
+    "Repeatable: read (kubernetes:read), connect (kubernetes:connect), manage "
+    "(kubernetes:manage), catalog_publish (catalog:publish: publish classes to the catalog "
+    "every organization shares, an operator's), or the legacy clusters:read / clusters:write."
 )
 
 
 def _with_store(step: Callable[[KubernetesKeyStore], Awaitable[T]]) -> T:
     """Run `step` with the key store on the management cluster, and close its client after."""
-    from activities.kube import api_client_from_file, close_client
-    from activities.settings import SettingsError
-    from api.keys import KubernetesKeyStore
-    from api.settings import ApiSettings
-    from starter.errors import InvalidRequestError
+    from infra.config import SettingsError
+    from infra.keys import KeyRequestError, KeyStoreUnavailableError, KubernetesKeyStore
+    from infra.kube import api_client_from_file, close_client
+    from infra.settings import ApiSettings
+    from starter.errors import InvalidRequestError, UnavailableError
     from starter.session import run, settings
 
     conf = settings()
@@ -52,6 +55,10 @@ def _with_store(step: Callable[[KubernetesKeyStore], Awaitable[T]]) -> T:
         store = KubernetesKeyStore(management, namespace)
         try:
             return await step(store)
+        except KeyRequestError as exc:
+            raise InvalidRequestError(exc.message) from exc
+        except KeyStoreUnavailableError as exc:
+            raise UnavailableError(exc.message) from exc
         finally:
             await store.close()
             close_client(management)

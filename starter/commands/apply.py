@@ -28,21 +28,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from starter.options import (
-    OutputFormat,
-    OutputOption,
-    RequestIdOption,
-    TimeoutOption,
-    WaitForCapacityOption,
-    WaitOption,
-)
+from starter.options import OutputFormat, Submission, WaitForCapacityOption, submits
 
 if TYPE_CHECKING:
     from models.cluster import ClusterSpec
     from models.manifests import ColonySpec, Manifest, ServiceTemplateManifest
     from models.workspace import WorkspaceSpec
-    from models.workspace_api import PublishWorkspaceClassRequest
+    from models.workspace_api import CatalogStatus, PublishWorkspaceClassRequest
     from models.workspace_class import WorkspaceClassSpec
+    from starter.clients.classes import TemporalClasses
+    from starter.clients.temporal import TemporalSession
 
 
 @dataclass
@@ -57,32 +52,12 @@ class Plan:
     workspaces: list[WorkspaceSpec] = field(default_factory=list)
 
 
-def read_file(path: Path) -> tuple[str, str]:
-    """(where it came from, its text) of a `-f` file; `-` is stdin."""
-    import sys
-
-    from starter.errors import InvalidRequestError
-
-    if str(path) == "-":
-        return "stdin", sys.stdin.read()
-    try:
-        return str(path), path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InvalidRequestError(f"file: cannot read {path}: {exc.strerror}") from exc
-
-
 def _bare_cluster(document: dict[str, Any], wait_for_capacity: bool) -> ClusterSpec:
     """A file written before manifests: one cluster spec, bare or as `{kind, metadata, spec}`."""
     from models.cluster import ClusterSpec
-    from starter.parsing import validated
+    from starter.parsing import spec_of, validated
 
-    if isinstance(document.get("spec"), dict):
-        data = dict(document["spec"])
-        name = (document.get("metadata") or {}).get("name")
-        if name and "name" not in data:
-            data["name"] = name
-    else:
-        data = {k: v for k, v in document.items() if k not in ("kind", "apiVersion")}
+    data = spec_of(document)
     if wait_for_capacity:
         data["waitForCapacity"] = True
     return validated(ClusterSpec, data)
@@ -98,12 +73,13 @@ def read_documents(paths: list[Path], wait_for_capacity: bool) -> tuple[list[Man
 
     from models.manifests import ManifestError, parse_manifests
     from starter.errors import InvalidRequestError
+    from starter.parsing import read_text
 
     manifests: list[Manifest] = []
     bare = Plan()
     problems: list[str] = []
     for path in paths:
-        source, text = read_file(path)
+        source, text = read_text(path)
         try:
             documents = [d for d in yaml.safe_load_all(text) if d is not None]
         except yaml.YAMLError as exc:
@@ -174,6 +150,7 @@ def _dry_run(manifests: list[Manifest], bare: Plan, fmt: OutputFormat) -> None:
         output.write(f"{str(row['kind']).lower()}/{row['name']} valid (dry run: nothing applied)")
 
 
+@submits
 def apply(
     files: Annotated[
         list[Path],
@@ -188,29 +165,26 @@ def apply(
         bool, typer.Option("--dry-run", help="Validate every document; apply nothing.")
     ] = False,
     wait_for_capacity: WaitForCapacityOption = False,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = None,
-    request_id: RequestIdOption = None,
-    fmt: OutputOption = OutputFormat.TABLE,
+    *,
+    submission: Submission,
 ) -> None:
     """Apply manifests: publish classes and templates, deploy workspaces, create or update
     clusters, as kubectl apply would have made an operator do."""
     manifests, bare = read_documents(files, wait_for_capacity)
     if dry_run:
-        _dry_run(manifests, bare, fmt)
+        _dry_run(manifests, bare, submission.fmt)
         return
     steps = plan(manifests, bare, wait_for_capacity)
-    workspaces = _prepare_and_publish(steps, request_id=request_id)
+    workspaces = _prepare_and_publish(steps, request_id=submission.request_id)
     from starter.commands.cluster import apply_cluster
 
     for index, spec in enumerate(steps.clusters):
-        one_id = f"{request_id}-cluster-{index}" if request_id else None
-        apply_cluster(spec, wait=wait, timeout=timeout, fmt=fmt, request_id=one_id)
+        apply_cluster(spec, submission.one_of(f"cluster-{index}"))
     if steps.colonies:
         from starter.commands.colony import apply_colonies
 
-        apply_colonies(steps.colonies, request_id=request_id)
-    _deploy(workspaces, wait=wait, timeout=timeout, fmt=fmt, request_id=request_id)
+        apply_colonies(steps.colonies, request_id=submission.request_id)
+    _deploy(workspaces, submission)
 
 
 @dataclass
@@ -224,16 +198,12 @@ def _prepare_and_publish(steps: Plan, *, request_id: str | None) -> list[_Deploy
     """Check every workspace against its class and every class against the catalog, then publish
     the templates and classes; the workspaces ready to deploy (sealed)."""
     from starter import output
-    from starter import workspace_client as spaces
-    from starter.client import connect
-    from starter.commands.workspace import terminal_asker
-    from starter.commands.workspace_class import check_conflicts
-    from starter.session import run, settings
+    from starter.backend import remote, temporal_session
+    from starter.clients.classes import TemporalClasses, check_class_conflicts
+    from starter.session import run
 
     if not (steps.templates or steps.classes or steps.workspaces):
         return []  # clusters only: the catalog has nothing to do with them
-    from starter.backend import remote
-
     if remote():
         from starter.errors import InvalidRequestError
 
@@ -242,49 +212,16 @@ def _prepare_and_publish(steps: Plan, *, request_id: str | None) -> list[_Deploy
             "yet: use colonyctl class publish -f and colonyctl workspace deploy, or log out to "
             "apply them through Temporal"
         )
-    conf = settings()
-    ask = terminal_asker()
+    session = temporal_session()
+    catalog = TemporalClasses(session)
     lines: list[str] = []
 
     async def go() -> list[_Deploy]:
-        client = await connect(conf)
-        catalog = await spaces.catalog(client)
-        check_conflicts(steps.classes, catalog)
-        published = {r.spec.name: r.spec for r in steps.classes}
-        deploys: list[_Deploy] = []
-        created = {(cluster.organization, cluster.name) for cluster in steps.clusters}
-        for spec in steps.workspaces:
-            if await spaces.workspace_exists(client, spec.name, spec.organization):
-                deploys.append(_Deploy(spec, None))
-                continue
-            if (spec.organization, spec.cluster) not in created:
-                # As `workspace deploy` checks it (`workspace_client.deploy`), before anything
-                # of this apply starts; a cluster this apply creates is there by its deploy.
-                await spaces.check_cluster(client, spec.cluster, organization=spec.organization)
-            # The classes the workspace's organization sees: the shared ones (and those this
-            # apply publishes to them), and its own.
-            known = {c.name: c for c in catalog.for_organization(spec.organization).classes}
-            pinned = published.get(spec.class_name) or known.get(spec.class_name)
-            if pinned is None:
-                raise spaces.class_not_found(spec.class_name, known)
-            deploys.append(_Deploy(spaces.prepare_workspace(spec, pinned, ask=ask), pinned))
+        published = await catalog.catalog()
+        check_class_conflicts(steps.classes, published)
+        deploys = await _prepared(steps, session, published)
         # Everything is valid: now change things, in order.
-        if steps.templates:
-            one_id = f"{request_id}-templates" if request_id else None
-            done = await spaces.publish_objects(
-                client, [t.to_object() for t in steps.templates], request_id=one_id
-            )
-            lines.extend(f"{label.lower()} created" for label in done.created)
-            lines.extend(f"{label.lower()} unchanged (exists)" for label in done.existing)
-            lines.extend(f"{label.lower()} skipped" for label in done.skipped)
-        for index, request in enumerate(steps.classes):
-            one_id = f"{request_id}-class-{index}" if request_id else None
-            result = await spaces.publish_class(client, request, request_id=one_id)
-            lines.append(
-                f"workspaceclass/{request.spec.name} "
-                + ("published" if result.created else "unchanged")
-            )
-            lines.extend(f"{label.lower()} created" for label in result.objects_created)
+        lines.extend(await _publish(steps, catalog, request_id))
         return deploys
 
     deploys = run(go)
@@ -293,14 +230,57 @@ def _prepare_and_publish(steps: Plan, *, request_id: str | None) -> list[_Deploy
     return deploys
 
 
-def _deploy(
-    deploys: list[_Deploy],
-    *,
-    wait: bool,
-    timeout: float | None,
-    fmt: OutputFormat,
-    request_id: str | None,
-) -> None:
+async def _prepared(steps: Plan, session: TemporalSession, catalog: CatalogStatus) -> list[_Deploy]:
+    """Every workspace of the apply checked as `workspace deploy` checks it, before anything of
+    this apply starts (a cluster this apply creates is there by its deploy), and sealed."""
+    from starter.clients.classes import class_not_found
+    from starter.clients.workspaces import TemporalWorkspaces, prepare_workspace
+    from starter.commands.workspace import terminal_asker
+
+    ask = terminal_asker()
+    published = {r.spec.name: r.spec for r in steps.classes}
+    created = {(cluster.organization, cluster.name) for cluster in steps.clusters}
+    deploys: list[_Deploy] = []
+    for spec in steps.workspaces:
+        spaces = TemporalWorkspaces(session).acting_for(spec.organization)
+        if await spaces.exists(spec.name):
+            deploys.append(_Deploy(spec, None))
+            continue
+        if (spec.organization, spec.cluster) not in created:
+            await spaces.check_cluster(spec.cluster)
+        # The classes the workspace's organization sees: the shared ones (and those this apply
+        # publishes to them), and its own.
+        known = {c.name: c for c in catalog.for_organization(spec.organization).classes}
+        pinned = published.get(spec.class_name) or known.get(spec.class_name)
+        if pinned is None:
+            raise class_not_found(spec.class_name, known)
+        deploys.append(_Deploy(prepare_workspace(spec, pinned, ask=ask), pinned))
+    return deploys
+
+
+async def _publish(steps: Plan, catalog: TemporalClasses, request_id: str | None) -> list[str]:
+    """Publish the apply's templates, then its classes; a line for each."""
+    lines: list[str] = []
+    if steps.templates:
+        one_id = f"{request_id}-templates" if request_id else None
+        done = await catalog.publish_objects(
+            [t.to_object() for t in steps.templates], request_id=one_id
+        )
+        lines.extend(f"{label.lower()} created" for label in done.created)
+        lines.extend(f"{label.lower()} unchanged (exists)" for label in done.existing)
+        lines.extend(f"{label.lower()} skipped" for label in done.skipped)
+    for index, request in enumerate(steps.classes):
+        one_id = f"{request_id}-class-{index}" if request_id else None
+        result = await catalog.publish(request, request_id=one_id)
+        lines.append(
+            f"workspaceclass/{request.spec.name} "
+            + ("published" if result.created else "unchanged")
+        )
+        lines.extend(f"{label.lower()} created" for label in result.objects_created)
+    return lines
+
+
+def _deploy(deploys: list[_Deploy], submission: Submission) -> None:
     from starter import output
     from starter.commands.workspace import deploy_workspace
 
@@ -311,12 +291,6 @@ def _deploy(
                 "deployed workspace: delete it first, or suspend and resume it)"
             )
             continue
-        one_id = f"{request_id}-workspace-{index}" if request_id else None
         deploy_workspace(
-            deploy.spec,
-            wait=wait,
-            timeout=timeout,
-            fmt=fmt,
-            request_id=one_id,
-            workspace_class=deploy.workspace_class,
+            deploy.spec, submission.one_of(f"workspace-{index}"), deploy.workspace_class
         )

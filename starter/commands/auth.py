@@ -2,7 +2,7 @@
 
 After `auth login --url URL --api-key KEY` (the key is checked against the API first, then stored
 by `starter.login`, mode 0600), every cluster, node-pool, node, operation and catalog command, and
-the exec plugin behind `colonyctl kubeconfig`, goes through the API (`starter.remote`) with the
+the exec plugin behind `colonyctl kubeconfig`, goes through the API (`starter.clients`' HTTP transport) with the
 same exit codes and messages; `auth logout` forgets the key and returns to Temporal.
 Imports beyond Typer happen inside each command (see `starter/commands/__init__.py`).
 """
@@ -16,7 +16,7 @@ import typer
 from starter.options import OutputFormat, OutputOption
 
 if TYPE_CHECKING:
-    from starter.remote import RemoteClient
+    from starter.clients.http import RemoteClient
 
 app = typer.Typer(
     help="Log in to Colony's HTTP API with an API key (remote mode), or out.", no_args_is_help=True
@@ -63,8 +63,8 @@ def login(
 
     from starter import login as stored_login
     from starter import output
+    from starter.clients.http import RemoteClient
     from starter.errors import InvalidRequestError
-    from starter.remote import RemoteClient
 
     if api_key == "-":
         api_key = sys.stdin.readline().strip()
@@ -101,7 +101,7 @@ def status(fmt: OutputOption = OutputFormat.TABLE) -> None:
 
     from starter import login as stored_login
     from starter import output
-    from starter.remote import RemoteClient
+    from starter.clients.http import RemoteClient
 
     stored = stored_login.read_login(os.environ)
     if stored is None:

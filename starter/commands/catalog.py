@@ -6,7 +6,7 @@ Imports beyond Typer happen inside each command (see `starter/commands/__init__.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -39,17 +39,11 @@ def location_list(fmt: OutputOption = OutputFormat.TABLE) -> None:
     """Every location, with the GPU models and CPU SKUs it stocks (free/total hosts)."""
     from models.catalog import SkuKind
     from starter import output
-    from starter.backend import catalog as catalog_backend
-    from starter.session import run, settings
+    from starter.backend import catalog
+    from starter.session import run
 
-    catalog = catalog_backend()
-
-    conf = settings()
-
-    async def go() -> list[LocationStock]:
-        return await catalog.stock(conf)
-
-    locations = run(go)
+    provider = catalog()
+    locations = run(lambda: provider.stock())
     if not output.emit(locations, fmt):
         output.print_table(
             ["ID", "NAME", "COUNTRY", "GPU (FREE/TOTAL)", "CPU (FREE/TOTAL)"],
@@ -73,17 +67,11 @@ def location_get(
 ) -> None:
     """One location: each SKU it stocks, and how many hosts of it are free now."""
     from starter import output
-    from starter.backend import catalog as catalog_backend
-    from starter.session import run, settings
+    from starter.backend import catalog
+    from starter.session import run
 
-    catalog = catalog_backend()
-
-    conf = settings()
-
-    async def go() -> LocationStock:
-        return await catalog.location_stock(conf, location)
-
-    stock = run(go)
+    provider = catalog()
+    stock = run(lambda: provider.location_stock(location))
     if output.emit(stock, fmt):
         return
     output.write(f"location {stock.id}  {stock.name}  {stock.country}")
@@ -96,17 +84,11 @@ def location_get(
 
 def _list(kind: str, columns: list[str], fmt: OutputFormat) -> None:
     from starter import output
-    from starter.backend import catalog as catalog_backend
-    from starter.session import run, settings
+    from starter.backend import catalog
+    from starter.session import run
 
-    catalog = catalog_backend()
-
-    conf = settings()
-
-    async def go() -> list[dict[str, Any]]:
-        return await catalog.fetch(conf, kind)
-
-    items = run(go)
+    provider = catalog()
+    items = run(lambda: provider.fetch(kind))
     if not output.emit(items, fmt):
         output.print_table(
             [c.upper() for c in columns], [[item.get(c, "") for c in columns] for item in items]

@@ -15,10 +15,9 @@ from starter.options import (
     OrganizationFilterOption,
     OutputFormat,
     OutputOption,
-    RequestIdOption,
-    TimeoutOption,
+    Submission,
     WaitForCapacityOption,
-    WaitOption,
+    submits,
 )
 
 if TYPE_CHECKING:
@@ -67,54 +66,45 @@ def build_spec(
     return validated(ClusterSpec, data)
 
 
-def create_cluster(
-    spec: ClusterSpec,
-    *,
-    wait: bool,
-    timeout: float | None,
-    fmt: OutputFormat,
-    request_id: str | None,
-) -> None:
-    """Check the catalog, start the cluster's workflow and report (or follow) its creation."""
+def create_cluster(spec: ClusterSpec, submission: Submission) -> None:
+    """Start the cluster's workflow (once the catalog says it can be served) and report (or
+    follow) its creation."""
     from models.operations import Operation
-    from starter import checks, output
+    from starter import output
     from starter.backend import clusters
-    from starter.client import Started, WorkflowRef
-    from starter.session import print_link, run, settings
+    from starter.clients.clusters import Started
+    from starter.session import print_link, run
     from starter.submit import finish, follow
 
-    conf = settings()
     colony = clusters()
-    workflow = WorkflowRef("")
 
     async def go() -> tuple[Started, Operation | None]:
-        nonlocal workflow
-        if colony.CHECKS_LOCALLY:
-            await checks.check_cluster(conf, spec)
-        client = await colony.connect(conf)
-        started = await colony.start_cluster(client, conf, spec, request_id=request_id)
-        workflow = colony.cluster_workflow(conf, client, spec.name)
-        print_link(workflow)
-        if not wait:
+        started = await colony.create(spec, request_id=submission.request_id)
+        print_link(colony.workflow(spec.name))
+        if not submission.wait:
             return started, None
-        return started, await follow(colony, client, spec.name, started.operation_id, timeout)
+        operation = await follow(colony, spec.name, started.operation_id, submission.timeout)
+        return started, operation
 
     started, operation = run(go)
-    if wait:
-        finish(operation, started.operation_id, fmt=fmt)
+    if submission.wait:
+        finish(operation, started.operation_id, fmt=submission.fmt)
         return
     data = {
         "cluster": spec.name,
         "workflowId": started.workflow_id,
         "operationId": started.operation_id,
-        "webUi": workflow.link,
+        "webUi": colony.workflow(spec.name).link,
     }
-    if not output.emit(data, fmt):
-        again = " (already started by this request id)" if started.repeated else ""
-        output.write(f"cluster {spec.name} creating (operation {started.operation_id}){again}")
+    if not output.emit(data, submission.fmt):
+        output.write(
+            f"cluster {spec.name} creating (operation {started.operation_id})"
+            + output.again(started.repeated)
+        )
 
 
 @app.command("create")
+@submits
 def create(
     name: Annotated[
         str | None, typer.Argument(help="Cluster name (or --name, or in -f).", show_default=False)
@@ -127,7 +117,7 @@ def create(
         list[str] | None,
         typer.Option(
             "--node-pool",
-            help='Repeatable: name=gpu,count=2,gpuModelId=<id> (or cpuSku=<sku>), or JSON {"name":..,"sku":{..},"count":..}.',
+            help='Repeatable: name=gpu,count=2,gpuModelId=<id> (or cpuSku=<sku>; drainParallelism=<1-20>), or JSON {"name":..,"sku":{..},"count":..}.',
         ),
     ] = None,
     file: Annotated[
@@ -157,10 +147,8 @@ def create(
         ),
     ] = None,
     wait_for_capacity: WaitForCapacityOption = False,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = None,
-    request_id: RequestIdOption = None,
-    fmt: OutputOption = OutputFormat.TABLE,
+    *,
+    submission: Submission,
 ) -> None:
     """Create a cluster (and its node pools once the control plane is ready)."""
     spec = build_spec(
@@ -178,64 +166,47 @@ def create(
         wait_for_capacity=wait_for_capacity,
         tenant_gateway_domain=tenant_gateway_domain,
     )
-    create_cluster(spec, wait=wait, timeout=timeout, fmt=fmt, request_id=request_id)
+    create_cluster(spec, submission)
 
 
-def apply_cluster(
-    spec: ClusterSpec,
-    *,
-    wait: bool,
-    timeout: float | None,
-    fmt: OutputFormat,
-    request_id: str | None,
-) -> None:
+def apply_cluster(spec: ClusterSpec, submission: Submission) -> None:
     """Create the cluster, or bring an existing one's pools to the spec (add and scale)."""
-    from pydantic import BaseModel
-
     from models.cluster import ClusterStatus
     from models.operations import AddNodePoolRequest, ScaleNodePoolRequest
-    from starter import checks, output
+    from starter import output
     from starter.backend import clusters
+    from starter.clients.clusters import ClusterRequest
     from starter.errors import NotFoundError
-    from starter.session import run, settings
+    from starter.session import run
     from starter.submit import submit
-    from workflows.cluster.contract import CLUSTER
-
-    conf = settings()
-    colony = clusters()
 
     async def existing() -> ClusterStatus | None:
-        client = await colony.connect(conf)
         try:
-            return await colony.query_status(client, spec.name)
+            return await clusters().get(spec.name)
         except NotFoundError:
             return None
 
     status = run(existing)
     if status is None:
-        create_cluster(spec, wait=wait, timeout=timeout, fmt=fmt, request_id=request_id)
+        create_cluster(spec, submission)
         return
-    changes: list[tuple[str, BaseModel, checks.Check | None]] = []
+    changes: list[ClusterRequest] = []
     for pool in spec.node_pools:
         current = status.pool(pool.name)
         if current is None:
-            add = AddNodePoolRequest(pool=pool, wait_for_capacity=spec.wait_for_capacity)
-            changes.append((CLUSTER.add_node_pool.name, add, checks.new_pool_check(add)))
+            changes.append(AddNodePoolRequest(pool=pool, wait_for_capacity=spec.wait_for_capacity))
         elif current.count != pool.count:
-            scale = ScaleNodePoolRequest(
-                pool=pool.name, count=pool.count, wait_for_capacity=spec.wait_for_capacity
+            changes.append(
+                ScaleNodePoolRequest(
+                    pool=pool.name, count=pool.count, wait_for_capacity=spec.wait_for_capacity
+                )
             )
-            changes.append((CLUSTER.scale_node_pool.name, scale, checks.scale_check(scale)))
     if not changes:
         output.write(f"cluster {spec.name} unchanged")
         return
-    for index, (update, request, check) in enumerate(changes):
+    for index, request in enumerate(changes):
         # One request id per change: a retried apply repeats each of its updates, not the first.
-        change_id = f"{request_id}-{index}" if request_id else None
-        submit(
-            spec.name, update, request, wait=wait, timeout=timeout, fmt=fmt,
-            request_id=change_id, check=check,
-        )  # fmt: skip
+        submit(spec.name, request, submission.one_of(str(index)))
 
 
 @app.command("get")
@@ -252,20 +223,15 @@ def get(
     """Show a cluster: phase, node pools, operations. Exit 3 when it does not exist."""
     from starter import output
     from starter.backend import clusters
-    from starter.session import run, settings
+    from starter.session import run
 
-    conf = settings()
     colony = clusters()
     if watch:
         from starter.watch import watch_cluster
 
-        watch_cluster(conf, name, fmt)
+        watch_cluster(colony, name, fmt)
         return
-
-    async def go() -> Any:
-        return await colony.query_status(await colony.connect(conf), name)
-
-    status = run(go)
+    status = run(lambda: colony.get(name))
     if not output.emit(status, fmt):
         output.print_cluster(status)
 
@@ -277,59 +243,26 @@ def list_(
     """List clusters, with their organization (from Temporal visibility, or the API)."""
     from starter import output
     from starter.backend import clusters
-    from starter.client import ClusterSummary
-    from starter.session import run, settings
+    from starter.session import run
 
-    conf = settings()
     colony = clusters()
-
-    async def go() -> list[ClusterSummary]:
-        return await colony.list_clusters(await colony.connect(conf), organization=organization)
-
-    found = run(go)
-    rows = [
-        {
-            "name": c.name,
-            "organization": c.organization,
-            "phase": c.phase,
-            "workflowId": c.workflow_id,
-            "started": c.started,
-        }
-        for c in found
-    ]
+    found = run(lambda: colony.list_all(organization=organization))
+    rows = output.records(found, "name", "organization", "phase", "workflow_id", "started")
     if not output.emit(rows, fmt):
         output.print_table(
             ["ORGANIZATION", "NAME", "PHASE", "STARTED", "WORKFLOW"],
-            [
-                (
-                    c.organization or "-",
-                    c.name,
-                    c.phase,
-                    c.started,
-                    c.web_ui or conf.workflow_link(c.workflow_id),
-                )
-                for c in found
-            ],
+            [(c.organization or "-", c.name, c.phase, c.started, c.web_ui) for c in found],
         )
 
 
 @app.command("delete")
-def delete(
-    name: ClusterArgument,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = None,
-    request_id: RequestIdOption = None,
-    fmt: OutputOption = OutputFormat.TABLE,
-) -> None:
+@submits
+def delete(name: ClusterArgument, *, submission: Submission) -> None:
     """Delete a cluster: final. Repeating it finishes a delete that could not remove everything."""
     from models.operations import DeleteClusterRequest
     from starter import output
     from starter.submit import submit
-    from workflows.cluster.contract import CLUSTER
 
-    submit(
-        name, CLUSTER.delete_cluster.name, DeleteClusterRequest(), wait=wait, timeout=timeout, fmt=fmt,
-        request_id=request_id, gone_ok=True,
-    )  # fmt: skip
-    if wait and fmt is OutputFormat.TABLE:
+    submit(name, DeleteClusterRequest(), submission, gone_ok=True)
+    if submission.wait and submission.fmt is OutputFormat.TABLE:
         output.write(f"cluster {name} deleted")

@@ -20,7 +20,6 @@ from starter.options import (
 )
 
 if TYPE_CHECKING:
-    from models.colony import ColonyStatus
     from models.manifests import ColonySpec
 
 app = typer.Typer(help="Groups of clusters (Colony manifests).", no_args_is_help=True)
@@ -37,10 +36,10 @@ def apply(
 ) -> None:
     """Create the colony, or bring it to a changed manifest (clusters added and removed)."""
     from models.manifests import ColonySpec, ManifestError, parse_manifests
-    from starter.commands.apply import read_file
     from starter.errors import InvalidRequestError
+    from starter.parsing import read_text
 
-    _, text = read_file(file)
+    _, text = read_text(file)
     try:
         manifests = parse_manifests(text, str(file))
     except ManifestError as exc:
@@ -55,27 +54,23 @@ def apply_colonies(colonies: list[ColonySpec], *, request_id: str | None) -> Non
     """Start each colony's workflow or send it the changed manifest (also `colonyctl apply -f`)."""
     from starter import output
     from starter.backend import colonies as backend
-    from starter.client import WorkflowRef
-    from starter.colony_client import AppliedColony
-    from starter.session import print_link, run, settings
+    from starter.clients.colonies import AppliedColony
+    from starter.session import print_link, run
 
-    conf = settings()
     through = backend()
 
-    async def go() -> list[tuple[str, AppliedColony, WorkflowRef]]:
-        client = await through.connect(conf)
+    async def go() -> list[AppliedColony]:
         done = []
         for index, spec in enumerate(colonies):
             one_id = (
                 f"{request_id}-colony-{index}" if request_id and len(colonies) > 1 else request_id
             )
-            applied = await through.apply_colony(client, conf, spec, request_id=one_id)
-            done.append((spec.name, applied, through.colony_workflow(conf, client, spec.name)))
+            done.append(await through.apply(spec, request_id=one_id))
         return done
 
-    for name, applied, workflow in run(go):
-        output.write(f"colony/{name} {'created' if applied.created else 'configured'}")
-        print_link(workflow)
+    for spec, applied in zip(colonies, run(go), strict=True):
+        output.write(f"colony/{spec.name} {'created' if applied.created else 'configured'}")
+        print_link(through.workflow(spec.name))
 
 
 @app.command("get")
@@ -83,15 +78,10 @@ def get(name: ColonyArgument, fmt: OutputOption = OutputFormat.TABLE) -> None:
     """A colony: phase, clusters and their GPUs. Exit 3 when it does not exist."""
     from starter import output
     from starter.backend import colonies
-    from starter.session import run, settings
+    from starter.session import run
 
-    conf = settings()
     through = colonies()
-
-    async def go() -> ColonyStatus:
-        return await through.colony_status(await through.connect(conf), name)
-
-    status = run(go)
+    status = run(lambda: through.get(name))
     if output.emit(status, fmt):
         return
     output.write(
@@ -121,25 +111,11 @@ def list_(
     """Every colony, with its organization (in remote mode, the key's organization's)."""
     from starter import output
     from starter.backend import colonies
-    from starter.colony_client import ColonySummary
-    from starter.session import run, settings
+    from starter.session import run
 
-    conf = settings()
     through = colonies()
-
-    async def go() -> list[ColonySummary]:
-        return await through.list_colonies(await through.connect(conf), organization=organization)
-
-    found = run(go)
-    rows = [
-        {
-            "name": c.name,
-            "organization": c.organization,
-            "phase": c.phase,
-            "workflowId": c.workflow_id,
-        }
-        for c in found
-    ]
+    found = run(lambda: through.list_all(organization=organization))
+    rows = output.records(found, "name", "organization", "phase", "workflow_id")
     if not output.emit(rows, fmt):
         output.print_table(
             ("ORGANIZATION", "NAME", "PHASE"),
@@ -152,16 +128,9 @@ def delete(name: ColonyArgument, request_id: RequestIdOption = None) -> None:
     """Delete every cluster of the colony (and their workspaces), then the colony."""
     from starter import output
     from starter.backend import colonies
-    from starter.client import WorkflowRef
-    from starter.session import print_link, run, settings
+    from starter.session import print_link, run
 
-    conf = settings()
     through = colonies()
-
-    async def go() -> WorkflowRef:
-        client = await through.connect(conf)
-        await through.delete_colony(client, name, request_id=request_id)
-        return through.colony_workflow(conf, client, name)
-
-    print_link(run(go))
+    run(lambda: through.delete(name, request_id=request_id))
+    print_link(through.workflow(name))
     output.write(f"colony/{name} deleting")

@@ -71,15 +71,13 @@ def _remote_kubeconfig(cluster: str, namespace: str) -> dict[str, Any]:
     import os
 
     from starter import credentials, login
-    from starter import remote as api
+    from starter.clients.clusters import HttpClusters
+    from starter.clients.http import RemoteClient
     from starter.session import run, settings
 
-    conf = settings()
-
-    async def go() -> dict[str, Any]:
-        return await api.kubeconfig(await api.connect(conf), cluster)
-
-    server = credentials.server_of(run(go))
+    settings()
+    through_api = HttpClusters(RemoteClient.of_login())
+    server = credentials.server_of(run(lambda: through_api.kubeconfig(cluster)))
     command, args, env = credentials.token_plugin(cluster, namespace)
     # Where the plugin finds the login, wherever kubectl runs it from: a directory, not the key.
     env[login.CONFIG_DIR_ENV] = os.path.abspath(login.config_dir(os.environ))

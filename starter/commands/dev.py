@@ -1,7 +1,7 @@
 """`colonyctl dev reset`: remove `make run`'s development state, as `make reset` does.
 
 The state is Temporal's database and the simulated world, kept together in `.colony/`
-(`starter.devstate`); `.venv` is never touched. Refused (exit 2) while a `make run` of that state
+(`starter.dev.devstate`); `.venv` is never touched. Refused (exit 2) while a `make run` of that state
 still runs.
 """
 
@@ -23,8 +23,8 @@ def reset(
 ) -> None:
     """Remove the development state (Temporal's database, the simulated world, keys, logs); the
     next `make run` starts fresh. Keeps .venv."""
-    from starter.devstate import DevPaths, DevStateError
-    from starter.devstate import reset as reset_state
+    from starter.dev.devstate import DevPaths, DevStateError
+    from starter.dev.devstate import reset as reset_state
     from starter.errors import InvalidRequestError
 
     try:

@@ -9,14 +9,7 @@ from typing import Annotated
 
 import typer
 
-from starter.options import (
-    ClusterArgument,
-    OutputFormat,
-    OutputOption,
-    RequestIdOption,
-    TimeoutOption,
-    WaitOption,
-)
+from starter.options import ClusterArgument, OutputFormat, OutputOption, Submission, submits
 
 app = typer.Typer(help="List and delete nodes.", no_args_is_help=True)
 
@@ -24,24 +17,19 @@ app = typer.Typer(help="List and delete nodes.", no_args_is_help=True)
 @app.command("list")
 def list_(cluster: ClusterArgument, fmt: OutputOption = OutputFormat.TABLE) -> None:
     """List a cluster's nodes: registered while the host boots, joined once in the cluster."""
-    from models.cluster import ClusterStatus
     from starter import output
     from starter.backend import clusters
-    from starter.session import run, settings
+    from starter.session import run
 
-    conf = settings()
     colony = clusters()
-
-    async def go() -> ClusterStatus:
-        return await colony.query_status(await colony.connect(conf), cluster)
-
-    rows = output.node_rows(run(go))
+    rows = output.node_rows(run(lambda: colony.get(cluster)))
     keys = ("name", "pool", "hostId", "address", "state", "kubernetesStatus")
     if not output.emit([dict(zip(keys, row, strict=True)) for row in rows], fmt):
         output.print_table(output.NODE_COLUMNS, rows)
 
 
 @app.command("delete")
+@submits
 def delete(
     cluster: ClusterArgument,
     node: Annotated[str, typer.Argument(help="Node name or host id.", show_default=False)],
@@ -52,19 +40,13 @@ def delete(
     force: Annotated[
         bool, typer.Option(help="Remove it even when the drain misses the deadline.")
     ] = False,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = None,
-    request_id: RequestIdOption = None,
-    fmt: OutputOption = OutputFormat.TABLE,
+    *,
+    submission: Submission,
 ) -> None:
     """Delete one node (its pool's count drops by one, so it is not replaced)."""
     from models.operations import DeleteNodeRequest
     from starter.parsing import validated
     from starter.submit import submit
-    from workflows.cluster.contract import CLUSTER
 
     request = validated(DeleteNodeRequest, {"node": node, "drain": drain, "force": force})
-    submit(
-        cluster, CLUSTER.delete_node.name, request, wait=wait, timeout=timeout, fmt=fmt,
-        request_id=request_id,
-    )  # fmt: skip
+    submit(cluster, request, submission)

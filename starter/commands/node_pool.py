@@ -9,15 +9,7 @@ from typing import Annotated
 
 import typer
 
-from starter.options import (
-    ClusterArgument,
-    OutputFormat,
-    OutputOption,
-    RequestIdOption,
-    TimeoutOption,
-    WaitForCapacityOption,
-    WaitOption,
-)
+from starter.options import ClusterArgument, Submission, WaitForCapacityOption, submits
 
 app = typer.Typer(help="Add, scale and delete node pools.", no_args_is_help=True)
 
@@ -25,6 +17,7 @@ PoolArgument = Annotated[str, typer.Argument(help="Pool name.", show_default=Fal
 
 
 @app.command("create")
+@submits
 def create(
     cluster: ClusterArgument,
     name: Annotated[str, typer.Option("--name", help="Pool name.", show_default=False)],
@@ -41,19 +34,23 @@ def create(
     taint: Annotated[
         list[str] | None, typer.Option("--taint", help="key[=value]:Effect, repeatable.")
     ] = None,
+    drain_parallelism: Annotated[
+        int | None,
+        typer.Option(
+            "--drain-parallelism",
+            help="Nodes a scale-down drains at once, 1 to 20 (default: the cluster's, 2).",
+            show_default=False,
+        ),
+    ] = None,
     wait_for_capacity: WaitForCapacityOption = False,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = None,
-    request_id: RequestIdOption = None,
-    fmt: OutputOption = OutputFormat.TABLE,
+    *,
+    submission: Submission,
 ) -> None:
     """Add a node pool to a ready cluster."""
     from models.node_pool import NodePoolSpec
     from models.operations import AddNodePoolRequest
-    from starter.checks import new_pool_check
     from starter.parsing import parse_labels, parse_sku, parse_taints, validated
     from starter.submit import submit
-    from workflows.cluster.contract import CLUSTER
 
     pool = {
         "name": name,
@@ -62,18 +59,18 @@ def create(
         "labels": parse_labels(label or []),
         "taints": parse_taints(taint or []),
     }
+    if drain_parallelism is not None:
+        pool["drainParallelism"] = drain_parallelism
     # The pool is validated on its own so that fields are named as the flags are (`sku`, not
     # `pool.sku`); the request around it holds nothing else from the user but a flag.
     request = AddNodePoolRequest(
         pool=validated(NodePoolSpec, pool), wait_for_capacity=wait_for_capacity
     )
-    submit(
-        cluster, CLUSTER.add_node_pool.name, request, wait=wait, timeout=timeout, fmt=fmt,
-        request_id=request_id, check=new_pool_check(request),
-    )  # fmt: skip
+    submit(cluster, request, submission)
 
 
 @app.command("scale")
+@submits
 def scale(
     cluster: ClusterArgument,
     pool: PoolArgument,
@@ -82,48 +79,36 @@ def scale(
         bool, typer.Option(help="Remove nodes even when their drain misses the deadline.")
     ] = False,
     wait_for_capacity: WaitForCapacityOption = False,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = None,
-    request_id: RequestIdOption = None,
-    fmt: OutputOption = OutputFormat.TABLE,
+    *,
+    submission: Submission,
 ) -> None:
     """Set a pool's count; scaling down drains the nodes it removes."""
     from models.operations import ScaleNodePoolRequest
-    from starter.checks import scale_check
     from starter.parsing import validated
     from starter.submit import submit
-    from workflows.cluster.contract import CLUSTER
 
     request = validated(
         ScaleNodePoolRequest,
         {"pool": pool, "count": count, "force": force, "waitForCapacity": wait_for_capacity},
     )
-    submit(
-        cluster, CLUSTER.scale_node_pool.name, request, wait=wait, timeout=timeout, fmt=fmt,
-        request_id=request_id, check=scale_check(request),
-    )  # fmt: skip
+    submit(cluster, request, submission)
 
 
 @app.command("delete")
+@submits
 def delete(
     cluster: ClusterArgument,
     pool: PoolArgument,
     force: Annotated[
         bool, typer.Option(help="Remove nodes even when a drain misses the deadline.")
     ] = False,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = None,
-    request_id: RequestIdOption = None,
-    fmt: OutputOption = OutputFormat.TABLE,
+    *,
+    submission: Submission,
 ) -> None:
     """Drain and remove every node of a pool, then the pool."""
     from models.operations import DeleteNodePoolRequest
     from starter.parsing import validated
     from starter.submit import submit
-    from workflows.cluster.contract import CLUSTER
 
     request = validated(DeleteNodePoolRequest, {"pool": pool, "force": force})
-    submit(
-        cluster, CLUSTER.delete_node_pool.name, request, wait=wait, timeout=timeout, fmt=fmt,
-        request_id=request_id,
-    )  # fmt: skip
+    submit(cluster, request, submission)

@@ -16,9 +16,7 @@ import typer
 from starter.options import ClusterArgument, OutputFormat, OutputOption, RequestIdOption
 
 if TYPE_CHECKING:
-    from models.cluster import ClusterStatus
     from models.operations import Operation
-    from starter.client import WorkflowRef
 
 app = typer.Typer(help="List, inspect and cancel a cluster's operations.", no_args_is_help=True)
 
@@ -32,19 +30,13 @@ def list_(cluster: ClusterArgument, fmt: OutputOption = OutputFormat.TABLE) -> N
     """Running, queued and finished operations, oldest first, with durations."""
     from starter import output
     from starter.backend import clusters
-    from starter.session import print_link, run, settings
+    from starter.clients.clusters import operations as operations_of
+    from starter.session import print_link, run
 
-    conf = settings()
     colony = clusters()
-
-    async def go() -> tuple[ClusterStatus, WorkflowRef]:
-        client = await colony.connect(conf)
-        status = await colony.query_status(client, cluster)
-        return status, colony.cluster_workflow(conf, client, cluster)
-
-    status, workflow = run(go)
-    print_link(workflow)
-    operations = colony.operations(status)
+    status = run(lambda: colony.get(cluster))
+    print_link(colony.workflow(cluster))
+    operations = operations_of(status)
     if not output.emit(operations, fmt):
         output.print_table(
             output.OPERATION_COLUMNS, output.operation_rows(operations, status.updated_at)
@@ -60,15 +52,10 @@ def get(
 
     from starter import output
     from starter.backend import clusters
-    from starter.session import run, settings
+    from starter.session import run
 
-    conf = settings()
     colony = clusters()
-
-    async def go() -> Operation:
-        return await colony.get_operation(await colony.connect(conf), cluster, operation)
-
-    found = run(go)
+    found = run(lambda: colony.get_operation(cluster, operation))
     if not output.emit(found, fmt):
         output.print_operation(found, datetime.now(UTC))
 
@@ -84,17 +71,15 @@ def cancel(
     """Cancel a queued or running operation; answers once it has settled (compensation done)."""
     from starter import output
     from starter.backend import clusters
-    from starter.session import print_link, run, settings
+    from starter.session import print_link, run
 
-    conf = settings()
     colony = clusters()
 
     async def go() -> Operation:
-        client = await colony.connect(conf)
         cancelled = await colony.cancel_operation(
-            client, cluster, operation, reason=reason, request_id=request_id
+            cluster, operation, reason=reason, request_id=request_id
         )
-        print_link(colony.cluster_workflow(conf, client, cluster))
+        print_link(colony.workflow(cluster))
         return cancelled
 
     cancelled = run(go)

@@ -14,12 +14,12 @@ import typer
 
 app = typer.Typer(help="The SIMULATED infrastructure (a separate process).", no_args_is_help=True)
 
+StateDirOption = Annotated[Path, typer.Option(help="Where the sim writes its kubeconfig and JSON.")]
+
 
 @app.command("up")
 def up(
-    state_dir: Annotated[
-        Path, typer.Option(help="Where the sim writes its kubeconfig and JSON.")
-    ] = Path(".colony/sim"),
+    state_dir: StateDirOption = Path(".colony/sim"),
     instant: Annotated[bool, typer.Option(help="Every simulated step happens at once.")] = False,
     time_scale: Annotated[float, typer.Option(help="Multiplies every simulated delay.")] = 1.0,
 ) -> None:

@@ -25,15 +25,14 @@ from starter.options import (
     OrganizationFilterOption,
     OutputFormat,
     OutputOption,
-    RequestIdOption,
-    TimeoutOption,
-    WaitOption,
+    Submission,
+    submits,
 )
 
 if TYPE_CHECKING:
     from models.workspace import WorkspaceSpec, WorkspaceStatus
     from models.workspace_class import Prompt, WorkspaceClassSpec
-    from starter.workspace_client import Asker
+    from starter.clients.workspaces import Asker, WorkspaceRequest
 
 app = typer.Typer(
     help="Deploy, inspect, suspend, resume and delete workspaces.", no_args_is_help=True
@@ -44,21 +43,10 @@ WorkspaceArgument = Annotated[str, typer.Argument(help="Workspace name.", show_d
 
 def load_values_file(path: Path) -> dict[str, Any]:
     """A Helm values file (`-f`): a YAML mapping; `-` reads stdin."""
-    import sys
-
-    import yaml
-
     from starter.errors import InvalidRequestError
+    from starter.parsing import load_yaml
 
-    try:
-        text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
-        data = yaml.safe_load(text)
-    except OSError as exc:
-        raise InvalidRequestError(f"values: cannot read {path}: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        raise InvalidRequestError(
-            f"values: {path} is not valid YAML: {' '.join(str(exc).split())}"
-        ) from exc
+    data = load_yaml(path, "values")
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -80,11 +68,11 @@ def build_workspace_spec(
     suspended: bool,
 ) -> WorkspaceSpec:
     """The deploy request from the flags, validated strictly (nothing is started)."""
+    from models.deploy import resources_from_flags
     from models.values import SetError, user_values
     from models.workspace import WorkspaceSpec
     from starter.errors import InvalidRequestError
     from starter.parsing import validated
-    from starter.workspace_client import resources_from_flags
 
     try:
         values = user_values([load_values_file(p) for p in values_files], sets, string_sets)
@@ -138,10 +126,9 @@ def follow(name: str, done: Any, *, timeout: float | None) -> WorkspaceStatus | 
     """Follow a workspace until `done(status)`, printing each change of phase on stderr."""
     from starter import output
     from starter.backend import workspaces
-    from starter.session import run, settings
+    from starter.session import run
     from starter.workspace_output import progress_line
 
-    conf = settings()
     spaces = workspaces()
     seen: list[str] = []
 
@@ -151,12 +138,16 @@ def follow(name: str, done: Any, *, timeout: float | None) -> WorkspaceStatus | 
             seen.append(line)
             output.info(line)
 
-    async def go() -> WorkspaceStatus | None:
-        return await spaces.wait_for_workspace(
-            await spaces.connect(conf), name, done, show, give_up_after=timeout
-        )
+    return run(lambda: spaces.wait(name, done, show, give_up_after=timeout))
 
-    return run(go)
+
+def deploy_finished(status: WorkspaceStatus) -> bool:
+    """The workspace's deploy operation has ended: it failed, or it reached its phase and its
+    access is worked out (Running comes first, the routes a moment after, in the same operation)."""
+    if status.phase.value == "Failed":
+        return True
+    running = [status.current_operation, *status.queued_operations]
+    return not any(op is not None and op.kind.value == "deploy" for op in running)
 
 
 def _finished(status: WorkspaceStatus | None, name: str, wanted: str, fmt: OutputFormat) -> None:
@@ -181,6 +172,7 @@ def _finished(status: WorkspaceStatus | None, name: str, wanted: str, fmt: Outpu
 
 
 @app.command("deploy")
+@submits
 def deploy(
     name: WorkspaceArgument,
     class_name: Annotated[
@@ -217,10 +209,8 @@ def deploy(
     suspended: Annotated[
         bool, typer.Option("--suspended", help="Keep its definition; install nothing yet.")
     ] = False,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = None,
-    request_id: RequestIdOption = None,
-    fmt: OutputOption = OutputFormat.TABLE,
+    *,
+    submission: Submission,
 ) -> None:
     """Deploy a workspace of a class on a cluster; with --wait, follow it until it runs."""
     spec = build_workspace_spec(
@@ -235,62 +225,47 @@ def deploy(
         values_files=values or [],
         suspended=suspended,
     )
-    deploy_workspace(spec, wait=wait, timeout=timeout, fmt=fmt, request_id=request_id)
+    deploy_workspace(spec, submission)
 
 
 def deploy_workspace(
     spec: WorkspaceSpec,
-    *,
-    wait: bool,
-    timeout: float | None,
-    fmt: OutputFormat,
-    request_id: str | None,
+    submission: Submission,
     workspace_class: WorkspaceClassSpec | None = None,
 ) -> None:
     """Check the request against its class, seal its secrets, start its workflow, report."""
     from starter import output
     from starter.backend import workspaces
-    from starter.client import WorkflowRef
-    from starter.session import print_link, run, settings
-    from starter.workspace_client import StartedWorkspace
+    from starter.clients.workspaces import Deployment, StartedWorkspace
+    from starter.session import print_link, run
 
-    conf = settings()
-    ask = terminal_asker()
     spaces = workspaces()
-    workflow = WorkflowRef("")
+    deployment = Deployment(
+        spec, workspace_class, ask=terminal_asker(), request_id=submission.request_id
+    )
 
     async def go() -> StartedWorkspace:
-        nonlocal workflow
-        client = await spaces.connect(conf)
-        started = await spaces.deploy(
-            client, conf, spec, workspace_class=workspace_class, ask=ask, request_id=request_id
-        )
-        workflow = spaces.workspace_workflow(conf, client, spec.name)
-        print_link(workflow)
+        started = await spaces.deploy(deployment)
+        print_link(spaces.workflow(spec.name))
         return started
 
     started = run(go)
-    if wait:
+    if submission.wait:
         wanted = "Suspended" if spec.suspend else "Running"
-        status = follow(
-            spec.name,
-            lambda s: s.phase.value in (wanted, "Failed"),
-            timeout=timeout,
-        )
-        _finished(status, spec.name, wanted, fmt)
+        status = follow(spec.name, deploy_finished, timeout=submission.timeout)
+        _finished(status, spec.name, wanted, submission.fmt)
         return
     data = {
         "workspace": spec.name,
         "class": spec.class_name,
         "cluster": spec.cluster,
         "workflowId": started.workflow_id,
-        "webUi": workflow.link,
+        "webUi": spaces.workflow(spec.name).link,
     }
-    if not output.emit(data, fmt):
-        again = " (already started by this request id)" if started.repeated else ""
+    if not output.emit(data, submission.fmt):
         output.write(
-            f"workspace {spec.name} deploying: class {spec.class_name} on cluster "
-            f"{spec.cluster}{again}"
+            f"workspace {spec.name} deploying: class {spec.class_name} on cluster {spec.cluster}"
+            + output.again(started.repeated)
         )
 
 
@@ -300,16 +275,11 @@ def get(name: WorkspaceArgument, fmt: OutputOption = OutputFormat.TABLE) -> None
     exist."""
     from starter import output
     from starter.backend import workspaces
-    from starter.session import run, settings
+    from starter.session import run
     from starter.workspace_output import print_workspace
 
-    conf = settings()
     spaces = workspaces()
-
-    async def go() -> WorkspaceStatus:
-        return await spaces.workspace_status(await spaces.connect(conf), name)
-
-    status = run(go)
+    status = run(lambda: spaces.get(name))
     if not output.emit(status, fmt):
         print_workspace(status)
 
@@ -327,76 +297,43 @@ def list_(
     line and age."""
     from starter import output
     from starter.backend import workspaces
-    from starter.session import run, settings
-    from starter.workspace_client import WorkspaceSummary
+    from starter.session import run
     from starter.workspace_output import workspace_rows
 
-    conf = settings()
     spaces = workspaces()
-
-    async def go() -> list[WorkspaceSummary]:
-        return await spaces.list_workspaces(
-            await spaces.connect(conf), cluster=cluster, organization=organization
-        )
-
-    found = run(go)
-    rows = [
-        {
-            "name": w.name,
-            "organization": w.organization,
-            "cluster": w.cluster,
-            "class": w.class_name,
-            "phase": w.phase,
-            "position": w.position,
-            "gpus": w.gpus,
-            "workflowId": w.workflow_id,
-            "started": w.started,
-        }
-        for w in found
-    ]
+    found = run(lambda: spaces.list_all(cluster=cluster, organization=organization))
+    fields = ("name", "organization", "cluster", "class_name", "phase", "position", "gpus")
+    rows = output.records(found, *fields, "workflow_id", "started", keys={"class_name": "class"})
     if not output.emit(rows, fmt.output):
         output.print_table(*workspace_rows(found, wide=fmt is ListFormat.WIDE))
 
 
-def _operate(
-    name: str,
-    update: str,
-    request: Any,
-    *,
-    wanted: str,
-    wait: bool,
-    timeout: float | None,
-    fmt: OutputFormat,
-    request_id: str | None,
-) -> None:
+def _operate(name: str, request: WorkspaceRequest, wanted: str, submission: Submission) -> None:
+    """Send a workspace an operation; with --wait, follow it until it has finished."""
+    from models.workspace_operations import WorkspaceOperationAccepted
     from starter import output
     from starter.backend import workspaces
-    from starter.client import WorkflowRef
-    from starter.session import print_link, run, settings
+    from starter.session import print_link, run
 
-    conf = settings()
     spaces = workspaces()
-    workflow = WorkflowRef("")
 
-    async def go() -> Any:
-        nonlocal workflow
-        client = await spaces.connect(conf)
-        accepted = await spaces.send(client, name, update, request, request_id=request_id)
-        workflow = spaces.workspace_workflow(conf, client, name)
-        print_link(workflow)
+    async def go() -> WorkspaceOperationAccepted:
+        accepted = await spaces.send(name, request, request_id=submission.request_id)
+        print_link(spaces.workflow(name))
         return accepted
 
     accepted = run(go)
-    if wait:
+    if submission.wait:
         # Done when this operation has finished: the phase then says how it went (a resume that
         # waits for GPUs is still running while the workspace is Waiting).
         status = follow(
             name,
             lambda s: (op := s.operation(accepted.operation_id)) is not None and op.state.finished,
-            timeout=timeout,
+            timeout=submission.timeout,
         )
-        _finished(status, name, wanted, fmt)
+        _finished(status, name, wanted, submission.fmt)
         return
+    workflow = spaces.workflow(name)
     data = {
         "workspace": name,
         "operationId": accepted.operation_id,
@@ -405,62 +342,52 @@ def _operate(
         "workflowId": workflow.workflow_id,
         "webUi": workflow.link,
     }
-    if not output.emit(data, fmt):
+    if not output.emit(data, submission.fmt):
         output.write(
             f"{accepted.kind.value} of workspace {name} accepted as {accepted.operation_id} "
             f"(queue position {accepted.position})"
         )
 
 
-@app.command("delete")
-def delete(
-    name: WorkspaceArgument,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = None,
-    request_id: RequestIdOption = None,
-    fmt: OutputOption = OutputFormat.TABLE,
-) -> None:
-    """Delete a workspace: routes, release, namespace, then its GPUs go to the next in line."""
-    from models.workspace_operations import DeleteWorkspaceRequest
-    from workflows.workspace.contract import WORKSPACE
-
-    _operate(
-        name, WORKSPACE.delete.name, DeleteWorkspaceRequest(reason="colonyctl workspace delete"),
-        wanted="Deleted", wait=wait, timeout=timeout, fmt=fmt, request_id=request_id,
-    )  # fmt: skip
-
-
-@app.command("suspend")
-def suspend(
-    name: WorkspaceArgument,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = None,
-    request_id: RequestIdOption = None,
-    fmt: OutputOption = OutputFormat.TABLE,
-) -> None:
-    """Uninstall the release, keep the namespace, volumes and definition; free the GPUs."""
-    from models.workspace_operations import SuspendWorkspaceRequest
-    from workflows.workspace.contract import WORKSPACE
-
-    _operate(
-        name, WORKSPACE.suspend.name, SuspendWorkspaceRequest(), wanted="Suspended", wait=wait,
-        timeout=timeout, fmt=fmt, request_id=request_id,
-    )  # fmt: skip
+OPERATIONS = {
+    "delete": (
+        "Deleted",
+        "Delete a workspace: routes, release, namespace, then its GPUs go to the next in line.",
+    ),
+    "suspend": (
+        "Suspended",
+        "Uninstall the release, keep the namespace, volumes and definition; free the GPUs.",
+    ),
+    "resume": (
+        "Running",
+        "Deploy a suspended (or failed) workspace again, through GPU admission again.",
+    ),
+}
+"""The operations a user sends a workspace, one command each: the phase `--wait` expects once
+it has finished, and the command's help."""
 
 
-@app.command("resume")
-def resume(
-    name: WorkspaceArgument,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = None,
-    request_id: RequestIdOption = None,
-    fmt: OutputOption = OutputFormat.TABLE,
-) -> None:
-    """Deploy a suspended (or failed) workspace again, through GPU admission again."""
-    from models.workspace_operations import ResumeWorkspaceRequest
-    from workflows.workspace.contract import WORKSPACE
+def _operation_command(verb: str, wanted: str, summary: str) -> None:
+    """The command that sends a workspace the operation `verb` (the request of that kind)."""
 
-    _operate(
-        name, WORKSPACE.resume.name, ResumeWorkspaceRequest(), wanted="Running", wait=wait, timeout=timeout,
-        fmt=fmt, request_id=request_id,
-    )  # fmt: skip
+    def command(name: WorkspaceArgument, *, submission: Submission) -> None:
+        from models.workspace_operations import (
+            DeleteWorkspaceRequest,
+            ResumeWorkspaceRequest,
+            SuspendWorkspaceRequest,
+        )
+
+        requests: dict[str, WorkspaceRequest] = {
+            "delete": DeleteWorkspaceRequest(reason="colonyctl workspace delete"),
+            "suspend": SuspendWorkspaceRequest(),
+            "resume": ResumeWorkspaceRequest(),
+        }
+        _operate(name, requests[verb], wanted, submission)
+
+    command.__name__ = verb
+    command.__doc__ = summary
+    app.command(verb)(submits(command))
+
+
+for _verb, (_wanted, _summary) in OPERATIONS.items():
+    _operation_command(_verb, _wanted, _summary)

@@ -6,7 +6,7 @@ A class file is an exalsius `workspaces.exalsius.ai/v1` WorkspaceClass (or Colon
 Classes are immutable: publishing a different definition under an existing name is refused with
 the rule (a new version is a new name); publishing the same one again changes nothing.
 
-Every command talks through `starter.backend.workspaces()`: Temporal directly, or the HTTP API.
+Every command talks through `starter.backend.classes()`: Temporal directly, or the HTTP API.
 Imports beyond Typer happen inside each command (see `starter/commands/__init__.py`).
 """
 
@@ -21,7 +21,7 @@ from starter.options import OutputFormat, OutputOption, RequestIdOption
 
 if TYPE_CHECKING:
     from models.manifests import Manifest, ServiceTemplateManifest
-    from models.workspace_api import CatalogStatus, PublishWorkspaceClassRequest
+    from models.workspace_api import PublishWorkspaceClassRequest
     from models.workspace_class import WorkspaceClassSpec
 
 app = typer.Typer(help="Publish and inspect workspace classes.", no_args_is_help=True)
@@ -30,16 +30,11 @@ app = typer.Typer(help="Publish and inspect workspace classes.", no_args_is_help
 def read_manifests(path: Path) -> list[Manifest]:
     """Every document of a manifest file ('-' for stdin), validated; the refusals of all
     documents on one line (`error: <file>: document 2 (WorkspaceClass x): <field>: <rule>`)."""
-    import sys
-
     from models.manifests import ManifestError, parse_manifests
     from starter.errors import InvalidRequestError
+    from starter.parsing import read_text
 
-    source = "stdin" if str(path) == "-" else str(path)
-    try:
-        text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InvalidRequestError(f"file: cannot read {path}: {exc.strerror}") from exc
+    source, text = read_text(path)
     try:
         return parse_manifests(text, source)
     except ManifestError as exc:
@@ -64,14 +59,6 @@ def publish_requests(
     return requests
 
 
-def check_conflicts(requests: list[PublishWorkspaceClassRequest], catalog: CatalogStatus) -> None:
-    """Refuse, before anything is published, a class that exists with another definition (the
-    HTTP API applies the same function)."""
-    from starter.workspace_client import check_class_conflicts
-
-    check_class_conflicts(requests, catalog)
-
-
 @app.command("publish")
 def publish(
     file: Annotated[
@@ -90,9 +77,10 @@ def publish(
     from models.workspace_api import PublishWorkspaceClassResult
     from models.workspace_class import WorkspaceClassSpec
     from starter import output
-    from starter.backend import workspaces
+    from starter.backend import classes as catalog_client
+    from starter.clients.classes import check_class_conflicts
     from starter.errors import InvalidRequestError
-    from starter.session import run, settings
+    from starter.session import run
 
     manifests = read_manifests(file)
     classes = [m.request for m in manifests if isinstance(m.request, WorkspaceClassSpec)]
@@ -120,16 +108,14 @@ def publish(
             f"kind: ServiceTemplate {unused[0]} is not used by a class of this file "
             "(colonyctl apply -f publishes templates on their own)"
         )
-    conf = settings()
-    spaces = workspaces()
+    catalog = catalog_client()
 
     async def go() -> list[PublishWorkspaceClassResult]:
-        client = await spaces.connect(conf)
-        check_conflicts(requests, await spaces.catalog(client))
+        check_class_conflicts(requests, await catalog.catalog())
         results = []
         for index, request in enumerate(requests):
             one_id = f"{request_id}-{index}" if request_id else None
-            results.append(await spaces.publish_class(client, request, request_id=one_id))
+            results.append(await catalog.publish(request, request_id=one_id))
         return results
 
     results = run(go)
@@ -159,17 +145,12 @@ def publish(
 def list_(fmt: OutputOption = OutputFormat.TABLE) -> None:
     """List the published workspace classes."""
     from starter import output
-    from starter.backend import workspaces
-    from starter.session import run, settings
+    from starter.backend import classes
+    from starter.session import run
     from starter.workspace_output import CLASS_COLUMNS, class_rows
 
-    conf = settings()
-    spaces = workspaces()
-
-    async def go() -> CatalogStatus:
-        return await spaces.catalog(await spaces.connect(conf))
-
-    found = run(go)
+    catalog = classes()
+    found = run(lambda: catalog.catalog())
     if not output.emit(found.classes, fmt):
         output.print_table(CLASS_COLUMNS, class_rows(found.classes))
     for unreadable in found.unreadable:
@@ -183,16 +164,11 @@ def get(
 ) -> None:
     """Show one workspace class: resources, endpoints, prompts. Exit 3 when it does not exist."""
     from starter import output
-    from starter.backend import workspaces
-    from starter.session import run, settings
+    from starter.backend import classes
+    from starter.session import run
     from starter.workspace_output import print_class
 
-    conf = settings()
-    spaces = workspaces()
-
-    async def go() -> WorkspaceClassSpec:
-        return await spaces.get_class(await spaces.connect(conf), name)
-
-    spec = run(go)
+    catalog = classes()
+    spec = run(lambda: catalog.get(name))
     if not output.emit(spec, fmt):
         print_class(spec)

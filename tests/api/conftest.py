@@ -29,12 +29,12 @@ from kubernetes import client as kube_client
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from activities.crds import ensure_crds
-from activities.sealing import PUBLIC_KEY_ENV, SealingSettings, create_key_pair
-from activities.settings import ColonySettings
 from api.app import create_app
-from api.keys import KubernetesKeyStore
-from api.settings import ApiSettings
+from infra.config import ColonySettings
+from infra.crds import ensure_crds
+from infra.keys import KubernetesKeyStore
+from infra.sealing import PUBLIC_KEY_ENV, SealingSettings, create_key_pair
+from infra.settings import ApiSettings
 from sim.world import SimWorld
 from starter.errors import UnavailableError
 from tests.helpers import eventually, unique
@@ -239,13 +239,15 @@ async def api_stack(
 @pytest.fixture(scope="module")
 async def catalog(api_stack: ApiStack) -> ApiStack:
     """The stack, with the class catalog workflow on its worker and the shipped classes in it."""
-    from starter import workspace_client as spaces
+    from starter.clients.classes import TemporalClasses
+    from starter.clients.temporal import TemporalSession
 
     await ensure_catalog(api_stack.temporal, api_stack.task_queue)
 
     async def shipped() -> set[str]:
         try:
-            status = await spaces.catalog(api_stack.temporal)
+            session = TemporalSession.of_client(api_stack.temporal, api_stack.settings)
+            status = await TemporalClasses(session).catalog()
         except UnavailableError:
             return set()
         return {c.name for c in status.classes}

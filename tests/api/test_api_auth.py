@@ -31,13 +31,17 @@ from typing import Any
 
 import httpx
 import pytest
+import urllib3
 from fastapi import FastAPI
 from kubernetes import client as kube_client
 from kubernetes.client.exceptions import ApiException
 
-from api.keys import (
+from api.errors import install
+from infra.keys import (
     KeyBusyError,
     KeyRefusedError,
+    KeyRequestError,
+    KeyStoreUnavailableError,
     KubernetesKeyStore,
     format_key,
     hash_secret,
@@ -366,3 +370,63 @@ async def test_every_401_carries_a_bearer_challenge(guarded: Guarded) -> None:
     assert (missing.status_code, malformed.status_code) == (401, 401)
     assert missing.headers["WWW-Authenticate"] == 'Bearer realm="colony"'
     assert malformed.headers["WWW-Authenticate"] == 'Bearer realm="colony", error="invalid_token"'
+
+
+# --- the store's own errors, and how the API answers them ------------------------------------
+
+
+class Unreachable(FakeSecrets):
+    """A management cluster that refuses connections."""
+
+    def read_namespaced_secret(self, name: str, namespace: str, **_: Any) -> Response:
+        raise urllib3.exceptions.NewConnectionError(None, "connection refused")  # type: ignore[arg-type]
+
+
+async def test_an_unreachable_management_cluster_is_the_stores_unavailable_error(
+    faked: Faked,
+) -> None:
+    faked.store._core = Unreachable()  # type: ignore[assignment]
+    with pytest.raises(KeyStoreUnavailableError, match=r"^API key store: cannot read Secret "):
+        await faked.store.authenticate(format_key("0123456789ab", "f" * 48))
+
+
+@pytest.mark.parametrize(
+    ("organization", "permissions", "field"),
+    [
+        pytest.param("Acme", ["read"], "organization", id="organization"),
+        pytest.param("acme", ["admin"], "permission", id="permission"),
+    ],
+)
+async def test_a_key_asked_for_wrongly_is_the_stores_request_error(
+    faked: Faked, organization: str, permissions: list[str], field: str
+) -> None:
+    with pytest.raises(KeyRequestError, match=rf"^{field}: "):
+        await faked.store.create(organization, permissions)
+    assert not faked.secrets.secrets
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "code"),
+    [
+        pytest.param(KeyRequestError("permission: unknown"), 422, "invalid", id="request"),
+        pytest.param(
+            KeyStoreUnavailableError("API key store: cannot read"), 503, "unavailable", id="down"
+        ),
+    ],
+)
+async def test_the_api_answers_the_stores_errors_as_every_refusal(
+    error: Exception, status: int, code: str
+) -> None:
+    app = FastAPI()
+    install(app)
+
+    async def failing() -> None:
+        raise error
+
+    app.add_api_route("/failing", failing)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url=BASE_URL) as http:
+        answer = await http.get("/failing")
+    assert answer.status_code == status
+    assert answer.json()["error"]["code"] == code
+    assert answer.json()["error"]["message"] == str(error)

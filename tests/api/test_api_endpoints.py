@@ -15,7 +15,7 @@ import httpx
 import pytest
 import yaml
 
-from activities.settings import ColonySettings
+from infra.config import ColonySettings
 from sim.hostprovider.inventory import Sku
 from starter.errors import UnavailableError
 from tests.api.conftest import GPU, ApiStack
@@ -523,11 +523,11 @@ async def test_temporal_out_of_reach_is_503(api_stack: ApiStack) -> None:
 
 
 async def test_a_temporal_client_that_cannot_connect_is_503(api_stack: ApiStack) -> None:
-    from starter import client as colony
+    from starter.clients.temporal import connect
 
     settings = ColonySettings.from_env({**api_stack.env, "TEMPORAL_ADDRESS": "127.0.0.1:9"})
     key = await api_stack.key(unique("org"))
-    app = api_stack.app(connect=lambda: colony.connect(settings, hint=""))  # as `python -m api`
+    app = api_stack.app(connect=lambda: connect(settings, hint=""))  # as `python -m api`
     async with api_stack.http(app, key) as http:
         response = await http.get(CLUSTERS)
     assert response.status_code == 503

@@ -29,7 +29,7 @@ import pytest
 from fastapi import FastAPI
 from kubernetes import client as kube_client
 
-from api.keys import KubernetesKeyStore, Permission, secret_name
+from infra.keys import KubernetesKeyStore, Permission, secret_name
 from models.cluster import cluster_workflow_id
 from models.identity import workspace_values_secret_name
 from tests.api.conftest import BASE_URL, GPU, JUPYTER, WORKSPACES, ApiStack

@@ -26,9 +26,10 @@ from models.cluster import cluster_deployment_name, cluster_workflow_id
 from models.manifests import ColonySpec
 from models.workspace import WorkspaceSpec
 from models.workspace_operations import DeleteWorkspaceRequest
-from starter import colony_client
-from starter import workspace_client as spaces
 from starter.cli import app, normalize_argv
+from starter.clients.colonies import TemporalColonies
+from starter.clients.temporal import TemporalSession
+from starter.clients.workspaces import TemporalWorkspaces
 from starter.errors import NotFoundError
 from tests.api.conftest import JUPYTER, WORKSPACES, ApiStack
 from tests.helpers import eventually, unique
@@ -180,6 +181,11 @@ async def operator_ctl(stack: ApiStack, *args: str) -> str:
     return str(result.stdout)
 
 
+def operator_colonies(stack: ApiStack) -> TemporalColonies:
+    """The operator's colonies (`colonyctl colony` in direct mode)."""
+    return TemporalColonies(TemporalSession.of_client(stack.temporal, stack.settings))
+
+
 async def test_names_are_per_organization_and_an_operator_sees_every_organization(
     catalog: ApiStack,
 ) -> None:
@@ -204,10 +210,8 @@ async def test_names_are_per_organization_and_an_operator_sees_every_organizatio
             )
             assert deployed.status_code == 202, deployed.text
             await stack.wait_workspace(http, workspace, "Running")
-        applied = await colony_client.apply_colony(
-            stack.temporal,
-            stack.settings,
-            ColonySpec(name=colony_name, organization=organization),
+        applied = await operator_colonies(stack).apply(
+            ColonySpec(name=colony_name, organization=organization)
         )
         assert (applied.workflow_id, applied.created) == (
             f"colony/{organization}/{colony_name}",
@@ -215,9 +219,9 @@ async def test_names_are_per_organization_and_an_operator_sees_every_organizatio
         )
     # Another organization's colony of that name is not there for a third.
     with pytest.raises(NotFoundError):
-        await colony_client.colony_status(stack.temporal, colony_name, organization=unique("c"))
+        await operator_colonies(stack).acting_for(unique("c")).get(colony_name)
     assert (
-        await colony_client.colony_status(stack.temporal, colony_name, organization=orgs[0])
+        await operator_colonies(stack).acting_for(orgs[0]).get(colony_name)
     ).organization == orgs[0]
 
     async def listed(kind: str, *extra: str) -> list[tuple[str, str]]:
@@ -245,7 +249,7 @@ async def test_names_are_per_organization_and_an_operator_sees_every_organizatio
     await every_organizations("colony", colony_name)
 
     for organization in orgs:
-        await colony_client.delete_colony(stack.temporal, colony_name, organization=organization)
+        await operator_colonies(stack).acting_for(organization).delete(colony_name)
         async with stack.http(app_, await stack.key(organization)) as http:
             await http.delete(f"{CLUSTERS}/{cluster}")
             await stack.wait_gone(http, cluster, timeout=120)
@@ -345,7 +349,8 @@ async def test_an_organizations_own_classes_are_its_own_and_the_shared_catalog_i
         intruder = WorkspaceSpec.model_validate(
             {"name": unique("nb"), "class": name, "cluster": cluster, "organization": org_c}
         )
-        await spaces.start_workspace(stack.temporal, stack.settings, intruder)
+        session = TemporalSession.of_client(stack.temporal, stack.settings)
+        await TemporalWorkspaces(session).start(intruder)
         handle = stack.temporal.get_workflow_handle(intruder.workflow_id)
         failed = await eventually(
             lambda: handle.query("status"),

@@ -12,10 +12,12 @@ from typing import Any
 import httpx
 import pytest
 
-from activities.settings import SettingsError
 from api.bodies import openapi_components
 from api.errors import field_of
-from api.keys import (
+from api.views import ClusterStatusName, status_of
+from infra.config import SettingsError
+from infra.keys import (
+    KeyRequestError,
     Permission,
     canonical_permissions,
     effective_permissions,
@@ -24,13 +26,13 @@ from api.keys import (
     key_id_of,
     parse_key,
 )
-from api.ratelimit import RateLimiter
-from api.settings import ApiSettings
-from api.views import ClusterStatusName, status_of
+from infra.ratelimit import RateLimiter
+from infra.settings import ApiSettings
 from models.cluster import ClusterPhase, ClusterStatus
 from models.operations import Operation, ScaleNodePoolRequest
-from starter import login, remote, token_cache
-from starter.client import WorkflowRef
+from starter import login, token_cache
+from starter.clients import http as remote
+from starter.clients.base import WorkflowRef
 from starter.errors import (
     ConflictError,
     ExitCode,
@@ -120,7 +122,7 @@ def test_permissions_are_stored_by_their_canonical_names(
     [pytest.param([], id="none"), pytest.param(["admin"], id="unknown")],
 )
 def test_unknown_or_no_permissions_are_refused(given: list[str]) -> None:
-    with pytest.raises(InvalidRequestError, match=r"^permission: "):
+    with pytest.raises(KeyRequestError, match=r"^permission: "):
         canonical_permissions(given)
 
 
@@ -218,6 +220,13 @@ def test_request_schemas_refuse_unknown_fields_as_the_api_does() -> None:
     assert pools["items"]["$ref"] == "#/components/schemas/NodePoolSpecInput"
 
 
+def test_the_pool_drain_parallelism_is_documented_with_its_bounds() -> None:
+    setting = openapi_components()["NodePoolSpecInput"]["properties"]["drainParallelism"]
+    bounded = next(choice for choice in setting["anyOf"] if choice.get("type") == "integer")
+    assert (bounded["minimum"], bounded["maximum"]) == (1, 20)
+    assert "drains at once" in setting["description"]
+
+
 def test_the_login_is_stored_owner_readable_only(tmp_path: Path) -> None:
     env = {"COLONY_CONFIG_DIR": str(tmp_path / "config")}
     assert login.read_login(env) is None
@@ -289,7 +298,7 @@ def test_an_api_key_never_shows_in_the_remote_clients_repr() -> None:
 
 
 def test_expiry_is_compared_with_now() -> None:
-    from api.keys import ApiKey
+    from infra.keys import ApiKey
 
     now = datetime(2030, 1, 1, tzinfo=UTC)
     key = ApiKey(id=KEY_ID, organization="dev", created_at=now, expires_at=now)

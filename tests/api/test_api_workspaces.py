@@ -14,7 +14,7 @@ import pytest
 import yaml
 from kubernetes import client as kube_client
 
-from activities.sealing import SealingSettings
+from infra.sealing import SealingSettings
 from models.identity import workspace_service_set_name, workspace_values_secret_name
 from models.workspace import workspace_workflow_id
 from tests.api.conftest import CPU_SKU, JUPYTER, WORKSPACES, ApiStack

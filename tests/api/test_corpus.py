@@ -35,12 +35,12 @@ from typer.testing import CliRunner
 from models.cluster import ClusterPhase, ClusterSpec, cluster_deployment_name
 from models.manifests import COLONY
 from models.node_pool import NodePoolSpec
-from models.operations import DeleteClusterRequest
 from sim.faults import RequestFault
 from sim.world import SimWorld
-from starter import client as colony
 from starter.cli import app as colonyctl
 from starter.cli import normalize_argv
+from starter.clients.clusters import TemporalClusters
+from starter.clients.temporal import TemporalSession
 from starter.errors import NotFoundError
 from tests.api.conftest import CPU_SKU, JUPYTER, ApiStack
 from tests.helpers import eventually, unique
@@ -208,9 +208,14 @@ async def started_since(client: Client, moment: datetime) -> list[str]:
 # --- the two sides' clusters ------------------------------------------------------------------
 
 
-async def operator_status(client: Client, name: str) -> ClusterPhase | None:
+def operator(stack: ApiStack) -> TemporalClusters:
+    """The operator's clusters (`colonyctl` in direct mode sees the same)."""
+    return TemporalClusters(TemporalSession.of_client(stack.temporal, stack.settings))
+
+
+async def operator_status(stack: ApiStack, name: str) -> ClusterPhase | None:
     try:
-        return (await colony.query_status(client, name)).phase
+        return (await operator(stack).get(name)).phase
     except NotFoundError:
         return None
 
@@ -221,7 +226,7 @@ async def operator_cluster(stack: ApiStack, name: str, pools: list[dict[str, Any
         location_id="fra1",
         node_pools=[NodePoolSpec.model_validate(pool) for pool in pools],
     )
-    await colony.start_cluster(stack.temporal, stack.settings, spec)
+    await operator(stack).create(spec)
 
 
 async def phase_of_both(stack: ApiStack, http: httpx.AsyncClient, name: str, wanted: str) -> None:
@@ -231,7 +236,7 @@ async def phase_of_both(stack: ApiStack, http: httpx.AsyncClient, name: str, wan
         return str((await http.get(f"{CLUSTERS}/{name}")).json().get("status"))
 
     async def cli_status() -> str:
-        phase = await operator_status(stack.temporal, name)
+        phase = await operator_status(stack, name)
         return phase.value if phase else "gone"
 
     api_wanted = {"ready": "ready", "failed": "failed", "deleting": "deleting"}[wanted]
@@ -278,10 +283,10 @@ async def corpus(
         for hold in holds:
             world.faults.add_rule(hold)
         assert (await http.delete(f"{CLUSTERS}/{deleting}")).status_code == 202
-        await colony.send(stack.temporal, deleting, "delete_cluster", DeleteClusterRequest())
+        await operator(stack).delete(deleting)
         await phase_of_both(stack, http, deleting, "deleting")
         api_node = (await http.get(f"{CLUSTERS}/{ready}/nodes")).json()["items"][0]["name"]
-        operator_node = (await colony.query_status(stack.temporal, ready)).node_pools[0].nodes[0]
+        operator_node = (await operator(stack).get(ready)).node_pools[0].nodes[0]
         jupyter = (await http.get(f"/v1/workspace-classes/{JUPYTER}")).json()
         yield Corpus(
             stack=stack,
@@ -296,11 +301,11 @@ async def corpus(
         world.faults.clear()
         for name in (ready, failed, deleting):
             await http.delete(f"{CLUSTERS}/{name}")
-            await colony.send(stack.temporal, name, "delete_cluster", DeleteClusterRequest())
+            await operator(stack).delete(name)
         for name in (ready, failed, deleting):
             await stack.wait_gone(http, name, timeout=120)
             await eventually(
-                lambda name=name: operator_status(stack.temporal, name),  # type: ignore[misc]
+                lambda name=name: operator_status(stack, name),  # type: ignore[misc]
                 until=lambda phase: phase is None,
                 timeout=120,
                 what=f"operator's {name} deleted",

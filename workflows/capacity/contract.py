@@ -14,7 +14,7 @@ from models.workspace_api import (
     CapacityLedgerStatus,
     CapacityMessage,
 )
-from workflows.kit.contract import Query, Signal, WorkflowContract
+from workflows.kit.contract import STATUS_QUERY, Query, Signal, WorkflowContract
 
 
 class CapacityContract(WorkflowContract[CapacityLedgerInput, CapacityLedgerStatus, [str]]):
@@ -27,7 +27,7 @@ class CapacityContract(WorkflowContract[CapacityLedgerInput, CapacityLedgerStatu
     capacity_changed = Signal("capacity_changed", RefreshRequest)
     """Another service says the cluster's GPUs changed: read them again, admit who now fits."""
 
-    status = Query("status", CapacityLedgerStatus)
+    status = Query(STATUS_QUERY, CapacityLedgerStatus)
     """Inventory, holders and the head of each queue."""
     answers = Query("answers", CapacityAnswers, input=CapacityAnswersQuery)
     """Where requests stand now, positions worked out from their tickets."""

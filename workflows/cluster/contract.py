@@ -9,7 +9,7 @@ from models import operations as op
 from models.cluster import ClusterStatus, ClusterWorkflowInput, cluster_workflow_id
 from models.signals import NodeEvent, RefreshRequest
 from models.workspace_api import DeleteRequested, GpuHoldersMessage
-from workflows.kit.contract import Query, Signal, Update, WorkflowContract
+from workflows.kit.contract import STATUS_QUERY, Query, Signal, Update, WorkflowContract
 
 
 class ClusterContract(WorkflowContract[ClusterWorkflowInput, ClusterStatus, [str, str]]):
@@ -33,7 +33,7 @@ class ClusterContract(WorkflowContract[ClusterWorkflowInput, ClusterStatus, [str
     gpu_holders = Signal("gpu_holders", GpuHoldersMessage)
     """Which workspaces hold GPUs on which nodes, from the cluster's GPU ledger."""
 
-    status = Query("status", ClusterStatus)
+    status = Query(STATUS_QUERY, ClusterStatus)
 
 
 CLUSTER = ClusterContract(

@@ -81,7 +81,10 @@ class NodeRemoval:
         self._pool = pool
         self._drain = drain
         self._force = force
-        self._slots = asyncio.Semaphore(parallelism or cluster.spec.drain_parallelism)
+        # The operation's own parallelism, else the pool's setting, else the cluster's.
+        self._slots = asyncio.Semaphore(
+            parallelism or pool.drain_parallelism or cluster.spec.drain_parallelism
+        )
 
     async def choose(self, count: int, held: set[str] | None = None) -> list[NodeStatus]:
         """The `count` nodes a scale-down removes: nodes where no workspace holds GPUs first, then

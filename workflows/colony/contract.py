@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from models import colony as model
 from models.colony import ColonyStatus, ColonyWorkflowInput, colony_workflow_id
-from workflows.kit.contract import Query, Signal, Update, WorkflowContract
+from workflows.kit.contract import STATUS_QUERY, Query, Signal, Update, WorkflowContract
 
 
 class ColonyContract(WorkflowContract[ColonyWorkflowInput, ColonyStatus, [str, str]]):
@@ -20,7 +20,7 @@ class ColonyContract(WorkflowContract[ColonyWorkflowInput, ColonyStatus, [str, s
     cluster_report = Signal("cluster_report", model.ClusterReport)
     """A cluster of the colony reports where it stands (after each of its operations)."""
 
-    status = Query("status", ColonyStatus)
+    status = Query(STATUS_QUERY, ColonyStatus)
 
 
 COLONY = ColonyContract(

@@ -25,6 +25,10 @@ In = TypeVar("In")
 Out = TypeVar("Out")
 IdArgs = ParamSpec("IdArgs")
 
+STATUS_QUERY = "status"
+"""The query each entity workflow answers with its status (its contract's `status`): clients that
+handle every entity alike ask it by this name."""
+
 
 @dataclass(frozen=True)
 class Signal(Generic[In]):

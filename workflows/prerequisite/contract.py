@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from models.identity import prerequisite_workflow_id
 from models.workspace_api import PrerequisiteAnswer, PrerequisiteInput, PrerequisiteMessage
-from workflows.kit.contract import Query, Signal, WorkflowContract
+from workflows.kit.contract import STATUS_QUERY, Query, Signal, WorkflowContract
 
 
 class PrerequisiteContract(WorkflowContract[PrerequisiteInput, PrerequisiteAnswer, [str, str]]):
@@ -15,7 +15,7 @@ class PrerequisiteContract(WorkflowContract[PrerequisiteInput, PrerequisiteAnswe
     prerequisite = Signal("prerequisite", PrerequisiteMessage)
     """A workspace needs the prerequisite: it is answered (`prerequisite_answer`) once it is known."""
 
-    status = Query("status", PrerequisiteAnswer)
+    status = Query(STATUS_QUERY, PrerequisiteAnswer)
     """The outcome, or Installing."""
 
 

@@ -10,7 +10,7 @@ from models.capacity import CapacityAnswer
 from models.signals import GatewayChanged
 from models.workspace import WorkspaceStatus, WorkspaceWorkflowInput, workspace_workflow_id
 from models.workspace_api import DeleteRequested, PortsAnswer, PrerequisiteAnswer
-from workflows.kit.contract import Query, Signal, Update, WorkflowContract
+from workflows.kit.contract import STATUS_QUERY, Query, Signal, Update, WorkflowContract
 
 
 class WorkspaceContract(WorkflowContract[WorkspaceWorkflowInput, WorkspaceStatus, [str, str]]):
@@ -32,7 +32,7 @@ class WorkspaceContract(WorkflowContract[WorkspaceWorkflowInput, WorkspaceStatus
     gateway_changed = Signal("gateway_changed", GatewayChanged)
     """Its cluster's tenant Gateway appeared, changed or went (the watcher)."""
 
-    status = Query("status", WorkspaceStatus)
+    status = Query(STATUS_QUERY, WorkspaceStatus)
 
 
 WORKSPACE = WorkspaceContract(

@@ -1,0 +1,104 @@
+"""The link from each activity's implementation to its declaration, so that they cannot drift apart.
+
+Workflows declare every activity once, in sandbox-safe modules (`workflows.activity_calls`,
+`workflows.workspace_calls`): its name, request and result types, timeouts, retry policy and
+summary. An implementation names its declaration instead of repeating any of it:
+
+    @implements(cluster_calls.CLAIM_HOSTS)
+    async def claim_hosts(self, request: ClaimHostsRequest) -> ClaimHostsResult:
+
+`implements` registers the method under the declared name (`activity.defn`), makes it heartbeat
+(`activities.heartbeat.heartbeating`), and holds it to the declared types twice:
+- in mypy: the decorator is typed by the declaration (`ActivityCall[RequestT, ResultT]`), so a
+  method taking another request or returning another result does not type-check;
+- at import: the method's annotated result must be the declared result class itself, and its one
+  argument a request model; anything else raises `TypeError` when the module is imported.
+`tests/test_activity_declarations.py` checks that every declaration has exactly one implementation
+registered in `worker.py`, and every registered activity a declaration.
+
+This module is the activities' one way to the declarations (`cluster_calls`, `workspace_calls`,
+`DECLARATION_MODULES`): where workflows keep them may change; only these imports follow.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Awaitable, Callable
+from types import ModuleType
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+from temporalio import activity
+
+from activities.heartbeat import heartbeating
+from workflows import activity_calls as cluster_calls
+from workflows import workspace_calls
+from workflows.kit.activity import ActivityCall
+
+__all__ = ["DECLARATION_MODULES", "cluster_calls", "declarations", "implements", "workspace_calls"]
+
+DECLARATION_MODULES: tuple[ModuleType, ...] = (cluster_calls, workspace_calls)
+"""Where the activities workflows call are declared."""
+
+DECLARATION_ATTRIBUTE = "__colony_declaration__"
+"""Set on every implementation: the declaration it implements."""
+
+SelfT = TypeVar("SelfT")
+RequestT = TypeVar("RequestT", bound=BaseModel)
+ResultT = TypeVar("ResultT", bound=BaseModel)
+
+
+def declarations() -> list[ActivityCall[Any, Any]]:
+    """Every declared activity, in the order of the declaring modules."""
+    return [
+        value
+        for module in DECLARATION_MODULES
+        for value in vars(module).values()
+        if isinstance(value, ActivityCall)
+    ]
+
+
+def declaration_of(implementation: Callable[..., Any]) -> ActivityCall[Any, Any] | None:
+    """The declaration an implementation names (None: not made with `implements`)."""
+    found = getattr(implementation, DECLARATION_ATTRIBUTE, None)
+    return found if isinstance(found, ActivityCall) else None
+
+
+def implements(
+    declaration: ActivityCall[RequestT, ResultT],
+) -> Callable[
+    [Callable[[SelfT, RequestT], Awaitable[ResultT]]],
+    Callable[[SelfT, RequestT], Awaitable[ResultT]],
+]:
+    """Make the decorated method the implementation of `declaration` (see the module docstring).
+
+    Raises:
+        TypeError: at import, when the method's annotations are not the declaration's types.
+    """
+
+    def decorate(
+        method: Callable[[SelfT, RequestT], Awaitable[ResultT]],
+    ) -> Callable[[SelfT, RequestT], Awaitable[ResultT]]:
+        _check_annotations(method, declaration)
+        defined = activity.defn(name=declaration.name)(heartbeating(method))
+        setattr(defined, DECLARATION_ATTRIBUTE, declaration)
+        return defined
+
+    return decorate
+
+
+def _check_annotations(method: Callable[..., Any], declaration: ActivityCall[Any, Any]) -> None:
+    where = f"{method.__module__}.{method.__qualname__} (activity {declaration.name})"
+    parameters = list(inspect.signature(method).parameters)
+    if len(parameters) != 2:
+        raise TypeError(f"{where}: takes (self, request), not ({', '.join(parameters)})")
+    hints = typing.get_type_hints(method)
+    request = hints.get(parameters[1])
+    if not (isinstance(request, type) and issubclass(request, BaseModel)):
+        raise TypeError(f"{where}: its request must be annotated with a model, not {request!r}")
+    if hints.get("return") is not declaration.result:
+        raise TypeError(
+            f"{where}: returns {hints.get('return')!r}, but it is declared to return "
+            f"{declaration.result.__name__}"
+        )

@@ -1,0 +1,132 @@
+"""Every activity workflows declare is implemented once, by a method linked to its declaration.
+
+- The worker registers exactly one implementation per declaration (`workflows.activity_calls`,
+  `workflows.workspace_calls`), and nothing undeclared; each under the declared name, made with
+  `activities.declarations.implements`.
+- `implements` refuses, at import, a method whose result is not the declared one or whose
+  argument is not one request model; and mypy refuses one whose request or result type differs
+  from the declaration's (run here on small modules, beside a right one as the control).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from kubernetes import client
+from temporalio import activity
+
+from activities.declarations import declaration_of, declarations, implements
+from models.activity_api import AwaitNodesResult, ListNodesRequest, ListNodesResult
+from worker import activity_callables
+from workflows.activity_calls import LIST_NODES
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+async def registered() -> list[Any]:
+    management = client.ApiClient()
+    async with httpx.AsyncClient() as http:
+        temporal: Any = object()  # only kept by TemporalActivities, never called here
+        callables, clients = activity_callables(management, http, temporal, "queue")
+        clients.close()
+    management.close()
+    return callables
+
+
+def test_declarations_are_found() -> None:
+    names = [d.name for d in declarations()]
+    assert {"claim_hosts", "apply_service_set", "signal_with_start"} <= set(names)
+    assert len(names) == len(set(names)), "two declarations of one name"
+
+
+def test_every_declaration_has_exactly_one_registered_implementation(registered: list[Any]) -> None:
+    declared = Counter(str(d.name) for d in declarations())
+    implemented = Counter(
+        str(activity._Definition.must_from_callable(fn).name) for fn in registered
+    )
+    assert implemented == declared, (
+        f"declared, not registered: {sorted(declared - implemented)}; "
+        f"registered, not declared (or twice): {sorted(implemented - declared)}"
+    )
+
+
+def test_every_registered_activity_is_linked_to_its_declaration(registered: list[Any]) -> None:
+    for fn in registered:
+        declaration = declaration_of(fn)
+        assert declaration is not None, f"{fn.__qualname__} is not made with implements(...)"
+        assert activity._Definition.must_from_callable(fn).name == declaration.name
+
+
+def test_a_result_other_than_the_declared_one_fails_at_import() -> None:
+    with pytest.raises(TypeError, match="declared to return ListNodesResult"):
+
+        class Wrong:
+            @implements(LIST_NODES)
+            async def list_nodes(self, request: ListNodesRequest) -> AwaitNodesResult:
+                raise NotImplementedError
+
+
+async def two_arguments(self: Any, request: ListNodesRequest, extra: int) -> ListNodesResult:
+    raise NotImplementedError
+
+
+async def not_a_model(self: Any, request: dict[str, Any]) -> ListNodesResult:
+    raise NotImplementedError
+
+
+@pytest.mark.parametrize(
+    "method",
+    [pytest.param(two_arguments, id="two-arguments"), pytest.param(not_a_model, id="a-dict")],
+)
+def test_an_argument_other_than_one_request_model_fails_at_import(method: Any) -> None:
+    with pytest.raises(TypeError, match=method.__name__):
+        implements(LIST_NODES)(method)
+
+
+def test_a_right_implementation_is_an_activity_of_the_declared_name() -> None:
+    class Right:
+        @implements(LIST_NODES)
+        async def list_nodes(self, request: ListNodesRequest) -> ListNodesResult:
+            return ListNodesResult(nodes=[])
+
+    assert activity._Definition.must_from_callable(Right().list_nodes).name == "list_nodes"
+    assert declaration_of(Right.list_nodes) is LIST_NODES
+
+
+IMPLEMENTATIONS = {
+    "right": ("ListNodesRequest", "ListNodesResult"),
+    "wrong_request": ("AwaitNodesRequest", "ListNodesResult"),
+    "wrong_result": ("ListNodesRequest", "AwaitNodesResult"),
+}
+
+
+def test_mypy_refuses_an_implementation_of_other_types_than_declared(tmp_path: Path) -> None:
+    for name, (request, result) in IMPLEMENTATIONS.items():
+        (tmp_path / f"{name}.py").write_text(
+            "from activities.declarations import cluster_calls, implements\n"
+            "from models.activity_api import AwaitNodesRequest, AwaitNodesResult, "
+            "ListNodesRequest, ListNodesResult\n\n\n"
+            "class Implementation:\n"
+            "    @implements(cluster_calls.LIST_NODES)\n"
+            f"    async def list_nodes(self, request: {request}) -> {result}:\n"
+            "        raise NotImplementedError\n"
+        )
+    checked = subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", "pyproject.toml", "--strict"]
+        + [str(tmp_path / f"{name}.py") for name in IMPLEMENTATIONS],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    failing = {
+        Path(line.split(":")[0]).stem for line in checked.stdout.splitlines() if ": error:" in line
+    }
+    assert failing == {"wrong_request", "wrong_result"}, checked.stdout

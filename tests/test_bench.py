@@ -1,0 +1,109 @@
+"""The benchmarks cannot rot: each one's command line answers `--help`, the cheap ones run in quick
+mode through `python -m bench` and write their results, and the summary gathers them.
+
+The benchmarks themselves (`make bench`, `make bench-quick`) start whole stacks and run for
+minutes: not here. What runs here is what would break first when the code they drive changes:
+their imports and arguments, and the reporting every one of them shares.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import __main__ as runner
+from bench import summary
+from bench.profile import hot_spots
+from bench.record import Headline, Report, distribution, publish
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("name", [pytest.param(b.name, id=b.name) for b in runner.BENCHMARKS])
+def test_every_benchmark_answers_help(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    module = importlib.import_module(f"bench.{name}")
+    with pytest.raises(SystemExit) as exited:
+        module.main(["--help"])
+    assert exited.value.code == 0
+    assert f"python -m bench.{name}" in capsys.readouterr().out
+
+
+def test_the_runner_refuses_an_unknown_benchmark(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        runner.main(["--only", "throughput,no_such_bench"])
+    assert exited.value.code == 2
+    assert "no_such_bench" in capsys.readouterr().err
+
+
+def test_a_report_is_one_json_line_and_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("BENCH_RESULTS", str(tmp_path))
+    monkeypatch.delenv("BENCH_QUICK", raising=False)
+    report = Report("demo", "A demonstration", "python -m bench.demo")
+    report.add(
+        Headline("rate", "things per second", 3.25, "/s"),
+        Headline("ratio", "ratio", 0.4, "", ">= 0.5", False),
+    )
+    report.figures = {"samples": distribution([0.1, 0.2, 0.3])}
+    report.body = "Some words."
+    publish(report)
+    line = json.loads(capsys.readouterr().out.strip())
+    assert line["bench"] == "demo"
+    assert line["figures"] == {"rate": 3.25, "ratio": 0.4}
+    assert line["met"] == {"ratio": False}
+    saved = json.loads((tmp_path / "demo.json").read_text())
+    assert saved["figures"]["samples"]["p50_ms"] == 200.0
+    assert set(saved["load_average"]) == {"start", "end"}
+    markdown = (tmp_path / "demo.md").read_text()
+    assert "| ratio | 0.4 | >= 0.5 | **no** |" in markdown
+    assert "Some words." in markdown
+
+    written = summary.write(tmp_path, ["demo"], {"other": "exit 1: boom"})
+    gathered = written.read_text()
+    assert "[A demonstration](#a-demonstration)" in gathered
+    assert "**1 missed**" in gathered
+    assert "| other | **failed in the last run**: exit 1: boom | | |" in gathered
+
+
+def test_the_cheap_benchmarks_run_in_quick_mode(tmp_path: Path) -> None:
+    env = {**os.environ, "BENCH_QUICK": "1", "BENCH_RESULTS": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--only", "sim_apiserver,cli_startup"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [line["bench"] for line in lines] == ["sim_apiserver", "cli_startup"]
+    for name in ("sim_apiserver", "cli_startup"):
+        assert json.loads((tmp_path / f"{name}.json").read_text())["quick"] is True
+        assert (tmp_path / f"{name}.md").exists()
+    gathered = (tmp_path / "README.md").read_text()
+    assert "colonyctl start-up" in gathered
+    assert "Kubernetes API emulator" in gathered
+
+
+def test_a_profile_is_read_back_without_the_plumbing(tmp_path: Path) -> None:
+    raw = tmp_path / "worker.pyspy"
+    raw.write_text(
+        "thread (0x1) 3\n"  # a thread sampled with no frame of its own: not counted
+        "thread (0x1);main (ceiling.py:10);run (runners.py:1);_run_once (base_events.py:2);"
+        "_deploy (workspace.py:5) 4\n"
+        "thread (0x2);_worker (thread.py:3);_call_blocking (kube.py:9) 2\n"
+    )
+    found = hot_spots(raw, seconds=1.0)
+    assert found["samples"] == 6
+    assert found["self"] == {"_deploy (workspace.py)": 0.667, "_call_blocking (kube.py)": 0.333}
+    assert "run (runners.py)" not in found["inclusive"]
+    assert found["stacks"] == {"_deploy (workspace.py)": 0.667, "_call_blocking (kube.py)": 0.333}
