@@ -32,7 +32,8 @@ from models.cluster import cluster_deployment_name
 from models.workspace_api import CapacityLedgerStatus, CapacityMessage, CapacityMessageKind
 from tests.reliability.invariants import Check, GpuSample, PodGpus, PodRef
 from tests.reliability.stack import KCM_NAMESPACE, ORGANIZATION, Stack, call, poll
-from workflows.capacity import CAPACITY_SIGNAL, CapacityLedgerWorkflow
+from workflows.capacity.contract import CAPACITY
+from workflows.capacity.workflow import CapacityLedgerWorkflow
 
 FIGURES: list[dict[str, Any]] = []
 """Every scenario's report, in the order they ran (printed at the end of the session)."""
@@ -492,7 +493,7 @@ async def ledger_order(temporal: Client, ledger_id: str) -> tuple[list[str], lis
         async for event in handle.fetch_history_events():
             if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
                 attributes = event.workflow_execution_signaled_event_attributes
-                if attributes.signal_name != CAPACITY_SIGNAL:
+                if attributes.signal_name != CAPACITY.capacity.name:
                     continue
                 [message] = await converter.decode(attributes.input.payloads, [CapacityMessage])
                 request = message.request
