@@ -25,8 +25,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from infra import metrics, tracing
 from infra.config import ColonySettings
+from infra.kubeapi import KubeApi
 from infra.process import configure_logging, run_service
-from watching.kubeapi import KubeApi
 from watching.service import Watcher, WatcherConfig
 from watching.signals import TemporalSignals
 

@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import os
+import pkgutil
 import signal
 import socket
 import sys
@@ -53,6 +55,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Interceptor, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+import workflows
 from activities.child_cluster.clients import ChildClients
 from activities.child_cluster.namespaces import NamespaceActivities
 from activities.child_cluster.nodes import NodeActivities
@@ -69,67 +72,69 @@ from infra import metrics, tracing
 from infra.config import ColonySettings, SettingsError
 from infra.crds import ensure_crds
 from infra.kube import api_client_from_file, close_client
+from infra.kubeapi import KubeApi
 from infra.process import configure_logging, run_service
 from infra.sealing import SealingSettings, Unsealer, load_private_key
 from models.workspace_api import CATALOG_WORKFLOW_ID, CatalogInput, PublishWorkspaceClassRequest
-from watching.kubeapi import KubeApi
 from watching.service import Watcher, WatcherConfig
 from watching.signals import TemporalSignals
 from workflows import metrics as workflow_metrics
-from workflows.capacity.workflow import CapacityLedgerWorkflow
-from workflows.catalog.workflow import CatalogWorkflow
-from workflows.cluster.workflow import ClusterWorkflow
-from workflows.colony.workflow import ColonyWorkflow
-from workflows.prerequisite.workflow import PrerequisiteWorkflow
+from workflows.catalog import CATALOG
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
-from workflows.workspace.workflow import WorkspaceWorkflow
 
 log = logging.getLogger("colony.worker")
 
-WORKFLOWS: Sequence[type] = (
-    ClusterWorkflow,
-    ColonyWorkflow,
-    WorkspaceWorkflow,
-    CapacityLedgerWorkflow,
-    PrerequisiteWorkflow,
-    CatalogWorkflow,
-)
+ENTITY_WORKFLOW_MODULE = "workflow"
+"""Each entity package's workflow module (`workflows/<entity>/workflow.py`); the package itself is
+the entity's contract."""
 
-WORKFLOW_HELPER_MODULES = (
-    "workflows.activity_calls",
-    "workflows.capacity.contract",
-    "workflows.catalog.contract",
-    "workflows.cluster.context",
-    "workflows.cluster.contract",
-    "workflows.cluster.create",
-    "workflows.cluster.delete",
-    "workflows.cluster.drain",
-    "workflows.cluster.scale_up",
-    "workflows.colony.contract",
-    "workflows.kit.activity",
-    "workflows.kit.contract",
-    "workflows.kit.engine",
-    "workflows.kit.entity",
-    "workflows.kit.run_limit",
-    "workflows.kit.service",
-    "workflows.kit.until",
-    "workflows.metrics",
-    "workflows.prerequisite.contract",
-    "workflows.search_attributes",
-    "workflows.workspace.access",
-    "workflows.workspace.admission",
-    "workflows.workspace.context",
-    "workflows.workspace.contract",
-    "workflows.workspace.install",
-    "workflows.workspace.teardown",
-    "workflows.workspace_calls",
-)
+
+def entity_packages() -> list[str]:
+    """The entity packages of `workflows/` (every package but the kit), by name."""
+    return sorted(
+        f"{workflows.__name__}.{found.name}"
+        for found in pkgutil.iter_modules(workflows.__path__)
+        if found.ispkg and found.name != "kit"
+    )
+
+
+def entity_workflows() -> tuple[type, ...]:
+    """The workflow classes the worker runs: those of each entity's workflow module, found where
+    they are, so an entity is added without a line here."""
+    found: list[type] = []
+    for package in entity_packages():
+        module = importlib.import_module(f"{package}.{ENTITY_WORKFLOW_MODULE}")
+        found += [
+            value
+            for value in vars(module).values()
+            if isinstance(value, type)
+            and value.__module__ == module.__name__
+            and getattr(value, "__temporal_workflow_definition", None) is not None
+        ]
+    return tuple(found)
+
+
+def workflow_helper_modules() -> tuple[str, ...]:
+    """Every module of `workflows/` but the entities' workflow modules and the entity packages
+    (a package passed through would take its workflow module with it)."""
+    return tuple(
+        sorted(
+            found.name
+            for found in pkgutil.walk_packages(workflows.__path__, f"{workflows.__name__}.")
+            if not found.ispkg and not found.name.endswith(f".{ENTITY_WORKFLOW_MODULE}")
+        )
+    )
+
+
+WORKFLOWS: Sequence[type] = entity_workflows()
+
+WORKFLOW_HELPER_MODULES = workflow_helper_modules()
 """The workflows' own helper modules (deterministic, no state of their own at module level),
 passed through the sandbox like the models: the sandbox imports again, for every workflow it
 runs, each module that is not passed through, and each cached workflow keeps its copies. Only the
-modules that define a workflow class are imported per workflow, so the sandbox still checks
-their code (`tests/test_worker_sandbox.py` keeps this list complete). Measured with 300 running
-workspaces (`python -m bench.footprint`, the same run): the worker grew 83 MB instead of 124 MB
+modules that define a workflow class (and the entity packages, their contracts) are imported per
+workflow, so the sandbox still checks their code (`tests/test_worker_sandbox.py` checks that no
+other module defines a workflow). Measured with 300 running workspaces (`python -m bench.footprint`, the same run): the worker grew 83 MB instead of 124 MB
 and spent 56 ms of CPU per deployment instead of 68 ms."""
 
 GRACEFUL_SHUTDOWN = timedelta(seconds=10)
@@ -219,7 +224,7 @@ async def ensure_catalog(temporal: Client, task_queue: str) -> None:
             with contextlib.suppress(RPCError):  # it may have ended meanwhile
                 await handle.terminate(reason=f"the catalog moves to task queue {task_queue}")
     await temporal.start_workflow(
-        CatalogWorkflow.run,
+        CATALOG.workflow_type,
         catalog_seed(),
         id=CATALOG_WORKFLOW_ID,
         task_queue=task_queue,

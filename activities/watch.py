@@ -11,7 +11,7 @@ follows the change at once. The poll stays the fallback: a watch that fails (an 
 without watches, a dropped connection) or ends without an event leaves the rest of the pause to
 a sleep, and the next look reads the object again, so a missed event costs at most one pause.
 
-Watches are raw requests on httpx (`watching.kubeapi.KubeApi`, the watcher's client, built from
+Watches are raw requests on httpx (`infra.kubeapi.KubeApi`, the watcher's client, built from
 the activity's `ApiClient` configuration, with the same credentials): a cancelled activity stops
 its watch at once, where the official client's blocking watch would hold a worker thread (the
 worker's threads run every Kubernetes call) until the watch timed out.
@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 from kubernetes import client
 
-from watching.kubeapi import KubeApi, KubeError
+from infra.kubeapi import KubeApi, KubeError
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class ObjectWatch:
     Args:
         api: the client of the cluster the object is in (its configuration: host, CA,
             credentials).
-        collection: the URL path of the object's collection (`watching.kubeapi.collection_path`).
+        collection: the URL path of the object's collection (`infra.kubeapi.collection_path`).
         name: the object's name.
     """
 

@@ -29,6 +29,8 @@ from models.catalog import LocationStock, SkuKind
 from starter.errors import UnavailableError
 
 router = APIRouter(prefix="/v1", tags=["catalog"])
+ROUTERS = (router,)
+"""The routes this module adds to the API (`api.app.entity_routers`)."""
 
 READS = error_responses(401, 404, 422, 429, 503)
 

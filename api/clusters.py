@@ -63,6 +63,8 @@ from starter.errors import ConflictError, NotFoundError
 from starter.parsing import validated
 
 router = APIRouter(prefix="/v1/kubernetes/clusters", tags=["clusters"])
+ROUTERS = (router,)
+"""The routes this module adds to the API (`api.app.entity_routers`)."""
 
 _NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,252}$")
 _OPERATION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")

@@ -37,6 +37,8 @@ from starter.clients.colonies import TemporalColonies
 from starter.parsing import validated
 
 router = APIRouter(prefix="/v1/colonies", tags=["colonies"])
+ROUTERS = (router,)
+"""The routes this module adds to the API (`api.app.entity_routers`)."""
 
 
 def colony_name(colony_id: str) -> str:

@@ -39,7 +39,7 @@ from models.base import user_rule
 from models.operations import OperationKind
 from starter import errors
 from starter.errors import ColonyError
-from workflows.cluster.contract import CLUSTER
+from workflows.cluster import CLUSTER
 
 UNAVAILABLE_RETRY_SECONDS = 5
 """`Retry-After` of a 503: Temporal or the management cluster restarting takes seconds."""

@@ -71,6 +71,11 @@ from starter.parsing import validated
 
 classes = APIRouter(prefix="/v1/workspace-classes", tags=["workspace classes"])
 router = APIRouter(prefix="/v1/workspaces", tags=["workspaces"])
+ROUTERS = (
+    classes,
+    router,
+)
+"""The routes this module adds to the API (`api.app.entity_routers`)."""
 
 DELETE_REASON = "deleted through the HTTP API"
 PUBLISHES = {**error_responses(400, 401, 403, 409, 415, 422, 429, 503)}

@@ -83,10 +83,10 @@ from models.workspace_api import (
     WorkspaceActivity,
 )
 from models.workspace_class import GPU_MODEL_LABEL, GpuVendor
-from workflows.capacity.contract import CAPACITY
+from workflows.capacity import CAPACITY
 from workflows.capacity.workflow import CapacityLedgerWorkflow
-from workflows.cluster.contract import CLUSTER
-from workflows.workspace.contract import WORKSPACE
+from workflows.cluster import CLUSTER
+from workflows.workspace import WORKSPACE
 
 HOLDERS = 10
 NODE = GpuNode(name="gpu-1", model="H100", vendor=GpuVendor.NVIDIA, allocatable=8 * HOLDERS)

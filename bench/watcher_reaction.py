@@ -35,7 +35,7 @@ from bench.record import Headline, Report, distribution, progress, publish, scal
 from bench.stack import Stack, describe, private_stack
 from infra.kube import api_client_from_dict, api_client_from_file, close_client
 from models.signals import RefreshRequest
-from workflows.cluster.contract import CLUSTER as CLUSTER_WORKFLOW
+from workflows.cluster import CLUSTER as CLUSTER_WORKFLOW
 
 POLL = 0.01
 CLUSTER = "reaction"

@@ -31,7 +31,7 @@ from temporalio.client import Client, WorkflowHistory
 
 from bench.record import progress
 from bench.stack import Stack, Usage, requests_grown
-from workflows.workspace.contract import WORKSPACE
+from workflows.workspace import WORKSPACE
 
 TICK = 0.5
 """Seconds between two looks for running entities (at most this much of each life is the

@@ -57,8 +57,8 @@ from starter.clients.classes import TemporalClasses
 from starter.clients.temporal import TemporalSession
 from starter.clients.workspaces import TemporalWorkspaces, prepare_workspace
 from starter.errors import NotFoundError, UnavailableError
-from workflows.capacity.contract import CAPACITY
-from workflows.workspace.contract import WORKSPACE
+from workflows.capacity import CAPACITY
+from workflows.workspace import WORKSPACE
 
 CLUSTER = "admission"
 CLASS = "colony-devbox-1-0-0"

@@ -1,6 +1,6 @@
 """The payloads of the signals other services (a watcher, a scheduler, the workspace and capacity
 workflows) send Colony's entity workflows, one model per signal. The signals' names, and which
-workflow takes which, are the workflows' contracts (`workflows/<entity>/contract.py`).
+workflow takes which, are the workflows' contracts (`workflows/<entity>/__init__.py`).
 
 Every signal carries a `request_id` chosen by the sender: a workflow acts on an id once and ignores
 it when it arrives again (a sender that is unsure whether its signal landed simply sends it again).

@@ -10,7 +10,9 @@ commands raise are `starter.errors` types, whose class decides the exit code. He
 
 from __future__ import annotations
 
+import importlib
 import os
+import pkgutil
 import re
 import sys
 import traceback
@@ -29,23 +31,9 @@ except ImportError:  # pragma: no cover - an older Typer that depends on click i
 
 from infra import tracing
 from models.advice import for_command_line
+from starter import commands
 from starter.cli import version_text
-from starter.commands import (
-    apikey,
-    apply,
-    auth,
-    catalog,
-    cluster,
-    colony,
-    credentials,
-    dev,
-    node,
-    node_pool,
-    operation,
-    sim,
-    workspace,
-    workspace_class,
-)
+from starter.commands import apply, credentials
 from starter.errors import ColonyError, ExitCode
 
 EXIT_CODES_HELP = (
@@ -248,18 +236,19 @@ def _root(
     pass
 
 
-app.add_typer(cluster.app, name="cluster", epilog=EXIT_CODES_HELP)
-app.add_typer(node_pool.app, name="node-pool", epilog=EXIT_CODES_HELP)
-app.add_typer(node.app, name="node", epilog=EXIT_CODES_HELP)
-app.add_typer(operation.app, name="operation", epilog=EXIT_CODES_HELP)
-app.add_typer(colony.app, name="colony", epilog=EXIT_CODES_HELP)
-app.add_typer(workspace.app, name="workspace", epilog=EXIT_CODES_HELP)
-app.add_typer(workspace_class.app, name="class", epilog=EXIT_CODES_HELP)
-app.add_typer(catalog.app, name="catalog")
-app.add_typer(auth.app, name="auth")
-app.add_typer(apikey.app, name="apikey")
-app.add_typer(sim.app, name="sim")
-app.add_typer(dev.app, name="dev")
+def add_command_groups() -> None:
+    """Add every command module's group (`starter.commands.Group`), in the order of their rank."""
+    groups = []
+    for found in pkgutil.iter_modules(commands.__path__):
+        module = importlib.import_module(f"{commands.__name__}.{found.name}")
+        group = getattr(module, "GROUP", None)
+        if isinstance(group, commands.Group):
+            groups.append((group.rank, group.noun, module.app, group.operations))
+    for _, noun, typer_app, operations in sorted(groups, key=lambda g: (g[0], g[1])):
+        app.add_typer(typer_app, name=noun, epilog=EXIT_CODES_HELP if operations else None)
+
+
+add_command_groups()
 app.command("apply", epilog=EXIT_CODES_HELP)(apply.apply)
 app.command("kubeconfig")(credentials.kubeconfig)
 app.command("token")(credentials.token)

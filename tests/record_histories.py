@@ -60,12 +60,12 @@ from tests.conftest import venv_binary
 from tests.helpers import eventually, unique
 from tests.simenv import close_client, colony_env, host_provider, management_api, started_world
 from worker import build_worker, ensure_catalog
-from workflows.capacity.contract import CAPACITY
-from workflows.cluster.contract import CLUSTER
-from workflows.colony.contract import COLONY
-from workflows.prerequisite.contract import PREREQUISITE
+from workflows.capacity import CAPACITY
+from workflows.cluster import CLUSTER
+from workflows.colony import COLONY
+from workflows.prerequisite import PREREQUISITE
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
-from workflows.workspace.contract import WORKSPACE
+from workflows.workspace import WORKSPACE
 
 HISTORIES = Path(__file__).parent / "histories"
 LOCATION = "fra1"

@@ -44,6 +44,7 @@ from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner, Result
 
 from infra.crds import ensure_crds
+from infra.kubeapi import KubeApi
 from infra.sealing import PUBLIC_KEY_ENV, SealingSettings, create_key_pair
 from models.identity import (
     prerequisite_service_set_name,
@@ -70,14 +71,13 @@ from tests.simenv import (
     management_api,
     started_world,
 )
-from watching.kubeapi import KubeApi
 from watching.leader import LeaseTiming
 from watching.mapping import Signal
 from watching.service import Watcher, WatcherConfig
 from watching.signals import TemporalSignals
 from worker import build_worker, ensure_catalog
 from workflows.search_attributes import COLONY_CLUSTER, COLONY_KIND, COLONY_PHASE
-from workflows.workspace.contract import WORKSPACE
+from workflows.workspace import WORKSPACE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

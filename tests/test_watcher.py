@@ -28,6 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner, Result
 
+from infra.kubeapi import KubeApi
 from models.signals import NodeEvent
 from sim.world import SimWorld
 from starter.cli import app, normalize_argv
@@ -41,14 +42,13 @@ from tests.simenv import (
     management_api,
     started_world,
 )
-from watching.kubeapi import KubeApi
 from watching.leader import LeaseTiming
 from watching.mapping import Signal
 from watching.service import Watcher, WatcherConfig
 from watching.signals import TemporalSignals
 from watching.state import STATE_CONFIGMAP
 from worker import build_worker
-from workflows.cluster.contract import CLUSTER
+from workflows.cluster import CLUSTER
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

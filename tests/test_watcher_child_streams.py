@@ -13,8 +13,8 @@ from typing import Any, cast
 import pytest
 import yaml
 
+from infra.kubeapi import KubeError
 from watching import service
-from watching.kubeapi import KubeError
 from watching.service import Watcher, WatcherConfig, _ChildCluster
 
 

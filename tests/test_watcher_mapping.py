@@ -24,8 +24,8 @@ from watching.mapping import (
     relist_refresh,
     workspace_owners,
 )
-from workflows.cluster.contract import CLUSTER
-from workflows.workspace.contract import WORKSPACE
+from workflows.cluster import CLUSTER
+from workflows.workspace import WORKSPACE
 
 
 def obj(

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
+from infra.kubeapi import KubeApi, KubeError, collection_path
 from sim.apiserver.auth import CertificateAuthority
 from sim.apiserver.registry import CONFIGMAPS, LEASES, NODES
 from sim.apiserver.server import ClusterServer
 from sim.apiserver.store import ClusterStore
 from tests.helpers import eventually, unique
-from watching.kubeapi import KubeApi, KubeError, collection_path
 from watching.leader import LeaseElector, LeaseTiming
 from watching.state import STATE_CONFIGMAP, ResumeStore
 from watching.streams import SYNCED, StreamEvent, WatchStream

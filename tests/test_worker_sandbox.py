@@ -1,15 +1,17 @@
-"""The worker passes every helper module of `workflows/` through the sandbox, and only those: a
-module that defines a workflow class is imported again for each workflow run, so the sandbox still
-checks its code; one that does not is imported once (`worker.WORKFLOW_HELPER_MODULES`)."""
+"""The worker finds the entities' workflows where they are, and passes every other module of
+`workflows/` through the sandbox: a module that defines a workflow class is imported again for each
+workflow run, so the sandbox still checks its code; one that does not is imported once
+(`worker.WORKFLOWS`, `worker.WORKFLOW_HELPER_MODULES`)."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-from worker import WORKFLOW_HELPER_MODULES
+from worker import WORKFLOW_HELPER_MODULES, WORKFLOWS, entity_packages
 
-WORKFLOWS = Path(__file__).resolve().parents[1] / "workflows"
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOWS_DIR = ROOT / "workflows"
 
 
 def _defines_a_workflow(path: Path) -> bool:
@@ -23,14 +25,27 @@ def _defines_a_workflow(path: Path) -> bool:
     return False
 
 
-def test_every_helper_module_and_no_workflow_module_is_passed_through() -> None:
+def _module(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts)
+
+
+def test_every_module_that_defines_no_workflow_is_passed_through_and_no_other() -> None:
     helpers = {
-        ".".join(path.relative_to(WORKFLOWS.parent).with_suffix("").parts)
-        for path in WORKFLOWS.rglob("*.py")
+        _module(path)
+        for path in WORKFLOWS_DIR.rglob("*.py")
         if path.stem != "__init__" and not _defines_a_workflow(path)
     }
     assert helpers == set(WORKFLOW_HELPER_MODULES)
-    # A package passed through would take its workflow module with it.
-    packages = {".".join(p.relative_to(WORKFLOWS.parent).parts) for p in WORKFLOWS.rglob("*/")}
+
+
+def test_no_package_is_passed_through_since_it_would_take_its_workflow_module_along() -> None:
+    packages = {_module(path.parent) for path in WORKFLOWS_DIR.rglob("__init__.py")}
+    assert "workflows.workspace" in packages
     assert not packages & set(WORKFLOW_HELPER_MODULES)
-    assert "workflows.workspace.workflow" not in WORKFLOW_HELPER_MODULES
+
+
+def test_the_worker_runs_the_workflow_of_every_entity_package() -> None:
+    defining = {_module(path) for path in WORKFLOWS_DIR.rglob("*.py") if _defines_a_workflow(path)}
+    assert defining == {f"{package}.workflow" for package in entity_packages()}
+    assert {cls.__module__ for cls in WORKFLOWS} == defining
+    assert len(WORKFLOWS) == 6

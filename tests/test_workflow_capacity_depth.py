@@ -43,10 +43,10 @@ from models.workspace_api import (
 )
 from models.workspace_class import GPU_MODEL_LABEL, GpuVendor
 from tests.helpers import eventually, unique
-from workflows.capacity.contract import CAPACITY
+from workflows.capacity import CAPACITY
 from workflows.capacity.workflow import CapacityLedgerWorkflow
-from workflows.cluster.contract import CLUSTER
-from workflows.workspace.contract import WORKSPACE
+from workflows.cluster import CLUSTER
+from workflows.workspace import WORKSPACE
 
 DEPTH = 3_000
 HOLDERS = 10

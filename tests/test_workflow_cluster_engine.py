@@ -44,7 +44,7 @@ from tests.cluster_world import (
     worker,
 )
 from tests.helpers import eventually
-from workflows.cluster.contract import CLUSTER
+from workflows.cluster import CLUSTER
 from workflows.cluster.workflow import ClusterWorkflow
 
 pytestmark = pytest.mark.slow

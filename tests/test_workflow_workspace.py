@@ -48,9 +48,9 @@ from models.workspace_operations import (
 from starter.clients.workspaces import WorkspaceSummary, fill_positions, with_current_position
 from tests.helpers import eventually, history_text, unique
 from tests.workspace_world import STARTED, FakeWorkspaceWorld, h100_node, workspace_worker
-from workflows.capacity.contract import CAPACITY
+from workflows.capacity import CAPACITY
 from workflows.capacity.workflow import CapacityLedgerWorkflow
-from workflows.cluster.contract import CLUSTER
+from workflows.cluster import CLUSTER
 from workflows.workspace.access import ROUTES_FALLBACK, ROUTES_RETRY
 from workflows.workspace.workflow import WorkspaceWorkflow
 

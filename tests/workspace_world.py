@@ -85,7 +85,7 @@ from models.workspace_api import (
     WriteValuesSecretResult,
 )
 from models.workspace_class import WorkspaceClassSpec, class_conflict
-from workflows.capacity.contract import CAPACITY
+from workflows.capacity import CAPACITY
 from workflows.capacity.workflow import CapacityLedgerWorkflow
 from workflows.catalog.workflow import CatalogWorkflow
 from workflows.cluster.workflow import ClusterWorkflow

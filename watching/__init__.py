@@ -5,7 +5,7 @@ It watches the management cluster's ClusterDeployments that Colony created, and 
 ClusterDeployment's kubeconfig Secret the Nodes and tenant Gateways of its child cluster, and tells
 the workflow that owns each object (the annotation `colony.dev/workflow-id`; for a Gateway, the
 workspaces with a namespace in that child) what changed, through the workflows' contracts
-(`workflows/<entity>/contract.py`). Workflows keep a slow fallback of their own, so the watcher
+(`workflows/<entity>/__init__.py`). Workflows keep a slow fallback of their own, so the watcher
 makes Colony fast, never correct: when it is down, nothing hangs.
 
 Modules, by concern:

@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 
 import httpx
 
-from watching.kubeapi import KubeApi, KubeError, Obj, collection_path
+from infra.kubeapi import KubeApi, KubeError, Obj, collection_path
 
 log = logging.getLogger("colony.watcher")
 

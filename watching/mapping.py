@@ -35,10 +35,10 @@ from typing import Any
 from models.identity import Entity, entity_workflow_id, parse_entity_workflow_id
 from models.ownership import marked_entity
 from models.signals import GatewayChanged, NodeEvent, NodeEventType, RefreshRequest
-from workflows.cluster.contract import CLUSTER
-from workflows.colony.contract import COLONY
+from workflows.cluster import CLUSTER
+from workflows.colony import COLONY
 from workflows.kit.contract import WorkflowContract
-from workflows.workspace.contract import WORKSPACE
+from workflows.workspace import WORKSPACE
 
 CLUSTER_LABEL = "colony.dev/cluster"
 """ClusterDeployments Colony created carry it (the cluster's name)."""
@@ -79,7 +79,7 @@ class Signal:
 
     workflow_id: str
     name: str
-    """The signal's name, from the receiving workflow's contract (`workflows.<entity>.contract`)."""
+    """The signal's name, from the receiving workflow's contract (`workflows.<entity>`)."""
     payload: RefreshRequest | NodeEvent | GatewayChanged
 
     @property

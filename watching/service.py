@@ -44,7 +44,7 @@ import yaml
 
 from infra import metrics
 from infra.config import ColonySettings
-from watching.kubeapi import KubeApi, KubeError, Obj, collection_path
+from infra.kubeapi import KubeApi, KubeError, Obj, collection_path
 from watching.leader import LeaseElector, LeaseTiming
 from watching.mapping import (
     CLUSTER_LABEL,

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 
-from watching.kubeapi import KubeApi, KubeError, Obj, collection_path
+from infra.kubeapi import KubeApi, KubeError, Obj, collection_path
 
 log = logging.getLogger("colony.watcher")
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from watching.kubeapi import Gone, KubeApi, KubeError, Obj
+from infra.kubeapi import Gone, KubeApi, KubeError, Obj
 
 log = logging.getLogger("colony.watcher")
 

@@ -24,6 +24,7 @@ from activities.errors import kube_error
 from activities.kube import call, call_or_none
 from activities.objects import delete_owned, foreign
 from activities.watch import ObjectWatch
+from infra.kubeapi import collection_path
 from models.ownership import Ownership
 from models.workspace import EventSummary
 from models.workspace_api import (
@@ -34,7 +35,6 @@ from models.workspace_api import (
     RecentEventsRequest,
     RecentEventsResult,
 )
-from watching.kubeapi import collection_path
 
 POLL = 1.0
 """Seconds between looks at a namespace being deleted, when its watch gives no event."""

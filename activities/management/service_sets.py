@@ -34,6 +34,7 @@ from activities.kube import call, call_or_none, call_or_raise
 from activities.objects import K0RDENT, delete_owned, dicts, foreign, seconds_until
 from activities.watch import ObjectWatch
 from infra.kube import MERGE_PATCH, Obj
+from infra.kubeapi import collection_path
 from infra.sealing import SealingError, Unsealer, unseal_secret_values
 from models.errors import ErrorType, permanent
 from models.ownership import Ownership
@@ -55,7 +56,6 @@ from models.workspace_api import (
     WriteValuesSecretRequest,
     WriteValuesSecretResult,
 )
-from watching.kubeapi import collection_path
 
 SVELTOS = "ksm-projectsveltos"
 """The StateManagementProvider k0rdent installs services with (Sveltos)."""

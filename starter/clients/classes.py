@@ -32,7 +32,7 @@ from starter.clients.base import new_request_id
 from starter.clients.http import RemoteClient, items_of, not_through_the_api, parsed
 from starter.clients.temporal import Refusals, TemporalSession, reported
 from starter.errors import ConflictError, NotFoundError, UnavailableError
-from workflows.catalog.contract import CATALOG
+from workflows.catalog import CATALOG
 
 CLASSES_QUERY = CATALOG.classes.name
 PUBLISH_CLASS_UPDATE = CATALOG.publish_class.name

@@ -58,7 +58,7 @@ from starter.clients.base import WATCH_SECONDS, Deadline, WorkflowRef, polled
 from starter.clients.http import HttpEntity, RemoteClient, not_through_the_api, parsed
 from starter.clients.temporal import TemporalEntity, organization_clause
 from starter.errors import NotFoundError, OperationFailedError, UnavailableError
-from workflows.cluster.contract import CLUSTER
+from workflows.cluster import CLUSTER
 from workflows.search_attributes import COLONY_CLUSTER, COLONY_PHASE
 
 WORKFLOW_TYPE = CLUSTER.workflow_type

@@ -33,7 +33,7 @@ from starter.clients.base import WorkflowRef
 from starter.clients.http import HttpEntity, parsed
 from starter.clients.temporal import TemporalEntity, organization_clause
 from starter.errors import InvalidRequestError, NotFoundError
-from workflows.colony.contract import COLONY
+from workflows.colony import COLONY
 from workflows.search_attributes import COLONY_KIND, COLONY_NAME, COLONY_PHASE
 
 WORKFLOW = COLONY.workflow_type

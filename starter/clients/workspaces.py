@@ -82,9 +82,9 @@ from starter.errors import (
     NotFoundError,
     OperationFailedError,
 )
-from workflows.capacity.contract import CAPACITY
+from workflows.capacity import CAPACITY
 from workflows.search_attributes import COLONY_CLUSTER, COLONY_KIND, COLONY_PHASE
-from workflows.workspace.contract import WORKSPACE
+from workflows.workspace import WORKSPACE
 
 if TYPE_CHECKING:  # only a request with a secret needs the cryptography
     from infra.sealing import Sealer

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
+from starter.commands import Group
 from starter.options import OutputFormat, OutputOption
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ app = typer.Typer(
     help="API keys of Colony's HTTP API (operator side: needs the management cluster).",
     no_args_is_help=True,
 )
+GROUP = Group("apikey", rank=100)
 
 T = TypeVar("T")
 

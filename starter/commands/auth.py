@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from starter.commands import Group
 from starter.options import OutputFormat, OutputOption
 
 if TYPE_CHECKING:
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 app = typer.Typer(
     help="Log in to Colony's HTTP API with an API key (remote mode), or out.", no_args_is_help=True
 )
+GROUP = Group("auth", rank=90)
 
 
 def _whoami(client: RemoteClient) -> dict[str, Any]:

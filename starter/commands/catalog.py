@@ -10,12 +10,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from starter.commands import Group
 from starter.options import OutputFormat, OutputOption
 
 if TYPE_CHECKING:
     from models.catalog import LocationStock, SkuKind
 
 app = typer.Typer(help="The host provider's catalog (read-only).", no_args_is_help=True)
+GROUP = Group("catalog", rank=80)
 location_app = typer.Typer(
     help="Locations (data centers), with the hosts each stocks and has free now.",
     no_args_is_help=True,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from starter.commands import Group
 from starter.options import (
     ClusterArgument,
     OrganizationFilterOption,
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from models.cluster import ClusterSpec
 
 app = typer.Typer(help="Create, inspect and delete clusters.", no_args_is_help=True)
+GROUP = Group("cluster", rank=10, operations=True)
 
 
 def build_spec(

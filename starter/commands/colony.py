@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from starter.commands import Group
 from starter.options import (
     OrganizationFilterOption,
     OutputFormat,
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from models.manifests import ColonySpec
 
 app = typer.Typer(help="Groups of clusters (Colony manifests).", no_args_is_help=True)
+GROUP = Group("colony", rank=50, operations=True)
 
 ColonyArgument = Annotated[str, typer.Argument(help="Colony name.", show_default=False)]
 

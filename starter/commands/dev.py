@@ -12,7 +12,10 @@ from typing import Annotated
 
 import typer
 
+from starter.commands import Group
+
 app = typer.Typer(help="make run's development state (.colony/).", no_args_is_help=True)
+GROUP = Group("dev", rank=120)
 
 
 @app.command("reset")

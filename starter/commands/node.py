@@ -9,9 +9,11 @@ from typing import Annotated
 
 import typer
 
+from starter.commands import Group
 from starter.options import ClusterArgument, OutputFormat, OutputOption, Submission, submits
 
 app = typer.Typer(help="List and delete nodes.", no_args_is_help=True)
+GROUP = Group("node", rank=30, operations=True)
 
 
 @app.command("list")

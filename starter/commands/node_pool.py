@@ -9,9 +9,11 @@ from typing import Annotated
 
 import typer
 
+from starter.commands import Group
 from starter.options import ClusterArgument, Submission, WaitForCapacityOption, submits
 
 app = typer.Typer(help="Add, scale and delete node pools.", no_args_is_help=True)
+GROUP = Group("node-pool", rank=20, operations=True)
 
 PoolArgument = Annotated[str, typer.Argument(help="Pool name.", show_default=False)]
 

@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from starter.commands import Group
 from starter.options import ClusterArgument, OutputFormat, OutputOption, RequestIdOption
 
 if TYPE_CHECKING:
     from models.operations import Operation
 
 app = typer.Typer(help="List, inspect and cancel a cluster's operations.", no_args_is_help=True)
+GROUP = Group("operation", rank=40, operations=True)
 
 OperationArgument = Annotated[
     str, typer.Argument(help="Operation id (op-0003).", show_default=False)

@@ -12,7 +12,10 @@ from typing import Annotated
 
 import typer
 
+from starter.commands import Group
+
 app = typer.Typer(help="The SIMULATED infrastructure (a separate process).", no_args_is_help=True)
+GROUP = Group("sim", rank=110)
 
 StateDirOption = Annotated[Path, typer.Option(help="Where the sim writes its kubeconfig and JSON.")]
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from starter.commands import Group
 from starter.options import (
     ListFormat,
     ListOutputOption,
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 app = typer.Typer(
     help="Deploy, inspect, suspend, resume and delete workspaces.", no_args_is_help=True
 )
+GROUP = Group("workspace", rank=60, operations=True)
 
 WorkspaceArgument = Annotated[str, typer.Argument(help="Workspace name.", show_default=False)]
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from starter.commands import Group
 from starter.options import OutputFormat, OutputOption, RequestIdOption
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from models.workspace_class import WorkspaceClassSpec
 
 app = typer.Typer(help="Publish and inspect workspace classes.", no_args_is_help=True)
+GROUP = Group("class", rank=70, operations=True)
 
 
 def read_manifests(path: Path) -> list[Manifest]:

@@ -32,7 +32,7 @@ from models.cluster import cluster_deployment_name
 from models.workspace_api import CapacityLedgerStatus, CapacityMessage, CapacityMessageKind
 from tests.reliability.invariants import Check, GpuSample, PodGpus, PodRef
 from tests.reliability.stack import KCM_NAMESPACE, ORGANIZATION, Stack, call, poll
-from workflows.capacity.contract import CAPACITY
+from workflows.capacity import CAPACITY
 from workflows.capacity.workflow import CapacityLedgerWorkflow
 
 FIGURES: list[dict[str, Any]] = []

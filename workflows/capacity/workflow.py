@@ -17,7 +17,7 @@ Messages (signal `capacity`, `models.workspace_api.CapacityMessage`): a workspac
 admitted after waiting or displaced by a forced scale-down), gives them back (`release`), a
 service or the cluster's workflow says the GPUs changed (`changed`: the inventory is read again),
 or the cluster is gone (`close`). `refresh` and `capacity_changed` (from any service; the
-contract is `workflows/capacity/contract.py`) read the inventory too, between two messages.
+contract is `workflows/capacity/__init__.py`) read the inventory too, between two messages.
 
 Positions are not pushed: a waiting workspace hears nothing while others are admitted or leave, so
 its history does not grow with the line's movement. Whoever wants a position asks (query
@@ -67,9 +67,9 @@ with workflow.unsafe.imports_passed_through():
         PortsAnswer,
         ReadGpuInventoryRequest,
     )
-    from workflows.capacity.contract import CAPACITY
-    from workflows.cluster.contract import CLUSTER
-    from workflows.workspace.contract import WORKSPACE
+    from workflows.capacity import CAPACITY
+    from workflows.cluster import CLUSTER
+    from workflows.workspace import WORKSPACE
 
 
 @workflow.defn(name=CAPACITY.workflow_type)

@@ -1,5 +1,5 @@
 """`CatalogWorkflow`: Colony's workspace class catalog, id `catalog/workspace-classes` (its
-contract: `workflows/catalog/contract.py`).
+contract: `workflows/catalog/__init__.py`).
 
 Classes live on the management cluster as `WorkspaceClass` objects (so `kubectl get wsc` shows
 them): the catalog every organization shares (an operator publishes it), and each organization's
@@ -48,7 +48,7 @@ with workflow.unsafe.imports_passed_through():
         PublishWorkspaceClassRequest,
         PublishWorkspaceClassResult,
     )
-    from workflows.catalog.contract import CATALOG
+    from workflows.catalog import CATALOG
 
 
 @workflow.defn(name=CATALOG.workflow_type)

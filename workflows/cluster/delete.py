@@ -38,8 +38,8 @@ with workflow.unsafe.imports_passed_through():
         DeleteRequested,
         ListWorkflowsRequest,
     )
-    from workflows.capacity.contract import CAPACITY
-    from workflows.workspace.contract import WORKSPACE
+    from workflows.capacity import CAPACITY
+    from workflows.workspace import WORKSPACE
 
 WORKSPACES_DELETE_DEADLINE = timedelta(minutes=30)
 """How long a cluster's delete waits for its workspaces to be deleted first."""

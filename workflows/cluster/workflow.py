@@ -1,5 +1,5 @@
 """`ClusterWorkflow`: one durable workflow per cluster, id `cluster/[<organization>/]<name>`, from
-create to delete (its contract: `workflows/cluster/contract.py`).
+create to delete (its contract: `workflows/cluster/__init__.py`).
 
 It owns the cluster's state. Users change the cluster through updates (`add_node_pool`,
 `scale_node_pool`, `delete_node_pool`, `delete_node`, `delete_cluster`, `cancel_operation`); each
@@ -85,9 +85,9 @@ with workflow.unsafe.imports_passed_through():
         DeleteRequested,
         GpuHoldersMessage,
     )
-    from workflows.capacity.contract import CAPACITY
-    from workflows.cluster.contract import CLUSTER
-    from workflows.colony.contract import COLONY
+    from workflows.capacity import CAPACITY
+    from workflows.cluster import CLUSTER
+    from workflows.colony import COLONY
 
 FALLBACK_REFRESH = timedelta(minutes=10)
 """An idle cluster looks at its nodes this often when nothing told it of a change: the watcher

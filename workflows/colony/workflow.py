@@ -1,7 +1,7 @@
 """`ColonyWorkflow`: a group of clusters, id `colony/[<organization>/]<name>` (the exalsius Colony,
 as a workflow). A colony and every cluster it runs belong to one organization.
 
-Built on the entity kit (`workflows/kit/`; its contract: `workflows/colony/contract.py`): `apply`
+Built on the entity kit (`workflows/kit/`; its contract: `workflows/colony/__init__.py`): `apply`
 (queued at start with the manifest, and again whenever a changed manifest is applied) and `delete`
 run one at a time; delete jumps the queue.
 
@@ -77,8 +77,8 @@ with workflow.unsafe.imports_passed_through():
         DeleteRequested,
         ReadGpuInventoryRequest,
     )
-    from workflows.cluster.contract import CLUSTER
-    from workflows.colony.contract import COLONY
+    from workflows.cluster import CLUSTER
+    from workflows.colony import COLONY
 
 KIND = "colony"
 DELETE_DEADLINE = timedelta(hours=1)

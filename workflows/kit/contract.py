@@ -2,7 +2,7 @@
 each of its workflows, its input and result, and each update, signal and query with its name and
 its input and output models.
 
-Each entity declares its contract once, in `workflows/<entity>/contract.py`, with the classes here.
+Each entity declares its contract once, in `workflows/<entity>/__init__.py`, with the classes here.
 The workflow registers its handlers under those names (`@workflow.update(name=CLUSTER.add_node_pool
 .name)`), and everyone else (the CLI and the HTTP API's clients, the watcher, other workflows,
 activities) calls them through the same declarations: no signal, update, query or workflow type

@@ -1,6 +1,6 @@
 """`PrerequisiteWorkflow`: installs one prerequisite (a ServiceTemplate a workspace class needs
 first) on one cluster, once, id `prereq/<ClusterDeployment>/<template>` (its contract:
-`workflows/prerequisite/contract.py`).
+`workflows/prerequisite/__init__.py`).
 
 Every workspace that needs it signals `prerequisite` (with a request id and the workflow to answer)
 through signal-with-start, so concurrent workspaces meet in one run and share one installation (one
@@ -52,8 +52,8 @@ with workflow.unsafe.imports_passed_through():
         ServiceSetService,
         prerequisite_labels,
     )
-    from workflows.prerequisite.contract import PREREQUISITE
-    from workflows.workspace.contract import WORKSPACE
+    from workflows.prerequisite import PREREQUISITE
+    from workflows.workspace import WORKSPACE
 
 HELM_RELEASE_NAME_MAX = 53
 """Helm's limit on release names."""

@@ -64,7 +64,7 @@ with workflow.unsafe.imports_passed_through():
         workspace_labels,
     )
     from models.workspace_class import EndpointProtocol, WorkspaceClassSpec
-    from workflows.capacity.contract import CAPACITY
+    from workflows.capacity import CAPACITY
 
 ROUTES_SETTLE = timedelta(minutes=1)
 """How long the access step waits for the gateway's controller to answer for new routes; past

@@ -62,8 +62,8 @@ with workflow.unsafe.imports_passed_through():
         SignalWithStartRequest,
     )
     from models.workspace_class import PrerequisiteSpec, WorkspaceClassSpec
-    from workflows.capacity.contract import CAPACITY
-    from workflows.prerequisite.contract import PREREQUISITE
+    from workflows.capacity import CAPACITY
+    from workflows.prerequisite import PREREQUISITE
 
 PENDING_DEADLINE = timedelta(minutes=30)
 """How long a workspace waits for its cluster to become ready before it fails."""

@@ -1,6 +1,6 @@
 """`WorkspaceWorkflow`: one durable workflow per workspace, id `workspace/[<organization>/]<name>`,
 from deploy to delete (the exalsius WorkspaceDeployment, as a workflow; its contract:
-`workflows/workspace/contract.py`).
+`workflows/workspace/__init__.py`).
 
 Built on the entity kit (`workflows/kit/`): deploy (queued at start), `suspend`, `resume` and
 `delete` (updates; delete also as the `delete_requested` signal a cluster sends before it goes) run
@@ -75,7 +75,7 @@ with workflow.unsafe.imports_passed_through():
         WorkspaceOperationAccepted,
         WorkspaceOperationRequest,
     )
-    from workflows.workspace.contract import WORKSPACE
+    from workflows.workspace import WORKSPACE
 
 KIND = "workspace"
 

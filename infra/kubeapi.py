@@ -1,4 +1,5 @@
-"""A small asyncio Kubernetes client for the watcher: get, list, watch, create, replace, as JSON.
+"""A small asyncio Kubernetes client: get, list, watch, create, replace, as JSON (the watcher's
+streams, and the waits of activities that follow an object by a watch of their own).
 
 Why not the official client's `watch.Watch`: it is blocking, so each stream would hold a thread
 (one per child cluster), and a thread blocked in a read cannot be stopped when leadership is lost;
