@@ -13,7 +13,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("models", "workflows", "activities", "infra", "starter", "api", "watching", "sim", "bench")
+PACKAGES = (
+    "models",
+    "workflows",
+    "activities",
+    "infra",
+    "starter",
+    "api",
+    "watching",
+    "sim",
+    "bench",
+)
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
 
@@ -52,7 +62,11 @@ def test_the_tree_keeps_every_contract() -> None:
         ("models/planted.py", "import sim.hostprovider", "The product never imports the simulator"),
         ("workflows/planted.py", "import httpx", "Workflows and models are deterministic"),
         ("infra/planted.py", "import starter.clients.base", "Layers"),
-        ("api/planted.py", "import workflows.cluster.workflow", "know workflows by their contracts"),
+        (
+            "api/planted.py",
+            "import workflows.cluster.workflow",
+            "know workflows by their contracts",
+        ),
         (
             "workflows/workspace/planted.py",
             "import workflows.capacity.workflow",
