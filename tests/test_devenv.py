@@ -32,12 +32,14 @@ from starter.dev.devenv import (
     API_PORT_ENV,
     SIM_HOSTPROVIDER_PORT_ENV,
     SIM_PORT_ENV,
+    SIM_TIME_SCALE_ENV,
     TEMPORAL_ADDRESS_ENV,
     TEMPORAL_UI_PORT_ENV,
     DevPorts,
     MetricsPorts,
     dev_ports,
     metrics_ports,
+    sim_time_scale,
 )
 from starter.dev.devstate import DevPaths, DevStateError, Holder
 from tests.conftest import venv_binary
@@ -356,6 +358,21 @@ def test_ports_default_and_come_from_the_settings() -> None:
 def test_a_bad_port_setting_is_named(environ: dict[str, str], message: str) -> None:
     with pytest.raises(SystemExit, match=re.escape(message)):
         dev_ports(environ)
+
+
+@pytest.mark.parametrize("text", ["fast", "0", "-1", "1000"])
+def test_a_bad_sim_time_scale_is_named(text: str) -> None:
+    with pytest.raises(
+        SystemExit, match=re.escape(f"{SIM_TIME_SCALE_ENV}: {text!r} is not a number")
+    ):
+        sim_time_scale(text)
+
+
+def test_the_sim_time_scale_goes_to_the_simulator_as_a_number() -> None:
+    assert sim_time_scale(None) is None
+    assert sim_time_scale("") is None
+    assert sim_time_scale("0.2") == "0.2"
+    assert sim_time_scale("1") == "1.0"
 
 
 class _NotColony(BaseHTTPRequestHandler):

@@ -18,7 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from starter.dev.devenv import API_PORT_ENV, TEMPORAL_ADDRESS_ENV, TEMPORAL_UI_PORT_ENV
+from starter.dev.devenv import (
+    API_PORT_ENV,
+    SIM_TIME_SCALE_ENV,
+    TEMPORAL_ADDRESS_ENV,
+    TEMPORAL_UI_PORT_ENV,
+)
 from starter.dev.devstate import DevPaths, running
 from tests.helpers import eventually_sync
 from tests.test_devenv import clean_environment
@@ -43,6 +48,8 @@ def environment(tmp_path: Path) -> dict[str, str]:
             API_PORT_ENV: str(free_port()),
             # colonyctl's token cache (kubectl's credentials in the demo): the test's own.
             "COLONY_CACHE_DIR": str(tmp_path / "cache"),
+            # The demo's story, not its pace, is what these tests are about.
+            SIM_TIME_SCALE_ENV: "0.2",
         }
     )
 
