@@ -166,8 +166,8 @@ class ScaleDown:
     remaining: set[str]
     before_pods: dict[str, dict[str, int]]
     requests: dict[str, dict[str, int]]
-    usage_before: dict[str, Usage]
-    usage_after: dict[str, Usage]
+    usage: tuple[dict[str, Usage], dict[str, Usage]]
+    """Each process's CPU and memory before and after the scale-down."""
     events: list[Any]
     """The history events the operation added to the cluster's workflow."""
     run_changed: bool
@@ -217,8 +217,7 @@ async def scale_down(
         remaining=remaining,
         before_pods=before_pods,
         requests=requests,
-        usage_before=usage_before,
-        usage_after=usage_after,
+        usage=(usage_before, usage_after),
         events=list(history.events)[history_before:],
         run_changed=(await handle.describe()).run_id != run_id,
     )
@@ -274,7 +273,7 @@ def figures(seen: ScaleDown, parallelism: int, grace: int) -> dict[str, Any]:
         },
         "cores": {
             name: used["cores"]
-            for name, used in usage_over(seen.usage_before, seen.usage_after, wall).items()
+            for name, used in usage_over(*seen.usage, wall).items()
             if name in ("worker", "sim", "temporal")
         },
         "history_events": len(seen.events),
