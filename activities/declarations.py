@@ -11,8 +11,8 @@ summary. An implementation names its declaration instead of repeating any of it:
 (`activities.heartbeat.heartbeating`), and holds it to the declared types twice:
 - in mypy: the decorator is typed by the declaration (`ActivityCall[RequestT, ResultT]`), so a
   method taking another request or returning another result does not type-check;
-- at import: the method's annotated result must be the declared result class itself, and its one
-  argument a request model; anything else raises `TypeError` when the module is imported.
+- at import: the method's annotated request and result must be the declared classes themselves,
+  and it takes one argument; anything else raises `TypeError` when the module is imported.
 `tests/test_activity_declarations.py` checks that every declaration has exactly one implementation
 registered in `worker.py`, and every registered activity a declaration.
 
@@ -95,8 +95,10 @@ def _check_annotations(method: Callable[..., Any], declaration: ActivityCall[Any
         raise TypeError(f"{where}: takes (self, request), not ({', '.join(parameters)})")
     hints = typing.get_type_hints(method)
     request = hints.get(parameters[1])
-    if not (isinstance(request, type) and issubclass(request, BaseModel)):
-        raise TypeError(f"{where}: its request must be annotated with a model, not {request!r}")
+    if request is not declaration.request:
+        raise TypeError(
+            f"{where}: takes {request!r}, but it is declared to take {declaration.request.__name__}"
+        )
     if hints.get("return") is not declaration.result:
         raise TypeError(
             f"{where}: returns {hints.get('return')!r}, but it is declared to return "

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import sys
 import time
@@ -32,7 +31,7 @@ from dataclasses import dataclass
 import httpx
 
 from bench.record import Headline, Report, progress, publish, scale
-from bench.stack import Stack, private_stack
+from bench.stack import Stack, create_key, private_stack
 from infra.config import ColonySettings
 from models.cluster import ClusterSpec
 from starter.clients.clusters import TemporalClusters
@@ -81,16 +80,6 @@ async def sustained(
     started = time.perf_counter()
     await asyncio.gather(*(loop() for _ in range(concurrency)))
     return Result(what, len(latencies), time.perf_counter() - started, latencies)
-
-
-def create_key(stack: Stack) -> str:
-    done = stack.ctl(
-        "apikey", "create", "--organization", ORGANIZATION, "--permission", "manage",
-        "--permission", "read", "--name", "bench", "-o", "json",
-    )  # fmt: skip
-    if done.returncode != 0:
-        raise RuntimeError(f"apikey create failed: {done.stderr}")
-    return str(json.loads(done.stdout)["key"])
 
 
 async def measure(
@@ -162,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"python -m bench.api_load --seconds {args.seconds:g} --concurrency {args.concurrency}",
     )
     with private_stack(api=1) as stack:
-        key = create_key(stack)
+        key = create_key(stack, ORGANIZATION)
         results = asyncio.run(
             measure(stack, stack.api_urls[0], key, args.seconds, args.concurrency)
         )

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.record import Headline, Report, progress, publish, scale
-from bench.stack import Stack, stack
+from bench.stack import Stack, add_existing_option, stack
 
 CLUSTER = "exitbench"
 
@@ -86,18 +86,14 @@ def run(target: Stack, calls: int, commands: Sequence[Call]) -> Tally:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.cli_exit", description=__doc__)
     parser.add_argument("--calls", type=int, default=scale(1000, 16))
-    parser.add_argument(
-        "--existing", action="store_true", help="use the stack the environment points at"
-    )
+    add_existing_option(parser)
     args = parser.parse_args(argv)
     record = Report(
         "cli_exit",
         "colonyctl exits with its documented code, never by a signal",
         f"python -m bench.cli_exit --calls {args.calls}",
     )
-    with stack(args.existing) as target:
-        if not args.existing:
-            target.create_cluster(CLUSTER)
+    with stack(args.existing, CLUSTER) as target:
         tally = run(target, args.calls, mix(CLUSTER))
     deaths = sum(tally.signals.values())
     unexpected = sum(tally.unexpected.values())

@@ -34,6 +34,7 @@ import statistics
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -44,8 +45,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from bench.history import event_counts, event_time
 from bench.record import Headline, Report, progress, publish, pyplot, quick, scale
-from bench.stack import INVENTORY, Stack, private_stack, requests_grown
+from bench.stack import INVENTORY, Stack, Usage, private_stack, requests_grown
 from bench.waves import usage_over
 from infra.kube import api_client_from_dict, api_client_from_file, close_client
 from models.activity_api import ActivityName
@@ -118,11 +120,6 @@ def pods_by_node(core: Any) -> dict[str, dict[str, int]]:
     return found
 
 
-def _time(event: Any) -> datetime:
-    moment: datetime = event.event_time.ToDatetime()
-    return moment
-
-
 def activity_spans(events: Sequence[Any]) -> dict[str, list[tuple[datetime, datetime]]]:
     """Per activity type: (scheduled, closed) of each call among `events`."""
     scheduled: dict[int, tuple[str, datetime]] = {}
@@ -130,11 +127,11 @@ def activity_spans(events: Sequence[Any]) -> dict[str, list[tuple[datetime, date
     for event in events:
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             name = event.activity_task_scheduled_event_attributes.activity_type.name
-            scheduled[event.event_id] = (name, _time(event))
+            scheduled[event.event_id] = (name, event_time(event))
         elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
             begun = scheduled.get(event.activity_task_completed_event_attributes.scheduled_event_id)
             if begun is not None:
-                spans.setdefault(begun[0], []).append((begun[1], _time(event)))
+                spans.setdefault(begun[0], []).append((begun[1], event_time(event)))
     return spans
 
 
@@ -159,19 +156,35 @@ def concurrency_curve(
     return times, levels
 
 
-async def drain_once(
-    stack: Stack, temporal: Client, nodes: int, per_node: int, parallelism: int, grace: int
-) -> dict[str, Any]:
-    cluster = f"drain-p{parallelism}"
-    progress(f"P={parallelism}: creating {cluster} with {nodes} nodes")
-    done = await asyncio.to_thread(
-        stack.ctl,
-        "cluster", "create", cluster, "--location-id", LOCATION, "--node-pool",
-        f"name=cpu,count={nodes},cpuSku={CPU_SKU},drainParallelism={parallelism}",
-        "--wait", "--timeout", "900", timeout=960,
-    )  # fmt: skip
+@dataclass(frozen=True)
+class ScaleDown:
+    """What one scale-down to one node did, as observed around it."""
+
+    operation: dict[str, Any]
+    """The finished operation, as `colonyctl node-pool scale -o json` shows it."""
+    names: list[str]
+    remaining: set[str]
+    before_pods: dict[str, dict[str, int]]
+    requests: dict[str, dict[str, int]]
+    usage: tuple[dict[str, Usage], dict[str, Usage]]
+    """Each process's CPU and memory before and after the scale-down."""
+    events: list[Any]
+    """The history events the operation added to the cluster's workflow."""
+    run_changed: bool
+
+
+async def ctl_or_fail(stack: Stack, what: str, *argv: str, timeout: float) -> str:
+    """Run `colonyctl argv` (from a thread); its output, or an error naming `what`."""
+    done = await asyncio.to_thread(stack.ctl, *argv, timeout=timeout)
     if done.returncode != 0:
-        raise RuntimeError(f"cluster create {cluster} exited {done.returncode}: {done.stderr}")
+        raise RuntimeError(f"{what} exited {done.returncode}: {done.stderr}")
+    return done.stdout
+
+
+async def scale_down(
+    stack: Stack, temporal: Client, cluster: str, per_node: int, grace: int, parallelism: int
+) -> ScaleDown:
+    """Load every node of `cluster` with pods, scale its pool to one node, and observe it."""
     api = await asyncio.to_thread(child_api, stack, cluster)
     core: Any = client.CoreV1Api(api)  # its generated hints make every field optional
     try:
@@ -186,28 +199,36 @@ async def drain_once(
         progress(
             f"P={parallelism}: {sum(e['pods'] for e in before_pods.values())} pods; scaling to 1"
         )
-        scaled = await asyncio.to_thread(
-            stack.ctl, "node-pool", "scale", cluster, "cpu", "--count", "1", "--wait",
-            "--timeout", "1800", "-o", "json", timeout=1900,
+        scaled = await ctl_or_fail(
+            stack, f"scale {cluster}", "node-pool", "scale", cluster, "cpu", "--count", "1",
+            "--wait", "--timeout", "1800", "-o", "json", timeout=1900,
         )  # fmt: skip
-        if scaled.returncode != 0:
-            raise RuntimeError(f"scale {cluster} exited {scaled.returncode}: {scaled.stderr}")
         usage_after = stack.usage()
         requests = requests_grown(requests_before, await asyncio.to_thread(stack.sim_requests))
         remaining = {n.metadata.name for n in (await asyncio.to_thread(core.list_node)).items}
     finally:
         close_client(api)
-    operation: dict[str, Any] = json.loads(
-        scaled.stdout
-    )  # the finished operation, as `-o json` shows it
-    operation_id = str(operation["id"])
     history = await temporal.get_workflow_handle(
         cluster_workflow_id(cluster), run_id=run_id
     ).fetch_history()
-    events = list(history.events)[history_before:]
-    spans = activity_spans(events)
-    removed = [n for n in names if n not in remaining]
-    evictable = sum(before_pods[n]["pods"] - before_pods[n]["daemonset"] for n in removed)
+    return ScaleDown(
+        operation=json.loads(scaled),
+        names=names,
+        remaining=remaining,
+        before_pods=before_pods,
+        requests=requests,
+        usage=(usage_before, usage_after),
+        events=list(history.events)[history_before:],
+        run_changed=(await handle.describe()).run_id != run_id,
+    )
+
+
+def figures(seen: ScaleDown, parallelism: int, grace: int) -> dict[str, Any]:
+    """One row of the report: a scale-down's times, evictions, requests, cores and events."""
+    operation, before_pods, requests = seen.operation, seen.before_pods, seen.requests
+    spans = activity_spans(seen.events)
+    removed = [n for n in seen.names if n not in seen.remaining]
+    per_removed = max(len(removed), 1)
     started = datetime.fromisoformat(operation["startedAt"])
     finished = datetime.fromisoformat(operation["finishedAt"])
     wall = (finished - started).total_seconds()
@@ -220,18 +241,14 @@ async def drain_once(
     management_total = sum(requests.get("management", {}).values())
     drains = spans.get(ActivityName.DRAIN_NODE.value, [])
     origin = min(s for s, _ in drains) if drains else started
-    by_type: dict[str, int] = {}
-    for event in events:
-        name = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_").lower()
-        by_type[name] = by_type.get(name, 0) + 1
-    result = {
+    return {
         "parallelism": parallelism,
-        "operation": operation_id,
+        "operation": str(operation["id"]),
         "state": operation.get("state"),
         "nodes_removed": len(removed),
         "pods_before": sum(e["pods"] for e in before_pods.values()),
         "daemonset_pods_on_removed_nodes": sum(before_pods[n]["daemonset"] for n in removed),
-        "pods_to_evict": evictable,
+        "pods_to_evict": sum(before_pods[n]["pods"] - before_pods[n]["daemonset"] for n in removed),
         "evictions_issued": child.get("create pods/eviction", 0),
         "wall_seconds": round(wall, 1),
         "ideal_seconds": round(ideal, 1),
@@ -246,35 +263,50 @@ async def drain_once(
             if spans.get(name.value)
         },
         "requests_per_node": {
-            "total": round((child_total + management_total) / max(len(removed), 1), 1),
-            "child": round(child_total / max(len(removed), 1), 1),
-            "management": round(management_total / max(len(removed), 1), 1),
+            "total": round((child_total + management_total) / per_removed, 1),
+            "child": round(child_total / per_removed, 1),
+            "management": round(management_total / per_removed, 1),
             "by_verb": {
-                k: round(v / max(len(removed), 1), 2)
+                k: round(v / per_removed, 2)
                 for k, v in sorted(child.items(), key=lambda i: -i[1])[:8]
             },
         },
         "cores": {
             name: used["cores"]
-            for name, used in usage_over(usage_before, usage_after, wall).items()
+            for name, used in usage_over(*seen.usage, wall).items()
             if name in ("worker", "sim", "temporal")
         },
-        "history_events": len(events),
-        "history_events_by_type": dict(sorted(by_type.items(), key=lambda i: -i[1])),
-        "history_run_changed": (await handle.describe()).run_id != run_id,
+        "history_events": len(seen.events),
+        "history_events_by_type": event_counts(seen.events),
+        "history_run_changed": seen.run_changed,
         "draining_curve": concurrency_curve(drains, origin),
     }
+
+
+async def drain_once(
+    stack: Stack, temporal: Client, nodes: int, per_node: int, parallelism: int, grace: int
+) -> dict[str, Any]:
+    """Create a pool of `nodes` at `parallelism`, scale it to one node, delete the cluster."""
+    cluster = f"drain-p{parallelism}"
+    progress(f"P={parallelism}: creating {cluster} with {nodes} nodes")
+    await ctl_or_fail(
+        stack, f"cluster create {cluster}",
+        "cluster", "create", cluster, "--location-id", LOCATION, "--node-pool",
+        f"name=cpu,count={nodes},cpuSku={CPU_SKU},drainParallelism={parallelism}",
+        "--wait", "--timeout", "900", timeout=960,
+    )  # fmt: skip
+    result = figures(
+        await scale_down(stack, temporal, cluster, per_node, grace, parallelism), parallelism, grace
+    )
     progress(
-        f"P={parallelism}: {len(removed)} nodes in {wall:.1f} s (ideal {ideal:.0f} s), "
-        f"{result['evictions_issued']} evictions for {evictable} pods, {len(events)} events"
+        f"P={parallelism}: {result['nodes_removed']} nodes in {result['wall_seconds']:.1f} s "
+        f"(ideal {result['ideal_seconds']:.0f} s), {result['evictions_issued']} evictions for "
+        f"{result['pods_to_evict']} pods, {result['history_events']} events"
     )
-    deleted = await asyncio.to_thread(
-        stack.ctl, "cluster", "delete", cluster, "--wait", "--timeout", "600", timeout=660
-    )
-    if deleted.returncode != 0:
-        raise RuntimeError(
-            f"cluster delete {cluster} exited {deleted.returncode}: {deleted.stderr}"
-        )
+    await ctl_or_fail(
+        stack, f"cluster delete {cluster}",
+        "cluster", "delete", cluster, "--wait", "--timeout", "600", timeout=660,
+    )  # fmt: skip
     return result
 
 

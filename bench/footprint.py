@@ -28,7 +28,7 @@ from typing import Any
 from bench.record import Headline, Report, progress, publish, pyplot, scale
 from bench.stack import INVENTORY, Stack, private_stack, requests_grown
 from bench.throughput import ColonyDriver, connect, create_cpu_cluster, phase_ids
-from bench.waves import requests_per
+from bench.waves import requests_per, requests_sentence
 from models.workspace import WorkspacePhase
 
 TARGET_MB = 500.0
@@ -139,11 +139,7 @@ def report(found: dict[str, Any], record: Report) -> Any:
             + f". The worker used {found['worker_cpu_seconds_per_deploy'] * 1000:.0f} ms of CPU "
             "per deployment.",
             "",
-            f"Kubernetes API requests per deployment: {requests['total']} "
-            f"({requests['management']} on the management cluster, "
-            f"{requests['child_clusters']} on the child); most frequent: "
-            + ", ".join(f"`{k}` {v}" for k, v in requests["top"].items())
-            + ". Per node drained: see `drain_scale.md`.",
+            requests_sentence(requests, "deployment") + ". Per node drained: see `drain_scale.md`.",
         ]
     )
     plt = pyplot()

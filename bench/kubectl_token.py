@@ -25,7 +25,7 @@ from pathlib import Path
 import yaml
 
 from bench.record import Headline, Report, progress, publish, scale
-from bench.stack import VENV_BIN, Stack, stack
+from bench.stack import VENV_BIN, Stack, add_existing_option, stack
 
 CLUSTER = "tokenbench"
 TARGET_RATIO = 1.5
@@ -71,16 +71,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--runs", type=int, default=scale(40, 3), help="runs of each (cached and static)"
     )
     parser.add_argument("--uncached-runs", type=int, default=scale(5, 1))
-    parser.add_argument("--existing", action="store_true")
+    add_existing_option(parser)
     args = parser.parse_args(argv)
     record = Report(
         "kubectl_token",
         "kubectl through Colony's exec plugin (cached token) beside a static token",
         f"python -m bench.kubectl_token --runs {args.runs} --uncached-runs {args.uncached_runs}",
     )
-    with stack(args.existing) as target:
-        if not args.existing:
-            target.create_cluster(CLUSTER)
+    with stack(args.existing, CLUSTER) as target:
         exec_path, static_path = kubeconfigs(target)
         for path in (exec_path, static_path):  # warm: discovery cache, token cache
             kubectl(target, path)

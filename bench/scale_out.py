@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import json
 import sys
 import time
 from collections.abc import Sequence
@@ -33,23 +32,13 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from bench.record import Headline, Report, progress, publish, pyplot, scale
-from bench.stack import INVENTORY, Stack, private_stack, start_api
+from bench.stack import INVENTORY, Stack, create_key, private_stack, start_api
 from bench.throughput import CLASS, CPU_SKU, LOCATION, SSH_KEY, cpu_table
-from bench.waves import Wave, run_wave
+from bench.waves import Wave, plot_lives, run_wave
 
 ORGANIZATION = "bench"
 CLUSTER = "scale"
 WARM_UP = scale(10, 2)
-
-
-def create_key(stack: Stack) -> str:
-    done = stack.ctl(
-        "apikey", "create", "--organization", ORGANIZATION, "--permission", "manage",
-        "--permission", "read", "--name", "bench", "-o", "json",
-    )  # fmt: skip
-    if done.returncode != 0:
-        raise RuntimeError(f"apikey create failed: {done.stderr}")
-    return str(json.loads(done.stdout)["key"])
 
 
 class ApiDriver:
@@ -103,7 +92,7 @@ async def create_cluster(http: httpx.AsyncClient, url: str, nodes: int) -> None:
 
 
 async def measure(stack: Stack, count: int, nodes: int) -> dict[str, Any]:
-    key = await asyncio.to_thread(create_key, stack)
+    key = await asyncio.to_thread(create_key, stack, ORGANIZATION)
     temporal = await Client.connect(
         stack.env["TEMPORAL_ADDRESS"], data_converter=pydantic_data_converter
     )
@@ -168,14 +157,7 @@ def report(found: dict[str, Any], record: Report) -> Any:
     )
     plt = pyplot()
     figure, axis = plt.subplots(figsize=(8, 4.5))
-    for label, samples in found["lives"].items():
-        ordered = sorted(samples)
-        axis.plot(ordered, [(i + 1) / len(ordered) for i in range(len(ordered))], label=label)
-    axis.set_xlabel("one workspace's life, start to close (s)")
-    axis.set_ylabel("fraction of the wave")
-    axis.set_title("deploy + delete through the API, all at once")
-    axis.grid(alpha=0.3)
-    axis.legend()
+    plot_lives(axis, found["lives"], "workspace", "deploy + delete through the API, all at once")
     return figure
 
 

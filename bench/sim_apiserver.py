@@ -270,14 +270,9 @@ async def memory_of_children(
     return grown, seconds
 
 
-async def main_async(args: argparse.Namespace) -> int:
-    record = Report(
-        "sim_apiserver",
-        "The sim's Kubernetes API emulator: requests per second, watch fan-out, memory",
-        "python -m bench.sim_apiserver "
-        f"--requests {args.requests} --seconds {args.seconds:g} --in-flight {args.in_flight}",
-    )
-    ca = CertificateAuthority()
+async def server_rows(ca: CertificateAuthority, args: argparse.Namespace) -> list[Row]:
+    """The request benchmarks (one at a time, then `--in-flight`) and the watch fan-out against
+    one emulated cluster of 100 nodes and 1,000 pods."""
     store = ClusterStore("bench")
     populate(store, 100, 1000)
     server = ClusterServer("bench", store, ca)
@@ -298,8 +293,13 @@ async def main_async(args: argparse.Namespace) -> int:
     finally:
         await server.stop()
         os.unlink(ca_file)
-    grown, seconds = await memory_of_children(ca, args.clusters, args.nodes, args.pods)
+    return rows
 
+
+def report(
+    record: Report, args: argparse.Namespace, rows: list[Row], grown: float, seconds: float
+) -> None:
+    """Headlines, figures and body of the request and watch `rows` and the memory growth."""
     table = [
         "| operation | count | seconds | rate |",
         "|---|---|---|---|",
@@ -358,6 +358,19 @@ async def main_async(args: argparse.Namespace) -> int:
             f"{seconds:.1f} s grew the RSS by {grown:.0f} MB.",
         ]
     )
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    record = Report(
+        "sim_apiserver",
+        "The sim's Kubernetes API emulator: requests per second, watch fan-out, memory",
+        "python -m bench.sim_apiserver "
+        f"--requests {args.requests} --seconds {args.seconds:g} --in-flight {args.in_flight}",
+    )
+    ca = CertificateAuthority()
+    rows = await server_rows(ca, args)
+    grown, seconds = await memory_of_children(ca, args.clusters, args.nodes, args.pods)
+    report(record, args, rows, grown, seconds)
     publish(record)
     return 0
 

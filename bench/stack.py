@@ -18,6 +18,7 @@ Used by every benchmark that runs Colony (`bench/*.py` but `sim_apiserver`, `cli
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -210,6 +211,17 @@ def start_api(stack: Stack, name: str = "api") -> str:
     return url
 
 
+def create_key(stack: Stack, organization: str) -> str:
+    """A new API key of `organization` that may manage and read (`colonyctl apikey create`)."""
+    done = stack.ctl(
+        "apikey", "create", "--organization", organization, "--permission", "manage",
+        "--permission", "read", "--name", "bench", "-o", "json",
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"apikey create failed: {done.stderr}")
+    return str(json.loads(done.stdout)["key"])
+
+
 @contextlib.contextmanager
 def private_stack(
     *,
@@ -282,8 +294,24 @@ def existing_stack() -> Iterator[Stack]:
         yield Stack(env=dict(os.environ), workdir=Path(scratch))
 
 
-def stack(existing: bool) -> contextlib.AbstractContextManager[Stack]:
-    return existing_stack() if existing else private_stack()
+@contextlib.contextmanager
+def stack(existing: bool, cluster: str) -> Iterator[Stack]:
+    """The stack the environment points at (which must hold `cluster`), or a private one on which
+    `cluster` is created first."""
+    if existing:
+        with existing_stack() as found:
+            yield found
+        return
+    with private_stack() as started:
+        started.create_cluster(cluster)
+        yield started
+
+
+def add_existing_option(parser: argparse.ArgumentParser) -> None:
+    """`--existing`: run against the stack the environment points at (see `stack`)."""
+    parser.add_argument(
+        "--existing", action="store_true", help="use the stack the environment points at"
+    )
 
 
 def wait_for_catalog(stack: Stack) -> None:

@@ -41,7 +41,14 @@ from bench.ceiling_workflow import DELETE_UPDATE, KIND, CeilingInput, CeilingWor
 from bench.profile import hot_spots, profiled
 from bench.record import Headline, Report, progress, publish, pyplot, quick, scale
 from bench.stack import INVENTORY, Stack, private_stack, wait_until
-from bench.waves import calls_of, histories, requests_per, run_wave
+from bench.waves import (
+    calls_of,
+    histories,
+    plot_lives,
+    requests_per,
+    requests_sentence,
+    run_wave,
+)
 from infra.config import ColonySettings
 from models.workspace import WorkspacePhase, WorkspaceSpec
 from models.workspace_class import WorkspaceClassSpec
@@ -339,25 +346,14 @@ def report(found: dict[str, Any], command: str, report_: Report) -> Any:
             "",
             cpu_table(waves),
             "",
-            f"Kubernetes API requests per workspace, deploy and delete: {requests['total']} "
-            f"({requests['management']} on the management cluster, {requests['child_clusters']} "
-            "on the child); most frequent: "
-            + ", ".join(f"`{k}` {v}" for k, v in requests["top"].items())
-            + ".",
+            requests_sentence(requests, "workspace, deploy and delete") + ".",
             "",
             profile_text(found.get("profile")),
         ]
     )
     plt = pyplot()
     figure, (lives, cores) = plt.subplots(1, 2, figsize=(13, 4.5))
-    for label, samples in found["lives"].items():
-        ordered = sorted(samples)
-        lives.plot(ordered, [(i + 1) / len(ordered) for i in range(len(ordered))], label=label)
-    lives.set_xlabel("one entity's life, start to close (s)")
-    lives.set_ylabel("fraction of the wave")
-    lives.set_title("deploy + delete, all started at once")
-    lives.grid(alpha=0.3)
-    lives.legend()
+    plot_lives(lives, found["lives"], "entity", "deploy + delete, all started at once")
     names = sorted({n for wave in waves.values() for n in wave["usage"]})
     width = 0.38
     for offset, (label, wave) in enumerate(waves.items()):

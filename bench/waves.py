@@ -252,3 +252,25 @@ def requests_per(requests: dict[str, dict[str, int]], count: int) -> dict[str, A
         "child_clusters": round(children / count, 2),
         "top": {key: round(n / count, 2) for key, n in top},
     }
+
+
+def requests_sentence(requests: dict[str, Any], per: str) -> str:
+    """`requests_per`'s figures as the reports' sentence (without its full stop)."""
+    return (
+        f"Kubernetes API requests per {per}: {requests['total']} "
+        f"({requests['management']} on the management cluster, "
+        f"{requests['child_clusters']} on the child); most frequent: "
+        + ", ".join(f"`{k}` {v}" for k, v in requests["top"].items())
+    )
+
+
+def plot_lives(axis: Any, lives: dict[str, list[float]], entity: str, title: str) -> None:
+    """Each wave's lives (start to close, seconds) as a cumulative distribution on `axis`."""
+    for label, samples in lives.items():
+        ordered = sorted(samples)
+        axis.plot(ordered, [(i + 1) / len(ordered) for i in range(len(ordered))], label=label)
+    axis.set_xlabel(f"one {entity}'s life, start to close (s)")
+    axis.set_ylabel("fraction of the wave")
+    axis.set_title(title)
+    axis.grid(alpha=0.3)
+    axis.legend()

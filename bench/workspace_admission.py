@@ -38,6 +38,7 @@ import asyncio
 import json
 import sys
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -45,6 +46,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from bench.history import event_counts, event_time
 from bench.record import Headline, Report, distribution, progress, publish, pyplot, scale
 from bench.stack import Stack, describe, private_stack
 from infra.config import ColonySettings
@@ -101,11 +103,6 @@ def _payload(event: Any) -> dict[str, Any]:
     return json.loads(payloads[0].data) if payloads else {}
 
 
-def _time(event: Any) -> datetime:
-    moment: datetime = event.event_time.ToDatetime()
-    return moment
-
-
 async def histories(temporal: Client, workflow_id: str) -> list[WorkflowHistory]:
     """Every run of a workflow (the ledger continues as new), oldest first."""
     runs = [e async for e in temporal.list_workflows(f"WorkflowId = '{workflow_id}'")]
@@ -130,7 +127,7 @@ def releases_received(ledger: list[WorkflowHistory]) -> dict[str, datetime]:
                 continue
             message = _payload(event)
             if message.get("kind") == "release":
-                found.setdefault(str(message.get("target", "")).split("/")[0], _time(event))
+                found.setdefault(str(message.get("target", "")).split("/")[0], event_time(event))
     return found
 
 
@@ -143,7 +140,7 @@ def admitted_at(history: WorkflowHistory) -> datetime | None:
             == WORKSPACE.capacity_answer.name
             and _payload(event).get("decision") == "admitted"
         ):
-            return _time(event)
+            return event_time(event)
     return None
 
 
@@ -154,16 +151,8 @@ def delete_accepted_at(history: WorkflowHistory) -> datetime | None:
             event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
             and attributes.accepted_request.input.name == WORKSPACE.delete.name
         ):
-            return _time(event)
+            return event_time(event)
     return None
-
-
-def event_counts(history: WorkflowHistory) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for event in history.events:
-        name = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_").lower()
-        counts[name] = counts.get(name, 0) + 1
-    return dict(sorted(counts.items(), key=lambda item: -item[1]))
 
 
 async def published_class(classes: TemporalClasses) -> WorkspaceClassSpec:
@@ -178,18 +167,8 @@ async def published_class(classes: TemporalClasses) -> WorkspaceClassSpec:
             await asyncio.sleep(0.2)
 
 
-async def measure(
-    stack: Stack, releases: int, depth: int, ledger_run_events: int
-) -> dict[str, Any]:
-    settings = ColonySettings.from_env(stack.env)
-    temporal = await Client.connect(
-        **settings.temporal_connect, data_converter=pydantic_data_converter
-    )
-    session = TemporalSession.of_client(temporal, settings)
-    spaces = TemporalWorkspaces(session)
-    devbox = await published_class(TemporalClasses(session))
-    stack.create_cluster(CLUSTER)
-    # The ledger, before any workspace starts it, with the run length this benchmark shows.
+async def start_ledger(temporal: Client, settings: ColonySettings, ledger_run_events: int) -> None:
+    """The ledger, before any workspace starts it, with the run length this benchmark shows."""
     await temporal.start_workflow(
         CAPACITY.workflow_type,
         CapacityLedgerInput(cluster=CLUSTER, continue_as_new_events=ledger_run_events),
@@ -197,6 +176,12 @@ async def measure(
         task_queue=settings.task_queue,
     )
 
+
+async def keep_line(
+    spaces: TemporalWorkspaces, devbox: WorkspaceClassSpec, releases: int, depth: int
+) -> float:
+    """One workspace running and `depth` waiting; then `releases` times: delete the running one,
+    wait until the first in line runs, deploy one more at the back. The seconds it took."""
     deployed = 0
 
     async def deploy_next() -> None:
@@ -222,33 +207,62 @@ async def measure(
     # Every deleted workspace's workflow has ended before its history is read whole.
     for index in range(releases):
         await until_phase(spaces, spec(index).name, {WorkspacePhase.DELETED})
+    return elapsed
 
-    ledger = await histories(temporal, capacity_workflow_id(CLUSTER))
+
+@dataclass(frozen=True)
+class Admissions:
+    """Per release, from the histories: release -> admitted and delete -> admitted (seconds), and
+    the deleted workspace's whole life."""
+
+    release_to_admitted: list[float]
+    delete_to_admitted: list[float]
+    lives: list[WorkflowHistory]
+
+
+async def admissions(temporal: Client, ledger: list[WorkflowHistory], releases: int) -> Admissions:
     released = releases_received(ledger)
-    signal_to_signal: list[float] = []
-    delete_to_admitted: list[float] = []
-    lives: dict[int, WorkflowHistory] = {}
+    found = Admissions([], [], [])
     for index in range(releases):
         name, following = spec(index).name, spec(index + 1).name
         (history,) = await histories(temporal, f"workspace/{name}")
-        lives[index] = history
+        found.lives.append(history)
         (next_history,) = await histories(temporal, f"workspace/{following}")
         admitted = admitted_at(next_history)
         accepted = delete_accepted_at(history)
         if admitted is None or accepted is None or name not in released:
             raise RuntimeError(f"release {index}: missing events ({name} -> {following})")
-        signal_to_signal.append((admitted - released[name]).total_seconds())
-        delete_to_admitted.append((admitted - accepted).total_seconds())
-    waited = lives[min(depth, releases - 1)]
+        found.release_to_admitted.append((admitted - released[name]).total_seconds())
+        found.delete_to_admitted.append((admitted - accepted).total_seconds())
+    return found
+
+
+async def measure(
+    stack: Stack, releases: int, depth: int, ledger_run_events: int
+) -> dict[str, Any]:
+    settings = ColonySettings.from_env(stack.env)
+    temporal = await Client.connect(
+        **settings.temporal_connect, data_converter=pydantic_data_converter
+    )
+    session = TemporalSession.of_client(temporal, settings)
+    spaces = TemporalWorkspaces(session)
+    devbox = await published_class(TemporalClasses(session))
+    stack.create_cluster(CLUSTER)
+    await start_ledger(temporal, settings, ledger_run_events)
+    elapsed = await keep_line(spaces, devbox, releases, depth)
+    ledger = await histories(temporal, capacity_workflow_id(CLUSTER))
+    seen = await admissions(temporal, ledger, releases)
+    waited_releases = min(depth, releases - 1)
+    waited = seen.lives[waited_releases]
     runs = [len(h.events) for h in ledger]
     return {
         "stack": json.loads(describe(stack)),
         "releases": releases,
         "queue_depth": depth,
         "wall_seconds": round(elapsed, 1),
-        "release_to_admitted": distribution(signal_to_signal),
-        "delete_to_admitted": distribution(delete_to_admitted),
-        "release_to_admitted_samples": signal_to_signal,
+        "release_to_admitted": distribution(seen.release_to_admitted),
+        "delete_to_admitted": distribution(seen.delete_to_admitted),
+        "release_to_admitted_samples": seen.release_to_admitted,
         "ledger_run_events": ledger_run_events,
         "ledger_runs": len(ledger),
         "ledger_events": sum(runs),
@@ -257,14 +271,14 @@ async def measure(
         "ledger_carried_bytes": carried_bytes(ledger),
         "life_admitted_at_once": {
             "workspace": spec(0).name,
-            "events": len(lives[0].events),
-            "by_type": event_counts(lives[0]),
+            "events": len(seen.lives[0].events),
+            "by_type": event_counts(seen.lives[0].events),
         },
         "life_after_waiting": {
-            "workspace": spec(min(depth, releases - 1)).name,
-            "waited_releases": min(depth, releases - 1),
+            "workspace": spec(waited_releases).name,
+            "waited_releases": waited_releases,
             "events": len(waited.events),
-            "by_type": event_counts(waited),
+            "by_type": event_counts(waited.events),
         },
     }
 

@@ -22,7 +22,12 @@ from models import identity
 from models.base import ColonyModel
 from models.identity import Entity
 from models.manifests import ColonySpec
-from models.operations import ContinueAsNewPolicy, OperationBook, OperationRecord
+from models.operations import (
+    AcceptedOperation,
+    ContinueAsNewPolicy,
+    OperationBook,
+    OperationRecord,
+)
 from models.ownership import Owner
 from models.workspace import StatusCondition
 
@@ -115,10 +120,8 @@ class ColonyOperation(OperationRecord[ColonyOperationRequest]):
         return self.request.kind
 
 
-class ColonyOperationAccepted(ColonyModel):
-    operation_id: str
-    kind: str
-    position: int
+class ColonyOperationAccepted(AcceptedOperation[str]):
+    """What a colony update returns."""
 
 
 class ColonyState(ColonyModel):

@@ -225,9 +225,17 @@ class Inbox(ColonyModel, Generic[MessageT]):
     book: OperationBook = Field(default_factory=OperationBook)
 
 
-class OperationAccepted(ColonyModel):
-    """What an update returns: the operation's id, and its place in the queue (1 = next)."""
+KindT = TypeVar("KindT", bound=str)
+
+
+class AcceptedOperation(ColonyModel, Generic[KindT]):
+    """What an update of any entity returns: the operation's id and kind, and its place in the
+    queue (1 = next)."""
 
     operation_id: str
-    kind: OperationKind
+    kind: KindT
     position: int
+
+
+class OperationAccepted(AcceptedOperation[OperationKind]):
+    """What a cluster update returns."""

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from models.base import ColonyModel
-from models.operations import OperationRecord
+from models.operations import AcceptedOperation, OperationRecord
 
 
 class WorkspaceOperationKind(StrEnum):
@@ -75,9 +75,5 @@ class WorkspaceOperation(OperationRecord[WorkspaceOperationRequest]):
         return self.request.kind
 
 
-class WorkspaceOperationAccepted(ColonyModel):
-    """What a workspace update returns: the operation's id and its place in the queue."""
-
-    operation_id: str
-    kind: WorkspaceOperationKind
-    position: int
+class WorkspaceOperationAccepted(AcceptedOperation[WorkspaceOperationKind]):
+    """What a workspace update returns."""

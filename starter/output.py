@@ -62,9 +62,11 @@ def records(items: Iterable[Any], *fields: str, keys: Mapping[str, str] = {}) ->
     return [{key: getattr(item, field) for field, key in named.items()} for item in items]
 
 
-def again(repeated: bool) -> str:
-    """What a start's line adds when its request id had started it already."""
-    return " (already started by this request id)" if repeated else ""
+def started(data: Any, fmt: OutputFormat, line: str, *, repeated: bool) -> None:
+    """What a start shows: `data` as JSON or YAML, or for the table format `line`, noting when its
+    request id had started it already (`repeated`)."""
+    if not emit(data, fmt):
+        write(line + (" (already started by this request id)" if repeated else ""))
 
 
 def write(text: str = "") -> None:

@@ -53,66 +53,65 @@ with workflow.unsafe.imports_passed_through():
 
 # --- Management cluster (k0rdent) ---------------------------------------------------------------
 
-CHECK_CLUSTER_PREREQUISITES = ActivityCall[
-    CheckClusterPrerequisitesRequest, CheckClusterPrerequisitesResult
-](
+CHECK_CLUSTER_PREREQUISITES = ActivityCall(
     ActivityName.CHECK_CLUSTER_PREREQUISITES,
+    CheckClusterPrerequisitesRequest,
     CheckClusterPrerequisitesResult,
     lambda r: f"check ClusterTemplate {r.template} and Credential {r.credential}",
 )
-CREATE_CLUSTER_DEPLOYMENT = ActivityCall[
-    CreateClusterDeploymentRequest, CreateClusterDeploymentResult
-](
+CREATE_CLUSTER_DEPLOYMENT = ActivityCall(
     ActivityName.CREATE_CLUSTER_DEPLOYMENT,
+    CreateClusterDeploymentRequest,
     CreateClusterDeploymentResult,
     lambda r: f"create ClusterDeployment {r.namespace}/{r.name} from {r.template}",
 )
-AWAIT_CLUSTER_DEPLOYMENT = ActivityCall[
-    AwaitClusterDeploymentRequest, AwaitClusterDeploymentResult
-](
+AWAIT_CLUSTER_DEPLOYMENT = ActivityCall(
     ActivityName.AWAIT_CLUSTER_DEPLOYMENT,
+    AwaitClusterDeploymentRequest,
     AwaitClusterDeploymentResult,
     lambda r: f"wait until ClusterDeployment {r.namespace}/{r.name} is {r.want.value}",
     schedule_to_close=None,
 )
-ADD_CLUSTER_MACHINES = ActivityCall[AddClusterMachinesRequest, ClusterMachinesResult](
+ADD_CLUSTER_MACHINES = ActivityCall(
     ActivityName.ADD_CLUSTER_MACHINES,
+    AddClusterMachinesRequest,
     ClusterMachinesResult,
     lambda r: (
         f"add {len(r.machines)} machine(s) to ClusterDeployment {r.name}: "
         + ", ".join(m.address for m in r.machines)
     ),
 )
-REMOVE_CLUSTER_MACHINES = ActivityCall[RemoveClusterMachinesRequest, ClusterMachinesResult](
+REMOVE_CLUSTER_MACHINES = ActivityCall(
     ActivityName.REMOVE_CLUSTER_MACHINES,
+    RemoveClusterMachinesRequest,
     ClusterMachinesResult,
     lambda r: f"remove machine(s) {', '.join(r.addresses)} from ClusterDeployment {r.name}",
 )
-DELETE_CLUSTER_DEPLOYMENT = ActivityCall[
-    DeleteClusterDeploymentRequest, DeleteClusterDeploymentResult
-](
+DELETE_CLUSTER_DEPLOYMENT = ActivityCall(
     ActivityName.DELETE_CLUSTER_DEPLOYMENT,
+    DeleteClusterDeploymentRequest,
     DeleteClusterDeploymentResult,
     lambda r: f"delete ClusterDeployment {r.namespace}/{r.name}",
 )
 
-WRITE_COLONY_KUBECONFIGS = ActivityCall[
-    WriteColonyKubeconfigsRequest, WriteColonyKubeconfigsResult
-](
+WRITE_COLONY_KUBECONFIGS = ActivityCall(
     ActivityName.WRITE_COLONY_KUBECONFIGS,
+    WriteColonyKubeconfigsRequest,
     WriteColonyKubeconfigsResult,
     lambda r: f"write Secret {r.namespace}/{r.name}: {len(r.clusters)} cluster(s)",
 )
 
 # --- Child clusters ------------------------------------------------------------------------------
 
-LIST_NODES = ActivityCall[ListNodesRequest, ListNodesResult](
+LIST_NODES = ActivityCall(
     ActivityName.LIST_NODES,
+    ListNodesRequest,
     ListNodesResult,
     lambda r: f"list nodes {r.label_selector}".strip(),
 )
-AWAIT_NODES = ActivityCall[AwaitNodesRequest, AwaitNodesResult](
+AWAIT_NODES = ActivityCall(
     ActivityName.AWAIT_NODES,
+    AwaitNodesRequest,
     AwaitNodesResult,
     lambda r: (
         f"wait for {len(r.expected)} node(s) to join and be Ready: "
@@ -120,22 +119,28 @@ AWAIT_NODES = ActivityCall[AwaitNodesRequest, AwaitNodesResult](
     ),
     schedule_to_close=None,
 )
-CORDON_NODE = ActivityCall[CordonNodeRequest, CordonNodeResult](
-    ActivityName.CORDON_NODE, CordonNodeResult, lambda r: f"cordon node {r.node_name}"
+CORDON_NODE = ActivityCall(
+    ActivityName.CORDON_NODE,
+    CordonNodeRequest,
+    CordonNodeResult,
+    lambda r: f"cordon node {r.node_name}",
 )
-UNCORDON_NODE = ActivityCall[UncordonNodeRequest, UncordonNodeResult](
+UNCORDON_NODE = ActivityCall(
     ActivityName.UNCORDON_NODE,
+    UncordonNodeRequest,
     UncordonNodeResult,
     lambda r: f"uncordon node {r.node_name}",
 )
-DRAIN_NODE = ActivityCall[DrainNodeRequest, DrainNodeResult](
+DRAIN_NODE = ActivityCall(
     ActivityName.DRAIN_NODE,
+    DrainNodeRequest,
     DrainNodeResult,
     lambda r: f"drain node {r.node_name}" + (" (forced at the deadline)" if r.force else ""),
     schedule_to_close=None,
 )
-DELETE_NODE = ActivityCall[DeleteNodeRequest, DeleteNodeResult](
+DELETE_NODE = ActivityCall(
     ActivityName.DELETE_NODE,
+    DeleteNodeRequest,
     DeleteNodeResult,
     lambda r: f"delete node {r.node_name}" + (" and wait until it is gone" if r.wait_until else ""),
     schedule_to_close=None,
@@ -143,26 +148,30 @@ DELETE_NODE = ActivityCall[DeleteNodeRequest, DeleteNodeResult](
 
 # --- Host provider -------------------------------------------------------------------------------
 
-CLAIM_HOSTS = ActivityCall[ClaimHostsRequest, ClaimHostsResult](
+CLAIM_HOSTS = ActivityCall(
     ActivityName.CLAIM_HOSTS,
+    ClaimHostsRequest,
     ClaimHostsResult,
     lambda r: f"claim {r.count} host(s) of {r.sku} in {r.location_id}",
     start_to_close=HOST_CALL,
 )
-RELEASE_HOSTS = ActivityCall[ReleaseHostsRequest, ReleaseHostsResult](
+RELEASE_HOSTS = ActivityCall(
     ActivityName.RELEASE_HOSTS,
+    ReleaseHostsRequest,
     ReleaseHostsResult,
     lambda r: f"release {len(r.host_ids)} host(s): {', '.join(r.host_ids)}",
     start_to_close=HOST_CALL,
 )
-LIST_CLAIMED_HOSTS = ActivityCall[ListClaimedHostsRequest, ListClaimedHostsResult](
+LIST_CLAIMED_HOSTS = ActivityCall(
     ActivityName.LIST_CLAIMED_HOSTS,
+    ListClaimedHostsRequest,
     ListClaimedHostsResult,
     lambda r: "list the hosts this cluster holds",
     start_to_close=HOST_CALL,
 )
-AWAIT_FREE_HOSTS = ActivityCall[AwaitFreeHostsRequest, AwaitFreeHostsResult](
+AWAIT_FREE_HOSTS = ActivityCall(
     ActivityName.AWAIT_FREE_HOSTS,
+    AwaitFreeHostsRequest,
     AwaitFreeHostsResult,
     lambda r: f"wait for {r.count} free host(s) of {r.sku} in {r.location_id}",
     schedule_to_close=None,

@@ -64,43 +64,55 @@ with workflow.unsafe.imports_passed_through():
 
 A = WorkspaceActivity
 
-GET_WORKSPACE_CLASS = ActivityCall[GetWorkspaceClassRequest, GetWorkspaceClassResult](
-    A.GET_WORKSPACE_CLASS, GetWorkspaceClassResult, lambda r: f"read WorkspaceClass {r.name}"
+GET_WORKSPACE_CLASS = ActivityCall(
+    A.GET_WORKSPACE_CLASS,
+    GetWorkspaceClassRequest,
+    GetWorkspaceClassResult,
+    lambda r: f"read WorkspaceClass {r.name}",
 )
-LIST_WORKSPACE_CLASSES = ActivityCall[ListWorkspaceClassesRequest, ListWorkspaceClassesResult](
-    A.LIST_WORKSPACE_CLASSES, ListWorkspaceClassesResult, lambda r: "list WorkspaceClasses"
+LIST_WORKSPACE_CLASSES = ActivityCall(
+    A.LIST_WORKSPACE_CLASSES,
+    ListWorkspaceClassesRequest,
+    ListWorkspaceClassesResult,
+    lambda r: "list WorkspaceClasses",
 )
-PUBLISH_WORKSPACE_CLASS = ActivityCall[PublishWorkspaceClassRequest, PublishWorkspaceClassResult](
+PUBLISH_WORKSPACE_CLASS = ActivityCall(
     A.PUBLISH_WORKSPACE_CLASS,
+    PublishWorkspaceClassRequest,
     PublishWorkspaceClassResult,
     lambda r: f"publish WorkspaceClass {r.spec.name}",
 )
-PUBLISH_OBJECTS = ActivityCall[PublishObjectsRequest, PublishObjectsResult](
+PUBLISH_OBJECTS = ActivityCall(
     A.PUBLISH_OBJECTS,
+    PublishObjectsRequest,
     PublishObjectsResult,
     lambda r: "publish " + ", ".join(f"{o['kind']}/{o['metadata']['name']}" for o in r.objects),
 )
-CHECK_SERVICE_TEMPLATE = ActivityCall[CheckServiceTemplateRequest, CheckServiceTemplateResult](
+CHECK_SERVICE_TEMPLATE = ActivityCall(
     A.CHECK_SERVICE_TEMPLATE,
+    CheckServiceTemplateRequest,
     CheckServiceTemplateResult,
     lambda r: f"check ServiceTemplate {r.namespace}/{r.name}",
 )
-APPLY_SERVICE_SET = ActivityCall[ApplyServiceSetRequest, ApplyServiceSetResult](
+APPLY_SERVICE_SET = ActivityCall(
     A.APPLY_SERVICE_SET,
+    ApplyServiceSetRequest,
     ApplyServiceSetResult,
     lambda r: (
         f"apply ServiceSet {r.namespace}/{r.name} on {r.cluster_deployment}: "
         + ", ".join(f"{s.name} ({s.template})" for s in r.services)
     ),
 )
-AWAIT_SERVICE_SET = ActivityCall[AwaitServiceSetRequest, AwaitServiceSetResult](
+AWAIT_SERVICE_SET = ActivityCall(
     A.AWAIT_SERVICE_SET,
+    AwaitServiceSetRequest,
     AwaitServiceSetResult,
     lambda r: f"wait until {r.service} of ServiceSet {r.name} is Deployed",
     schedule_to_close=None,
 )
-DELETE_SERVICE_SET = ActivityCall[DeleteServiceSetRequest, DeleteServiceSetResult](
+DELETE_SERVICE_SET = ActivityCall(
     A.DELETE_SERVICE_SET,
+    DeleteServiceSetRequest,
     DeleteServiceSetResult,
     lambda r: (
         f"delete ServiceSet {r.namespace}/{r.name}"
@@ -108,65 +120,89 @@ DELETE_SERVICE_SET = ActivityCall[DeleteServiceSetRequest, DeleteServiceSetResul
     ),
     schedule_to_close=None,
 )
-FIND_SERVICE_SETS = ActivityCall[FindServiceSetsRequest, FindServiceSetsResult](
+FIND_SERVICE_SETS = ActivityCall(
     A.FIND_SERVICE_SETS,
+    FindServiceSetsRequest,
     FindServiceSetsResult,
     lambda r: f"find ServiceSets installing {r.template} on {r.cluster_deployment}",
 )
-WRITE_VALUES_SECRET = ActivityCall[WriteValuesSecretRequest, WriteValuesSecretResult](
+WRITE_VALUES_SECRET = ActivityCall(
     A.WRITE_VALUES_SECRET,
+    WriteValuesSecretRequest,
     WriteValuesSecretResult,
     lambda r: f"write the secret values of workspace {r.workspace} to Secret {r.name}",
 )
-DELETE_VALUES_SECRET = ActivityCall[DeleteValuesSecretRequest, DeleteValuesSecretResult](
+DELETE_VALUES_SECRET = ActivityCall(
     A.DELETE_VALUES_SECRET,
+    DeleteValuesSecretRequest,
     DeleteValuesSecretResult,
     lambda r: f"delete Secret {r.namespace}/{r.name}",
 )
-ENSURE_NAMESPACE = ActivityCall[EnsureNamespaceRequest, EnsureNamespaceResult](
-    A.ENSURE_NAMESPACE, EnsureNamespaceResult, lambda r: f"create namespace {r.name}"
+ENSURE_NAMESPACE = ActivityCall(
+    A.ENSURE_NAMESPACE,
+    EnsureNamespaceRequest,
+    EnsureNamespaceResult,
+    lambda r: f"create namespace {r.name}",
 )
-DELETE_NAMESPACE = ActivityCall[DeleteNamespaceRequest, DeleteNamespaceResult](
+DELETE_NAMESPACE = ActivityCall(
     A.DELETE_NAMESPACE,
+    DeleteNamespaceRequest,
     DeleteNamespaceResult,
     lambda r: f"delete namespace {r.name}",
     schedule_to_close=None,
 )
-READ_GPU_INVENTORY = ActivityCall[ReadGpuInventoryRequest, ReadGpuInventoryResult](
-    A.READ_GPU_INVENTORY, ReadGpuInventoryResult, lambda r: "read the cluster's GPU inventory"
+READ_GPU_INVENTORY = ActivityCall(
+    A.READ_GPU_INVENTORY,
+    ReadGpuInventoryRequest,
+    ReadGpuInventoryResult,
+    lambda r: "read the cluster's GPU inventory",
 )
-FIND_TENANT_GATEWAY = ActivityCall[FindTenantGatewayRequest, FindTenantGatewayResult](
-    A.FIND_TENANT_GATEWAY, FindTenantGatewayResult, lambda r: "find the tenant gateway"
+FIND_TENANT_GATEWAY = ActivityCall(
+    A.FIND_TENANT_GATEWAY,
+    FindTenantGatewayRequest,
+    FindTenantGatewayResult,
+    lambda r: "find the tenant gateway",
 )
-APPLY_ROUTES = ActivityCall[ApplyRoutesRequest, ApplyRoutesResult](
+APPLY_ROUTES = ActivityCall(
     A.APPLY_ROUTES,
+    ApplyRoutesRequest,
     ApplyRoutesResult,
     lambda r: "create routes " + ", ".join(f"{x.kind}/{x.name}" for x in r.routes),
 )
-AWAIT_ROUTES = ActivityCall[AwaitRoutesRequest, AwaitRoutesResult](
+AWAIT_ROUTES = ActivityCall(
     A.AWAIT_ROUTES,
+    AwaitRoutesRequest,
     AwaitRoutesResult,
     lambda r: "wait until the gateway accepts " + ", ".join(x.name for x in r.routes),
     schedule_to_close=None,
 )
-DELETE_ROUTES = ActivityCall[DeleteRoutesRequest, DeleteRoutesResult](
+DELETE_ROUTES = ActivityCall(
     A.DELETE_ROUTES,
+    DeleteRoutesRequest,
     DeleteRoutesResult,
     lambda r: "delete routes " + ", ".join(x.name for x in r.routes),
 )
-RECENT_EVENTS = ActivityCall[RecentEventsRequest, RecentEventsResult](
-    A.RECENT_EVENTS, RecentEventsResult, lambda r: f"read recent events in {r.namespace}"
+RECENT_EVENTS = ActivityCall(
+    A.RECENT_EVENTS,
+    RecentEventsRequest,
+    RecentEventsResult,
+    lambda r: f"read recent events in {r.namespace}",
 )
-SIGNAL_WITH_START = ActivityCall[SignalWithStartRequest, SignalWithStartResult](
+SIGNAL_WITH_START = ActivityCall(
     A.SIGNAL_WITH_START,
+    SignalWithStartRequest,
     SignalWithStartResult,
     lambda r: f"signal {r.signal} to {r.workflow_id} (starting it if needed)",
 )
-LIST_WORKFLOWS = ActivityCall[ListWorkflowsRequest, ListWorkflowsResult](
-    A.LIST_WORKFLOWS, ListWorkflowsResult, lambda r: f"list workflows where {r.query}"
+LIST_WORKFLOWS = ActivityCall(
+    A.LIST_WORKFLOWS,
+    ListWorkflowsRequest,
+    ListWorkflowsResult,
+    lambda r: f"list workflows where {r.query}",
 )
-AWAIT_WORKFLOWS_CLOSED = ActivityCall[AwaitWorkflowsClosedRequest, AwaitWorkflowsClosedResult](
+AWAIT_WORKFLOWS_CLOSED = ActivityCall(
     A.AWAIT_WORKFLOWS_CLOSED,
+    AwaitWorkflowsClosedRequest,
     AwaitWorkflowsClosedResult,
     lambda r: f"wait until {len(r.workflow_ids)} workflow(s) finished",
     schedule_to_close=None,

@@ -98,11 +98,12 @@ def create_cluster(spec: ClusterSpec, submission: Submission) -> None:
         "operationId": started.operation_id,
         "webUi": colony.workflow(spec.name).link,
     }
-    if not output.emit(data, submission.fmt):
-        output.write(
-            f"cluster {spec.name} creating (operation {started.operation_id})"
-            + output.again(started.repeated)
-        )
+    output.started(
+        data,
+        submission.fmt,
+        f"cluster {spec.name} creating (operation {started.operation_id})",
+        repeated=started.repeated,
+    )
 
 
 @app.command("create")

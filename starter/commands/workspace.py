@@ -264,11 +264,12 @@ def deploy_workspace(
         "workflowId": started.workflow_id,
         "webUi": spaces.workflow(spec.name).link,
     }
-    if not output.emit(data, submission.fmt):
-        output.write(
-            f"workspace {spec.name} deploying: class {spec.class_name} on cluster {spec.cluster}"
-            + output.again(started.repeated)
-        )
+    output.started(
+        data,
+        submission.fmt,
+        f"workspace {spec.name} deploying: class {spec.class_name} on cluster {spec.cluster}",
+        repeated=started.repeated,
+    )
 
 
 @app.command("get")

@@ -71,13 +71,15 @@ class ActivityCall(Generic[RequestT, ResultT]):
 
     Attributes:
         name: the registered activity name.
-        result: the result model (the request type is the generic parameter).
+        request: the request model (the one argument).
+        result: the result model.
         summary: what the Web UI shows for a call, from its request.
         start_to_close: one attempt's limit (a wait's own length is added per call).
         schedule_to_close: all attempts' limit; None for waits (their deadline bounds them).
     """
 
     name: str
+    request: type[RequestT]
     result: type[ResultT]
     summary: Callable[[RequestT], str]
     start_to_close: timedelta = KUBE_CALL
