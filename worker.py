@@ -304,6 +304,7 @@ def activity_callables(
             workflows_client.signal_with_start,
             workflows_client.list_workflows,
             workflows_client.await_workflows_closed,
+            workflows_client.await_cluster_created,
         ]
     return activities, clients
 
