@@ -313,9 +313,13 @@ class ColonyWorkflow(
         if self._state.phase in (ColonyPhase.DELETING, ColonyPhase.DELETED):
             raise rejected(f"colony '{self._name}' is being deleted")
         if request.spec.name != self._name:
-            raise rejected(f"this is colony '{self._name}', not '{request.spec.name}'")
+            raise rejected(
+                f"this is colony '{self._name}', not '{request.spec.name}'", field="name"
+            )
         if request.spec.organization != self._organization:
-            raise rejected(f"colony '{self._name}' belongs to another organization")
+            raise rejected(
+                f"colony '{self._name}' belongs to another organization", field="organization"
+            )
 
     @workflow.update(name=COLONY.delete.name)
     async def delete(self, request: DeleteColonyRequest) -> ColonyOperationAccepted:
