@@ -26,7 +26,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from infra import metrics, tracing
 from infra.config import ColonySettings
 from infra.kubeapi import KubeApi
-from infra.process import configure_logging, run_service
+from infra.process import configure_logging, reach_temporal, run_service
 from watching.service import Watcher, WatcherConfig
 from watching.signals import TemporalSignals
 
@@ -38,10 +38,13 @@ async def run(settings: ColonySettings) -> None:
     kubeconfig = settings.require_management_kubeconfig()
     provider = tracing.configure("colony-watcher", settings.trace_export)
     interceptor = tracing.interceptor()
-    temporal = await Client.connect(
-        **settings.temporal_connect,
-        data_converter=pydantic_data_converter,
-        interceptors=[interceptor] if interceptor else [],
+    temporal = await reach_temporal(
+        settings.temporal_address,
+        lambda: Client.connect(
+            **settings.temporal_connect,
+            data_converter=pydantic_data_converter,
+            interceptors=[interceptor] if interceptor else [],
+        ),
     )
     if settings.watcher_metrics_port is not None:
         port = metrics.serve(settings.watcher_metrics_port)

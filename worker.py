@@ -73,7 +73,7 @@ from infra.config import ColonySettings, SettingsError
 from infra.crds import ensure_crds
 from infra.kube import api_client_from_file, close_client
 from infra.kubeapi import KubeApi
-from infra.process import configure_logging, run_service
+from infra.process import configure_logging, reach_temporal, run_service
 from infra.sealing import SealingSettings, Unsealer, load_private_key
 from models.workspace_api import CATALOG_WORKFLOW_ID, CatalogInput, PublishWorkspaceClassRequest
 from watching.service import Watcher, WatcherConfig
@@ -304,6 +304,7 @@ def activity_callables(
             workflows_client.signal_with_start,
             workflows_client.list_workflows,
             workflows_client.await_workflows_closed,
+            workflows_client.await_cluster_created,
         ]
     return activities, clients
 
@@ -393,11 +394,14 @@ async def run(settings: ColonySettings) -> None:
     url, api_key = settings.require_host_provider()
     interceptor = tracing_interceptor(settings.trace_export)
     runtime, temporal_metrics = temporal_runtime(settings.metrics_port)
-    temporal = await Client.connect(
-        **settings.temporal_connect,
-        data_converter=pydantic_data_converter,
-        interceptors=[interceptor] if interceptor else [],
-        runtime=runtime,
+    temporal = await reach_temporal(
+        settings.temporal_address,
+        lambda: Client.connect(
+            **settings.temporal_connect,
+            data_converter=pydantic_data_converter,
+            interceptors=[interceptor] if interceptor else [],
+            runtime=runtime,
+        ),
     )
     if settings.metrics_port is not None:
         port = metrics.serve(settings.metrics_port, temporal_metrics_url=temporal_metrics)

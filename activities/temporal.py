@@ -1,14 +1,16 @@
 """Activities that talk to Temporal itself: how one workflow reaches another it does not own.
 
 `TemporalActivities` receives the worker's Temporal client and task queue (`worker.py`). Called by
-`WorkspaceWorkflow` (to reach its cluster's `CapacityLedgerWorkflow` and a `PrerequisiteWorkflow`)
-and by `ClusterWorkflow` (to tell its workspaces and ledger about changes), through the
+`WorkspaceWorkflow` (to reach its cluster's `CapacityLedgerWorkflow` and a `PrerequisiteWorkflow`,
+and to wait until its cluster's `ClusterWorkflow` has finished creating it) and by `ClusterWorkflow` (to tell its workspaces and ledger about changes), through the
 declarations in `workflows.workspace_calls`.
 
 Why activities: a workflow can signal a running workflow itself, but only Temporal's
 signal-with-start makes "start it unless it runs, then signal it" one atomic step, so that two
 workspaces asking at the same moment meet in one ledger (and one prerequisite installation), and
 it exists only on the client. A signal to a workflow that does not run is a result, not an error.
+Likewise a workflow cannot query another: a wait on another workflow's status is an activity that
+queries it every `CLUSTER_POLL` seconds and heartbeats.
 """
 
 from __future__ import annotations
@@ -21,17 +23,26 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.declarations import implements, workspace_calls
+from activities.heartbeat import previous_details, report
+from models.cluster import ClusterStatus
 from models.workspace_api import (
+    AwaitClusterCreatedRequest,
+    AwaitClusterCreatedResult,
     AwaitWorkflowsClosedRequest,
     AwaitWorkflowsClosedResult,
+    ClusterCreatedOutcome,
+    ClusterCreateWait,
     ListWorkflowsRequest,
     ListWorkflowsResult,
     SignalWithStartRequest,
     SignalWithStartResult,
+    cluster_created_outcome,
 )
 
 CLOSED_POLL = 1.0
 """Seconds between looks at workflows being waited for."""
+CLUSTER_POLL = 1.0
+"""Seconds between looks at a cluster being created (one query each: cheap for the cluster)."""
 
 
 class TemporalActivities:
@@ -87,3 +98,42 @@ class TemporalActivities:
             if not still or left <= 0:
                 return AwaitWorkflowsClosedResult(open=still)
             await asyncio.sleep(min(CLOSED_POLL, left))
+
+    @implements(workspace_calls.AWAIT_CLUSTER_CREATED)
+    async def await_cluster_created(
+        self, request: AwaitClusterCreatedRequest
+    ) -> AwaitClusterCreatedResult:
+        """Wait until the cluster's workflow has finished creating it (`cluster_created_outcome`),
+        or the deadline.
+
+        No such workflow is nothing to wait for: the workspace's ClusterDeployment check, which
+        follows, is what says whether the cluster is there and the organization's.
+        """
+        handle = self._client.get_workflow_handle(request.workflow_id)
+        progress = previous_details(ClusterCreateWait) or ClusterCreateWait()
+        while True:
+            try:
+                status = await handle.query(request.status_query, result_type=ClusterStatus)
+            except RPCError as exc:
+                if exc.status == RPCStatusCode.NOT_FOUND:
+                    return AwaitClusterCreatedResult(outcome=ClusterCreatedOutcome.CREATED)
+                raise
+            found = cluster_created_outcome(
+                request.cluster, status, saw_creating=progress.saw_creating
+            )
+            if found is not None:
+                return found
+            progress = ClusterCreateWait(saw_creating=True)
+            report(progress)
+            described = await handle.describe()
+            if described.status != WorkflowExecutionStatus.RUNNING:
+                # Ended mid-create (terminated): nothing will finish the creation.
+                return AwaitClusterCreatedResult(
+                    outcome=ClusterCreatedOutcome.FAILED,
+                    message=f"cluster '{request.cluster}' is no longer being created: its "
+                    f"workflow ended ({described.status.name.lower() if described.status else 'closed'})",
+                )
+            left = (request.deadline - datetime.now(UTC)).total_seconds()
+            if left <= 0:
+                return AwaitClusterCreatedResult(outcome=ClusterCreatedOutcome.DEADLINE)
+            await asyncio.sleep(min(CLUSTER_POLL, left))

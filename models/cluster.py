@@ -27,7 +27,7 @@ from models.node_pool import (
     NodePoolSpec,
     NodePoolStatus,
 )
-from models.operations import ContinueAsNewPolicy, Operation, OperationBook
+from models.operations import ContinueAsNewPolicy, Operation, OperationBook, OperationKind
 from models.ownership import EntitySpec
 
 MAX_CREATE_NODE_POOLS = 10
@@ -252,6 +252,25 @@ class ClusterStatus(ColonyModel):
         """The operation with this id, wherever it is (running, queued or finished)."""
         candidates = [self.current_operation, *self.queued_operations, *self.completed_operations]
         return next((op for op in candidates if op is not None and op.id == operation_id), None)
+
+    def create_operation(self) -> Operation | None:
+        """The cluster's own creation, while the status knows it (running, queued, or among the
+        last finished)."""
+        candidates = [self.current_operation, *self.queued_operations, *self.completed_operations]
+        return next(
+            (op for op in candidates if op is not None and op.kind is OperationKind.CREATE_CLUSTER),
+            None,
+        )
+
+    @property
+    def creating(self) -> bool:
+        """Its creation has not finished: its control plane is not Ready yet, or the create's
+        node pools are still being added (the phase is `ready` meanwhile: the cluster takes
+        operations, but its pools' nodes have not all joined)."""
+        if self.phase is ClusterPhase.CREATING:
+            return True
+        create = self.create_operation()
+        return create is not None and not create.state.finished
 
     def with_live_drains(self, live: dict[tuple[str, str], DrainProgress]) -> ClusterStatus:
         """This status with the running drains' live progress (their heartbeat details, keyed by

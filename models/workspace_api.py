@@ -30,8 +30,9 @@ from models.capacity import (
     GpuHolder,
     GpuNode,
 )
+from models.cluster import ClusterPhase, ClusterStatus
 from models.names import shorten_name
-from models.operations import ContinueAsNewPolicy, Inbox
+from models.operations import ContinueAsNewPolicy, Inbox, OperationState
 from models.ownership import Owner
 from models.sealed import SealedValue
 from models.workspace import (
@@ -111,6 +112,7 @@ class WorkspaceActivity(StrEnum):
     SIGNAL_WITH_START = "signal_with_start"
     AWAIT_WORKFLOWS_CLOSED = "await_workflows_closed"
     LIST_WORKFLOWS = "list_workflows"
+    AWAIT_CLUSTER_CREATED = "await_cluster_created"
 
 
 # --- Classes -------------------------------------------------------------------------------------
@@ -542,6 +544,76 @@ class AwaitWorkflowsClosedRequest(ColonyModel):
 
 class AwaitWorkflowsClosedResult(ColonyModel):
     open: list[str] = Field(default_factory=list)
+
+
+class AwaitClusterCreatedRequest(ColonyModel):
+    """Wait until the cluster's workflow has finished creating it (its control plane and the
+    create's node pools), or `deadline`."""
+
+    cluster: str
+    """The cluster as its organization names it (for the messages)."""
+    workflow_id: str
+    status_query: str
+    """The name of its query answering `ClusterStatus` (from the cluster's contract, which
+    activities do not import)."""
+    deadline: datetime
+
+
+class ClusterCreatedOutcome(StrEnum):
+    CREATED = "created"
+    """Its creation has finished (or there is none to wait for: no such workflow)."""
+    FAILED = "failed"
+    """The cluster failed, or the create this wait saw running ended failed or cancelled."""
+    GONE = "gone"
+    """It is being deleted, or was."""
+    DEADLINE = "deadline"
+
+
+class AwaitClusterCreatedResult(ColonyModel):
+    outcome: ClusterCreatedOutcome
+    message: str = ""
+    """Why it failed or went, as the cluster says it."""
+
+
+class ClusterCreateWait(ColonyModel):
+    """An `await_cluster_created`'s progress (its heartbeat details): whether it saw the
+    cluster's creation under way, so that a retried attempt still reports how it ended."""
+
+    saw_creating: bool = False
+
+
+def cluster_created_outcome(
+    cluster: str, status: ClusterStatus, *, saw_creating: bool
+) -> AwaitClusterCreatedResult | None:
+    """What a wait for the cluster's creation answers, given its workflow's status; None while
+    the creation is under way.
+
+    A create that ended failed (a pool's hosts unavailable) leaves a Ready cluster: it fails the
+    wait only when the wait saw it running, for a workspace deployed onto that cluster later
+    meets the cluster as it is, through admission as usual.
+    """
+    if status.phase in (ClusterPhase.DELETING, ClusterPhase.DELETED):
+        return AwaitClusterCreatedResult(
+            outcome=ClusterCreatedOutcome.GONE,
+            message=f"cluster '{cluster}' was deleted"
+            if status.phase is ClusterPhase.DELETED
+            else f"cluster '{cluster}' is being deleted",
+        )
+    if status.phase is ClusterPhase.FAILED:
+        return AwaitClusterCreatedResult(
+            outcome=ClusterCreatedOutcome.FAILED,
+            message=f"cluster '{cluster}' failed: {status.reason or 'no reason given'}",
+        )
+    if status.creating:
+        return None
+    create = status.create_operation()
+    if saw_creating and create is not None and create.state is not OperationState.SUCCEEDED:
+        return AwaitClusterCreatedResult(
+            outcome=ClusterCreatedOutcome.FAILED,
+            message=f"creating cluster '{cluster}' {create.state.value}: "
+            f"{create.reason or 'no reason given'}",
+        )
+    return AwaitClusterCreatedResult(outcome=ClusterCreatedOutcome.CREATED)
 
 
 # --- Messages between workflows -----------------------------------------------------------------

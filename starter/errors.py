@@ -11,8 +11,9 @@ Standard library only: the CLI's entry module imports this at start-up.
 
 from __future__ import annotations
 
-import re
 from enum import IntEnum
+
+from infra import unreachable
 
 
 class ExitCode(IntEnum):
@@ -65,27 +66,14 @@ class UnavailableError(ColonyError):
 
 TEMPORAL_HINT = "set TEMPORAL_ADDRESS, or start it with make run"
 """What a `colonyctl` user can do when Temporal is out of reach."""
-_TRANSPORT_MESSAGE = re.compile(r'message: "([^"]+)"')
 
 
 def temporal_unreachable(address: str, cause: BaseException, *, hint: str = "") -> UnavailableError:
     """Temporal could not be reached, as one line: `temporal: cannot reach <address>: <why>
-    (<hint>)`. The SDK's error is the debug text of a Rust transport error (`tonic::transport::
-    Error(Transport, ConnectError(...))`): only its reason is kept (`connection refused`, `its name
-    does not resolve`), the whole of it stays the exception's cause. Mapped here once, for
-    `colonyctl` (`starter.clients.temporal.connect`, with `TEMPORAL_HINT`) and the HTTP API (`api.context`,
+    (<hint>)` (`infra.unreachable.temporal_unreachable`, which the worker and the watcher say too;
+    the SDK's error stays the exception's cause). Mapped here once, for `colonyctl`
+    (`starter.clients.temporal.connect`, with `TEMPORAL_HINT`) and the HTTP API (`api.context`,
     whose callers cannot change its settings: no hint).
     """
-    text = str(cause)
-    found = _TRANSPORT_MESSAGE.search(text)
-    if "dns error" in text:
-        why = ": its name does not resolve"
-    elif found:
-        why = f": {found.group(1)[:1].lower()}{found.group(1)[1:]}"
-    elif "timed out" in text.lower() or "deadline" in text.lower():
-        why = ": timed out"
-    else:
-        why = ""
-    return UnavailableError(
-        f"temporal: cannot reach {address}{why}" + (f" ({hint})" if hint else "")
-    )
+    line = unreachable.temporal_unreachable(address, cause)
+    return UnavailableError(line + (f" ({hint})" if hint else ""))

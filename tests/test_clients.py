@@ -14,6 +14,8 @@ from temporalio.client import WorkflowQueryFailedError, WorkflowUpdateFailedErro
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from api.errors import field_of
+from infra.config import ColonySettings
 from models.errors import ErrorType, rejected
 from starter import backend, login
 from starter.clients.base import Deadline, polled
@@ -22,7 +24,7 @@ from starter.clients.clusters import HttpClusters, TemporalClusters
 from starter.clients.colonies import HttpColonies, TemporalColonies
 from starter.clients.http import error_of
 from starter.clients.provider import DirectCatalog, HttpCatalog
-from starter.clients.temporal import Refusals, failure, plural
+from starter.clients.temporal import Refusals, TemporalSession, failure, plural
 from starter.clients.workspaces import HttpWorkspaces, TemporalWorkspaces
 from starter.errors import (
     ColonyError,
@@ -136,6 +138,47 @@ def test_an_update_refusal_reads_as_its_entity_says(
     error = failure(refused(refusal), doing="scale_node_pool", missing=MISSING, refusals=refusals)
     assert type(error) is expected
     assert error.message == message
+
+
+@pytest.mark.parametrize(
+    ("refusal", "update", "expected", "message", "field"),
+    [
+        pytest.param(
+            rejected("colony 'lab' is being deleted"),
+            "apply",
+            ConflictError,
+            "colony: colony 'lab' is being deleted",
+            "colony",
+            id="about-the-colony",
+        ),
+        pytest.param(
+            rejected("this is colony 'lab', not 'lob'", field="name"),
+            "apply",
+            ConflictError,
+            "name: this is colony 'lab', not 'lob'",
+            "name",
+            id="names-its-field",
+        ),
+        pytest.param(
+            rejected("colony 'lab' is deleted", not_found=True),
+            "delete",
+            NotFoundError,
+            "colony: colony 'lab' not found",
+            "colony",
+            id="deleted-is-not-found",
+        ),
+    ],
+)
+def test_a_colonys_refusals_never_start_with_the_update(
+    refusal: ApplicationError, update: str, expected: type[ColonyError], message: str, field: str
+) -> None:
+    colonies = TemporalColonies(TemporalSession(ColonySettings.from_env({})))
+    error = failure(
+        refused(refusal), doing=update, missing=MISSING, refusals=colonies.refusals("lab")
+    )
+    assert type(error) is expected
+    assert error.message == message
+    assert field_of(error.message) == field
 
 
 def test_an_update_that_failed_otherwise_is_a_failed_operation() -> None:

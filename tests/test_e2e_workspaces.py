@@ -10,6 +10,8 @@ a user would, and checks the effects on the simulated infrastructure directly:
   `kubectl port-forward` command whose Service exists, and that real kubectl reaches the
   notebook's (simulated) Jupyter server; delete removes it all;
 - GPU workspaces fill a cluster, a third one waits (position 1) and runs once one is deleted;
+- a GPU workspace deployed at once after its cluster's create (without --wait) waits, Pending,
+  until the cluster's pools have joined, then runs on them;
 - two LLM servers share one installation of their prerequisite (`wsprereq-...`), which outlives
   them, and each answers `/v1/models` with its model at the URL Colony prints;
 - a namespace the user made under the workspace's name (`ws-<name>`, holding their data) is never
@@ -54,6 +56,7 @@ from models.identity import (
     workspace_values_secret_name,
 )
 from models.signals import GatewayChanged
+from sim.faults import RequestFault
 from sim.podnet.apps import JUPYTER_SERVER_VERSION, SSH_IDENTIFICATION
 from sim.world import SimWorld
 from starter.cli import app, normalize_argv
@@ -545,6 +548,55 @@ async def test_gpu_workspaces_fill_a_cluster_and_the_third_waits_its_turn(colony
         "GpuOfferingUnavailable",
     )
     assert exalsius_problems(failed) == []
+    await colony.ctl("cluster", "delete", cluster, "--wait", "--timeout", "120")
+
+
+CLAIM_LATENCY = 10.0
+"""Seconds the host provider takes to answer a claim in the test below: the window in which the
+cluster is Ready but its pool's nodes have not joined (real hosts take minutes)."""
+
+
+async def test_a_gpu_workspace_deployed_while_its_cluster_is_created_waits_for_it(
+    colony: Colony,
+) -> None:
+    cluster, name = unique("fresh"), unique("nb")
+    colony.world.faults.add_rule(
+        RequestFault(
+            target="hostprovider", path="/v1/claims", method="POST", latency_seconds=CLAIM_LATENCY
+        )
+    )
+    await colony.ctl(
+        "cluster", "create", cluster, "--location-id", LOCATION, "--node-pool", gpu_pool(),
+    )  # fmt: skip
+    await colony.ctl(
+        "workspace", "deploy", name, "--class", "colony-jupyter-1-0-0", "--cluster", cluster,
+        "--gpus", "4", "--gpu-model", GPU_MODEL, "--set", "notebookPassword=pw",
+    )  # fmt: skip
+
+    waiting_message = f"waiting for cluster '{cluster}' to finish creating"
+
+    def cluster_condition(workspace: dict[str, Any]) -> dict[str, Any]:
+        found = (c for c in workspace["conditions"] if c["type"] == "ClusterDeploymentResolved")
+        return next(found, {})
+
+    # The cluster is Ready within a second, its pool's hosts only after CLAIM_LATENCY.
+    waiting = await eventually(
+        lambda: colony.workspace(name),
+        until=lambda w: (
+            w["phase"] != "Pending" or cluster_condition(w).get("message") == waiting_message
+        ),
+        timeout=CLAIM_LATENCY,
+        interval=0.2,
+        what=f"workspace {name} waiting for its cluster",
+    )
+    assert waiting["phase"] == "Pending", waiting
+    assert cluster_condition(waiting)["reason"] == "ClusterNotReady"
+
+    deployed = await colony.deployed(name, timeout=90)
+    assert deployed["admission"]["state"] == "admitted"
+    assert cluster_condition(deployed)["reason"] == "ClusterDeploymentResolved"
+    (pod,) = running(await pods(colony, cluster, f"ws-{name}"))
+    assert pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "4"
     await colony.ctl("cluster", "delete", cluster, "--wait", "--timeout", "120")
 
 

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from models.cluster import ClusterSpec, ClusterStatus, cluster_workflow_id
 from models.node_pool import NodePoolSpec, NodeSku, Taint
 from models.operations import AddNodePoolRequest, Operation, ScaleNodePoolRequest
+from models.workspace_api import cluster_created_outcome
 from starter.errors import InvalidRequestError
 from starter.parsing import parse_pool, validated
 
@@ -383,3 +384,76 @@ def test_an_organization_name_follows_the_name_rules() -> None:
     with pytest.raises(ValidationError) as caught:
         ClusterSpec(name="training", location_id="fra1", organization="Acme")
     assert "organization name 'Acme' may contain only lowercase letters" in str(caught.value)
+
+
+def create_status(
+    phase: str, create_state: str | None, where: str = "completed", reason: str = ""
+) -> ClusterStatus:
+    """A cluster's status with its create operation in `create_state` (None: no longer listed)."""
+    operations: dict[str, Any] = {}
+    if create_state is not None:
+        create = {
+            "id": "op-0001",
+            "request": {"kind": "create_cluster"},
+            "state": create_state,
+            "reason": reason,
+        }
+        operations = (
+            {"currentOperation": create}
+            if where == "current"
+            else {"queuedOperations": [create]}
+            if where == "queued"
+            else {"completedOperations": [create]}
+        )
+    return ClusterStatus.model_validate(
+        {"name": "c", "locationId": "fra", "phase": phase, "reason": reason, **operations}
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "saw_creating", "expected"),
+    [
+        pytest.param(create_status("creating", "running", "current"), False, None, id="creating"),
+        pytest.param(
+            create_status("ready", "running", "current"), True, None, id="ready-pools-joining"
+        ),
+        pytest.param(create_status("ready", "queued", "queued"), False, None, id="create-queued"),
+        pytest.param(
+            create_status("ready", "succeeded"), True, ("created", ""), id="created-after-a-wait"
+        ),
+        pytest.param(create_status("ready", None), False, ("created", ""), id="long-created"),
+        pytest.param(
+            create_status("ready", "failed", reason="node pool 'gpu': no hosts"),
+            True,
+            ("failed", "creating cluster 'c' failed: node pool 'gpu': no hosts"),
+            id="create-failed-while-waited-on",
+        ),
+        pytest.param(
+            create_status("ready", "failed", reason="node pool 'gpu': no hosts"),
+            False,
+            ("created", ""),
+            id="create-failed-before-the-workspace",
+        ),
+        pytest.param(
+            create_status("failed", "failed", reason="control plane not ready"),
+            False,
+            ("failed", "cluster 'c' failed: control plane not ready"),
+            id="cluster-failed",
+        ),
+        pytest.param(
+            create_status("deleting", "cancelled", reason="deleted"),
+            True,
+            ("gone", "cluster 'c' is being deleted"),
+            id="deleting",
+        ),
+        pytest.param(
+            create_status("deleted", None), False, ("gone", "cluster 'c' was deleted"), id="deleted"
+        ),
+    ],
+)
+def test_a_wait_for_a_clusters_creation_ends_once_the_create_has(
+    status: ClusterStatus, saw_creating: bool, expected: tuple[str, str] | None
+) -> None:
+    found = cluster_created_outcome("c", status, saw_creating=saw_creating)
+    assert ((found.outcome.value, found.message) if found else None) == expected
+    assert status.creating is (expected is None)

@@ -20,7 +20,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.temporal import TemporalActivities
-from models.capacity import gpu_node
+from models.capacity import GpuNode, gpu_node
 from models.cluster import cluster_deployment_name, cluster_workflow_id
 from models.colony import (
     ApplyColonyRequest,
@@ -62,6 +62,8 @@ class ColonyWorld:
     def __init__(self, colony: FakeColony) -> None:
         self.colony = colony
         self.secrets = colony.secrets
+        self.template_nodes: dict[str, list[GpuNode]] = {}
+        """ClusterDeployment -> the nodes its own template made (a raw spec's: no claimed hosts)."""
 
     @activity.defn(name=WorkspaceActivity.READ_GPU_INVENTORY)
     async def read_gpu_inventory(self, request: ReadGpuInventoryRequest) -> ReadGpuInventoryResult:
@@ -72,7 +74,7 @@ class ColonyWorld:
             if name.startswith("h100")
             and _deployment_of(self.colony.owners.get(node.host_id, "")) == deployment
         ]
-        return ReadGpuInventoryResult(nodes=nodes)
+        return ReadGpuInventoryResult(nodes=nodes + self.template_nodes.get(deployment, []))
 
     @activity.defn(name=WorkspaceActivity.LIST_WORKFLOWS)
     async def list_workflows(self, request: ListWorkflowsRequest) -> ListWorkflowsResult:
@@ -134,6 +136,12 @@ async def test_a_colony_runs_its_clusters_follows_them_and_deletes_them(
         for a in fake.activities()
         if a.__name__ not in ("list_workflows", "await_workflows_closed")
     ]
+    name = unique("fleet")
+    # The raw entry's template made two workers (one not Ready yet); Colony claimed no host.
+    extra.template_nodes[cluster_deployment_name(f"{name}--lab", organization)] = [
+        gpu_node("lab-0", {}, {}),
+        gpu_node("lab-1", {}, {}, ready=False),
+    ]
     async with Worker(
         env.client,
         task_queue=task_queue,
@@ -144,7 +152,6 @@ async def test_a_colony_runs_its_clusters_follows_them_and_deletes_them(
             temporal.await_workflows_closed,
         ],
     ):
-        name = unique("fleet")
         handle = await env.client.start_workflow(
             ColonyWorkflow.run,
             ColonyWorkflowInput(
@@ -158,8 +165,12 @@ async def test_a_colony_runs_its_clusters_follows_them_and_deletes_them(
 
         def settled(status: ColonyStatus) -> bool:
             phases = {c.entry: c.phase for c in status.clusters}
-            return phases == {"west": "ready", "lab": "ready", "broken": "failed"} and any(
-                c.gpus for c in status.clusters
+            # The raw entry's nodes are read from its cluster once it has reported.
+            lab_read = any(c.entry == "lab" and c.nodes for c in status.clusters)
+            return (
+                phases == {"west": "ready", "lab": "ready", "broken": "failed"}
+                and any(c.gpus for c in status.clusters)
+                and lab_read
             )
 
         status = await eventually(lambda: colony_status(handle), until=settled, what="settled")
@@ -177,6 +188,10 @@ async def test_a_colony_runs_its_clusters_follows_them_and_deletes_them(
         assert west.cluster == f"{name}--west"
         assert [(g.model, g.total, g.nodes) for g in west.gpus] == [("h100", 8, 1)]
         assert west.gpus[0].node_selector == {"exalsius.ai/gpu-model": "h100"}
+        # Each shows its nodes: the Colony entry's pools', the raw entry's from its cluster.
+        lab_status = next(c for c in status.clusters if c.entry == "lab")
+        assert (west.nodes, west.ready_nodes) == (1, 1)
+        assert (lab_status.nodes, lab_status.ready_nodes, lab_status.gpus) == (2, 1, [])
         # The raw entry was created as written; the Colony entry carries its labels.
         lab, west_deployment = (
             cluster_deployment_name(f"{name}--{e}", organization) for e in ("lab", "west")

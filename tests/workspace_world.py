@@ -40,6 +40,8 @@ from models.workspace_api import (
     ApplyRoutesResult,
     ApplyServiceSetRequest,
     ApplyServiceSetResult,
+    AwaitClusterCreatedRequest,
+    AwaitClusterCreatedResult,
     AwaitRoutesRequest,
     AwaitRoutesResult,
     AwaitServiceSetRequest,
@@ -50,6 +52,7 @@ from models.workspace_api import (
     CapacityMessageKind,
     CheckServiceTemplateRequest,
     CheckServiceTemplateResult,
+    ClusterCreatedOutcome,
     DeleteNamespaceRequest,
     DeleteNamespaceResult,
     DeleteRoutesRequest,
@@ -174,6 +177,13 @@ class FakeWorkspaceWorld:
                 conditions=[Condition(type="Ready", status="True")],
             ),
         )
+
+    @activity.defn(name=WorkspaceActivity.AWAIT_CLUSTER_CREATED)
+    async def await_cluster_created(
+        self, request: AwaitClusterCreatedRequest
+    ) -> AwaitClusterCreatedResult:
+        # No cluster workflow runs here: the real activity's answer for one it does not find.
+        return AwaitClusterCreatedResult(outcome=ClusterCreatedOutcome.CREATED)
 
     @activity.defn(name=WorkspaceActivity.GET_WORKSPACE_CLASS)
     async def get_workspace_class(
@@ -385,6 +395,7 @@ class FakeWorkspaceWorld:
     def activities(self) -> list[Callable[..., Any]]:
         return [
             self.await_cluster_deployment,
+            self.await_cluster_created,
             self.get_workspace_class,
             self.list_workspace_classes,
             self.publish_workspace_class,

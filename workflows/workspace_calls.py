@@ -18,6 +18,8 @@ with workflow.unsafe.imports_passed_through():
         ApplyRoutesResult,
         ApplyServiceSetRequest,
         ApplyServiceSetResult,
+        AwaitClusterCreatedRequest,
+        AwaitClusterCreatedResult,
         AwaitRoutesRequest,
         AwaitRoutesResult,
         AwaitServiceSetRequest,
@@ -205,6 +207,12 @@ AWAIT_WORKFLOWS_CLOSED = ActivityCall(
     AwaitWorkflowsClosedRequest,
     AwaitWorkflowsClosedResult,
     lambda r: f"wait until {len(r.workflow_ids)} workflow(s) finished",
+    schedule_to_close=None,
+)
+AWAIT_CLUSTER_CREATED = ActivityCall[AwaitClusterCreatedRequest, AwaitClusterCreatedResult](
+    A.AWAIT_CLUSTER_CREATED,
+    AwaitClusterCreatedResult,
+    lambda r: f"wait until cluster {r.cluster} has finished creating",
     schedule_to_close=None,
 )
 

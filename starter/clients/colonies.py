@@ -31,7 +31,7 @@ from models.manifests import ColonySpec
 from starter import checks
 from starter.clients.base import WorkflowRef
 from starter.clients.http import HttpEntity, parsed
-from starter.clients.temporal import TemporalEntity, organization_clause
+from starter.clients.temporal import Refusals, TemporalEntity, organization_clause
 from starter.errors import InvalidRequestError, NotFoundError
 from workflows.colony import COLONY
 from workflows.search_attributes import COLONY_KIND, COLONY_NAME, COLONY_PHASE
@@ -132,6 +132,11 @@ class TemporalColonies(TemporalEntity[ColonyStatus], Colonies):
             if_running=WorkflowIDConflictPolicy.USE_EXISTING,
         )
         return AppliedColony(workflow_id, created=True)
+
+    def refusals(self, name: str) -> Refusals:
+        # Refusals the workflow gives no field are about the colony itself (being deleted), as a
+        # workspace's: never named after the update (`apply`, `delete`), which is no field.
+        return Refusals(subject="colony", not_found=self.not_found(name))
 
     async def get(self, name: str) -> ColonyStatus:
         status, _ = await self._status(name)

@@ -47,6 +47,7 @@ from workflows.workspace_calls import AWAIT_WORKFLOWS_CLOSED, READ_GPU_INVENTORY
 
 with workflow.unsafe.imports_passed_through():
     from models.activity_api import KubeconfigRef
+    from models.capacity import GpuNode
     from models.cluster import (
         DEFAULT_NAMESPACE,
         ClusterWorkflowInput,
@@ -215,41 +216,36 @@ class ColonyWorkflow(
         ]
         for cluster in state.clusters:
             if cluster.cluster in due and cluster.phase == "ready":
-                cluster.gpus = await self._gpus(cluster.cluster)
+                await self._read_nodes(cluster)
         await self._write_kubeconfigs()
         self._update_phase()
 
-    async def _gpus(self, cluster: str) -> list[GpuOffering]:
+    async def _read_nodes(self, cluster: ColonyClusterStatus) -> None:
+        """The cluster's GPUs from its nodes; and, for an entry given as a raw ClusterDeployment
+        spec, its node counts too: its template makes its machines, not Colony's node pools, so
+        its report (which counts the pools' nodes) has none."""
         try:
             inventory = await READ_GPU_INVENTORY(
                 ReadGpuInventoryRequest(
                     kubeconfig=KubeconfigRef(
-                        namespace=DEFAULT_NAMESPACE, secret_name=self._kubeconfig_secret(cluster)
+                        namespace=DEFAULT_NAMESPACE,
+                        secret_name=self._kubeconfig_secret(cluster.cluster),
                     )
                 )
             )
         except Exception as error:
             if not is_failure(error):
                 raise
-            workflow.logger.warning("GPUs of %s not read: %s", cluster, reason_of(error))
-            return []
-        offerings: dict[str, GpuOffering] = {}
-        for node in inventory.nodes:
-            if node.allocatable <= 0:
-                continue
-            model = node.model or "unknown"
-            offering = offerings.setdefault(
-                model,
-                GpuOffering(
-                    model=model,
-                    vendor=node.vendor.value if node.vendor else "",
-                    resource_name=node.resource_name,
-                    node_selector={"exalsius.ai/gpu-model": model} if node.model else {},
-                ),
-            )
-            offering.total += node.allocatable
-            offering.nodes += 1
-        return sorted(offerings.values(), key=lambda o: o.model)
+            workflow.logger.warning("GPUs of %s not read: %s", cluster.cluster, reason_of(error))
+            cluster.gpus = []
+            return
+        cluster.gpus = _offerings(inventory.nodes)
+        entry = next(
+            (e for e in self._state.spec.colony_clusters if e.cluster_name == cluster.entry), None
+        )
+        if entry is not None and not entry.node_pools:
+            cluster.nodes = len(inventory.nodes)
+            cluster.ready_nodes = sum(1 for node in inventory.nodes if node.ready)
 
     async def _write_kubeconfigs(self) -> None:
         ready = sorted(c.cluster for c in self._state.clusters if c.phase == "ready")
@@ -317,9 +313,13 @@ class ColonyWorkflow(
         if self._state.phase in (ColonyPhase.DELETING, ColonyPhase.DELETED):
             raise rejected(f"colony '{self._name}' is being deleted")
         if request.spec.name != self._name:
-            raise rejected(f"this is colony '{self._name}', not '{request.spec.name}'")
+            raise rejected(
+                f"this is colony '{self._name}', not '{request.spec.name}'", field="name"
+            )
         if request.spec.organization != self._organization:
-            raise rejected(f"colony '{self._name}' belongs to another organization")
+            raise rejected(
+                f"colony '{self._name}' belongs to another organization", field="organization"
+            )
 
     @workflow.update(name=COLONY.delete.name)
     async def delete(self, request: DeleteColonyRequest) -> ColonyOperationAccepted:
@@ -407,3 +407,24 @@ class ColonyWorkflow(
             gpus = ", ".join(f"{g.total}x {g.model}" for g in cluster.gpus)
             lines.append(f"- {cluster.cluster}: {cluster.phase}" + (f" ({gpus})" if gpus else ""))
         return lines
+
+
+def _offerings(nodes: list[GpuNode]) -> list[GpuOffering]:
+    """The kinds of GPU the nodes offer (exalsius Colony status `gpuInventory`)."""
+    offerings: dict[str, GpuOffering] = {}
+    for node in nodes:
+        if node.allocatable <= 0:
+            continue
+        model = node.model or "unknown"
+        offering = offerings.setdefault(
+            model,
+            GpuOffering(
+                model=model,
+                vendor=node.vendor.value if node.vendor else "",
+                resource_name=node.resource_name,
+                node_selector={"exalsius.ai/gpu-model": model} if node.model else {},
+            ),
+        )
+        offering.total += node.allocatable
+        offering.nodes += 1
+    return sorted(offerings.values(), key=lambda o: o.model)

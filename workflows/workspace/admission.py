@@ -2,8 +2,10 @@
 prerequisites and its GPUs (steps 1 to 4 of `workflows/workspace/workflow.py`'s plan).
 
 - ClassResolved: the pinned class, read from the management cluster once (classes are immutable).
-- ClusterDeploymentResolved: the cluster's ClusterDeployment, marked as that cluster's workflow's
-  of the workspace's organization, and Ready (waited on up to `PENDING_DEADLINE`).
+- ClusterDeploymentResolved: the cluster's workflow has finished creating it (its control plane and
+  the create's node pools: a GPU ledger asked before the pools' nodes joined would find no GPUs),
+  then its ClusterDeployment, marked as that cluster's workflow's of the workspace's organization,
+  is Ready (both waited on within `PENDING_DEADLINE`).
 - Values: merged and checked (`models.values`) before anything is installed.
 - PrerequisitesMet: each through `prereq/<ClusterDeployment>/<template>` (signal-with-start),
   answered by signal.
@@ -14,15 +16,20 @@ prerequisites and its GPUs (steps 1 to 4 of `workflows/workspace/workflow.py`'s 
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from temporalio import workflow
 
 from workflows import metrics
 from workflows.activity_calls import await_cluster_deployment
 from workflows.kit.service import tell
+from workflows.kit.until import SHORTEST_WAIT
 from workflows.workspace.context import WorkspaceContext, WorkspaceFailed
-from workflows.workspace_calls import GET_WORKSPACE_CLASS, SIGNAL_WITH_START
+from workflows.workspace_calls import (
+    AWAIT_CLUSTER_CREATED,
+    GET_WORKSPACE_CLASS,
+    SIGNAL_WITH_START,
+)
 
 with workflow.unsafe.imports_passed_through():
     from models.activity_api import (
@@ -53,9 +60,11 @@ with workflow.unsafe.imports_passed_through():
         capacity_request_id,
     )
     from models.workspace_api import (
+        AwaitClusterCreatedRequest,
         CapacityLedgerInput,
         CapacityMessage,
         CapacityMessageKind,
+        ClusterCreatedOutcome,
         GetWorkspaceClassRequest,
         PrerequisiteInput,
         PrerequisiteMessage,
@@ -63,10 +72,14 @@ with workflow.unsafe.imports_passed_through():
     )
     from models.workspace_class import PrerequisiteSpec, WorkspaceClassSpec
     from workflows.capacity import CAPACITY
+    from workflows.cluster import CLUSTER
     from workflows.prerequisite import PREREQUISITE
 
 PENDING_DEADLINE = timedelta(minutes=30)
-"""How long a workspace waits for its cluster to become ready before it fails."""
+"""How long a workspace waits for its cluster to be created and ready before it fails."""
+AWAITS_CLUSTER_CREATED = "await-cluster-created"
+"""The patch that added the wait for the cluster's creation: histories recorded before it replay
+without it."""
 
 
 async def resolve_class(ws: WorkspaceContext) -> WorkspaceClassSpec:
@@ -101,10 +114,13 @@ async def resolve_class(ws: WorkspaceContext) -> WorkspaceClassSpec:
 
 
 async def resolve_cluster(ws: WorkspaceContext) -> None:
-    """Wait until the workspace's cluster is Ready (Pending meanwhile); fail if it is not there,
-    goes, or is not ready within `PENDING_DEADLINE`."""
+    """Wait until the workspace's cluster is created and Ready (Pending meanwhile); fail if it is
+    not there, fails, goes, or is not ready within `PENDING_DEADLINE`."""
     spec = ws.spec
     cluster = spec.cluster
+    deadline = workflow.now() + PENDING_DEADLINE
+    if workflow.patched(AWAITS_CLUSTER_CREATED):
+        await _await_cluster_created(ws, deadline)
     looks = 0
 
     def seen(found: AwaitClusterDeploymentResult) -> None:
@@ -123,7 +139,7 @@ async def resolve_cluster(ws: WorkspaceContext) -> None:
             namespace=DEFAULT_NAMESPACE,
             name=spec.cluster_deployment,
             want=DeploymentWait.READY,
-            deadline=workflow.now() + PENDING_DEADLINE,
+            deadline=deadline,
             # Only the workspace's organization's cluster of that name: any other
             # ClusterDeployment (not Colony's, another owner's) is not there at all.
             owner=Owner(workflow_id=spec.cluster_workflow_id, organization=spec.organization),
@@ -154,6 +170,49 @@ async def resolve_cluster(ws: WorkspaceContext) -> None:
         ConditionReason.CLUSTER_DEPLOYMENT_RESOLVED,
         f"cluster '{cluster}' is ready",
     )
+
+
+async def _await_cluster_created(ws: WorkspaceContext, deadline: datetime) -> None:
+    """Wait (one heartbeating activity) until the cluster's workflow has finished creating it.
+
+    Before the ClusterDeployment check, not after: a cluster just asked for has no
+    ClusterDeployment for a moment (its workflow checks its template first), which that check
+    would take for a cluster that does not exist. The workflow's id is the organization's
+    cluster's (`cluster_workflow_id` is injective across organizations), and the check that
+    follows still verifies the ClusterDeployment's marks.
+    """
+    cluster = ws.spec.cluster
+    ws.condition(
+        ConditionType.CLUSTER_DEPLOYMENT_RESOLVED,
+        False,
+        ConditionReason.CLUSTER_NOT_READY,
+        f"waiting for cluster '{cluster}' to finish creating",
+    )
+    found = await AWAIT_CLUSTER_CREATED(
+        AwaitClusterCreatedRequest(
+            cluster=cluster,
+            workflow_id=ws.spec.cluster_workflow_id,
+            status_query=CLUSTER.status.name,
+            deadline=deadline,
+        ),
+        wait=max(deadline - workflow.now(), SHORTEST_WAIT),
+    )
+    match found.outcome:
+        case ClusterCreatedOutcome.CREATED:
+            return
+        case ClusterCreatedOutcome.GONE:
+            reason = ConditionReason.CLUSTER_DEPLOYMENT_NOT_FOUND
+            message = found.message
+        case ClusterCreatedOutcome.FAILED:
+            reason, message = ConditionReason.CLUSTER_NOT_READY, found.message
+        case _:
+            reason = ConditionReason.CLUSTER_NOT_READY
+            message = (
+                f"cluster '{cluster}' was not created within "
+                f"{int(PENDING_DEADLINE.total_seconds() // 60)}m"
+            )
+    ws.condition(ConditionType.CLUSTER_DEPLOYMENT_RESOLVED, False, reason, message)
+    raise WorkspaceFailed(reason, message)
 
 
 def merge(
