@@ -4,7 +4,8 @@ errors turned into domain errors (`activities.errors`) at the activity boundary.
 - `call`: `ApiException` passes through for the caller to treat the statuses it expects (404 on a
   delete, 409 on a create); a request that got no answer is a temporary error;
 - `call_or_none`: None for a 404, every other error translated;
-- `call_or_raise`: every error translated.
+- `call_or_raise`: every error translated;
+- `read_custom_or_none`: one custom object, None when there is none.
 
 Used by the activities of `activities.management` and `activities.child_cluster`.
 """
@@ -14,10 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from activities.errors import kube_error, transport_error
-from infra.kube import TRANSPORT_ERRORS, Obj, request
+from infra.kube import TRANSPORT_ERRORS, Obj, none_when_missing, request
 
 
 async def call(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
@@ -35,12 +37,24 @@ async def call(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> 
 
 async def call_or_none(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj | None:
     """`call`, with None for 404 and every other API error translated (`kube_error`)."""
-    try:
-        return await call(what, fn, *args, **kwargs)
-    except ApiException as exc:
-        if exc.status == 404:
-            return None
-        raise kube_error(exc, what) from exc
+    found: Obj | None = await none_when_missing(
+        call(what, fn, *args, **kwargs), lambda exc: kube_error(exc, what)
+    )
+    return found
+
+
+async def read_custom_or_none(
+    what: str,
+    custom: client.CustomObjectsApi,
+    group_version: tuple[str, str],
+    namespace: str,
+    plural: str,
+    name: str,
+) -> Obj | None:
+    """`call_or_none` reading one namespaced custom object (a k0rdent ServiceSet, ...)."""
+    return await call_or_none(
+        what, custom.get_namespaced_custom_object, *group_version, namespace, plural, name
+    )
 
 
 async def call_or_raise(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:

@@ -70,6 +70,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from pydantic import Field
 
+from infra.kube import none_when_missing, parse_time
 from infra.ratelimit import RateLimiter
 from infra.settings import DEFAULT_KEY_CACHE_SECONDS, DEFAULT_NAMESPACE, DEFAULT_VERIFY_RATE
 from models.base import ColonyModel
@@ -328,15 +329,6 @@ def _timestamp(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def _parse_time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def _b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
@@ -359,7 +351,7 @@ def _from_secret(obj: dict[str, Any]) -> _Stored | None:
     labels = metadata.get("labels") or {}
     annotations = metadata.get("annotations") or {}
     data = obj.get("data") or {}
-    created = _parse_time(annotations.get(ANNOTATION_CREATED)) or _parse_time(
+    created = parse_time(annotations.get(ANNOTATION_CREATED)) or parse_time(
         metadata.get("creationTimestamp")
     )
     key_id = labels.get(LABEL_KEY_ID, "")
@@ -377,8 +369,8 @@ def _from_secret(obj: dict[str, Any]) -> _Stored | None:
         permissions=permissions,
         name=annotations.get(ANNOTATION_NAME, ""),
         created_at=created,
-        expires_at=_parse_time(annotations.get(ANNOTATION_EXPIRES)),
-        last_used_at=_parse_time(annotations.get(ANNOTATION_LAST_USED)),
+        expires_at=parse_time(annotations.get(ANNOTATION_EXPIRES)),
+        last_used_at=parse_time(annotations.get(ANNOTATION_LAST_USED)),
     )
     return _Stored(key, _unb64(data.get("algorithm")) or ALGORITHM, salt, digest)
 
@@ -468,12 +460,9 @@ class KubernetesKeyStore:
     async def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """One client call; None for a 404, `KeyStoreUnavailableError` for anything but
         success."""
-        try:
-            return await _request(what, fn, *args, **kwargs)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise _unavailable(what, exc) from exc
+        return await none_when_missing(
+            _request(what, fn, *args, **kwargs), lambda exc: _unavailable(what, exc)
+        )
 
     async def _ensure_namespace(self) -> None:
         if self._namespace_ready:

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -108,3 +109,25 @@ def _span_attributes(what: str, fn: Callable[..., Any]) -> dict[str, Any]:
     api = getattr(getattr(fn, "__self__", None), "api_client", None)
     host = getattr(getattr(api, "configuration", None), "host", None)
     return {"colony.call": what, "k8s.client.method": _method_name(fn), "server.address": host}
+
+
+def parse_time(value: object) -> datetime | None:
+    """A Kubernetes timestamp (`2026-01-02T03:04:05Z`); None when absent or not one."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+async def none_when_missing(
+    answer: Awaitable[Any], translate: Callable[[ApiException], Exception]
+) -> Any:
+    """The call's answer, None for a 404, every other `ApiException` as `translate(exc)`."""
+    try:
+        return await answer
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise translate(exc) from exc

@@ -20,7 +20,7 @@ import threading
 import yaml
 from kubernetes import client
 
-from activities.kube import call_or_none
+from activities.kube import call_or_none, read_custom_or_none
 from activities.objects import K0RDENT
 from infra.kube import Obj, api_client_from_dict, close_client
 from models.activity_api import KubeconfigRef
@@ -117,10 +117,10 @@ class ChildClusterActivities:
 
     async def _cluster_deployment(self, namespace: str, name: str) -> Obj | None:
         """The child's ClusterDeployment on the management cluster (None when there is none)."""
-        return await call_or_none(
+        return await read_custom_or_none(
             f"read ClusterDeployment {name}",
-            self._management_custom.get_namespaced_custom_object,
-            *K0RDENT,
+            self._management_custom,
+            K0RDENT,
             namespace,
             "clusterdeployments",
             name,

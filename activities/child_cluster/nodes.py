@@ -20,7 +20,6 @@ import asyncio
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -33,7 +32,7 @@ from activities.heartbeat import previous_details, report, write_ahead
 from activities.kube import call, call_or_none, call_or_raise
 from activities.objects import seconds_until
 from infra import metrics
-from infra.kube import MERGE_PATCH, Obj
+from infra.kube import MERGE_PATCH, Obj, parse_time
 from models.activity_api import (
     AwaitNodesRequest,
     AwaitNodesResult,
@@ -114,15 +113,6 @@ def match_nodes(nodes: Sequence[Obj], expected: Sequence[ExpectedNode]) -> dict[
     return found
 
 
-def _parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def pod_info(pod: Obj) -> PodInfo:
     """The facts a drain decides on, from a Pod object."""
     meta = pod.get("metadata") or {}
@@ -176,7 +166,7 @@ def node_info(node: Obj, pods: list[PodInfo]) -> NodeInfo:
             for t in spec.get("taints") or []
             if isinstance(t, dict) and t.get("effect")
         ],
-        created_at=_parse_time(meta.get("creationTimestamp")),
+        created_at=parse_time(meta.get("creationTimestamp")),
         pod_count=len(pods),
         evictable_pod_count=sum(1 for p in pods if classify_pod(p) is PodDrainClass.EVICT),
     )

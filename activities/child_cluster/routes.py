@@ -22,7 +22,7 @@ from activities.child_cluster.clients import ChildClusterActivities
 from activities.declarations import implements, workspace_calls
 from activities.errors import kube_error
 from activities.heartbeat import report
-from activities.kube import call, call_or_none, call_or_raise
+from activities.kube import call, call_or_none, call_or_raise, read_custom_or_none
 from activities.objects import Deletion, delete_owned, dicts, foreign, seconds_until
 from infra.kube import MERGE_PATCH, Obj
 from models.activity_api import TENANT_GATEWAY_DOMAIN_LABEL
@@ -253,11 +253,10 @@ class RouteActivities(ChildClusterActivities):
         custom: client.CustomObjectsApi, namespace: str, route: RouteSpec
     ) -> Obj | None:
         version, plural = ROUTE_VERSIONS[route.kind]
-        return await call_or_none(
+        return await read_custom_or_none(
             f"read {route.kind} {namespace}/{route.name}",
-            custom.get_namespaced_custom_object,
-            GATEWAY_API,
-            version,
+            custom,
+            (GATEWAY_API, version),
             namespace,
             plural,
             route.name,

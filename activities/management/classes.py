@@ -21,7 +21,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.declarations import implements, workspace_calls
 from activities.errors import kube_error
-from activities.kube import call, call_or_none
+from activities.kube import call, call_or_none, read_custom_or_none
 from activities.objects import K0RDENT
 from infra.kube import Obj
 from models.errors import ErrorType, permanent
@@ -275,10 +275,10 @@ class WorkspaceClassActivities:
         self, request: CheckServiceTemplateRequest
     ) -> CheckServiceTemplateResult:
         """Does the ServiceTemplate exist, and is it valid (k0rdent's `status.valid`)?"""
-        obj = await call_or_none(
+        obj = await read_custom_or_none(
             f"read ServiceTemplate {request.namespace}/{request.name}",
-            self._custom.get_namespaced_custom_object,
-            *K0RDENT,
+            self._custom,
+            K0RDENT,
             request.namespace,
             "servicetemplates",
             request.name,

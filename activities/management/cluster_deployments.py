@@ -28,7 +28,7 @@ from kubernetes.client.exceptions import ApiException
 from activities.declarations import cluster_calls, implements
 from activities.errors import kube_error
 from activities.heartbeat import report
-from activities.kube import call, call_or_none, call_or_raise
+from activities.kube import call, call_or_none, call_or_raise, read_custom_or_none
 from activities.objects import K0RDENT, delete_owned, only
 from infra.kube import Obj
 from models.activity_api import (
@@ -131,14 +131,8 @@ class ClusterDeploymentActivities:
     # --- reads -------------------------------------------------------------------------------
 
     async def _get(self, namespace: str, plural: str, name: str) -> Obj | None:
-        return await call_or_none(
-            f"read {plural} {namespace}/{name}",
-            self._custom.get_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            namespace,
-            plural,
-            name,
+        return await read_custom_or_none(
+            f"read {plural} {namespace}/{name}", self._custom, K0RDENT, namespace, plural, name
         )
 
     @implements(cluster_calls.CHECK_CLUSTER_PREREQUISITES)

@@ -30,7 +30,7 @@ from kubernetes.client.exceptions import ApiException
 from activities.declarations import implements, workspace_calls
 from activities.errors import kube_error
 from activities.heartbeat import report
-from activities.kube import call, call_or_none, call_or_raise
+from activities.kube import call, call_or_none, call_or_raise, read_custom_or_none
 from activities.objects import K0RDENT, delete_owned, dicts, foreign, seconds_until
 from activities.watch import ObjectWatch
 from infra.kube import MERGE_PATCH, Obj
@@ -112,10 +112,10 @@ class ServiceSetActivities:
         self._unsealer = unsealer
 
     async def _get_service_set(self, namespace: str, name: str) -> Obj | None:
-        return await call_or_none(
+        return await read_custom_or_none(
             f"read ServiceSet {namespace}/{name}",
-            self._custom.get_namespaced_custom_object,
-            *K0RDENT,
+            self._custom,
+            K0RDENT,
             namespace,
             "servicesets",
             name,

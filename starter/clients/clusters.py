@@ -39,7 +39,6 @@ from models.cluster import (
     ClusterSpec,
     ClusterStatus,
     ClusterWorkflowInput,
-    cluster_workflow_id,
 )
 from models.identity import parse_entity_workflow_id
 from models.operations import (
@@ -267,11 +266,9 @@ def live_drains(
 class TemporalClusters(TemporalEntity[ClusterStatus], Clusters):
     """Clusters through `ClusterWorkflow`, for the session's organization."""
 
+    contract = CLUSTER
     noun = kind = CLUSTER_KIND
-    workflow_type = WORKFLOW_TYPE
-    status_type = ClusterStatus
     first_phase = ClusterPhase.CREATING.value
-    workflow_id = staticmethod(cluster_workflow_id)
 
     async def create(self, spec: ClusterSpec, *, request_id: str | None = None) -> Started:
         await checks.check_cluster(self.session.settings, spec)

@@ -25,7 +25,6 @@ from models.colony import (
     ColonyStatus,
     ColonyWorkflowInput,
     DeleteColonyRequest,
-    colony_workflow_id,
 )
 from models.manifests import ColonySpec
 from starter import checks
@@ -98,11 +97,9 @@ class Colonies(ABC):
 class TemporalColonies(TemporalEntity[ColonyStatus], Colonies):
     """Colonies through `ColonyWorkflow`, for the session's organization."""
 
+    contract = COLONY
     noun = kind = COLONY_KIND_VALUE
-    workflow_type = WORKFLOW
-    status_type = ColonyStatus
     first_phase = ColonyPhase.PROVISIONING.value
-    workflow_id = staticmethod(colony_workflow_id)
 
     async def apply(self, spec: ColonySpec, *, request_id: str | None = None) -> AppliedColony:
         """Of `spec.organization`."""

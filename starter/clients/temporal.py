@@ -66,7 +66,7 @@ from models.names import name_problem
 from starter import errors
 from starter.clients.base import WorkflowRef, new_request_id, not_found
 from starter.errors import ColonyError, NotFoundError, UnavailableError
-from workflows.kit.contract import STATUS_QUERY
+from workflows.kit.contract import STATUS_QUERY, WorkflowContract
 from workflows.search_attributes import COLONY_KIND, COLONY_ORGANIZATION, COLONY_PHASE
 
 StatusT = TypeVar("StatusT", bound=BaseModel)
@@ -263,13 +263,13 @@ def organization_clause(organization: str | None) -> str:
 
 class TemporalEntity(Generic[StatusT]):
     """What an entity client needs of its workflows through Temporal, for its session's
-    organization. An entity says its workflow type, status model, id function and not-found
-    error; the rest is the same for every entity."""
+    organization. An entity says its workflow's contract (type, status model, id function), its
+    noun and marks; the rest is the same for every entity."""
 
+    contract: ClassVar[WorkflowContract[Any, Any, [str, str]]]
+    """Its workflow type's contract (`CLUSTER`, ...)."""
     noun: ClassVar[str]
     """The entity in messages: `cannot read cluster 'x'`."""
-    workflow_type: ClassVar[str]
-    status_type: type[StatusT]
     kind: ClassVar[str]
     """Its workflows' `ColonyKind` mark (the workflow upserts the same value)."""
     first_phase: ClassVar[str]
@@ -281,8 +281,18 @@ class TemporalEntity(Generic[StatusT]):
     def __init__(self, session: TemporalSession) -> None:
         self.session = session
 
+    @property
+    def workflow_type(self) -> str:
+        return self.contract.workflow_type
+
+    @property
+    def status_type(self) -> type[StatusT]:
+        """What its workflows return and answer the status query with."""
+        status: type[StatusT] = self.contract.output
+        return status
+
     def workflow_id(self, name: str, organization: str) -> str:
-        raise NotImplementedError
+        return self.contract.workflow_id(name, organization)
 
     def acting_for(self, organization: str) -> Self:
         """This client for another organization (sharing the connection): what a create, deploy

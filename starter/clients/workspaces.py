@@ -56,7 +56,6 @@ from models.workspace import (
     WorkspaceSpec,
     WorkspaceStatus,
     WorkspaceWorkflowInput,
-    workspace_workflow_id,
 )
 from models.workspace_api import CapacityAnswers, CapacityAnswersQuery
 from models.workspace_class import Prompt, PromptType, WorkspaceClassSpec
@@ -475,11 +474,9 @@ class TemporalWorkspaces(TemporalEntity[WorkspaceStatus], Workspaces):
             default; the API names its fields).
     """
 
+    contract = WORKSPACE
     noun = kind = WORKSPACE_KIND
-    workflow_type = WORKSPACE_WORKFLOW
-    status_type = WorkspaceStatus
     first_phase = WorkspacePhase.PENDING.value
-    workflow_id = staticmethod(workspace_workflow_id)
     owned = True
 
     def __init__(

@@ -220,13 +220,11 @@ class NodeRemoval:
                 addresses=[cluster.machine_ref(node)],
             )
         )
-        deleted = await DELETE_NODE(
-            DeleteNodeRequest(
-                kubeconfig=cluster.kubeconfig(),
-                node_name=node.name,
-                wait_until=workflow.now() + NODE_GONE_DEADLINE,
+        deleted = await DELETE_NODE.within(
+            NODE_GONE_DEADLINE,
+            lambda until: DeleteNodeRequest(
+                kubeconfig=cluster.kubeconfig(), node_name=node.name, wait_until=until
             ),
-            wait=NODE_GONE_DEADLINE,
         )
         if not deleted.gone:
             raise permanent(

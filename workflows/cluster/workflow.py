@@ -106,12 +106,13 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
         self._state = input.state or self._fresh_state()
         self._cluster = ClusterContext(self._spec, self._state, shown_changed=self.show_phase)
         super().__init__(
+            input,
             self._state,
-            input.continue_as_new,
+            deleted=ClusterPhase.DELETED,
             operation=Operation,
             accepted=OperationAccepted,
             delete=DeleteClusterRequest,
-            first=None if input.state else CreateClusterRequest(),
+            first=CreateClusterRequest(),
         )
 
     def _fresh_state(self) -> ClusterState:
@@ -130,14 +131,6 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
         """Run queued operations one at a time until the cluster is deleted."""
         await self.live()
         return self.status()
-
-    def gone(self) -> bool:
-        return self._state.phase is ClusterPhase.DELETED
-
-    def carry(self) -> ClusterWorkflowInput:
-        return ClusterWorkflowInput(
-            spec=self._spec, state=self._state, continue_as_new=self.limit.policy
-        )
 
     def chore(self) -> Chore:
         """A look at the nodes, when a signal asks, and every `FALLBACK_REFRESH` while ready."""

@@ -96,12 +96,13 @@ class ColonyWorkflow(
     def __init__(self, input: ColonyWorkflowInput) -> None:
         self._state = input.state or ColonyState(spec=input.spec)
         super().__init__(
+            input,
             self._state,
-            input.continue_as_new,
+            deleted=ColonyPhase.DELETED,
             operation=ColonyOperation,
             accepted=ColonyOperationAccepted,
             delete=DeleteColonyRequest,
-            first=None if input.state else ApplyColonyRequest(spec=input.spec),
+            first=ApplyColonyRequest(spec=input.spec),
         )
 
     @property
@@ -123,10 +124,8 @@ class ColonyWorkflow(
         await self.live()
         return self.status()
 
-    def gone(self) -> bool:
-        return self._state.phase is ColonyPhase.DELETED
-
     def carry(self) -> ColonyWorkflowInput:
+        """The input with the spec now (an apply changes it), the whole state and the policy."""
         return ColonyWorkflowInput(
             spec=self._state.spec, state=self._state, continue_as_new=self.limit.policy
         )

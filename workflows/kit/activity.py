@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Generic, TypeVar
 
 from temporalio import workflow
@@ -129,3 +129,9 @@ class ActivityCall(Generic[RequestT, ResultT]):
             raise
         check_interrupted()
         return result
+
+    async def within(self, deadline: timedelta, request: Callable[[datetime], RequestT]) -> ResultT:
+        """Run an activity that waits at most `deadline` from now: `request(until)` builds the
+        request with the moment it gives up (its `wait_until`), and the call's timeouts follow
+        the wait (`wait=deadline`)."""
+        return await self(request(workflow.now() + deadline), wait=deadline)

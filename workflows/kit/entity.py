@@ -1,8 +1,9 @@
 """The entity base: what a cluster's, a workspace's and a colony's workflow do the same way around
-the engine (`workflows.kit.engine`), so each says only what differs: its headline, when it is
-gone, how it runs an operation, its carry, its chore, and how it shows its phase (the abstract
-methods below). `live()` is its whole life: operations one at a time, the chore between them,
-continue-as-new by the kit's policy, until it is gone.
+the engine (`workflows.kit.engine`), so each says only what differs: its headline, how it runs an
+operation, its chore, and how it shows its phase (the abstract methods below). `live()` is its
+whole life: operations one at a time, the chore between them, continue-as-new by the kit's policy,
+until it is gone (its phase is its deleted one); the carry across continue-as-new is its input
+with the whole state and the policy now.
 
 - **The accept/validate prelude** of every update that queues an operation: an update id already
   seen is the same operation, answered the same way, and its validator lets it through again
@@ -21,8 +22,9 @@ continue-as-new by the kit's policy, until it is gone.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Generic, Protocol, TypeVar
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from enum import Enum
+from typing import Any, Generic, Protocol, TypeVar
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
@@ -46,6 +48,9 @@ class EntityState(Protocol[OpT]):
     """What the engine keeps in an entity's state (`ClusterState`, `WorkspaceState`, ...)."""
 
     @property
+    def phase(self) -> Enum: ...
+
+    @property
     def book(self) -> OperationBook: ...
 
     @property
@@ -55,38 +60,59 @@ class EntityState(Protocol[OpT]):
     def completed(self) -> list[OpT]: ...
 
 
+class EntityInput(Protocol):
+    """An entity workflow's input (`ClusterWorkflowInput`, ...): its state, None on the first
+    run, and its continue-as-new policy."""
+
+    @property
+    def state(self) -> object | None: ...
+
+    @property
+    def continue_as_new(self) -> ContinueAsNewPolicy: ...
+
+    def model_copy(
+        self, *, update: Mapping[str, Any] | None = None, deep: bool = False
+    ) -> BaseModel: ...
+
+
 class EntityWorkflow(ABC, Generic[OpT, RequestT, AcceptedT]):
     """Base of an entity workflow (see the module docstring).
 
     Args:
-        state: the entity's state, whose queue, finished operations and bookkeeping the engine
-            keeps.
-        policy: when its runs continue as new.
+        input: the workflow's input: its state is None on the first run; its policy says when
+            runs continue as new.
+        state: the entity's state (the carried one, or a new one), whose queue, finished
+            operations and bookkeeping the engine keeps.
+        deleted: the phase in which the entity is gone.
         operation: the entity's operation model (`Operation`), built from an id and a request.
         accepted: what the entity's updates answer (`OperationAccepted`).
         delete: the entity's delete request (a workflow cancel keeps those queued).
-        first: the first operation's request, queued before any update can arrive (None: a
-            continued run, whose queue is carried).
+        first: the first operation's request, queued before any update can arrive on the first
+            run (a continued run's queue is carried).
     """
 
     def __init__(
         self,
+        input: EntityInput,
         state: EntityState[OpT],
-        policy: ContinueAsNewPolicy,
         *,
+        deleted: Enum,
         operation: Callable[..., OpT],
         accepted: type[AcceptedT],
         delete: type[RequestT],
-        first: RequestT | None,
+        first: RequestT,
     ) -> None:
-        self.limit = RunLimit(policy)
+        self._input = input
+        self._entity_state = state
+        self._deleted = deleted
+        self.limit = RunLimit(input.continue_as_new)
         self.engine = EntityEngine(
             state.book, state.queue, state.completed, limit=self.limit, headline=self.headline
         )
         self._operation = operation
         self._accepted = accepted
         self._delete_request = delete
-        if first is not None:
+        if input.state is None:
             self.engine.enqueue(lambda op_id: operation(id=op_id, request=first))
 
     # --- What each entity says ----------------------------------------------------------------
@@ -96,20 +122,22 @@ class EntityWorkflow(ABC, Generic[OpT, RequestT, AcceptedT]):
         """The first lines of the Web UI details (name, phase, reason)."""
 
     @abstractmethod
-    def gone(self) -> bool:
-        """True once the entity is deleted."""
-
-    @abstractmethod
     async def execute(self, operation: OpT) -> None:
         """The plan of one operation; raising fails it, `CancelledError` cancels it."""
 
     @abstractmethod
-    def carry(self) -> BaseModel:
-        """The workflow's input with its whole state, for continue-as-new."""
-
-    @abstractmethod
     def show_phase(self) -> None:
         """Show the phase (`show(...)` with the entity's search attributes)."""
+
+    def gone(self) -> bool:
+        """True once the entity is in its deleted phase."""
+        return self._entity_state.phase is self._deleted
+
+    def carry(self) -> BaseModel:
+        """The workflow's input with its whole state and the policy now, for continue-as-new."""
+        return self._input.model_copy(
+            update={"state": self._entity_state, "continue_as_new": self.limit.policy}
+        )
 
     def chore(self) -> Chore | None:
         """What the entity does between operations (None: nothing)."""

@@ -62,14 +62,15 @@ async def delete(ws: WorkspaceContext) -> None:
     await release_capacity(ws, "deleted")
     await _remove_values_secret(ws)
     if state.kubeconfig is not None:
-        await DELETE_NAMESPACE(
-            DeleteNamespaceRequest(
-                kubeconfig=state.kubeconfig,
+        kubeconfig = state.kubeconfig
+        await DELETE_NAMESPACE.within(
+            UNINSTALL_DEADLINE,
+            lambda until: DeleteNamespaceRequest(
+                kubeconfig=kubeconfig,
                 name=workspace_namespace(ws.name),
                 owner=ws.owner,
-                wait_until=workflow.now() + UNINSTALL_DEADLINE,
+                wait_until=until,
             ),
-            wait=UNINSTALL_DEADLINE,
         )
     state.namespace_created = False
     ws.set_phase(WorkspacePhase.DELETED)
@@ -79,14 +80,11 @@ async def _remove_release(ws: WorkspaceContext) -> None:
     """Delete the ServiceSet and wait until k0rdent has uninstalled its release (seen at once,
     through a watch): from then on the release's GPUs are free."""
     name = ws.spec.service_set_name
-    gone = await DELETE_SERVICE_SET(
-        DeleteServiceSetRequest(
-            namespace=DEFAULT_NAMESPACE,
-            name=name,
-            owner=ws.owner,
-            wait_until=workflow.now() + UNINSTALL_DEADLINE,
+    gone = await DELETE_SERVICE_SET.within(
+        UNINSTALL_DEADLINE,
+        lambda until: DeleteServiceSetRequest(
+            namespace=DEFAULT_NAMESPACE, name=name, owner=ws.owner, wait_until=until
         ),
-        wait=UNINSTALL_DEADLINE,
     )
     if not gone.gone:
         raise WorkspaceFailed(

@@ -100,12 +100,13 @@ class WorkspaceWorkflow(
             shown_changed=self.show_phase,
         )
         super().__init__(
+            input,
             self._state,
-            input.continue_as_new,
+            deleted=WorkspacePhase.DELETED,
             operation=WorkspaceOperation,
             accepted=WorkspaceOperationAccepted,
             delete=DeleteWorkspaceRequest,
-            first=None if input.state else DeployWorkspaceRequest(),
+            first=DeployWorkspaceRequest(),
         )
 
     @workflow.run
@@ -114,14 +115,6 @@ class WorkspaceWorkflow(
         whenever the gateway may have changed (a `gateway_changed` signal, or the fallback)."""
         await self.live()
         return self.status()
-
-    def gone(self) -> bool:
-        return self._state.phase is WorkspacePhase.DELETED
-
-    def carry(self) -> WorkspaceWorkflowInput:
-        return WorkspaceWorkflowInput(
-            spec=self._spec, state=self._state, continue_as_new=self.limit.policy
-        )
 
     def chore(self) -> Chore:
         """A look at the routes, when the watcher says the gateway changed, or by itself."""
