@@ -209,8 +209,9 @@ AWAIT_WORKFLOWS_CLOSED = ActivityCall(
     lambda r: f"wait until {len(r.workflow_ids)} workflow(s) finished",
     schedule_to_close=None,
 )
-AWAIT_CLUSTER_CREATED = ActivityCall[AwaitClusterCreatedRequest, AwaitClusterCreatedResult](
+AWAIT_CLUSTER_CREATED = ActivityCall(
     A.AWAIT_CLUSTER_CREATED,
+    AwaitClusterCreatedRequest,
     AwaitClusterCreatedResult,
     lambda r: f"wait until cluster {r.cluster} has finished creating",
     schedule_to_close=None,
