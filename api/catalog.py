@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from pydantic import BaseModel, ValidationError
 
 from api.context import Principal, context
 from api.errors import error_responses
-from api.routes import ANY_KEY, reads
+from api.routes import ANY_KEY, entity_router, reads
 from api.views import (
     CpuSkuList,
     CpuSkuView,
@@ -28,8 +28,7 @@ from api.views import (
 from models.catalog import LocationStock, SkuKind
 from starter.errors import UnavailableError
 
-router = APIRouter(prefix="/v1", tags=["catalog"])
-ROUTERS = (router,)
+router, ROUTERS = entity_router("/v1", "catalog")
 """The routes this module adds to the API (`api.app.entity_routers`)."""
 
 READS = error_responses(401, 404, 422, 429, 503)

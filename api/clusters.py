@@ -17,11 +17,11 @@ import asyncio
 import re
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import Query, Response
 
 from api.bodies import read_body
 from api.context import each_found, shown
-from api.routes import CONNECT, MANAGE, READ, WRITES, Call, reads, writes
+from api.routes import CONNECT, MANAGE, READ, WRITES, Call, entity_router, reads, writes
 from api.views import (
     ClusterAccepted,
     ClusterCreateRequest,
@@ -62,8 +62,7 @@ from starter.clients.clusters import TemporalClusters, operation_not_found, oper
 from starter.errors import ConflictError, NotFoundError
 from starter.parsing import validated
 
-router = APIRouter(prefix="/v1/kubernetes/clusters", tags=["clusters"])
-ROUTERS = (router,)
+router, ROUTERS = entity_router("/v1/kubernetes/clusters", "clusters")
 """The routes this module adds to the API (`api.app.entity_routers`)."""
 
 _NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,252}$")

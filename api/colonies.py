@@ -15,11 +15,11 @@ Mounted by `api.app.create_app`.
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 
 from api.bodies import read_body
 from api.context import each_found, shown
-from api.routes import MANAGE, READ, Call, reads, writes
+from api.routes import MANAGE, READ, Call, entity_router, reads, writes
 from api.views import (
     ColonyApplied,
     ColonyApplyRequest,
@@ -36,8 +36,7 @@ from starter.clients.base import not_found
 from starter.clients.colonies import TemporalColonies
 from starter.parsing import validated
 
-router = APIRouter(prefix="/v1/colonies", tags=["colonies"])
-ROUTERS = (router,)
+router, ROUTERS = entity_router("/v1/colonies", "colonies")
 """The routes this module adds to the API (`api.app.entity_routers`)."""
 
 

@@ -41,6 +41,13 @@ IdempotencyKey = Annotated[
 ]
 
 
+def entity_router(prefix: str, tag: str) -> tuple[APIRouter, tuple[APIRouter, ...]]:
+    """A module's one router (every route under `prefix`, documented under `tag`) and its
+    `ROUTERS`, the routes the module adds to the API (`api.app.entity_routers`)."""
+    router = APIRouter(prefix=prefix, tags=[tag])
+    return router, (router,)
+
+
 @dataclass(frozen=True)
 class Call:
     """One call of a route: the request, who makes it (the verified key, whose organization every
