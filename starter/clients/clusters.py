@@ -467,19 +467,16 @@ class HttpClusters(HttpEntity[ClusterStatus], Clusters):
         return parsed(Operation, body)
 
     async def list_all(self, *, organization: str | None = None) -> list[ClusterSummary]:
-        summaries = []
-        for item in await self._items():
-            status = parsed(ClusterStatus, item)
-            summaries.append(
-                ClusterSummary(
-                    name=status.name,
-                    phase=status.phase.value,
-                    workflow_id=str(item.get("workflowId", "")),
-                    started=started_at(status.created_at),
-                    organization=status.organization,
-                    web_ui=str(item.get("webUi", "")),
-                )
+        summaries = [
+            ClusterSummary(
+                name=status.name,
+                phase=status.phase.value,
+                started=started_at(status.created_at),
+                organization=status.organization,
+                **listed,
             )
+            for status, listed in await self._listed()
+        ]
         return sorted(summaries, key=lambda c: c.name)
 
     async def kubeconfig(self, name: str) -> dict[str, Any]:

@@ -204,18 +204,15 @@ class HttpColonies(HttpEntity[ColonyStatus], Colonies):
         return await self._get(name)
 
     async def list_all(self, *, organization: str | None = None) -> list[ColonySummary]:
-        summaries = []
-        for item in await self._items():
-            status = parsed(ColonyStatus, item)
-            summaries.append(
-                ColonySummary(
-                    name=status.name,
-                    phase=status.phase.value,
-                    workflow_id=str(item.get("workflowId", "")),
-                    organization=status.organization,
-                    web_ui=str(item.get("webUi", "")),
-                )
+        summaries = [
+            ColonySummary(
+                name=status.name,
+                phase=status.phase.value,
+                organization=status.organization,
+                **listed,
             )
+            for status, listed in await self._listed()
+        ]
         return sorted(summaries, key=lambda colony: colony.name)
 
     async def delete(self, name: str, *, request_id: str | None = None) -> ColonyOperationAccepted:

@@ -26,7 +26,7 @@ import asyncio
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypedDict, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -192,6 +192,14 @@ class RemoteClient:
 StatusT = TypeVar("StatusT", bound=BaseModel)
 
 
+class Listed(TypedDict):
+    """What the API's list adds to each entity's status: its workflow, and that workflow's page in
+    the Web UI (a summary's `workflow_id` and `web_ui`)."""
+
+    workflow_id: str
+    web_ui: str
+
+
 class HttpEntity(Generic[StatusT]):
     """What an entity client needs of the API: its resources under `collection`, read into the
     entity's status model, and the workflows the answers name."""
@@ -221,3 +229,15 @@ class HttpEntity(Generic[StatusT]):
 
     async def _items(self, params: dict[str, str] | None = None) -> list[dict[str, Any]]:
         return items_of(await self.remote.call("GET", self.collection, params=params))
+
+    async def _listed(self, params: dict[str, str] | None = None) -> list[tuple[StatusT, Listed]]:
+        """The API's list: each item read into the entity's status, with what the list adds."""
+        return [
+            (
+                parsed(self.status_type, item),
+                Listed(
+                    workflow_id=str(item.get("workflowId", "")), web_ui=str(item.get("webUi", ""))
+                ),
+            )
+            for item in await self._items(params)
+        ]
