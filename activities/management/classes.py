@@ -24,24 +24,11 @@ from activities.errors import kube_error
 from activities.kube import call, call_or_none, read_custom_or_none
 from activities.objects import K0RDENT
 from infra.kube import Obj
+from models import workspace_api
 from models.errors import ErrorType, permanent
 from models.identity import workspace_class_object_name
 from models.manifests import EXALSIUS_WORKSPACES, workspace_class_object
 from models.ownership import MANAGED_BY, MANAGED_BY_LABEL, ORGANIZATION_LABEL, Owner
-from models.workspace_api import (
-    CATALOG_WORKFLOW_ID,
-    CLASS_NAME_ANNOTATION,
-    CheckServiceTemplateRequest,
-    CheckServiceTemplateResult,
-    GetWorkspaceClassRequest,
-    GetWorkspaceClassResult,
-    ListWorkspaceClassesRequest,
-    ListWorkspaceClassesResult,
-    PublishObjectsRequest,
-    PublishObjectsResult,
-    PublishWorkspaceClassRequest,
-    PublishWorkspaceClassResult,
-)
 from models.workspace_class import WorkspaceClassSpec, class_conflict
 
 EXALSIUS = tuple(EXALSIUS_WORKSPACES.split("/"))
@@ -63,8 +50,8 @@ def class_organization(obj: Obj) -> str | None:
     organization = str(labels.get(ORGANIZATION_LABEL) or "")
     if not organization:
         return ""
-    name = str(annotations.get(CLASS_NAME_ANNOTATION) or "")
-    owner = Owner(workflow_id=CATALOG_WORKFLOW_ID, organization=organization)
+    name = str(annotations.get(workspace_api.CLASS_NAME_ANNOTATION) or "")
+    owner = Owner(workflow_id=workspace_api.CATALOG_WORKFLOW_ID, organization=organization)
     if not owner.owns(obj) or meta.get("name") != workspace_class_object_name(organization, name):
         return None
     return organization
@@ -75,12 +62,12 @@ def _class_body(spec: WorkspaceClassSpec, organization: str) -> Obj:
     the catalog workflow's marks for that organization and the class name annotated."""
     if not organization:
         return workspace_class_object(spec, {MANAGED_BY_LABEL: MANAGED_BY})
-    owner = Owner(workflow_id=CATALOG_WORKFLOW_ID, organization=organization)
+    owner = Owner(workflow_id=workspace_api.CATALOG_WORKFLOW_ID, organization=organization)
     return workspace_class_object(
         spec,
         owner.labels(),
         name=workspace_class_object_name(organization, spec.name),
-        annotations={**owner.annotations(), CLASS_NAME_ANNOTATION: spec.name},
+        annotations={**owner.annotations(), workspace_api.CLASS_NAME_ANNOTATION: spec.name},
     )
 
 
@@ -102,7 +89,9 @@ class WorkspaceClassActivities:
     @staticmethod
     def _class_of(obj: Obj) -> WorkspaceClassSpec:
         meta = obj.get("metadata") or {}
-        name = (meta.get("annotations") or {}).get(CLASS_NAME_ANNOTATION) or meta["name"]
+        name = (meta.get("annotations") or {}).get(workspace_api.CLASS_NAME_ANNOTATION) or meta[
+            "name"
+        ]
         return WorkspaceClassSpec.model_validate({**(obj.get("spec") or {}), "name": name})
 
     async def _class_object(self, organization: str, name: str) -> Obj | None:
@@ -115,8 +104,8 @@ class WorkspaceClassActivities:
 
     @implements(workspace_calls.GET_WORKSPACE_CLASS)
     async def get_workspace_class(
-        self, request: GetWorkspaceClassRequest
-    ) -> GetWorkspaceClassResult:
+        self, request: workspace_api.GetWorkspaceClassRequest
+    ) -> workspace_api.GetWorkspaceClassResult:
         """The class of that exact name the organization sees (its own, else the shared
         catalog's), or `found=False`."""
         obj = None
@@ -125,16 +114,18 @@ class WorkspaceClassActivities:
         if obj is None:
             obj = await self._class_object("", request.name)
         if obj is None:
-            return GetWorkspaceClassResult(found=False)
+            return workspace_api.GetWorkspaceClassResult(found=False)
         try:
-            return GetWorkspaceClassResult(found=True, spec=self._class_of(obj))
+            return workspace_api.GetWorkspaceClassResult(found=True, spec=self._class_of(obj))
         except ValidationError as exc:
-            return GetWorkspaceClassResult(found=True, problem=str(exc.errors()[0]["msg"]))
+            return workspace_api.GetWorkspaceClassResult(
+                found=True, problem=str(exc.errors()[0]["msg"])
+            )
 
     @implements(workspace_calls.LIST_WORKSPACE_CLASSES)
     async def list_workspace_classes(
-        self, request: ListWorkspaceClassesRequest
-    ) -> ListWorkspaceClassesResult:
+        self, request: workspace_api.ListWorkspaceClassesRequest
+    ) -> workspace_api.ListWorkspaceClassesResult:
         """Every stored class, the shared catalog's and each organization's own (those that do
         not validate are named with their problem; objects whose marks contradict their name are
         no one's class)."""
@@ -144,7 +135,7 @@ class WorkspaceClassActivities:
             *EXALSIUS,
             "workspaceclasses",
         )
-        result = ListWorkspaceClassesResult()
+        result = workspace_api.ListWorkspaceClassesResult()
         for obj in (listed or {}).get("items") or []:
             organization = class_organization(obj)
             if organization is None:
@@ -165,14 +156,14 @@ class WorkspaceClassActivities:
 
     @implements(workspace_calls.PUBLISH_WORKSPACE_CLASS)
     async def publish_workspace_class(
-        self, request: PublishWorkspaceClassRequest
-    ) -> PublishWorkspaceClassResult:
+        self, request: workspace_api.PublishWorkspaceClassRequest
+    ) -> workspace_api.PublishWorkspaceClassResult:
         """Create the class's objects (ServiceTemplates ...) when absent, then the class; refuse a
         class of the same name with another definition (`ClassConflict`). An organization's own
         class is stored under its derived name with its marks; it publishes no objects and may not
         take a shared class's name."""
         spec, organization = request.spec, request.organization
-        result = PublishWorkspaceClassResult(created=False)
+        result = workspace_api.PublishWorkspaceClassResult(created=False)
         object_name = workspace_class_object_name(organization, spec.name)
         if organization:
             if request.objects:
@@ -213,15 +204,17 @@ class WorkspaceClassActivities:
         return result
 
     @implements(workspace_calls.PUBLISH_OBJECTS)
-    async def publish_objects(self, request: PublishObjectsRequest) -> PublishObjectsResult:
+    async def publish_objects(
+        self, request: workspace_api.PublishObjectsRequest
+    ) -> workspace_api.PublishObjectsResult:
         """Create each object unless one of that name exists (then it is left as it is)."""
         return await self._publish(request.objects)
 
-    async def _publish(self, objects: list[Obj]) -> PublishObjectsResult:
+    async def _publish(self, objects: list[Obj]) -> workspace_api.PublishObjectsResult:
         """Create each object unless one of that name exists. A kind the cluster does not serve
         (Flux's HelmRepository on a bare cluster) is reported, not fatal: a class's templates say
         where their charts come from."""
-        result = PublishObjectsResult()
+        result = workspace_api.PublishObjectsResult()
         for obj in objects:
             label = f"{obj['kind']}/{obj['metadata']['name']}"
             try:
@@ -272,8 +265,8 @@ class WorkspaceClassActivities:
 
     @implements(workspace_calls.CHECK_SERVICE_TEMPLATE)
     async def check_service_template(
-        self, request: CheckServiceTemplateRequest
-    ) -> CheckServiceTemplateResult:
+        self, request: workspace_api.CheckServiceTemplateRequest
+    ) -> workspace_api.CheckServiceTemplateResult:
         """Does the ServiceTemplate exist, and is it valid (k0rdent's `status.valid`)?"""
         obj = await read_custom_or_none(
             f"read ServiceTemplate {request.namespace}/{request.name}",
@@ -284,9 +277,9 @@ class WorkspaceClassActivities:
             request.name,
         )
         if obj is None:
-            return CheckServiceTemplateResult(found=False)
+            return workspace_api.CheckServiceTemplateResult(found=False)
         status = obj.get("status") or {}
-        return CheckServiceTemplateResult(
+        return workspace_api.CheckServiceTemplateResult(
             found=True,
             valid=bool(status.get("valid")),
             message=str(

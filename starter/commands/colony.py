@@ -13,12 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from starter.commands import Group
-from starter.options import (
-    OrganizationFilterOption,
-    OutputFormat,
-    OutputOption,
-    RequestIdOption,
-)
+from starter.options import OrganizationFilterOption, OutputFormat, OutputOption, RequestIdOption
 
 if TYPE_CHECKING:
     from models.manifests import ColonySpec

@@ -35,19 +35,9 @@ from workflows.workspace_calls import (
 )
 
 with workflow.unsafe.imports_passed_through():
+    from models import workspace_api
     from models.errors import ErrorType, rejected
     from models.signals import RefreshRequest
-    from models.workspace_api import (
-        CatalogInput,
-        CatalogMessage,
-        CatalogState,
-        CatalogStatus,
-        ListWorkspaceClassesRequest,
-        PublishObjectsRequest,
-        PublishObjectsResult,
-        PublishWorkspaceClassRequest,
-        PublishWorkspaceClassResult,
-    )
     from workflows.catalog import CATALOG
 
 
@@ -56,25 +46,29 @@ class CatalogWorkflow:
     """The workspace class catalog (see the module docstring)."""
 
     @workflow.init
-    def __init__(self, input: CatalogInput) -> None:
-        self._state = input.state or CatalogState()
+    def __init__(self, input: workspace_api.CatalogInput) -> None:
+        self._state = input.state or workspace_api.CatalogState()
         self._limit = RunLimit(input.continue_as_new)
-        self._service: Service[CatalogMessage] = Service(self._state.inbox, self._limit)
+        self._service: Service[workspace_api.CatalogMessage] = Service(
+            self._state.inbox, self._limit
+        )
 
     @workflow.run
-    async def run(self, input: CatalogInput) -> CatalogStatus:
+    async def run(self, input: workspace_api.CatalogInput) -> workspace_api.CatalogStatus:
         """Publish the shipped classes that are absent, then keep the listing fresh."""
         for request in input.seed:
             await self._seed(request)
         await self._service.serve(
             self._handle,
             closed=lambda: False,
-            carry=lambda: CatalogInput(state=self._state, continue_as_new=self._limit.policy),
+            carry=lambda: workspace_api.CatalogInput(
+                state=self._state, continue_as_new=self._limit.policy
+            ),
             chore=Chore(due=lambda: self._state.refresh_due, run=self._read),
         )
         return self._state.status
 
-    async def _seed(self, request: PublishWorkspaceClassRequest) -> None:
+    async def _seed(self, request: workspace_api.PublishWorkspaceClassRequest) -> None:
         try:
             result = await self._publish(request)
         except Exception as error:
@@ -88,12 +82,12 @@ class CatalogWorkflow:
             self._state.status.seeded.append(request.spec.name)
 
     async def _handle(
-        self, message: CatalogMessage
-    ) -> PublishWorkspaceClassResult | PublishObjectsResult:
+        self, message: workspace_api.CatalogMessage
+    ) -> workspace_api.PublishWorkspaceClassResult | workspace_api.PublishObjectsResult:
         """One publish; a refusal or failure reaches its caller as an `ApplicationError` with the
         reason."""
         try:
-            if isinstance(message, PublishObjectsRequest):
+            if isinstance(message, workspace_api.PublishObjectsRequest):
                 return await PUBLISH_OBJECTS(message)
             return await self._publish(message)
         except Exception as error:
@@ -103,14 +97,16 @@ class CatalogWorkflow:
                 raise rejected(reason_of(error).split(": ", 1)[-1]) from error
             raise ApplicationError(reason_of(error), type=error_type_of(error)) from error
 
-    async def _publish(self, request: PublishWorkspaceClassRequest) -> PublishWorkspaceClassResult:
+    async def _publish(
+        self, request: workspace_api.PublishWorkspaceClassRequest
+    ) -> workspace_api.PublishWorkspaceClassResult:
         result = await PUBLISH_WORKSPACE_CLASS(request)
         await self._read()
         return result
 
     async def _read(self) -> None:
         self._state.refresh_due = False
-        listed = await LIST_WORKSPACE_CLASSES(ListWorkspaceClassesRequest())
+        listed = await LIST_WORKSPACE_CLASSES(workspace_api.ListWorkspaceClassesRequest())
         status = self._state.status
         status.classes = listed.classes
         status.private = listed.private
@@ -118,26 +114,30 @@ class CatalogWorkflow:
 
     @workflow.update(name=CATALOG.publish_class.name)
     async def publish_class(
-        self, request: PublishWorkspaceClassRequest
-    ) -> PublishWorkspaceClassResult:
+        self, request: workspace_api.PublishWorkspaceClassRequest
+    ) -> workspace_api.PublishWorkspaceClassResult:
         """Store a class (and the objects it needs) unless the identical one is there; a different
         class under an existing name is refused (`OperationRejected`, with the rule)."""
-        return await self._service.ask(request, _update_id(), PublishWorkspaceClassResult)
+        return await self._service.ask(
+            request, _update_id(), workspace_api.PublishWorkspaceClassResult
+        )
 
     @workflow.update(name=CATALOG.publish_objects.name)
-    async def publish_objects(self, request: PublishObjectsRequest) -> PublishObjectsResult:
+    async def publish_objects(
+        self, request: workspace_api.PublishObjectsRequest
+    ) -> workspace_api.PublishObjectsResult:
         """Store objects classes will need (ServiceTemplates applied on their own) when absent."""
-        return await self._service.ask(request, _update_id(), PublishObjectsResult)
+        return await self._service.ask(request, _update_id(), workspace_api.PublishObjectsResult)
 
     @publish_objects.validator
-    def _validate_publish_objects(self, request: PublishObjectsRequest) -> None:
+    def _validate_publish_objects(self, request: workspace_api.PublishObjectsRequest) -> None:
         for obj in request.objects:
             metadata = obj.get("metadata")
             if not obj.get("kind") or not isinstance(metadata, dict) or not metadata.get("name"):
                 raise rejected("every object needs a kind and metadata.name")
 
     @workflow.query(name=CATALOG.classes.name)
-    def classes(self) -> CatalogStatus:
+    def classes(self) -> workspace_api.CatalogStatus:
         """The classes as last read from the management cluster."""
         return self._state.status
 
