@@ -15,6 +15,8 @@ Mounted by `api.app.create_app`.
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from fastapi import Response
 
 from api.bodies import read_body
@@ -72,10 +74,8 @@ async def apply_colony(
     return ColonyApplied(
         id=spec.name,
         name=spec.name,
-        created=applied.created,
-        operation_id=applied.operation_id,
-        workflow_id=applied.workflow_id,
         web_ui=call.workflow(applied.workflow_id).link,
+        **asdict(applied),
     )
 
 
