@@ -106,13 +106,7 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
         self._state = input.state or self._fresh_state()
         self._cluster = ClusterContext(self._spec, self._state, shown_changed=self.show_phase)
         super().__init__(
-            input,
-            self._state,
-            deleted=ClusterPhase.DELETED,
-            operation=Operation,
-            accepted=OperationAccepted,
-            delete=DeleteClusterRequest,
-            first=CreateClusterRequest(),
+            input, self._state, Operation, CLUSTER.delete_cluster, CreateClusterRequest()
         )
 
     def _fresh_state(self) -> ClusterState:

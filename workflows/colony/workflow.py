@@ -96,13 +96,7 @@ class ColonyWorkflow(
     def __init__(self, input: ColonyWorkflowInput) -> None:
         self._state = input.state or ColonyState(spec=input.spec)
         super().__init__(
-            input,
-            self._state,
-            deleted=ColonyPhase.DELETED,
-            operation=ColonyOperation,
-            accepted=ColonyOperationAccepted,
-            delete=DeleteColonyRequest,
-            first=ApplyColonyRequest(spec=input.spec),
+            input, self._state, ColonyOperation, COLONY.delete, ApplyColonyRequest(spec=input.spec)
         )
 
     @property

@@ -29,6 +29,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 
+from workflows.kit.contract import Update
 from workflows.kit.engine import Chore, EntityEngine, OpT, is_failure, reason_of
 from workflows.kit.run_limit import RunLimit
 
@@ -48,7 +49,9 @@ class EntityState(Protocol[OpT]):
     """What the engine keeps in an entity's state (`ClusterState`, `WorkspaceState`, ...)."""
 
     @property
-    def phase(self) -> Enum: ...
+    def phase(self) -> Enum:
+        """Its phase; the entity is gone once it is its enum's `DELETED` member."""
+        ...
 
     @property
     def book(self) -> OperationBook: ...
@@ -83,10 +86,10 @@ class EntityWorkflow(ABC, Generic[OpT, RequestT, AcceptedT]):
             runs continue as new.
         state: the entity's state (the carried one, or a new one), whose queue, finished
             operations and bookkeeping the engine keeps.
-        deleted: the phase in which the entity is gone.
         operation: the entity's operation model (`Operation`), built from an id and a request.
-        accepted: what the entity's updates answer (`OperationAccepted`).
-        delete: the entity's delete request (a workflow cancel keeps those queued).
+        delete: the entity's delete update in its contract (`CLUSTER.delete_cluster`): its
+            request is the delete request (a workflow cancel keeps those queued), its answer
+            what every update of the entity answers (`OperationAccepted`).
         first: the first operation's request, queued before any update can arrive on the first
             run (a continued run's queue is carried).
     """
@@ -95,23 +98,20 @@ class EntityWorkflow(ABC, Generic[OpT, RequestT, AcceptedT]):
         self,
         input: EntityInput,
         state: EntityState[OpT],
-        *,
-        deleted: Enum,
         operation: Callable[..., OpT],
-        accepted: type[AcceptedT],
-        delete: type[RequestT],
+        delete: Update[Any, AcceptedT],
         first: RequestT,
     ) -> None:
         self._input = input
         self._entity_state = state
-        self._deleted = deleted
+        self._deleted = type(state.phase)["DELETED"]
         self.limit = RunLimit(input.continue_as_new)
         self.engine = EntityEngine(
             state.book, state.queue, state.completed, limit=self.limit, headline=self.headline
         )
         self._operation = operation
-        self._accepted = accepted
-        self._delete_request = delete
+        self._accepted = delete.output
+        self._delete_request = delete.input
         if input.state is None:
             self.engine.enqueue(lambda op_id: operation(id=op_id, request=first))
 

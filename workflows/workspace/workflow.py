@@ -100,13 +100,7 @@ class WorkspaceWorkflow(
             shown_changed=self.show_phase,
         )
         super().__init__(
-            input,
-            self._state,
-            deleted=WorkspacePhase.DELETED,
-            operation=WorkspaceOperation,
-            accepted=WorkspaceOperationAccepted,
-            delete=DeleteWorkspaceRequest,
-            first=DeployWorkspaceRequest(),
+            input, self._state, WorkspaceOperation, WORKSPACE.delete, DeployWorkspaceRequest()
         )
 
     @workflow.run
