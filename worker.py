@@ -349,21 +349,46 @@ async def build_worker(
         child.close()
 
 
-async def ensure_search_attributes(temporal: Client, namespace: str) -> None:
+SEARCH_ATTRIBUTE_ATTEMPTS = 6
+"""Adding the search attributes is asked again after a transient answer, pausing 1, 2, 4, 8, 10 s:
+a dev server busy starting (or a loaded machine) cancels slow calls, and a worker that went on
+without them would fail every workflow that sets them."""
+_TRANSIENT_STATUSES = {
+    RPCStatusCode.CANCELLED,
+    RPCStatusCode.DEADLINE_EXCEEDED,
+    RPCStatusCode.UNAVAILABLE,
+    RPCStatusCode.RESOURCE_EXHAUSTED,
+}
+
+
+async def ensure_search_attributes(
+    temporal: Client, namespace: str, *, first_pause: float = 1.0
+) -> None:
     """Register Colony's search attributes when the server lets us (a dev server does); a server
-    that has them, or refuses an operator call, is left as it is."""
-    try:
-        await temporal.operator_service.add_search_attributes(
-            AddSearchAttributesRequest(
-                namespace=namespace,
-                search_attributes={
-                    key.name: IndexedValueType.ValueType(int(key.indexed_value_type))
-                    for key in SEARCH_ATTRIBUTES
-                },
+    that has them, or refuses an operator call, is left as it is; a transient answer is asked
+    again (`SEARCH_ATTRIBUTE_ATTEMPTS`)."""
+    request = AddSearchAttributesRequest(
+        namespace=namespace,
+        search_attributes={
+            key.name: IndexedValueType.ValueType(int(key.indexed_value_type))
+            for key in SEARCH_ATTRIBUTES
+        },
+    )
+    pause = first_pause
+    for attempt in range(1, SEARCH_ATTRIBUTE_ATTEMPTS + 1):
+        try:
+            await temporal.operator_service.add_search_attributes(
+                request, timeout=timedelta(seconds=30)
             )
-        )
-    except RPCError as exc:
-        log.debug("search attributes not added (%s): %s", exc.status.name, exc.message)
+            return
+        except RPCError as exc:
+            if exc.status in _TRANSIENT_STATUSES and attempt < SEARCH_ATTRIBUTE_ATTEMPTS:
+                log.info("adding search attributes: %s; asking again in %.0f s", exc.message, pause)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 10.0)
+                continue
+            log.debug("search attributes not added (%s): %s", exc.status.name, exc.message)
+            return
 
 
 def search_attribute_commands(namespace: str) -> list[str]:

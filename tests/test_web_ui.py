@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import pytest
 from google.protobuf.duration_pb2 import Duration
@@ -19,6 +20,7 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner
 
@@ -32,33 +34,99 @@ from workflows.search_attributes import COLONY_CLUSTER, COLONY_KIND, COLONY_PHAS
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
+TRANSIENT = {RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.UNAVAILABLE}
+"""What a dev server busy with the rest of the suite may answer a namespace registration: it cancels
+the call when its own handling runs late, possibly after the namespace was made."""
+
+
+async def register_namespace(client: Client, namespace: str) -> None:
+    """Register `namespace`, asking again after a transient answer until it exists (a repeat that
+    finds it made answers ALREADY_EXISTS)."""
+
+    async def registered() -> bool:
+        try:
+            await client.workflow_service.register_namespace(
+                RegisterNamespaceRequest(
+                    namespace=namespace, workflow_execution_retention_period=Duration(seconds=86400)
+                ),
+                timeout=timedelta(seconds=30),
+            )
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.ALREADY_EXISTS:
+                return True
+            if exc.status in TRANSIENT:
+                return False
+            raise
+        return True
+
+    await eventually(registered, timeout=120, interval=1, what=f"namespace {namespace} registered")
+
+
 async def test_every_search_attribute_is_registered_with_its_type(
     dev_env: WorkflowEnvironment,
 ) -> None:
     namespace = unique("ns")
-    await dev_env.client.workflow_service.register_namespace(
-        RegisterNamespaceRequest(
-            namespace=namespace, workflow_execution_retention_period=Duration(seconds=86400)
-        )
-    )
+    await register_namespace(dev_env.client, namespace)
 
-    async def registered() -> dict[str, int]:
-        listed = await dev_env.client.operator_service.list_search_attributes(
-            ListSearchAttributesRequest(namespace=namespace)
-        )
+    async def registered() -> dict[str, int] | None:
+        try:
+            listed = await dev_env.client.operator_service.list_search_attributes(
+                ListSearchAttributesRequest(namespace=namespace)
+            )
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return None  # the server's namespace cache has not seen it yet
+            raise
         return dict(listed.custom_attributes)
 
-    await eventually(registered, until=lambda found: found is not None, timeout=10)
+    await eventually(registered, until=lambda found: found is not None, timeout=60)
     await ensure_search_attributes(dev_env.client, namespace)
     await ensure_search_attributes(dev_env.client, namespace)  # a second start changes nothing
     found = await eventually(
         registered,
-        until=lambda found: {k.name for k in SEARCH_ATTRIBUTES} <= set(found),
-        timeout=10,
+        until=lambda found: found is not None and {k.name for k in SEARCH_ATTRIBUTES} <= set(found),
+        timeout=60,
         what="Colony's search attributes",
     )
+    assert found is not None
     for key in SEARCH_ATTRIBUTES:
         assert found[key.name] == IndexedValueType.ValueType(int(key.indexed_value_type))
+
+
+class FlakyOperator:
+    """An operator service that cancels the first `cancels` calls, as a busy dev server does."""
+
+    def __init__(self, cancels: int, then: RPCStatusCode | None = None) -> None:
+        self.calls = 0
+        self.cancels = cancels
+        self.then = then
+
+    async def add_search_attributes(self, request: object, timeout: timedelta) -> None:
+        self.calls += 1
+        if self.calls <= self.cancels:
+            raise RPCError("operation was canceled", RPCStatusCode.CANCELLED, b"")
+        if self.then is not None:
+            raise RPCError("refused", self.then, b"")
+
+
+class FakeClient:
+    def __init__(self, operator: FlakyOperator) -> None:
+        self.operator_service = operator
+
+
+@pytest.mark.parametrize(
+    ("operator", "calls"),
+    [
+        pytest.param(FlakyOperator(cancels=2), 3, id="cancelled-twice-then-added"),
+        pytest.param(FlakyOperator(cancels=0, then=RPCStatusCode.ALREADY_EXISTS), 1, id="has-them"),
+        pytest.param(FlakyOperator(cancels=10), 6, id="gives-up-after-six"),
+    ],
+)
+async def test_a_cancelled_search_attribute_registration_is_asked_again(
+    operator: FlakyOperator, calls: int
+) -> None:
+    await ensure_search_attributes(FakeClient(operator), "default", first_pause=0.01)  # type: ignore[arg-type]
+    assert operator.calls == calls
 
 
 def test_the_documented_commands_name_every_key() -> None:
