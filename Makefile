@@ -23,8 +23,9 @@ reset: $(STAMP)
 	$(BIN)/python -m starter.dev.devenv --reset
 
 # Test files are spread over TEST_PROCESSES processes (a file's tests stay together, with the
-# servers its fixtures start): most tests wait on servers rather than compute, so two processes
-# finish in about half the time of one, on two cores. `make test TEST_PROCESSES=0` runs in one.
+# servers its fixtures start): most tests wait on servers rather than compute, so three processes
+# finish in a little over half the time of one, even on two cores kept busy by other work.
+# `make test TEST_PROCESSES=0` runs in one.
 TEST_PROCESSES ?= 3
 
 test: $(STAMP) lint typecheck
