@@ -168,6 +168,14 @@ def carried_line(cluster: str, depth: int, real: set[int]) -> CapacityLedgerInpu
             ledger.request(request(index))
             replies[rid(index)] = reply
     state = ledger.snapshot() if COMPUTED else ledger.state  # type: ignore[attr-defined,unused-ignore]
+    if COMPUTED:  # the ledger's state inside the workflow's carried state (the entity kit's)
+        return CapacityLedgerInput.model_validate(
+            {
+                "cluster": cluster,
+                "clusterWorkflowId": f"cluster/{cluster}",
+                "state": {"ledger": state.model_dump(mode="json"), "inventoryLoaded": True},
+            }
+        )
     return CapacityLedgerInput.model_validate(
         {
             "cluster": cluster,

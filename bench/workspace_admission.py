@@ -51,6 +51,7 @@ from bench.record import Headline, Report, distribution, progress, publish, pypl
 from bench.stack import Stack, describe, private_stack
 from infra.config import ColonySettings
 from models.identity import capacity_workflow_id
+from models.operations import ContinueAsNewPolicy
 from models.workspace import WorkspacePhase, WorkspaceSpec
 from models.workspace_api import CapacityLedgerInput
 from models.workspace_class import WorkspaceClassSpec
@@ -171,7 +172,9 @@ async def start_ledger(temporal: Client, settings: ColonySettings, ledger_run_ev
     """The ledger, before any workspace starts it, with the run length this benchmark shows."""
     await temporal.start_workflow(
         CAPACITY.workflow_type,
-        CapacityLedgerInput(cluster=CLUSTER, continue_as_new_events=ledger_run_events),
+        CapacityLedgerInput(
+            cluster=CLUSTER, continue_as_new=ContinueAsNewPolicy(events=ledger_run_events)
+        ),
         id=capacity_workflow_id(CLUSTER),
         task_queue=settings.task_queue,
     )

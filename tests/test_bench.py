@@ -107,3 +107,18 @@ def test_a_profile_is_read_back_without_the_plumbing(tmp_path: Path) -> None:
     assert found["self"] == {"_deploy (workspace.py)": 0.667, "_call_blocking (kube.py)": 0.333}
     assert "run (runners.py)" not in found["inclusive"]
     assert found["stacks"] == {"_deploy (workspace.py)": 0.667, "_call_blocking (kube.py)": 0.333}
+
+
+def test_the_ledger_benchmark_builds_the_carried_state_the_ledger_takes() -> None:
+    """`bench.ledger_depth` starts each ledger from a carried line it builds itself: that state
+    must be the one `CapacityLedgerWorkflow` carries (it broke silently once when it changed)."""
+    from bench.ledger_depth import HOLDERS, carried_line, waiter_id
+    from models.capacity import CapacityLedger
+
+    carried = carried_line("bench-c", 5, real={HOLDERS, HOLDERS + 4})
+    assert carried.state is not None
+    assert carried.state.inventory_loaded
+    waiting = carried.state.ledger.waiting
+    assert len(waiting) == 5
+    assert CapacityLedger(carried.state.ledger).waiting_count() == 5
+    assert waiting[0].reply_to == waiter_id("bench-c", HOLDERS)
