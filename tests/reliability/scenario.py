@@ -662,17 +662,41 @@ async def leftovers(scenario: Scenario, clusters_alive: Iterable[str] = ()) -> l
             found.append(f"host {host['id']}: still claimed by {owner}")
     for cluster in alive:
         if deployment(cluster) not in deployments:
-            continue  # deleted meanwhile (by a path running beside the one asking)
-        for node in await child_nodes(stack, cluster):
-            if node.spec.unschedulable:
-                found.append(f"{cluster} node {node.metadata.name}: cordoned")
-        workspaces = {w["name"] for w in await stack.api.workspaces(cluster)}
-        for name, workspace in await child_namespaces(stack, cluster):
-            if workspace and workspace not in workspaces:
-                found.append(f"{cluster} namespace {name}: its workspace {workspace} is gone")
-        for kind, name, workspace in await child_routes(stack, cluster):
-            if workspace and workspace not in workspaces:
-                found.append(f"{cluster} {kind} {name}: its workspace {workspace} is gone")
+            continue  # deleted before we looked (by a path running beside the one asking)
+        try:
+            found += await child_leftovers(stack, cluster)
+        except kube.ApiException:
+            # Deleted while we looked (its kubeconfig Secret, then its API, go with its
+            # ClusterDeployment): what it held went with it. Alive, the error is real.
+            if not await deployment_exists(stack, cluster):
+                continue
+            raise
+    return found
+
+
+async def deployment_exists(stack: Stack, cluster: str) -> bool:
+    """True while the cluster's ClusterDeployment exists and is not being deleted."""
+    return any(
+        obj["metadata"]["name"] == deployment(cluster)
+        and not obj["metadata"].get("deletionTimestamp")
+        for obj in await stack.k0rdent_objects("clusterdeployments")
+    )
+
+
+async def child_leftovers(stack: Stack, cluster: str) -> list[str]:
+    """In a live child cluster: cordoned nodes, and namespaces and routes of workspaces that are
+    gone."""
+    found: list[str] = []
+    for node in await child_nodes(stack, cluster):
+        if node.spec.unschedulable:
+            found.append(f"{cluster} node {node.metadata.name}: cordoned")
+    workspaces = {w["name"] for w in await stack.api.workspaces(cluster)}
+    for name, workspace in await child_namespaces(stack, cluster):
+        if workspace and workspace not in workspaces:
+            found.append(f"{cluster} namespace {name}: its workspace {workspace} is gone")
+    for kind, name, workspace in await child_routes(stack, cluster):
+        if workspace and workspace not in workspaces:
+            found.append(f"{cluster} {kind} {name}: its workspace {workspace} is gone")
     return found
 
 
