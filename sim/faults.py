@@ -97,6 +97,8 @@ class ScriptedResponse(_Model):
 
     target: str | None = None
     path: str | None = None
+    """Substring of the request's path with its query string (`/api/v1/nodes?watch=1`: a watch of
+    the nodes, not their list)."""
     method: str | None = None
     code: int = Field(503, ge=400, le=599)
     times: int = Field(1, ge=0)

@@ -356,7 +356,8 @@ async def test_410_gone_relists_and_asks_the_workflow_to_refresh(
     await eventually(
         lambda: _async(len(watchers.node_events())), until=lambda n: n >= 1, timeout=30
     )
-    stack.world.faults.fail_next(410, target=name, path="/api/v1/nodes", method="GET")
+    # The watch's next ask, not the worker's own list of the nodes (which may come first).
+    stack.world.faults.fail_next(410, target=name, path="/api/v1/nodes?watch=1", method="GET")
     await eventually(lambda: _async(watcher.relists), until=lambda n: n == 1, timeout=20)
     refreshes = await eventually(
         lambda: _async(

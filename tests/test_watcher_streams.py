@@ -25,6 +25,10 @@ from watching.state import STATE_CONFIGMAP, ResumeStore
 from watching.streams import SYNCED, StreamEvent, WatchStream
 
 FAST = LeaseTiming(lease_duration=1.0, renew_deadline=0.6, retry_period=0.1)
+STEADY = LeaseTiming(lease_duration=8.0, renew_deadline=6.0, retry_period=0.2)
+"""For a test whose leader must keep its Lease: a renewal may take seconds on a loaded machine
+(with FAST, a renewal late by 0.6 s hands the Lease over, and the test would see two leaders
+in turn instead of one)."""
 NODES_PATH = collection_path("", "v1", "nodes")
 
 
@@ -187,15 +191,16 @@ async def test_one_leader_then_a_handover(ca: CertificateAuthority) -> None:
             return changed
 
         electors = [
-            LeaseElector(api, "default", who, timing=FAST, on_change=tracker(who))
+            LeaseElector(api, "default", who, timing=STEADY, on_change=tracker(who))
             for api, who in zip(apis, ("a", "b"), strict=True)
         ]
         forever = asyncio.Event()
         first = asyncio.create_task(electors[0].run(forever.wait))
+        second: asyncio.Task[None] | None = None
         try:
-            await eventually(lambda: _now(leading.get("a", False)), timeout=5)
+            await eventually(lambda: _now(leading.get("a", False)), timeout=30)
             second = asyncio.create_task(electors[1].run(forever.wait))
-            await asyncio.sleep(FAST.lease_duration * 2)  # b keeps waiting: a renews
+            await asyncio.sleep(STEADY.lease_duration * 2)  # b keeps waiting: a renews
             assert not leading.get("b", False)
             lease = api_server.store.get(LEASES, "default", "colony-watcher")
             assert lease["spec"]["holderIdentity"] == "a"
@@ -209,7 +214,7 @@ async def test_one_leader_then_a_handover(ca: CertificateAuthority) -> None:
                 api_server.store.get(LEASES, "default", "colony-watcher")["spec"]["holderIdentity"]
                 == ""
             )
-            await eventually(lambda: _now(leading.get("b", False)), timeout=5)
+            await eventually(lambda: _now(leading.get("b", False)), timeout=30)
             assert most == 1
             lease = api_server.store.get(LEASES, "default", "colony-watcher")
             assert lease["spec"]["holderIdentity"] == "b"
@@ -218,6 +223,12 @@ async def test_one_leader_then_a_handover(ca: CertificateAuthority) -> None:
             with contextlib.suppress(asyncio.CancelledError):
                 await second
         finally:
+            # A failed assertion must not leave the electors asking the server it stops.
+            for task in (first, second):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
             for api in apis:
                 await api.aclose()
 

@@ -162,7 +162,7 @@ class ApiHandler:
         try:
             self._authenticate(request)
             if self.faults is not None:
-                await self.faults.before_request(self.store.name, request.method, request.path)
+                await self.faults.before_request(self.store.name, request.method, request.path_qs)
             return await self._dispatch(request)
         except ApiError as error:
             return _error_response(error)
@@ -572,9 +572,10 @@ class ApiHandler:
                     rv = obj["metadata"].get("resourceVersion", "")
                     obj = tables.table(route.rt, [obj], rv, self.store.clock())
                 await response.write(_encode({"type": event.type, "object": obj}) + b"\n")
-        except (ConnectionResetError, asyncio.CancelledError):
-            watcher.close()
-            raise
+        except ConnectionResetError:
+            # The client closed the watch while an event was written to it (it stopped, or its
+            # read timed out): it is gone, nothing is wrong here.
+            return response
         finally:
             watcher.close()
             self.watchers.discard(watcher)
