@@ -41,7 +41,7 @@ from workflows.cluster.delete import delete
 from workflows.cluster.drain import NodeRemoval
 from workflows.cluster.scale_up import ScaleUp
 from workflows.kit.engine import Chore, Interrupted, is_failure, reason_of, settle
-from workflows.kit.entity import EntityWorkflow, final
+from workflows.kit.entity import EntityWorkflow, final, queued_update
 from workflows.kit.service import tell
 from workflows.search_attributes import (
     COLONY_CLUSTER,
@@ -296,41 +296,14 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
         if problem:
             raise rejected(problem.message, not_found=problem.not_found, field=problem.field)
 
-    @workflow.update(name=CLUSTER.add_node_pool.name)
-    async def add_node_pool(self, request: AddNodePoolRequest) -> OperationAccepted:
-        """Queue a new node pool."""
-        return self.accept(request)
-
-    @add_node_pool.validator
-    def _validate_add_node_pool(self, request: AddNodePoolRequest) -> None:
-        self.validate(lambda: self._check(request))
-
-    @workflow.update(name=CLUSTER.scale_node_pool.name)
-    async def scale_node_pool(self, request: ScaleNodePoolRequest) -> OperationAccepted:
-        """Queue a change of a pool's count."""
-        return self.accept(request)
-
-    @scale_node_pool.validator
-    def _validate_scale_node_pool(self, request: ScaleNodePoolRequest) -> None:
-        self.validate(lambda: self._check(request))
-
-    @workflow.update(name=CLUSTER.delete_node_pool.name)
-    async def delete_node_pool(self, request: DeleteNodePoolRequest) -> OperationAccepted:
-        """Queue the deletion of a pool and its nodes."""
-        return self.accept(request)
-
-    @delete_node_pool.validator
-    def _validate_delete_node_pool(self, request: DeleteNodePoolRequest) -> None:
-        self.validate(lambda: self._check(request))
-
-    @workflow.update(name=CLUSTER.delete_node.name)
-    async def delete_node(self, request: DeleteNodeOperation) -> OperationAccepted:
-        """Queue the deletion of one node."""
-        return self.accept(request)
-
-    @delete_node.validator
-    def _validate_delete_node(self, request: DeleteNodeOperation) -> None:
-        self.validate(lambda: self._check(request))
+    add_node_pool = queued_update(CLUSTER.add_node_pool, _check, "Queue a new node pool.")
+    scale_node_pool = queued_update(
+        CLUSTER.scale_node_pool, _check, "Queue a change of a pool's count."
+    )
+    delete_node_pool = queued_update(
+        CLUSTER.delete_node_pool, _check, "Queue the deletion of a pool and its nodes."
+    )
+    delete_node = queued_update(CLUSTER.delete_node, _check, "Queue the deletion of one node.")
 
     @workflow.update(name=CLUSTER.delete_cluster.name)
     async def delete_cluster(self, request: DeleteClusterRequest) -> OperationAccepted:
@@ -343,7 +316,7 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
         self.validate(lambda: self._check(request))
 
     def _delete_first(self, request: DeleteClusterRequest, why: str = "") -> Operation:
-        operation = self.delete_first(request, subject=f"cluster '{self._spec.name}'", why=why)
+        operation = self.delete_first(request, why=why)
         self._cluster.set_phase(ClusterPhase.DELETING)
         return operation
 
@@ -471,6 +444,9 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
         if reason:
             lines.append(reason)
         return lines
+
+    def subject(self) -> str:
+        return f"cluster '{self._spec.name}'"
 
     def show_phase(self) -> None:
         """What users see changed (`ClusterState.shown`: `waiting` while a pool waits for hosts)."""

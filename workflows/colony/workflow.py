@@ -35,7 +35,7 @@ from temporalio.workflow import ParentClosePolicy
 
 from workflows.activity_calls import WRITE_COLONY_KUBECONFIGS
 from workflows.kit.engine import Chore, is_failure, reason_of
-from workflows.kit.entity import EntityWorkflow
+from workflows.kit.entity import EntityWorkflow, delete_update, queued_update
 from workflows.kit.service import tell
 from workflows.search_attributes import (
     COLONY_KIND,
@@ -293,15 +293,6 @@ class ColonyWorkflow(
 
     # --- Updates and query -------------------------------------------------------------------------
 
-    @workflow.update(name=COLONY.apply.name)
-    async def apply(self, request: ApplyColonyRequest) -> ColonyOperationAccepted:
-        """Bring the colony to a changed manifest (clusters added and removed)."""
-        return self.accept(request)
-
-    @apply.validator
-    def _validate_apply(self, request: ApplyColonyRequest) -> None:
-        self.validate(lambda: self._check_apply(request))
-
     def _check_apply(self, request: ApplyColonyRequest) -> None:
         if self._state.phase in (ColonyPhase.DELETING, ColonyPhase.DELETED):
             raise rejected(f"colony '{self._name}' is being deleted")
@@ -314,14 +305,15 @@ class ColonyWorkflow(
                 f"colony '{self._name}' belongs to another organization", field="organization"
             )
 
-    @workflow.update(name=COLONY.delete.name)
-    async def delete(self, request: DeleteColonyRequest) -> ColonyOperationAccepted:
-        """Delete the colony's clusters (and their workspaces), then the colony."""
-        return self.accept_delete(request, subject=f"colony '{self._name}'")
+    apply = queued_update(
+        COLONY.apply,
+        _check_apply,
+        "Bring the colony to a changed manifest (clusters added and removed).",
+    )
 
-    @delete.validator
-    def _validate_delete(self, request: DeleteColonyRequest) -> None:
-        self.refuse_deleted(self._state.phase is ColonyPhase.DELETED, f"colony '{self._name}'")
+    delete = delete_update(
+        COLONY.delete, "Delete the colony's clusters (and their workspaces), then the colony."
+    )
 
     @workflow.query(name=COLONY.status.name)
     def status(self) -> ColonyStatus:
@@ -379,6 +371,9 @@ class ColonyWorkflow(
     def _set_phase(self, phase: ColonyPhase) -> None:
         self._state.phase = phase
         self.show_phase()
+
+    def subject(self) -> str:
+        return f"colony '{self._name}'"
 
     def show_phase(self) -> None:
         self.show(

@@ -8,7 +8,8 @@ with the whole state and the policy now.
 - **The accept/validate prelude** of every update that queues an operation: an update id already
   seen is the same operation, answered the same way, and its validator lets it through again
   without checking (the state has moved on since it was accepted); a new one is checked by the
-  entity's rule, then queued.
+  entity's rule, then queued. An update that does only that is declared in one line of the
+  workflow class (`queued_update`), from its contract.
 - **Delete first**: a delete (an update, or the `delete_requested` signal of a workflow that
   cannot send updates) jumps the queue: the queue is cancelled, the running operation
   interrupted, and a delete already queued or running is the answer to another.
@@ -22,7 +23,7 @@ with the whole state and the policy now.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from enum import Enum
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -126,6 +127,10 @@ class EntityWorkflow(ABC, Generic[OpT, RequestT, AcceptedT]):
         """The plan of one operation; raising fails it, `CancelledError` cancels it."""
 
     @abstractmethod
+    def subject(self) -> str:
+        """The entity as messages name it (`cluster 'gpu-a'`)."""
+
+    @abstractmethod
     def show_phase(self) -> None:
         """Show the phase (`show(...)` with the entity's search attributes)."""
 
@@ -190,27 +195,25 @@ class EntityWorkflow(ABC, Generic[OpT, RequestT, AcceptedT]):
 
     # --- Delete first -------------------------------------------------------------------------
 
-    def accept_delete(self, request: RequestT, *, subject: str) -> AcceptedT:
+    def accept_delete(self, request: RequestT) -> AcceptedT:
         """A delete update's answer: the known one, the pending delete, or this one, first."""
-        known = self.engine.known_update()
-        return self.accepted(known or self.delete_first(request, subject=subject))
+        return self.accepted(self.engine.known_update() or self.delete_first(request))
 
-    def delete_first(self, request: RequestT, *, subject: str, why: str = "") -> OpT:
+    def delete_first(self, request: RequestT, *, why: str = "") -> OpT:
         """Queue the delete `request` first (see `EntityEngine.delete_first`); a delete of the
         same kind already pending is the answer instead."""
         return self.engine.delete_first(
             lambda op_id: self._operation(id=op_id, request=request),
             is_delete=lambda op: isinstance(op.request, type(request)),
-            subject=subject,
+            subject=self.subject(),
             why=why,
         )
 
-    @staticmethod
-    def refuse_deleted(deleted: bool, subject: str) -> None:
+    def refuse_deleted(self) -> None:
         """A delete's validator: a deleted entity is not found (a delete that failed is repeated
         to finish it, so anything short of deleted is accepted)."""
-        if deleted:
-            raise rejected(f"{subject} is deleted", not_found=True)
+        if self.gone():
+            raise rejected(f"{self.subject()} is deleted", not_found=True)
 
     # --- Phase and search attributes ----------------------------------------------------------
 
@@ -220,6 +223,66 @@ class EntityWorkflow(ABC, Generic[OpT, RequestT, AcceptedT]):
         if any(current.get(key) != value for key, value in attributes):
             workflow.upsert_search_attributes([key.value_set(value) for key, value in attributes])
         self.engine.show_details()
+
+
+def queued_update(
+    update: Update[RequestT, AcceptedT],
+    check: Callable[[Any, RequestT], None],
+    doc: str,
+) -> workflow.UpdateMethodMultiParam[[Any, RequestT], Coroutine[Any, Any, AcceptedT]]:
+    """An update handler that only queues its operation, for the body of an entity's workflow
+    class: registered under the contract's name with the contract's request and answer types
+    (what Temporal converts the payloads by), the accept/validate prelude (`EntityWorkflow.accept`
+    and `EntityWorkflow.validate`) around the entity's rule `check(workflow, request)`.
+
+        add_node_pool = queued_update(CLUSTER.add_node_pool, _check, "Queue a new node pool.")
+
+    The rule is a function of the class body defined above the line (a method, not yet bound).
+    """
+
+    async def handler(
+        self: EntityWorkflow[Any, RequestT, AcceptedT], request: RequestT
+    ) -> AcceptedT:
+        return self.accept(request)
+
+    def validator(self: Any, request: RequestT) -> None:
+        self.validate(lambda: check(self, request))
+
+    return _registered(update, handler, validator, doc)
+
+
+def delete_update(
+    update: Update[RequestT, AcceptedT], doc: str
+) -> workflow.UpdateMethodMultiParam[[Any, RequestT], Coroutine[Any, Any, AcceptedT]]:
+    """A delete update handler that jumps the queue (`EntityWorkflow.accept_delete`), refused
+    only once the entity is deleted (`EntityWorkflow.refuse_deleted`); declared in the workflow
+    class's body as `queued_update` is."""
+
+    async def handler(
+        self: EntityWorkflow[Any, RequestT, AcceptedT], request: RequestT
+    ) -> AcceptedT:
+        return self.accept_delete(request)
+
+    def validator(self: EntityWorkflow[Any, RequestT, AcceptedT], request: RequestT) -> None:
+        self.refuse_deleted()
+
+    return _registered(update, handler, validator, doc)
+
+
+def _registered(
+    update: Update[RequestT, AcceptedT],
+    handler: Callable[[Any, RequestT], Coroutine[Any, Any, AcceptedT]],
+    validator: Callable[[Any, RequestT], None],
+    doc: str,
+) -> workflow.UpdateMethodMultiParam[[Any, RequestT], Coroutine[Any, Any, AcceptedT]]:
+    # Temporal reads the payload types from the annotations: the contract's, not the TypeVars.
+    handler.__annotations__ = {"request": update.input, "return": update.output}
+    validator.__annotations__ = {"request": update.input, "return": None}
+    handler.__name__ = handler.__qualname__ = update.name
+    handler.__doc__ = doc
+    defined = workflow.update(name=update.name)(handler)
+    defined.validator(validator)
+    return defined
 
 
 async def final(delete: Awaitable[None], *, failed: Callable[[str], None]) -> None:

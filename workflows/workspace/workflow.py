@@ -37,7 +37,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 from workflows.kit.engine import Chore, Interrupted, error_type_of, is_failure, reason_of, settle
-from workflows.kit.entity import EntityWorkflow, final
+from workflows.kit.entity import EntityWorkflow, delete_update, final, queued_update
 from workflows.search_attributes import (
     COLONY_CLUSTER,
     COLONY_GPU_MODEL,
@@ -238,10 +238,7 @@ class WorkspaceWorkflow(
     def delete_requested(self, request: DeleteRequested) -> None:
         """Its cluster (or colony) is being deleted: delete the workspace now."""
         if self.engine.request_ids.first_time(request.request_id):
-            self.delete_first(
-                DeleteWorkspaceRequest(reason=request.reason),
-                subject=f"workspace '{self._spec.name}'",
-            )
+            self.delete_first(DeleteWorkspaceRequest(reason=request.reason))
 
     @workflow.signal(name=WORKSPACE.gateway_changed.name)
     def gateway_changed(self, change: GatewayChanged) -> None:
@@ -264,30 +261,18 @@ class WorkspaceWorkflow(
             self.engine.pending(lambda op: isinstance(op.request, SuspendWorkspaceRequest))
         )
 
-    @workflow.update(name=WORKSPACE.suspend.name)
-    async def suspend(self, request: SuspendWorkspaceRequest) -> WorkspaceOperationAccepted:
-        """Uninstall the release, keep the namespace and definition, free the GPUs."""
-        return self.accept(request)
-
-    @suspend.validator
-    def _validate_suspend(self, request: SuspendWorkspaceRequest) -> None:
-        self.validate(self._check_suspend)
-
-    def _check_suspend(self) -> None:
+    def _check_suspend(self, request: SuspendWorkspaceRequest) -> None:
         self._refuse_when_gone()
         if self._suspending():
             raise rejected(f"workspace '{self._spec.name}' is already suspended")
 
-    @workflow.update(name=WORKSPACE.resume.name)
-    async def resume(self, request: ResumeWorkspaceRequest) -> WorkspaceOperationAccepted:
-        """Deploy a suspended (or failed) workspace again, through admission again."""
-        return self.accept(request)
+    suspend = queued_update(
+        WORKSPACE.suspend,
+        _check_suspend,
+        "Uninstall the release, keep the namespace and definition, free the GPUs.",
+    )
 
-    @resume.validator
-    def _validate_resume(self, request: ResumeWorkspaceRequest) -> None:
-        self.validate(self._check_resume)
-
-    def _check_resume(self) -> None:
+    def _check_resume(self, request: ResumeWorkspaceRequest) -> None:
         self._refuse_when_gone()
         if not self._suspending() and self._state.phase is not WorkspacePhase.FAILED:
             raise rejected(
@@ -295,16 +280,15 @@ class WorkspaceWorkflow(
                 "failed workspace can be resumed"
             )
 
-    @workflow.update(name=WORKSPACE.delete.name)
-    async def delete(self, request: DeleteWorkspaceRequest) -> WorkspaceOperationAccepted:
-        """Delete the workspace now (a delete while one runs returns that delete)."""
-        return self.accept_delete(request, subject=f"workspace '{self._spec.name}'")
+    resume = queued_update(
+        WORKSPACE.resume,
+        _check_resume,
+        "Deploy a suspended (or failed) workspace again, through admission again.",
+    )
 
-    @delete.validator
-    def _validate_delete(self, request: DeleteWorkspaceRequest) -> None:
-        self.refuse_deleted(
-            self._state.phase is WorkspacePhase.DELETED, f"workspace '{self._spec.name}'"
-        )
+    delete = delete_update(
+        WORKSPACE.delete, "Delete the workspace now (a delete while one runs returns that delete)."
+    )
 
     # --- Query -------------------------------------------------------------------------------------
 
@@ -358,6 +342,9 @@ class WorkspaceWorkflow(
             )
         self._ws.condition(ConditionType.READY, False, reason, message)
         self._ws.set_phase(WorkspacePhase.FAILED, message)
+
+    def subject(self) -> str:
+        return f"workspace '{self._spec.name}'"
 
     def show_phase(self) -> None:
         resources = self._spec.resources
