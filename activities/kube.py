@@ -4,8 +4,9 @@ errors turned into domain errors (`activities.errors`) at the activity boundary.
 - `call`: `ApiException` passes through for the caller to treat the statuses it expects (404 on a
   delete, 409 on a create); a request that got no answer is a temporary error;
 - `call_or_none`: None for a 404, every other error translated;
-- `call_or_raise`: every error translated;
-- `read_custom_or_none`: one custom object, None when there is none.
+- `call_or_raise`: every error translated.
+
+Reads and deletes of one object go through its address (`activities.addresses`).
 
 Used by the activities of `activities.management` and `activities.child_cluster`.
 """
@@ -15,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from activities.errors import kube_error, transport_error
@@ -41,20 +41,6 @@ async def call_or_none(what: str, fn: Callable[..., Any], *args: Any, **kwargs: 
         call(what, fn, *args, **kwargs), lambda exc: kube_error(exc, what)
     )
     return found
-
-
-async def read_custom_or_none(
-    what: str,
-    custom: client.CustomObjectsApi,
-    group_version: tuple[str, str],
-    namespace: str,
-    plural: str,
-    name: str,
-) -> Obj | None:
-    """`call_or_none` reading one namespaced custom object (a k0rdent ServiceSet, ...)."""
-    return await call_or_none(
-        what, custom.get_namespaced_custom_object, *group_version, namespace, plural, name
-    )
 
 
 async def call_or_raise(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:

@@ -1,15 +1,15 @@
-"""Reading and judging the Kubernetes objects activities fetch, on any cluster: their uid, the
-preconditions that delete exactly the object judged, lists read from the API, the refusal of an
-object that is not its owner's, how long a wait has left, and the delete of an owner's object
-(`delete_owned`: read, judged, deleted only if it is the owner's, optionally waited for).
+"""Reading and judging the Kubernetes objects activities fetch, on any cluster: the k0rdent kinds
+Colony reads, their uid, the preconditions that delete exactly the object judged, lists read from
+the API, the refusal of an object that is not its owner's, how long a wait has left, and the delete
+of an owner's object (`delete_owned`: read at its address, judged, deleted only if it is the
+owner's, optionally waited for).
 
 Used by the activities of `activities.management` and `activities.child_cluster`.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 from temporalio.exceptions import ApplicationError
 
-from activities.watch import ObjectWatch
+from activities.addresses import Address, CustomKind
 from infra.kube import Obj
 from models.errors import ErrorType, permanent
 from models.ownership import Ownership, refusal
@@ -26,6 +26,14 @@ ResultT = TypeVar("ResultT", bound=BaseModel)
 
 K0RDENT = ("k0rdent.mirantis.com", "v1beta1")
 """Group and version of k0rdent's objects (ClusterDeployments, ServiceSets, ServiceTemplates)."""
+CLUSTER_DEPLOYMENT = CustomKind(
+    *K0RDENT, "clusterdeployments", "ClusterDeployment", propagation_policy="Background"
+)
+"""Deleted in the background: k0rdent's finalizer tears the cluster down after the delete."""
+CLUSTER_TEMPLATE = CustomKind(*K0RDENT, "clustertemplates", "ClusterTemplate")
+CREDENTIAL = CustomKind(*K0RDENT, "credentials", "Credential")
+SERVICE_SET = CustomKind(*K0RDENT, "servicesets", "ServiceSet")
+SERVICE_TEMPLATE = CustomKind(*K0RDENT, "servicetemplates", "ServiceTemplate")
 
 
 def seconds_until(deadline: datetime) -> float:
@@ -69,40 +77,34 @@ class Deletion:
 
 async def delete_owned(
     owns: Callable[[Obj], bool],
-    read: Callable[[], Awaitable[Obj | None]],
-    delete: Callable[[Obj], Awaitable[Obj | None]],
+    address: Address,
     *,
     wait_until: datetime | None = None,
-    watch: ObjectWatch | None = None,
     pause: float = 1.0,
 ) -> Deletion:
-    """Delete the object `read` finds if `owns` says it is the owner's; any other of that name is
+    """Delete the object at `address` if `owns` says it is the owner's; any other of that name is
     left alone, never deleted by its name alone.
 
     Args:
         owns: whether an object read is the owner's.
-        read: reads the object (None when there is none).
-        delete: deletes it with the delete options it is given (`only` the object judged); None
-            when it was gone already.
+        address: where the object is (read there, and deleted with the options that delete
+            `only` the object judged).
         wait_until: wait until the object judged is gone (another of the same name does not
-            count), or this time passes (`gone=False`).
-        watch: the object's watch, so that the wait ends at its removal; without one, or when
-            no event comes, it is looked at every `pause` seconds.
+            count), or this time passes (`gone=False`); each pause ends at the object's next
+            change (its watch), else after `pause` seconds.
     """
-    existing = await read()
+    existing = await address.read()
     if existing is None:
         return Deletion(existed=False)
     if not owns(existing):
         return Deletion(existed=True, foreign=True)
-    deleted = await delete(only(existing))
+    deleted = await address.delete(only(existing))
     if wait_until is None:
         return Deletion(existed=deleted is not None)
-    while (found := await read()) is not None and uid(found) == uid(existing):
-        left = seconds_until(wait_until)
-        if left <= 0:
-            return Deletion(existed=True, gone=False)
-        if watch is None:
-            await asyncio.sleep(min(pause, left))
-        else:
+    async with address.watch() as watch:
+        while (found := await address.read()) is not None and uid(found) == uid(existing):
+            left = seconds_until(wait_until)
+            if left <= 0:
+                return Deletion(existed=True, gone=False)
             await watch.changed(found, min(pause, left))
     return Deletion(existed=deleted is not None, gone=True)

@@ -16,7 +16,9 @@ the activity's `ApiClient` configuration, with the same credentials): a cancelle
 its watch at once, where the official client's blocking watch would hold a worker thread (the
 worker's threads run every Kubernetes call) until the watch timed out.
 
-Used by the waits of `activities.management.service_sets` and `activities.child_cluster.namespaces`.
+Made by an object's address (`activities.addresses`); used by the waits of
+`activities.management.service_sets` and of `activities.objects.delete_owned` (a namespace, a
+ServiceSet deleted with `wait_until`).
 """
 
 from __future__ import annotations

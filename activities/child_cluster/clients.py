@@ -20,8 +20,8 @@ import threading
 import yaml
 from kubernetes import client
 
-from activities.kube import call_or_none, read_custom_or_none
-from activities.objects import K0RDENT
+from activities.kube import call_or_none
+from activities.objects import CLUSTER_DEPLOYMENT
 from infra.kube import Obj, api_client_from_dict, close_client
 from models.activity_api import KubeconfigRef
 from models.errors import ErrorType, permanent
@@ -117,11 +117,4 @@ class ChildClusterActivities:
 
     async def _cluster_deployment(self, namespace: str, name: str) -> Obj | None:
         """The child's ClusterDeployment on the management cluster (None when there is none)."""
-        return await read_custom_or_none(
-            f"read ClusterDeployment {name}",
-            self._management_custom,
-            K0RDENT,
-            namespace,
-            "clusterdeployments",
-            name,
-        )
+        return await CLUSTER_DEPLOYMENT.at(self._management_custom, namespace, name).read()

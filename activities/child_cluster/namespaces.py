@@ -15,16 +15,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from activities.addresses import NamespaceAddress
 from activities.child_cluster.clients import ChildClusterActivities
 from activities.declarations import implements, workspace_calls
 from activities.errors import kube_error
 from activities.kube import call, call_or_none
 from activities.objects import delete_owned, foreign
-from activities.watch import ObjectWatch
-from infra.kubeapi import collection_path
 from models.ownership import Ownership
 from models.workspace import EventSummary
 from models.workspace_api import (
@@ -55,9 +53,7 @@ class NamespaceActivities(ChildClusterActivities):
         except ApiException as exc:
             if exc.status != 409:
                 raise kube_error(exc, what) from exc
-            existing = await call_or_none(
-                f"read namespace {request.name}", core.read_namespace, request.name
-            )
+            existing = await NamespaceAddress(core, request.name).read()
             if existing is None:
                 raise kube_error(exc, what) from exc  # deleted in between: the retry creates it
             ownership = request.owner.judge(existing)
@@ -73,20 +69,10 @@ class NamespaceActivities(ChildClusterActivities):
     async def delete_namespace(self, request: DeleteNamespaceRequest) -> DeleteNamespaceResult:
         """Delete the namespace if it is the owner's (and, with `wait_until`, wait till it is gone);
         any other of that name, a user's own above all, is left as it is."""
-        child = await self._child(request.kubeconfig)
-        core, name = client.CoreV1Api(child), request.name
-        namespaces = collection_path("", "v1", "namespaces")
-        async with ObjectWatch(child, namespaces, name) as watch:
-            deletion = await delete_owned(
-                request.owner.owns,
-                lambda: call_or_none(f"read namespace {name}", core.read_namespace, name),
-                lambda options: call_or_none(
-                    f"delete namespace {name}", core.delete_namespace, name, body=options
-                ),
-                wait_until=request.wait_until,
-                watch=watch,
-                pause=POLL,
-            )
+        namespace = NamespaceAddress(await self._core(request.kubeconfig), request.name)
+        deletion = await delete_owned(
+            request.owner.owns, namespace, wait_until=request.wait_until, pause=POLL
+        )
         return deletion.result(DeleteNamespaceResult)
 
     @implements(workspace_calls.RECENT_EVENTS)

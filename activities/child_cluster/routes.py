@@ -18,15 +18,16 @@ import asyncio
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from activities.addresses import CustomKind, CustomObjectAddress
 from activities.child_cluster.clients import ChildClusterActivities
 from activities.declarations import implements, workspace_calls
 from activities.errors import kube_error
 from activities.heartbeat import report
-from activities.kube import call, call_or_none, call_or_raise, read_custom_or_none
-from activities.objects import Deletion, delete_owned, dicts, foreign, seconds_until
+from activities.kube import call, call_or_none, call_or_raise
+from activities.objects import delete_owned, dicts, foreign, seconds_until
 from infra.kube import MERGE_PATCH, Obj
 from models.activity_api import TENANT_GATEWAY_DOMAIN_LABEL
-from models.ownership import Owner, Ownership
+from models.ownership import Ownership
 from models.workspace import GatewayInfo
 from models.workspace_api import (
     ApplyRoutesRequest,
@@ -42,7 +43,10 @@ from models.workspace_api import (
 )
 
 GATEWAY_API = "gateway.networking.k8s.io"
-ROUTE_VERSIONS = {"HTTPRoute": ("v1", "httproutes"), "TCPRoute": ("v1alpha2", "tcproutes")}
+ROUTE_KINDS = {
+    "HTTPRoute": CustomKind(GATEWAY_API, "v1", "httproutes", "HTTPRoute"),
+    "TCPRoute": CustomKind(GATEWAY_API, "v1alpha2", "tcproutes", "TCPRoute"),
+}
 TENANT_GATEWAY_LABEL = "colony.dev/tenant-gateway"
 DOMAIN_ANNOTATION = "colony.dev/domain"
 ROUTE_ACCEPTED = "Accepted"
@@ -171,7 +175,7 @@ class RouteActivities(ChildClusterActivities):
 
     @staticmethod
     def _route_body(request: ApplyRoutesRequest, route: RouteSpec) -> Obj:
-        version, _ = ROUTE_VERSIONS[route.kind]
+        kind = ROUTE_KINDS[route.kind]
         section = (
             route.section_name or "https"
             if route.kind == "HTTPRoute"
@@ -192,7 +196,7 @@ class RouteActivities(ChildClusterActivities):
         if route.kind == "HTTPRoute":
             spec["hostnames"] = [route.hostname]
         return {
-            "apiVersion": f"{GATEWAY_API}/{version}",
+            "apiVersion": f"{kind.group}/{kind.version}",
             "kind": route.kind,
             "metadata": request.owner.mark(
                 {"name": route.name, "namespace": request.namespace, "labels": request.labels}
@@ -208,23 +212,24 @@ class RouteActivities(ChildClusterActivities):
         custom = await self._custom(request.kubeconfig)
         result = ApplyRoutesResult()
         for route in request.routes:
-            version, plural = ROUTE_VERSIONS[route.kind]
-            what = f"create {route.kind} {request.namespace}/{route.name}"
+            address = self._route(custom, request.namespace, route)
+            kind = address.kind
+            what = f"create {address}"
             body = self._route_body(request, route)
             try:
                 await call(
                     what,
                     custom.create_namespaced_custom_object,
-                    GATEWAY_API,
-                    version,
+                    kind.group,
+                    kind.version,
                     request.namespace,
-                    plural,
+                    kind.plural,
                     body,
                 )
             except ApiException as exc:
                 if exc.status != 409:
                     raise kube_error(exc, what) from exc
-                existing = await self._get_route(custom, request.namespace, route)
+                existing = await address.read()
                 if existing is None:
                     raise kube_error(exc, what) from exc  # deleted in between: the retry creates it
                 ownership = request.owner.judge(existing)
@@ -233,12 +238,12 @@ class RouteActivities(ChildClusterActivities):
                     raise foreign(route.kind, where, route.name, ownership) from exc
                 if existing.get("spec") != body["spec"]:
                     await call_or_raise(
-                        f"update {route.kind} {request.namespace}/{route.name}",
+                        f"update {address}",
                         custom.patch_namespaced_custom_object,
-                        GATEWAY_API,
-                        version,
+                        kind.group,
+                        kind.version,
                         request.namespace,
-                        plural,
+                        kind.plural,
                         route.name,
                         {"metadata": {"labels": body["metadata"]["labels"]}, "spec": body["spec"]},
                         _content_type=MERGE_PATCH,
@@ -249,18 +254,10 @@ class RouteActivities(ChildClusterActivities):
         return result
 
     @staticmethod
-    async def _get_route(
+    def _route(
         custom: client.CustomObjectsApi, namespace: str, route: RouteSpec
-    ) -> Obj | None:
-        version, plural = ROUTE_VERSIONS[route.kind]
-        return await read_custom_or_none(
-            f"read {route.kind} {namespace}/{route.name}",
-            custom,
-            (GATEWAY_API, version),
-            namespace,
-            plural,
-            route.name,
-        )
+    ) -> CustomObjectAddress:
+        return ROUTE_KINDS[route.kind].at(custom, namespace, route.name)
 
     @implements(workspace_calls.AWAIT_ROUTES)
     async def await_routes(self, request: AwaitRoutesRequest) -> AwaitRoutesResult:
@@ -272,7 +269,7 @@ class RouteActivities(ChildClusterActivities):
         while True:
             states = []
             for route in request.routes:
-                obj = await self._get_route(custom, request.namespace, route)
+                obj = await self._route(custom, request.namespace, route).read()
                 if obj is None or not request.owner.owns(obj):
                     states.append(
                         RouteState(
@@ -298,26 +295,8 @@ class RouteActivities(ChildClusterActivities):
         custom = await self._custom(request.kubeconfig)
         result = DeleteRoutesResult()
         for route in request.routes:
-            deletion = await self._delete_route(custom, request.namespace, route, request.owner)
+            address = self._route(custom, request.namespace, route)
+            deletion = await delete_owned(request.owner.owns, address)
             if deletion.existed and not deletion.foreign:
                 result.deleted.append(route.name)
         return result
-
-    async def _delete_route(
-        self, custom: client.CustomObjectsApi, namespace: str, route: RouteSpec, owner: Owner
-    ) -> Deletion:
-        version, plural = ROUTE_VERSIONS[route.kind]
-        return await delete_owned(
-            owner.owns,
-            lambda: self._get_route(custom, namespace, route),
-            lambda options: call_or_none(
-                f"delete {route.kind} {namespace}/{route.name}",
-                custom.delete_namespaced_custom_object,
-                GATEWAY_API,
-                version,
-                namespace,
-                plural,
-                route.name,
-                body=options,
-            ),
-        )

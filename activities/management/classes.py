@@ -21,8 +21,8 @@ from temporalio.exceptions import ApplicationError
 
 from activities.declarations import implements, workspace_calls
 from activities.errors import kube_error
-from activities.kube import call, call_or_none, read_custom_or_none
-from activities.objects import K0RDENT
+from activities.kube import call, call_or_none
+from activities.objects import SERVICE_TEMPLATE
 from infra.kube import Obj
 from models import workspace_api
 from models.errors import ErrorType, permanent
@@ -268,14 +268,7 @@ class WorkspaceClassActivities:
         self, request: workspace_api.CheckServiceTemplateRequest
     ) -> workspace_api.CheckServiceTemplateResult:
         """Does the ServiceTemplate exist, and is it valid (k0rdent's `status.valid`)?"""
-        obj = await read_custom_or_none(
-            f"read ServiceTemplate {request.namespace}/{request.name}",
-            self._custom,
-            K0RDENT,
-            request.namespace,
-            "servicetemplates",
-            request.name,
-        )
+        obj = await SERVICE_TEMPLATE.at(self._custom, request.namespace, request.name).read()
         if obj is None:
             return workspace_api.CheckServiceTemplateResult(found=False)
         status = obj.get("status") or {}

@@ -25,11 +25,19 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from activities.addresses import SecretAddress
 from activities.declarations import cluster_calls, implements
 from activities.errors import kube_error
 from activities.heartbeat import report
-from activities.kube import call, call_or_none, call_or_raise, read_custom_or_none
-from activities.objects import K0RDENT, delete_owned, only
+from activities.kube import call, call_or_raise
+from activities.objects import (
+    CLUSTER_DEPLOYMENT,
+    CLUSTER_TEMPLATE,
+    CREDENTIAL,
+    K0RDENT,
+    delete_owned,
+    only,
+)
 from infra.kube import Obj
 from models.activity_api import (
     CLUSTER_LABEL,
@@ -130,18 +138,18 @@ class ClusterDeploymentActivities:
 
     # --- reads -------------------------------------------------------------------------------
 
-    async def _get(self, namespace: str, plural: str, name: str) -> Obj | None:
-        return await read_custom_or_none(
-            f"read {plural} {namespace}/{name}", self._custom, K0RDENT, namespace, plural, name
-        )
+    async def _get_deployment(self, namespace: str, name: str) -> Obj | None:
+        return await CLUSTER_DEPLOYMENT.at(self._custom, namespace, name).read()
 
     @implements(cluster_calls.CHECK_CLUSTER_PREREQUISITES)
     async def check_cluster_prerequisites(
         self, request: CheckClusterPrerequisitesRequest
     ) -> CheckClusterPrerequisitesResult:
         """Facts about the ClusterTemplate and the Credential; the workflow decides what they mean."""
-        template = await self._get(request.namespace, "clustertemplates", request.template)
-        credential = await self._get(request.namespace, "credentials", request.credential)
+        template = await CLUSTER_TEMPLATE.at(
+            self._custom, request.namespace, request.template
+        ).read()
+        credential = await CREDENTIAL.at(self._custom, request.namespace, request.credential).read()
         template_status = (template or {}).get("status") or {}
         credential_status = (credential or {}).get("status") or {}
         ready_condition = condition(credential or {}, "CredentialReady") or {}
@@ -164,7 +172,7 @@ class ClusterDeploymentActivities:
     async def _status(
         self, namespace: str, name: str, owner: Owner | None = None
     ) -> GetClusterDeploymentStatusResult:
-        obj = await self._get(namespace, "clusterdeployments", name)
+        obj = await self._get_deployment(namespace, name)
         if obj is None or (owner is not None and not owner.owns(obj)):
             # Not the owner's: as far as the caller may know, there is none (never a word of
             # whose it is: it may be another organization's).
@@ -306,7 +314,7 @@ class ClusterDeploymentActivities:
             if exc.status != 409:
                 raise kube_error(exc, what) from exc
             conflict = exc
-        existing = await self._get(request.namespace, "clusterdeployments", request.name)
+        existing = await self._get_deployment(request.namespace, request.name)
         if existing is None:
             # Deleted between our create and our read: a retry will create it.
             raise kube_error(conflict, what) from conflict
@@ -333,7 +341,7 @@ class ClusterDeploymentActivities:
         """Read-modify-write of `spec.config.machines`, guarded by resourceVersion."""
         what = f"update machines of ClusterDeployment {namespace}/{name}"
         for attempt in range(MACHINE_UPDATE_ATTEMPTS):
-            obj = await self._get(namespace, "clusterdeployments", name)
+            obj = await self._get_deployment(namespace, name)
             if obj is None:
                 raise permanent(
                     ErrorType.NOT_FOUND, f"ClusterDeployment {namespace}/{name} not found"
@@ -405,21 +413,9 @@ class ClusterDeploymentActivities:
         self, request: DeleteClusterDeploymentRequest
     ) -> DeleteClusterDeploymentResult:
         """Delete the ClusterDeployment (k0rdent's finalizer then tears the cluster down)."""
-        namespace, name = request.namespace, request.name
         deletion = await delete_owned(
             lambda existing: not request.owner or _owner_of(existing) == request.owner,
-            lambda: self._get(namespace, "clusterdeployments", name),
-            lambda options: call_or_none(
-                f"delete ClusterDeployment {namespace}/{name}",
-                self._custom.delete_namespaced_custom_object,
-                GROUP,
-                VERSION,
-                namespace,
-                "clusterdeployments",
-                name,
-                propagation_policy="Background",
-                body=options,
-            ),
+            CLUSTER_DEPLOYMENT.at(self._custom, request.namespace, request.name),
         )
         return deletion.result(DeleteClusterDeploymentResult)
 
@@ -432,22 +428,12 @@ class ClusterDeploymentActivities:
         (`ForeignObject`) and never deleted."""
         core = client.CoreV1Api(self._custom.api_client)
         what = f"write Secret {request.namespace}/{request.name}"
-        existing = await call_or_none(
-            f"read Secret {request.namespace}/{request.name}",
-            core.read_namespaced_secret,
-            request.name,
-            request.namespace,
-        )
+        secret = SecretAddress(core, request.namespace, request.name)
+        existing = await secret.read()
         ownership = request.owner.judge(existing) if existing is not None else None
         if not request.clusters:
             if existing is not None and ownership is Ownership.OURS:
-                await call_or_none(
-                    f"delete Secret {request.namespace}/{request.name}",
-                    core.delete_namespaced_secret,
-                    request.name,
-                    request.namespace,
-                    body=only(existing),
-                )
+                await secret.delete(only(existing))
             return WriteColonyKubeconfigsResult(written=False)
         if ownership is not None and ownership is not Ownership.OURS:
             raise permanent(

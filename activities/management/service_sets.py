@@ -27,14 +27,21 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from activities.addresses import CustomObjectAddress, SecretAddress
 from activities.declarations import implements, workspace_calls
 from activities.errors import kube_error
 from activities.heartbeat import report
-from activities.kube import call, call_or_none, call_or_raise, read_custom_or_none
-from activities.objects import K0RDENT, delete_owned, dicts, foreign, seconds_until
+from activities.kube import call, call_or_none, call_or_raise
+from activities.objects import (
+    K0RDENT,
+    SERVICE_SET,
+    delete_owned,
+    dicts,
+    foreign,
+    seconds_until,
+)
 from activities.watch import ObjectWatch
 from infra.kube import MERGE_PATCH, Obj
-from infra.kubeapi import collection_path
 from infra.sealing import SealingError, Unsealer, unseal_secret_values
 from models.errors import ErrorType, permanent
 from models.ownership import Ownership
@@ -111,15 +118,11 @@ class ServiceSetActivities:
         self._custom = client.CustomObjectsApi(management_api)
         self._unsealer = unsealer
 
-    async def _get_service_set(self, namespace: str, name: str) -> Obj | None:
-        return await read_custom_or_none(
-            f"read ServiceSet {namespace}/{name}",
-            self._custom,
-            K0RDENT,
-            namespace,
-            "servicesets",
-            name,
-        )
+    def _service_set(self, namespace: str, name: str) -> CustomObjectAddress:
+        return SERVICE_SET.at(self._custom, namespace, name)
+
+    def _secret(self, namespace: str, name: str) -> SecretAddress:
+        return SecretAddress(self._core, namespace, name)
 
     @implements(workspace_calls.APPLY_SERVICE_SET)
     async def apply_service_set(self, request: ApplyServiceSetRequest) -> ApplyServiceSetResult:
@@ -163,7 +166,7 @@ class ServiceSetActivities:
         except ApiException as exc:
             if exc.status != 409:
                 raise kube_error(exc, what) from exc
-        existing = await self._get_service_set(request.namespace, request.name)
+        existing = await self._service_set(request.namespace, request.name).read()
         if existing is None:
             raise permanent(
                 ErrorType.NOT_FOUND, f"ServiceSet {request.namespace}/{request.name} vanished"
@@ -193,20 +196,19 @@ class ServiceSetActivities:
     async def await_service_set(self, request: AwaitServiceSetRequest) -> AwaitServiceSetResult:
         """Wait until the service is Deployed or Failed, its state changes, or the deadline; each
         pause ends early at the ServiceSet's next change (`activities.watch`)."""
-        async with self._service_set_watch(request.namespace, request.name) as watch:
-            return await self._await_service_set(request, watch)
-
-    def _service_set_watch(self, namespace: str, name: str) -> ObjectWatch:
-        return ObjectWatch(
-            self._custom.api_client, collection_path(*K0RDENT, "servicesets", namespace), name
-        )
+        service_set = self._service_set(request.namespace, request.name)
+        async with service_set.watch() as watch:
+            return await self._await_service_set(request, service_set, watch)
 
     async def _await_service_set(
-        self, request: AwaitServiceSetRequest, watch: ObjectWatch
+        self,
+        request: AwaitServiceSetRequest,
+        service_set: CustomObjectAddress,
+        watch: ObjectWatch,
     ) -> AwaitServiceSetResult:
         pause = POLL_FIRST
         while True:
-            obj = await self._get_service_set(request.namespace, request.name)
+            obj = await service_set.read()
             if obj is None or not request.owner.owns(obj):
                 return AwaitServiceSetResult(outcome=ServiceSetOutcome.GONE)
             summary = _service_set_summary(request.name, obj)
@@ -236,27 +238,15 @@ class ServiceSetActivities:
     async def delete_service_set(self, request: DeleteServiceSetRequest) -> DeleteServiceSetResult:
         """Delete the ServiceSet if it is the owner's (k0rdent uninstalls its releases first);
         optionally wait till gone. Another's of that name is left alone."""
-        namespace, name = request.namespace, request.name
         # Gone is what frees the workspace's GPUs for the next in line: seen at the ServiceSet's
         # DELETED event (k0rdent removes its finalizer once the releases are uninstalled), with
         # a look every second as the fallback.
-        async with self._service_set_watch(namespace, name) as watch:
-            deletion = await delete_owned(
-                request.owner.owns,
-                lambda: self._get_service_set(namespace, name),
-                lambda options: call_or_none(
-                    f"delete ServiceSet {namespace}/{name}",
-                    self._custom.delete_namespaced_custom_object,
-                    *K0RDENT,
-                    namespace,
-                    "servicesets",
-                    name,
-                    body=options,
-                ),
-                wait_until=request.wait_until,
-                watch=watch,
-                pause=POLL_FIRST,
-            )
+        deletion = await delete_owned(
+            request.owner.owns,
+            self._service_set(request.namespace, request.name),
+            wait_until=request.wait_until,
+            pause=POLL_FIRST,
+        )
         return deletion.result(DeleteServiceSetResult)
 
     @implements(workspace_calls.FIND_SERVICE_SETS)
@@ -330,7 +320,7 @@ class ServiceSetActivities:
         except ApiException as exc:
             if exc.status != 409:
                 raise kube_error(exc, what) from exc
-            existing = await self._read_secret(request.namespace, request.name)
+            existing = await self._secret(request.namespace, request.name).read()
             if existing is None:
                 raise kube_error(exc, what) from exc  # deleted in between: the retry creates it
             ownership = request.owner.judge(existing)
@@ -347,20 +337,6 @@ class ServiceSetActivities:
         self, request: DeleteValuesSecretRequest
     ) -> DeleteValuesSecretResult:
         """Delete the values Secret if it is the owner's; another's is left alone."""
-        deletion = await delete_owned(
-            request.owner.owns,
-            lambda: self._read_secret(request.namespace, request.name),
-            lambda options: call_or_none(
-                f"delete Secret {request.namespace}/{request.name}",
-                self._core.delete_namespaced_secret,
-                request.name,
-                request.namespace,
-                body=options,
-            ),
-        )
+        secret = self._secret(request.namespace, request.name)
+        deletion = await delete_owned(request.owner.owns, secret)
         return deletion.result(DeleteValuesSecretResult)
-
-    async def _read_secret(self, namespace: str, name: str) -> Obj | None:
-        return await call_or_none(
-            f"read Secret {namespace}/{name}", self._core.read_namespaced_secret, name, namespace
-        )
