@@ -296,14 +296,14 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
         if problem:
             raise rejected(problem.message, not_found=problem.not_found, field=problem.field)
 
-    add_node_pool = queued_update(CLUSTER.add_node_pool, _check, "Queue a new node pool.")
-    scale_node_pool = queued_update(
-        CLUSTER.scale_node_pool, _check, "Queue a change of a pool's count."
-    )
-    delete_node_pool = queued_update(
-        CLUSTER.delete_node_pool, _check, "Queue the deletion of a pool and its nodes."
-    )
-    delete_node = queued_update(CLUSTER.delete_node, _check, "Queue the deletion of one node.")
+    add_node_pool = queued_update(CLUSTER.add_node_pool, _check)
+    """Queue a new node pool."""
+    scale_node_pool = queued_update(CLUSTER.scale_node_pool, _check)
+    """Queue a change of a pool's count."""
+    delete_node_pool = queued_update(CLUSTER.delete_node_pool, _check)
+    """Queue the deletion of a pool and its nodes."""
+    delete_node = queued_update(CLUSTER.delete_node, _check)
+    """Queue the deletion of one node."""
 
     @workflow.update(name=CLUSTER.delete_cluster.name)
     async def delete_cluster(self, request: DeleteClusterRequest) -> OperationAccepted:

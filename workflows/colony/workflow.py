@@ -305,15 +305,11 @@ class ColonyWorkflow(
                 f"colony '{self._name}' belongs to another organization", field="organization"
             )
 
-    apply = queued_update(
-        COLONY.apply,
-        _check_apply,
-        "Bring the colony to a changed manifest (clusters added and removed).",
-    )
+    apply = queued_update(COLONY.apply, _check_apply)
+    """Bring the colony to a changed manifest (clusters added and removed)."""
 
-    delete = delete_update(
-        COLONY.delete, "Delete the colony's clusters (and their workspaces), then the colony."
-    )
+    delete = delete_update(COLONY.delete)
+    """Delete the colony's clusters (and their workspaces), then the colony."""
 
     @workflow.query(name=COLONY.status.name)
     def status(self) -> ColonyStatus:

@@ -228,16 +228,16 @@ class EntityWorkflow(ABC, Generic[OpT, RequestT, AcceptedT]):
 def queued_update(
     update: Update[RequestT, AcceptedT],
     check: Callable[[Any, RequestT], None],
-    doc: str,
 ) -> workflow.UpdateMethodMultiParam[[Any, RequestT], Coroutine[Any, Any, AcceptedT]]:
     """An update handler that only queues its operation, for the body of an entity's workflow
     class: registered under the contract's name with the contract's request and answer types
     (what Temporal converts the payloads by), the accept/validate prelude (`EntityWorkflow.accept`
     and `EntityWorkflow.validate`) around the entity's rule `check(workflow, request)`.
 
-        add_node_pool = queued_update(CLUSTER.add_node_pool, _check, "Queue a new node pool.")
+        add_node_pool = queued_update(CLUSTER.add_node_pool, _check)
 
-    The rule is a function of the class body defined above the line (a method, not yet bound).
+    with its docstring below it, as an attribute's. The rule is a function of the class body
+    defined above the line (a method, not yet bound).
     """
 
     async def handler(
@@ -245,14 +245,14 @@ def queued_update(
     ) -> AcceptedT:
         return self.accept(request)
 
-    def validator(self: Any, request: RequestT) -> None:
+    def validator(self: EntityWorkflow[Any, RequestT, AcceptedT], request: RequestT) -> None:
         self.validate(lambda: check(self, request))
 
-    return _registered(update, handler, validator, doc)
+    return _registered(update, handler, validator)
 
 
 def delete_update(
-    update: Update[RequestT, AcceptedT], doc: str
+    update: Update[RequestT, AcceptedT],
 ) -> workflow.UpdateMethodMultiParam[[Any, RequestT], Coroutine[Any, Any, AcceptedT]]:
     """A delete update handler that jumps the queue (`EntityWorkflow.accept_delete`), refused
     only once the entity is deleted (`EntityWorkflow.refuse_deleted`); declared in the workflow
@@ -266,20 +266,18 @@ def delete_update(
     def validator(self: EntityWorkflow[Any, RequestT, AcceptedT], request: RequestT) -> None:
         self.refuse_deleted()
 
-    return _registered(update, handler, validator, doc)
+    return _registered(update, handler, validator)
 
 
 def _registered(
     update: Update[RequestT, AcceptedT],
     handler: Callable[[Any, RequestT], Coroutine[Any, Any, AcceptedT]],
     validator: Callable[[Any, RequestT], None],
-    doc: str,
 ) -> workflow.UpdateMethodMultiParam[[Any, RequestT], Coroutine[Any, Any, AcceptedT]]:
     # Temporal reads the payload types from the annotations: the contract's, not the TypeVars.
     handler.__annotations__ = {"request": update.input, "return": update.output}
     validator.__annotations__ = {"request": update.input, "return": None}
     handler.__name__ = handler.__qualname__ = update.name
-    handler.__doc__ = doc
     defined = workflow.update(name=update.name)(handler)
     defined.validator(validator)
     return defined

@@ -266,11 +266,8 @@ class WorkspaceWorkflow(
         if self._suspending():
             raise rejected(f"workspace '{self._spec.name}' is already suspended")
 
-    suspend = queued_update(
-        WORKSPACE.suspend,
-        _check_suspend,
-        "Uninstall the release, keep the namespace and definition, free the GPUs.",
-    )
+    suspend = queued_update(WORKSPACE.suspend, _check_suspend)
+    """Uninstall the release, keep the namespace and definition, free the GPUs."""
 
     def _check_resume(self, request: ResumeWorkspaceRequest) -> None:
         self._refuse_when_gone()
@@ -280,15 +277,11 @@ class WorkspaceWorkflow(
                 "failed workspace can be resumed"
             )
 
-    resume = queued_update(
-        WORKSPACE.resume,
-        _check_resume,
-        "Deploy a suspended (or failed) workspace again, through admission again.",
-    )
+    resume = queued_update(WORKSPACE.resume, _check_resume)
+    """Deploy a suspended (or failed) workspace again, through admission again."""
 
-    delete = delete_update(
-        WORKSPACE.delete, "Delete the workspace now (a delete while one runs returns that delete)."
-    )
+    delete = delete_update(WORKSPACE.delete)
+    """Delete the workspace now (a delete while one runs returns that delete)."""
 
     # --- Query -------------------------------------------------------------------------------------
 
