@@ -20,8 +20,19 @@ from typing import Annotated
 from fastapi import Query, Response
 
 from api.bodies import read_body
-from api.context import each_found, shown
-from api.routes import CONNECT, MANAGE, READ, WRITES, Call, entity_router, reads, writes
+from api.context import shown
+from api.routes import (
+    CONNECT,
+    MANAGE,
+    READ,
+    WRITES,
+    Call,
+    entity_router,
+    entity_view,
+    entity_views,
+    reads,
+    writes,
+)
 from api.views import (
     ClusterAccepted,
     ClusterCreateRequest,
@@ -118,11 +129,6 @@ def _accepted(
     )
 
 
-def _view(clusters: TemporalClusters, status: ClusterStatus) -> ClusterView:
-    workflow = clusters.workflow(status.name)
-    return ClusterView.of(status, workflow.workflow_id, workflow.link)
-
-
 # --- clusters --------------------------------------------------------------------------------
 
 
@@ -162,8 +168,8 @@ async def create_cluster(
 async def list_clusters(call: Call = READ) -> ClusterList:
     """The organization's clusters (those whose deletion has not completed)."""
     clusters = call.clusters()
-    found = (c.name for c in await clusters.list_all(organization=call.organization))
-    return ClusterList(items=await each_found(found, clusters.get, lambda s: _view(clusters, s)))
+    found = await clusters.list_all(organization=call.organization)
+    return ClusterList(items=await entity_views(clusters, found, ClusterView.of))
 
 
 @reads(router, "/{cluster_id}", ClusterView, "Get a cluster")
@@ -171,8 +177,7 @@ async def get_cluster(cluster_id: str, call: Call = READ) -> ClusterView:
     """The cluster: `status` (creating, ready, updating, waiting, deleting, failed; `waiting`
     while a pool waits for hosts, its `waitingForHosts` above 0), its pools with
     `count`/`readyCount` and nodes, the running, queued and last finished operations."""
-    clusters = call.clusters()
-    return _view(clusters, await clusters.get(cluster_name(cluster_id)))
+    return await entity_view(call.clusters(), cluster_name(cluster_id), ClusterView.of)
 
 
 @writes(router, "DELETE", "/{cluster_id}", OperationAcceptedView, "Delete a cluster")

@@ -20,8 +20,8 @@ from dataclasses import asdict
 from fastapi import Response
 
 from api.bodies import read_body
-from api.context import each_found, shown
-from api.routes import MANAGE, READ, Call, entity_router, reads, writes
+from api.context import shown
+from api.routes import MANAGE, READ, Call, entity_router, entity_view, entity_views, reads, writes
 from api.views import (
     ColonyApplied,
     ColonyApplyRequest,
@@ -29,13 +29,10 @@ from api.views import (
     ColonyOperationView,
     ColonyView,
     accepted_view,
-    view_of,
 )
-from models.colony import ColonyStatus
 from models.manifests import ColonySpec
 from models.workspace_class import dns_label_problem
 from starter.clients.base import not_found
-from starter.clients.colonies import TemporalColonies
 from starter.parsing import validated
 
 router, ROUTERS = entity_router("/v1/colonies", "colonies")
@@ -47,10 +44,6 @@ def colony_name(colony_id: str) -> str:
     if dns_label_problem("colony", colony_id):
         raise not_found("colony", shown(colony_id))
     return colony_id
-
-
-def _view(colonies: TemporalColonies, status: ColonyStatus) -> ColonyView:
-    return view_of(ColonyView, status, colonies.workflow(status.name))
 
 
 @writes(router, "POST", "", ColonyApplied, "Apply a colony", body=ColonyApplyRequest)
@@ -83,16 +76,15 @@ async def apply_colony(
 async def list_colonies(call: Call = READ) -> ColonyList:
     """The organization's colonies (those whose deletion has not completed)."""
     colonies = call.colonies()
-    found = (c.name for c in await colonies.list_all(organization=call.organization))
-    return ColonyList(items=await each_found(found, colonies.get, lambda s: _view(colonies, s)))
+    found = await colonies.list_all(organization=call.organization)
+    return ColonyList(items=await entity_views(colonies, found, ColonyView.of))
 
 
 @reads(router, "/{colony_id}", ColonyView, "Get a colony")
 async def get_colony(colony_id: str, call: Call = READ) -> ColonyView:
     """The colony: phase (Provisioning, Ready, Degraded, Deleting), its clusters with their phase,
     nodes and GPUs, and its operations."""
-    colonies = call.colonies()
-    return _view(colonies, await colonies.get(colony_name(colony_id)))
+    return await entity_view(call.colonies(), colony_name(colony_id), ColonyView.of)
 
 
 @writes(router, "DELETE", "/{colony_id}", ColonyOperationView, "Delete a colony")

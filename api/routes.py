@@ -3,20 +3,21 @@
 needs), the `Idempotency-Key` header, the refusals each kind of route documents, and the two
 shapes of route: a read answers its model, a write takes a JSON body (read strictly by the route,
 declared here for the OpenAPI document) and answers what it accepted, 202 unless it says
-otherwise.
+otherwise; and how an entity's list and get answer it (`entity_views`, `entity_view`): its status
+as its view, with the workflow that owns it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Protocol, TypeVar
 
 from fastapi import APIRouter, Depends, Header, Request
 from pydantic import BaseModel
 
 from api.bodies import body_spec
-from api.context import ApiContext, Principal, context, requires
+from api.context import ApiContext, Principal, context, each_found, requires
 from api.errors import error_responses
 from infra.keys import Permission
 from starter.clients.base import WorkflowRef
@@ -26,6 +27,7 @@ from starter.clients.colonies import TemporalColonies
 from starter.clients.workspaces import TemporalWorkspaces
 
 EndpointT = TypeVar("EndpointT", bound=Callable[..., Any])
+ViewT = TypeVar("ViewT")
 
 ANY_KEY = Depends(requires(None))
 
@@ -159,4 +161,46 @@ def writes(
         summary=summary,
         name=name,
         description=description,
+    )
+
+
+class Named(Protocol):
+    """An entity as a list names it (`ClusterSummary`, ...), and its status."""
+
+    @property
+    def name(self) -> str: ...
+
+
+StatusT = TypeVar("StatusT", bound=Named)
+StatusT_co = TypeVar("StatusT_co", bound=Named, covariant=True)
+
+
+class Entities(Protocol[StatusT_co]):
+    """An entity's client as its routes read it (`TemporalClusters`, `TemporalColonies`,
+    `TemporalWorkspaces`): a status by name, and the workflow that owns it."""
+
+    async def get(self, name: str) -> StatusT_co: ...
+
+    def workflow(self, name: str) -> WorkflowRef: ...
+
+
+async def entity_view(
+    entities: Entities[StatusT], name: str, view: Callable[[StatusT, WorkflowRef], ViewT]
+) -> ViewT:
+    """The entity `name` as its get answers it: the `view` of its status and its workflow."""
+    status = await entities.get(name)
+    return view(status, entities.workflow(status.name))
+
+
+async def entity_views(
+    entities: Entities[StatusT],
+    found: Iterable[Named],
+    view: Callable[[StatusT, WorkflowRef], ViewT],
+) -> list[ViewT]:
+    """The entities a list `found`, each as `entity_view` answers it, in order; one deleted
+    between the list and its read is left out (`api.context.each_found`)."""
+    return await each_found(
+        (entity.name for entity in found),
+        entities.get,
+        lambda status: view(status, entities.workflow(status.name)),
     )

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
@@ -311,15 +311,17 @@ class ClusterView(ClusterStatus):
     held_hosts: list[str] = Field(default_factory=list, exclude=True)
 
     @classmethod
-    def of(cls, status: ClusterStatus, workflow_id: str, web_ui: str) -> ClusterView:
+    def of(cls, status: ClusterStatus, workflow: WorkflowRef) -> ClusterView:
+        """As `EntityView.of` shapes a workspace or a colony, with the cluster's `status` name,
+        without its internal references."""
         data = status.model_dump(exclude={"kubeconfig", "held_hosts"})
         return cls.model_validate(
             {
                 **data,
                 "id": status.name,
                 "status": status_of(status),
-                "workflow_id": workflow_id,
-                "web_ui": web_ui,
+                "workflow_id": workflow.workflow_id,
+                "web_ui": workflow.link,
             }
         )
 
@@ -404,7 +406,23 @@ class WorkspaceClassPublished(ColonyModel):
     objects_skipped: list[str] = Field(default_factory=list)
 
 
-class WorkspaceView(WorkspaceStatus):
+class EntityView(ColonyModel):
+    """A workspace's or colony's status as the API answers it (`WorkspaceView`, `ColonyView`):
+    with its `id` (its name) and the workflow that owns it."""
+
+    @classmethod
+    def of(cls, status: WorkspaceStatus | ColonyStatus, workflow: WorkflowRef) -> Self:
+        return cls.model_validate(
+            {
+                **status.model_dump(),
+                "id": status.name,
+                "workflow_id": workflow.workflow_id,
+                "web_ui": workflow.link,
+            }
+        )
+
+
+class WorkspaceView(WorkspaceStatus, EntityView):
     """A workspace: `GET /v1/workspaces/{name}` and each item of the list. Its `cluster` is the
     cluster's id in the API; `phase` is Pending, InstallingPrerequisites, Waiting (for GPUs, with
     `admission.position`), Deploying, Running, Suspended, Failed (with `failureContext`) or
@@ -450,7 +468,7 @@ class WorkspaceOperationView(ColonyModel):
     web_ui: str
 
 
-class ColonyView(ColonyStatus):
+class ColonyView(ColonyStatus, EntityView):
     """A colony: `GET /v1/colonies/{id}` and each item of the list: its phase, its clusters (ids
     of the organization's clusters, `<colony>--<clusterName>`) and their GPUs."""
 
@@ -470,21 +488,6 @@ def accepted_view(
         {
             **accepted.model_dump(),
             **about,
-            "workflow_id": workflow.workflow_id,
-            "web_ui": workflow.link,
-        }
-    )
-
-
-def view_of(
-    view: type[ViewT], status: WorkspaceStatus | ColonyStatus, workflow: WorkflowRef
-) -> ViewT:
-    """A workspace's or colony's status as the API answers it: with its `id` (its name) and the
-    workflow that owns it."""
-    return view.model_validate(
-        {
-            **status.model_dump(),
-            "id": status.name,
             "workflow_id": workflow.workflow_id,
             "web_ui": workflow.link,
         }

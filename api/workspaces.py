@@ -36,9 +36,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 
 from api.bodies import read_body
-from api.context import Principal, each_found, shown
+from api.context import Principal, shown
 from api.errors import ApiError, error_responses
-from api.routes import MANAGE, READ, Call, reads, writes
+from api.routes import MANAGE, READ, Call, entity_view, entity_views, reads, writes
 from api.views import (
     WorkspaceAccepted,
     WorkspaceClassList,
@@ -49,12 +49,11 @@ from api.views import (
     WorkspaceOperationView,
     WorkspaceView,
     accepted_view,
-    view_of,
 )
 from infra.keys import Permission
 from models.deploy import resources_from_flags
 from models.names import name_problem
-from models.workspace import WorkspaceSpec, WorkspaceStatus, workspace_name_problem
+from models.workspace import WorkspaceSpec, workspace_name_problem
 from models.workspace_api import PublishWorkspaceClassRequest
 from models.workspace_class import WorkspaceClassSpec, dns_label_problem
 from models.workspace_operations import (
@@ -86,10 +85,6 @@ def workspace_name(workspace_id: str) -> str:
     if workspace_name_problem(workspace_id):
         raise not_found("workspace", shown(workspace_id))
     return workspace_id
-
-
-def _view(spaces: TemporalWorkspaces, status: WorkspaceStatus) -> WorkspaceView:
-    return view_of(WorkspaceView, status, spaces.workflow(status.name))
 
 
 # --- workspace classes -----------------------------------------------------------------------
@@ -273,16 +268,14 @@ async def list_workspaces(cluster: ClusterFilter = None, call: Call = READ) -> W
         raise InvalidRequestError(f"cluster: {name_problem('cluster', cluster)}")
     spaces = call.workspaces()
     found = await spaces.list_all(cluster=cluster, organization=call.organization)
-    views = await each_found((w.name for w in found), spaces.get, lambda s: _view(spaces, s))
-    return WorkspaceList(items=views)
+    return WorkspaceList(items=await entity_views(spaces, found, WorkspaceView.of))
 
 
 @reads(router, "/{workspace_id}", WorkspaceView, "Get a workspace")
 async def get_workspace(workspace_id: str, call: Call = READ) -> WorkspaceView:
     """The workspace: phase, access (URLs or port-forward commands), GPU admission, conditions,
     the failure context of a failed one, and its operations."""
-    spaces = call.workspaces()
-    return _view(spaces, await spaces.get(workspace_name(workspace_id)))
+    return await entity_view(call.workspaces(), workspace_name(workspace_id), WorkspaceView.of)
 
 
 OPERATIONS: list[tuple[str, str, WorkspaceRequest, str, str]] = [

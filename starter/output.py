@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from models.catalog import SkuKind
 from models.cluster import ClusterStatus
 from models.node_pool import NodePoolStatus, Taint
 from models.operations import Operation, OperationState
@@ -25,6 +26,11 @@ from starter.options import OutputFormat
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
+
+    from models.catalog import LocationStock
+    from models.colony import ColonyStatus
+    from starter.clients.clusters import ClusterSummary
+    from starter.clients.colonies import ColonySummary
 
 COLUMN_GAP = "   "
 """Three spaces between columns, as kubectl's printers use."""
@@ -282,6 +288,14 @@ def print_cluster(status: ClusterStatus) -> None:
         write(plain_table(OPERATION_COLUMNS, operation_rows(operations, status.updated_at)))
 
 
+def print_clusters(clusters: Sequence[ClusterSummary]) -> None:
+    """`colonyctl cluster list` as a table on stdout."""
+    print_table(
+        ["ORGANIZATION", "NAME", "PHASE", "STARTED", "WORKFLOW"],
+        [(c.organization or "-", c.name, c.phase, c.started, c.web_ui) for c in clusters],
+    )
+
+
 def cluster_view(status: ClusterStatus) -> RenderableType:
     """The cluster as rich renderables, for a terminal (and the live `-w` view)."""
     from rich.console import Group
@@ -373,6 +387,68 @@ def print_operation(operation: Operation, now: datetime | None = None) -> None:
     if operation.progress.nodes:
         write()
         print_table(NODE_PROGRESS_COLUMNS, node_progress_rows(operation, now), title="nodes")
+
+
+def print_colony(status: ColonyStatus) -> None:
+    """`colonyctl colony get` as text on stdout: the colony, then its clusters."""
+    write(
+        f"colony {status.name}: {status.phase.value}, "
+        f"{status.ready_clusters}/{status.total_clusters} clusters ready"
+    )
+    print_table(
+        ("CLUSTER", "PHASE", "NODES", "READY", "GPUS", "REASON"),
+        [
+            (
+                c.cluster,
+                c.phase,
+                c.nodes,
+                c.ready_nodes,
+                ", ".join(f"{g.total}x {g.model}" for g in c.gpus) or "-",
+                c.reason or "-",
+            )
+            for c in status.clusters
+        ],
+    )
+
+
+def print_colonies(colonies: Sequence[ColonySummary]) -> None:
+    """`colonyctl colony list` as a table on stdout."""
+    print_table(
+        ("ORGANIZATION", "NAME", "PHASE"),
+        [(c.organization or "-", c.name, c.phase) for c in colonies],
+    )
+
+
+def stock_cell(stock: LocationStock, kind: SkuKind) -> str:
+    """`h100-80gb 6/8 free, a100-80gb 6/6 free`: free/total per SKU of one kind."""
+    return ", ".join(f"{s.id} {s.free}/{s.total}" for s in stock.of_kind(kind)) or "-"
+
+
+def print_locations(locations: Sequence[LocationStock]) -> None:
+    """`colonyctl catalog location list` as a table on stdout."""
+    print_table(
+        ["ID", "NAME", "COUNTRY", "GPU (FREE/TOTAL)", "CPU (FREE/TOTAL)"],
+        [
+            (
+                s.id,
+                s.name,
+                s.country,
+                stock_cell(s, SkuKind.GPU),
+                stock_cell(s, SkuKind.CPU),
+            )
+            for s in locations
+        ],
+    )
+
+
+def print_location(stock: LocationStock) -> None:
+    """`colonyctl catalog location get` as text on stdout: the location, then its SKUs."""
+    write(f"location {stock.id}  {stock.name}  {stock.country}")
+    write()
+    print_table(
+        ["KIND", "SKU", "FREE", "TOTAL"],
+        [(s.kind.value, s.id, s.free, s.total) for s in stock.skus],
+    )
 
 
 def live_view(status: ClusterStatus, operation: Operation | None, elapsed: float) -> RenderableType:

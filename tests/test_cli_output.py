@@ -1,11 +1,12 @@
 """How `colonyctl` prints: whole cells when stdout is not a terminal, taints as kubectl writes them,
-operation durations.
+operation durations, a list as a table or as records of its fields.
 
 Under pytest stdout is not a terminal, as in a pipe: nothing may be cut or wrapped.
 """
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -17,7 +18,9 @@ from models.operations import (
     OperationState,
     ScaleNodePoolRequest,
 )
-from starter import output
+from starter import output, session
+from starter.clients.colonies import ColonySummary
+from starter.options import OutputFormat
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -149,3 +152,29 @@ def test_a_draining_node_shows_the_time_left_of_its_own_deadline(
     assert rows[0][5] == shown
     assert rows[0][6] == "default/db-0: budget"
     assert rows[1][5] == "-"
+
+
+def test_a_list_is_a_table_or_records_of_its_fields(capsys: pytest.CaptureFixture[str]) -> None:
+    async def fetch() -> list[ColonySummary]:
+        return [
+            ColonySummary("east", "Ready", "colony/acme/east", organization="acme"),
+            ColonySummary("west", "Provisioning", "colony//west", web_ui="http://ui/west"),
+        ]
+
+    fields = ("name", "organization", "phase", "workflow_id")
+    session.show_list(fetch, OutputFormat.TABLE, output.print_colonies, fields)
+    assert capsys.readouterr().out.splitlines() == [
+        "ORGANIZATION   NAME   PHASE",
+        "acme           east   Ready",
+        "-              west   Provisioning",
+    ]
+    session.show_list(fetch, OutputFormat.JSON, output.print_colonies, fields)
+    assert json.loads(capsys.readouterr().out) == [
+        {
+            "name": "east",
+            "organization": "acme",
+            "phase": "Ready",
+            "workflowId": "colony/acme/east",
+        },
+        {"name": "west", "organization": "", "phase": "Provisioning", "workflowId": "colony//west"},
+    ]

@@ -6,15 +6,12 @@ Imports beyond Typer happen inside each command (see `starter/commands/__init__.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated, Any
 
 import typer
 
 from starter.commands import Group
 from starter.options import OutputFormat, OutputOption
-
-if TYPE_CHECKING:
-    from models.catalog import LocationStock, SkuKind
 
 app = typer.Typer(help="The host provider's catalog (read-only).", no_args_is_help=True)
 GROUP = Group("catalog", rank=80)
@@ -31,35 +28,15 @@ app.add_typer(gpu_model_app, name="gpu-model")
 app.add_typer(cpu_sku_app, name="cpu-sku")
 
 
-def _stock_cell(stock: LocationStock, kind: SkuKind) -> str:
-    """`h100-80gb 6/8 free, a100-80gb 6/6 free`: free/total per SKU of one kind."""
-    return ", ".join(f"{s.id} {s.free}/{s.total}" for s in stock.of_kind(kind)) or "-"
-
-
 @location_app.command("list")
 def location_list(fmt: OutputOption = OutputFormat.TABLE) -> None:
     """Every location, with the GPU models and CPU SKUs it stocks (free/total hosts)."""
-    from models.catalog import SkuKind
     from starter import output
     from starter.backend import catalog
-    from starter.session import run
+    from starter.session import show
 
     provider = catalog()
-    locations = run(lambda: provider.stock())
-    if not output.emit(locations, fmt):
-        output.print_table(
-            ["ID", "NAME", "COUNTRY", "GPU (FREE/TOTAL)", "CPU (FREE/TOTAL)"],
-            [
-                (
-                    s.id,
-                    s.name,
-                    s.country,
-                    _stock_cell(s, SkuKind.GPU),
-                    _stock_cell(s, SkuKind.CPU),
-                )
-                for s in locations
-            ],
-        )
+    show(lambda: provider.stock(), fmt, output.print_locations)
 
 
 @location_app.command("get")
@@ -70,31 +47,24 @@ def location_get(
     """One location: each SKU it stocks, and how many hosts of it are free now."""
     from starter import output
     from starter.backend import catalog
-    from starter.session import run
+    from starter.session import show
 
     provider = catalog()
-    stock = run(lambda: provider.location_stock(location))
-    if output.emit(stock, fmt):
-        return
-    output.write(f"location {stock.id}  {stock.name}  {stock.country}")
-    output.write()
-    output.print_table(
-        ["KIND", "SKU", "FREE", "TOTAL"],
-        [(s.kind.value, s.id, s.free, s.total) for s in stock.skus],
-    )
+    show(lambda: provider.location_stock(location), fmt, output.print_location)
 
 
 def _list(kind: str, columns: list[str], fmt: OutputFormat) -> None:
     from starter import output
     from starter.backend import catalog
-    from starter.session import run
+    from starter.session import show
 
-    provider = catalog()
-    items = run(lambda: provider.fetch(kind))
-    if not output.emit(items, fmt):
+    def print_items(items: list[dict[str, Any]]) -> None:
         output.print_table(
             [c.upper() for c in columns], [[item.get(c, "") for c in columns] for item in items]
         )
+
+    provider = catalog()
+    show(lambda: provider.fetch(kind), fmt, print_items)
 
 
 @gpu_model_app.command("list")

@@ -226,7 +226,7 @@ def get(
     """Show a cluster: phase, node pools, operations. Exit 3 when it does not exist."""
     from starter import output
     from starter.backend import clusters
-    from starter.session import run
+    from starter.session import show
 
     colony = clusters()
     if watch:
@@ -234,9 +234,7 @@ def get(
 
         watch_cluster(colony, name, fmt)
         return
-    status = run(lambda: colony.get(name))
-    if not output.emit(status, fmt):
-        output.print_cluster(status)
+    show(lambda: colony.get(name), fmt, output.print_cluster)
 
 
 @app.command("list")
@@ -246,16 +244,15 @@ def list_(
     """List clusters, with their organization (from Temporal visibility, or the API)."""
     from starter import output
     from starter.backend import clusters
-    from starter.session import run
+    from starter.session import show_list
 
     colony = clusters()
-    found = run(lambda: colony.list_all(organization=organization))
-    rows = output.records(found, "name", "organization", "phase", "workflow_id", "started")
-    if not output.emit(rows, fmt):
-        output.print_table(
-            ["ORGANIZATION", "NAME", "PHASE", "STARTED", "WORKFLOW"],
-            [(c.organization or "-", c.name, c.phase, c.started, c.web_ui) for c in found],
-        )
+    show_list(
+        lambda: colony.list_all(organization=organization),
+        fmt,
+        output.print_clusters,
+        ("name", "organization", "phase", "workflow_id", "started"),
+    )
 
 
 @app.command("delete")

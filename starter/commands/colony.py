@@ -75,30 +75,10 @@ def get(name: ColonyArgument, fmt: OutputOption = OutputFormat.TABLE) -> None:
     """A colony: phase, clusters and their GPUs. Exit 3 when it does not exist."""
     from starter import output
     from starter.backend import colonies
-    from starter.session import run
+    from starter.session import show
 
     through = colonies()
-    status = run(lambda: through.get(name))
-    if output.emit(status, fmt):
-        return
-    output.write(
-        f"colony {status.name}: {status.phase.value}, "
-        f"{status.ready_clusters}/{status.total_clusters} clusters ready"
-    )
-    output.print_table(
-        ("CLUSTER", "PHASE", "NODES", "READY", "GPUS", "REASON"),
-        [
-            (
-                c.cluster,
-                c.phase,
-                c.nodes,
-                c.ready_nodes,
-                ", ".join(f"{g.total}x {g.model}" for g in c.gpus) or "-",
-                c.reason or "-",
-            )
-            for c in status.clusters
-        ],
-    )
+    show(lambda: through.get(name), fmt, output.print_colony)
 
 
 @app.command("list")
@@ -108,16 +88,15 @@ def list_(
     """Every colony, with its organization (in remote mode, the key's organization's)."""
     from starter import output
     from starter.backend import colonies
-    from starter.session import run
+    from starter.session import show_list
 
     through = colonies()
-    found = run(lambda: through.list_all(organization=organization))
-    rows = output.records(found, "name", "organization", "phase", "workflow_id")
-    if not output.emit(rows, fmt):
-        output.print_table(
-            ("ORGANIZATION", "NAME", "PHASE"),
-            [(c.organization or "-", c.name, c.phase) for c in found],
-        )
+    show_list(
+        lambda: through.list_all(organization=organization),
+        fmt,
+        output.print_colonies,
+        ("name", "organization", "phase", "workflow_id"),
+    )
 
 
 @app.command("delete")

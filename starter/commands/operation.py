@@ -54,12 +54,14 @@ def get(
 
     from starter import output
     from starter.backend import clusters
-    from starter.session import run
+    from starter.session import show
 
     colony = clusters()
-    found = run(lambda: colony.get_operation(cluster, operation))
-    if not output.emit(found, fmt):
-        output.print_operation(found, datetime.now(UTC))
+    show(
+        lambda: colony.get_operation(cluster, operation),
+        fmt,
+        lambda found: output.print_operation(found, datetime.now(UTC)),
+    )
 
 
 @app.command("cancel")

@@ -276,15 +276,12 @@ def deploy_workspace(
 def get(name: WorkspaceArgument, fmt: OutputOption = OutputFormat.TABLE) -> None:
     """Show a workspace: phase, access, admission, conditions, failure. Exit 3 when it does not
     exist."""
-    from starter import output
     from starter.backend import workspaces
-    from starter.session import run
+    from starter.session import show
     from starter.workspace_output import print_workspace
 
     spaces = workspaces()
-    status = run(lambda: spaces.get(name))
-    if not output.emit(status, fmt):
-        print_workspace(status)
+    show(lambda: spaces.get(name), fmt, print_workspace)
 
 
 @app.command("list")
@@ -300,15 +297,18 @@ def list_(
     line and age."""
     from starter import output
     from starter.backend import workspaces
-    from starter.session import run
+    from starter.session import show_list
     from starter.workspace_output import workspace_rows
 
     spaces = workspaces()
-    found = run(lambda: spaces.list_all(cluster=cluster, organization=organization))
     fields = ("name", "organization", "cluster", "class_name", "phase", "position", "gpus")
-    rows = output.records(found, *fields, "workflow_id", "started", keys={"class_name": "class"})
-    if not output.emit(rows, fmt.output):
-        output.print_table(*workspace_rows(found, wide=fmt is ListFormat.WIDE))
+    show_list(
+        lambda: spaces.list_all(cluster=cluster, organization=organization),
+        fmt.output,
+        lambda found: output.print_table(*workspace_rows(found, wide=fmt is ListFormat.WIDE)),
+        (*fields, "workflow_id", "started"),
+        keys={"class_name": "class"},
+    )
 
 
 def _operate(name: str, request: WorkspaceRequest, wanted: str, submission: Submission) -> None:

@@ -165,12 +165,9 @@ def get(
     fmt: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """Show one workspace class: resources, endpoints, prompts. Exit 3 when it does not exist."""
-    from starter import output
     from starter.backend import classes
-    from starter.session import run
+    from starter.session import show
     from starter.workspace_output import print_class
 
     catalog = classes()
-    spec = run(lambda: catalog.get(name))
-    if not output.emit(spec, fmt):
-        print_class(spec)
+    show(lambda: catalog.get(name), fmt, print_class)
