@@ -9,7 +9,7 @@ summary. An implementation names its declaration instead of repeating any of it:
 
 `implements` registers the method under the declared name (`activity.defn`), makes it heartbeat
 (`activities.heartbeat.heartbeating`), and holds it to the declared types twice:
-- in mypy: the decorator is typed by the declaration (`ActivityCall[RequestT, ResultT]`), so a
+- in mypy: the decorator is typed by the declaration (`ActivityDeclaration[RequestT, ResultT]`), so a
   method taking another request or returning another result does not type-check;
 - at import: the method's annotated request and result must be the declared classes themselves,
   and it takes one argument; anything else raises `TypeError` when the module is imported.
@@ -34,7 +34,7 @@ from temporalio import activity
 from activities.heartbeat import heartbeating
 from workflows import activity_calls as cluster_calls
 from workflows import workspace_calls
-from workflows.kit.activity import ActivityCall
+from workflows.kit.activity import ActivityDeclaration
 
 __all__ = ["DECLARATION_MODULES", "cluster_calls", "declarations", "implements", "workspace_calls"]
 
@@ -49,24 +49,24 @@ RequestT = TypeVar("RequestT", bound=BaseModel)
 ResultT = TypeVar("ResultT", bound=BaseModel)
 
 
-def declarations() -> list[ActivityCall[Any, Any]]:
+def declarations() -> list[ActivityDeclaration[Any, Any]]:
     """Every declared activity, in the order of the declaring modules."""
     return [
         value
         for module in DECLARATION_MODULES
         for value in vars(module).values()
-        if isinstance(value, ActivityCall)
+        if isinstance(value, ActivityDeclaration)
     ]
 
 
-def declaration_of(implementation: Callable[..., Any]) -> ActivityCall[Any, Any] | None:
+def declaration_of(implementation: Callable[..., Any]) -> ActivityDeclaration[Any, Any] | None:
     """The declaration an implementation names (None: not made with `implements`)."""
     found = getattr(implementation, DECLARATION_ATTRIBUTE, None)
-    return found if isinstance(found, ActivityCall) else None
+    return found if isinstance(found, ActivityDeclaration) else None
 
 
 def implements(
-    declaration: ActivityCall[RequestT, ResultT],
+    declaration: ActivityDeclaration[RequestT, ResultT],
 ) -> Callable[
     [Callable[[SelfT, RequestT], Awaitable[ResultT]]],
     Callable[[SelfT, RequestT], Awaitable[ResultT]],
@@ -88,7 +88,9 @@ def implements(
     return decorate
 
 
-def _check_annotations(method: Callable[..., Any], declaration: ActivityCall[Any, Any]) -> None:
+def _check_annotations(
+    method: Callable[..., Any], declaration: ActivityDeclaration[Any, Any]
+) -> None:
     where = f"{method.__module__}.{method.__qualname__} (activity {declaration.name})"
     parameters = list(inspect.signature(method).parameters)
     if len(parameters) != 2:

@@ -6,6 +6,8 @@
 - `implements` refuses, at import, a method whose result is not the declared one or whose
   argument is not one request model; and mypy refuses one whose request or result type differs
   from the declaration's (run here on small modules, beside a right one as the control).
+- A wait (`WaitCall`) is called with its length and a call (`ActivityCall`) without one: mypy
+  refuses either the other way round (beside the right calls, the control).
 """
 
 from __future__ import annotations
@@ -130,3 +132,35 @@ def test_mypy_refuses_an_implementation_of_other_types_than_declared(tmp_path: P
         Path(line.split(":")[0]).stem for line in checked.stdout.splitlines() if ": error:" in line
     }
     assert failing == {"wrong_request", "wrong_result"}, checked.stdout
+
+
+CALLS = {
+    "right_calls": ("AWAIT_NODES(waiting, wait=LENGTH)", "LIST_NODES(listing)"),
+    "wait_without_length": ("AWAIT_NODES(waiting)", "LIST_NODES(listing)"),
+    "call_with_length": ("AWAIT_NODES(waiting, wait=LENGTH)", "LIST_NODES(listing, wait=LENGTH)"),
+}
+
+
+def test_mypy_refuses_a_wait_without_its_length_and_a_call_with_one(tmp_path: Path) -> None:
+    for name, (wait, call) in CALLS.items():
+        (tmp_path / f"{name}.py").write_text(
+            "from datetime import timedelta\n\n"
+            "from models.activity_api import AwaitNodesRequest, ListNodesRequest\n"
+            "from workflows.activity_calls import AWAIT_NODES, LIST_NODES\n\n"
+            "LENGTH = timedelta(minutes=1)\n\n\n"
+            "async def calls(waiting: AwaitNodesRequest, listing: ListNodesRequest) -> None:\n"
+            f"    await {wait}\n"
+            f"    await {call}\n"
+        )
+    checked = subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", "pyproject.toml", "--strict"]
+        + [str(tmp_path / f"{name}.py") for name in CALLS],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    failing = {
+        Path(line.split(":")[0]).stem for line in checked.stdout.splitlines() if ": error:" in line
+    }
+    assert failing == {"wait_without_length", "call_with_length"}, checked.stdout

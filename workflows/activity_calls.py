@@ -1,6 +1,6 @@
 """Every activity of the management cluster, the child clusters and the host provider that a
-workflow calls, declared once (`workflows.kit.activity.ActivityCall`: name, request and result
-types, timeouts, the summary the Web UI shows). The workspace side's are in
+workflow calls, declared once (`workflows.kit.activity`: a call or a wait, its name, request and
+result types, the summary the Web UI shows). The workspace side's are in
 `workflows/workspace_calls.py`.
 """
 
@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from temporalio import workflow
 
-from workflows.kit.activity import HOST_CALL, ActivityCall
+from workflows.kit.activity import HOST_CALL, ActivityCall, WaitCall
 from workflows.kit.until import until
 
 with workflow.unsafe.imports_passed_through():
@@ -65,12 +65,11 @@ CREATE_CLUSTER_DEPLOYMENT = ActivityCall(
     CreateClusterDeploymentResult,
     lambda r: f"create ClusterDeployment {r.namespace}/{r.name} from {r.template}",
 )
-AWAIT_CLUSTER_DEPLOYMENT = ActivityCall(
+AWAIT_CLUSTER_DEPLOYMENT = WaitCall(
     ActivityName.AWAIT_CLUSTER_DEPLOYMENT,
     AwaitClusterDeploymentRequest,
     AwaitClusterDeploymentResult,
     lambda r: f"wait until ClusterDeployment {r.namespace}/{r.name} is {r.want.value}",
-    schedule_to_close=None,
 )
 ADD_CLUSTER_MACHINES = ActivityCall(
     ActivityName.ADD_CLUSTER_MACHINES,
@@ -109,7 +108,7 @@ LIST_NODES = ActivityCall(
     ListNodesResult,
     lambda r: f"list nodes {r.label_selector}".strip(),
 )
-AWAIT_NODES = ActivityCall(
+AWAIT_NODES = WaitCall(
     ActivityName.AWAIT_NODES,
     AwaitNodesRequest,
     AwaitNodesResult,
@@ -117,7 +116,6 @@ AWAIT_NODES = ActivityCall(
         f"wait for {len(r.expected)} node(s) to join and be Ready: "
         + ", ".join(e.host_id for e in r.expected)
     ),
-    schedule_to_close=None,
 )
 CORDON_NODE = ActivityCall(
     ActivityName.CORDON_NODE,
@@ -131,19 +129,17 @@ UNCORDON_NODE = ActivityCall(
     UncordonNodeResult,
     lambda r: f"uncordon node {r.node_name}",
 )
-DRAIN_NODE = ActivityCall(
+DRAIN_NODE = WaitCall(
     ActivityName.DRAIN_NODE,
     DrainNodeRequest,
     DrainNodeResult,
     lambda r: f"drain node {r.node_name}" + (" (forced at the deadline)" if r.force else ""),
-    schedule_to_close=None,
 )
-DELETE_NODE = ActivityCall(
+DELETE_NODE = WaitCall(
     ActivityName.DELETE_NODE,
     DeleteNodeRequest,
     DeleteNodeResult,
     lambda r: f"delete node {r.node_name}" + (" and wait until it is gone" if r.wait_until else ""),
-    schedule_to_close=None,
 )
 
 # --- Host provider -------------------------------------------------------------------------------
@@ -169,12 +165,11 @@ LIST_CLAIMED_HOSTS = ActivityCall(
     lambda r: "list the hosts this cluster holds",
     start_to_close=HOST_CALL,
 )
-AWAIT_FREE_HOSTS = ActivityCall(
+AWAIT_FREE_HOSTS = WaitCall(
     ActivityName.AWAIT_FREE_HOSTS,
     AwaitFreeHostsRequest,
     AwaitFreeHostsResult,
     lambda r: f"wait for {r.count} free host(s) of {r.sku} in {r.location_id}",
-    schedule_to_close=None,
 )
 
 

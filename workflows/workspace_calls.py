@@ -9,7 +9,7 @@ from datetime import datetime
 
 from temporalio import workflow
 
-from workflows.kit.activity import ActivityCall
+from workflows.kit.activity import ActivityCall, WaitCall
 from workflows.kit.until import until
 
 with workflow.unsafe.imports_passed_through():
@@ -105,14 +105,13 @@ APPLY_SERVICE_SET = ActivityCall(
         + ", ".join(f"{s.name} ({s.template})" for s in r.services)
     ),
 )
-AWAIT_SERVICE_SET = ActivityCall(
+AWAIT_SERVICE_SET = WaitCall(
     A.AWAIT_SERVICE_SET,
     AwaitServiceSetRequest,
     AwaitServiceSetResult,
     lambda r: f"wait until {r.service} of ServiceSet {r.name} is Deployed",
-    schedule_to_close=None,
 )
-DELETE_SERVICE_SET = ActivityCall(
+DELETE_SERVICE_SET = WaitCall(
     A.DELETE_SERVICE_SET,
     DeleteServiceSetRequest,
     DeleteServiceSetResult,
@@ -120,7 +119,6 @@ DELETE_SERVICE_SET = ActivityCall(
         f"delete ServiceSet {r.namespace}/{r.name}"
         + (" and wait until its releases are uninstalled" if r.wait_until else "")
     ),
-    schedule_to_close=None,
 )
 FIND_SERVICE_SETS = ActivityCall(
     A.FIND_SERVICE_SETS,
@@ -146,12 +144,11 @@ ENSURE_NAMESPACE = ActivityCall(
     EnsureNamespaceResult,
     lambda r: f"create namespace {r.name}",
 )
-DELETE_NAMESPACE = ActivityCall(
+DELETE_NAMESPACE = WaitCall(
     A.DELETE_NAMESPACE,
     DeleteNamespaceRequest,
     DeleteNamespaceResult,
     lambda r: f"delete namespace {r.name}",
-    schedule_to_close=None,
 )
 READ_GPU_INVENTORY = ActivityCall(
     A.READ_GPU_INVENTORY,
@@ -171,12 +168,11 @@ APPLY_ROUTES = ActivityCall(
     ApplyRoutesResult,
     lambda r: "create routes " + ", ".join(f"{x.kind}/{x.name}" for x in r.routes),
 )
-AWAIT_ROUTES = ActivityCall(
+AWAIT_ROUTES = WaitCall(
     A.AWAIT_ROUTES,
     AwaitRoutesRequest,
     AwaitRoutesResult,
     lambda r: "wait until the gateway accepts " + ", ".join(x.name for x in r.routes),
-    schedule_to_close=None,
 )
 DELETE_ROUTES = ActivityCall(
     A.DELETE_ROUTES,
@@ -202,19 +198,17 @@ LIST_WORKFLOWS = ActivityCall(
     ListWorkflowsResult,
     lambda r: f"list workflows where {r.query}",
 )
-AWAIT_WORKFLOWS_CLOSED = ActivityCall(
+AWAIT_WORKFLOWS_CLOSED = WaitCall(
     A.AWAIT_WORKFLOWS_CLOSED,
     AwaitWorkflowsClosedRequest,
     AwaitWorkflowsClosedResult,
     lambda r: f"wait until {len(r.workflow_ids)} workflow(s) finished",
-    schedule_to_close=None,
 )
-AWAIT_CLUSTER_CREATED = ActivityCall(
+AWAIT_CLUSTER_CREATED = WaitCall(
     A.AWAIT_CLUSTER_CREATED,
     AwaitClusterCreatedRequest,
     AwaitClusterCreatedResult,
     lambda r: f"wait until cluster {r.cluster} has finished creating",
-    schedule_to_close=None,
 )
 
 

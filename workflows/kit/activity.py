@@ -1,5 +1,6 @@
-"""How a workflow calls an activity: `ActivityCall`, one declaration per activity (name, request and
-result types, timeouts, the summary the Web UI shows), and the one retry policy.
+"""How a workflow calls an activity: one declaration per activity (name, request and result types,
+the summary the Web UI shows) that is either a call (`ActivityCall`, with its attempt's timeout) or a
+wait (`WaitCall`, whose every call says how long it may last), and the one retry policy.
 
 Call sites name the declaration (`await CLAIM_HOSTS(request)`, declared in
 `workflows/activity_calls.py` and `workflows/workspace_calls.py`), never a string, a result type or a
@@ -66,48 +67,36 @@ reported on the operation and the state keeps saying what is really there."""
 
 
 @dataclass(frozen=True)
-class ActivityCall(Generic[RequestT, ResultT]):
-    """One activity as workflows call it.
+class ActivityDeclaration(Generic[RequestT, ResultT]):
+    """One activity as workflows call it: a call (`ActivityCall`) or a wait (`WaitCall`).
 
     Attributes:
         name: the registered activity name.
         request: the request model (the one argument).
         result: the result model.
         summary: what the Web UI shows for a call, from its request.
-        start_to_close: one attempt's limit (a wait's own length is added per call).
-        schedule_to_close: all attempts' limit; None for waits (their deadline bounds them).
     """
 
     name: str
     request: type[RequestT]
     result: type[ResultT]
     summary: Callable[[RequestT], str]
-    start_to_close: timedelta = KUBE_CALL
-    schedule_to_close: timedelta | None = RETRY_FOR
 
-    async def __call__(
+    async def _execute(
         self,
         request: RequestT,
         *,
-        activity_id: str | None = None,
-        wait: timedelta | None = None,
+        start_to_close: timedelta,
+        schedule_to_close: timedelta,
+        activity_id: str | None,
     ) -> ResultT:
-        """Run the activity with its declared timeouts.
-
-        Args:
-            request: the activity's one input model.
-            activity_id: a stable id where a client must find the call among pending activities.
-            wait: for a wait, how long it may last: one attempt may then run the whole wait, and
-                all attempts together the wait plus the usual retry time.
+        """Run the activity with these timeouts.
 
         Raises:
             asyncio.CancelledError: the operation was interrupted (before the call, during it, or
                 while it completed anyway: see `workflows.kit.engine.check_interrupted`).
             ActivityError: the activity failed (its cause is the domain `ApplicationError`).
         """
-        start_to_close, schedule_to_close = self.start_to_close, self.schedule_to_close
-        if wait is not None:
-            start_to_close, schedule_to_close = wait + WAIT_SLACK, wait + RETRY_FOR
         check_interrupted()
         try:
             result: ResultT = await workflow.execute_activity(
@@ -130,8 +119,58 @@ class ActivityCall(Generic[RequestT, ResultT]):
         check_interrupted()
         return result
 
+
+@dataclass(frozen=True)
+class ActivityCall(ActivityDeclaration[RequestT, ResultT]):
+    """An activity that does one thing and answers: each attempt within `start_to_close`,
+    temporary failures retried for `RETRY_FOR`.
+
+    Attributes:
+        start_to_close: one attempt's limit (`KUBE_CALL`, or `HOST_CALL` for the host provider).
+    """
+
+    start_to_close: timedelta = KUBE_CALL
+
+    async def __call__(self, request: RequestT, *, activity_id: str | None = None) -> ResultT:
+        """Run the activity (see `ActivityDeclaration._execute`).
+
+        Args:
+            request: the activity's one input model.
+            activity_id: a stable id where a client must find the call among pending activities.
+        """
+        return await self._execute(
+            request,
+            start_to_close=self.start_to_close,
+            schedule_to_close=RETRY_FOR,
+            activity_id=activity_id,
+        )
+
+
+@dataclass(frozen=True)
+class WaitCall(ActivityDeclaration[RequestT, ResultT]):
+    """An activity that waits (heartbeating) until something happens or its deadline passes: every
+    call says how long it may last, and its timeouts follow (one attempt may run the whole wait
+    plus `WAIT_SLACK`; all attempts together the wait plus the usual `RETRY_FOR`). A wait cannot
+    be called without its length: mypy refuses it."""
+
+    async def __call__(
+        self, request: RequestT, *, wait: timedelta, activity_id: str | None = None
+    ) -> ResultT:
+        """Run the wait (see `ActivityDeclaration._execute`).
+
+        Args:
+            request: the activity's one input model (its own deadline inside, `wait` from now).
+            wait: how long it may last.
+            activity_id: a stable id where a client must find the call among pending activities.
+        """
+        return await self._execute(
+            request,
+            start_to_close=wait + WAIT_SLACK,
+            schedule_to_close=wait + RETRY_FOR,
+            activity_id=activity_id,
+        )
+
     async def within(self, deadline: timedelta, request: Callable[[datetime], RequestT]) -> ResultT:
-        """Run an activity that waits at most `deadline` from now: `request(until)` builds the
-        request with the moment it gives up (its `wait_until`), and the call's timeouts follow
-        the wait (`wait=deadline`)."""
+        """Run a wait of at most `deadline` from now: `request(until)` builds the request with
+        the moment it gives up (its `wait_until`), and the call's timeouts follow the wait."""
         return await self(request(workflow.now() + deadline), wait=deadline)
