@@ -20,7 +20,6 @@ Results in `bench/results/api_load.{json,md}` (`bench.record`).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
 import sys
@@ -30,7 +29,8 @@ from dataclasses import dataclass
 
 import httpx
 
-from bench.record import Headline, Report, progress, publish, scale
+from bench.command import Command, Option
+from bench.record import Headline, progress, publish, scale
 from bench.stack import Stack, create_key, private_stack
 from infra.config import ColonySettings
 from models.cluster import ClusterSpec
@@ -39,6 +39,13 @@ from starter.clients.temporal import TemporalSession, connect
 
 ORGANIZATION = "bench"
 CLUSTERS = "/v1/kubernetes/clusters"
+
+COMMAND = Command(
+    "api_load",
+    __doc__,
+    Option("--seconds", type=float, default=scale(10, 1), help="per measurement"),
+    Option("--concurrency", type=int, default=8, help="requests in flight"),
+)
 
 
 @dataclass
@@ -141,15 +148,8 @@ async def measure(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.api_load", description=__doc__)
-    parser.add_argument("--seconds", type=float, default=scale(10, 1), help="per measurement")
-    parser.add_argument("--concurrency", type=int, default=8, help="requests in flight")
-    args = parser.parse_args(argv)
-    record = Report(
-        "api_load",
-        "The HTTP API beside the same work straight through Temporal",
-        f"python -m bench.api_load --seconds {args.seconds:g} --concurrency {args.concurrency}",
-    )
+    args = COMMAND.parse(argv)
+    record = COMMAND.report("The HTTP API beside the same work straight through Temporal", args)
     with private_stack(api=1) as stack:
         key = create_key(stack, ORGANIZATION)
         results = asyncio.run(

@@ -12,7 +12,6 @@ runs 300). Results in `bench/results/cli_exit.{json,md}` (`bench.record`).
 
 from __future__ import annotations
 
-import argparse
 import collections
 import itertools
 import signal
@@ -21,10 +20,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bench.record import Headline, Report, progress, publish, scale
-from bench.stack import Stack, add_existing_option, stack
+from bench.command import Command, Option
+from bench.record import Headline, progress, publish, scale
+from bench.stack import EXISTING, Stack, stack
 
 CLUSTER = "exitbench"
+
+COMMAND = Command(
+    "cli_exit", __doc__, Option("--calls", type=int, default=scale(1000, 16)), EXISTING
+)
 
 
 @dataclass(frozen=True)
@@ -84,15 +88,8 @@ def run(target: Stack, calls: int, commands: Sequence[Call]) -> Tally:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.cli_exit", description=__doc__)
-    parser.add_argument("--calls", type=int, default=scale(1000, 16))
-    add_existing_option(parser)
-    args = parser.parse_args(argv)
-    record = Report(
-        "cli_exit",
-        "colonyctl exits with its documented code, never by a signal",
-        f"python -m bench.cli_exit --calls {args.calls}",
-    )
+    args = COMMAND.parse(argv)
+    record = COMMAND.report("colonyctl exits with its documented code, never by a signal", args)
     with stack(args.existing, CLUSTER) as target:
         tally = run(target, args.calls, mix(CLUSTER))
     deaths = sum(tally.signals.values())

@@ -11,7 +11,6 @@ Run: `python -m bench.cli_startup` (`--runs 30`); results in `bench/results/cli_
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import statistics
@@ -21,12 +20,15 @@ import tempfile
 import time
 from collections.abc import Sequence
 
-from bench.record import Headline, Report, progress, publish, scale
+from bench.command import Command, Option
+from bench.record import Headline, progress, publish, scale
 from bench.stack import VENV_BIN, colonyctl
 from starter import token_cache
 from starter.credentials import token_plugin
 
 TARGET_SECONDS = 0.3
+
+COMMAND = Command("cli_startup", __doc__, Option("--runs", type=int, default=scale(30, 2)))
 
 
 def commands(env: dict[str, str]) -> dict[str, tuple[list[str], dict[str, str], int]]:
@@ -67,13 +69,9 @@ def seed_token(env: dict[str, str]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.cli_startup", description=__doc__)
-    parser.add_argument("--runs", type=int, default=scale(30, 2))
-    args = parser.parse_args(argv)
-    record = Report(
-        "cli_startup",
-        "colonyctl start-up: help, refusals and a cached token beside kubectl",
-        f"python -m bench.cli_startup --runs {args.runs}",
+    args = COMMAND.parse(argv)
+    record = COMMAND.report(
+        "colonyctl start-up: help, refusals and a cached token beside kubectl", args
     )
     with tempfile.TemporaryDirectory(prefix="colony-startup-") as scratch:
         env = {

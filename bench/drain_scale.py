@@ -25,7 +25,6 @@ cluster's workflow. The PNG shows how many nodes drained at once over each opera
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import base64
 import json
@@ -45,6 +44,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from bench.command import Command, Option
 from bench.history import event_counts, event_time
 from bench.record import Headline, Report, progress, publish, pyplot, quick, scale
 from bench.stack import INVENTORY, Stack, Usage, private_stack, requests_grown
@@ -64,6 +64,15 @@ NODE_STEPS = (
     ActivityName.DRAIN_NODE,
     ActivityName.REMOVE_CLUSTER_MACHINES,
     ActivityName.DELETE_NODE,
+)
+
+COMMAND = Command(
+    "drain_scale",
+    __doc__,
+    Option("--nodes", type=int, default=scale(100, 6)),
+    Option("--pods", type=int, default=9, help="pods per node besides the DaemonSet's"),
+    Option("--parallelism", default="2,5" if quick() else "2,10,20"),
+    Option("--grace", type=int, default=30, help="terminationGracePeriodSeconds"),
 )
 
 
@@ -403,18 +412,9 @@ async def measure(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.drain_scale", description=__doc__)
-    parser.add_argument("--nodes", type=int, default=scale(100, 6))
-    parser.add_argument("--pods", type=int, default=9, help="pods per node besides the DaemonSet's")
-    parser.add_argument("--parallelism", default="2,5" if quick() else "2,10,20")
-    parser.add_argument("--grace", type=int, default=30, help="terminationGracePeriodSeconds")
-    args = parser.parse_args(argv)
+    args = COMMAND.parse(argv)
     parallelisms = [int(p) for p in args.parallelism.split(",")]
-    command = (
-        f"python -m bench.drain_scale --nodes {args.nodes} --pods {args.pods} "
-        f"--parallelism {args.parallelism} --grace {args.grace}"
-    )
-    record = Report("drain_scale", "Drain at scale on the real stack", command)
+    record = COMMAND.report("Drain at scale on the real stack", args)
     rows = asyncio.run(measure(args.nodes, args.pods, parallelisms, args.grace))
     figure = report(rows, record, args.nodes, args.pods, args.grace)
     publish(record, figure)

@@ -17,7 +17,6 @@ so at 1,000 workspaces (and 20 clusters) it holds about as many as it ever will.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 import time
@@ -25,6 +24,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from bench.command import Command, Option
 from bench.record import Headline, Report, progress, publish, pyplot, scale
 from bench.stack import INVENTORY, Stack, private_stack, requests_grown
 from bench.throughput import ColonyDriver, connect, create_cpu_cluster, phase_ids
@@ -36,6 +36,13 @@ NODES_PER_CLUSTER = 2
 """64 dev boxes of 4 cores fit on two 128-core nodes: 50 per cluster leave room."""
 SAMPLE_EVERY = 2.0
 DEPLOYS_IN_FLIGHT = 50
+
+COMMAND = Command(
+    "footprint",
+    __doc__,
+    Option("--clusters", type=int, default=scale(20, 2)),
+    Option("--workspaces", type=int, default=scale(1000, 10)),
+)
 
 
 async def measure(stack: Stack, clusters: int, count: int) -> dict[str, Any]:
@@ -159,12 +166,8 @@ def report(found: dict[str, Any], record: Report) -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.footprint", description=__doc__)
-    parser.add_argument("--clusters", type=int, default=scale(20, 2))
-    parser.add_argument("--workspaces", type=int, default=scale(1000, 10))
-    args = parser.parse_args(argv)
-    command = f"python -m bench.footprint --clusters {args.clusters} --workspaces {args.workspaces}"
-    record = Report("footprint", "Footprint: worker memory and Kubernetes API requests", command)
+    args = COMMAND.parse(argv)
+    record = COMMAND.report("Footprint: worker memory and Kubernetes API requests", args)
     with private_stack(inventory=INVENTORY) as stack:
         found = asyncio.run(measure(stack, args.clusters, args.workspaces))
     publish(record, report(found, record))

@@ -12,7 +12,6 @@ Results in `bench/results/kubectl_token.{json,md}` (`bench.record`).
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import statistics
@@ -24,11 +23,20 @@ from pathlib import Path
 
 import yaml
 
-from bench.record import Headline, Report, progress, publish, scale
-from bench.stack import VENV_BIN, Stack, add_existing_option, stack
+from bench.command import Command, Option
+from bench.record import Headline, progress, publish, scale
+from bench.stack import EXISTING, VENV_BIN, Stack, stack
 
 CLUSTER = "tokenbench"
 TARGET_RATIO = 1.5
+
+COMMAND = Command(
+    "kubectl_token",
+    __doc__,
+    Option("--runs", type=int, default=scale(40, 3), help="runs of each (cached and static)"),
+    Option("--uncached-runs", type=int, default=scale(5, 1)),
+    EXISTING,
+)
 
 
 def kubectl(stack: Stack, kubeconfig: Path) -> float:
@@ -66,17 +74,9 @@ def kubeconfigs(stack: Stack) -> tuple[Path, Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.kubectl_token", description=__doc__)
-    parser.add_argument(
-        "--runs", type=int, default=scale(40, 3), help="runs of each (cached and static)"
-    )
-    parser.add_argument("--uncached-runs", type=int, default=scale(5, 1))
-    add_existing_option(parser)
-    args = parser.parse_args(argv)
-    record = Report(
-        "kubectl_token",
-        "kubectl through Colony's exec plugin (cached token) beside a static token",
-        f"python -m bench.kubectl_token --runs {args.runs} --uncached-runs {args.uncached_runs}",
+    args = COMMAND.parse(argv)
+    record = COMMAND.report(
+        "kubectl through Colony's exec plugin (cached token) beside a static token", args
     )
     with stack(args.existing, CLUSTER) as target:
         exec_path, static_path = kubeconfigs(target)

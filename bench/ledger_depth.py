@@ -40,7 +40,6 @@ headline figures of the run (`bench.record`; `BENCH_QUICK=1`: one depth of 10, 2
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import logging
@@ -62,7 +61,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from bench.record import Headline, Report, progress, publish, pyplot, quick, results_dir
+from bench.command import Command, Option
+from bench.record import Headline, progress, publish, pyplot, quick, results_dir
 from models.capacity import (
     CapacityAnswer,
     CapacityLedger,
@@ -97,6 +97,14 @@ COMPUTED = hasattr(CapacityLedger, "snapshot")
 """True for the ledger that computes positions (this branch); False for the one that pushes them."""
 TASK_QUEUE = "bench-ledger-depth"
 DEADLOCKS: list[str] = []
+
+COMMAND = Command(
+    "ledger_depth",
+    __doc__,
+    Option("--depths", default="10" if quick() else "10,100,1000,10000"),
+    Option("--releases", type=int, default=2 if quick() else 20),
+    Option("--label", default="after" if COMPUTED else "before"),
+)
 
 
 class DeadlockLog(logging.Handler):
@@ -589,17 +597,8 @@ def summary(label: str) -> tuple[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.ledger_depth", description=__doc__)
-    parser.add_argument("--depths", default="10" if quick() else "10,100,1000,10000")
-    parser.add_argument("--releases", type=int, default=2 if quick() else 20)
-    parser.add_argument("--label", default="after" if COMPUTED else "before")
-    args = parser.parse_args(argv)
-    record = Report(
-        "ledger_depth",
-        "GPU ledger: cost of a release by depth of the line",
-        f"python -m bench.ledger_depth --depths {args.depths} --releases {args.releases} "
-        f"--label {args.label}",
-    )
+    args = COMMAND.parse(argv)
+    record = COMMAND.report("GPU ledger: cost of a release by depth of the line", args)
     measured = asyncio.run(
         main_async([int(d) for d in args.depths.split(",")], args.releases, args.label)
     )

@@ -20,7 +20,6 @@ between operations (`bench.watcher_reaction`). Results in `bench/results/ready_r
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import base64
 import subprocess
@@ -34,13 +33,21 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from bench.record import Headline, Report, distribution, publish, scale
+from bench.command import Command, Option
+from bench.record import Headline, distribution, publish, scale
 from bench.stack import Stack, colonyctl, private_stack
 from infra.kube import api_client_from_dict, api_client_from_file, close_client
 from models.activity_api import ActivityName
 
 POLL = 0.01
 NAMESPACE = "kcm-system"
+
+COMMAND = Command(
+    "ready_reaction",
+    __doc__,
+    Option("--trials", type=int, default=scale(10, 1)),
+    Option("--time-scale", default="1", help="the sim's --time-scale"),
+)
 
 
 def _ready(conditions: list[dict[str, Any]] | None) -> bool:
@@ -151,14 +158,9 @@ async def measure(stack: Stack, trials: int, label: str) -> dict[str, dict[str, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.ready_reaction", description=__doc__)
-    parser.add_argument("--trials", type=int, default=scale(10, 1))
-    parser.add_argument("--time-scale", default="1", help="the sim's --time-scale")
-    args = parser.parse_args(argv)
-    record = Report(
-        "ready_reaction",
-        "ClusterDeployment and node Ready, to the workflow going on: watcher and fallback",
-        f"python -m bench.ready_reaction --trials {args.trials} --time-scale {args.time_scale}",
+    args = COMMAND.parse(argv)
+    record = COMMAND.report(
+        "ClusterDeployment and node Ready, to the workflow going on: watcher and fallback", args
     )
     results: dict[str, dict[str, dict[str, float | int]]] = {}
     for watcher in (True, False):

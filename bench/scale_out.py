@@ -19,7 +19,6 @@ processes a second worker would add throughput; on 2 shared cores it shows who w
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import itertools
 import sys
@@ -31,6 +30,7 @@ import httpx
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from bench.command import Command, Option
 from bench.record import Headline, Report, progress, publish, pyplot, scale
 from bench.stack import INVENTORY, Stack, create_key, private_stack, start_api
 from bench.throughput import CLASS, CPU_SKU, LOCATION, SSH_KEY, cpu_table
@@ -39,6 +39,13 @@ from bench.waves import Wave, plot_lives, run_wave
 ORGANIZATION = "bench"
 CLUSTER = "scale"
 WARM_UP = scale(10, 2)
+
+COMMAND = Command(
+    "scale_out",
+    __doc__,
+    Option("--workspaces", type=int, default=scale(200, 6)),
+    Option("--nodes", type=int, default=scale(10, 1)),
+)
 
 
 class ApiDriver:
@@ -162,12 +169,8 @@ def report(found: dict[str, Any], record: Report) -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.scale_out", description=__doc__)
-    parser.add_argument("--workspaces", type=int, default=scale(200, 6))
-    parser.add_argument("--nodes", type=int, default=scale(10, 1))
-    args = parser.parse_args(argv)
-    command = f"python -m bench.scale_out --workspaces {args.workspaces} --nodes {args.nodes}"
-    record = Report("scale_out", "Two workers and two API replicas against one of each", command)
+    args = COMMAND.parse(argv)
+    record = COMMAND.report("Two workers and two API replicas against one of each", args)
     with private_stack(inventory=INVENTORY, api=1) as stack:
         found = asyncio.run(measure(stack, args.workspaces, args.nodes))
     publish(record, report(found, record))

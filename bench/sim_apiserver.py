@@ -32,6 +32,7 @@ from typing import Any
 
 import aiohttp
 
+from bench.command import Command, Option
 from bench.record import Headline, Report, progress, publish, quick, scale
 from sim.apiserver.auth import CertificateAuthority
 from sim.apiserver.registry import CONFIGMAPS, NODES, PODS
@@ -40,6 +41,28 @@ from sim.apiserver.store import ClusterStore
 
 TARGET_RPS = 1000.0
 TARGET_MEMORY_MB = 300.0
+
+COMMAND = Command(
+    "sim_apiserver",
+    __doc__,
+    Option(
+        "--client",
+        nargs=3,
+        metavar=("URL", "TOKEN", "CA_FILE"),
+        help=argparse.SUPPRESS,
+        recorded=False,
+    ),
+    Option("--requests", type=int, default=scale(3000, 200), help="max requests per operation"),
+    Option(
+        "--seconds", type=float, default=0.5 if quick() else 3.0, help="max seconds per operation"
+    ),
+    Option("--in-flight", type=int, default=8, help="requests outstanding in the concurrent pass"),
+    Option("--watchers", type=int, default=scale(50, 5), recorded=False),
+    Option("--events", type=int, default=scale(200, 20), recorded=False),
+    Option("--clusters", type=int, default=scale(10, 2), recorded=False),
+    Option("--nodes", type=int, default=scale(100, 10), recorded=False),
+    Option("--pods", type=int, default=scale(1000, 100), recorded=False),
+)
 
 
 @dataclass
@@ -360,13 +383,7 @@ def report(
     )
 
 
-async def main_async(args: argparse.Namespace) -> int:
-    record = Report(
-        "sim_apiserver",
-        "The sim's Kubernetes API emulator: requests per second, watch fan-out, memory",
-        "python -m bench.sim_apiserver "
-        f"--requests {args.requests} --seconds {args.seconds:g} --in-flight {args.in_flight}",
-    )
+async def main_async(args: argparse.Namespace, record: Report) -> int:
     ca = CertificateAuthority()
     rows = await server_rows(ca, args)
     grown, seconds = await memory_of_children(ca, args.clusters, args.nodes, args.pods)
@@ -388,30 +405,8 @@ def _ca_pem(server: ClusterServer) -> str:
     return base64.b64decode(server.ca.cert_b64).decode()
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.sim_apiserver", description=__doc__)
-    parser.add_argument(
-        "--client", nargs=3, metavar=("URL", "TOKEN", "CA_FILE"), help=argparse.SUPPRESS
-    )
-    parser.add_argument(
-        "--requests", type=int, default=scale(3000, 200), help="max requests per operation"
-    )
-    parser.add_argument(
-        "--seconds", type=float, default=0.5 if quick() else 3.0, help="max seconds per operation"
-    )
-    parser.add_argument(
-        "--in-flight", type=int, default=8, help="requests outstanding in the concurrent pass"
-    )
-    parser.add_argument("--watchers", type=int, default=scale(50, 5))
-    parser.add_argument("--events", type=int, default=scale(200, 20))
-    parser.add_argument("--clusters", type=int, default=scale(10, 2))
-    parser.add_argument("--nodes", type=int, default=scale(100, 10))
-    parser.add_argument("--pods", type=int, default=scale(1000, 100))
-    return parser.parse_args(argv)
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    args = COMMAND.parse(argv)
     if args.client:
         url, token, ca_file = args.client
         rows = asyncio.run(
@@ -419,7 +414,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(json.dumps([vars(row) for row in rows]))
         return 0
-    return asyncio.run(main_async(args))
+    record = COMMAND.report(
+        "The sim's Kubernetes API emulator: requests per second, watch fan-out, memory", args
+    )
+    return asyncio.run(main_async(args, record))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ Used by every benchmark that runs Colony (`bench/*.py` but `sim_apiserver`, `cli
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -35,6 +34,7 @@ from pathlib import Path
 
 import httpx
 
+from bench.command import Option
 from workflows.search_attributes import ALL as COLONY_SEARCH_ATTRIBUTES
 
 VENV_BIN = Path(sys.executable).parent
@@ -307,11 +307,13 @@ def stack(existing: bool, cluster: str) -> Iterator[Stack]:
         yield started
 
 
-def add_existing_option(parser: argparse.ArgumentParser) -> None:
-    """`--existing`: run against the stack the environment points at (see `stack`)."""
-    parser.add_argument(
-        "--existing", action="store_true", help="use the stack the environment points at"
-    )
+EXISTING = Option(
+    "--existing",
+    action="store_true",
+    help="use the stack the environment points at",
+    recorded=False,
+)
+"""`--existing`: run against the stack the environment points at (see `stack`)."""
 
 
 def wait_for_catalog(stack: Stack) -> None:

@@ -24,7 +24,6 @@ runs with py-spy attached to the worker (`bench.profile`) to show where its time
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import statistics
@@ -38,6 +37,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from bench.ceiling import ceiling_task_queue
 from bench.ceiling_workflow import DELETE_UPDATE, KIND, CeilingInput, CeilingWorkflow
+from bench.command import Command, Option
 from bench.profile import hot_spots, profiled
 from bench.record import Headline, Report, progress, publish, pyplot, quick, scale
 from bench.stack import INVENTORY, Stack, private_stack, wait_until
@@ -67,6 +67,14 @@ SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okW
 WORKSPACE_KIND = "workspace"
 TARGET_RATIO = 0.5
 WARM_UP = scale(10, 2)
+
+COMMAND = Command(
+    "throughput",
+    __doc__,
+    Option("--workspaces", type=int, default=scale(200, 6)),
+    Option("--nodes", type=int, default=scale(10, 1), help="128-core CPU nodes"),
+    Option("--profile", action="store_true", help="profile one more Colony wave", recorded=False),
+)
 
 
 async def phase_ids(temporal: Client, kind: str, phase: str) -> set[str]:
@@ -300,7 +308,7 @@ def profile_text(profile: dict[str, Any] | None) -> str:
     return "\n".join(lines)
 
 
-def report(found: dict[str, Any], command: str, report_: Report) -> Any:
+def report(found: dict[str, Any], report_: Report) -> Any:
     colony, ceiling = found["colony"], found["ceiling"]
     ratio = found["ratio"]
     calls = found["activity_calls"]
@@ -372,17 +380,12 @@ def report(found: dict[str, Any], command: str, report_: Report) -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.throughput", description=__doc__)
-    parser.add_argument("--workspaces", type=int, default=scale(200, 6))
-    parser.add_argument("--nodes", type=int, default=scale(10, 1), help="128-core CPU nodes")
-    parser.add_argument("--profile", action="store_true", help="profile one more Colony wave")
-    args = parser.parse_args(argv)
-    command = f"python -m bench.throughput --workspaces {args.workspaces} --nodes {args.nodes}"
-    record = Report("throughput", "Throughput against the Temporal ceiling", command)
+    args = COMMAND.parse(argv)
+    record = COMMAND.report("Throughput against the Temporal ceiling", args)
     with private_stack(inventory=INVENTORY, worker_argv=["-m", "bench.ceiling"]) as stack:
         wait_until("the worker", lambda: "worker" in stack.usage())
         found = asyncio.run(measure(stack, args.workspaces, args.nodes, args.profile))
-    figure = report(found, command, record)
+    figure = report(found, record)
     publish(record, figure)
     return 0
 

@@ -16,7 +16,6 @@ Results in `bench/results/watcher_reaction.{json,md}` (`bench.record`).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import base64
 import signal
@@ -31,7 +30,8 @@ from kubernetes import client
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from bench.record import Headline, Report, distribution, progress, publish, scale
+from bench.command import Command, Option
+from bench.record import Headline, distribution, progress, publish, scale
 from bench.stack import Stack, describe, private_stack
 from infra.kube import api_client_from_dict, api_client_from_file, close_client
 from models.signals import RefreshRequest
@@ -39,6 +39,13 @@ from workflows.cluster import CLUSTER as CLUSTER_WORKFLOW
 
 POLL = 0.01
 CLUSTER = "reaction"
+
+COMMAND = Command(
+    "watcher_reaction",
+    __doc__,
+    Option("--trials", type=int, default=scale(10, 2)),
+    Option("--fallback-wait", type=float, default=scale(10, 3)),
+)
 
 
 async def first_time(probe: Callable[[], Awaitable[bool]], timeout: float) -> float | None:
@@ -176,15 +183,9 @@ async def measure(stack: Stack, trials: int, fallback_wait: float) -> dict[str, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.watcher_reaction", description=__doc__)
-    parser.add_argument("--trials", type=int, default=scale(10, 2))
-    parser.add_argument("--fallback-wait", type=float, default=scale(10, 3))
-    args = parser.parse_args(argv)
-    record = Report(
-        "watcher_reaction",
-        "A node going NotReady, to the cluster's status: watcher and fallback",
-        f"python -m bench.watcher_reaction --trials {args.trials} "
-        f"--fallback-wait {args.fallback_wait:g}",
+    args = COMMAND.parse(argv)
+    record = COMMAND.report(
+        "A node going NotReady, to the cluster's status: watcher and fallback", args
     )
     with private_stack(watcher=True) as stack:
         progress(f"stack: {describe(stack)}")

@@ -33,7 +33,6 @@ Results in `bench/results/workspace_admission.{json,md,png}` (`bench.record`).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import sys
@@ -46,6 +45,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from bench.command import Command, Option
 from bench.history import event_counts, event_time
 from bench.record import Headline, Report, distribution, progress, publish, pyplot, scale
 from bench.stack import Stack, describe, private_stack
@@ -70,6 +70,23 @@ GPUS = 8
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl bench"
 SIM_TIMINGS = {"instant": ["--instant"], "default": ["--time-scale", "1"]}
 POLL = 0.02
+
+COMMAND = Command(
+    "workspace_admission",
+    __doc__,
+    Option("--releases", type=int, default=scale(100, 3)),
+    Option("--depth", type=int, default=scale(50, 2), help="workspaces waiting in line"),
+    Option(
+        "--ledger-run-events", type=int, default=1000, help="the ledger's continue-as-new threshold"
+    ),
+    Option(
+        "--sim-timing",
+        choices=sorted(SIM_TIMINGS),
+        default="instant",
+        help="the simulator's delays: none (instant), or its defaults (an uninstall takes 0.3 s, "
+        "a pod's termination 0.5 s: sim/timing.py)",
+    ),
+)
 
 
 def spec(index: int) -> WorkspaceSpec:
@@ -373,32 +390,11 @@ def report(found: dict[str, dict[str, Any]], record: Report) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.workspace_admission", description=__doc__
-    )
-    parser.add_argument("--releases", type=int, default=scale(100, 3))
-    parser.add_argument(
-        "--depth", type=int, default=scale(50, 2), help="workspaces waiting in line"
-    )
-    parser.add_argument(
-        "--ledger-run-events", type=int, default=1000, help="the ledger's continue-as-new threshold"
-    )
-    parser.add_argument(
-        "--sim-timing",
-        choices=sorted(SIM_TIMINGS),
-        default="instant",
-        help="the simulator's delays: none (instant), or its defaults (an uninstall takes 0.3 s, "
-        "a pod's termination 0.5 s: sim/timing.py)",
-    )
+    parser = COMMAND.parser()
     args = parser.parse_args(argv)
     if args.releases < 2 or args.depth < 1:
         parser.error("--releases must be at least 2 and --depth at least 1")
-    record = Report(
-        "workspace_admission",
-        "Wake-up under a deep queue: a GPU release to the next admission",
-        f"python -m bench.workspace_admission --releases {args.releases} --depth {args.depth} "
-        f"--ledger-run-events {args.ledger_run_events} --sim-timing {args.sim_timing}",
-    )
+    record = COMMAND.report("Wake-up under a deep queue: a GPU release to the next admission", args)
     found: dict[str, dict[str, Any]] = {}
     for watcher in (True, False):
         label = "with the watcher" if watcher else "fallback alone"

@@ -19,6 +19,7 @@ import pytest
 
 from bench import __main__ as runner
 from bench import summary
+from bench.command import Command, Option
 from bench.profile import hot_spots
 from bench.record import Headline, Report, distribution, publish
 
@@ -32,6 +33,43 @@ def test_every_benchmark_answers_help(name: str, capsys: pytest.CaptureFixture[s
         module.main(["--help"])
     assert exited.value.code == 0
     assert f"python -m bench.{name}" in capsys.readouterr().out
+
+
+def test_the_recorded_command_is_restated_from_the_parsed_options() -> None:
+    command = Command(
+        "demo",
+        "A demonstration.",
+        Option("--calls", type=int, default=1000),
+        Option("--seconds", type=float, default=3.0, help="per measurement"),
+        Option("--parallelism", default="2,10"),
+        Option("--existing", action="store_true", recorded=False),
+        Option("--profile", action="store_true"),
+    )
+    assert command.line(command.parse([])) == (
+        "python -m bench.demo --calls 1000 --seconds 3 --parallelism 2,10"
+    )
+    args = command.parse(
+        ["--profile", "--seconds", "0.25", "--existing", "--parallelism", "5", "--calls", "7"]
+    )
+    recorded = command.report("A demonstration", args)
+    assert (recorded.name, recorded.title) == ("demo", "A demonstration")
+    assert recorded.command == (
+        "python -m bench.demo --calls 7 --seconds 0.25 --parallelism 5 --profile"
+    )
+
+
+@pytest.mark.parametrize("bench", [pytest.param(b, id=b.name) for b in runner.BENCHMARKS])
+def test_every_benchmark_records_a_command_that_runs_it_again(bench: runner.Bench) -> None:
+    """What a full run records (`python -m bench`'s arguments for it), given back to the
+    benchmark's parser, is read as the same run."""
+    command: Command = importlib.import_module(f"bench.{bench.name}").COMMAND
+    assert command.name == bench.name
+    recorded = command.line(command.parse(bench.args))
+    assert recorded.startswith(f"python -m bench.{bench.name} ")
+    again = recorded.removeprefix(command.program).split()
+    given = dict(zip(bench.args[::2], bench.args[1::2], strict=True))
+    assert given.items() <= dict(zip(again[::2], again[1::2], strict=True)).items()
+    assert command.line(command.parse(again)) == recorded
 
 
 def test_the_runner_refuses_an_unknown_benchmark(capsys: pytest.CaptureFixture[str]) -> None:
