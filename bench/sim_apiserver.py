@@ -57,11 +57,11 @@ COMMAND = Command(
         "--seconds", type=float, default=0.5 if quick() else 3.0, help="max seconds per operation"
     ),
     Option("--in-flight", type=int, default=8, help="requests outstanding in the concurrent pass"),
-    Option("--watchers", type=int, default=scale(50, 5), recorded=False),
-    Option("--events", type=int, default=scale(200, 20), recorded=False),
-    Option("--clusters", type=int, default=scale(10, 2), recorded=False),
-    Option("--nodes", type=int, default=scale(100, 10), recorded=False),
-    Option("--pods", type=int, default=scale(1000, 100), recorded=False),
+    Option("--watchers", type=int, default=scale(50, 5)),
+    Option("--events", type=int, default=scale(200, 20)),
+    Option("--clusters", type=int, default=scale(10, 2)),
+    Option("--nodes", type=int, default=scale(100, 10)),
+    Option("--pods", type=int, default=scale(1000, 100)),
 )
 
 
