@@ -34,12 +34,12 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from bench.command import Command, Option
+from bench.polling import first_time
 from bench.record import Headline, distribution, publish, scale
 from bench.stack import Stack, colonyctl, private_stack
 from infra.kube import api_client_from_dict, api_client_from_file, close_client
 from models.activity_api import ActivityName
 
-POLL = 0.01
 NAMESPACE = "kcm-system"
 
 COMMAND = Command(
@@ -56,16 +56,14 @@ def _ready(conditions: list[dict[str, Any]] | None) -> bool:
 
 async def _first_ready(read: Any, timeout: float) -> float | None:
     """Wall-clock time `read()` (conditions, or None while absent) first shows Ready=True."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    async def ready() -> bool:
         try:
-            conditions = await asyncio.to_thread(read)
+            return _ready(await asyncio.to_thread(read))
         except client.ApiException:
-            conditions = None
-        if _ready(conditions):
-            return time.time()
-        await asyncio.sleep(POLL)
-    return None
+            return False
+
+    return await first_time(ready, timeout, clock=time.time)
 
 
 def _went_on_after(events: list[Any], waited: str) -> tuple[float, float] | None:

@@ -31,13 +31,13 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from bench.command import Command, Option
+from bench.polling import first_time
 from bench.record import Headline, distribution, progress, publish, scale
 from bench.stack import Stack, describe, private_stack
 from infra.kube import api_client_from_dict, api_client_from_file, close_client
 from models.signals import RefreshRequest
 from workflows.cluster import CLUSTER as CLUSTER_WORKFLOW
 
-POLL = 0.01
 CLUSTER = "reaction"
 
 COMMAND = Command(
@@ -46,16 +46,6 @@ COMMAND = Command(
     Option("--trials", type=int, default=scale(10, 2)),
     Option("--fallback-wait", type=float, default=scale(10, 3)),
 )
-
-
-async def first_time(probe: Callable[[], Awaitable[bool]], timeout: float) -> float | None:
-    """The monotonic time `probe` first holds, or None after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if await probe():
-            return time.monotonic()
-        await asyncio.sleep(POLL)
-    return None
 
 
 class World:
