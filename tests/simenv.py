@@ -13,6 +13,7 @@ import base64
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,10 +21,13 @@ from typing import Any
 import httpx
 import yaml
 from kubernetes import client
+from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
 from activities.management.cluster_deployments import ClusterDeploymentActivities
+from infra.crds import ensure_crds
 from infra.kube import api_client_from_dict, api_client_from_file, close_client
+from infra.sealing import PUBLIC_KEY_ENV, SealingSettings, create_key_pair
 from models.activity_api import (
     AwaitClusterDeploymentRequest,
     DeploymentWait,
@@ -31,7 +35,7 @@ from models.activity_api import (
 )
 from sim.timing import SimTiming
 from sim.world import SimWorld, WorldConfig
-from worker import host_provider_client
+from worker import build_worker, ensure_catalog, host_provider_client
 
 NAMESPACE = "kcm-system"
 REAL_K0RDENT_CRDS = Path(__file__).resolve().parents[1].parent / "shared" / "k0rdent-crds"
@@ -57,6 +61,51 @@ async def started_world(state_dir: Path, **timing: float) -> AsyncIterator[SimWo
         # Nor a field k0rdent's CRDs lack: a real API server prunes it, no reader would see it.
         pruned = [w for w in world.store.pruned_writes if w.writer != "client"]
         assert not pruned, f"the sim's controllers wrote fields their CRDs lack: {pruned}"
+
+
+@dataclass(frozen=True)
+class WorkerWorld:
+    """A simulated world with Colony's worker polling a task queue of its own over it.
+
+    Attributes:
+        env: what a worker, `colonyctl` or the API is given for it: Temporal, the task queue, the
+            world's kubeconfig and host provider, the sealing public key.
+    """
+
+    world: SimWorld
+    management: client.ApiClient
+    sealing: SealingSettings
+    task_queue: str
+    env: dict[str, str]
+
+
+@asynccontextmanager
+async def worker_world(
+    temporal: Client, state_dir: Path, keys_dir: Path, task_queue: str, *, catalog: bool = True
+) -> AsyncIterator[WorkerWorld]:
+    """A started world (its CRDs installed) and a worker on `task_queue` with a sealing key pair
+    of its own (in `keys_dir`); with `catalog`, the class catalog's workflow started too."""
+    create_key_pair(keys_dir / "private.pem", keys_dir / "public.pem")
+    sealing = SealingSettings(keys_dir / "public.pem", keys_dir / "private.pem")
+    async with started_world(state_dir) as world:
+        management = management_api(world)
+        await ensure_crds(management)
+        async with (
+            host_provider(world) as http,
+            build_worker(temporal, task_queue, management, http, sealing.unsealer()) as worker,
+            worker,
+        ):
+            if catalog:
+                await ensure_catalog(temporal, task_queue)
+            env = colony_env(
+                world,
+                TEMPORAL_ADDRESS=temporal.service_client.config.target_host,
+                TEMPORAL_NAMESPACE=temporal.namespace,
+                COLONY_TASK_QUEUE=task_queue,
+                **{PUBLIC_KEY_ENV: str(sealing.public_key_file)},
+            )
+            yield WorkerWorld(world, management, sealing, task_queue, env)
+        close_client(management)
 
 
 def colony_env(world: SimWorld, **extra: str) -> dict[str, str]:

@@ -28,23 +28,12 @@ from typer.testing import CliRunner, Result
 
 from api.app import create_app
 from infra.config import ColonySettings
-from infra.crds import ensure_crds
 from infra.keys import KubernetesKeyStore
-from infra.sealing import PUBLIC_KEY_ENV, SealingSettings, create_key_pair
 from infra.settings import ApiSettings
 from models.identity import workspace_service_set_name
 from starter.cli import app, normalize_argv
 from tests.helpers import eventually, unique
-from tests.simenv import (
-    NAMESPACE,
-    call,
-    close_client,
-    colony_env,
-    host_provider,
-    management_api,
-    started_world,
-)
-from worker import build_worker, ensure_catalog
+from tests.simenv import NAMESPACE, call, worker_world
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -102,63 +91,46 @@ class Stack:
 async def stack(
     dev_env: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Stack]:
-    task_queue = unique("e2e-examples")
-    keys = tmp_path_factory.mktemp("sealing")
-    create_key_pair(keys / "private.pem", keys / "public.pem")
-    sealing = SealingSettings(keys / "public.pem", keys / "private.pem")
-    async with started_world(tmp_path_factory.mktemp("sim")) as world:
-        management = management_api(world)
-        await ensure_crds(management)
-        async with (
-            host_provider(world) as http,
-            build_worker(
-                dev_env.client, task_queue, management, http, sealing.unsealer()
-            ) as worker,
-            worker,
-        ):
-            await ensure_catalog(dev_env.client, task_queue)
-            env = colony_env(
-                world,
-                TEMPORAL_ADDRESS=dev_env.client.service_client.config.target_host,
-                TEMPORAL_NAMESPACE=dev_env.client.namespace,
-                COLONY_TASK_QUEUE=task_queue,
-                **{PUBLIC_KEY_ENV: str(keys / "public.pem")},
-            )
-            store = KubernetesKeyStore(management)
-            _, key = await store.create(
-                unique("examples"),
-                ["kubernetes:read", "kubernetes:connect", "kubernetes:manage"],
-                name="examples",
-            )
-            temporal = dev_env.client
+    async with worker_world(
+        dev_env.client,
+        tmp_path_factory.mktemp("sim"),
+        tmp_path_factory.mktemp("sealing"),
+        unique("e2e-examples"),
+    ) as running:
+        store = KubernetesKeyStore(running.management)
+        _, key = await store.create(
+            unique("examples"),
+            ["kubernetes:read", "kubernetes:connect", "kubernetes:manage"],
+            name="examples",
+        )
+        temporal = dev_env.client
 
-            async def connect() -> Any:
-                return temporal
+        async def connect() -> Any:
+            return temporal
 
-            api_app = create_app(
-                ColonySettings.from_env(env),
-                connect,
-                store,
-                api_settings=ApiSettings(rate=1000.0, burst=1000),
-                sealing=sealing,
-            )
-            async with httpx.AsyncClient(
-                transport=httpx.ASGITransport(app=api_app),
-                base_url="http://colony.test",
-                headers={"Authorization": f"Bearer {key}"},
+        api_app = create_app(
+            ColonySettings.from_env(running.env),
+            connect,
+            store,
+            api_settings=ApiSettings(rate=1000.0, burst=1000),
+            sealing=running.sealing,
+        )
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=api_app),
+            base_url="http://colony.test",
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=60,
+        ) as api:
+            stack = Stack(running.env, running.management, api, set())
+            await eventually(
+                lambda: stack.json("class", "list"),
+                until=lambda classes: len(classes) >= 3,
                 timeout=60,
-            ) as api:
-                stack = Stack(env, management, api, set())
-                await eventually(
-                    lambda: stack.json("class", "list"),
-                    until=lambda classes: len(classes) >= 3,
-                    timeout=60,
-                    what="the shipped classes",
-                )
-                yield stack
-            await store.close()
-        close_client(management)
-    assert not world.store.rejected_writes, list(world.store.rejected_writes)
+                what="the shipped classes",
+            )
+            yield stack
+        await store.close()
+    assert not running.world.store.rejected_writes, list(running.world.store.rejected_writes)
 
 
 def every_example() -> set[str]:

@@ -45,9 +45,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner, Result
 
-from infra.crds import ensure_crds
 from infra.kubeapi import KubeApi
-from infra.sealing import PUBLIC_KEY_ENV, SealingSettings, create_key_pair
 from models.identity import (
     prerequisite_service_set_name,
     route_name,
@@ -64,21 +62,11 @@ from tests.access import gateway_get, kubectl_port_forward, local_get, ssh_disco
 from tests.conftest import venv_binary
 from tests.exalsius_status import exalsius_problems
 from tests.helpers import eventually, history_text, unique
-from tests.simenv import (
-    NAMESPACE,
-    call,
-    child_api,
-    close_client,
-    colony_env,
-    host_provider,
-    management_api,
-    started_world,
-)
+from tests.simenv import NAMESPACE, call, child_api, close_client, worker_world
 from watching.leader import LeaseTiming
 from watching.mapping import Signal
 from watching.service import Watcher, WatcherConfig
 from watching.signals import TemporalSignals
-from worker import build_worker, ensure_catalog
 from workflows.search_attributes import COLONY_CLUSTER, COLONY_KIND, COLONY_PHASE
 from workflows.workspace import WORKSPACE
 
@@ -160,37 +148,22 @@ class Colony:
 async def colony(
     dev_env: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Colony]:
-    task_queue = unique("e2e-ws")
-    keys = tmp_path_factory.mktemp("sealing")
-    create_key_pair(keys / "private.pem", keys / "public.pem")
-    unsealer = SealingSettings(keys / "public.pem", keys / "private.pem").unsealer()
-    async with started_world(tmp_path_factory.mktemp("sim")) as world:
-        management = management_api(world)
-        await ensure_crds(management)
-        async with (
-            host_provider(world) as http,
-            build_worker(dev_env.client, task_queue, management, http, unsealer) as worker,
-            worker,
-        ):
-            await ensure_catalog(dev_env.client, task_queue)
-            env = colony_env(
-                world,
-                TEMPORAL_ADDRESS=dev_env.client.service_client.config.target_host,
-                TEMPORAL_NAMESPACE=dev_env.client.namespace,
-                COLONY_TASK_QUEUE=task_queue,
-                **{PUBLIC_KEY_ENV: str(keys / "public.pem")},
-            )
-            colony = Colony(world, env, management, dev_env.client)
-            # The worker publishes the shipped catalog at start; wait until it has.
-            await eventually(
-                lambda: colony.json("class", "list"),
-                until=lambda classes: len(classes) >= 3,
-                timeout=60,
-                what="the shipped classes",
-            )
-            yield colony
-        close_client(management)
-    assert not world.store.rejected_writes, list(world.store.rejected_writes)
+    async with worker_world(
+        dev_env.client,
+        tmp_path_factory.mktemp("sim"),
+        tmp_path_factory.mktemp("sealing"),
+        unique("e2e-ws"),
+    ) as running:
+        colony = Colony(running.world, running.env, running.management, dev_env.client)
+        # The worker publishes the shipped catalog at start; wait until it has.
+        await eventually(
+            lambda: colony.json("class", "list"),
+            until=lambda classes: len(classes) >= 3,
+            timeout=60,
+            what="the shipped classes",
+        )
+        yield colony
+    assert not running.world.store.rejected_writes, list(running.world.store.rejected_writes)
 
 
 @pytest.fixture(autouse=True)

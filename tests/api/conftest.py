@@ -31,15 +31,14 @@ from temporalio.testing import WorkflowEnvironment
 
 from api.app import create_app
 from infra.config import ColonySettings
-from infra.crds import ensure_crds
 from infra.keys import KubernetesKeyStore
-from infra.sealing import PUBLIC_KEY_ENV, SealingSettings, create_key_pair
+from infra.sealing import SealingSettings
 from infra.settings import ApiSettings
 from sim.world import SimWorld
 from starter.errors import UnavailableError
 from tests.helpers import eventually, unique
-from tests.simenv import close_client, colony_env, host_provider, management_api, started_world
-from worker import build_worker, ensure_catalog
+from tests.simenv import worker_world
+from worker import ensure_catalog
 
 GPU = "h100-80gb"
 CPU_SKU = "cpu-32c-256g"
@@ -197,43 +196,26 @@ class ApiStack:
 async def api_stack(
     dev_env: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[ApiStack]:
-    task_queue = unique("api")
-    keys = tmp_path_factory.mktemp("api-sealing")
-    create_key_pair(keys / "private.pem", keys / "public.pem")
-    sealing = SealingSettings(keys / "public.pem", keys / "private.pem")
-    async with started_world(tmp_path_factory.mktemp("api-sim")) as world:
-        management = management_api(world)
-        await ensure_crds(management)
-        async with (
-            host_provider(world) as http,
-            build_worker(
-                dev_env.client, task_queue, management, http, sealing.unsealer()
-            ) as worker,
-            worker,
-        ):
-            env = colony_env(
-                world,
-                TEMPORAL_ADDRESS=dev_env.client.service_client.config.target_host,
-                TEMPORAL_NAMESPACE=dev_env.client.namespace,
-                COLONY_TASK_QUEUE=task_queue,
-                **{PUBLIC_KEY_ENV: str(sealing.public_key_file)},
-            )
-            settings = ColonySettings.from_env(env)
-            store = KubernetesKeyStore(management)
-            stack = ApiStack(
-                world=world,
-                env=env,
-                settings=settings,
-                temporal=dev_env.client,
-                management=management,
-                store=store,
-                tmp=tmp_path_factory.mktemp("api"),
-                sealing=sealing,
-                task_queue=task_queue,
-            )
-            yield stack
-            await store.close()
-        close_client(management)
+    async with worker_world(
+        dev_env.client,
+        tmp_path_factory.mktemp("api-sim"),
+        tmp_path_factory.mktemp("api-sealing"),
+        unique("api"),
+        catalog=False,
+    ) as running:
+        store = KubernetesKeyStore(running.management)
+        yield ApiStack(
+            world=running.world,
+            env=running.env,
+            settings=ColonySettings.from_env(running.env),
+            temporal=dev_env.client,
+            management=running.management,
+            store=store,
+            tmp=tmp_path_factory.mktemp("api"),
+            sealing=running.sealing,
+            task_queue=running.task_queue,
+        )
+        await store.close()
 
 
 @pytest.fixture(scope="module")
