@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -20,7 +21,7 @@ from sim.apiserver.registry import CONFIGMAPS, LEASES, NODES
 from sim.apiserver.server import ClusterServer
 from sim.apiserver.store import ClusterStore
 from tests.helpers import eventually, unique
-from watching.leader import LeaseElector, LeaseTiming
+from watching.leader import LeaseElector, LeaseTiming, micro_time
 from watching.state import STATE_CONFIGMAP, ResumeStore
 from watching.streams import SYNCED, StreamEvent, WatchStream
 
@@ -238,30 +239,38 @@ async def test_a_leader_that_cannot_renew_stops_leading_before_its_lease_expires
 ) -> None:
     async with server(ca) as api_server:
         api = KubeApi.from_kubeconfig(api_server.kubeconfig())
-        stopped_at: list[float] = []
+        # When the leader's work stopped, and whether the elector still said it led then.
+        stopped: list[tuple[float, bool]] = []
         loop = asyncio.get_running_loop()
+        elector = LeaseElector(api, "default", "a", timing=FAST)
 
         async def lead() -> None:
             try:
                 await asyncio.Event().wait()
             finally:
-                stopped_at.append(loop.time())
+                stopped.append((loop.time(), elector.leading))
 
-        elector = LeaseElector(api, "default", "a", timing=FAST)
         task = asyncio.create_task(elector.run(lead))
         try:
             await eventually(lambda: _now(elector.leading), timeout=5)
-            # Someone else holds the Lease now (as a contender that judged it expired would):
-            # the leader's renewals fail from here on.
+            # Someone else holds the Lease now, as a contender that judged it expired writes it
+            # (its identity and its own duration, renewed now): the leader's renewals fail from
+            # here on, and it cannot take the Lease back during the test.
             api_server.store.mutate(
                 LEASES,
                 "default",
                 "colony-watcher",
-                lambda lease: lease["spec"].update(holderIdentity="z"),
+                lambda lease: lease["spec"].update(
+                    holderIdentity="z",
+                    leaseDurationSeconds=3600,
+                    renewTime=micro_time(datetime.now(UTC)),
+                ),
             )
             lost_at = loop.time()
-            await eventually(lambda: _now(bool(stopped_at)), timeout=5)
-            assert stopped_at[0] - lost_at < FAST.lease_duration
+            await eventually(lambda: _now(bool(stopped)), timeout=5)
+            stopped_at, leading_when_stopped = stopped[0]
+            assert stopped_at - lost_at < FAST.lease_duration
+            assert not leading_when_stopped, "the elector still said it led once its work stopped"
             assert not elector.leading
         finally:
             task.cancel()

@@ -215,6 +215,9 @@ class LeaseElector:
                     renewed_at = time.monotonic()
                 elif time.monotonic() - renewed_at >= self.timing.renew_deadline:
                     log.warning("%s: lease %s not renewed in time", self.identity, self._name)
+                    # No longer the leader from this moment: nobody may see it leading while its
+                    # work winds down (another may be about to take the Lease).
+                    self._set_leading(False)
                     break
             if work.done() and not work.cancelled() and work.exception() is not None:
                 log.error("%s: leading failed: %r", self.identity, work.exception())
