@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+import urllib3
 import yaml
 from kubernetes import client as kube
 from temporalio.api.enums.v1 import EventType
@@ -665,9 +666,10 @@ async def leftovers(scenario: Scenario, clusters_alive: Iterable[str] = ()) -> l
             continue  # deleted before we looked (by a path running beside the one asking)
         try:
             found += await child_leftovers(stack, cluster)
-        except kube.ApiException:
-            # Deleted while we looked (its kubeconfig Secret, then its API, go with its
-            # ClusterDeployment): what it held went with it. Alive, the error is real.
+        except (kube.ApiException, urllib3.exceptions.HTTPError):
+            # Deleted while we looked (its kubeconfig Secret, then its API server, go with its
+            # ClusterDeployment: a 404, or a refused connection): what it held went with it.
+            # Alive, the error is real.
             if not await deployment_exists(stack, cluster):
                 continue
             raise
