@@ -20,9 +20,11 @@ from datetime import UTC, datetime
 
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.declarations import implements, workspace_calls
+from activities.errors import CONFLICT
 from activities.heartbeat import previous_details, report
 from models.cluster import ClusterStatus
 from models.workspace_api import (
@@ -39,6 +41,9 @@ from models.workspace_api import (
     cluster_created_outcome,
 )
 
+START_RACES = 3
+"""Signal-with-start attempts within one activity attempt when the server answers "already
+started" (see `TemporalActivities.signal_with_start`)."""
 CLOSED_POLL = 1.0
 """Seconds between looks at workflows being waited for."""
 CLUSTER_POLL = 1.0
@@ -54,18 +59,52 @@ class TemporalActivities:
 
     @implements(workspace_calls.SIGNAL_WITH_START)
     async def signal_with_start(self, request: SignalWithStartRequest) -> SignalWithStartResult:
-        """Signal the workflow, starting it first when it does not run."""
-        handle = await self._client.start_workflow(
-            request.workflow,
-            request.input,
-            id=request.workflow_id,
-            task_queue=self._task_queue,
-            start_signal=request.signal,
-            start_signal_args=[request.payload],
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            static_summary=request.static_summary or None,
+        """Signal the workflow, starting it first when it does not run.
+
+        Signal-with-start is one atomic step on the server. A server that still answers "already
+        started" to one of two callers racing (Temporal's time-skipping test server does) is
+        answered in two steps with the same outcome: the run that exists is signalled (the two
+        callers meet in it), and one that ended in between is started again. Raised as is, that
+        answer could not even be reported as the attempt's failure.
+
+        Raises:
+            ApplicationError: `Conflict` (retried) when runs keep starting and ending under it.
+        """
+        for _ in range(START_RACES):
+            try:
+                handle = await self._client.start_workflow(
+                    request.workflow,
+                    request.input,
+                    id=request.workflow_id,
+                    task_queue=self._task_queue,
+                    start_signal=request.signal,
+                    start_signal_args=[request.payload],
+                    id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                    static_summary=request.static_summary or None,
+                )
+                return SignalWithStartResult(run_id=handle.result_run_id or "")
+            except WorkflowAlreadyStartedError:
+                run_id = await self._signal_running(request)
+                if run_id is not None:
+                    return SignalWithStartResult(run_id=run_id)
+        raise ApplicationError(
+            f"workflow {request.workflow_id} kept starting and ending while it was signalled",
+            type=CONFLICT,
         )
-        return SignalWithStartResult(run_id=handle.result_run_id or "")
+
+    async def _signal_running(self, request: SignalWithStartRequest) -> str | None:
+        """Signal the workflow's running run; its run id, or None when none runs any more."""
+        try:
+            described = await self._client.get_workflow_handle(request.workflow_id).describe()
+            if described.status != WorkflowExecutionStatus.RUNNING:
+                return None
+            run = self._client.get_workflow_handle(request.workflow_id, run_id=described.run_id)
+            await run.signal(request.signal, request.payload)
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return None  # it ended between the look and the signal
+            raise
+        return described.run_id
 
     @implements(workspace_calls.LIST_WORKFLOWS)
     async def list_workflows(self, request: ListWorkflowsRequest) -> ListWorkflowsResult:
