@@ -715,10 +715,13 @@ DEEP_NODES = [
     node("l1", model="L40", labels={"nvidia.com/gpu.product": "NVIDIA-L40"}, gpus=4),
 ]
 DEEP_SELECTORS = [H100, H100, H100, ANY, A100, L40_RAW]
+DEEP_FILL = 1_000 + sum(n.allocatable for n in DEEP_NODES)
+"""Requests that open a deep run before leaves begin: each admitted one holds a GPU at least, so
+at least 1,000 of them wait, whatever the seed (a seed alone once drew a line only 959 deep)."""
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 2**32 - 1), operations=st.integers(2_500, 3_500))
+@given(seed=st.integers(0, 2**32 - 1), operations=st.integers(DEEP_FILL + 1_500, DEEP_FILL + 2_500))
 def test_deep_queues_decide_as_the_plain_rules_do(seed: int, operations: int) -> None:
     """Thousands waiting across selectors, with releases of holders, leaves from anywhere in the
     line, suspends (release, then a new request at the back) and duplicates: every decision,
@@ -733,7 +736,7 @@ def test_deep_queues_decide_as_the_plain_rules_do(seed: int, operations: int) ->
     deepest = 0
     for step in range(operations):
         roll = rng.random()
-        if roll < 0.7 or not live:
+        if step < DEEP_FILL or roll < 0.7 or not live:
             if suspended and roll < 0.05:  # a resume: the same workspace asks again, at the back
                 workspace = suspended.pop(rng.randrange(len(suspended))).workspace
             else:

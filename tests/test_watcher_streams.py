@@ -281,3 +281,27 @@ async def test_a_leader_that_cannot_renew_stops_leading_before_its_lease_expires
 
 async def _now(value: Any) -> Any:
     return value
+
+
+async def test_a_stop_is_not_lost_when_an_attempt_completes_at_the_same_moment() -> None:
+    # On Python 3.11, `asyncio.wait_for` cancelled in the loop iteration its call completes in
+    # returns the result and drops the cancellation: an elector bounded its attempts that way and
+    # went on electing after it was told to stop (a watcher's stop then hung; seen under load).
+    answered = asyncio.Event()
+    attempts = 0
+
+    async def attempt() -> bool:
+        nonlocal attempts
+        attempts += 1
+        await answered.wait()
+        answered.clear()
+        return False  # a standby: it keeps looking every retry period
+
+    elector = LeaseElector(None, "default", "a", timing=FAST)  # type: ignore[arg-type]
+    elector.try_acquire_or_renew = attempt  # type: ignore[method-assign]
+    task = asyncio.create_task(elector.run(asyncio.Event().wait))
+    await eventually(lambda: _now(attempts), until=lambda n: n == 1, timeout=5)
+    answered.set()  # the attempt completes...
+    task.cancel()  # ...in the same iteration as the stop
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, timeout=5)

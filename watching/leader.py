@@ -178,9 +178,11 @@ class LeaseElector:
 
     async def _attempt(self) -> bool:
         try:
-            return await asyncio.wait_for(
-                self.try_acquire_or_renew(), timeout=self.timing.renew_deadline
-            )
+            # `asyncio.timeout`, not `wait_for`: on Python 3.11, `wait_for` cancelled just as its
+            # call completes returns the result and drops the cancellation, and a watcher told to
+            # stop would go on electing forever.
+            async with asyncio.timeout(self.timing.renew_deadline):
+                return await self.try_acquire_or_renew()
         except (KubeError, httpx.HTTPError, OSError, TimeoutError, ValueError) as exc:
             # The API server is unreachable or refuses: the next attempt retries.
             log.warning("%s: lease %s: %s", self.identity, self._name, exc)

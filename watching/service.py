@@ -415,7 +415,8 @@ class Watcher:
                 log.warning("reading Secret %s/%s: %s", namespace, name, exc)
             wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), timeout=pause)
+                async with asyncio.timeout(pause):  # not `wait_for` (see `LeaseElector._attempt`)
+                    await wake.wait()
             pause = min(pause * 2, SECRET_RETRY_CAP)
 
     @staticmethod
