@@ -15,6 +15,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,23 @@ def test_a_right_implementation_is_an_activity_of_the_declared_name() -> None:
     assert declaration_of(Right.list_nodes) is LIST_NODES
 
 
+def mypy_refuses(folder: Path, modules: Iterable[str]) -> set[str]:
+    """The modules (`<folder>/<name>.py`) that `mypy --strict` refuses, run as `make lint` runs it."""
+    checked = subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", "pyproject.toml", "--strict"]
+        + [str(folder / f"{name}.py") for name in modules],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    refused = {
+        Path(line.split(":")[0]).stem for line in checked.stdout.splitlines() if ": error:" in line
+    }
+    assert refused or checked.returncode == 0, checked.stdout + checked.stderr
+    return refused
+
+
 IMPLEMENTATIONS = {
     "right": ("ListNodesRequest", "ListNodesResult"),
     "wrong_request": ("AwaitNodesRequest", "ListNodesResult"),
@@ -120,18 +138,7 @@ def test_mypy_refuses_an_implementation_of_other_types_than_declared(tmp_path: P
             f"    async def list_nodes(self, request: {request}) -> {result}:\n"
             "        raise NotImplementedError\n"
         )
-    checked = subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", "pyproject.toml", "--strict"]
-        + [str(tmp_path / f"{name}.py") for name in IMPLEMENTATIONS],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    failing = {
-        Path(line.split(":")[0]).stem for line in checked.stdout.splitlines() if ": error:" in line
-    }
-    assert failing == {"wrong_request", "wrong_result"}, checked.stdout
+    assert mypy_refuses(tmp_path, IMPLEMENTATIONS) == {"wrong_request", "wrong_result"}
 
 
 CALLS = {
@@ -152,15 +159,4 @@ def test_mypy_refuses_a_wait_without_its_length_and_a_call_with_one(tmp_path: Pa
             f"    await {wait}\n"
             f"    await {call}\n"
         )
-    checked = subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", "pyproject.toml", "--strict"]
-        + [str(tmp_path / f"{name}.py") for name in CALLS],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    failing = {
-        Path(line.split(":")[0]).stem for line in checked.stdout.splitlines() if ": error:" in line
-    }
-    assert failing == {"wait_without_length", "call_with_length"}, checked.stdout
+    assert mypy_refuses(tmp_path, CALLS) == {"wait_without_length", "call_with_length"}
