@@ -37,7 +37,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 from workflows import metrics
-from workflows.kit.engine import Chore, is_failure, reason_of
+from workflows.kit.engine import Refresh, is_failure, reason_of
 from workflows.kit.run_limit import RunLimit
 from workflows.kit.service import Service
 from workflows.workspace_calls import READ_GPU_INVENTORY
@@ -91,6 +91,7 @@ class CapacityLedgerWorkflow:
         self._ledger = CapacityLedger(self._state.ledger)
         self._limit = RunLimit(input.continue_as_new)
         self._service = Service(self._state.inbox, self._limit)
+        self._inventory_look = Refresh(self._state, self._service.request_ids, self._read_inventory)
         self._closed = False
         self._holders: list[GpuHolder] | None = None
         """The holders last published in this run (a new run publishes them again once)."""
@@ -106,8 +107,7 @@ class CapacityLedgerWorkflow:
     @workflow.signal(name=CAPACITY.refresh.name)
     def refresh(self, request: RefreshRequest) -> None:
         """Read the cluster's GPU inventory again."""
-        if self._service.request_ids.first_time(request.request_id):
-            self._state.refresh_due = True
+        self._inventory_look.ask(request.request_id)
 
     @workflow.signal(name=CAPACITY.capacity_changed.name)
     def capacity_changed(self, request: RefreshRequest) -> None:
@@ -160,15 +160,11 @@ class CapacityLedgerWorkflow:
                 state=self._state.model_copy(update={"ledger": self._ledger.snapshot()}),
                 continue_as_new=self._limit.policy,
             ),
-            chore=Chore(due=lambda: self._state.refresh_due, run=self._refresh),
+            chore=self._inventory_look.chore(),
             caught_up=self._caught_up,
         )
         metrics.workspaces_waiting(self._cluster, 0)
         return self.status()
-
-    async def _refresh(self) -> None:
-        self._state.refresh_due = False
-        await self._read_inventory()
 
     def _caught_up(self) -> None:
         """Nothing left to handle (or the run ends): the cluster hears who holds GPUs, if that

@@ -25,7 +25,7 @@ from __future__ import annotations
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
-from workflows.kit.engine import Chore, error_type_of, is_failure, reason_of
+from workflows.kit.engine import Refresh, error_type_of, is_failure, reason_of
 from workflows.kit.run_limit import RunLimit
 from workflows.kit.service import Service
 from workflows.workspace_calls import (
@@ -52,6 +52,7 @@ class CatalogWorkflow:
         self._service: Service[workspace_api.CatalogMessage] = Service(
             self._state.inbox, self._limit
         )
+        self._classes_look = Refresh(self._state, self._service.request_ids, self._read)
 
     @workflow.run
     async def run(self, input: workspace_api.CatalogInput) -> workspace_api.CatalogStatus:
@@ -64,7 +65,7 @@ class CatalogWorkflow:
             carry=lambda: workspace_api.CatalogInput(
                 state=self._state, continue_as_new=self._limit.policy
             ),
-            chore=Chore(due=lambda: self._state.refresh_due, run=self._read),
+            chore=self._classes_look.chore(),
         )
         return self._state.status
 
@@ -101,11 +102,10 @@ class CatalogWorkflow:
         self, request: workspace_api.PublishWorkspaceClassRequest
     ) -> workspace_api.PublishWorkspaceClassResult:
         result = await PUBLISH_WORKSPACE_CLASS(request)
-        await self._read()
+        await self._classes_look.look()
         return result
 
     async def _read(self) -> None:
-        self._state.refresh_due = False
         listed = await LIST_WORKSPACE_CLASSES(workspace_api.ListWorkspaceClassesRequest())
         status = self._state.status
         status.classes = listed.classes
@@ -144,8 +144,7 @@ class CatalogWorkflow:
     @workflow.signal(name=CATALOG.refresh.name)
     def refresh(self, request: RefreshRequest) -> None:
         """Read the classes again (one was applied by other means)."""
-        if self._service.request_ids.first_time(request.request_id):
-            self._state.refresh_due = True
+        self._classes_look.ask(request.request_id)
 
 
 def _update_id() -> str:

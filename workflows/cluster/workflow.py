@@ -40,7 +40,7 @@ from workflows.cluster.create import create
 from workflows.cluster.delete import delete
 from workflows.cluster.drain import NodeRemoval
 from workflows.cluster.scale_up import ScaleUp
-from workflows.kit.engine import Chore, Interrupted, is_failure, reason_of, settle
+from workflows.kit.engine import Chore, Interrupted, Refresh, is_failure, reason_of, settle
 from workflows.kit.entity import EntityWorkflow, final, queued_update
 from workflows.kit.service import tell
 from workflows.search_attributes import (
@@ -108,6 +108,13 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
         super().__init__(
             input, self._state, Operation, CLUSTER.delete_cluster, CreateClusterRequest()
         )
+        self._node_look = Refresh(
+            self._state,
+            self.engine.request_ids,
+            self._observe_nodes,
+            every=lambda: FALLBACK_REFRESH if self._state.phase is ClusterPhase.READY else None,
+        )
+        """A look at the nodes, when a signal asks, and every `FALLBACK_REFRESH` while ready."""
 
     def _fresh_state(self) -> ClusterState:
         """A new cluster: its pools are known from the start (so validators see them)."""
@@ -127,12 +134,7 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
         return self.status()
 
     def chore(self) -> Chore:
-        """A look at the nodes, when a signal asks, and every `FALLBACK_REFRESH` while ready."""
-        return Chore(
-            due=lambda: self._state.refresh_due,
-            run=self._observe_nodes,
-            every=lambda: FALLBACK_REFRESH if self._state.phase is ClusterPhase.READY else None,
-        )
+        return self._node_look.chore()
 
     async def execute(self, operation: Operation) -> None:
         """The plan of every kind of operation."""
@@ -260,8 +262,7 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
     # --- Observing the world -------------------------------------------------------------------
 
     async def _observe_nodes(self) -> None:
-        """The chore: read every node of the cluster's pools and record whether each is Ready."""
-        self._state.refresh_due = False
+        """The look: read every node of the cluster's pools and record whether each is Ready."""
         if self._state.kubeconfig is None or self._state.phase is not ClusterPhase.READY:
             return
         try:
@@ -361,8 +362,7 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
     @workflow.signal(name=CLUSTER.refresh.name)
     def refresh(self, request: RefreshRequest) -> None:
         """Look at the nodes now (between operations), instead of at the next operation."""
-        if self.engine.request_ids.first_time(request.request_id):
-            self._state.refresh_due = True
+        self._node_look.ask(request.request_id)
 
     @workflow.signal(name=CLUSTER.node_event.name)
     def node_event(self, event: NodeEvent) -> None:

@@ -235,6 +235,47 @@ class RequestIds:
         return True
 
 
+class RefreshState(Protocol):
+    """Carried state with the flag of a look asked for and not yet taken (carried, so a continued
+    run still takes a look its previous run was asked for)."""
+
+    refresh_due: bool
+
+
+class Refresh:
+    """A look at the world that signals ask for (`ask`, once per request id) and that the entity
+    takes between operations as its chore (`chore()`), or by itself once `every()` has passed.
+
+    The flag clears as the look starts, so a signal that arrives during the look asks again.
+    """
+
+    def __init__(
+        self,
+        state: RefreshState,
+        request_ids: RequestIds,
+        look: Callable[[], Awaitable[None]],
+        *,
+        every: Callable[[], timedelta | None] = lambda: None,
+    ) -> None:
+        self._state = state
+        self._request_ids = request_ids
+        self._look = look
+        self._every = every
+
+    def ask(self, request_id: str) -> None:
+        """A refresh signal: take the look at the next chance (a repeated request id asks once)."""
+        if self._request_ids.first_time(request_id):
+            self._state.refresh_due = True
+
+    async def look(self) -> None:
+        """Take the look now, which answers what was asked so far."""
+        self._state.refresh_due = False
+        await self._look()
+
+    def chore(self) -> Chore:
+        return Chore(due=lambda: self._state.refresh_due, run=self.look, every=self._every)
+
+
 # --- The engine -----------------------------------------------------------------------------------
 
 
