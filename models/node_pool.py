@@ -182,15 +182,9 @@ class NodePoolStatus(ColonyModel):
 
     @classmethod
     def of(cls, spec: NodePoolSpec) -> NodePoolStatus:
-        """A pool asked for, before any of its nodes exists."""
-        return cls(
-            name=spec.name,
-            sku=spec.sku,
-            count=spec.count,
-            labels=spec.labels,
-            taints=spec.taints,
-            drain_parallelism=spec.drain_parallelism,
-        )
+        """A pool asked for, before any of its nodes exists: every field it shares with its spec
+        (copied, so changing one never changes the other)."""
+        return cls.model_validate(spec, from_attributes=True)
 
     @property
     def schedulable_for_system_pods(self) -> bool:

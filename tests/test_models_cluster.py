@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from models.cluster import ClusterSpec, ClusterStatus, cluster_workflow_id
-from models.node_pool import NodePoolSpec, NodeSku, Taint
+from models.node_pool import NodePoolSpec, NodePoolStatus, NodeSku, Taint
 from models.operations import AddNodePoolRequest, Operation, ScaleNodePoolRequest
 from models.workspace_api import cluster_created_outcome
 from starter.errors import InvalidRequestError
@@ -457,3 +457,29 @@ def test_a_wait_for_a_clusters_creation_ends_once_the_create_has(
     found = cluster_created_outcome("c", status, saw_creating=saw_creating)
     assert ((found.outcome.value, found.message) if found else None) == expected
     assert status.creating is (expected is None)
+
+
+def test_a_pools_status_starts_as_a_copy_of_its_spec() -> None:
+    spec = NodePoolSpec.model_validate(
+        {
+            "name": "gpu",
+            "sku": {"gpuModelId": "h100"},
+            "count": 2,
+            "labels": {"team": "ml"},
+            "taints": [{"key": "gpu", "effect": "NoSchedule"}],
+            "drainParallelism": 3,
+        }
+    )
+
+    status = NodePoolStatus.of(spec)
+
+    shared = set(NodePoolSpec.model_fields) & set(NodePoolStatus.model_fields)
+    assert shared == {"name", "sku", "count", "labels", "taints", "drain_parallelism"}
+    assert {field: getattr(status, field) for field in shared} == {
+        field: getattr(spec, field) for field in shared
+    }
+    assert (status.ready_count, status.nodes, status.waiting_for_hosts) == (0, [], 0)
+    status.labels["added"] = "later"
+    status.taints.clear()
+    assert spec.labels == {"team": "ml"}
+    assert len(spec.taints) == 1
