@@ -18,12 +18,12 @@ from temporalio.common import RetryPolicy
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
 
+    from workflows.kit.contract import Update, WorkflowContract
     from workflows.search_attributes import COLONY_KIND, COLONY_PHASE
 
 KIND = "bench-ceiling"
 """Its `ColonyKind`, so the benchmark lists its phases as it lists workspaces'."""
 NOOP = "bench_noop"
-DELETE_UPDATE = "delete"
 
 
 class CeilingInput(BaseModel):
@@ -31,6 +31,35 @@ class CeilingInput(BaseModel):
     """Activity calls before `Running` (a workspace's deploy)."""
     after: int
     """Activity calls after the `delete` update (a workspace's delete)."""
+
+
+class CeilingResult(BaseModel):
+    calls: int
+    """Activity calls made, before and after the delete."""
+
+
+class CeilingDeleteRequest(BaseModel):
+    """The `delete` update's request (a workspace's carries its reason)."""
+
+    reason: str = ""
+
+
+class CeilingDeleteAccepted(BaseModel):
+    accepted: bool = True
+
+
+class CeilingContract(WorkflowContract[CeilingInput, CeilingResult, [str, int]]):
+    """The ceiling workflow's one update, declared as an entity's are (`workflows.kit.contract`)."""
+
+    delete = Update("delete", CeilingDeleteRequest, CeilingDeleteAccepted)
+
+
+CEILING = CeilingContract(
+    "BenchCeiling",
+    CeilingInput,
+    CeilingResult,
+    workflow_id=lambda wave, index: f"ceiling/{wave}-{index:04d}",
+)
 
 
 class NoopRequest(BaseModel):
@@ -43,7 +72,7 @@ async def noop(request: NoopRequest) -> int:
     return request.step
 
 
-@workflow.defn(name="BenchCeiling")
+@workflow.defn(name=CEILING.workflow_type)
 class CeilingWorkflow:
     """See the module docstring."""
 
@@ -51,14 +80,14 @@ class CeilingWorkflow:
         self._deleting = False
 
     @workflow.run
-    async def run(self, input: CeilingInput) -> int:
+    async def run(self, input: CeilingInput) -> CeilingResult:
         await self._calls(0, input.before)
         workflow.upsert_search_attributes(
             [COLONY_KIND.value_set(KIND), COLONY_PHASE.value_set("Running")]
         )
         await workflow.wait_condition(lambda: self._deleting)
         await self._calls(input.before, input.after)
-        return input.before + input.after
+        return CeilingResult(calls=input.before + input.after)
 
     async def _calls(self, first: int, count: int) -> None:
         for step in range(first, first + count):
@@ -69,7 +98,7 @@ class CeilingWorkflow:
                 retry_policy=RetryPolicy(maximum_attempts=3),
             )
 
-    @workflow.update(name=DELETE_UPDATE)
-    def delete(self) -> str:
+    @workflow.update(name=CEILING.delete.name)
+    def delete(self, request: CeilingDeleteRequest) -> CeilingDeleteAccepted:
         self._deleting = True
-        return "accepted"
+        return CeilingDeleteAccepted()

@@ -36,7 +36,13 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from bench.ceiling import ceiling_task_queue
-from bench.ceiling_workflow import DELETE_UPDATE, KIND, CeilingInput, CeilingWorkflow
+from bench.ceiling_workflow import (
+    CEILING,
+    KIND,
+    CeilingDeleteRequest,
+    CeilingInput,
+    CeilingWorkflow,
+)
 from bench.command import Command, Option
 from bench.profile import hot_spots, profiled
 from bench.record import Headline, Report, progress, publish, pyplot, quick, scale
@@ -143,7 +149,7 @@ class CeilingDriver:
         handle = await self.temporal.start_workflow(
             CeilingWorkflow.run,
             self.calls,
-            id=f"ceiling/{self.prefix}-{index:04d}",
+            id=CEILING.workflow_id(self.prefix, index),
             task_queue=self.task_queue,
             search_attributes=TypedSearchAttributes(
                 [
@@ -161,7 +167,9 @@ class CeilingDriver:
         return set()
 
     async def delete(self, workflow_id: str) -> None:
-        await self.temporal.get_workflow_handle(workflow_id).execute_update(DELETE_UPDATE)
+        await self.temporal.get_workflow_handle(workflow_id).execute_update(
+            CEILING.delete.name, CeilingDeleteRequest(reason="bench")
+        )
 
 
 async def connect(stack: Stack) -> tuple[Client, ColonySettings, WorkspaceClassSpec]:
@@ -217,7 +225,10 @@ async def measure(stack: Stack, count: int, nodes: int, profile: bool) -> dict[s
     ceiling = await run_wave(
         "ceiling", stack, temporal, CeilingDriver(temporal, queue, calls, "c"), count
     )
-    trivial = [calls_of(h) for h in await histories(temporal, ceiling.workflow_ids[:20])]
+    trivial = [
+        calls_of(h, CEILING.delete.name)
+        for h in await histories(temporal, ceiling.workflow_ids[:20])
+    ]
     ratio = colony.rate / ceiling.rate
     profiled_wave: dict[str, Any] | None = None
     if profile or (ratio < TARGET_RATIO and not quick()):
