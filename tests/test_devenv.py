@@ -164,7 +164,7 @@ def write_database(paths: DevPaths, state_id: str | None) -> None:
 
 
 def test_a_first_run_creates_a_state_and_the_next_resumes_it(tmp_path: Path) -> None:
-    paths = DevPaths(tmp_path / ".colony")
+    paths = DevPaths.under(tmp_path / ".colony")
     first = devstate.check(paths)
     assert first.fresh
     assert json.loads(paths.marker.read_text()) == {"stateId": first.id}
@@ -199,7 +199,7 @@ def test_a_first_run_creates_a_state_and_the_next_resumes_it(tmp_path: Path) -> 
 def test_one_part_without_the_other_is_refused_with_what_to_do(
     tmp_path: Path, database: str | None, world: str | None, message: str
 ) -> None:
-    paths = DevPaths(tmp_path / ".colony")
+    paths = DevPaths.under(tmp_path / ".colony")
     if database is not None:
         write_database(paths, database or None)
     if world is not None:
@@ -241,7 +241,7 @@ def make_run(cwd: Path, *args: str, **settings: str) -> subprocess.CompletedProc
 def test_make_run_stops_on_a_mismatch_before_starting_anything(
     tmp_path: Path, keep: str, missing: str
 ) -> None:
-    paths = DevPaths(tmp_path / ".colony")
+    paths = DevPaths.under(tmp_path / ".colony")
     write_database(paths, "s1")
     write_world(paths, "s1")
     (paths.root / missing).unlink()
@@ -265,7 +265,7 @@ def test_reset_removes_the_state_and_keeps_the_venv(tmp_path: Path) -> None:
         [sys.executable, "-m", "starter.dev.devenv", "--reset"],  # what `make reset` runs
         [venv_binary("colonyctl"), "dev", "reset"],
     ):
-        paths = DevPaths(tmp_path / ".colony")
+        paths = DevPaths.under(tmp_path / ".colony")
         write_database(paths, "s1")
         write_world(paths, "s1")
         (paths.root / "api-key").write_text("colony_x_y\n")
@@ -292,7 +292,7 @@ def test_reset_removes_the_state_and_keeps_the_venv(tmp_path: Path) -> None:
 
 
 def test_reset_is_refused_while_a_make_run_of_the_state_runs(tmp_path: Path) -> None:
-    paths = DevPaths(tmp_path / ".colony")
+    paths = DevPaths.under(tmp_path / ".colony")
     write_database(paths, "s1")
     write_world(paths, "s1")
     argv = [sys.executable, "-c", "import time; time.sleep(120)"]

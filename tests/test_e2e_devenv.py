@@ -87,13 +87,15 @@ def test_the_demo_plays_twice_with_a_stop_between(tmp_path: Path) -> None:
     assert "scenario failed" not in second.stdout
     # The second demo's notebook came from the class catalog the first run published.
     assert "deploy notebook" in second.stdout
-    assert not running(DevPaths(tmp_path / ".colony")), "both runs stopped everything they started"
+    assert not running(DevPaths.under(tmp_path / ".colony")), (
+        "both runs stopped everything they started"
+    )
 
 
 @pytest.mark.timeout(300)
 def test_a_second_make_run_reuses_the_first_while_it_serves(tmp_path: Path) -> None:
     env = environment(tmp_path)
-    paths = DevPaths(tmp_path / ".colony")
+    paths = DevPaths.under(tmp_path / ".colony")
     log = tmp_path / "first.log"
     with log.open("w") as out:
         first = subprocess.Popen(

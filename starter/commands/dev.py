@@ -31,7 +31,7 @@ def reset(
     from starter.errors import InvalidRequestError
 
     try:
-        removed = reset_state(DevPaths(state_dir))
+        removed = reset_state(DevPaths.under(state_dir))
     except DevStateError as exc:
         raise InvalidRequestError(str(exc)) from exc
     if removed:

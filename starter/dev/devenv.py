@@ -411,7 +411,7 @@ def _url(world: dict[str, object] | None, server: str) -> str | None:
 def start_sim(processes: Processes, ports: DevPorts, state: DevState) -> dict[str, object]:
     """The simulator, keeping its world in `.colony/sim` (`--persist`, under this state's id):
     the saved world when there is one, a fresh one otherwise."""
-    paths = DevPaths(STATE_DIR)
+    paths = DevPaths.under(STATE_DIR)
     paths.world.unlink(missing_ok=True)
     argv = [
         sys.executable, "-m", "sim", "--state-dir", str(paths.sim_dir),
@@ -516,7 +516,7 @@ def _interrupt(signum: int, frame: object) -> None:
 def reset() -> int:
     """`make reset`: remove the development state in `.colony/` (never `.venv`)."""
     try:
-        removed = devstate.reset(DevPaths(STATE_DIR))
+        removed = devstate.reset(DevPaths.under(STATE_DIR))
     except DevStateError as exc:
         print(f"colony: {exc}", file=sys.stderr)
         return 2
@@ -621,7 +621,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # SIGTERM (a closed terminal, `timeout`, CI) must stop the children too, as Ctrl-C does.
     signal.signal(signal.SIGTERM, _interrupt)
-    paths = DevPaths(STATE_DIR)
+    paths = DevPaths.under(STATE_DIR)
     processes = Processes(record=paths.processes / f"{os.getpid()}.json")
     try:
         serving = start_everything(processes, paths)

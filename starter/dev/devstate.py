@@ -51,37 +51,33 @@ class DevStateError(Exception):
 
 @dataclass(frozen=True)
 class DevPaths:
-    """Where a development state lives (`root` is `.colony` for `make run`)."""
+    """Where a development state lives: `DevPaths.under(root)`, `root` being `.colony` for
+    `make run`; `under` is the layout, in one place."""
 
     root: Path
+    temporal_db: Path
+    marker: Path
+    """`dev-state.json`, beside temporal.db."""
+    sim_dir: Path
+    sim_state: Path
+    """The simulated world (`sim.persistence`)."""
+    world: Path
+    """Where the running simulator says where it serves (`world.json`)."""
+    processes: Path
+    """The processes each running `make run` started, one `<its pid>.json` each."""
 
-    @property
-    def temporal_db(self) -> Path:
-        return self.root / "temporal.db"
-
-    @property
-    def marker(self) -> Path:
-        """`dev-state.json`, beside temporal.db."""
-        return self.root / "dev-state.json"
-
-    @property
-    def sim_dir(self) -> Path:
-        return self.root / "sim"
-
-    @property
-    def sim_state(self) -> Path:
-        """The simulated world (`sim.persistence`)."""
-        return self.sim_dir / "state.json"
-
-    @property
-    def world(self) -> Path:
-        """Where the running simulator says where it serves (`world.json`)."""
-        return self.sim_dir / "world.json"
-
-    @property
-    def processes(self) -> Path:
-        """The processes each running `make run` started, one `<its pid>.json` each."""
-        return self.root / "processes"
+    @classmethod
+    def under(cls, root: Path) -> DevPaths:
+        sim_dir = root / "sim"
+        return cls(
+            root=root,
+            temporal_db=root / "temporal.db",
+            marker=root / "dev-state.json",
+            sim_dir=sim_dir,
+            sim_state=sim_dir / "state.json",
+            world=sim_dir / "world.json",
+            processes=root / "processes",
+        )
 
 
 @dataclass(frozen=True)
