@@ -8,7 +8,7 @@ import binascii
 import json
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 from temporalio.client import WorkflowHistory
@@ -58,6 +58,24 @@ def eventually_sync(
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not reached within {timeout}s; last value: {last!r}")
         time.sleep(interval)
+
+
+async def shipped_classes_listed(
+    listed: Callable[[], Awaitable[Iterable[Any]]], *, timeout: float = 60.0
+) -> None:
+    """Wait until a front door lists every class of the shipped catalog (the worker publishes
+    them as it starts). `listed` answers what it lists now: names, or JSON records with `name`
+    (`colonyctl class list -o json`, the API's `items`)."""
+    from catalog.workspaces import load_workspace_catalog
+
+    shipped = {c.name for c in load_workspace_catalog().classes}
+
+    async def names() -> set[str]:
+        return {item if isinstance(item, str) else item["name"] for item in await listed()}
+
+    await eventually(
+        names, until=lambda now: shipped <= now, timeout=timeout, what="the shipped classes"
+    )
 
 
 def _strings(node: Any) -> Iterator[str]:

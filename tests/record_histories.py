@@ -57,7 +57,7 @@ from models.operations import (
 from models.workspace_api import CATALOG_WORKFLOW_ID
 from starter.cli import app, normalize_argv
 from tests.conftest import venv_binary
-from tests.helpers import eventually, unique
+from tests.helpers import eventually, shipped_classes_listed, unique
 from tests.simenv import close_client, colony_env, host_provider, management_api, started_world
 from worker import build_worker, ensure_catalog
 from workflows.capacity import CAPACITY
@@ -157,7 +157,7 @@ async def running_colony(workdir: Path) -> AsyncIterator[Stack]:
                     env.client,
                     task_queue,
                 )
-                await stack.until("the shipped classes", lambda c: len(c) >= 3, "class", "list")
+                await shipped_classes_listed(lambda: stack.json("class", "list"), timeout=PATIENCE)
                 yield stack
             close_client(management)
     finally:

@@ -32,7 +32,7 @@ from infra.keys import KubernetesKeyStore
 from infra.settings import ApiSettings
 from models.identity import workspace_service_set_name
 from starter.cli import app, normalize_argv
-from tests.helpers import eventually, unique
+from tests.helpers import eventually, shipped_classes_listed, unique
 from tests.simenv import NAMESPACE, call, worker_world
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -122,12 +122,7 @@ async def stack(
             timeout=60,
         ) as api:
             stack = Stack(running.env, running.management, api, set())
-            await eventually(
-                lambda: stack.json("class", "list"),
-                until=lambda classes: len(classes) >= 3,
-                timeout=60,
-                what="the shipped classes",
-            )
+            await shipped_classes_listed(lambda: stack.json("class", "list"))
             yield stack
         await store.close()
     assert not running.world.store.rejected_writes, list(running.world.store.rejected_writes)

@@ -61,7 +61,7 @@ from starter.cli import app, normalize_argv
 from tests.access import gateway_get, kubectl_port_forward, local_get, ssh_disconnect_message
 from tests.conftest import venv_binary
 from tests.exalsius_status import exalsius_problems
-from tests.helpers import eventually, history_text, unique
+from tests.helpers import eventually, history_text, shipped_classes_listed, unique
 from tests.simenv import NAMESPACE, call, child_api, close_client, worker_world
 from watching.leader import LeaseTiming
 from watching.mapping import Signal
@@ -155,13 +155,7 @@ async def colony(
         unique("e2e-ws"),
     ) as running:
         colony = Colony(running.world, running.env, running.management, dev_env.client)
-        # The worker publishes the shipped catalog at start; wait until it has.
-        await eventually(
-            lambda: colony.json("class", "list"),
-            until=lambda classes: len(classes) >= 3,
-            timeout=60,
-            what="the shipped classes",
-        )
+        await shipped_classes_listed(lambda: colony.json("class", "list"))
         yield colony
     assert not running.world.store.rejected_writes, list(running.world.store.rejected_writes)
 

@@ -36,7 +36,7 @@ from infra.sealing import SealingSettings
 from infra.settings import ApiSettings
 from sim.world import SimWorld
 from starter.errors import UnavailableError
-from tests.helpers import eventually, unique
+from tests.helpers import eventually, shipped_classes_listed, unique
 from tests.simenv import worker_world
 from worker import ensure_catalog
 
@@ -234,9 +234,7 @@ async def catalog(api_stack: ApiStack) -> ApiStack:
             return set()
         return {c.name for c in status.classes}
 
-    await eventually(
-        shipped, until=lambda names: JUPYTER in names, timeout=60, what="the shipped classes"
-    )
+    await shipped_classes_listed(shipped)
     return api_stack
 
 

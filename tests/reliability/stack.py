@@ -39,7 +39,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from infra.kube import api_client_from_dict, api_client_from_file, close_client
 from infra.sealing import PRIVATE_KEY_ENV, PUBLIC_KEY_ENV, create_key_pair
-from tests.helpers import eventually
+from tests.helpers import eventually, shipped_classes_listed
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -568,9 +568,7 @@ async def wait_for_classes(api: Api) -> None:
         items: list[Any] = body["items"]
         return items
 
-    await eventually(
-        classes, until=lambda items: len(items) >= 3, timeout=START_DEADLINE, what="the classes"
-    )
+    await shipped_classes_listed(classes, timeout=START_DEADLINE)
 
 
 async def poll(
