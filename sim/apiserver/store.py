@@ -72,7 +72,10 @@ DEFAULT_POD_GRACE = 30
 FOREGROUND_FINALIZER = "foregroundDeletion"
 ORPHAN_FINALIZER = "orphan"
 # apimachinery's generateName alphabet (no vowels, no confusable characters).
-_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+# The simulator's own source of generated names, never the `random` module's shared state: that
+# belongs to the code under test (and Hypothesis watches it while it draws, in another thread).
+_NAME_SUFFIXES = random.Random()
 _ALL = "*"  # internal subresource marker: controller writes that may change spec and status
 _SHARING_PATCHES = frozenset({MERGE_PATCH, APPLY_PATCH, JSON_PATCH})
 # kube-apiserver's answer (etcd3 store) to a continue token whose revision etcd compacted.
@@ -83,6 +86,11 @@ _INCONSISTENT_CONTINUE = (
     "inconsistent list - objects that were created, modified, or deleted between the time the "
     "first chunk was returned and now may show up in the list."
 )
+
+
+def random_suffix(length: int = 5) -> str:
+    """A generateName-style suffix (apimachinery's `util/rand.String`)."""
+    return "".join(_NAME_SUFFIXES.choices(SUFFIX_ALPHABET, k=length))
 
 
 def utc_now() -> dt.datetime:
@@ -684,7 +692,7 @@ class ClusterStore:
         name = meta.get("name")
         if not name and meta.get("generateName"):
             for _ in range(20):
-                suffix = "".join(random.choices(_SUFFIX_ALPHABET, k=5))
+                suffix = random_suffix()
                 name = f"{meta['generateName']}{suffix}"
                 if self._peek(rt, meta.get("namespace"), name) is None:
                     break

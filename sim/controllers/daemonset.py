@@ -17,14 +17,13 @@ import copy
 import hashlib
 import json
 import logging
-import random
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from sim.apiserver.errors import ApiError
 from sim.apiserver.registry import DAEMONSETS, DEPLOYMENTS, NODES, PODS
-from sim.apiserver.store import ClusterStore, WatchEvent
+from sim.apiserver.store import SUFFIX_ALPHABET, ClusterStore, WatchEvent, random_suffix
 from sim.controllers.scheduler import (
     node_is_ready,
     node_matches_selector,
@@ -47,23 +46,15 @@ DAEMON_TOLERATIONS: tuple[dict[str, str], ...] = (
     {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
 )
 
-# The alphabet of generated name suffixes (k8s.io/apimachinery/pkg/util/rand: no vowels, no 0/1/3).
-_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def random_suffix(length: int = 5) -> str:
-    """A generateName-style suffix."""
-    return "".join(random.choices(_SUFFIX_ALPHABET, k=length))
-
-
 def template_hash(template: Mapping[str, Any]) -> str:
     """A stable short hash of a pod template (the sim's `pod-template-hash`)."""
     digest = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()
-    return "".join(_SUFFIX_ALPHABET[int(c, 16) % len(_SUFFIX_ALPHABET)] for c in digest[:10])
+    return "".join(SUFFIX_ALPHABET[int(c, 16) % len(SUFFIX_ALPHABET)] for c in digest[:10])
 
 
 def owner_reference(owner: Mapping[str, Any], api_version: str, kind: str) -> dict[str, Any]:

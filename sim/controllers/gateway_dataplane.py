@@ -113,6 +113,9 @@ class TenantGatewayDataPlane:
         self._tcp_connections: dict[int, set[asyncio.Task[Any]]] = {}
         """Open TCP connections by listener port, dropped when the listener closes."""
         self._tls: tuple[str, ssl.SSLContext] | None = None
+        self._weighted = random.Random()
+        """Picks a route's backend by weight (its own: the `random` module's state is not the
+        simulator's)."""
 
     @property
     def ports(self) -> ListenerPorts | None:
@@ -330,7 +333,7 @@ class TenantGatewayDataPlane:
         weights = [int(r.get("weight", 1)) for r in refs]
         if not refs or sum(weights) <= 0:
             return None, 500
-        ref = random.choices(refs, weights)[0]
+        ref = self._weighted.choices(refs, weights)[0]
         namespace = str(ref.get("namespace") or chosen["metadata"]["namespace"])
         return _Choice(namespace, str(ref["name"]), int(ref["port"])), 200
 
