@@ -18,7 +18,7 @@ It owns:
   asks `check_interrupted()`), and its compensation runs under `settle()`, which a second interrupt
   cannot stop. What a late-finishing call did is then found by the entity's sweep by owner;
 - a **chore** between operations (never during one): a look at the world a signal asked for, or
-  that the entity takes by itself after a while without one;
+  that the entity takes by itself after a while without one (`Refresh` is the usual one);
 - **continue-as-new** between operations, by the one policy of `workflows.kit.run_limit`, carrying
   the entity's whole state (queue, finished operations, ids seen) in its typed input. Waits happen
   inside heartbeating activities, so an operation's own events grow with what it does (nodes,
