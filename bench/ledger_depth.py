@@ -63,6 +63,7 @@ from temporalio.worker import Worker
 
 from bench.command import Command, Option
 from bench.record import Headline, progress, publish, pyplot, quick, results_dir
+from infra.ports import free_port
 from models.capacity import (
     CapacityAnswer,
     CapacityLedger,
@@ -496,6 +497,7 @@ async def main_async(depths: list[int], releases: int, label: str) -> dict[str, 
         data_converter=pydantic_data_converter,
         dev_server_existing_path=str(Path(sys.executable).parent / "temporal"),
         dev_server_log_level="error",
+        port=free_port(),
     )
     try:
         async with Worker(

@@ -35,6 +35,7 @@ from pathlib import Path
 import httpx
 
 from bench.command import Option
+from infra.ports import free_port
 from workflows.search_attributes import ALL as COLONY_SEARCH_ATTRIBUTES
 
 VENV_BIN = Path(sys.executable).parent
@@ -50,12 +51,6 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 def colonyctl() -> str:
     """The `colonyctl` console script of this venv."""
     return str(VENV_BIN / "colonyctl")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def port_open(port: int) -> bool:

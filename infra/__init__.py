@@ -19,5 +19,7 @@ nothing of `starter/`, `api/`, `workflows/` or `sim/`.
 - `sealing.py`: sealing secret values with Colony's public key, unsealing them with its private one;
 - `tracing.py`: OpenTelemetry, one trace from `colonyctl` to each Kubernetes call;
 - `metrics.py`: Colony's Prometheus metrics and the endpoint that serves them;
-- `process.py`: how the worker and the watcher start (logging, settings, exit status).
+- `process.py`: how the worker and the watcher start (logging, settings, exit status);
+- `ports.py`: free ports for the servers the test stacks and benchmarks start side by side (below
+  the kernel's ephemeral range, so no server's own port picks can take them).
 """

@@ -17,6 +17,7 @@ from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from infra.ports import free_port
 from tests.helpers import unique
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
 
@@ -77,6 +78,7 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
     env = await WorkflowEnvironment.start_local(
         data_converter=pydantic_data_converter,
         dev_server_existing_path=venv_binary("temporal"),
+        port=free_port(),
         search_attributes=SEARCH_ATTRIBUTES,
         dev_server_extra_args=[
             "--dynamic-config-value",
@@ -108,6 +110,7 @@ async def time_env() -> AsyncIterator[WorkflowEnvironment]:
     env = await WorkflowEnvironment.start_time_skipping(
         data_converter=pydantic_data_converter,
         test_server_existing_path=venv_binary("temporal-test-server"),
+        port=free_port(),
     )
     try:
         await env.client.operator_service.add_search_attributes(

@@ -45,6 +45,7 @@ from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner
 
 from infra.crds import ensure_crds
+from infra.ports import free_port
 from infra.sealing import PUBLIC_KEY_ENV, SealingSettings, create_key_pair
 from models.cluster import ClusterSpec, ClusterStatus, ClusterWorkflowInput
 from models.node_pool import NodePoolSpec, NodeSku
@@ -125,6 +126,7 @@ async def running_colony(workdir: Path) -> AsyncIterator[Stack]:
     env = await WorkflowEnvironment.start_local(
         data_converter=pydantic_data_converter,
         dev_server_existing_path=venv_binary("temporal"),
+        port=free_port(),
         search_attributes=SEARCH_ATTRIBUTES,
         dev_server_extra_args=[
             "--dynamic-config-value",

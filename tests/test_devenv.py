@@ -27,6 +27,7 @@ from infra.config import (
     ColonySettings,
     SettingsError,
 )
+from infra.ports import free_port
 from starter.dev import devstate
 from starter.dev.devenv import (
     API_PORT_ENV,
@@ -55,12 +56,6 @@ def taken() -> Iterator[int]:
         listener.bind(("0.0.0.0", 0))
         listener.listen()
         yield int(listener.getsockname()[1])
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("0.0.0.0", 0))
-        return int(probe.getsockname()[1])
 
 
 def test_without_a_port_nothing_is_served() -> None:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import re
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from infra.ports import free_port
 from starter.dev.devenv import (
     API_PORT_ENV,
     SIM_TIME_SCALE_ENV,
@@ -32,12 +32,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 DEMO_DEADLINE_SECONDS = 600
 """One demo takes about a minute on an idle machine; the shared test machine is often not idle."""
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def environment(tmp_path: Path) -> dict[str, str]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from typer.testing import CliRunner, Result
 
 from infra import metrics, tracing
 from infra.config import METRICS_PORT_ENV, WATCHER_METRICS_PORT_ENV
+from infra.ports import free_port
 from sim.world import SimWorld
 from starter.cli import app, normalize_argv
 from starter.dev import devenv
@@ -254,12 +254,6 @@ async def test_the_worker_serves_colony_and_temporal_metrics(world: World) -> No
     temporal_names = [n for n in samples if n.startswith("temporal_")]
     assert any(n.startswith("temporal_worker_task_slots") for n in temporal_names), temporal_names
     assert json.dumps(temporal_names)  # names only, for the failure message above
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("0.0.0.0", 0))
-        return int(probe.getsockname()[1])
 
 
 def scrape_or_empty(port: int) -> dict[str, list[Any]]:

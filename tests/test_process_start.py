@@ -6,24 +6,16 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from infra.ports import free_port
 from infra.process import UNREACHABLE_EXIT_STATUS
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def closed_port() -> int:
-    """A local port nothing listens on (bound, then released)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 @pytest.mark.parametrize("program", ["worker.py", "watcher.py"])
@@ -34,7 +26,7 @@ def test_a_process_started_without_temporal_says_so_in_one_line(
     kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
     provider = tmp_path / "hostprovider.json"
     provider.write_text(json.dumps({"url": "http://127.0.0.1:1", "apiKey": "k"}))
-    address = f"127.0.0.1:{closed_port()}"
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there, nor will (`infra.ports`)
     env = {
         **os.environ,
         "TEMPORAL_ADDRESS": address,

@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import sys
 import time
 import urllib.request
@@ -29,6 +28,7 @@ from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner, Result
 
 from infra.kubeapi import KubeApi
+from infra.ports import free_port
 from models.signals import NodeEvent
 from sim.world import SimWorld
 from starter.cli import app, normalize_argv
@@ -386,12 +386,6 @@ async def test_signalling_a_deleted_cluster_is_not_an_error(stack: Stack) -> Non
 
 async def _async(value: Any) -> Any:
     return value
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def scrape(port: int) -> dict[str, float]:

@@ -16,7 +16,6 @@ import asyncio
 import json
 import os
 import re
-import socket
 import stat
 import sys
 from collections.abc import AsyncIterator
@@ -28,6 +27,7 @@ import pytest
 import uvicorn
 import yaml
 
+from infra.ports import free_port
 from sim.hostprovider.inventory import Sku
 from tests.api.conftest import ALL_PERMISSIONS, CPU_SKU, GPU, JUPYTER, ApiStack
 from tests.conftest import venv_binary
@@ -61,12 +61,6 @@ async def run(*argv: str, env: dict[str, str], stdin: str | None = None) -> Done
     )
     assert process.returncode is not None
     return Done(process.returncode, out.decode(), err.decode())
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

@@ -38,6 +38,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from infra.kube import api_client_from_dict, api_client_from_file, close_client
+from infra.ports import free_port
 from infra.sealing import PRIVATE_KEY_ENV, PUBLIC_KEY_ENV, create_key_pair
 from tests.helpers import eventually, shipped_classes_listed
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
@@ -54,12 +55,6 @@ START_DEADLINE = 60.0
 """How long a process of the stack may take to come up on a loaded 2-core machine."""
 
 T = TypeVar("T")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def port_open(port: int) -> bool:
@@ -428,10 +423,12 @@ async def wait_for_temporal(process: Process, port: int) -> None:
     await eventually(up, timeout=START_DEADLINE, interval=0.1, what="Temporal dev server")
 
 
-async def connect_temporal(address: str) -> Client:
+async def connect_temporal(process: Process, port: int) -> Client:
     async def connected() -> Client | None:
+        if not process.running:  # its port may answer for a while after a failed start
+            raise AssertionError(f"the Temporal dev server exited:\n{process.tail()}")
         try:
-            return await Client.connect(address, data_converter=pydantic_data_converter)
+            return await Client.connect(f"127.0.0.1:{port}", data_converter=pydantic_data_converter)
         except RuntimeError:
             return None
 
@@ -508,7 +505,7 @@ async def running_stack(workdir: Path, *, sim_time_scale: float) -> AsyncIterato
         }
         worker = process("worker", [sys.executable, "worker.py"], env)
         api_process = process("api", [sys.executable, "-m", "api"], env)
-        temporal_client = await connect_temporal(f"127.0.0.1:{grpc}")
+        temporal_client = await connect_temporal(temporal, grpc)
         management = api_client_from_file(sim_dir / "management.kubeconfig")
         stack = Stack(
             workdir=workdir,
