@@ -22,7 +22,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -35,7 +34,7 @@ from pathlib import Path
 import httpx
 
 from bench.command import Option
-from infra.ports import free_port
+from infra.ports import free_port, port_open
 from workflows.search_attributes import ALL as COLONY_SEARCH_ATTRIBUTES
 
 VENV_BIN = Path(sys.executable).parent
@@ -51,12 +50,6 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 def colonyctl() -> str:
     """The `colonyctl` console script of this venv."""
     return str(VENV_BIN / "colonyctl")
-
-
-def port_open(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(0.2)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def wait_until(what: str, ready: Callable[[], bool]) -> None:

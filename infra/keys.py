@@ -702,6 +702,7 @@ class KubernetesKeyStore:
         """Wait for the last-use writes in flight (bounded), so none is cut off."""
         if self._background:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    asyncio.gather(*self._background, return_exceptions=True), timeout=5
-                )
+                # Not `wait_for`: on Python 3.11 it drops a cancellation that arrives as its call
+                # completes.
+                async with asyncio.timeout(5):
+                    await asyncio.gather(*self._background, return_exceptions=True)

@@ -54,13 +54,23 @@ def pick_range(worker: str, workers: int, ephemeral: int) -> range:
     return range(LOWEST + index * size, LOWEST + (index + 1) * size)
 
 
-def _bindable(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+def port_free(port: int) -> bool:
+    """Whether a server can bind `port` on every address. Servers reuse addresses (Temporal's,
+    aiohttp's, uvicorn's, `infra.metrics.serve`), so a port in TIME_WAIT is free for them."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            sock.bind(("0.0.0.0", port))
+            probe.bind(("0.0.0.0", port))
         except OSError:
             return False
     return True
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether something listens on `host:port` (it accepts a connection within 0.2 s)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex((host, port)) == 0
 
 
 def free_port() -> int:
@@ -78,7 +88,7 @@ def free_port() -> int:
     with _lock:
         for _ in range(ATTEMPTS):
             port = _picker.choice(ports)
-            if port not in _handed_out and _bindable(port):
+            if port not in _handed_out and port_free(port):
                 _handed_out.add(port)
                 return port
     raise RuntimeError(f"no free port in {ports.start}-{ports.stop - 1} after {ATTEMPTS} tries")

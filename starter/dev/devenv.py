@@ -35,7 +35,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -49,6 +48,7 @@ from infra.config import (
     SettingsError,
     parse_port,
 )
+from infra.ports import port_free, port_open
 from starter.dev import devstate
 from starter.dev.devstate import DevPaths, DevState, DevStateError, Holder
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
@@ -79,24 +79,6 @@ METRICS_PORT_SEARCH = 100
 """Ports after COLONY_METRICS_PORT tried for the watcher's endpoint before giving up."""
 
 VENV_BIN = Path(sys.executable).parent
-
-
-def _port_open(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(0.2)
-        return sock.connect_ex((host, port)) == 0
-
-
-def _port_free(port: int) -> bool:
-    """Whether `port` can be bound on every address, as `infra.metrics.serve` binds it."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        # The endpoint's HTTP server reuses addresses too: a port in TIME_WAIT is free for it.
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(("0.0.0.0", port))
-        except OSError:
-            return False
-    return True
 
 
 @dataclass(frozen=True)
@@ -230,7 +212,7 @@ def metrics_ports(environ: MutableMapping[str, str]) -> MetricsPorts:
             "the worker and the watcher both serve /metrics on this host"
         )
     for variable, port in ((METRICS_PORT_ENV, worker), (WATCHER_METRICS_PORT_ENV, watcher)):
-        if port and not _port_free(port):
+        if port and not port_free(port):
             raise SystemExit(
                 f"colony: {variable}: port {port} is already in use (an earlier `make run`?); "
                 "choose another"
@@ -240,7 +222,7 @@ def metrics_ports(environ: MutableMapping[str, str]) -> MetricsPorts:
 
 def _first_free_port_after(port: int) -> int:
     for candidate in range(port + 1, min(port + 1 + METRICS_PORT_SEARCH, 65536)):
-        if _port_free(candidate):
+        if port_free(candidate):
             return candidate
     raise SystemExit(
         f"colony: no free port for the watcher's /metrics after {METRICS_PORT_ENV}={port}: "
@@ -321,14 +303,14 @@ def preflight(ports: DevPorts, state: DevState, paths: DevPaths) -> Plan:
     """Who holds each port: this state's servers are reused, anything else stops `make run` here
     (`refusal`), before it starts anything."""
     temporal_serving = False
-    if _port_open(LOCAL_HOST, ports.temporal):
+    if port_open(ports.temporal, LOCAL_HOST):
         temporal = devstate.temporal_holder(
             VENV_BIN / "temporal", ports.temporal_address, TEMPORAL_NAMESPACE, state.id
         )
         if temporal is not Holder.OURS:
             raise refusal(ports.temporal, TEMPORAL_ADDRESS_ENV, temporal, "Temporal server")
         temporal_serving = True
-    elif _port_open(LOCAL_HOST, ports.temporal_ui):
+    elif port_open(ports.temporal_ui, LOCAL_HOST):
         raise refusal(ports.temporal_ui, TEMPORAL_UI_PORT_ENV, Holder.FOREIGN, "Temporal Web UI")
     world = _serving_world(ports, state, paths)
     if world is None:
@@ -336,13 +318,13 @@ def preflight(ports: DevPorts, state: DevState, paths: DevPaths) -> Plan:
             (ports.sim, SIM_PORT_ENV, "https"),
             (ports.sim_hostprovider, SIM_HOSTPROVIDER_PORT_ENV, "http"),
         ):
-            if port and _port_open(LOCAL_HOST, port):
+            if port and port_open(port, LOCAL_HOST):
                 # Even this state's simulator is not reused unless world.json names it (one
                 # started by hand writes its files elsewhere).
                 holder = devstate.sim_holder(f"{scheme}://{LOCAL_HOST}:{port}", state.id)
                 raise refusal(port, setting, holder, "simulator")
     api_serving = False
-    if _port_open(LOCAL_HOST, ports.api):
+    if port_open(ports.api, LOCAL_HOST):
         api = devstate.api_holder(_api_url(ports), state.id)
         if api is not Holder.OURS:
             raise refusal(ports.api, API_PORT_ENV, api, "API")
@@ -388,7 +370,7 @@ def start_temporal(processes: Processes, ports: DevPorts, state: DevState) -> No
 
     def listening() -> bool:
         processes.check_alive()
-        return _port_open(LOCAL_HOST, ports.temporal) and _port_open(LOCAL_HOST, ports.temporal_ui)
+        return port_open(ports.temporal, LOCAL_HOST) and port_open(ports.temporal_ui, LOCAL_HOST)
 
     _wait_until("the Temporal dev server", listening)
     devstate.mark_temporal(temporal, ports.temporal_address, TEMPORAL_NAMESPACE, state.id)

@@ -22,7 +22,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import sys
 import time
 import uuid
@@ -38,7 +37,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from infra.kube import api_client_from_dict, api_client_from_file, close_client
-from infra.ports import free_port
+from infra.ports import free_port, port_open
 from infra.sealing import PRIVATE_KEY_ENV, PUBLIC_KEY_ENV, create_key_pair
 from tests.helpers import eventually, shipped_classes_listed
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
@@ -55,12 +54,6 @@ START_DEADLINE = 60.0
 """How long a process of the stack may take to come up on a loaded 2-core machine."""
 
 T = TypeVar("T")
-
-
-def port_open(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(0.2)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 OBSERVER_AGAIN = (429, 500, 502, 503, 504)
