@@ -39,6 +39,9 @@ from sim.apiserver.registry import CONFIGMAPS, NODES, PODS
 from sim.apiserver.server import ClusterServer
 from sim.apiserver.store import ClusterStore
 
+CLIENT_TOKEN_ENV = "BENCH_SIM_CLIENT_TOKEN"
+"""The client process's bearer token: in its environment, not its arguments, where one starting
+with "-" (one in 64 of `secrets.token_urlsafe`) read as an option, and `ps` would show it."""
 TARGET_RPS = 1000.0
 TARGET_MEMORY_MB = 300.0
 
@@ -47,8 +50,8 @@ COMMAND = Command(
     __doc__,
     Option(
         "--client",
-        nargs=3,
-        metavar=("URL", "TOKEN", "CA_FILE"),
+        nargs=2,
+        metavar=("URL", "CA_FILE"),
         help=argparse.SUPPRESS,
         recorded=False,
     ),
@@ -212,9 +215,9 @@ async def client_process(
 ) -> list[Row]:
     """Run `request_rows` in a child process, as Colony would be: the client never shares the GIL."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bench.sim_apiserver", "--client", url, token, ca_file,
+        sys.executable, "-m", "bench.sim_apiserver", "--client", url, ca_file,
         "--requests", str(max_count), "--seconds", str(seconds), "--in-flight", str(in_flight),
-        stdout=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, env={**os.environ, CLIENT_TOKEN_ENV: token},
     )  # fmt: skip
     out, _ = await process.communicate()
     if process.returncode != 0:
@@ -408,7 +411,8 @@ def _ca_pem(server: ClusterServer) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = COMMAND.parse(argv)
     if args.client:
-        url, token, ca_file = args.client
+        url, ca_file = args.client
+        token = os.environ[CLIENT_TOKEN_ENV]
         rows = asyncio.run(
             request_rows(url, token, ca_file, args.requests, args.seconds, args.in_flight)
         )
