@@ -160,3 +160,27 @@ def test_the_ledger_benchmark_builds_the_carried_state_the_ledger_takes() -> Non
     assert len(waiting) == 5
     assert CapacityLedger(carried.state.ledger).waiting_count() == 5
     assert waiting[0].reply_to == waiter_id("bench-c", HOLDERS)
+
+
+def test_the_api_benchmarks_client_takes_any_token(tmp_path: Path) -> None:
+    """One token in 64 starts with "-", which a command line would read as an option: the client
+    process of `bench.sim_apiserver` gets its token in its environment (here, always such a one)."""
+    forced_dash = (
+        "import secrets, sys\n"
+        "real = secrets.token_urlsafe\n"
+        "secrets.token_urlsafe = lambda n=32: '-' + real(n)[1:]\n"
+        "from bench import sim_apiserver\n"
+        "sys.exit(sim_apiserver.main(['--requests', '20', '--seconds', '0.2', '--watchers', '1',"
+        " '--events', '2', '--clusters', '1', '--nodes', '2', '--pods', '10']))\n"
+    )
+    env = {**os.environ, "BENCH_QUICK": "1", "BENCH_RESULTS": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", forced_dash],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
