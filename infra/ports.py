@@ -10,16 +10,20 @@ already in use" on the front end's port, and the server died). So `free_port` pi
 ephemeral range, where the kernel never hands out ports: such a race cannot happen.
 
 Parallel pytest-xdist workers each pick in a slice of their own (`PYTEST_XDIST_WORKER`), and a
-process never hands out a port twice, so the picks of one test run never collide either. Two test
-runs at once on one machine could still pick alike (at random within the same slices), which is
-unlikely and is the one case left.
+process never hands out a port twice, so the picks of one test run never collide either. Several
+test runs at once on one machine (worktrees side by side, a benchmark beside a suite) pick in the
+same slices, so a pick is also reserved across processes: an advisory lock on a file named after
+the port (`RESERVATIONS`), held until the picking process ends (the kernel drops it then, however
+the process ends). A port another live process has reserved is never handed out.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import socket
+import tempfile
 import threading
 from pathlib import Path
 
@@ -29,9 +33,16 @@ LINUX_EPHEMERAL_START = 32_768
 LOWEST = 20_000
 """The lowest port picked: above the well-known services that listen below it."""
 ATTEMPTS = 200
+RESERVATIONS = Path(
+    os.environ.get("COLONY_PORT_RESERVATIONS", Path(tempfile.gettempdir()) / "colony-ports")
+)
+"""Where picks are reserved across processes: one lock file per port, shared by every process of
+this machine that picks ports (`COLONY_PORT_RESERVATIONS` moves it)."""
 
 _picker = random.Random()
 _handed_out: set[int] = set()
+_reservations: dict[int, int] = {}
+"""Port -> the open lock file that reserves it; kept open (and so locked) for the process's life."""
 _lock = threading.Lock()
 
 
@@ -88,7 +99,20 @@ def free_port() -> int:
     with _lock:
         for _ in range(ATTEMPTS):
             port = _picker.choice(ports)
-            if port not in _handed_out and port_free(port):
+            if port not in _handed_out and port_free(port) and _reserve(port):
                 _handed_out.add(port)
                 return port
     raise RuntimeError(f"no free port in {ports.start}-{ports.stop - 1} after {ATTEMPTS} tries")
+
+
+def _reserve(port: int) -> bool:
+    """Reserve `port` for this process's life; False when another live process holds it."""
+    RESERVATIONS.mkdir(parents=True, exist_ok=True)
+    handle = os.open(RESERVATIONS / str(port), os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(handle)
+        return False
+    _reservations[port] = handle
+    return True

@@ -4,6 +4,8 @@ kernel may hand to a program asking for any free port, and never picked twice in
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,11 +57,39 @@ def test_a_port_someone_holds_is_never_handed_out(monkeypatch: pytest.MonkeyPatc
             ports.free_port()
 
 
-def test_a_port_is_handed_out_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_port_is_handed_out_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     port = ports.free_port()
     monkeypatch.setattr(ports, "_handed_out", set())
+    monkeypatch.setattr(ports, "RESERVATIONS", tmp_path)
     monkeypatch.setattr(ports, "pick_range", lambda *_: range(port, port + 1))
 
     assert ports.free_port() == port
     with pytest.raises(RuntimeError, match="no free port"):
         ports.free_port()
+
+
+def test_a_port_another_process_reserved_is_never_handed_out(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Two test runs side by side pick in the same slices; the first one's pick is not the second's."""
+    monkeypatch.setenv("COLONY_PORT_RESERVATIONS", str(tmp_path))
+    other = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from infra import ports; print(ports.free_port(), flush=True); input()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert other.stdout is not None
+        reserved = int(other.stdout.readline())
+        monkeypatch.setattr(ports, "RESERVATIONS", tmp_path)
+        monkeypatch.setattr(ports, "pick_range", lambda *_: range(reserved, reserved + 1))
+        with pytest.raises(RuntimeError, match="no free port"):
+            ports.free_port()
+    finally:
+        other.communicate("\n", timeout=30)
+    assert ports.free_port() == reserved  # the reservation ends with the process that held it
