@@ -23,6 +23,7 @@ PACKAGES = (
     "watching",
     "sim",
     "bench",
+    "components",
 )
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
@@ -73,6 +74,7 @@ def test_the_tree_keeps_every_contract() -> None:
             "Entity packages are independent",
         ),
         ("activities/planted.py", "import workflows.activity_calls", "Activities reach"),
+        ("api/planted.py", "import components.build", "never imports the real components"),
     ],
 )
 def test_a_deliberate_bad_import_breaks_its_contract(
