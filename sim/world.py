@@ -72,8 +72,7 @@ from sim.apiserver.server import ClusterServer
 from sim.apiserver.store import ClusterStore
 from sim.charts import HUB_REPOSITORY, default_catalog
 from sim.controllers.gateway_dataplane import LISTEN_ADDRESS
-from sim.controllers.k0rdent import K0rdentControllers
-from sim.controllers.k0rdent_cluster import ChildCluster
+from sim.controllers.k0rdent import K0rdentControllers, SimChildCluster
 from sim.crds import load_colony_crds
 from sim.crds.samples import state_management_provider
 from sim.faults import FaultInjector
@@ -450,9 +449,11 @@ class SimWorld:
 
     # ------------------------------------------------------------------ helpers
 
-    def child(self, namespace: str, name: str) -> ChildCluster | None:
+    def child(self, namespace: str, name: str) -> SimChildCluster | None:
         """The child cluster of ClusterDeployment namespace/name once its control plane is up."""
-        return self.k0rdent.child(namespace, name)
+        child = self.k0rdent.child(namespace, name)
+        assert child is None or isinstance(child, SimChildCluster)  # this world's own kind
+        return child
 
     def snapshot(self) -> dict[str, Any]:
         """The whole world as state.json holds it (`sim.persistence`), taken at one instant."""

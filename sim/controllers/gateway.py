@@ -2,8 +2,10 @@
 GatewayClasses whose `spec.controllerName` is `sim.colony.dev/gateway-controller` and writes the
 status a conformant implementation writes. No traffic is forwarded anywhere.
 
-Started per child cluster. Every reconcile recomputes the whole picture (classes, gateways, routes,
-grants: the sim's clusters hold a handful of each) and writes only what changed. Reasons and
+Started per child cluster, on its API (`sim.clusterapi`: the emulator's store, or a real API
+server with the Gateway API's CRDs). Every reconcile recomputes the whole picture from the watched
+objects (classes, gateways, routes, grants: the sim's clusters hold a handful of each) and writes
+only what changed. Reasons and
 semantics are the Gateway API spec's (gateway.networking.k8s.io v1 types, TCPRoute v1alpha2):
 
 GatewayClass: Accepted=True (reason Accepted), SupportedVersion=True.
@@ -65,7 +67,8 @@ from sim.apiserver.registry import (
     ResourceType,
 )
 from sim.apiserver.selectors import LabelSelector
-from sim.apiserver.store import ClusterStore, WatchEvent, format_time
+from sim.apiserver.store import ClusterStore, WatchEvent, format_time, utc_now
+from sim.clusterapi import ClusterApi, ClusterReader, cluster_api
 from sim.controllers.workqueue import ReconcileLoop
 
 log = logging.getLogger(__name__)
@@ -76,7 +79,7 @@ GROUP = "gateway.networking.k8s.io"
 ADDRESS_POOL_START = ipaddress.IPv4Address("203.0.113.200")
 TRAFFIC_CONDITION = "sim.colony.dev/ReceivingConnections"
 
-_WATCHED = {
+_WATCHED = frozenset(
     rt.key
     for rt in (
         GATEWAYCLASSES,
@@ -88,7 +91,7 @@ _WATCHED = {
         SECRETS,
         NAMESPACES,
     )
-}
+)
 _ROUTE_KINDS_BY_PROTOCOL = {"HTTP": ("HTTPRoute",), "HTTPS": ("HTTPRoute",), "TCP": ("TCPRoute",)}
 _ROUTE_TYPES: tuple[ResourceType, ...] = (HTTPROUTES, TCPROUTES)
 
@@ -164,13 +167,22 @@ def _comparable(status: Mapping[str, Any]) -> Any:
 class GatewayController:
     """Writes GatewayClass, Gateway and route status for one cluster (see the module docstring)."""
 
-    def __init__(self, store: ClusterStore, controller_name: str = CONTROLLER_NAME) -> None:
-        self.store = store
+    def __init__(
+        self, cluster: ClusterStore | ClusterApi, controller_name: str = CONTROLLER_NAME
+    ) -> None:
+        self.api = cluster_api(cluster)
         self.controller_name = controller_name
         self._addresses: dict[str, str] = {}  # gateway uid -> assigned IP
+        self._writes: list[tuple[ResourceType, Obj, Obj]] = []
         self._loop: ReconcileLoop[str] = ReconcileLoop(
-            store, f"gateway[{store.name}]", self._keys_for, self._reconcile, lambda: ["all"]
-        )
+            self.api, f"gateway[{self.api.name}]", self._keys_for, self._reconcile,
+            lambda: ["all"], watched=_WATCHED,
+        )  # fmt: skip
+
+    @property
+    def store(self) -> ClusterReader:
+        """The watched objects as they are now (the cluster's informer cache)."""
+        return self.api.cache
 
     async def run(self) -> None:
         """Reconcile on every change of a watched type until cancelled."""
@@ -183,19 +195,25 @@ class GatewayController:
     # ------------------------------------------------------------------ reconcile
 
     async def _reconcile(self, _key: str) -> float | None:
+        self._writes = []
         self.reconcile()
+        writes, self._writes = self._writes, []
+        for rt, obj, status in writes:
+            meta = obj["metadata"]
+            await self.api.update_status(rt, meta.get("namespace"), meta["name"], status)
         return None
 
     def reconcile(self) -> None:
-        """One full pass: classes, then gateways with their listeners, then routes."""
-        now = format_time(self.store.clock())
+        """One full pass: classes, then gateways with their listeners, then routes; the statuses
+        that changed are left in `_writes`."""
+        now = format_time(utc_now())
         classes = self._reconcile_classes(now)
         gateways: dict[tuple[str, str], tuple[Obj, list[_Listener]]] = {}
-        for gateway in self.store.list(GATEWAYS)[0]:
+        for gateway in self.store.list(GATEWAYS):
             if gateway["spec"].get("gatewayClassName") in classes:
                 meta = gateway["metadata"]
                 gateways[(meta["namespace"], meta["name"])] = (gateway, self._listeners(gateway))
-        routes = [(rt, route) for rt in _ROUTE_TYPES for route in self.store.list(rt)[0]]
+        routes = [(rt, route) for rt in _ROUTE_TYPES for route in self.store.list(rt)]
         routes.sort(
             key=lambda r: (
                 r[1]["metadata"].get("creationTimestamp", ""),
@@ -211,7 +229,7 @@ class GatewayController:
 
     def _reconcile_classes(self, now: str) -> set[str]:
         ours: set[str] = set()
-        for gateway_class in self.store.list(GATEWAYCLASSES)[0]:
+        for gateway_class in self.store.list(GATEWAYCLASSES):
             if (gateway_class.get("spec") or {}).get("controllerName") != self.controller_name:
                 continue
             name = gateway_class["metadata"]["name"]
@@ -379,7 +397,7 @@ class GatewayController:
         self, from_ns: str, from_kind: str, to_ns: str, to_group: str, to_kind: str, to_name: str
     ) -> bool:
         """Whether a ReferenceGrant in `to_ns` lets `from_kind`s of `from_ns` refer to the object."""
-        for grant in self.store.list(REFERENCEGRANTS, to_ns, copy_objects=False)[0]:
+        for grant in self.store.list(REFERENCEGRANTS, to_ns):
             spec = grant.get("spec") or {}
             sources = any(
                 f.get("group", "") == GROUP
@@ -652,8 +670,7 @@ class GatewayController:
     def _write(self, rt: ResourceType, obj: Obj, status: Obj) -> None:
         if _comparable(obj.get("status") or {}) == _comparable(status):
             return
-        meta = obj["metadata"]
-        self.store.update_status(rt, meta.get("namespace"), meta["name"], status)
+        self._writes.append((rt, obj, status))
 
 
 def _ref_as_written(ref: Mapping[str, Any]) -> Obj:

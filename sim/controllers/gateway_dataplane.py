@@ -47,6 +47,7 @@ from aiohttp.web_request import BaseRequest
 
 from sim.apiserver.registry import GATEWAYS, HTTPROUTES, SECRETS, TCPROUTES
 from sim.apiserver.store import ClusterStore
+from sim.clusterapi import ClusterApi, cluster_api
 from sim.controllers.gateway import CONTROLLER_NAME, TRAFFIC_CONDITION
 from sim.podnet.network import Backends, NoEndpoints, PortRefused, connect_pod
 from sim.podnet.pipe import PipeEnd
@@ -99,12 +100,15 @@ class TenantGatewayDataPlane:
 
     def __init__(
         self,
-        store: ClusterStore,
+        cluster: ClusterStore | ClusterApi,
         gateway_namespace: str,
         gateway_name: str,
         host: str = LISTEN_ADDRESS,
     ) -> None:
-        self.store = store
+        self.api = cluster_api(cluster)
+        # Reads at request and handshake time come from the watched objects (the informer cache
+        # of a real cluster: the Gateway controller keeps the types it needs watched).
+        self.store = self.api.cache
         self.gateway_namespace = gateway_namespace
         self.gateway_name = gateway_name
         self.host = host
@@ -143,7 +147,7 @@ class TenantGatewayDataPlane:
         if ports != current:
             log.info(
                 "tenant gateway %s/%s of %s listens on %s: https %d, http %d, tcp %s",
-                self.gateway_namespace, self.gateway_name, self.store.name, self.host,
+                self.gateway_namespace, self.gateway_name, self.api.name, self.host,
                 ports.https, ports.http, ", ".join(map(str, ports.tcp)) or "none",
             )  # fmt: skip
         return ports
@@ -310,7 +314,7 @@ class TenantGatewayDataPlane:
         if listener_host and not _host_matches(listener_host, host):
             return None, 404
         best: tuple[tuple[int, int], Mapping[str, Any], Mapping[str, Any]] | None = None
-        for route in self.store.list(HTTPROUTES)[0]:
+        for route in self.store.list(HTTPROUTES):
             spec = route.get("spec") or {}
             hostnames = [str(h) for h in spec.get("hostnames") or []]
             if hostnames and not any(_host_matches(h, host) for h in hostnames):
@@ -391,7 +395,7 @@ class TenantGatewayDataPlane:
         listener = None if gateway is None else self._listener(gateway, port, ("TCP",))
         if listener is None:
             return None
-        routes = [r for r in self.store.list(TCPROUTES)[0] if self._attached(r, listener)]
+        routes = [r for r in self.store.list(TCPROUTES) if self._attached(r, listener)]
         for route in routes:
             for rule in (route.get("spec") or {}).get("rules") or []:
                 for ref in rule.get("backendRefs") or []:

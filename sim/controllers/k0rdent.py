@@ -1,11 +1,13 @@
 """SIMULATOR. k0rdent (KCM + Cluster API + Sveltos) for one management cluster, in one object.
 
 `K0rdentControllers.run()` runs every k0rdent controller of the sim on the management cluster's
-store (see `k0rdent_cluster` and `k0rdent_services` for what each does). Child clusters are
-`SimChildCluster`s: a fresh `ClusterStore` served by its own `ClusterServer` (own port, own admin
-token, shared CA) with the controllers a real cluster runs: kubelet, node lifecycle (with its
+API (`sim.clusterapi`: the emulator's store, or a real API server; see `k0rdent_cluster` and
+`k0rdent_services` for what each does). Child clusters are what its child factory starts; by
+default `SimChildCluster`s: a fresh `ClusterStore` served by its own `ClusterServer` (own port, own
+admin token, shared CA) with the controllers a real cluster runs: kubelet, node lifecycle (with its
 taint manager), scheduler, DaemonSets, Deployments and a Gateway API implementation
 (`sim.colony.dev/gateway-controller`); k0s-like system workloads are preloaded in `kube-system`.
+The real world's children are real control planes (`sim.real.child`).
 
 Called by `sim.world.SimWorld`; tests may run it on a bare store.
 """
@@ -26,6 +28,7 @@ from sim.apiserver.registry import CLUSTERROLES, DAEMONSETS, DEPLOYMENTS
 from sim.apiserver.server import ClusterServer
 from sim.apiserver.store import ClusterStore
 from sim.charts import ChartCatalog
+from sim.clusterapi import ClusterApi, StoreApi, cluster_api
 from sim.controllers.daemonset import DaemonSetController, DeploymentController
 from sim.controllers.gateway import GatewayController
 from sim.controllers.gateway_dataplane import TenantGatewayDataPlane
@@ -36,6 +39,8 @@ from sim.controllers.k0rdent_cluster import (
     ClusterDeploymentController,
     HostLookup,
     TemplateCredentialController,
+    remove_node_and_pods,
+    set_node_ready,
 )
 from sim.controllers.k0rdent_services import ServiceSetController, ServiceTemplateController
 from sim.controllers.kubelet import Kubelet
@@ -158,6 +163,7 @@ class SimChildCluster:
         admin_token: str | None = None,
     ) -> None:
         self._store = store or ClusterStore(name)
+        self._api = StoreApi(self._store)
         self.server = ClusterServer(
             name,
             self._store,
@@ -168,7 +174,7 @@ class SimChildCluster:
             admin_token=admin_token,
         )
         self._data_plane = TenantGatewayDataPlane(
-            self._store, TENANT_GATEWAY_NAMESPACE, TENANT_GATEWAY, self.server.host
+            self._api, TENANT_GATEWAY_NAMESPACE, TENANT_GATEWAY, self.server.host
         )
         self.timing = timing
         self.faults = faults
@@ -178,6 +184,16 @@ class SimChildCluster:
     @property
     def store(self) -> ClusterStore:
         return self._store
+
+    @property
+    def api(self) -> ClusterApi:
+        return self._api
+
+    async def ready_node(self, name: str) -> None:
+        set_node_ready(self._store, name)
+
+    async def remove_node(self, name: str) -> None:
+        remove_node_and_pods(self._store, name)
 
     @property
     def kubeconfig(self) -> str:
@@ -211,7 +227,7 @@ class SimChildCluster:
         controllers = (
             Kubelet(self._store, self.timing, faults=self.faults),
             NodeLifecycleController(self._store, self.timing, self.faults),
-            GatewayController(self._store),
+            GatewayController(self._api),
             Scheduler(self._store),
             DaemonSetController(self._store),
             DeploymentController(self._store),
@@ -237,7 +253,8 @@ class K0rdentControllers:
     """Every k0rdent controller of the sim for one management cluster.
 
     Args:
-        store: the management cluster's store (its k0rdent CRDs installed, or installed later).
+        management: the management cluster's store or API (its k0rdent CRDs installed, or
+            installed later).
         ca: signs the child clusters' serving certificates.
         timing: delays of every step.
         faults: consulted for injected ClusterDeployment/ServiceSet failures and never-ready nodes.
@@ -251,7 +268,7 @@ class K0rdentControllers:
 
     def __init__(
         self,
-        store: ClusterStore,
+        management: ClusterStore | ClusterApi,
         ca: CertificateAuthority,
         timing: SimTiming,
         faults: FaultInjector | None = None,
@@ -262,7 +279,7 @@ class K0rdentControllers:
         child_factory: ChildFactory | None = None,
         on_child_store: Callable[[str, ClusterStore], None] | None = None,
     ) -> None:
-        self.store = store
+        self.api = cluster_api(management)
         self.ca = ca
         self.timing = timing
         self.faults = faults or FaultInjector()
@@ -271,7 +288,7 @@ class K0rdentControllers:
         self._on_child_store = on_child_store
         factory = child_factory or self._start_child
         self._cluster_deployments = ClusterDeploymentController(
-            store,
+            self.api,
             timing,
             self.faults,
             inventory,
@@ -280,11 +297,11 @@ class K0rdentControllers:
             issue_cert=ca.issue_server_cert,
         )
         self._service_sets = ServiceSetController(
-            store, timing, self.faults, self.children, catalog
+            self.api, timing, self.faults, self.children, catalog
         )
         self._controllers = (
-            TemplateCredentialController(store),
-            ServiceTemplateController(store, catalog),
+            TemplateCredentialController(self.api),
+            ServiceTemplateController(self.api, catalog),
             self._cluster_deployments,
             self._service_sets,
         )
@@ -362,8 +379,12 @@ class K0rdentControllers:
         }
 
     def stores(self) -> dict[str, ClusterStore]:
-        """Every child cluster's store, by "<namespace>/<name>"."""
-        return {f"{ns}/{name}": child.store for (ns, name), child in self.children.items()}
+        """Every emulated child cluster's store, by "<namespace>/<name>"."""
+        return {
+            f"{ns}/{name}": child.store
+            for (ns, name), child in self.children.items()
+            if isinstance(child, SimChildCluster)
+        }
 
     def child(self, namespace: str, name: str) -> ChildCluster | None:
         """The running child cluster of ClusterDeployment namespace/name, if any."""

@@ -1,6 +1,7 @@
 """SIMULATOR. KCM's cluster side: ClusterTemplate, Credential and ClusterDeployment controllers.
 
-Started by `sim.controllers.k0rdent.K0rdentControllers` on the management cluster's store.
+Started by `sim.controllers.k0rdent.K0rdentControllers` on the management cluster's API
+(`sim.clusterapi`: the emulator's store, or a real API server).
 
 A ClusterDeployment progresses through the conditions KCM reports (type and reason names are KCM's,
 from k0rdent/kcm api/v1beta1): CredentialReady, TemplateReady, HelmChartReady, HelmReleaseReady,
@@ -35,14 +36,23 @@ import base64
 import contextlib
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from sim.apiserver.errors import ApiError
-from sim.apiserver.registry import EVENTS, NODES, PODS, SECRETS, ResourceType
+from sim.apiserver.registry import (
+    CRDS,
+    EVENTS,
+    NODES,
+    PODS,
+    SECRETS,
+    ResourceRegistry,
+    ResourceType,
+)
 from sim.apiserver.store import ClusterStore, WatchEvent
+from sim.clusterapi import ClusterApi, cluster_api
 from sim.controllers.gateway_dataplane import TenantGatewayDataPlane
 from sim.controllers.gpus import GPU_RESOURCE, gfd_labels
 from sim.controllers.tenant_gateway import CertIssuer, ensure_tenant_gateway
@@ -87,6 +97,12 @@ def _requested_k8s_version(spec: Mapping[str, Any]) -> str | None:
     return str(version) if version else None
 
 
+CHILD_START_POLL_SECONDS = 0.5
+"""How often a ClusterDeployment whose control plane is starting looks again (its start's end
+requeues it at once as well)."""
+CHILD_START_RETRY_SECONDS = 5.0
+"""A control plane that failed to start is started again after this long."""
+
 # Generic workers of hosted-control-plane templates (`config.workersNumber`): a mid-size VM.
 GENERIC_WORKER = {"cpu": "8", "memory": "32Gi", "instanceType": "sim-standard-8"}
 
@@ -97,12 +113,14 @@ def now_iso() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def rt_for(store: ClusterStore, key: tuple[str, str]) -> ResourceType | None:
+class _Served(Protocol):
+    @property
+    def registry(self) -> ResourceRegistry: ...
+
+
+def rt_for(cluster: _Served, key: tuple[str, str]) -> ResourceType | None:
     """The resource type for (group, plural), or None while its CRD is not installed."""
-    try:
-        return store.registry.get(*key)
-    except ApiError:
-        return None
+    return cluster.registry.try_get(*key)
 
 
 def set_condition(
@@ -151,16 +169,16 @@ def _comparable(status: Mapping[str, Any]) -> Any:
     return out
 
 
-def write_status_if_changed(
-    store: ClusterStore, rt: ResourceType, obj: Mapping[str, Any], status: dict[str, Any]
+async def write_status_if_changed(
+    api: ClusterApi, rt: ResourceType, obj: Mapping[str, Any], status: dict[str, Any]
 ) -> None:
     if _comparable(obj.get("status") or {}) != _comparable(status):
         meta = obj["metadata"]
-        store.update_status(rt, meta.get("namespace"), meta["name"], status)
+        await api.update_status(rt, meta.get("namespace"), meta["name"], status)
 
 
-def record_event(
-    store: ClusterStore,
+async def record_event(
+    api: ClusterApi,
     obj: Mapping[str, Any],
     reason: str,
     message: str,
@@ -193,7 +211,7 @@ def record_event(
         "count": 1,
     }
     try:
-        store.create(EVENTS, event)
+        await api.create(EVENTS, event)
     except ApiError as exc:
         log.debug("event for %s not recorded: %s", meta["name"], exc)
 
@@ -202,10 +220,11 @@ def record_event(
 
 
 class ChildCluster(Protocol):
-    """A running child cluster: its store and how to reach it."""
+    """A running child cluster: its API and how to reach it (the emulator's `SimChildCluster`, or
+    a real control plane's `sim.real.child.RealChildCluster`)."""
 
     @property
-    def store(self) -> ClusterStore: ...
+    def api(self) -> ClusterApi: ...
 
     @property
     def kubeconfig(self) -> str:
@@ -217,10 +236,19 @@ class ChildCluster(Protocol):
         """Listens for the child's tenant Gateway, if it gets one."""
         ...
 
+    async def ready_node(self, name: str) -> None:
+        """The machine's kubelet has joined: the Node turns Ready and stays so (the emulator
+        writes its status; on a real control plane KWOK takes the Node over)."""
+        ...
+
+    async def remove_node(self, name: str) -> None:
+        """The machine is gone: its Node goes (and with it its pods, by the pod GC)."""
+        ...
+
     async def stop(self) -> None: ...
 
 
-ChildFactory = Callable[[str, str], Awaitable[ChildCluster]]
+ChildFactory = Callable[[str, str], Coroutine[Any, Any, ChildCluster]]
 """Starts the child cluster of ClusterDeployment (namespace, name)."""
 
 
@@ -281,40 +309,41 @@ def _dns_name(text: str) -> str:
 class TemplateCredentialController:
     """ClusterTemplate `status.valid` (+ providers, k8sVersion) and Credential `status.ready`."""
 
-    def __init__(self, store: ClusterStore) -> None:
-        self.store = store
+    def __init__(self, management: ClusterStore | ClusterApi) -> None:
+        self.api = cluster_api(management)
         self._loop: ReconcileLoop[tuple[str, str, str]] = ReconcileLoop(
-            store, "k0rdent-templates", self._keys_for, self._reconcile, self._all_keys
-        )
+            self.api, "k0rdent-templates", self._keys_for, self._reconcile, self._all_keys,
+            watched=(CLUSTER_TEMPLATES, CREDENTIALS, CRDS.key),
+        )  # fmt: skip
 
     async def run(self) -> None:
         await self._loop.run()
 
-    def _all_keys(self) -> list[tuple[str, str, str]]:
+    async def _all_keys(self) -> list[tuple[str, str, str]]:
         keys: list[tuple[str, str, str]] = []
         for plural_key in (CLUSTER_TEMPLATES, CREDENTIALS):
-            rt = rt_for(self.store, plural_key)
+            rt = rt_for(self.api, plural_key)
             if rt is not None:
-                items, _ = self.store.list(rt)
+                items = await self.api.list(rt)
                 keys += [
                     (rt.plural, o["metadata"]["namespace"], o["metadata"]["name"]) for o in items
                 ]
         return keys
 
-    def _keys_for(self, event: WatchEvent) -> list[tuple[str, str, str]]:
+    async def _keys_for(self, event: WatchEvent) -> list[tuple[str, str, str]]:
         if event.rt.key in (CLUSTER_TEMPLATES, CREDENTIALS):
             meta = event.object["metadata"]
             return [(event.rt.plural, meta["namespace"], meta["name"])]
-        if event.rt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
-            return self._all_keys()
+        if event.rt.key == CRDS.key:
+            return await self._all_keys()
         return []
 
     async def _reconcile(self, key: tuple[str, str, str]) -> float | None:
         plural, namespace, name = key
-        rt = rt_for(self.store, (GROUP, plural))
+        rt = rt_for(self.api, (GROUP, plural))
         if rt is None:
             return None
-        obj = self.store.try_get(rt, namespace, name)
+        obj = await self.api.try_get(rt, namespace, name)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             return None
         status = dict(obj.get("status") or {})
@@ -360,7 +389,7 @@ class TemplateCredentialController:
                     generation,
                 )
             status["conditions"] = conditions
-        write_status_if_changed(self.store, rt, obj, status)
+        await write_status_if_changed(self.api, rt, obj, status)
         return None
 
 
@@ -414,7 +443,7 @@ class ClusterDeploymentController:
 
     def __init__(
         self,
-        store: ClusterStore,
+        management: ClusterStore | ClusterApi,
         timing: SimTiming,
         faults: FaultInjector,
         inventory: HostLookup | None,
@@ -422,7 +451,7 @@ class ClusterDeploymentController:
         child_factory: ChildFactory,
         issue_cert: CertIssuer | None = None,
     ) -> None:
-        self.store = store
+        self.api = cluster_api(management)
         self.issue_cert = issue_cert
         self.timing = timing
         self.faults = faults
@@ -430,43 +459,83 @@ class ClusterDeploymentController:
         self.children = children
         self.child_factory = child_factory
         self._states: dict[Key, _ClusterState] = {}
+        self._starting: dict[Key, asyncio.Task[ChildCluster]] = {}
         self._loop: ReconcileLoop[Key] = ReconcileLoop(
-            store, "k0rdent-clusterdeployments", self._keys_for, self._reconcile, self._all_keys
-        )
+            self.api, "k0rdent-clusterdeployments", self._keys_for, self._reconcile,
+            self._all_keys, watched=(CLUSTER_DEPLOYMENTS, CREDENTIALS, CLUSTER_TEMPLATES, SERVICE_SETS),
+        )  # fmt: skip
 
     async def run(self) -> None:
-        # Faults change over HTTP without a store event: a lost or restored node must be seen.
+        # Faults change over HTTP without a cluster event: a lost or restored node must be seen.
         unsubscribe = self.faults.on_change(self._requeue_all)
         try:
             await self._loop.run()
         finally:
             unsubscribe()
-            for key, child in self.children.items():
+            for key in {*self._starting, *(key for key, _ in self.children.items())}:
                 with contextlib.suppress(Exception):
-                    await child.stop()
-                self.children.pop(*key)
+                    await self._stop_child(key)
 
-    def _all_keys(self) -> list[Key]:
-        rt = rt_for(self.store, CLUSTER_DEPLOYMENTS)
+    def _child_started(self, key: Key) -> ChildCluster | None:
+        """The child cluster of `key` once its control plane serves, else None: its start is
+        begun in the background (a real control plane takes seconds; the other clusters go on
+        meanwhile) and the key is reconciled again when it is done."""
+        child = self.children.get(*key)
+        if child is None and key not in self._starting:
+            task = asyncio.create_task(self.child_factory(*key), name=f"child-{key[0]}/{key[1]}")
+            self._starting[key] = task
+            task.add_done_callback(lambda done: self._child_done(key, done))
+        return child
+
+    def _child_done(self, key: Key, task: asyncio.Task[ChildCluster]) -> None:
+        if self._starting.get(key) is not task:
+            return  # stopped meanwhile: `_stop_child` owns what it started
+        del self._starting[key]
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is not None:
+            log.error("child cluster %s/%s did not start (retried): %s", *key, error)
+            self._loop.queue.add_after(key, CHILD_START_RETRY_SECONDS)
+            return
+        self.children.add(*key, task.result())
+        self._loop.queue.add(key)
+
+    async def _stop_child(self, key: Key) -> None:
+        """Stop the child cluster of `key`, started or still starting."""
+        task = self._starting.pop(key, None)
+        if task is not None:
+            task.cancel()
+            try:
+                started = await task
+            except (asyncio.CancelledError, Exception):  # its factory cleaned up after itself
+                started = None
+            if started is not None:
+                await started.stop()
+        child = self.children.pop(*key)
+        if child is not None:
+            await child.stop()
+
+    async def _all_keys(self) -> list[Key]:
+        rt = rt_for(self.api, CLUSTER_DEPLOYMENTS)
         if rt is None:
             return []
-        items, _ = self.store.list(rt)
+        items = await self.api.list(rt)
         return [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in items]
 
     def _requeue_all(self) -> None:
-        for key in self._all_keys():
+        # Every ClusterDeployment seen so far: the others are reconciled on their own event.
+        for key in list(self._states):
             self._loop.queue.add(key)
 
-    def _in_namespace(self, namespace: str) -> list[Key]:
-        return [key for key in self._all_keys() if key[0] == namespace]
-
-    def _keys_for(self, event: WatchEvent) -> Iterable[Key]:
+    async def _keys_for(self, event: WatchEvent) -> Iterable[Key]:
         key = event.rt.key
         meta = event.object.get("metadata") or {}
         if key == CLUSTER_DEPLOYMENTS:
             return [(meta["namespace"], meta["name"])]
         if key in (CREDENTIALS, CLUSTER_TEMPLATES):
-            return self._in_namespace(meta.get("namespace", ""))
+            namespace = meta.get("namespace", "")
+            return [k for k in await self._all_keys() if k[0] == namespace]
         if key == SERVICE_SETS and event.type == "DELETED":
             cluster = (event.object.get("spec") or {}).get("cluster")
             return [(meta["namespace"], cluster)] if cluster else []
@@ -476,22 +545,20 @@ class ClusterDeploymentController:
 
     async def _reconcile(self, key: Key) -> float | None:
         namespace, name = key
-        rt = rt_for(self.store, CLUSTER_DEPLOYMENTS)
+        rt = rt_for(self.api, CLUSTER_DEPLOYMENTS)
         if rt is None:
             return None
-        obj = self.store.try_get(rt, namespace, name)
+        obj = await self.api.try_get(rt, namespace, name)
         if obj is None:
             self._states.pop(key, None)
-            child = self.children.pop(namespace, name)
-            if child is not None:
-                await child.stop()
+            await self._stop_child(key)
             return None
         now = asyncio.get_running_loop().time()
         meta = obj["metadata"]
         if meta.get("deletionTimestamp"):
             return await self._reconcile_delete(rt, obj, now)
         if CLUSTER_DEPLOYMENT_FINALIZER not in (meta.get("finalizers") or []):
-            self.store.mutate(
+            obj = await self.api.mutate(
                 rt,
                 namespace,
                 name,
@@ -499,7 +566,6 @@ class ClusterDeploymentController:
                     o["metadata"].setdefault("finalizers", []).append(CLUSTER_DEPLOYMENT_FINALIZER)
                 ),
             )
-            obj = self.store.get(rt, namespace, name)
             meta = obj["metadata"]
         generation = int(meta.get("generation", 1))
         state = self._states.get(key)
@@ -526,21 +592,21 @@ class ClusterDeploymentController:
             waits.append(at - now)
             return False
 
-        def finish(ready_reason: str, message: str, ready: bool = False) -> float | None:
+        async def finish(ready_reason: str, message: str, ready: bool = False) -> float | None:
             set_condition(
                 conditions, READY, "True" if ready else "False", ready_reason, message, generation
             )
             status["conditions"] = conditions
             if ready:
                 status["observedGeneration"] = generation
-            write_status_if_changed(self.store, rt, obj, status)
+            await write_status_if_changed(self.api, rt, obj, status)
             return min(waits) if waits else None
 
         injected = self.faults.cluster_deployment_failure(namespace, name)
         if injected is not None:
-            # Poll: faults change over HTTP without a store event.
+            # Poll: faults change over HTTP without a cluster event.
             waits.append(0.5)
-            return finish(FAILED, injected)
+            return await finish(FAILED, injected)
 
         # CredentialReady
         step = state.created + self.timing.delay("cluster.credential")
@@ -548,14 +614,14 @@ class ClusterDeploymentController:
             set_condition(
                 conditions, READY, "False", PROGRESSING, "Checking credential", generation
             )
-            return finish(PROGRESSING, "Checking credential")
+            return await finish(PROGRESSING, "Checking credential")
         credential_name = spec.get("credential") or ""
-        credential_problem = self._credential_problem(namespace, credential_name)
+        credential_problem = await self._credential_problem(namespace, credential_name)
         if credential_problem is not None:
             set_condition(
                 conditions, CREDENTIAL_READY, "False", FAILED, credential_problem, generation
             )
-            return finish(FAILED, credential_problem)
+            return await finish(FAILED, credential_problem)
         set_condition(
             conditions,
             CREDENTIAL_READY,
@@ -568,12 +634,12 @@ class ClusterDeploymentController:
         # TemplateReady
         step += self.timing.delay("cluster.template")
         if not due(step):
-            return finish(PROGRESSING, "Validating template")
+            return await finish(PROGRESSING, "Validating template")
         template_name = spec.get("template") or ""
-        template, template_problem = self._template(namespace, template_name)
+        template, template_problem = await self._template(namespace, template_name)
         if template_problem is not None:
             set_condition(conditions, TEMPLATE_READY, "False", FAILED, template_problem, generation)
-            return finish(FAILED, template_problem)
+            return await finish(FAILED, template_problem)
         set_condition(
             conditions, TEMPLATE_READY, "True", SUCCEEDED, "Template is valid", generation
         )
@@ -594,7 +660,7 @@ class ClusterDeploymentController:
                 "HelmChart is being fetched",
                 generation,
             )
-            return finish(PROGRESSING, "Waiting for HelmChart")
+            return await finish(PROGRESSING, "Waiting for HelmChart")
         set_condition(
             conditions, HELM_CHART_READY, "True", SUCCEEDED, "Helm chart is valid", generation
         )
@@ -613,7 +679,7 @@ class ClusterDeploymentController:
                 "Helm install/upgrade in progress",
                 generation,
             )
-            return finish(PROGRESSING, "Waiting for HelmRelease")
+            return await finish(PROGRESSING, "Waiting for HelmRelease")
         set_condition(
             conditions, HELM_RELEASE_READY, "True", SUCCEEDED,
             f"Helm install succeeded for release {namespace}/{name}.v{generation}", generation,
@@ -630,37 +696,41 @@ class ClusterDeploymentController:
                 "* ControlPlane: Waiting for control plane to be initialized",
                 generation,
             )
-            return finish(PROGRESSING, "Waiting for control plane")
-        child = self.children.get(namespace, name)
+            return await finish(PROGRESSING, "Waiting for control plane")
+        child = self._child_started((namespace, name))
         if child is None:
-            child = await self.child_factory(namespace, name)
-            self.children.add(namespace, name, child)
+            waits.append(CHILD_START_POLL_SECONDS)
+            set_condition(
+                conditions, CAPI_CLUSTER_SUMMARY, "False", PROGRESSING,
+                "* ControlPlane: Waiting for control plane to be initialized", generation,
+            )  # fmt: skip
+            return await finish(PROGRESSING, "Waiting for control plane")
         if state.control_plane_at is None:
             state.control_plane_at = now
-        self._ensure_kubeconfig_secret(obj, child)
+        await self._ensure_kubeconfig_secret(obj, child)
         gateway_problem = await ensure_tenant_gateway(
-            child.store, obj, self.issue_cert, child.gateway_data_plane
+            child.api, obj, self.issue_cert, child.gateway_data_plane
         )
         if gateway_problem is not None and state.gateway_problem != gateway_problem:
-            record_event(self.store, obj, "InvalidTenantGateway", gateway_problem, type_="Warning")
+            await record_event(self.api, obj, "InvalidTenantGateway", gateway_problem, type_="Warning")  # fmt: skip
         state.gateway_problem = gateway_problem
 
         # Workers
-        problems = self._reconcile_machines(obj, state, child, now, waits)
+        problems = await self._reconcile_machines(obj, state, child, now, waits)
         if problems:
             message = "\n".join(f"* {p}" for p in problems)
             set_condition(
                 conditions, CAPI_CLUSTER_SUMMARY, "False", PROGRESSING, message, generation
             )
-            return finish(PROGRESSING, message)
+            return await finish(PROGRESSING, message)
         set_condition(conditions, CAPI_CLUSTER_SUMMARY, "True", "Available", "", generation)
-        return finish(SUCCEEDED, "Object is ready", ready=True)
+        return await finish(SUCCEEDED, "Object is ready", ready=True)
 
-    def _credential_problem(self, namespace: str, credential_name: str) -> str | None:
+    async def _credential_problem(self, namespace: str, credential_name: str) -> str | None:
         if not credential_name:
             return "spec.credential is not set"
-        rt = rt_for(self.store, CREDENTIALS)
-        credential = None if rt is None else self.store.try_get(rt, namespace, credential_name)
+        rt = rt_for(self.api, CREDENTIALS)
+        credential = None if rt is None else await self.api.try_get(rt, namespace, credential_name)
         if credential is None:
             return (
                 f'failed to get Credential: credentials.k0rdent.mirantis.com "{credential_name}" '
@@ -670,11 +740,11 @@ class ClusterDeploymentController:
             return f"Credential {namespace}/{credential_name} is not in Ready state"
         return None
 
-    def _template(
+    async def _template(
         self, namespace: str, template_name: str
     ) -> tuple[dict[str, Any] | None, str | None]:
-        rt = rt_for(self.store, CLUSTER_TEMPLATES)
-        template = None if rt is None else self.store.try_get(rt, namespace, template_name)
+        rt = rt_for(self.api, CLUSTER_TEMPLATES)
+        template = None if rt is None else await self.api.try_get(rt, namespace, template_name)
         if template is None:
             return None, (
                 f'failed to get ClusterTemplate: clustertemplates.k0rdent.mirantis.com "{template_name}" '
@@ -689,19 +759,19 @@ class ClusterDeploymentController:
             )
         return template, None
 
-    def _ensure_kubeconfig_secret(self, obj: Mapping[str, Any], child: ChildCluster) -> None:
+    async def _ensure_kubeconfig_secret(self, obj: Mapping[str, Any], child: ChildCluster) -> None:
         meta = obj["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         secret_name = f"{name}-kubeconfig"
         value = base64.b64encode(child.kubeconfig.encode()).decode()
-        existing = self.store.try_get(SECRETS, namespace, secret_name)
+        existing = await self.api.try_get(SECRETS, namespace, secret_name)
         if existing is not None:
             if (existing.get("data") or {}).get("value") != value:
-                self.store.mutate(
+                await self.api.mutate(
                     SECRETS, namespace, secret_name, lambda s: s.update(data={"value": value})
                 )
             return
-        self.store.create(
+        await self.api.create(
             SECRETS,
             {
                 "metadata": {
@@ -732,7 +802,7 @@ class ClusterDeploymentController:
                 desired[f"worker-{index}"] = {"node": f"{name}-md-{index}"}
         return desired
 
-    def _reconcile_machines(
+    async def _reconcile_machines(
         self,
         obj: Mapping[str, Any],
         state: _ClusterState,
@@ -746,7 +816,7 @@ class ClusterDeploymentController:
         for key in [k for k in state.machines if k not in desired]:
             removed = state.machines.pop(key)
             if removed.node_name:
-                _remove_node(child.store, removed.node_name)
+                await child.remove_node(removed.node_name)
         problems: list[str] = []
         start = state.control_plane_at if state.control_plane_at is not None else now
         for key, want in desired.items():
@@ -757,8 +827,8 @@ class ClusterDeploymentController:
             if machine.node_name is None:
                 if not machine.reported_unknown:
                     machine.reported_unknown = True
-                    record_event(
-                        self.store, obj, "MachineUnreachable",
+                    await record_event(
+                        self.api, obj, "MachineUnreachable",
                         f"Machine {name}-{key}: no host answers SSH at {machine.address}:{machine.port}",
                         type_="Warning",
                     )  # fmt: skip
@@ -767,42 +837,61 @@ class ClusterDeploymentController:
                     "no host with that address"
                 )
                 continue
-            if self.faults.node_lost(child.store.name, machine.node_name):
-                if not machine.lost:
-                    # The machine vanished: CAPI loses its node, the pod GC its pods.
-                    machine.lost = True
-                    _remove_node(child.store, machine.node_name)
-                    record_event(
-                        self.store, obj, "MachineLost",
-                        f"Machine {name}-{key}: node {machine.node_name} is gone",
-                        type_="Warning",
-                    )  # fmt: skip
-                machine.registered = machine.ready = False
+            if self.faults.node_lost(child.api.name, machine.node_name):
+                await self._lose(obj, key, machine, child)
                 problems.append(f"Machine {key}: node {machine.node_name} is unreachable")
                 continue
-            if machine.lost:
-                # Back from the dead: it boots and registers again from scratch.
-                machine.lost = False
-                machine.first_seen = now
-            register_at = machine.first_seen + self.timing.delay("node.register")
-            if now < register_at:
-                waits.append(register_at - now)
-                problems.append(f"Machine {key}: bootstrapping")
-                continue
-            node = child.store.try_get(NODES, None, machine.node_name)
-            if node is None:
-                child.store.create(NODES, self._node(obj, machine))
-                machine.registered, machine.ready = True, False
-            ready_at = register_at + self.timing.delay("node.ready")
-            if not machine.ready:
-                if self.faults.node_never_ready_matches(machine.node_name, machine.address):
-                    waits.append(0.5)  # the fault may be lifted over HTTP
-                elif now < ready_at:
-                    waits.append(ready_at - now)
-                else:
-                    _set_node_ready(child.store, machine.node_name)
-                    machine.ready = True
+            problem = await self._join(obj, machine, child, now, waits)
+            if problem:
+                problems.append(f"Machine {key}: {problem}")
         return problems
+
+    async def _lose(
+        self, obj: Mapping[str, Any], key: str, machine: _Machine, child: ChildCluster
+    ) -> None:
+        """The machine vanished: CAPI loses its node, the pod GC its pods."""
+        if not machine.lost and machine.node_name:
+            machine.lost = True
+            await child.remove_node(machine.node_name)
+            await record_event(
+                self.api, obj, "MachineLost",
+                f"Machine {obj['metadata']['name']}-{key}: node {machine.node_name} is gone",
+                type_="Warning",
+            )  # fmt: skip
+        machine.registered = machine.ready = False
+
+    async def _join(
+        self,
+        obj: Mapping[str, Any],
+        machine: _Machine,
+        child: ChildCluster,
+        now: float,
+        waits: list[float],
+    ) -> str | None:
+        """Register the machine's Node, then make it Ready, each after its delay; what holds the
+        cluster back while it boots (None once registered)."""
+        if machine.lost:
+            # Back from the dead: it boots and registers again from scratch.
+            machine.lost = False
+            machine.first_seen = now
+        register_at = machine.first_seen + self.timing.delay("node.register")
+        if now < register_at:
+            waits.append(register_at - now)
+            return "bootstrapping"
+        node_name = machine.node_name or ""
+        if await child.api.try_get(NODES, None, node_name) is None:
+            await child.api.create(NODES, self._node(obj, machine))
+            machine.registered, machine.ready = True, False
+        ready_at = register_at + self.timing.delay("node.ready")
+        if not machine.ready:
+            if self.faults.node_never_ready_matches(node_name, machine.address):
+                waits.append(0.5)  # the fault may be lifted over HTTP
+            elif now < ready_at:
+                waits.append(ready_at - now)
+            else:
+                await child.ready_node(node_name)
+                machine.ready = True
+        return None
 
     # ------------------------------------------------------------------ persistence
 
@@ -1022,19 +1111,17 @@ class ClusterDeploymentController:
             meta.get("generation"),
         )
         status["conditions"] = conditions
-        write_status_if_changed(self.store, rt, obj, status)
+        await write_status_if_changed(self.api, rt, obj, status)
 
-        remaining = self._delete_service_sets(namespace, name)
+        remaining = await self._delete_service_sets(namespace, name)
         done_at = state.deleting_since + self.timing.delay("cluster.delete")
         if remaining or now < done_at:
             return max(done_at - now, 0.05) if not remaining else 0.1
-        child = self.children.pop(namespace, name)
-        if child is not None:
-            await child.stop()
+        await self._stop_child(key)
         with contextlib.suppress(ApiError):
-            self.store.delete(SECRETS, namespace, f"{name}-kubeconfig")
+            await self.api.delete(SECRETS, namespace, f"{name}-kubeconfig")
         if CLUSTER_DEPLOYMENT_FINALIZER in (meta.get("finalizers") or []):
-            self.store.mutate(
+            await self.api.mutate(
                 rt,
                 namespace,
                 name,
@@ -1049,12 +1136,12 @@ class ClusterDeploymentController:
         self._states.pop(key, None)
         return None
 
-    def _delete_service_sets(self, namespace: str, cluster: str) -> int:
+    async def _delete_service_sets(self, namespace: str, cluster: str) -> int:
         """Delete the cluster's ServiceSets; how many still exist."""
-        rt = rt_for(self.store, SERVICE_SETS)
+        rt = rt_for(self.api, SERVICE_SETS)
         if rt is None:
             return 0
-        items, _ = self.store.list(rt, namespace)
+        items = await self.api.list(rt, namespace)
         remaining = 0
         for service_set in items:
             if (service_set.get("spec") or {}).get("cluster") != cluster:
@@ -1062,14 +1149,15 @@ class ClusterDeploymentController:
             remaining += 1
             if not service_set["metadata"].get("deletionTimestamp"):
                 with contextlib.suppress(ApiError):
-                    self.store.delete(rt, namespace, service_set["metadata"]["name"])
-            if self.store.try_get(rt, namespace, service_set["metadata"]["name"]) is None:
+                    await self.api.delete(rt, namespace, service_set["metadata"]["name"])
+            if await self.api.try_get(rt, namespace, service_set["metadata"]["name"]) is None:
                 remaining -= 1
         return remaining
 
 
-def _remove_node(store: ClusterStore, node_name: str) -> None:
-    """Delete a node and, as the pod GC does for pods of a vanished node, its pods at once."""
+def remove_node_and_pods(store: ClusterStore, node_name: str) -> None:
+    """Delete a node and, as the pod GC does for pods of a vanished node, its pods at once (the
+    emulator's; a real control plane's pod GC does it there)."""
     pods, _ = store.list(PODS, field_selector=f"spec.nodeName={node_name}")
     for pod in pods:
         meta = pod["metadata"]
@@ -1079,7 +1167,8 @@ def _remove_node(store: ClusterStore, node_name: str) -> None:
         store.delete(NODES, None, node_name)
 
 
-def _set_node_ready(store: ClusterStore, node_name: str) -> None:
+def set_node_ready(store: ClusterStore, node_name: str) -> None:
+    """What a kubelet's first Ready status does: the Node Ready, its not-ready taint gone."""
     now = now_iso()
 
     def ready(node: dict[str, Any]) -> None:

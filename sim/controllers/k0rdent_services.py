@@ -1,6 +1,7 @@
 """SIMULATOR. KCM/Sveltos' service side: ServiceTemplate validation and ServiceSet installs.
 
-Started by `sim.controllers.k0rdent.K0rdentControllers` on the management cluster's store.
+Started by `sim.controllers.k0rdent.K0rdentControllers` on the management cluster's API
+(`sim.clusterapi`); installs go to each child cluster's API.
 
 ServiceTemplate: `status.valid` from a check of its chart source against the sim's chart catalog
 (`sim/charts.yaml`); invalid ones get `valid: false` and a `validationError`.
@@ -55,6 +56,7 @@ import yaml
 from sim.apiserver.errors import ApiError
 from sim.apiserver.registry import (
     CONFIGMAPS,
+    CRDS,
     DEPLOYMENTS,
     NAMESPACES,
     PODS,
@@ -72,6 +74,7 @@ from sim.charts import (
     missing_requirement,
     render,
 )
+from sim.clusterapi import ClusterApi, cluster_api
 from sim.controllers.daemonset import pod_is_ready
 from sim.controllers.k0rdent_cluster import (
     CLUSTER_DEPLOYMENTS,
@@ -126,36 +129,39 @@ def parse_duration(text: str) -> float:
 class ServiceTemplateController:
     """`status.valid` of ServiceTemplates, checked against the chart catalog."""
 
-    def __init__(self, store: ClusterStore, catalog: ChartCatalog | None = None) -> None:
-        self.store = store
+    def __init__(
+        self, management: ClusterStore | ClusterApi, catalog: ChartCatalog | None = None
+    ) -> None:
+        self.api = cluster_api(management)
         self.catalog = catalog or default_catalog()
         self._loop: ReconcileLoop[Key] = ReconcileLoop(
-            store, "k0rdent-servicetemplates", self._keys_for, self._reconcile, self._all_keys
-        )
+            self.api, "k0rdent-servicetemplates", self._keys_for, self._reconcile, self._all_keys,
+            watched=(SERVICE_TEMPLATES, CRDS.key),
+        )  # fmt: skip
 
     async def run(self) -> None:
         await self._loop.run()
 
-    def _all_keys(self) -> list[Key]:
-        rt = rt_for(self.store, SERVICE_TEMPLATES)
+    async def _all_keys(self) -> list[Key]:
+        rt = rt_for(self.api, SERVICE_TEMPLATES)
         if rt is None:
             return []
-        items, _ = self.store.list(rt)
+        items = await self.api.list(rt)
         return [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in items]
 
-    def _keys_for(self, event: WatchEvent) -> list[Key]:
+    async def _keys_for(self, event: WatchEvent) -> list[Key]:
         if event.rt.key == SERVICE_TEMPLATES:
             meta = event.object["metadata"]
             return [(meta["namespace"], meta["name"])]
-        if event.rt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
-            return self._all_keys()
+        if event.rt.key == CRDS.key:
+            return await self._all_keys()
         return []
 
     async def _reconcile(self, key: Key) -> float | None:
-        rt = rt_for(self.store, SERVICE_TEMPLATES)
+        rt = rt_for(self.api, SERVICE_TEMPLATES)
         if rt is None:
             return None
-        obj = self.store.try_get(rt, *key)
+        obj = await self.api.try_get(rt, *key)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             return None
         status = dict(obj.get("status") or {})
@@ -169,7 +175,7 @@ class ServiceTemplateController:
             status.update(valid=True, chartVersion=chart.version)
             status.pop("validationError", None)
         status["observedGeneration"] = obj["metadata"].get("generation", 1)
-        write_status_if_changed(self.store, rt, obj, status)
+        await write_status_if_changed(self.api, rt, obj, status)
         return None
 
 
@@ -203,46 +209,47 @@ class ServiceSetController:
 
     def __init__(
         self,
-        store: ClusterStore,
+        management: ClusterStore | ClusterApi,
         timing: SimTiming,
         faults: FaultInjector,
         children: ChildClusters,
         catalog: ChartCatalog | None = None,
     ) -> None:
-        self.store = store
+        self.api = cluster_api(management)
         self.timing = timing
         self.faults = faults
         self.children = children
         self.catalog = catalog or default_catalog()
         self._releases: dict[Key, dict[tuple[str, str], _Release]] = {}
         self._loop: ReconcileLoop[Key] = ReconcileLoop(
-            store, "k0rdent-servicesets", self._keys_for, self._reconcile, self._all_keys
-        )
+            self.api, "k0rdent-servicesets", self._keys_for, self._reconcile, self._all_keys,
+            watched=(SERVICE_SETS, SERVICE_TEMPLATES, CLUSTER_DEPLOYMENTS, CONFIGMAPS.key, SECRETS.key),
+        )  # fmt: skip
 
     async def run(self) -> None:
         await self._loop.run()
 
-    def _all_keys(self) -> list[Key]:
-        rt = rt_for(self.store, SERVICE_SETS)
+    async def _all_keys(self) -> list[Key]:
+        rt = rt_for(self.api, SERVICE_SETS)
         if rt is None:
             return []
-        items, _ = self.store.list(rt)
+        items = await self.api.list(rt)
         return [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in items]
 
-    def _keys_for(self, event: WatchEvent) -> Iterable[Key]:
+    async def _keys_for(self, event: WatchEvent) -> Iterable[Key]:
         key = event.rt.key
         meta = event.object.get("metadata") or {}
         if key == SERVICE_SETS:
             return [(meta["namespace"], meta["name"])]
         if key == SERVICE_TEMPLATES:
-            return self._all_keys()
+            return await self._all_keys()
         if key in (CLUSTER_DEPLOYMENTS, CONFIGMAPS.key, SECRETS.key):
             # A ClusterDeployment, or a ConfigMap/Secret a service's valuesFrom may name: Sveltos
             # tracks referenced objects and re-evaluates on their changes.
-            rt = rt_for(self.store, SERVICE_SETS)
+            rt = rt_for(self.api, SERVICE_SETS)
             if rt is None:
                 return []
-            items, _ = self.store.list(rt, meta.get("namespace"))
+            items = await self.api.list(rt, meta.get("namespace"))
             if key == CLUSTER_DEPLOYMENTS:
                 return [
                     (o["metadata"]["namespace"], o["metadata"]["name"])
@@ -265,13 +272,13 @@ class ServiceSetController:
 
     async def _reconcile(self, key: Key) -> float | None:
         now = asyncio.get_running_loop().time()
-        rt = rt_for(self.store, SERVICE_SETS)
-        obj = None if rt is None else self.store.try_get(rt, *key)
+        rt = rt_for(self.api, SERVICE_SETS)
+        obj = None if rt is None else await self.api.try_get(rt, *key)
         releases = self._releases.setdefault(key, {})
         if rt is None or obj is None:
             # Gone without our finalizer's say (finalizer removed by hand): uninstall now.
             for release in list(releases.values()):
-                self._uninstall(release)
+                await self._uninstall(release)
             self._releases.pop(key, None)
             return None
         meta = obj["metadata"]
@@ -285,11 +292,10 @@ class ServiceSetController:
                 releases.pop(release_key)
         deleting = bool(meta.get("deletionTimestamp"))
         if not deleting and SERVICE_SET_FINALIZER not in (meta.get("finalizers") or []):
-            self.store.mutate(
+            obj = await self.api.mutate(
                 rt, namespace, key[1],
                 lambda o: o["metadata"].setdefault("finalizers", []).append(SERVICE_SET_FINALIZER),
             )  # fmt: skip
-            obj = self.store.get(rt, *key)
         wanted = {} if deleting else {
             (str(s.get("name")), str(s.get("namespace") or "default")): s
             for s in spec.get("services") or []
@@ -303,7 +309,7 @@ class ServiceSetController:
             if release.uninstall_at is None:
                 release.uninstall_at = now + self.timing.delay("service.uninstall")
             if now >= release.uninstall_at:
-                self._uninstall(releases.pop(release_key))
+                await self._uninstall(releases.pop(release_key))
             else:
                 waits.append(release.uninstall_at - now)
 
@@ -328,7 +334,7 @@ class ServiceSetController:
                 )  # fmt: skip
                 waits.append(0.5)
             else:
-                state, message, version, wait = self._reconcile_service(
+                state, message, version, wait = await self._reconcile_service(
                     releases, (svc_name, svc_ns), service, child, namespace, now
                 )
                 if version:
@@ -346,10 +352,10 @@ class ServiceSetController:
             self._set_state(entry, _previous_entry(previous_entries, svc_name, svc_ns), "Deleting", None)  # fmt: skip
             entries.append(entry)
 
-        self._write_status(rt, obj, entries, cluster)
+        await self._write_status(rt, obj, entries, cluster)
         if deleting and not releases:
             # Everything is uninstalled: let the ServiceSet go.
-            self.store.mutate(
+            await self.api.mutate(
                 rt, namespace, key[1],
                 lambda o: o["metadata"].__setitem__(
                     "finalizers",
@@ -447,17 +453,17 @@ class ServiceSetController:
             else now_iso()
         )
 
-    def _template(self, namespace: str, name: str) -> dict[str, Any] | None:
-        rt = rt_for(self.store, SERVICE_TEMPLATES)
+    async def _template(self, namespace: str, name: str) -> dict[str, Any] | None:
+        rt = rt_for(self.api, SERVICE_TEMPLATES)
         if rt is None:
             return None
         for ns in (namespace, TEMPLATE_FALLBACK_NAMESPACE):
-            template = self.store.try_get(rt, ns, name)
+            template = await self.api.try_get(rt, ns, name)
             if template is not None:
                 return template
         return None
 
-    def _values(self, namespace: str, service: Mapping[str, Any]) -> dict[str, Any]:
+    async def _values(self, namespace: str, service: Mapping[str, Any]) -> dict[str, Any]:
         """`values`, then every `valuesFrom` object merged over it, as Sveltos merges them.
 
         Raises:
@@ -473,7 +479,7 @@ class ServiceSetController:
         for ref in service.get("valuesFrom") or []:
             kind, name = str(ref.get("kind") or ""), str(ref.get("name") or "")
             rt = CONFIGMAPS if kind == "ConfigMap" else SECRETS
-            source = self.store.try_get(rt, namespace, name)
+            source = await self.api.try_get(rt, namespace, name)
             if source is None:
                 raise _Retry(f"Referenced resource: {kind} {namespace}/{name} does not exist")
             data = dict(source.get("data") or {})
@@ -490,7 +496,7 @@ class ServiceSetController:
                 values = _merge(values, more)
         return values
 
-    def _reconcile_service(
+    async def _reconcile_service(
         self,
         releases: dict[tuple[str, str], _Release],
         release_key: tuple[str, str],
@@ -502,7 +508,7 @@ class ServiceSetController:
         """(state, message, chart version, seconds until the next look or None)."""
         name, target_ns = release_key
         template_name = str(service.get("template") or "")
-        template = self._template(namespace, template_name)
+        template = await self._template(namespace, template_name)
         if template is None:
             return "Failed", f"ServiceTemplate {namespace}/{template_name} not found", "", None
         template_status = template.get("status") or {}
@@ -514,7 +520,7 @@ class ServiceSetController:
         helm_options = service.get("helmOptions") or {}
         try:
             chart = self.catalog.resolve(template.get("spec") or {})
-            values = self._values(namespace, service)
+            values = await self._values(namespace, service)
             manifests = render(chart, name, target_ns, values)
             timeout = parse_duration(str(helm_options.get("timeout") or "5m"))
         except _Retry as exc:
@@ -545,7 +551,8 @@ class ServiceSetController:
         if now < install_at:
             return "Provisioning", None, release.version, install_at - now
         if not release.applied:
-            missing = missing_requirement(chart, lambda r: _installed(child.store, r))
+            installed = {r for r in chart.requires if await _installed(child.api, r)}
+            missing = missing_requirement(chart, installed.__contains__)
             if missing is not None:
                 # Sveltos retries a failed install: it goes through once the prerequisite is there.
                 release.started = now
@@ -556,7 +563,7 @@ class ServiceSetController:
                     release.version,
                     max(self.timing.delay("service.retry"), PREREQUISITE_RETRY_FLOOR_SECONDS),
                 )
-            problem = self._apply(release, child, manifests, service)
+            problem = await self._apply(release, child, manifests, service)
             if problem is not None:
                 release.state, release.failure = "Failed", problem
                 return "Failed", problem, release.version, None
@@ -567,7 +574,7 @@ class ServiceSetController:
             release.state = "Deployed"
             return "Deployed", None, release.version, None
 
-        waiting = self._not_ready(child.store, release)
+        waiting = await self._not_ready(child.api, release)
         if not waiting:
             release.state = "Deployed"
             return "Deployed", None, release.version, None
@@ -579,7 +586,7 @@ class ServiceSetController:
                 f"{chart.name}@{chart.version}: context deadline exceeded: {waiting}"
             )
             if helm_options.get("atomic"):
-                self._uninstall(release)
+                await self._uninstall(release)
                 release.objects, release.created_namespace = [], False
                 release.failure = (
                     f"Helm install failed for release {target_ns}/{name} with chart "
@@ -589,7 +596,7 @@ class ServiceSetController:
             return "Failed", release.failure, release.version, None
         return "Provisioning", None, release.version, min(PROVISIONING_POLL_SECONDS, deadline - now)
 
-    def _apply(
+    async def _apply(
         self,
         release: _Release,
         child: ChildCluster,
@@ -597,19 +604,19 @@ class ServiceSetController:
         service: Mapping[str, Any],
     ) -> str | None:
         """Create or update the release's objects in the child; a failure message or None."""
-        store = child.store
+        api = child.api
         helm_options = service.get("helmOptions") or {}
         install_options = helm_options.get("installOptions") or {}
         create_namespace = install_options.get(
             "createNamespace", helm_options.get("createNamespace", True)
         )
-        if store.try_get(NAMESPACES, None, release.namespace) is None:
+        if await api.try_get(NAMESPACES, None, release.namespace) is None:
             if not create_namespace:
                 return (
                     f"Helm install failed: create: failed to create: namespaces "
                     f'"{release.namespace}" not found'
                 )
-            store.create(
+            await api.create(
                 NAMESPACES,
                 {
                     "metadata": {
@@ -624,13 +631,13 @@ class ServiceSetController:
         for kind, obj_name in release.objects:
             if (kind, obj_name) not in rendered:
                 with contextlib.suppress(ApiError):
-                    store.delete(kinds[kind], release.namespace, obj_name)
+                    await api.delete(kinds[kind], release.namespace, obj_name)
         for manifest in manifests:
             rt = kinds[manifest["kind"]]
             obj_name = manifest["metadata"]["name"]
-            existing = store.try_get(rt, release.namespace, obj_name)
+            existing = await api.try_get(rt, release.namespace, obj_name)
             if existing is None:
-                store.create(rt, manifest, namespace=release.namespace)
+                await api.create(rt, manifest, namespace=release.namespace)
             else:
 
                 def update(obj: dict[str, Any], manifest: dict[str, Any] = manifest) -> None:
@@ -641,21 +648,21 @@ class ServiceSetController:
                             spec[kept] = obj["spec"][kept]
                     obj["spec"] = spec
 
-                store.mutate(rt, release.namespace, obj_name, update)
+                await api.mutate(rt, release.namespace, obj_name, update)
         release.objects = sorted(rendered)
         return None
 
     @staticmethod
-    def _not_ready(store: ClusterStore, release: _Release) -> str:
+    async def _not_ready(api: ClusterApi, release: _Release) -> str:
         """Why the release's pods are not all running yet ("" when they are)."""
         for kind, obj_name in release.objects:
             if kind != "Deployment":
                 continue
-            deployment = store.try_get(DEPLOYMENTS, release.namespace, obj_name)
+            deployment = await api.try_get(DEPLOYMENTS, release.namespace, obj_name)
             if deployment is None:
                 return f"Deployment {release.namespace}/{obj_name} not found"
             replicas = int((deployment.get("spec") or {}).get("replicas", 1))
-            pods, _ = store.list(
+            pods = await api.list(
                 PODS, release.namespace, label_selector=f"{INSTANCE_LABEL}={release.name}"
             )
             uid = deployment["metadata"].get("uid")
@@ -685,17 +692,17 @@ class ServiceSetController:
                 )
         return ""
 
-    def _uninstall(self, release: _Release) -> None:
-        store = release.child.store
+    async def _uninstall(self, release: _Release) -> None:
+        api = release.child.api
         kinds: dict[str, ResourceType] = {"Deployment": DEPLOYMENTS, "Service": SERVICES}
         for kind, obj_name in release.objects:
             with contextlib.suppress(ApiError):
-                store.delete(kinds[kind], release.namespace, obj_name)
+                await api.delete(kinds[kind], release.namespace, obj_name)
         if release.created_namespace:
             with contextlib.suppress(ApiError):
-                store.delete(NAMESPACES, None, release.namespace)
+                await api.delete(NAMESPACES, None, release.namespace)
 
-    def _write_status(
+    async def _write_status(
         self,
         rt: ResourceType | None,
         obj: dict[str, Any],
@@ -711,8 +718,8 @@ class ServiceSetController:
         status["services"] = entries
         status["deployed"] = bool(entries) and deployed == len(entries)
         status["provider"] = {"ready": True, "suspended": False}
-        cd_rt = rt_for(self.store, CLUSTER_DEPLOYMENTS)
-        cd = None if cd_rt is None else self.store.try_get(cd_rt, meta["namespace"], cluster)
+        cd_rt = rt_for(self.api, CLUSTER_DEPLOYMENTS)
+        cd = None if cd_rt is None else await self.api.try_get(cd_rt, meta["namespace"], cluster)
         if cd is not None:
             status["cluster"] = {
                 "apiVersion": cd["apiVersion"],
@@ -735,7 +742,7 @@ class ServiceSetController:
         # k0rdent's ServiceSet status has no observedGeneration of its own: the generation a
         # status speaks of is its conditions' (set just above), as KCM's updateCondition sets it.
         status["conditions"] = conditions
-        write_status_if_changed(self.store, rt, obj, status)
+        await write_status_if_changed(self.api, rt, obj, status)
 
 
 def _previous_entry(entries: Iterable[Mapping[str, Any]], name: str, namespace: str) -> Mapping[str, Any]:  # fmt: skip
@@ -753,10 +760,10 @@ def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def _installed(store: ClusterStore, requirement: Requirement) -> bool:
+async def _installed(api: ClusterApi, requirement: Requirement) -> bool:
     """Whether a chart is installed on the cluster: an object of it, labelled by Helm, exists."""
     if requirement.kind != "Deployment":
         return False
     chart_label = f"helm.sh/chart={requirement.chart}-{requirement.version}"
-    items, _ = store.list(DEPLOYMENTS, label_selector=chart_label, copy_objects=False)
+    items = await api.list(DEPLOYMENTS, label_selector=chart_label)
     return any(o["metadata"]["name"] == requirement.name for o in items)

@@ -43,7 +43,7 @@ from typing import Any
 
 from sim.apiserver.errors import ApiError
 from sim.apiserver.registry import GATEWAYCLASSES, GATEWAYS, NAMESPACES, SECRETS, ResourceType
-from sim.apiserver.store import ClusterStore
+from sim.clusterapi import ClusterApi
 from sim.controllers.gateway import CONTROLLER_NAME
 from sim.controllers.gateway_dataplane import ListenerPorts, TenantGatewayDataPlane
 
@@ -114,7 +114,7 @@ def desired_gateway(domain: str, ports: ListenerPorts, address: str) -> dict[str
 
 
 async def ensure_tenant_gateway(
-    store: ClusterStore,
+    api: ClusterApi,
     cluster_deployment: Mapping[str, Any],
     issue_cert: CertIssuer | None,
     data_plane: TenantGatewayDataPlane,
@@ -127,14 +127,14 @@ async def ensure_tenant_gateway(
     meta = cluster_deployment.get("metadata") or {}
     domain = str((meta.get("labels") or {}).get(DOMAIN_LABEL) or "")
     if not domain:
-        _remove(store)
+        await _remove(api)
         await data_plane.stop()
         return None
     pool, problem = tcp_ports((meta.get("annotations") or {}).get(TCP_PORTS_ANNOTATION))
-    if store.try_get(NAMESPACES, None, NAMESPACE) is None:
-        store.create(NAMESPACES, {"metadata": {"name": NAMESPACE, "labels": dict(MANAGED)}})
-    _apply(
-        store, GATEWAYCLASSES, None,
+    if await api.try_get(NAMESPACES, None, NAMESPACE) is None:
+        await api.create(NAMESPACES, {"metadata": {"name": NAMESPACE, "labels": dict(MANAGED)}})
+    await _apply(
+        api, GATEWAYCLASSES, None,
         {
             "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
             "metadata": {"name": GATEWAY_CLASS, "labels": dict(MANAGED)},
@@ -144,12 +144,12 @@ async def ensure_tenant_gateway(
             },
         },
     )  # fmt: skip
-    secret = store.try_get(SECRETS, NAMESPACE, TLS_SECRET)
+    secret = await api.try_get(SECRETS, NAMESPACE, TLS_SECRET)
     issued_for = ((secret or {}).get("metadata") or {}).get("annotations", {}).get(DOMAIN_ANNOTATION)  # fmt: skip
     if secret is None or issued_for != domain:
         cert, key = issue_cert((f"*.{domain}", domain)) if issue_cert else (b"SIMULATOR", b"SIMULATOR")  # fmt: skip
-        _apply(
-            store, SECRETS, NAMESPACE,
+        await _apply(
+            api, SECRETS, NAMESPACE,
             {
                 "metadata": {
                     "name": TLS_SECRET, "namespace": NAMESPACE, "labels": dict(MANAGED),
@@ -160,15 +160,15 @@ async def ensure_tenant_gateway(
             },
         )  # fmt: skip
     ports = await data_plane.listen(
-        pool[1] - pool[0] + 1, keep=_declared_ports(store) or _pool_wish(pool)
+        pool[1] - pool[0] + 1, keep=await _declared_ports(api) or _pool_wish(pool)
     )
-    _apply(store, GATEWAYS, NAMESPACE, desired_gateway(domain, ports, data_plane.host))
+    await _apply(api, GATEWAYS, NAMESPACE, desired_gateway(domain, ports, data_plane.host))
     return problem
 
 
-def _declared_ports(store: ClusterStore) -> ListenerPorts | None:
+async def _declared_ports(api: ClusterApi) -> ListenerPorts | None:
     """The ports the tenant Gateway declares now (a world restarted with its state has them)."""
-    gateway = store.try_get(GATEWAYS, NAMESPACE, GATEWAY)
+    gateway = await api.try_get(GATEWAYS, NAMESPACE, GATEWAY)
     listeners = ((gateway or {}).get("spec") or {}).get("listeners") or []
     by_name = {str(x.get("name")): int(x.get("port") or 0) for x in listeners}
     if "https" not in by_name or "http" not in by_name:
@@ -182,12 +182,12 @@ def _pool_wish(pool: tuple[int, int]) -> ListenerPorts:
     return ListenerPorts(0, 0, tuple(range(pool[0], pool[1] + 1)))
 
 
-def _apply(store: ClusterStore, rt: ResourceType, namespace: str | None, desired: dict[str, Any]) -> None:  # fmt: skip
+async def _apply(api: ClusterApi, rt: ResourceType, namespace: str | None, desired: dict[str, Any]) -> None:  # fmt: skip
     """Create the object, or bring its labels, annotations, spec (and data) to `desired`."""
     name = desired["metadata"]["name"]
-    current = store.try_get(rt, namespace, name)
+    current = await api.try_get(rt, namespace, name)
     if current is None:
-        store.create(rt, desired)
+        await api.create(rt, desired)
         return
 
     def update(obj: dict[str, Any]) -> None:
@@ -198,14 +198,14 @@ def _apply(store: ClusterStore, rt: ResourceType, namespace: str | None, desired
             if key in desired:
                 obj[key] = desired[key]
 
-    store.mutate(rt, namespace, name, update)
+    await api.mutate(rt, namespace, name, update)
 
 
-def _remove(store: ClusterStore) -> None:
-    gateway_class = store.try_get(GATEWAYCLASSES, None, GATEWAY_CLASS)
-    namespace = store.try_get(NAMESPACES, None, NAMESPACE)
+async def _remove(api: ClusterApi) -> None:
+    gateway_class = await api.try_get(GATEWAYCLASSES, None, GATEWAY_CLASS)
+    namespace = await api.try_get(NAMESPACES, None, NAMESPACE)
     for obj, rt in ((gateway_class, GATEWAYCLASSES), (namespace, NAMESPACES)):
         labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
         if obj is not None and all(labels.get(k) == v for k, v in MANAGED.items()):
             with contextlib.suppress(ApiError):
-                store.delete(rt, None, obj["metadata"]["name"])
+                await api.delete(rt, None, obj["metadata"]["name"])

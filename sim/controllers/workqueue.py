@@ -1,19 +1,22 @@
 """SIMULATOR. The reconcile loop shared by the sim's controllers (scheduler, daemonsets, k0rdent).
 
-Like controller-runtime, but in one asyncio task: store events map to keys, keys are queued once
-however many events name them, and a reconcile may ask to run again after a delay (the sim's timers:
-"this node registers in 1.5 s"). Reconciles are level-triggered: they read the store, never the event.
+Like controller-runtime, but in one asyncio task: a cluster's events (its store's, or a real API
+server's watches through `sim.clusterapi`) map to keys, keys are queued once however many events
+name them, and a reconcile may ask to run again after a delay (the sim's timers: "this node
+registers in 1.5 s"). Reconciles are level-triggered: they read the cluster, never the event.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
-from collections.abc import Awaitable, Callable, Hashable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Hashable, Iterable
 from typing import Generic, TypeVar
 
 from sim.apiserver.store import ClusterStore, WatchEvent
+from sim.clusterapi import ClusterApi, Key, cluster_api
 
 K = TypeVar("K", bound=Hashable)
 
@@ -76,23 +79,29 @@ class ReconcileLoop(Generic[K]):
     """Runs `reconcile(key)` for every key `keys_for(event)` yields, plus initial keys and timers.
 
     Args:
-        store: the cluster whose events drive the loop.
+        cluster: the cluster whose events drive the loop (a store is its own API).
         name: for logs.
-        keys_for: maps one store event to the keys it concerns (often none).
+        keys_for: maps one event to the keys it concerns (often none); may be a coroutine.
         reconcile: does the work for one key; returns seconds until it wants to run again, or None.
-        initial_keys: keys to reconcile once at start (objects that existed before the loop ran).
+        initial_keys: keys to reconcile once at start (objects that existed before the loop ran);
+            may be a coroutine.
+        watched: the (group, plural) of every type `keys_for` looks at: a real API server is
+            watched for those (the store delivers every event anyway).
     """
 
     def __init__(
         self,
-        store: ClusterStore,
+        cluster: ClusterStore | ClusterApi,
         name: str,
-        keys_for: Callable[[WatchEvent], Iterable[K]],
+        keys_for: Callable[[WatchEvent], Iterable[K] | Awaitable[Iterable[K]]],
         reconcile: Callable[[K], Awaitable[float | None]],
-        initial_keys: Callable[[], Iterable[K]] = lambda: (),
+        initial_keys: Callable[[], Iterable[K] | Awaitable[Iterable[K]]] = lambda: (),
+        *,
+        watched: Collection[Key] = (),
     ) -> None:
-        self.store = store
+        self.api = cluster_api(cluster)
         self.name = name
+        self.watched = watched
         self.queue: WorkQueue[K] = WorkQueue()
         self._keys_for = keys_for
         self._reconcile = reconcile
@@ -101,10 +110,11 @@ class ReconcileLoop(Generic[K]):
 
     async def run(self) -> None:
         """Consume events and reconcile until cancelled."""
-        events = self.store.subscribe()
+        events = await self.api.subscribe(self.watched)
         feeder = asyncio.create_task(self._feed(events), name=f"{self.name}-events")
         try:
-            for key in self._initial_keys():
+            initial = self._initial_keys()
+            for key in await initial if inspect.isawaitable(initial) else initial:
                 self.queue.add(key)
             while True:
                 key = await self.queue.get()
@@ -113,14 +123,15 @@ class ReconcileLoop(Generic[K]):
             feeder.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await feeder
-            self.store.unsubscribe(events)
+            self.api.unsubscribe(events)
             self.queue.close()
 
     async def _feed(self, events: asyncio.Queue[WatchEvent]) -> None:
         while True:
             event = await events.get()
             try:
-                for key in self._keys_for(event):
+                keys = self._keys_for(event)
+                for key in await keys if inspect.isawaitable(keys) else keys:
                     self.queue.add(key)
             except Exception:
                 log.exception("%s: mapping event %s failed", self.name, event.type)

@@ -32,6 +32,7 @@ from typing import Any
 
 from sim.apiserver.registry import PODS, SERVICES
 from sim.apiserver.store import ClusterStore, parse_time
+from sim.clusterapi import ClusterReader, cluster_reader
 from sim.podnet.apps import APP_KINDS, PodIdentity, ServedApp, serve
 from sim.podnet.pipe import PipeEnd, pipe
 
@@ -190,13 +191,15 @@ class Backends:
         self._turn: dict[tuple[str, str, int], int] = {}
 
     def pick(
-        self, store: ClusterStore, namespace: str, service: str, port: int
+        self, cluster: ClusterStore | ClusterReader, namespace: str, service: str, port: int
     ) -> tuple[dict[str, Any], int]:
-        """(pod, target port) for a connection to Service namespace/service on `port`.
+        """(pod, target port) for a connection to Service namespace/service on `port`, as the
+        cluster's store (or a real cluster's informer cache) has them now.
 
         Raises:
             NoEndpoints: no such Service or port, or no ready pod behind it.
         """
+        store = cluster_reader(cluster)
         svc = store.try_get(SERVICES, namespace, service)
         if svc is None:
             raise NoEndpoints(f'service "{namespace}/{service}" not found')
@@ -208,7 +211,7 @@ class Backends:
         if not selector:
             raise NoEndpoints(f'service "{namespace}/{service}" has no selector (no endpoints)')
         target = declared.get("targetPort", declared["port"])
-        pods, _ = store.list(PODS, namespace)
+        pods = store.list(PODS, namespace)
         endpoints: list[tuple[dict[str, Any], int]] = []
         for pod in sorted(pods, key=lambda p: str(p["metadata"]["name"])):
             labels = pod["metadata"].get("labels") or {}

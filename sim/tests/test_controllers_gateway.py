@@ -18,12 +18,14 @@ from kubernetes import client
 
 from sim.apiserver.registry import NAMESPACES, SECRETS, SERVICES
 from sim.apiserver.server import ClusterServer
+from sim.apiserver.store import ClusterStore
 from sim.controllers.gateway import (
     CONTROLLER_NAME,
     TRAFFIC_CONDITION,
     GatewayController,
     hostnames_intersect,
 )
+from sim.real.kubeapi import KubeApi
 from sim.tests.conftest import call
 from tests.helpers import eventually
 
@@ -54,8 +56,12 @@ class Env:
         return await eventually(probe, until=until, what=f"{plural} {namespace}/{name} status")
 
 
-@pytest.fixture
-async def env(cluster: ClusterServer, api_client: client.ApiClient) -> AsyncIterator[Env]:
+@pytest.fixture(params=["store", "http"])
+async def env(
+    request: pytest.FixtureRequest, cluster: ClusterServer, api_client: client.ApiClient
+) -> AsyncIterator[Env]:
+    """The controller on the cluster's store in process, or over HTTPS through the official
+    client (`sim.real.kubeapi.KubeApi`, as it runs on a real child cluster)."""
     store = cluster.store
     for name, labels in (("infra", {}), ("apps", {}), ("team-a", {"team": "a"}), ("team-b", {"team": "b"})):  # fmt: skip
         store.create(NAMESPACES, {"metadata": {"name": name, "labels": labels}})
@@ -69,13 +75,18 @@ async def env(cluster: ClusterServer, api_client: client.ApiClient) -> AsyncIter
     )
     for namespace in ("infra", "apps"):
         store.create(SERVICES, {"metadata": {"name": "web", "namespace": namespace}, "spec": {"ports": [{"port": 80}]}})  # fmt: skip
-    task = asyncio.create_task(GatewayController(store).run())
+    api: ClusterStore | KubeApi = store
+    if request.param == "http":
+        api = await KubeApi(store.name, cluster.kubeconfig()).start()
+    task = asyncio.create_task(GatewayController(api).run())
     try:
         yield Env(cluster, client.CustomObjectsApi(api_client))
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+        if isinstance(api, KubeApi):
+            await api.close()
 
 
 def listener(name: str, protocol: str, port: int, *, hostname: str | None = None,

@@ -30,14 +30,17 @@ from sim.apiserver.registry import (
     SECRETS,
     SERVICES,
 )
+from sim.apiserver.server import ClusterServer
 from sim.apiserver.store import ClusterStore
-from sim.controllers.k0rdent import K0rdentControllers
+from sim.clusterapi import ClusterApi
+from sim.controllers.k0rdent import K0rdentControllers, SimChildCluster
 from sim.controllers.k0rdent_cluster import CLUSTER_DEPLOYMENT_FINALIZER, GROUP
 from sim.controllers.k0rdent_services import SERVICE_SET_FINALIZER
 from sim.crds import load_colony_crds
 from sim.crds.samples import cluster_template, credential, service_set, service_template
 from sim.faults import FaultInjector
 from sim.hostprovider.inventory import load_inventory
+from sim.real.kubeapi import KubeApi
 from sim.timing import SimTiming
 from tests.helpers import eventually, unique
 
@@ -65,15 +68,35 @@ class Env:
         return self.store.create(self.rt(plural), obj)
 
 
-@pytest.fixture
-async def env(sim_ca: CertificateAuthority) -> AsyncIterator[Env]:
+@pytest.fixture(params=["store", "http"])
+async def env(request: pytest.FixtureRequest, sim_ca: CertificateAuthority) -> AsyncIterator[Env]:
+    """The controllers on the management store in process, or over HTTPS through the official
+    client (`sim.real.kubeapi.KubeApi`, as they run on a real management cluster)."""
     store = ClusterStore(unique("mgmt"))
     for crd in load_colony_crds():
         store.create(CRDS, crd)
     namespace = unique("team")
     store.create(NAMESPACES, {"metadata": {"name": namespace}})
+    async with contextlib.AsyncExitStack() as stack:
+        management: ClusterStore | ClusterApi = store
+        if request.param == "http":
+            server = ClusterServer(store.name, store, sim_ca)
+            await server.start()
+            stack.push_async_callback(server.stop)
+            management = await KubeApi(store.name, server.kubeconfig()).start()
+            stack.push_async_callback(management.close)
+        async for environment in _running(store, management, sim_ca, namespace):
+            yield environment
+
+
+async def _running(
+    store: ClusterStore,
+    management: ClusterStore | ClusterApi,
+    sim_ca: CertificateAuthority,
+    namespace: str,
+) -> AsyncIterator[Env]:
     faults = FaultInjector()
-    k0rdent = K0rdentControllers(store, sim_ca, SimTiming.instant(), faults, load_inventory())
+    k0rdent = K0rdentControllers(management, sim_ca, SimTiming.instant(), faults, load_inventory())
     task = asyncio.create_task(k0rdent.run())
     environment = Env(store, k0rdent, faults, namespace)
     environment.create("credentials", credential("ssh-cred"))
@@ -134,7 +157,7 @@ async def wait_ready(env: Env, name: str) -> dict[str, Any]:
 
 def child_store(env: Env, name: str) -> ClusterStore:
     child = env.k0rdent.child(env.namespace, name)
-    assert child is not None
+    assert isinstance(child, SimChildCluster)
     return child.store
 
 
