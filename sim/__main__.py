@@ -1,7 +1,10 @@
 """SIMULATOR. `python -m sim`: run the simulated world until Ctrl-C or SIGTERM.
 
-Everything it serves is simulated (no real Kubernetes, k0rdent, cloud or machines); it says so on
-start and prints where the kubeconfig, the host provider credentials and the fault endpoints are.
+Everything it serves is simulated (no real k0rdent, cloud or machines); it says so on start and
+prints where the kubeconfig, the host provider credentials and the fault endpoints are. Its
+clusters are the emulator's (`sim.apiserver`, instant, the default) or, with `--world real` (or
+`COLONY_WORLD=real`), real Kubernetes control planes (`sim.real`: etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler, KWOK; built on first use).
 
 With `--persist` the world is kept in `--state-dir` and resumed by the next `--persist` start
 (`sim.persistence`); `--state-id` names the development state it belongs to (`make run` passes
@@ -14,6 +17,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -22,7 +26,16 @@ import yaml
 
 from sim.persistence import StateMismatch
 from sim.timing import SimTiming
-from sim.world import DEFAULT_STATE_DIR, SimWorld, WorldConfig
+from sim.world import (
+    DEFAULT_STATE_DIR,
+    REAL,
+    WORLD_ENV,
+    WORLDS,
+    World,
+    WorldConfig,
+    make_world,
+    world_kind,
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -73,6 +86,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="the development state the world belongs to (a saved world of another is refused)",
     )
+    parser.add_argument(
+        "--world",
+        choices=WORLDS,
+        default=None,
+        help=f"emulated clusters (instant, the default) or real control planes "
+        f"(default: ${WORLD_ENV}, else emulated)",
+    )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING...")
     return parser.parse_args(argv)
 
@@ -92,17 +112,32 @@ def config_from_args(args: argparse.Namespace) -> WorldConfig:
         hostprovider_api_key=args.hostprovider_api_key,
         persist=args.persist,
         state_id=args.state_id,
+        world=args.world or world_kind(os.environ.get(WORLD_ENV)),
     )
 
 
-def banner(world: SimWorld) -> str:
+def banner(world: World) -> str:
     info = world.describe()
+    real = world.kind == REAL
     return "\n".join(
         [
             "=" * 72,
-            " COLONY SIMULATOR: nothing here is real infrastructure.",
+            " COLONY SIMULATOR: simulated k0rdent, hosts and workloads"
+            + (" on REAL Kubernetes control planes." if real else "; emulated clusters."),
             "=" * 72,
-            f" management cluster  {info['management']['url']}  (emulated kube-apiserver)",
+            f" management cluster  {info['management']['url']}  "
+            + (
+                "(kube-apiserver v1.37, through the simulator's front)"
+                if real
+                else "(emulated kube-apiserver)"
+            ),
+            *(
+                [
+                    " child clusters      real control planes with KWOK nodes (their kubeconfig Secrets)"
+                ]
+                if real
+                else []
+            ),
             f"   kubeconfig        {world.management_kubeconfig_path}",
             f" host provider       {info['hostProvider']['url']}",
             f"   url + apiKey      {world.hostprovider_json_path}",
@@ -125,7 +160,7 @@ def banner(world: SimWorld) -> str:
     )
 
 
-def _state_line(world: SimWorld) -> str:
+def _state_line(world: World) -> str:
     if not world.config.persist:
         return "in memory (gone when it stops)"
     return f"kept in {world.state_path} (development state {world.state_id})"
@@ -137,7 +172,7 @@ async def run(config: WorldConfig) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
-    async with SimWorld(config) as world:
+    async with make_world(config) as world:
         print(banner(world), flush=True)
         await stop.wait()
         print("SIMULATOR stopping...", flush=True)
@@ -150,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         asyncio.run(run(config_from_args(args)))
-    except StateMismatch as exc:
+    except (StateMismatch, ValueError) as exc:
         print(f"sim: {exc}", file=sys.stderr)
         return 2
     return 0

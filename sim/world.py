@@ -59,7 +59,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import yaml
 from aiohttp import web
@@ -102,6 +102,12 @@ REQUESTS_PATH = "/sim/v1/requests"
 """Kubernetes API requests answered so far, per cluster (`sim.apiserver.requests`)."""
 
 
+WORLD_ENV = "COLONY_WORLD"
+"""Which world `python -m sim`, `make run` and the end-to-end tests start when not told."""
+EMULATED, REAL = "emulated", "real"
+WORLDS = (EMULATED, REAL)
+
+
 @dataclass
 class WorldConfig:
     """How to start the world.
@@ -122,6 +128,8 @@ class WorldConfig:
             the ports default to the saved world's, when still free.
         state_id: the development state this world belongs to: a saved world of another is
             refused (`persistence.StateMismatch`). None: the saved world's, or a new one.
+        world: "emulated" (`SimWorld`, the default) or "real" (`sim.real.world.RealWorld`:
+            real control planes); `make_world` starts the one named.
     """
 
     state_dir: Path = DEFAULT_STATE_DIR
@@ -135,6 +143,29 @@ class WorldConfig:
     crd_paths: Sequence[Path] | None = None
     persist: bool = False
     state_id: str | None = None
+    world: str = EMULATED
+
+
+def world_kind(text: str | None) -> str:
+    """A world's kind from a setting (`COLONY_WORLD`; unset or empty: the emulated world).
+
+    Raises:
+        ValueError: neither "emulated" nor "real".
+    """
+    kind = (text or EMULATED).strip().lower()
+    if kind not in WORLDS:
+        raise ValueError(f"{WORLD_ENV}: {text!r} is not one of {', '.join(WORLDS)}")
+    return kind
+
+
+def make_world(config: WorldConfig) -> World:
+    """The world `config.world` names: the emulated one (`SimWorld`), or real control planes
+    (`sim.real.world.RealWorld`, imported only then: the emulated world starts instantly)."""
+    if world_kind(config.world) == REAL:
+        from sim.real.world import RealWorld
+
+        return RealWorld(config)
+    return SimWorld(config)
 
 
 def load_crd_files(paths: Iterable[Path]) -> list[dict[str, Any]]:
@@ -248,7 +279,143 @@ def preload_objects() -> list[tuple[str, dict[str, Any]]]:
     return objects
 
 
-class SimWorld:
+class World:
+    """A simulated world, emulated (`SimWorld`) or real (`sim.real.world.RealWorld`): what both
+    offer their users (the faults, the records, the host inventory, the client files, `describe()`)
+    and the code they share (the files they write, their identity on every server). A world sets
+    `config`, `faults`, `records`, `inventory`, `state_id`, `ca`, `management` (url, port,
+    kubeconfig()), `hostprovider`, `hostprovider_api_key`, `started_at`, and answers
+    `request_counts()` and `rejected_writes()`."""
+
+    kind = "emulated"
+    """What answers for the clusters: "emulated" (`sim.apiserver`) or "real"."""
+    config: WorldConfig
+    faults: FaultInjector
+    records: WorldRecords
+    inventory: Inventory
+    state_id: str | None
+    ca: CertificateAuthority
+    hostprovider: HostProviderServer
+    hostprovider_api_key: str
+    started_at: float | None
+    management: Any
+    """The management cluster's server: `url`, `port` and `kubeconfig(namespace=...)`."""
+
+    def request_counts(self) -> dict[str, dict[str, int]]:
+        raise NotImplementedError
+
+    def rejected_writes(self) -> list[Any]:
+        """Writes the clusters refused as invalid (the emulator: its management cluster's, a
+        client's or a controller's; a real world: its controllers')."""
+        raise NotImplementedError
+
+    async def start(self) -> Self:
+        raise NotImplementedError
+
+    async def stop(self) -> None:
+        raise NotImplementedError
+
+    def _identity_routes(self, server: str) -> list[web.RouteDef]:
+        async def identity(request: web.Request) -> web.Response:
+            return web.json_response(
+                {
+                    "kind": IDENTITY_KIND,
+                    "stateId": self.state_id,
+                    "pid": os.getpid(),
+                    "server": server,
+                }
+            )
+
+        return [web.get(IDENTITY_PATH, identity)]
+
+    async def _requests(self, request: web.Request) -> web.Response:
+        return web.json_response(self.request_counts())
+
+    # ------------------------------------------------------------------ paths
+
+    @property
+    def state_dir(self) -> Path:
+        return self.config.state_dir
+
+    @property
+    def management_kubeconfig_path(self) -> Path:
+        return self.state_dir / "management.kubeconfig"
+
+    @property
+    def hostprovider_json_path(self) -> Path:
+        return self.state_dir / "hostprovider.json"
+
+    @property
+    def world_json_path(self) -> Path:
+        return self.state_dir / "world.json"
+
+    @property
+    def state_path(self) -> Path:
+        """Where a persisted world is kept (`sim.persistence`)."""
+        return self.state_dir / persistence.STATE_FILE
+
+    @property
+    def ca_path(self) -> Path:
+        return self.state_dir / "ca.crt"
+
+    def describe(self) -> dict[str, Any]:
+        """What world.json holds."""
+        return {
+            "simulator": True,
+            "world": self.kind,
+            "stateId": self.state_id,
+            "persisted": self.config.persist,
+            "pid": os.getpid(),
+            "stateDir": str(self.state_dir),
+            "management": {
+                "url": self.management.url,
+                "port": self.management.port,
+                "kubeconfig": str(self.management_kubeconfig_path),
+            },
+            "hostProvider": {
+                "url": self.hostprovider.url,
+                "port": int(self.hostprovider.url.rsplit(":", 1)[1]),
+                "credentials": str(self.hostprovider_json_path),
+            },
+            "ca": str(self.ca_path),
+            "tenantGateways": {
+                "address": LISTEN_ADDRESS,
+                "ports": "the listeners of Gateway colony-gateway/tenant in each child cluster",
+            },
+            "faultsPath": "/sim/v1/faults",
+            "recordsPath": "/sim/v1/records",
+            "requestsPath": REQUESTS_PATH,
+            "timeScale": self.config.timing.time_scale,
+            "startedAt": self.started_at,
+        }
+
+    def _write_state_files(self) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        kubeconfig = self.management.kubeconfig(namespace=KCM_NAMESPACE)
+        _write_private(self.management_kubeconfig_path, yaml.safe_dump(kubeconfig, sort_keys=False))
+        _write_private(
+            self.hostprovider_json_path,
+            json.dumps(
+                {"url": self.hostprovider.url, "apiKey": self.hostprovider_api_key}, indent=2
+            )
+            + "\n",
+        )
+        self.ca_path.write_bytes(self.ca.cert_pem)
+        self.world_json_path.write_text(json.dumps(self.describe(), indent=2) + "\n")
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+
+class SimWorld(World):
     """The simulated world (see the module docstring). Use `async with` or start()/stop()."""
 
     def __init__(self, config: WorldConfig | None = None) -> None:
@@ -324,19 +491,6 @@ class SimWorld:
     def _floor(self, cluster: str) -> int:
         return self._reservations.floor(cluster) if self._reservations else 0
 
-    def _identity_routes(self, server: str) -> list[web.RouteDef]:
-        async def identity(request: web.Request) -> web.Response:
-            return web.json_response(
-                {
-                    "kind": IDENTITY_KIND,
-                    "stateId": self.state_id,
-                    "pid": os.getpid(),
-                    "server": server,
-                }
-            )
-
-        return [web.get(IDENTITY_PATH, identity)]
-
     def request_counts(self) -> dict[str, dict[str, int]]:
         """Every cluster's Kubernetes API requests so far, `{"management": {"<verb> <resource>":
         n}, "<namespace>/<child>": {...}}`; a deleted child's counts go with it."""
@@ -345,39 +499,9 @@ class SimWorld:
             **self.k0rdent.request_counts(),
         }
 
-    async def _requests(self, request: web.Request) -> web.Response:
-        return web.json_response(self.request_counts())
-
-    # ------------------------------------------------------------------ paths
-
-    @property
-    def state_dir(self) -> Path:
-        return self.config.state_dir
-
-    @property
-    def management_kubeconfig_path(self) -> Path:
-        return self.state_dir / "management.kubeconfig"
-
-    @property
-    def hostprovider_json_path(self) -> Path:
-        return self.state_dir / "hostprovider.json"
-
-    @property
-    def world_json_path(self) -> Path:
-        return self.state_dir / "world.json"
-
-    @property
-    def state_path(self) -> Path:
-        """Where a persisted world is kept (`sim.persistence`)."""
-        return self.state_dir / persistence.STATE_FILE
-
-    @property
-    def ca_path(self) -> Path:
-        return self.state_dir / "ca.crt"
-
     # ------------------------------------------------------------------ lifecycle
 
-    async def start(self) -> SimWorld:
+    async def start(self) -> Self:
         """Preload (or restore), start the servers and controllers, write the state files."""
         began = time.monotonic()
         self._preload_crds()
@@ -436,18 +560,10 @@ class SimWorld:
             await self.hostprovider.stop()
             await self.management.stop()
 
-    async def __aenter__(self) -> SimWorld:
-        return await self.start()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
-
     # ------------------------------------------------------------------ helpers
+
+    def rejected_writes(self) -> list[Any]:
+        return list(self.store.rejected_writes)
 
     def child(self, namespace: str, name: str) -> SimChildCluster | None:
         """The child cluster of ClusterDeployment namespace/name once its control plane is up."""
@@ -479,36 +595,6 @@ class SimWorld:
         """Differs once anything a snapshot holds changed (see `persistence.WorldSaver`)."""
         stores = sorted((key, s.resource_version) for key, s in self.k0rdent.stores().items())
         return (self.store.resource_version, self.inventory.changes, tuple(stores))
-
-    def describe(self) -> dict[str, Any]:
-        """What world.json holds."""
-        return {
-            "simulator": True,
-            "stateId": self.state_id,
-            "persisted": self.config.persist,
-            "pid": os.getpid(),
-            "stateDir": str(self.state_dir),
-            "management": {
-                "url": self.management.url,
-                "port": self.management.port,
-                "kubeconfig": str(self.management_kubeconfig_path),
-            },
-            "hostProvider": {
-                "url": self.hostprovider.url,
-                "port": int(self.hostprovider.url.rsplit(":", 1)[1]),
-                "credentials": str(self.hostprovider_json_path),
-            },
-            "ca": str(self.ca_path),
-            "tenantGateways": {
-                "address": LISTEN_ADDRESS,
-                "ports": "the listeners of Gateway colony-gateway/tenant in each child cluster",
-            },
-            "faultsPath": "/sim/v1/faults",
-            "recordsPath": "/sim/v1/records",
-            "requestsPath": REQUESTS_PATH,
-            "timeScale": self.config.timing.time_scale,
-            "startedAt": self.started_at,
-        }
 
     def _preload_crds(self) -> None:
         if self.store.try_get(NAMESPACES, None, KCM_NAMESPACE) is None:
@@ -549,20 +635,6 @@ class SimWorld:
                 return
             await asyncio.sleep(0.01)
         log.warning("preloaded templates not validated within %.1fs", PRELOAD_SETTLE_SECONDS)
-
-    def _write_state_files(self) -> None:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        kubeconfig = self.management.kubeconfig(namespace=KCM_NAMESPACE)
-        _write_private(self.management_kubeconfig_path, yaml.safe_dump(kubeconfig, sort_keys=False))
-        _write_private(
-            self.hostprovider_json_path,
-            json.dumps(
-                {"url": self.hostprovider.url, "apiKey": self.hostprovider_api_key}, indent=2
-            )
-            + "\n",
-        )
-        self.ca_path.write_bytes(self.ca.cert_pem)
-        self.world_json_path.write_text(json.dumps(self.describe(), indent=2) + "\n")
 
 
 async def _listen(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from models.activity_api import (
     GetClusterDeploymentStatusResult,
 )
 from sim.timing import SimTiming
-from sim.world import SimWorld, WorldConfig
+from sim.world import WORLD_ENV, SimWorld, World, WorldConfig, make_world, world_kind
 from worker import build_worker, ensure_catalog, host_provider_client
 
 NAMESPACE = "kcm-system"
@@ -44,23 +45,39 @@ serves those instead of the sim's, so each object Colony writes is validated aga
 schemas (an invalid one is a 422 and the test fails)."""
 
 
+def test_world() -> str:
+    """The world end-to-end tests run on: `COLONY_WORLD` ("emulated", the default, or "real":
+    real control planes, `sim.real`)."""
+    return world_kind(os.environ.get(WORLD_ENV))
+
+
 @asynccontextmanager
-async def started_world(state_dir: Path, **timing: float) -> AsyncIterator[SimWorld]:
-    """A `SimWorld` with instant timing (named delays may be overridden, e.g. pod_terminate=0.2)."""
+async def started_world(
+    state_dir: Path, *, world: str | None = None, **timing: float
+) -> AsyncIterator[World]:
+    """A world with instant timing (named delays may be overridden, e.g. pod_terminate=0.2), of
+    the kind `world` names (default: `test_world()`)."""
     sim_timing = SimTiming.instant()
     if timing:
         sim_timing = SimTiming(time_scale=1.0, delays=dict.fromkeys(sim_timing.delays, 0.0))
         sim_timing = sim_timing.with_delays(**timing)
     crds = [REAL_K0RDENT_CRDS] if REAL_K0RDENT_CRDS.is_dir() else None
-    config = WorldConfig(state_dir=state_dir, timing=sim_timing, crd_paths=crds)
-    async with SimWorld(config) as world:
-        yield world
-        # Whatever a test sent on purpose, nothing the simulated k0rdent wrote may break the schema.
-        refused = [w for w in world.store.rejected_writes if w.writer != "client"]
-        assert not refused, f"the sim's controllers wrote invalid objects: {refused}"
-        # Nor a field k0rdent's CRDs lack: a real API server prunes it, no reader would see it.
-        pruned = [w for w in world.store.pruned_writes if w.writer != "client"]
-        assert not pruned, f"the sim's controllers wrote fields their CRDs lack: {pruned}"
+    config = WorldConfig(
+        state_dir=state_dir, timing=sim_timing, crd_paths=crds, world=world or test_world()
+    )
+    async with make_world(config) as started:
+        yield started
+        if isinstance(started, SimWorld):
+            # Whatever a test sent on purpose, nothing the simulated k0rdent wrote may break the
+            # schema.
+            refused = [w for w in started.store.rejected_writes if w.writer != "client"]
+            assert not refused, f"the sim's controllers wrote invalid objects: {refused}"
+            # Nor a field k0rdent's CRDs lack: a real API server prunes it, no reader would see it.
+            pruned = [w for w in started.store.pruned_writes if w.writer != "client"]
+            assert not pruned, f"the sim's controllers wrote fields their CRDs lack: {pruned}"
+        else:
+            refused = started.rejected_writes()
+            assert not refused, f"the real servers refused the sim's controllers: {refused}"
 
 
 @dataclass(frozen=True)
@@ -72,7 +89,7 @@ class WorkerWorld:
             world's kubeconfig and host provider, the sealing public key.
     """
 
-    world: SimWorld
+    world: World
     management: client.ApiClient
     sealing: SealingSettings
     task_queue: str
@@ -81,34 +98,40 @@ class WorkerWorld:
 
 @asynccontextmanager
 async def worker_world(
-    temporal: Client, state_dir: Path, keys_dir: Path, task_queue: str, *, catalog: bool = True
+    temporal: Client,
+    state_dir: Path,
+    keys_dir: Path,
+    task_queue: str,
+    *,
+    catalog: bool = True,
+    world: str | None = None,
 ) -> AsyncIterator[WorkerWorld]:
     """A started world (its CRDs installed) and a worker on `task_queue` with a sealing key pair
     of its own (in `keys_dir`); with `catalog`, the class catalog's workflow started too."""
     create_key_pair(keys_dir / "private.pem", keys_dir / "public.pem")
     sealing = SealingSettings(keys_dir / "public.pem", keys_dir / "private.pem")
-    async with started_world(state_dir) as world:
-        management = management_api(world)
+    async with started_world(state_dir, world=world) as started:
+        management = management_api(started)
         await ensure_crds(management)
         async with (
-            host_provider(world) as http,
+            host_provider(started) as http,
             build_worker(temporal, task_queue, management, http, sealing.unsealer()) as worker,
             worker,
         ):
             if catalog:
                 await ensure_catalog(temporal, task_queue)
             env = colony_env(
-                world,
+                started,
                 TEMPORAL_ADDRESS=temporal.service_client.config.target_host,
                 TEMPORAL_NAMESPACE=temporal.namespace,
                 COLONY_TASK_QUEUE=task_queue,
                 **{PUBLIC_KEY_ENV: str(sealing.public_key_file)},
             )
-            yield WorkerWorld(world, management, sealing, task_queue, env)
+            yield WorkerWorld(started, management, sealing, task_queue, env)
         close_client(management)
 
 
-def colony_env(world: SimWorld, **extra: str) -> dict[str, str]:
+def colony_env(world: World, **extra: str) -> dict[str, str]:
     """The environment a worker or `colonyctl` would be given for this world."""
     return {
         "COLONY_MANAGEMENT_KUBECONFIG": str(world.management_kubeconfig_path),
@@ -117,11 +140,11 @@ def colony_env(world: SimWorld, **extra: str) -> dict[str, str]:
     }
 
 
-def management_api(world: SimWorld) -> client.ApiClient:
+def management_api(world: World) -> client.ApiClient:
     return api_client_from_file(world.management_kubeconfig_path)
 
 
-def host_provider(world: SimWorld) -> httpx.AsyncClient:
+def host_provider(world: World) -> httpx.AsyncClient:
     data = json.loads(world.hostprovider_json_path.read_text())
     return host_provider_client(data["url"], data["apiKey"])
 

@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner, Result
 
 from sim.faults import RequestFault
-from sim.world import SimWorld
+from sim.world import World
 from starter.cli import app, normalize_argv
 from tests.conftest import venv_binary
 from tests.helpers import eventually, unique
@@ -49,7 +50,7 @@ LOCATION = "fra1"
 class Colony:
     """Everything a test needs: the world, the worker's task queue and `colonyctl`'s environment."""
 
-    world: SimWorld
+    world: World
     env: dict[str, str]
     management: client.ApiClient
 
@@ -83,24 +84,33 @@ class Colony:
 async def colony(
     dev_env: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Colony]:
+    async with colony_in(dev_env, tmp_path_factory) as running:
+        yield running
+
+
+@asynccontextmanager
+async def colony_in(
+    dev_env: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFactory, world: str | None = None
+) -> AsyncIterator[Colony]:
+    """A world (`COLONY_WORLD`'s, or the one named) and a worker of the module's own over it."""
     task_queue = unique("e2e")
-    async with started_world(tmp_path_factory.mktemp("sim")) as world:
-        management = management_api(world)
+    async with started_world(tmp_path_factory.mktemp("sim"), world=world) as world_:
+        management = management_api(world_)
         async with (
-            host_provider(world) as http,
+            host_provider(world_) as http,
             build_worker(dev_env.client, task_queue, management, http) as worker,
             worker,
         ):
             env = colony_env(
-                world,
+                world_,
                 TEMPORAL_ADDRESS=dev_env.client.service_client.config.target_host,
                 TEMPORAL_NAMESPACE=dev_env.client.namespace,
                 COLONY_TASK_QUEUE=task_queue,
             )
-            yield Colony(world, env, management)
+            yield Colony(world_, env, management)
         close_client(management)
         # Every k0rdent object Colony wrote passed the schema (k0rdent's real one in CI).
-        assert not world.store.rejected_writes, list(world.store.rejected_writes)
+        assert not world_.rejected_writes(), world_.rejected_writes()
 
 
 @pytest.fixture(autouse=True)

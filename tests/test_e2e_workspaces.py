@@ -34,6 +34,7 @@ import contextlib
 import json
 import re
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,7 @@ from models.identity import (
 from models.signals import GatewayChanged
 from sim.faults import RequestFault
 from sim.podnet.apps import JUPYTER_SERVER_VERSION, SSH_IDENTIFICATION
-from sim.world import SimWorld
+from sim.world import World
 from starter.cli import app, normalize_argv
 from tests.access import gateway_get, kubectl_port_forward, local_get, ssh_disconnect_message
 from tests.conftest import venv_binary
@@ -86,7 +87,7 @@ EXALSIUS_HUB = Path(__file__).resolve().parents[1].parent / "shared" / "exalsius
 
 @dataclass
 class Colony:
-    world: SimWorld
+    world: World
     env: dict[str, str]
     management: client.ApiClient
     temporal: Client
@@ -148,16 +149,26 @@ class Colony:
 async def colony(
     dev_env: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Colony]:
+    async with colony_in(dev_env, tmp_path_factory) as running:
+        yield running
+
+
+@asynccontextmanager
+async def colony_in(
+    dev_env: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFactory, world: str | None = None
+) -> AsyncIterator[Colony]:
+    """A world (`COLONY_WORLD`'s, or the one named) with a worker of the module's own over it."""
     async with worker_world(
         dev_env.client,
         tmp_path_factory.mktemp("sim"),
         tmp_path_factory.mktemp("sealing"),
         unique("e2e-ws"),
+        world=world,
     ) as running:
         colony = Colony(running.world, running.env, running.management, dev_env.client)
         await shipped_classes_listed(lambda: colony.json("class", "list"))
         yield colony
-    assert not running.world.store.rejected_writes, list(running.world.store.rejected_writes)
+    assert not running.world.rejected_writes(), running.world.rejected_writes()
 
 
 @pytest.fixture(autouse=True)

@@ -384,7 +384,7 @@ class TenantGatewayDataPlane:
             conn = self._tcp_backend(port)
             if conn is None:
                 return
-            await _splice(reader, writer, conn)
+            await splice(reader, writer, conn)
         finally:
             writer.close()
             with contextlib.suppress(Exception):
@@ -499,7 +499,7 @@ async def _exchange(conn: PipeEnd, request: BaseRequest, body: bytes, scheme: st
     return response
 
 
-async def _splice(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: PipeEnd) -> None:  # fmt: skip
+async def splice(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: PipeEnd) -> None:  # fmt: skip
     """Copy a client socket and a pod connection into each other until both ends finished."""
 
     async def up() -> None:

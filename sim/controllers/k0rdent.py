@@ -24,7 +24,7 @@ import yaml
 
 from sim.apiserver.auth import CertificateAuthority
 from sim.apiserver.errors import ApiError
-from sim.apiserver.registry import CLUSTERROLES, DAEMONSETS, DEPLOYMENTS
+from sim.apiserver.registry import CLUSTERROLES, DAEMONSETS, DEPLOYMENTS, NODES
 from sim.apiserver.server import ClusterServer
 from sim.apiserver.store import ClusterStore
 from sim.charts import ChartCatalog
@@ -188,6 +188,9 @@ class SimChildCluster:
     @property
     def api(self) -> ClusterApi:
         return self._api
+
+    async def register_node(self, node: dict[str, Any]) -> None:
+        self._store.create(NODES, node)
 
     async def ready_node(self, name: str) -> None:
         set_node_ready(self._store, name)

@@ -55,7 +55,11 @@ from sim.apiserver.store import ClusterStore, WatchEvent
 from sim.clusterapi import ClusterApi, cluster_api
 from sim.controllers.gateway_dataplane import TenantGatewayDataPlane
 from sim.controllers.gpus import GPU_RESOURCE, gfd_labels
-from sim.controllers.tenant_gateway import CertIssuer, ensure_tenant_gateway
+from sim.controllers.tenant_gateway import (
+    CertIssuer,
+    ensure_tenant_gateway,
+    tenant_gateway_pending,
+)
 from sim.controllers.workqueue import ReconcileLoop
 from sim.faults import FaultInjector
 from sim.timing import SimTiming
@@ -102,6 +106,10 @@ CHILD_START_POLL_SECONDS = 0.5
 requeues it at once as well)."""
 CHILD_START_RETRY_SECONDS = 5.0
 """A control plane that failed to start is started again after this long."""
+"""A control plane that failed to start is started again after this long."""
+GATEWAY_POLL_SECONDS = 0.1
+"""How often a ClusterDeployment waiting for its tenant Gateway's status looks again (the
+Gateway controller writes it, in the child cluster: no event of the management cluster says so)."""
 
 # Generic workers of hosted-control-plane templates (`config.workersNumber`): a mid-size VM.
 GENERIC_WORKER = {"cpu": "8", "memory": "32Gi", "instanceType": "sim-standard-8"}
@@ -234,6 +242,10 @@ class ChildCluster(Protocol):
     @property
     def gateway_data_plane(self) -> TenantGatewayDataPlane:
         """Listens for the child's tenant Gateway, if it gets one."""
+        ...
+
+    async def register_node(self, node: dict[str, Any]) -> None:
+        """The machine's kubelet registers its Node (NotReady, tainted not-ready)."""
         ...
 
     async def ready_node(self, name: str) -> None:
@@ -715,8 +727,12 @@ class ClusterDeploymentController:
             await record_event(self.api, obj, "InvalidTenantGateway", gateway_problem, type_="Warning")  # fmt: skip
         state.gateway_problem = gateway_problem
 
-        # Workers
+        # Workers, and the tenant gateway's Gateway
         problems = await self._reconcile_machines(obj, state, child, now, waits)
+        gateway_pending = await tenant_gateway_pending(child.api, obj)
+        if gateway_pending is not None:
+            problems.append(gateway_pending)
+            waits.append(GATEWAY_POLL_SECONDS)
         if problems:
             message = "\n".join(f"* {p}" for p in problems)
             set_condition(
@@ -880,7 +896,7 @@ class ClusterDeploymentController:
             return "bootstrapping"
         node_name = machine.node_name or ""
         if await child.api.try_get(NODES, None, node_name) is None:
-            await child.api.create(NODES, self._node(obj, machine))
+            await child.register_node(self._node(obj, machine))
             machine.registered, machine.ready = True, False
         ready_at = register_at + self.timing.delay("node.ready")
         if not machine.ready:

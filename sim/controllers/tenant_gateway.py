@@ -140,7 +140,8 @@ async def ensure_tenant_gateway(
             "metadata": {"name": GATEWAY_CLASS, "labels": dict(MANAGED)},
             "spec": {
                 "controllerName": CONTROLLER_NAME,
-                "description": "SIMULATOR stand-in for the platform's per-tenant regional gateway",
+                # At most 64 bytes (the Gateway API's CRD says so).
+                "description": "SIMULATOR: the platform's per-tenant regional gateway",
             },
         },
     )  # fmt: skip
@@ -164,6 +165,30 @@ async def ensure_tenant_gateway(
     )
     await _apply(api, GATEWAYS, NAMESPACE, desired_gateway(domain, ports, data_plane.host))
     return problem
+
+
+async def tenant_gateway_pending(api: ClusterApi, cluster_deployment: Mapping[str, Any]) -> str | None:  # fmt: skip
+    """What the ClusterDeployment still waits for of its tenant gateway (its Gateway Programmed,
+    for the generation asked for: its addresses are known), None when nothing: a cluster attached
+    to the gateway is ready once its Gateway is."""
+    labels = (cluster_deployment.get("metadata") or {}).get("labels") or {}
+    if not labels.get(DOMAIN_LABEL):
+        return None
+    gateway = await api.try_get(GATEWAYS, NAMESPACE, GATEWAY)
+    if gateway is None:
+        return f"TenantGateway: Gateway {NAMESPACE}/{GATEWAY} is being created"
+    generation = (gateway.get("metadata") or {}).get("generation")
+    programmed = any(
+        c.get("type") == "Programmed"
+        and c.get("status") == "True"
+        and c.get("observedGeneration") == generation
+        for c in (gateway.get("status") or {}).get("conditions") or []
+    )
+    return (
+        None
+        if programmed
+        else f"TenantGateway: Gateway {NAMESPACE}/{GATEWAY} is not programmed yet"
+    )
 
 
 async def _declared_ports(api: ClusterApi) -> ListenerPorts | None:

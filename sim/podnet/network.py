@@ -117,6 +117,19 @@ def listener(pod: Mapping[str, Any], port: int) -> Listener | None:
     return Listener(owner, apps.get(port, ServedApp()))
 
 
+def listening_ports(pod: Mapping[str, Any]) -> list[int]:
+    """Every port something listens on in `pod` right now (declared TCP container ports and the
+    ports its `sim.colony.dev/serves` annotation names), ascending."""
+    declared = {
+        int(port.get("containerPort", 0))
+        for container in (pod.get("spec") or {}).get("containers") or []
+        for port in container.get("ports") or []
+        if (port.get("protocol") or "TCP") == "TCP"
+    }
+    candidates = (declared | set(served_apps(pod))) - {0}
+    return sorted(port for port in candidates if listener(pod, port) is not None)
+
+
 def identity(pod: Mapping[str, Any], found: Listener, port: int) -> PodIdentity:
     meta, status = pod.get("metadata") or {}, pod.get("status") or {}
     started = next(

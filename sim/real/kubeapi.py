@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections import deque
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -54,6 +55,8 @@ REQUEST_TIMEOUT = (5.0, 30.0)
 retries its reconcile."""
 WORKERS = 8
 """Requests in flight at once per API (the loop's controllers await them)."""
+POOL_SIZE = 32
+"""Connections kept per API: a watch holds one per watched type."""
 CONFLICT_RETRIES = 10
 """Reads again after a 409 Conflict before giving up (the reconcile is then retried)."""
 
@@ -66,20 +69,34 @@ class KubeApi:
         name: the cluster's name as the simulator knows it (a ClusterDeployment's, or
             "management").
         kubeconfig: how to reach it (the official client's kubeconfig handling).
+        rejected: where refused writes are kept (shared by the APIs of one world).
     """
 
-    def __init__(self, name: str, kubeconfig: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        name: str,
+        kubeconfig: Mapping[str, Any],
+        *,
+        rejected: deque[ApiError] | None = None,
+    ) -> None:
         self._name = name
         configuration = client.Configuration()
         config.load_kube_config_from_dict(  # type: ignore[no-untyped-call]  # untyped upstream
             dict(kubeconfig), client_configuration=configuration, persist_config=False
         )
+        # A connection per informer's watch and per request thread, kept for reuse.
+        configuration.connection_pool_maxsize = POOL_SIZE
+        # No retries inside urllib3: a failed request fails its reconcile, which is retried.
+        configuration.retries = False
         self._client = client.ApiClient(configuration)
         self._registry = ResourceRegistry.builtin()
         self._executor = ThreadPoolExecutor(WORKERS, thread_name_prefix=f"kubeapi-{name}")
         self._informers: dict[Key, Informer] = {}
         self._subscribers: list[tuple[frozenset[Key], asyncio.Queue[WatchEvent]]] = []
         self._cache = _InformerCache(self._informers)
+        self.rejected: deque[ApiError] = deque(maxlen=1000) if rejected is None else rejected
+        """Writes the server refused as invalid or forbidden (400, 403, 422): a simulator
+        controller writing what a real server does not take is a simulator bug."""
 
     @property
     def name(self) -> str:
@@ -133,7 +150,11 @@ class KubeApi:
         try:
             return await asyncio.get_running_loop().run_in_executor(self._executor, call)
         except ApiException as error:
-            raise api_error(error) from error
+            refused = api_error(error)
+            if method != "GET" and refused.code in (400, 403, 422):
+                log.warning("%s %s refused: %s", method, path, refused.message)
+                self.rejected.append(refused)
+            raise refused from error
 
     async def get(self, rt: ResourceType, namespace: str | None, name: str) -> Obj:
         found: Obj = await self._call("GET", object_path(rt, namespace, name))
