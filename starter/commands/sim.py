@@ -5,6 +5,7 @@ The CLI never imports the simulator: it starts it like any other program.
 
 from __future__ import annotations
 
+import enum
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,14 @@ from starter.commands import Group
 app = typer.Typer(help="The SIMULATED infrastructure (a separate process).", no_args_is_help=True)
 GROUP = Group("sim", rank=110)
 
+
+class World(enum.StrEnum):
+    """The simulator's worlds (`python -m sim --world`)."""
+
+    emulated = "emulated"
+    real = "real"
+
+
 StateDirOption = Annotated[Path, typer.Option(help="Where the sim writes its kubeconfig and JSON.")]
 
 
@@ -25,6 +34,10 @@ def up(
     state_dir: StateDirOption = Path(".colony/sim"),
     instant: Annotated[bool, typer.Option(help="Every simulated step happens at once.")] = False,
     time_scale: Annotated[float, typer.Option(help="Multiplies every simulated delay.")] = 1.0,
+    world: Annotated[
+        World | None,
+        typer.Option(help="Emulated clusters, or real control planes (default: $COLONY_WORLD)."),
+    ] = None,
 ) -> None:
     """Run the SIMULATED infrastructure in the foreground (`python -m sim`) until Ctrl-C."""
     argv = [
@@ -32,6 +45,8 @@ def up(
     ]  # fmt: skip
     if instant:
         argv.append("--instant")
+    if world is not None:
+        argv += ["--world", world.value]
     try:
         code = subprocess.call(argv)
     except KeyboardInterrupt:

@@ -2,7 +2,8 @@
 
 Starts, as child processes with their logs under `.colony/`:
   1. the Temporal dev server (Web UI, SQLite persistence in `.colony/temporal.db`),
-  2. the simulated infrastructure (`python -m sim`, clearly a SIMULATOR),
+  2. the simulated infrastructure (`python -m sim`, clearly a SIMULATOR; with COLONY_WORLD=real
+     on real Kubernetes control planes, built first where they are not yet: `starter.dev.worlds`),
   3. Colony's worker (`worker.py`), once it exists,
   4. Colony's HTTP API (`python -m api`, port COLONY_API_PORT, default 8080, docs at /docs), with
      one development key (organization `dev`, Manage + Connect + Read) created through
@@ -51,6 +52,14 @@ from infra.config import (
 from infra.ports import port_free, port_open
 from starter.dev import devstate
 from starter.dev.devstate import DevPaths, DevState, DevStateError, Holder
+from starter.dev.worlds import (
+    REAL,
+    REAL_START_DEADLINE_SECONDS,
+    WORLD_ENV,
+    WorldSettingError,
+    build_real_components,
+    dev_world,
+)
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
 
 STATE_DIR = Path(".colony")
@@ -390,15 +399,20 @@ def _url(world: dict[str, object] | None, server: str) -> str | None:
     return url if isinstance(url, str) else None
 
 
-def start_sim(processes: Processes, ports: DevPorts, state: DevState) -> dict[str, object]:
+def start_sim(
+    processes: Processes, ports: DevPorts, state: DevState, world: str
+) -> dict[str, object]:
     """The simulator, keeping its world in `.colony/sim` (`--persist`, under this state's id):
-    the saved world when there is one, a fresh one otherwise."""
+    the saved world when there is one, a fresh one otherwise; a real world (`world`) is fresh
+    every time."""
     paths = DevPaths.under(STATE_DIR)
     paths.world.unlink(missing_ok=True)
     argv = [
-        sys.executable, "-m", "sim", "--state-dir", str(paths.sim_dir),
-        "--persist", "--state-id", state.id,
+        sys.executable, "-m", "sim", "--state-dir", str(paths.sim_dir), "--state-id", state.id,
+        "--world", world,
     ]  # fmt: skip
+    if world != REAL:
+        argv.append("--persist")
     if ports.sim:
         argv += ["--management-port", str(ports.sim)]
     if ports.sim_hostprovider:
@@ -413,7 +427,8 @@ def start_sim(processes: Processes, ports: DevPorts, state: DevState) -> dict[st
         started = _read_world(paths)
         return started is not None and started.get("pid") == child.pid
 
-    _wait_until("the simulator", announced)
+    deadline = REAL_START_DEADLINE_SECONDS if world == REAL else STARTUP_DEADLINE_SECONDS
+    _wait_until("the simulator", announced, deadline)
     return _read_world(paths) or {}
 
 
@@ -531,10 +546,13 @@ def start_everything(processes: Processes, paths: DevPaths) -> Serving:
     metrics = metrics_ports(os.environ)
     sim_time_scale(os.environ.get(SIM_TIME_SCALE_ENV))  # refused here, before anything starts
     try:
+        world_kind = dev_world(os.environ)
         state = devstate.check(paths)
-    except DevStateError as exc:
+    except (DevStateError, WorldSettingError) as exc:
         raise SystemExit(f"colony: {exc}") from exc
     plan = preflight(ports, state, paths)
+    if world_kind == REAL and plan.world is None:
+        _prepare_real_world(state)
     # The API says it in /healthz: a second make run tells it from another program.
     os.environ[DEV_STATE_ENV] = state.id
     if plan.temporal_serving:
@@ -548,7 +566,7 @@ def start_everything(processes: Processes, paths: DevPaths) -> Serving:
     if world is not None:
         print(f"simulator: reusing this development state's simulator ({paths.world})")
     else:
-        world = start_sim(processes, ports, state)
+        world = start_sim(processes, ports, state, world_kind)
     worker = start_worker(processes)
     watcher = start_watcher(processes)
     if plan.api_serving:
@@ -556,6 +574,18 @@ def start_everything(processes: Processes, paths: DevPaths) -> Serving:
     else:
         start_api(processes, ports, state)
     return Serving(state, ports, metrics, world, worker, watcher)
+
+
+def _prepare_real_world(state: DevState) -> None:
+    """A real world starts with a fresh development state (it is not kept), its components
+    built first."""
+    if not state.fresh:
+        raise SystemExit(
+            f"colony: {WORLD_ENV}={REAL} starts a fresh real world, and {STATE_DIR}/ holds a "
+            "development state: run `make reset` first"
+        )
+    seconds = build_real_components()
+    print(f"real world: components ready ({seconds:.0f} s)")
 
 
 def print_banner(serving: Serving, paths: DevPaths, dev_key: str) -> None:
@@ -568,7 +598,12 @@ def print_banner(serving: Serving, paths: DevPaths, dev_key: str) -> None:
     )
     print(f"Temporal Web UI      http://{LOCAL_HOST}:{ports.temporal_ui}")
     print(f"Temporal frontend    {ports.temporal_address} (namespace {TEMPORAL_NAMESPACE})")
-    print(f"SIMULATED management cluster kubeconfig  {paths.sim_dir / 'management.kubeconfig'}")
+    real = (serving.world or {}).get("world") == REAL
+    print(
+        f"{'REAL' if real else 'SIMULATED'} management cluster kubeconfig  "
+        f"{paths.sim_dir / 'management.kubeconfig'}"
+        + ("  (real control planes; k0rdent, hosts and workloads simulated)" if real else "")
+    )
     print(f"SIMULATED host provider                  {_url(serving.world, 'hostProvider') or '?'}")
     print(f"Colony HTTP API      {api_url} (OpenAPI docs: {api_url}/docs)")
     print(
