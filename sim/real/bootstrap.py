@@ -38,6 +38,7 @@ async def blocking(executor: Executor, start: Callable[[], T], undo: Callable[[T
 
         def settle(done: asyncio.Future[T]) -> None:
             if not done.cancelled() and done.exception() is None:
+                log.info("a start cancelled meanwhile is done: undoing what it started")
                 threading.Thread(target=undo, args=(done.result(),), daemon=True).start()
 
         future.add_done_callback(settle)

@@ -82,7 +82,10 @@ class ManagementFront:
         self._upstream = upstream
         self._routes = tuple(routes)
         self._runner: web.AppRunner | None = None
-        self._session: aiohttp.ClientSession | None = None
+        self._admin: aiohttp.ClientSession | None = None
+        self._anyone: aiohttp.ClientSession | None = None
+        """Without the admin's certificate: kube-apiserver authenticates a client certificate
+        before a bearer token, so a passed-through token must come alone."""
         self._server = str(_only(upstream, "clusters")["cluster"]["server"])
 
     @property
@@ -90,11 +93,8 @@ class ManagementFront:
         return f"https://{self.host}:{self.port}"
 
     async def start(self) -> None:
-        self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(ssl=_client_context(self._upstream)),
-            auto_decompress=False,
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
-        )
+        self._admin = _session(_client_context(self._upstream, admin=True))
+        self._anyone = _session(_client_context(self._upstream, admin=False))
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_routes(self._routes)
         add_fault_routes(app, self.faults)
@@ -117,9 +117,10 @@ class ManagementFront:
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
-        session, self._session = self._session, None
-        if session is not None:
-            await session.close()
+        for session in (self._admin, self._anyone):
+            if session is not None:
+                await session.close()
+        self._admin = self._anyone = None
 
     def kubeconfig(self, *, namespace: str = "default") -> dict[str, Any]:
         """The kubeconfig of the front's admin, as the emulator's management cluster writes it."""
@@ -159,9 +160,10 @@ class ManagementFront:
             return refused
         if request.headers.get("Upgrade"):
             return web.Response(status=400, text="the management cluster runs no workloads")
-        assert self._session is not None
+        session = self._anyone if "Authorization" in headers else self._admin
+        assert session is not None
         body = await request.read()
-        async with self._session.request(
+        async with session.request(
             request.method,
             self._server + request.path_qs,
             data=body or None,
@@ -221,14 +223,24 @@ def _only(kubeconfig: Mapping[str, Any], section: str) -> dict[str, Any]:
     return entry
 
 
-def _client_context(kubeconfig: Mapping[str, Any]) -> ssl.SSLContext:
-    """TLS to kube-apiserver: its CA, and the admin's client certificate (ssl loads both from
-    files only: private temporary ones, removed at once)."""
+def _session(context: ssl.SSLContext) -> aiohttp.ClientSession:
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(ssl=context),
+        auto_decompress=False,
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
+    )
+
+
+def _client_context(kubeconfig: Mapping[str, Any], *, admin: bool) -> ssl.SSLContext:
+    """TLS to kube-apiserver: its CA, and with `admin` the admin's client certificate (ssl loads
+    it from files only: private temporary ones, removed at once)."""
     cluster = _only(kubeconfig, "clusters")["cluster"]
     user = _only(kubeconfig, "users")["user"]
     context = ssl.create_default_context(
         cadata=base64.b64decode(cluster["certificate-authority-data"]).decode()
     )
+    if not admin:
+        return context
     with tempfile.TemporaryDirectory(prefix="colony-sim-front-") as workdir:
         cert, key = Path(workdir) / "admin.crt", Path(workdir) / "admin.key"
         cert.write_bytes(base64.b64decode(user["client-certificate-data"]))

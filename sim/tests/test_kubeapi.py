@@ -18,6 +18,7 @@ from sim.apiserver.server import ClusterServer
 from sim.apiserver.store import WatchEvent
 from sim.clusterapi import ClusterApi, StoreApi
 from sim.crds import load_colony_crds
+from sim.real.informer import Informer
 from sim.real.kubeapi import KubeApi
 from tests.helpers import eventually, unique
 
@@ -68,6 +69,22 @@ async def test_create_get_list_and_errors(api: ClusterApi) -> None:
 
 
 async def test_mutate_writes_what_changed_and_nothing_else(api: ClusterApi) -> None:
+    ns = await namespace(api)
+    await api.create(CONFIGMAPS, config_map("m"), namespace=ns)
+
+    def relabel(obj: Obj) -> None:
+        obj["metadata"].setdefault("labels", {})["ready"] = "yes"
+        obj["data"]["k"] = "w"
+
+    changed = await api.mutate(CONFIGMAPS, ns, "m", relabel)
+    stored = await api.get(CONFIGMAPS, ns, "m")
+    assert (stored["metadata"]["labels"]["ready"], stored["data"]["k"]) == ("yes", "w")
+    assert changed["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
+    again = await api.mutate(CONFIGMAPS, ns, "m", relabel)
+    assert again["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
+
+
+async def test_mutate_and_update_status_write_a_status_subresource(api: ClusterApi) -> None:
     node = unique("node")
     await api.create(
         NODES,
@@ -81,15 +98,13 @@ async def test_mutate_writes_what_changed_and_nothing_else(api: ClusterApi) -> N
         obj["metadata"].setdefault("labels", {})["ready"] = "yes"
         obj["status"]["conditions"][0].update(status="True", reason="KubeletReady")
 
-    changed = await api.mutate(NODES, None, node, ready)
+    await api.mutate(NODES, None, node, ready)
     stored = await api.get(NODES, None, node)
     assert stored["metadata"]["labels"]["ready"] == "yes"
     assert stored["status"]["conditions"][0]["status"] == "True"
-    assert changed["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
-    again = await api.mutate(NODES, None, node, ready)
-    assert again["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
     await api.update_status(NODES, None, node, {"capacity": {"pods": "10"}})
-    assert (await api.get(NODES, None, node))["status"] == {"capacity": {"pods": "10"}}
+    # (A real kube-apiserver also defaults the rest: allocatable from capacity, nodeInfo...)
+    assert (await api.get(NODES, None, node))["status"]["capacity"] == {"pods": "10"}
     await api.delete(NODES, None, node)
     assert await api.try_get(NODES, None, node) is None
 
@@ -123,10 +138,12 @@ async def test_subscribe_delivers_changes_and_keeps_the_cache(api: ClusterApi) -
     try:
 
         def about(kind: str) -> Callable[[WatchEvent], bool]:
+            # (A real cluster adds its own ConfigMap to every namespace: kube-root-ca.crt.)
             return lambda e: (
                 e.type == kind
                 and e.rt.key == CONFIGMAPS.key
                 and e.object["metadata"]["namespace"] == ns
+                and e.object["metadata"]["name"] == "w"
             )
 
         await api.create(CONFIGMAPS, config_map("w", app="x"), namespace=ns)
@@ -184,3 +201,35 @@ async def test_pods_by_field_selector(api: ClusterApi) -> None:
         )
     found = await api.list(PODS, ns, field_selector=f"spec.nodeName={node}")
     assert [p["metadata"]["name"] for p in found] == ["on"]
+
+
+async def test_a_relist_delivers_what_changed_while_the_watch_was_away() -> None:
+    """After a 410 Gone or a broken connection the informer lists again: the cache becomes the
+    list, and a controller is told of every difference as it would have been by the watch."""
+    events: list[WatchEvent] = []
+    informer = Informer(
+        None,  # type: ignore[arg-type]  # no requests: only the loop's side is driven here
+        lambda: CONFIGMAPS,
+        events.append,
+        asyncio.get_running_loop(),
+        "test",
+    )
+
+    def item(name: str, version: str) -> Obj:
+        return {"metadata": {"namespace": "ns", "name": name, "resourceVersion": version}}
+
+    informer._reset(CONFIGMAPS, [item("kept", "1"), item("changed", "1"), item("gone", "1")])
+    assert informer.synced.is_set()
+    assert [(e.type, e.object["metadata"]["name"]) for e in events] == [
+        ("ADDED", "kept"),
+        ("ADDED", "changed"),
+        ("ADDED", "gone"),
+    ]
+    events.clear()
+    informer._reset(CONFIGMAPS, [item("kept", "1"), item("changed", "2"), item("new", "3")])
+    assert sorted((e.type, e.object["metadata"]["name"]) for e in events) == [
+        ("ADDED", "new"),
+        ("DELETED", "gone"),
+        ("MODIFIED", "changed"),
+    ]
+    assert sorted(name for _, name in informer.objects) == ["changed", "kept", "new"]
