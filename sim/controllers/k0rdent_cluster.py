@@ -699,24 +699,35 @@ class ClusterDeploymentController:
 
         # Control plane: the child cluster comes up, its kubeconfig Secret appears.
         step += self.timing.delay("cluster.control_plane")
-        if not due(step):
-            set_condition(
-                conditions,
-                CAPI_CLUSTER_SUMMARY,
-                "False",
-                PROGRESSING,
-                "* ControlPlane: Waiting for control plane to be initialized",
-                generation,
-            )
-            return await finish(PROGRESSING, "Waiting for control plane")
-        child = self._child_started((namespace, name))
+        child = self._child_started((namespace, name)) if due(step) else None
         if child is None:
-            waits.append(CHILD_START_POLL_SECONDS)
+            if step <= now:  # due, its start under way: `_child_done` requeues it too
+                waits.append(CHILD_START_POLL_SECONDS)
             set_condition(
                 conditions, CAPI_CLUSTER_SUMMARY, "False", PROGRESSING,
                 "* ControlPlane: Waiting for control plane to be initialized", generation,
             )  # fmt: skip
             return await finish(PROGRESSING, "Waiting for control plane")
+        problems = await self._up(obj, state, child, now, waits)
+        if problems:
+            message = "\n".join(f"* {p}" for p in problems)
+            set_condition(
+                conditions, CAPI_CLUSTER_SUMMARY, "False", PROGRESSING, message, generation
+            )
+            return await finish(PROGRESSING, message)
+        set_condition(conditions, CAPI_CLUSTER_SUMMARY, "True", "Available", "", generation)
+        return await finish(SUCCEEDED, "Object is ready", ready=True)
+
+    async def _up(
+        self,
+        obj: dict[str, Any],
+        state: _ClusterState,
+        child: ChildCluster,
+        now: float,
+        waits: list[float],
+    ) -> list[str]:
+        """The child cluster serves: its kubeconfig Secret, its tenant gateway, its machines'
+        Nodes; what still holds the cluster back (empty: it is ready)."""
         if state.control_plane_at is None:
             state.control_plane_at = now
         await self._ensure_kubeconfig_secret(obj, child)
@@ -726,21 +737,12 @@ class ClusterDeploymentController:
         if gateway_problem is not None and state.gateway_problem != gateway_problem:
             await record_event(self.api, obj, "InvalidTenantGateway", gateway_problem, type_="Warning")  # fmt: skip
         state.gateway_problem = gateway_problem
-
-        # Workers, and the tenant gateway's Gateway
         problems = await self._reconcile_machines(obj, state, child, now, waits)
         gateway_pending = await tenant_gateway_pending(child.api, obj)
         if gateway_pending is not None:
             problems.append(gateway_pending)
             waits.append(GATEWAY_POLL_SECONDS)
-        if problems:
-            message = "\n".join(f"* {p}" for p in problems)
-            set_condition(
-                conditions, CAPI_CLUSTER_SUMMARY, "False", PROGRESSING, message, generation
-            )
-            return await finish(PROGRESSING, message)
-        set_condition(conditions, CAPI_CLUSTER_SUMMARY, "True", "Available", "", generation)
-        return await finish(SUCCEEDED, "Object is ready", ready=True)
+        return problems
 
     async def _credential_problem(self, namespace: str, credential_name: str) -> str | None:
         if not credential_name:
