@@ -208,6 +208,8 @@ class ConditionReason(StrEnum):
     GPU_OFFERING_UNAVAILABLE = "GpuOfferingUnavailable"
     GPU_CAPACITY_LOST = "GpuCapacityLost"
     """Its GPUs' node left the cluster (a forced scale-down): back to Waiting."""
+    GPU_CAPACITY_RELEASED = "GpuCapacityReleased"
+    """Its GPUs went back to the ledger (a deploy that did not finish, a delete)."""
     RESOURCES_INJECTED = "ResourcesInjected"
     USER_PATHS_OVERWRITTEN = "UserPathsOverwritten"
     INVALID_VALUES = "InvalidValues"

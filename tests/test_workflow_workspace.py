@@ -45,6 +45,7 @@ from models.workspace_operations import (
     ResumeWorkspaceRequest,
     SuspendWorkspaceRequest,
 )
+from starter import workspace_output
 from starter.clients.workspaces import WorkspaceSummary, fill_positions, with_current_position
 from tests.helpers import eventually, history_text, unique
 from tests.workspace_world import STARTED, FakeWorkspaceWorld, h100_node, workspace_worker
@@ -508,6 +509,12 @@ async def test_suspend_frees_the_gpus_and_resume_waits_for_them_again(
         assert (
             f"ws-{suspended.name}" in fake.namespaces[f"{cluster}-kubeconfig"]
         )  # ... the namespace kept
+        # What it says agrees with itself: nothing reserved, installed or routed any more.
+        assert suspended.admission is None
+        shown = {c.type: (c.status.value, c.reason) for c in suspended.conditions}
+        for kind in ("Ready", "Feasible", "HelmReleaseReady", "RoutesReady"):
+            assert shown[kind] == ("False", "Suspended"), shown
+        assert workspace_output.admission_text(suspended) == "GPUs released (suspended)"
         await until(b, phase_is(WorkspacePhase.RUNNING), "the next one got the GPU")
 
         with pytest.raises(WorkflowUpdateFailedError) as again:
@@ -518,7 +525,11 @@ async def test_suspend_frees_the_gpus_and_resume_waits_for_them_again(
         await a.execute_update(WorkspaceWorkflow.resume, ResumeWorkspaceRequest())
         await until(a, phase_is(WorkspacePhase.WAITING), "resumed, waiting for its GPU")
         await delete(b)
-        await until(a, phase_is(WorkspacePhase.RUNNING), "running again")
+        running = await until(a, routed, "running again")
+        shown = {c.type: (c.status.value, c.reason) for c in running.conditions}
+        for kind in ("Ready", "Feasible", "HelmReleaseReady", "RoutesReady"):
+            assert shown[kind][0] == "True", shown
+        assert workspace_output.admission_text(running).startswith("admitted: GPUs reserved on ")
         await delete(a)
 
 
