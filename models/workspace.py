@@ -520,6 +520,9 @@ class WorkspaceState(ColonyModel):
     routes_look_due: bool = False
     """A look at the gateway was asked for (`gateway_changed`, or the fallback): taken between
     operations."""
+    backend_looks: int = 0
+    """Routings in a row that found an endpoint's Service missing (`BackendNotFound`): the next
+    look waits longer after each (`workflows.workspace.access.routes_look_interval`)."""
     ports_messages: int = 0
     """Messages about pool ports sent to the ledger (each needs an id of its own)."""
     class_spec: WorkspaceClassSpec | None = None

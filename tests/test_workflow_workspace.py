@@ -940,3 +940,58 @@ async def test_an_endpoint_without_its_service_holds_neither_the_others_nor_the_
             ("http://localhost:8081", "8081:80"),
         ]
         await delete(handle)
+
+
+async def gateway_looks(handle: WorkflowHandle[Any, Any]) -> int:
+    """How many times the workspace looked at its cluster's gateway (`find_tenant_gateway`)."""
+    history = await handle.fetch_history()
+    return sum(
+        1
+        for event in history.events
+        if event.HasField("activity_task_scheduled_event_attributes")
+        and event.activity_task_scheduled_event_attributes.activity_type.name
+        == "find_tenant_gateway"
+    )
+
+
+async def test_a_service_that_appears_late_is_routed_promptly_and_the_looks_back_off(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """An endpoint refused for its missing Service (`BackendNotFound`) is looked at again soon,
+    then less and less often (as the exalsius operator requeues while routes are not ready):
+    a Service its chart renders seconds late is routed within seconds, not after
+    `ROUTES_FALLBACK`; one that never comes costs a bounded number of looks."""
+    workspace_class = two_endpoints("late-web-1-0-0")
+    fake, cluster = world(gateways={"gpu": GatewayInfo(domain=DOMAIN, https=True)})
+    fake.classes[workspace_class.name] = workspace_class
+    async with workspace_worker(env, task_queue, fake):
+        late, never = unique("nb"), unique("nb")
+        handles = {}
+        for name in (late, never):
+            fake.missing_services.add(f"{workspace_release_name('', cluster, name)}-admin")
+            spec = notebook(name, cluster).model_copy(update={"class_name": workspace_class.name})
+            handles[name] = await deploy(env, task_queue, spec)
+            refused = await until(handles[name], routed, "running")
+            assert refused.access[1].reason == "BackendNotFound"
+
+        # The late one's chart renders the Service now: routed at the next look, seconds away.
+        fake.missing_services.discard(f"{workspace_release_name('', cluster, late)}-admin")
+        await env.sleep(timedelta(seconds=30))
+        routed_late = await status_of(handles[late])
+        assert [(a.ready, a.reason) for a in routed_late.access] == [
+            (True, "Accepted"),
+            (True, "Accepted"),
+        ]
+        assert routes_ready(routed_late) == ("True", "RoutesReady")
+
+        # The other's never comes: its looks back off to the fallback, so two hours cost about
+        # as many looks as the first ten minutes' backoff and the fallback's one per ten minutes.
+        looks_before = await gateway_looks(handles[never])
+        events_before = await history_length(handles[never])
+        await env.sleep(timedelta(hours=2))
+        looks = await gateway_looks(handles[never]) - looks_before
+        assert looks <= 7 + 2 * 6, looks
+        assert await history_length(handles[never]) - events_before <= 25 * looks
+        assert (await status_of(handles[never])).access[1].reason == "BackendNotFound"
+        for handle in handles.values():
+            await delete(handle)
