@@ -451,6 +451,8 @@ class WorkspaceStatus(ColonyModel):
     class_name: str = Field(alias="class")
     cluster: str
     phase: WorkspacePhase
+    organization: str = ""
+    """The organization it belongs to (empty: the operator's, deployed through Temporal)."""
     message: str = ""
     conditions: list[WorkspaceCondition] = Field(default_factory=list)
     resolved_resources: WorkspaceResources | None = None

@@ -735,6 +735,7 @@ class HttpWorkspaces(HttpEntity[WorkspaceStatus], Workspaces):
                     phase=status.phase.value,
                     workflow_id=str(item.get("workflowId", "")),
                     started=started_at(status.created_at),
+                    organization=status.organization,
                     web_ui=str(item.get("webUi", "")),
                     position=status.admission.position if status.admission is not None else 0,
                     gpus=status.resolved_resources.gpus if status.resolved_resources else None,
