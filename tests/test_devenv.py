@@ -251,6 +251,38 @@ def test_make_run_stops_on_a_mismatch_before_starting_anything(
     assert not (paths.root / "temporal.log").exists(), "nothing was started"
 
 
+def ports_of_a_test() -> dict[str, str]:
+    return {
+        API_PORT_ENV: str(free_port()),
+        TEMPORAL_UI_PORT_ENV: str(free_port()),
+        TEMPORAL_ADDRESS_ENV: f"127.0.0.1:{free_port()}",
+    }
+
+
+def test_a_real_world_wants_a_fresh_state_and_says_how(tmp_path: Path) -> None:
+    """A real world is not kept across runs: on the state of an earlier run, `make run` with
+    COLONY_WORLD=real stops before starting (or building) anything, saying what to do."""
+    paths = DevPaths.under(tmp_path / ".colony")
+    write_database(paths, "s1")
+    write_world(paths, "s1")
+    done = make_run(tmp_path, "--exit", **ports_of_a_test(), COLONY_WORLD="real")
+    assert done.returncode == 1
+    [line] = done.stderr.strip().splitlines()
+    assert line == (
+        "colony: COLONY_WORLD=real starts a fresh real world, and .colony/ holds a development "
+        "state: run `make reset` first"
+    )
+    assert not (paths.root / "temporal.log").exists(), "nothing was started"
+
+
+def test_an_unknown_world_is_named_before_anything_starts(tmp_path: Path) -> None:
+    done = make_run(tmp_path, "--exit", **ports_of_a_test(), COLONY_WORLD="virtual")
+    assert done.returncode == 1
+    [line] = done.stderr.strip().splitlines()
+    assert line == "colony: COLONY_WORLD='virtual': it is emulated (the default) or real"
+    assert not (tmp_path / ".colony" / "temporal.log").exists()
+
+
 def test_reset_removes_the_state_and_keeps_the_venv(tmp_path: Path) -> None:
     venv = tmp_path / ".venv"
     (venv / "bin").mkdir(parents=True)
