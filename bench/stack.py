@@ -244,7 +244,7 @@ def private_stack(
                 [sys.executable, "-m", "sim", "--state-dir", str(sim_dir),
                  *(sim_timing if sim_timing is not None else ["--instant"]),
                  *(["--inventory", str(inventory)] if inventory is not None else []),
-                 "--log-level", "WARNING"],
+                 "--log-level", "WARNING", "--world", "emulated"],
                 base_env,
             )  # fmt: skip
             wait_until("the Temporal dev server", lambda: port_open(grpc))

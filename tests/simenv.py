@@ -35,7 +35,15 @@ from models.activity_api import (
     GetClusterDeploymentStatusResult,
 )
 from sim.timing import SimTiming
-from sim.world import WORLD_ENV, SimWorld, World, WorldConfig, make_world, world_kind
+from sim.world import (
+    EMULATED,
+    WORLD_ENV,
+    SimWorld,
+    World,
+    WorldConfig,
+    make_world,
+    world_kind,
+)
 from worker import build_worker, ensure_catalog, host_provider_client
 
 NAMESPACE = "kcm-system"
@@ -45,7 +53,7 @@ serves those instead of the sim's, so each object Colony writes is validated aga
 schemas (an invalid one is a 422 and the test fails)."""
 
 
-def test_world() -> str:
+def e2e_world() -> str:
     """The world end-to-end tests run on: `COLONY_WORLD` ("emulated", the default, or "real":
     real control planes, `sim.real`)."""
     return world_kind(os.environ.get(WORLD_ENV))
@@ -56,14 +64,15 @@ async def started_world(
     state_dir: Path, *, world: str | None = None, **timing: float
 ) -> AsyncIterator[World]:
     """A world with instant timing (named delays may be overridden, e.g. pod_terminate=0.2), of
-    the kind `world` names (default: `test_world()`)."""
+    the kind `world` names (default: the emulated one; the end-to-end suites that run on either
+    pass `e2e_world()`)."""
     sim_timing = SimTiming.instant()
     if timing:
         sim_timing = SimTiming(time_scale=1.0, delays=dict.fromkeys(sim_timing.delays, 0.0))
         sim_timing = sim_timing.with_delays(**timing)
     crds = [REAL_K0RDENT_CRDS] if REAL_K0RDENT_CRDS.is_dir() else None
     config = WorldConfig(
-        state_dir=state_dir, timing=sim_timing, crd_paths=crds, world=world or test_world()
+        state_dir=state_dir, timing=sim_timing, crd_paths=crds, world=world or EMULATED
     )
     async with make_world(config) as started:
         yield started

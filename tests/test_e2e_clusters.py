@@ -36,6 +36,7 @@ from tests.simenv import (
     child_api,
     close_client,
     colony_env,
+    e2e_world,
     host_provider,
     management_api,
     started_world,
@@ -96,7 +97,7 @@ async def colony_in(
 ) -> AsyncIterator[Colony]:
     """A world (`COLONY_WORLD`'s, or the one named) and a worker of the module's own over it."""
     task_queue = unique("e2e")
-    async with started_world(tmp_path_factory.mktemp("sim"), world=world) as world_:
+    async with started_world(tmp_path_factory.mktemp("sim"), world=world or e2e_world()) as world_:
         management = management_api(world_)
         async with (
             host_provider(world_) as http,

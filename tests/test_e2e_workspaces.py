@@ -63,7 +63,7 @@ from tests.access import gateway_get, kubectl_port_forward, local_get, ssh_disco
 from tests.conftest import venv_binary
 from tests.exalsius_status import exalsius_problems
 from tests.helpers import eventually, history_text, shipped_classes_listed, unique
-from tests.simenv import NAMESPACE, call, child_api, close_client, worker_world
+from tests.simenv import NAMESPACE, call, child_api, close_client, e2e_world, worker_world
 from watching.leader import LeaseTiming
 from watching.mapping import Signal
 from watching.service import Watcher, WatcherConfig
@@ -163,7 +163,7 @@ async def colony_in(
         tmp_path_factory.mktemp("sim"),
         tmp_path_factory.mktemp("sealing"),
         unique("e2e-ws"),
-        world=world,
+        world=world or e2e_world(),
     ) as running:
         colony = Colony(running.world, running.env, running.management, dev_env.client)
         await shipped_classes_listed(lambda: colony.json("class", "list"))

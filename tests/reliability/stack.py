@@ -462,6 +462,8 @@ async def running_stack(workdir: Path, *, sim_time_scale: float) -> AsyncIterato
             sys.executable, "-m", "sim", "--state-dir", str(sim_dir),
             "--inventory", str(INVENTORY), "--time-scale", str(sim_time_scale),
             "--log-level", "WARNING",
+            # Its invariants are read from the emulator's records (evictions among them).
+            "--world", "emulated",
         ],
         base_env,
     )  # fmt: skip
