@@ -50,6 +50,8 @@ BENCHMARKS = (
     Bench("scale_out", minutes=30),
     Bench("drain_scale", minutes=40),
     Bench("footprint", minutes=40),
+    # The simulator's real world (real control planes) beside the emulated one.
+    Bench("real_world", ("--rounds", "3", "--clusters", "3"), minutes=30),
 )
 ORDER = [b.name for b in BENCHMARKS]
 

@@ -71,8 +71,10 @@ from sim.apiserver.registry import CRDS, NAMESPACES
 from sim.apiserver.server import ClusterServer
 from sim.apiserver.store import ClusterStore
 from sim.charts import HUB_REPOSITORY, default_catalog
+from sim.clusterapi import ClusterApi, StoreApi
 from sim.controllers.gateway_dataplane import LISTEN_ADDRESS
 from sim.controllers.k0rdent import K0rdentControllers, SimChildCluster
+from sim.controllers.k0rdent_cluster import ChildCluster
 from sim.crds import load_colony_crds
 from sim.crds.samples import state_management_provider
 from sim.faults import FaultInjector
@@ -307,6 +309,15 @@ class World:
     def rejected_writes(self) -> list[Any]:
         """Writes the clusters refused as invalid (the emulator: its management cluster's, a
         client's or a controller's; a real world: its controllers')."""
+        raise NotImplementedError
+
+    @property
+    def management_api(self) -> ClusterApi:
+        """The management cluster's API as the simulator's controllers use it."""
+        raise NotImplementedError
+
+    def child_cluster(self, namespace: str, name: str) -> ChildCluster | None:
+        """The child cluster of ClusterDeployment namespace/name once its control plane serves."""
         raise NotImplementedError
 
     async def start(self) -> Self:
@@ -564,6 +575,13 @@ class SimWorld(World):
 
     def rejected_writes(self) -> list[Any]:
         return list(self.store.rejected_writes)
+
+    @property
+    def management_api(self) -> ClusterApi:
+        return StoreApi(self.store)
+
+    def child_cluster(self, namespace: str, name: str) -> ChildCluster | None:
+        return self.k0rdent.child(namespace, name)
 
     def child(self, namespace: str, name: str) -> SimChildCluster | None:
         """The child cluster of ClusterDeployment namespace/name once its control plane is up."""

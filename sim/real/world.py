@@ -46,6 +46,7 @@ from components.controlplane import ControlPlane, Etcd
 from sim.apiserver.auth import CertificateAuthority
 from sim.apiserver.errors import ApiError
 from sim.apiserver.registry import NAMESPACES
+from sim.clusterapi import ClusterApi
 from sim.controllers.k0rdent import K0rdentControllers
 from sim.crds.samples import state_management_provider
 from sim.faults import FaultInjector
@@ -117,6 +118,17 @@ class RealWorld(World):
         """The management cluster's Kubernetes API requests through its front (the child
         clusters' real servers count their own: `apiserver_request_total`)."""
         return {MANAGEMENT_NAME: self.management.requests.snapshot() if self.management else {}}
+
+    @property
+    def management_api(self) -> ClusterApi:
+        if self.api is None:
+            raise RuntimeError("the real world is not started")
+        return self.api
+
+    def child_cluster(self, namespace: str, name: str) -> RealChildCluster | None:
+        child = None if self.k0rdent is None else self.k0rdent.child(namespace, name)
+        assert child is None or isinstance(child, RealChildCluster)  # this world's own kind
+        return child
 
     def rejected_writes(self) -> list[ApiError]:
         """Writes of the simulator's controllers the real servers refused (400, 403, 422), the
