@@ -104,6 +104,7 @@ class RealWorld(World):
         self.start_seconds: dict[str, float] = {}
         """How long each step of the last start took ("etcd", "management", "crds", ...)."""
         self._executor = ThreadPoolExecutor(4, thread_name_prefix="real-world")
+        """Control planes' starts and stops (blocking: seconds each), off the event loop."""
         self._directory = self.state_dir / "real"
         self._children = itertools.count(1)
         self.etcd: Etcd | None = None
@@ -274,3 +275,4 @@ class RealWorld(World):
         if etcd is not None:
             await loop.run_in_executor(self._executor, etcd.stop)
         shutil.rmtree(self._directory, ignore_errors=True)
+        self._executor.shutdown(wait=False)
