@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -216,9 +215,11 @@ async def test_a_ready_cluster_deployment_is_a_real_control_plane_with_kwok_gpu_
 
 
 async def test_a_cluster_deleted_while_its_control_plane_starts_leaves_nothing(
-    world: RealWorld, caplog: pytest.LogCaptureFixture
+    world: RealWorld,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="sim.real.bootstrap")
+    """Whether the delete meets the start under way (the usual case: the control plane takes
+    seconds) or just after it (a loaded machine): nothing is left. `sim/tests/test_bootstrap.py`
+    shows the first case on its own."""
     assert world.api is not None
     rt = world.api.registry.get(K0RDENT, "clusterdeployments")
     name = unique("brief")
@@ -246,4 +247,3 @@ async def test_a_cluster_deleted_while_its_control_plane_starts_leaves_nothing(
         return processes_of(prefix), await keys_under(world, prefix)
 
     await eventually(left, until=lambda x: x == ([], 0), timeout=120, what="nothing left running")
-    assert "a start cancelled meanwhile is done" in caplog.text, "the start was cut short"

@@ -268,8 +268,7 @@ class KubeApi:
     async def subscribe(self, watched: Collection[Key]) -> asyncio.Queue[WatchEvent]:
         queue: asyncio.Queue[WatchEvent] = asyncio.Queue()
         self._subscribers.append((frozenset(watched), queue))
-        for key in watched:
-            await self._informer(key)
+        await asyncio.gather(*(self._informer(key) for key in watched))  # their lists at once
         return queue
 
     def unsubscribe(self, queue: asyncio.Queue[WatchEvent]) -> None:

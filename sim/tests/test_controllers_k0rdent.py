@@ -547,8 +547,15 @@ async def test_service_set_deploys_then_uninstalls_on_removal(env: Env) -> None:
     assert status["deployed"] is True
     assert condition({"status": status}, "ServicesInReadyState")["message"] == "1/1"
 
-    pods, _ = store.list(PODS, target)
-    assert len(pods) == 1
+    # Deployed (helm install without --wait) says the objects exist; their pod follows from the
+    # child's Deployment controller and scheduler.
+    pods = await eventually(
+        lambda: asyncio.sleep(
+            0, [p for p in store.list(PODS, target)[0] if p["spec"].get("nodeName")]
+        ),
+        until=lambda found: len(found) == 1,
+        what="the release's pod scheduled",
+    )
     container = pods[0]["spec"]["containers"][0]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "2"
     assert pods[0]["spec"]["nodeName"] == "fra1-h100-80gb-01"
@@ -594,9 +601,13 @@ async def test_service_set_when_gpus_cannot_be_scheduled(
     env.create("servicesets", service_set(name, cluster=cluster, services=[service]))
     entry = await service_state(env, name, release)
     assert entry["state"] == state, entry
-    pods, _ = store.list(PODS, target)
     if message is None:
-        (pod,) = pods
+        # Deployed without --wait: its pod follows, and the scheduler says why it cannot run.
+        (pod,) = await eventually(
+            lambda: asyncio.sleep(0, store.list(PODS, target)[0]),
+            until=lambda found: len(found) == 1 and bool(condition(found[0], "PodScheduled")),
+            what="the release's pod looked at by the scheduler",
+        )
         scheduled = condition(pod, "PodScheduled")
         assert (scheduled["status"], scheduled["reason"]) == ("False", "Unschedulable")
         assert "Insufficient nvidia.com/gpu" in scheduled["message"]
