@@ -41,6 +41,7 @@ from models.manifests import (
 from models.names import label_key_problem, label_value_problem, name_problem
 from models.node_pool import NodePoolSpec, NodePoolStatus, NodeStatus
 from models.operations import Operation, OperationKind
+from models.purge import PurgeReport
 from models.workspace import WorkspaceStatus, workspace_name_problem
 from models.workspace_class import (
     WorkspaceClassSpec,
@@ -355,6 +356,9 @@ class OperationAcceptedView(ColonyModel):
     """Place in the cluster's queue: 1 runs next (or now)."""
     workflow_id: str
     web_ui: str
+    purge_workflow_id: str | None = None
+    """A delete of a cluster whose workflow cannot make progress: the purge that ends it and
+    removes what it made (`operationId` is then `purge`)."""
 
 
 class OperationView(Operation):
@@ -466,6 +470,9 @@ class WorkspaceOperationView(ColonyModel):
     """Place in the workspace's queue: 1 runs next (or now)."""
     workflow_id: str
     web_ui: str
+    purge_workflow_id: str | None = None
+    """A delete of a workspace whose workflow cannot make progress: the purge that ends it and
+    removes what it made (`operationId` is then `purge`)."""
 
 
 class ColonyView(ColonyStatus, EntityView):
@@ -615,3 +622,15 @@ class ErrorBody(BaseModel):
     """Every refusal: `{"error": {"code": ..., "field": ..., "message": ...}}`."""
 
     error: ErrorDetail
+
+
+class PurgeView(PurgeReport):
+    """200 (or 202 while it still runs) to an operator's purge, and its `GET`: what the purge did
+    (`outcome`: purged, swept, deleted or running), what it removed, and the same in one sentence
+    (`summary`, what `colonyctl ... purge` prints)."""
+
+    summary: str = ""
+
+    @classmethod
+    def of(cls, report: PurgeReport) -> PurgeView:
+        return cls.model_validate({**report.model_dump(), "summary": report.describe()})

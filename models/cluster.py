@@ -29,6 +29,7 @@ from models.node_pool import (
 )
 from models.operations import ContinueAsNewPolicy, Operation, OperationBook, OperationKind
 from models.ownership import EntitySpec
+from models.purge import Unresponsive
 
 MAX_CREATE_NODE_POOLS = 10
 """Up to 10 node pools in a create request, as the product documents."""
@@ -244,6 +245,8 @@ class ClusterStatus(ColonyModel):
     """Ids of the hosts the cluster holds (claimed, not released), whatever state their nodes are in."""
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    unresponsive: Unresponsive | None = None
+    """Set when its workflow cannot answer (`models.purge`): the rest is what its marks say."""
 
     def pool(self, name: str) -> NodePoolStatus | None:
         return next((pool for pool in self.node_pools if pool.name == name), None)

@@ -34,6 +34,7 @@ from models.identity import Entity
 from models.names import ClusterName, OrganizationName
 from models.operations import ContinueAsNewPolicy, OperationBook
 from models.ownership import EntitySpec
+from models.purge import Unresponsive
 from models.sealed import SealedValue
 from models.value_paths import value_path_problem
 from models.workspace_class import (
@@ -466,6 +467,8 @@ class WorkspaceStatus(ColonyModel):
     current_operation: WorkspaceOperation | None = None
     queued_operations: list[WorkspaceOperation] = Field(default_factory=list)
     completed_operations: list[WorkspaceOperation] = Field(default_factory=list)
+    unresponsive: Unresponsive | None = None
+    """Set when its workflow cannot answer (`models.purge`): the rest is what its marks say."""
 
     def operation(self, operation_id: str) -> WorkspaceOperation | None:
         """The operation with this id, wherever it is (running, queued or finished)."""

@@ -52,6 +52,7 @@ from models.operations import (
     OperationKind,
     ScaleNodePoolRequest,
 )
+from models.purge import Unresponsive
 from starter import checks
 from starter.clients.base import WATCH_SECONDS, Deadline, WorkflowRef, polled
 from starter.clients.http import HttpEntity, RemoteClient, not_through_the_api, parsed
@@ -319,10 +320,37 @@ class TemporalClusters(TemporalEntity[ClusterStatus], Clusters):
             )
         elif isinstance(request, ScaleNodePoolRequest):
             await checks.check_scale(settings, await self.get(name), request)
+        elif isinstance(request, DeleteClusterRequest):
+            # One whose workflow cannot make progress is purged (`TemporalEntity._delete`).
+            return await self._delete(
+                name,
+                request.kind.value,
+                request,
+                OperationAccepted,
+                request_id,
+                requested_by=self.requested_by,
+            )
         accepted: OperationAccepted = await self._update(
             name, request.kind.value, request, OperationAccepted, request_id
         )
         return accepted
+
+    async def stand_in(
+        self, name: str, description: WorkflowExecutionDescription, unresponsive: Unresponsive
+    ) -> ClusterStatus:
+        """Its last phase from its marks (its location and pools are in the state it cannot
+        give)."""
+        phase = description.typed_search_attributes.get(COLONY_PHASE) or ""
+        known = {p.value for p in ClusterPhase}
+        return ClusterStatus(
+            name=name,
+            location_id="",
+            phase=ClusterPhase(phase) if phase in known else ClusterPhase.CREATING,
+            organization=self.session.organization,
+            reason=unresponsive.reason,
+            created_at=description.start_time,
+            unresponsive=unresponsive,
+        )
 
     async def cancel_operation(
         self, name: str, operation_id: str, *, reason: str = "", request_id: str | None = None

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from starter.commands import Group
+from starter.commands.purge import purge_command
 from starter.options import (
     ListFormat,
     ListOutputOption,
@@ -394,3 +395,6 @@ def _operation_command(verb: str, wanted: str, summary: str) -> None:
 
 for _verb, (_wanted, _summary) in OPERATIONS.items():
     _operation_command(_verb, _wanted, _summary)
+
+
+app.command("purge")(purge_command("workspace"))
