@@ -79,6 +79,12 @@ class Unresponsive(ColonyModel):
     clear_with: list[str] = Field(default_factory=list)
     """The commands that clear it: its organization's delete, an operator's purge."""
 
+    @property
+    def silent(self) -> bool:
+        """Nothing it is asked now can be answered: it is stuck, or no worker takes its task (a
+        workflow whose task failed once may answer as soon as its retry succeeds)."""
+        return self.stuck or not self.failed_tasks
+
 
 def task_trouble(
     workflow_id: str,

@@ -37,6 +37,7 @@ import copy
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from pydantic import BaseModel
@@ -76,6 +77,9 @@ from workflows.search_attributes import COLONY_KIND, COLONY_ORGANIZATION, COLONY
 StatusT = TypeVar("StatusT", bound=BaseModel)
 AcceptedT = TypeVar("AcceptedT", bound=BaseModel)
 
+TROUBLED_QUERY = timedelta(seconds=5)
+"""How long a status query may take when the workflow's task has just failed once: its retry
+answers in milliseconds when it succeeds; otherwise its marks are shown."""
 PURGE_OPERATION = "purge"
 """The operation id a delete answers with when it purged the entity (`TemporalEntity._delete`)."""
 UNANSWERED_STATUSES = (
@@ -397,16 +401,20 @@ class TemporalEntity(Generic[StatusT]):
     ) -> StatusT:
         """The `status` query's answer; when the workflow cannot answer it (its workflow task
         failing, no worker taking it, the query failing), what its marks say with why
-        (`stand_in`), so that one wedged workflow never fails a list or a read. A workflow whose
-        description shows it cannot answer is not asked at all: a query to one whose task is
-        failing waits out its RPC's timeout (30 s) before it fails."""
-        if description is not None:
-            trouble = await self._trouble(description)
-            if trouble is not None:
-                return await self._stand_in(name, description, trouble)
+        (`stand_in`), so that one wedged workflow never fails a list or a read. One whose
+        description shows it cannot answer (`Unresponsive.silent`) is not asked at all, and one
+        whose task failed once only briefly (`TROUBLED_QUERY`): a query to a workflow whose task
+        is failing waits out its RPC's timeout (30 s) before it fails."""
+        trouble = await self._trouble(description) if description is not None else None
+        if description is not None and trouble is not None and trouble.silent:
+            return await self._stand_in(name, description, trouble)
         try:
             with self._reading(name):
-                status: StatusT = await handle.query(STATUS_QUERY, result_type=self.status_type)
+                status: StatusT = await handle.query(
+                    STATUS_QUERY,
+                    result_type=self.status_type,
+                    rpc_timeout=TROUBLED_QUERY if trouble is not None else None,
+                )
         except UnavailableError as error:
             if description is None or not unanswered(error.__cause__):
                 raise
@@ -470,7 +478,7 @@ class TemporalEntity(Generic[StatusT]):
         its workflow cannot take (its workflow task failing) is refused saying why, at once."""
         handle, description = await self._running(name)
         trouble = await self._trouble(description)
-        if trouble is not None:
+        if trouble is not None and trouble.silent:
             raise self.cannot_answer(name, trouble)
         try:
             with reported(update, self.not_found(name), refusals=self.refusals(name)):

@@ -318,6 +318,7 @@ def _operate(name: str, request: WorkspaceRequest, wanted: str, submission: Subm
     from starter import output
     from starter.backend import workspaces
     from starter.session import print_link, run
+    from starter.submit import purged_line
 
     spaces = workspaces()
 
@@ -346,9 +347,12 @@ def _operate(name: str, request: WorkspaceRequest, wanted: str, submission: Subm
         "workflowId": workflow.workflow_id,
         "webUi": workflow.link,
     }
+    if accepted.purge_workflow_id:
+        data["purgeWorkflowId"] = accepted.purge_workflow_id
     if not output.emit(data, submission.fmt):
         output.write(
-            f"{accepted.kind.value} of workspace {name} accepted as {accepted.operation_id} "
+            purged_line(f"workspace {name}", accepted.purge_workflow_id)
+            or f"{accepted.kind.value} of workspace {name} accepted as {accepted.operation_id} "
             f"(queue position {accepted.position})"
         )
 
