@@ -158,6 +158,8 @@ class MarkedWorld:
     """Host ids claimed, by owner key."""
     calls: list[str] = field(default_factory=list)
     terminated: list[TerminateWorkflowRequest] = field(default_factory=list)
+    unreachable: bool = False
+    """The workspace's cluster and its ledger do not answer (their calls fail for good)."""
 
     @activity.defn(name=PurgeActivity.INSPECT_WORKFLOW)
     async def inspect_workflow(self, request: InspectWorkflowRequest) -> InspectWorkflowResult:
@@ -185,11 +187,15 @@ class MarkedWorld:
         self, request: FindMarkedChildObjectsRequest
     ) -> FindMarkedChildObjectsResult:
         self.calls.append(f"find on {request.cluster_deployment}")
+        if self.unreachable:
+            raise ApplicationError("connection refused", type="Unreachable", non_retryable=True)
         return self.child
 
     @activity.defn(name=PurgeActivity.READ_LEDGER_HOLDINGS)
     async def read_ledger_holdings(self, request: ReadLedgerHoldingsRequest) -> LedgerHoldings:
         self.calls.append(f"holdings of {request.query.reply_to}")
+        if self.unreachable:
+            raise ApplicationError("no answer", type="Unavailable", non_retryable=True)
         return self.holdings
 
     @activity.defn(name=WorkspaceActivity.DELETE_ROUTES)
@@ -413,6 +419,34 @@ async def test_a_stuck_workspace_is_terminated_and_what_its_marks_find_is_remove
         f"workspace '{name}' of organization '{ORGANIZATION}' purged: its workflow "
         f"{target.workflow_id} was terminated (its workflow task failed 3 times"
     )
+
+
+async def test_a_cluster_and_ledger_that_do_not_answer_are_reported_and_the_rest_removed(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    target = PurgeTarget(entity=Entity.WORKSPACE, organization=ORGANIZATION, name=unique("nb"))
+    deployment = cluster_deployment_name("gone", ORGANIZATION)
+    world = MarkedWorld(
+        looks={
+            target.workflow_id: [
+                running(target.workflow_id, stuck(target.workflow_id), cluster_mark=deployment)
+            ]
+        },
+        management=[MarkedObject(kind="Secret", name="values-2", namespace="kcm-system")],
+        unreachable=True,
+    )
+    async with purge_worker(env, task_queue, world):
+        report = await (await purge(env, task_queue, target)).result()
+    assert (report.outcome, [o.name for o in report.removed]) == (
+        PurgeOutcome.PURGED,
+        ["values-2"],
+    )
+    assert report.left == [
+        f"cluster {deployment}: not reached (find marked child objects: connection refused)",
+        f"GPU ledger {CAPACITY.workflow_id(deployment)}: did not answer (read ledger holdings: "
+        "no answer); "
+        "what it holds for the workspace was not given back",
+    ]
 
 
 async def test_a_workflow_whose_task_failed_once_is_looked_at_again_before_anything_ends(

@@ -40,6 +40,7 @@ from workflows.activity_calls import (
     await_cluster_deployment,
 )
 from workflows.kit.activity import HEARTBEAT, HOST_CALL
+from workflows.kit.engine import is_failure, reason_of
 from workflows.kit.service import tell
 from workflows.purge_calls import (
     FIND_MARKED_CHILD_OBJECTS,
@@ -250,16 +251,24 @@ class PurgeWorkflow:
             namespace=DEFAULT_NAMESPACE, secret_name=kubeconfig_secret_name(deployment)
         )
         if deployment:
-            child = await FIND_MARKED_CHILD_OBJECTS(
-                FindMarkedChildObjectsRequest(
-                    kubeconfig=kubeconfig,
-                    cluster_deployment=deployment,
-                    namespace=DEFAULT_NAMESPACE,
-                    owner=owner,
+            try:
+                child = await FIND_MARKED_CHILD_OBJECTS(
+                    FindMarkedChildObjectsRequest(
+                        kubeconfig=kubeconfig,
+                        cluster_deployment=deployment,
+                        namespace=DEFAULT_NAMESPACE,
+                        owner=owner,
+                    )
                 )
-            )
-            if not child.reachable:
-                report.left.append(f"cluster {deployment}: {child.problem}")
+            except Exception as error:
+                if not is_failure(error):
+                    raise
+                # Its cluster does not answer: the rest is still removed; a purge run again
+                # looks at the cluster again.
+                report.left.append(f"cluster {deployment}: not reached ({reason_of(error)})")
+            else:
+                if not child.reachable:
+                    report.left.append(f"cluster {deployment}: {child.problem}")
         for route in child.routes if child is not None and child.reachable else []:
             deleted = await DELETE_ROUTES(
                 DeleteRoutesRequest(
@@ -320,13 +329,22 @@ class PurgeWorkflow:
         next in line is admitted) and its gateway ports."""
         target, report = self._request.target, self._report
         ledger = CAPACITY.workflow_id(deployment)
-        held = await READ_LEDGER_HOLDINGS(
-            ReadLedgerHoldingsRequest(
-                ledger_workflow_id=ledger,
-                query_name=CAPACITY.holdings.name,
-                query=HoldingsQuery(reply_to=target.workflow_id, workspace=target.name),
+        try:
+            held = await READ_LEDGER_HOLDINGS(
+                ReadLedgerHoldingsRequest(
+                    ledger_workflow_id=ledger,
+                    query_name=CAPACITY.holdings.name,
+                    query=HoldingsQuery(reply_to=target.workflow_id, workspace=target.name),
+                )
             )
-        )
+        except Exception as error:
+            if not is_failure(error):
+                raise
+            report.left.append(
+                f"GPU ledger {ledger}: did not answer ({reason_of(error)}); what it holds for "
+                "the workspace was not given back"
+            )
+            return
         me = workflow.info().workflow_id
         run = found.run_id or "-"
         for request in held.requests:
