@@ -620,6 +620,7 @@ class TemporalWorkspaces(TemporalEntity[WorkspaceStatus], Workspaces):
         return WorkspaceStatus.model_validate(
             {
                 "name": name,
+                "organization": self.session.organization,
                 "class": str(await description.memo_value(CLASS_MEMO, "")),
                 "cluster": str(await description.memo_value(CLUSTER_MEMO, "")),
                 "phase": phase if phase in known else WorkspacePhase.PENDING,

@@ -38,6 +38,7 @@ from models.workspace_api import CapacityLedgerStatus
 from tests.api.conftest import CPU_SKU, JUPYTER, WORKSPACES, ApiStack, api_stack, catalog
 from tests.api.test_api_endpoints import error_of
 from tests.api.test_cli_remote import api_url, user
+from tests.exalsius_status import exalsius_problems
 from tests.helpers import eventually, unique
 from tests.hostile.broken_workflows import BUG, BrokenClusterWorkflow, BrokenWorkspaceWorkflow
 from tests.simenv import NAMESPACE, call, child_api, host_provider
@@ -200,6 +201,8 @@ async def test_an_undecodable_workspace_is_shown_deleted_at_once_and_holds_no_cl
         read = await http.get(f"{WORKSPACES}/{poisoned}")
         assert read.status_code == 200, read.text
         assert read.json()["unresponsive"]["workflowId"] == workflow_id
+        assert read.json()["organization"] == organization
+        assert exalsius_problems(read.json()) == []  # still the exalsius status, and Colony's
         # Anything but a delete is refused at once, saying why (never a 503 that invites
         # retrying forever).
         suspended = await http.post(f"{WORKSPACES}/{poisoned}/suspend")
