@@ -27,11 +27,11 @@ from models.workspace_api import (
     PublishWorkspaceClassRequest,
     PublishWorkspaceClassResult,
 )
-from models.workspace_class import WorkspaceClassSpec, class_conflict
+from models.workspace_class import WorkspaceClassSpec, class_conflict, private_class_name_problem
 from starter.clients.base import new_request_id
 from starter.clients.http import RemoteClient, items_of, not_through_the_api, parsed
-from starter.clients.temporal import Refusals, TemporalSession, reported
-from starter.errors import ConflictError, NotFoundError, UnavailableError
+from starter.clients.temporal import Refusals, TemporalSession, check_carried, reported
+from starter.errors import ConflictError, InvalidRequestError, NotFoundError, UnavailableError
 from workflows.catalog import CATALOG
 
 CLASSES_QUERY = CATALOG.classes.name
@@ -57,6 +57,14 @@ def class_not_found(name: str, published: Iterable[str]) -> NotFoundError:
         f"class: workspace class '{name}' not found "
         + (f"(published: {shown})" if names else "(no class is published)")
     )
+
+
+def check_class_name(request: PublishWorkspaceClassRequest) -> None:
+    """Refuse an organization's own class under a name Colony reserves (`InvalidRequestError`
+    naming `name`): its shipped catalog's prefix, or the mark of derived names."""
+    problem = private_class_name_problem(request.spec.name) if request.organization else None
+    if problem:
+        raise InvalidRequestError(f"name: {problem}")
 
 
 def check_class_conflicts(
@@ -128,7 +136,10 @@ class TemporalClasses(WorkspaceClasses):
         refusals: Refusals,
     ) -> Any:
         """Send the catalog an update; `what` names it in messages (`publish jupyter-1-0-0`)."""
-        handle = (await self.session.client()).get_workflow_handle(CATALOG_WORKFLOW_ID)
+        client = await self.session.client()
+        declared = CATALOG.updates()[update]
+        check_carried(client.data_converter.payload_converter, request, declared.input)
+        handle = client.get_workflow_handle(CATALOG_WORKFLOW_ID)
         with reported(f"cannot {what}", NOT_RUNNING, update=what, refusals=refusals):
             return await handle.execute_update(
                 update, request, id=request_id or new_request_id(), result_type=result_type
@@ -139,7 +150,9 @@ class TemporalClasses(WorkspaceClasses):
     ) -> PublishWorkspaceClassResult:
         """A different definition under an existing name is refused (`ConflictError` naming
         the rule); an object of the class the management cluster refuses (its schema) is an
-        `InvalidRequestError` naming the `spec`."""
+        `InvalidRequestError` naming the `spec`; so is an organization's class under a name Colony
+        reserves (`private_class_name_problem`), before anything is sent."""
+        check_class_name(request)
         result: PublishWorkspaceClassResult = await self._update(
             PUBLISH_CLASS_UPDATE,
             request,
