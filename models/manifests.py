@@ -701,7 +701,7 @@ def unreadable(error: InputError, source: str = "") -> ManifestError:
     twice, its document's, naming the field."""
     index = 0 if error.syntax else error.document or 0
     message = error.detail.removeprefix("not valid YAML: ")
-    field = _field_in_document(error) or ("yaml" if error.syntax else "file")
+    field = _field_in_document(error) or ("file" if error.kind in ("size", "tokens") else "yaml")
     problem = ManifestProblem(index, "", "", field, message)
     return ManifestError([problem], source)
 

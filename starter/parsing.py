@@ -210,6 +210,9 @@ def load_yaml(path: Path, field: str = "file", *, stdin: bool = True) -> Any:
     except InputError as exc:
         if exc.syntax:
             raise InvalidRequestError(f"{field}: {source} is {exc.message}") from exc
+        if exc.kind == "depth":
+            # The file is the field's value: it is what nests too deep.
+            raise InvalidRequestError(f"{field}: {exc.message}") from exc
         raise refusal(exc, field) from exc
 
 
