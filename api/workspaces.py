@@ -63,7 +63,7 @@ from models.workspace_operations import (
     SuspendWorkspaceRequest,
 )
 from starter.clients.base import not_found
-from starter.clients.classes import check_class_conflicts, check_class_name, class_not_found
+from starter.clients.classes import check_class_conflicts, class_not_found
 from starter.clients.workspaces import Deployment, TemporalWorkspaces, WorkspaceRequest
 from starter.errors import InvalidRequestError, NotFoundError, UnavailableError
 from starter.parsing import validated
@@ -163,7 +163,6 @@ async def publish_class(
     organization's class under a name the shared catalog has."""
     body = await read_body(call.request, WorkspaceClassPublishRequest)
     publish = _publish_request(body, call.principal)
-    check_class_name(publish)
     catalog = call.classes(publish.organization)
     check_class_conflicts([publish], await catalog.catalog())
     # The catalog is everyone's: another organization's key must not find this one's update.

@@ -532,10 +532,11 @@ def class_name_mark_problem(name: str) -> str | None:
     return None
 
 
-def private_class_name_problem(name: str) -> str | None:
-    """Why an organization's own class may not take `name`: Colony's shipped catalog (classes and
-    ServiceTemplates alike) is named `colony-...`, and a tenant's class named so would pass for
-    Colony's own, or take a name Colony ships next; or None."""
+def reserved_class_name_problem(name: str) -> str | None:
+    """Why a class published through `colonyctl` or the API may not take `name`: Colony's shipped
+    catalog (classes and ServiceTemplates alike) is named `colony-...`, and a class named so would
+    pass for Colony's own, or take a name Colony ships next (the worker seeds the shipped classes
+    itself); or it holds the mark of derived names; or None."""
     if name.startswith(SHIPPED_PREFIX):
         return (
             f"workspace class name '{name}' starts with '{SHIPPED_PREFIX}', which Colony reserves "

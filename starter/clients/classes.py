@@ -27,7 +27,7 @@ from models.workspace_api import (
     PublishWorkspaceClassRequest,
     PublishWorkspaceClassResult,
 )
-from models.workspace_class import WorkspaceClassSpec, class_conflict, private_class_name_problem
+from models.workspace_class import WorkspaceClassSpec, class_conflict, reserved_class_name_problem
 from starter.clients.base import new_request_id
 from starter.clients.http import RemoteClient, items_of, not_through_the_api, parsed
 from starter.clients.temporal import Refusals, TemporalSession, check_carried, reported
@@ -60,9 +60,11 @@ def class_not_found(name: str, published: Iterable[str]) -> NotFoundError:
 
 
 def check_class_name(request: PublishWorkspaceClassRequest) -> None:
-    """Refuse an organization's own class under a name Colony reserves (`InvalidRequestError`
-    naming `name`): its shipped catalog's prefix, or the mark of derived names."""
-    problem = private_class_name_problem(request.spec.name) if request.organization else None
+    """Refuse a class published under a name Colony reserves (`InvalidRequestError` naming
+    `name`): its shipped catalog's prefix (the worker seeds the shipped classes itself, never
+    through here), or the mark of derived names; for an organization's own class and the shared
+    catalog alike."""
+    problem = reserved_class_name_problem(request.spec.name)
     if problem:
         raise InvalidRequestError(f"name: {problem}")
 
@@ -70,8 +72,11 @@ def check_class_name(request: PublishWorkspaceClassRequest) -> None:
 def check_class_conflicts(
     requests: list[PublishWorkspaceClassRequest], catalog: CatalogStatus
 ) -> None:
-    """Refuse, before anything is published, a class that exists with another definition
-    (`ConflictError`: classes are immutable, a new version is a new name)."""
+    """Refuse, before anything is published, a class under a reserved name (`check_class_name`),
+    or one that exists with another definition (`ConflictError`: classes are immutable, a new
+    version is a new name)."""
+    for request in requests:
+        check_class_name(request)
     published = {c.name: c for c in catalog.classes}
     for request in requests:
         existing = published.get(request.spec.name)
@@ -150,8 +155,8 @@ class TemporalClasses(WorkspaceClasses):
     ) -> PublishWorkspaceClassResult:
         """A different definition under an existing name is refused (`ConflictError` naming
         the rule); an object of the class the management cluster refuses (its schema) is an
-        `InvalidRequestError` naming the `spec`; so is an organization's class under a name Colony
-        reserves (`private_class_name_problem`), before anything is sent."""
+        `InvalidRequestError` naming the `spec`; so is a class under a name Colony reserves
+        (`check_class_name`), before anything is sent."""
         check_class_name(request)
         result: PublishWorkspaceClassResult = await self._update(
             PUBLISH_CLASS_UPDATE,

@@ -218,7 +218,7 @@ async def test_values_nested_200_500_and_1000_deep_are_refused_and_start_nothing
     async with catalog.http(catalog.app(), key) as http:
         cluster = await cpu_cluster(catalog, http)
         secret = {"notebookPassword": "hunter2hunter2"}
-        for depth in (MAX_VALUE_DEPTH + 1, 200, 500, 1000, 100_000):
+        for depth in (200, 500, 1000, 100_000, MAX_VALUE_DEPTH + 1):
             name = f"deep{depth}"
             body = json.dumps(notebook(name, cluster, secretValues=secret))
             raw = body[:-1] + ', "values": ' + nested_json(depth) + "}"

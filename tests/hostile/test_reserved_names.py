@@ -1,8 +1,9 @@
-"""Reserved class names: an organization's own class may not be named like Colony's shipped
-catalog (`colony-...`: the shipped classes, and templates such as `colony-inference-stack-1-0-0`,
-which the old API let a tenant take), and no class may hold `--`, the mark of the names Colony
-derives (an organization's class is stored as `<organization>-<name>--<hash>`). Refused before
-anything is published, through the HTTP API (422) and remote-mode `colonyctl` (exit 2).
+"""Reserved class names: no class is published under the names of Colony's shipped catalog
+(`colony-...`: the shipped classes, and templates such as `colony-inference-stack-1-0-0`, which
+the old API let a tenant take for its own class; the worker seeds the shipped classes itself),
+and none holds `--`, the mark of the names Colony derives (an organization's class is stored as
+`<organization>-<name>--<hash>`). Refused before anything is published, through the HTTP API
+(422) and remote-mode `colonyctl` (exit 2).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from models.workspace_class import private_class_name_problem
+from models.workspace_class import reserved_class_name_problem
 from tests.api.conftest import ALL_PERMISSIONS, JUPYTER, ApiStack
 from tests.api.test_api_endpoints import error_of
 from tests.api.test_cli_remote import user
@@ -33,8 +34,8 @@ SHIPPED_TEMPLATE = "colony-inference-stack-1-0-0"
         pytest.param("acme-notebook--1a2b3c4d", True, id="derived-mark"),
     ],
 )
-def test_an_organizations_class_name_is_checked(name: str, refused: bool) -> None:
-    assert (private_class_name_problem(name) is not None) is refused
+def test_a_published_class_name_is_checked(name: str, refused: bool) -> None:
+    assert (reserved_class_name_problem(name) is not None) is refused
 
 
 async def shipped_class(http: Any) -> dict[str, Any]:
@@ -76,6 +77,11 @@ async def test_the_api_refuses_reserved_class_names(catalog: ApiStack) -> None:
             CLASSES, json={"class": {**jupyter, "name": f"{organization}-nb--1a2b3c4d"}}
         )
         assert (shared.status_code, error_of(shared)["field"]) == (422, "class.name")
+        # Nor Colony's prefix: the worker seeds the shipped classes, no publish takes their names.
+        prefixed = await http.post(
+            CLASSES, json={"class": {**jupyter, "name": "colony-next-2-0-0"}}
+        )
+        assert (prefixed.status_code, error_of(prefixed)["field"]) == (422, "name")
 
 
 @pytest.mark.e2e
