@@ -73,8 +73,9 @@ class ClusterStatusName(StrEnum):
 
 def status_of(status: ClusterStatus) -> ClusterStatusName:
     """The documented status of a cluster: its phase, with `updating` for a ready cluster that
-    runs or queues an operation (a pool added, scaled or deleted, a node deleted), and `waiting`
-    while one of its pools waits for hosts (never `ready` then).
+    runs or queues an operation (a pool added, scaled or deleted, a node deleted), `waiting`
+    while one of its pools waits for hosts, and `degraded` while pools its create asked for are
+    missing (never `ready` then).
 
     A deleted cluster is not found (404) before anyone asks its status; its last status, read
     from a finished workflow, is `deleting` until then.
