@@ -34,14 +34,17 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, get_args, get_origin
+from functools import cache
+from typing import TYPE_CHECKING, Any, get_args, get_origin
 
-import yaml
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ValidationInfo
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 from models.base import USER_INPUT
+
+if TYPE_CHECKING:
+    import yaml
 
 KIB = 1024
 
@@ -401,29 +404,34 @@ def load_json(raw: bytes | str, *, what: str = "body") -> Any:
 _TIMESTAMP = "tag:yaml.org,2002:timestamp"
 
 
-class _StrictLoader(yaml.SafeLoader):
+@cache
+def _strict_loader() -> type[yaml.SafeLoader]:
     """PyYAML's safe loader, refusing a key given twice in one mapping, with timestamps as text
-    (as Helm and Kubernetes read YAML: through JSON, where a date is a string)."""
+    (as Helm and Kubernetes read YAML: through JSON, where a date is a string). Made on first use:
+    only `-f` files and manifests need a YAML parser, and a refusal of a flag must not import one
+    (`tests/test_cli_startup.py`)."""
+    import yaml
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            if (
-                not isinstance(key_node, yaml.ScalarNode)
-                or key_node.tag == "tag:yaml.org,2002:merge"
-            ):
-                continue
-            key = self.construct_object(key_node)
-            if key in seen:
-                raise _duplicate((), key, key_node.start_mark.line + 1)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+    class StrictLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                if (
+                    not isinstance(key_node, yaml.ScalarNode)
+                    or key_node.tag == "tag:yaml.org,2002:merge"
+                ):
+                    continue
+                key = self.construct_object(key_node)
+                if key in seen:
+                    raise _duplicate((), key, key_node.start_mark.line + 1)
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
 
-
-_StrictLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != _TIMESTAMP]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
+    StrictLoader.yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag != _TIMESTAMP]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    return StrictLoader
 
 
 HEADS = ("apiVersion", "kind")
@@ -451,11 +459,13 @@ class _YamlFrame:
 def _scan_yaml(text: str, what: str) -> None:
     """Refuse, before PyYAML's composer (which recurses) builds it, a YAML text nested too deep or
     holding too many nodes; PyYAML's parser is a state machine, so reading its events is safe."""
+    import yaml
+
     frames: list[_YamlFrame] = []
     heads: dict[str, str] = {}
     events = documents = 0
     try:
-        for event in yaml.parse(text, Loader=_StrictLoader):
+        for event in yaml.parse(text, Loader=_strict_loader()):
             events += 1
             if events > MAX_DOCUMENT_TOKENS:
                 raise _too_many(what)
@@ -497,10 +507,12 @@ def load_yaml_documents(text: str, *, what: str = "file") -> list[Any]:
     refused = _too_large(text, what)
     if refused:
         raise refused
+    import yaml
+
     _scan_yaml(text, what)
     documents: list[Any] = []
     try:
-        for document in yaml.load_all(text, Loader=_StrictLoader):
+        for document in yaml.load_all(text, Loader=_strict_loader()):
             documents.append(document)
     except InputError as exc:
         exc.document = len(documents) + 1
