@@ -19,7 +19,14 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from models.activity_api import KubeconfigRef
@@ -28,6 +35,7 @@ from models.bounds import answers_bound_problem, bounded, labels_bound_problem, 
 from models.catalog import LocationStock
 from models.cluster import (
     KUBERNETES_VERSION,
+    OPERATOR_SETTINGS,
     POD_CIDR,
     SERVICE_CIDR,
     ClusterPhase,
@@ -118,6 +126,23 @@ class ClusterCreateRequest(ColonyModel):
     """Up to 10, added once the control plane is ready."""
     wait_for_capacity: bool = False
     """When the location has too few free hosts now, queue and wait for them instead of refusing."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_operator_settings(cls, data: Any) -> Any:
+        # Before the unknown-field check: a setting `colonyctl` takes from an operator is refused
+        # saying whose it is, not as a field this API has never heard of.
+        if isinstance(data, dict):
+            for field in OPERATOR_SETTINGS:
+                if field in data:
+                    raise refusal_at(
+                        cls,
+                        (field,),
+                        "operator_setting",
+                        OPERATOR_SETTINGS[field],
+                        data[field],
+                    )
+        return data
 
 
 class NodePoolCreateRequest(NodePoolSpec):
