@@ -44,6 +44,7 @@ from models.cluster import (
 )
 from models.identity import parse_entity_workflow_id
 from models.operations import (
+    FIRST_OPERATION_ID,
     AddNodePoolRequest,
     CancelOperationRequest,
     DeleteClusterRequest,
@@ -51,7 +52,6 @@ from models.operations import (
     DeleteNodeRequest,
     Operation,
     OperationAccepted,
-    OperationKind,
     ScaleNodePoolRequest,
 )
 from models.purge import Unresponsive
@@ -289,11 +289,9 @@ class TemporalClusters(TemporalEntity[ClusterStatus], Clusters):
             summary=f"cluster {spec.name} in {spec.location_id}",
             details=cluster_details(spec),
         )
-        status = await self.acting_for(spec.organization).get(spec.name)
-        create = next(
-            (op for op in operations(status) if op.kind is OperationKind.CREATE_CLUSTER), None
-        )
-        return Started(spec.workflow_id, create.id if create else "", repeated)
+        # The create is the workflow's first operation: its id is known without asking the
+        # workflow, so an answer about a started create never depends on reading it back.
+        return Started(spec.workflow_id, FIRST_OPERATION_ID, repeated)
 
     async def _live(
         self, status: ClusterStatus, description: WorkflowExecutionDescription

@@ -24,6 +24,13 @@ not imported, only their contracts (`models/`).
 A refusal's message starts with the request field its details name (`{"field": "pool"}`), else
 with what the entity says a refusal is about (`Refusals`): `pool: node pool 'x' does not exist`.
 
+**Carried, or not started.** What a start or an update sends must reach its workflow as sent:
+it is encoded with the data converter the worker uses, decoded back into the model the worker
+decodes it into (the contract's), and compared (`check_carried`). An input the worker could not
+decode (the pydantic JSON parser's depth limit, a value JSON cannot carry), or that would change
+on the way, or one past Temporal's payload size, is refused (`InvalidRequestError`, naming the
+field) before anything is started: no workflow can be started with input its worker cannot read.
+
 **Idempotency.** Each update carries the caller's request id, or a fresh uuid, as its Temporal
 update id; the workflow answers the same id again with the operation it queued, so a retried
 command never queues twice. A start carries it in the memo: a create repeated with the same id
@@ -40,7 +47,7 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, ClassVar, Generic, Self, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from temporalio.client import (
     Client,
     WorkflowExecution,
@@ -57,12 +64,14 @@ from temporalio.common import (
     WorkflowIDReusePolicy,
 )
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import PayloadConverter
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.workflow_health import unresponsive_of
 from infra import tracing
 from infra.config import ColonySettings
+from models.bounds import MAX_WORKFLOW_PAYLOAD_BYTES
 from models.errors import REJECTED_FIELD, REJECTED_NOT_FOUND, ErrorType
 from models.identity import Entity
 from models.names import name_problem
@@ -201,6 +210,67 @@ def reported(
         yield
     except (RPCError, WorkflowQueryFailedError, WorkflowUpdateFailedError) as exc:
         raise failure(exc, doing=doing, missing=missing, update=update, refusals=refusals) from exc
+
+
+# --- what a workflow is sent ---------------------------------------------------------------
+
+
+def _sent_as(location: tuple[Any, ...]) -> str:
+    """A field of what a workflow is sent as the request names it (its input's `spec.` is the
+    request itself)."""
+    path = ""
+    for part in location:
+        path += f"[{part}]" if isinstance(part, int) else ("." if path else "") + str(part)
+    return path.removeprefix("spec.") if path != "spec" else ""
+
+
+def _difference(sent: Any, read: Any, location: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
+    """Where `read` first differs from `sent`, followed through their models' fields (the
+    free-form values below them are compared whole); None when they are equal."""
+    if isinstance(sent, BaseModel) and type(read) is type(sent):
+        for name, info in type(sent).model_fields.items():
+            found = _difference(
+                getattr(sent, name), getattr(read, name), (*location, info.alias or name)
+            )
+            if found is not None:
+                return found
+        return None
+    return None if sent == read else location
+
+
+def check_carried(converter: PayloadConverter, sent: BaseModel, read_as: Any) -> None:
+    """Refuse what a workflow would not get as it was sent (see the module docstring).
+
+    Args:
+        converter: the data converter's payload converter (the worker's: pydantic's).
+        sent: the workflow's input, or an update's request.
+        read_as: the type the worker decodes it into (the contract's).
+
+    Raises:
+        InvalidRequestError: too large once encoded, not decodable, or changed on the way, naming
+            the field where known.
+    """
+    payloads = converter.to_payloads([sent])
+    size = sum(payload.ByteSize() for payload in payloads)
+    if size > MAX_WORKFLOW_PAYLOAD_BYTES:
+        raise errors.InvalidRequestError(
+            f"request: {size // 1024} KiB once encoded for its workflow; at most "
+            f"{MAX_WORKFLOW_PAYLOAD_BYTES // 1024} KiB are allowed"
+        )
+    try:
+        (read,) = converter.from_payloads(payloads, [read_as])
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        field = _sent_as(tuple(first["loc"])) or "request"
+        raise errors.InvalidRequestError(
+            f"{field}: its workflow could not read it ({first['msg']}); nothing was started"
+        ) from exc
+    where = _difference(sent, read)
+    if where is not None:
+        raise errors.InvalidRequestError(
+            f"{_sent_as(where) or 'request'}: would not reach its workflow as sent (a value "
+            "JSON cannot carry exactly); nothing was started"
+        )
 
 
 # --- the session -----------------------------------------------------------------------------
@@ -480,6 +550,13 @@ class TemporalEntity(Generic[StatusT]):
         trouble = await self._trouble(description)
         if trouble is not None and trouble.silent:
             raise self.cannot_answer(name, trouble)
+        declared = self.contract.updates().get(update)
+        client = await self.session.client()
+        check_carried(
+            client.data_converter.payload_converter,
+            request,
+            declared.input if declared is not None else type(request),
+        )
         try:
             with reported(update, self.not_found(name), refusals=self.refusals(name)):
                 return await handle.execute_update(
@@ -593,6 +670,7 @@ class TemporalEntity(Generic[StatusT]):
         """
         workflow_id = self.workflow_id(name, organization)
         client = await self.session.client()
+        check_carried(client.data_converter.payload_converter, argument, self.contract.input)
         await self.acting_for(organization)._refuse_while_purged(name)
         try:
             await client.start_workflow(

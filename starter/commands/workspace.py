@@ -207,7 +207,12 @@ def deploy(
     ] = None,
     values: Annotated[
         list[Path] | None,
-        typer.Option("--values", "-f", help="Repeatable Helm values YAML file ('-' for stdin)."),
+        typer.Option(
+            "--values",
+            "-f",
+            help="Repeatable Helm values YAML file ('-' for stdin); at most 1 MiB, values nest "
+            "at most 32 levels, 128 KiB in all (docs/api.md#bounds).",
+        ),
     ] = None,
     suspended: Annotated[
         bool, typer.Option("--suspended", help="Keep its definition; install nothing yet.")
