@@ -183,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # One line per request (a real world's control planes are polled while they start).
+    logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
     try:
         asyncio.run(run(config_from_args(args)))
     except (StateMismatch, ValueError) as exc:
