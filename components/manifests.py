@@ -11,6 +11,7 @@ real cluster of the simulator's real world needs come from where its binaries co
 
 `crds(name)` answers them as dicts; the module is fetched once (`go mod download`, into Go's
 module cache: a second call is a lookup). Nothing but the Go module proxy is asked.
+`python -m components.manifests` fetches them ahead (as `make run` does for a real world).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import copy
 import functools
 import json
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,3 +101,15 @@ def _crds(name: str) -> list[dict[str, Any]]:
             if isinstance(document, dict) and document.get("kind") == "CustomResourceDefinition":
                 found.append(document)
     return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m components.manifests [NAME ...]`: fetch them ahead (all by default)."""
+    names = (argv if argv is not None else sys.argv[1:]) or list(MANIFESTS)
+    for name in names:
+        print(f"{name}: {', '.join(c['metadata']['name'] for c in crds(name))}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
