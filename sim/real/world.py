@@ -37,8 +37,9 @@ import shutil
 import time
 import uuid
 from collections import deque
+from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Self
+from typing import Self
 
 from aiohttp import web
 
@@ -157,7 +158,7 @@ class RealWorld(World):
         log.info("real world started in %.1fs: %s", time.monotonic() - began, self.start_seconds)
         return self
 
-    async def _step(self, name: str, step: Any) -> None:
+    async def _step(self, name: str, step: Awaitable[None]) -> None:
         mark = time.monotonic()
         await step
         self.start_seconds[name] = time.monotonic() - mark
