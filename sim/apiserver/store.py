@@ -45,6 +45,7 @@ from sim.apiserver.registry import (
     ResourceRegistry,
     ResourceType,
     resource_type_from_crd,
+    tracks_generation,
 )
 from sim.apiserver.selectors import LabelSelector, object_filter
 
@@ -718,7 +719,9 @@ class ClusterStore:
             meta.pop(key, None)
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = self._now()
-        meta["generation"] = 1
+        meta.pop("generation", None)
+        if tracks_generation(rt):
+            meta["generation"] = 1
         ip_counter = self._ip_counter
         self._prepare_create(rt, new)
         validation.check(rt, new)
@@ -739,9 +742,8 @@ class ClusterStore:
             if isinstance(spec, dict):
                 _default_pod_resources(spec)
                 _admit_default_tolerations(spec)
-            status = obj.setdefault("status", {})
-            status.setdefault("phase", "Pending")
-            status.setdefault("qosClass", _qos_class(spec))
+            # Whatever the client wrote, a new pod's status is the server's (PrepareForCreate).
+            obj["status"] = {"phase": "Pending", "qosClass": _qos_class(spec)}
         elif key == NAMESPACES.key:
             obj.setdefault("spec", {"finalizers": ["kubernetes"]})
             obj["status"] = {"phase": "Active"}
@@ -998,9 +1000,12 @@ class ClusterStore:
         if rt.key == SECRETS.key:
             _fold_string_data(result)
         meta = result["metadata"]
-        meta["generation"] = old_meta.get("generation", 1)
-        if _spec_changed(rt, old, result):
-            meta["generation"] += 1
+        if tracks_generation(rt):
+            meta["generation"] = old_meta.get("generation", 1)
+            if _spec_changed(rt, old, result):
+                meta["generation"] += 1
+        else:
+            meta.pop("generation", None)
         if rt.key == CRDS.key and subresource != "status":
             spec = result.get("spec") or {}
             old_spec = old.get("spec") or {}
@@ -1087,8 +1092,10 @@ class ClusterStore:
         new_meta["deletionGracePeriodSeconds"] = max(grace, 0)
         if finalizers:
             new_meta["finalizers"] = finalizers
-        # kube bumps the generation when it sets deletionTimestamp (rest.BeforeDelete).
-        new_meta["generation"] = meta.get("generation", 1) + 1
+        # kube bumps the generation when it sets deletionTimestamp (rest.BeforeDelete), where
+        # there is one.
+        if meta.get("generation"):
+            new_meta["generation"] = meta["generation"] + 1
         if dry_run:
             return new
         stored = self._write(rt, new, old)

@@ -11,7 +11,7 @@ Covered: object names (DNS-1123 subdomain; DNS-1123 label for namespaces, DNS-10
 services, as `ValidateServiceName` does), label keys and values on every object, Pod specs
 (containers, names, images, restartPolicy, resource quantities) and pod update immutability,
 Service ports and type, PodDisruptionBudget minAvailable/maxUnavailable, Deployment and DaemonSet
-selectors and templates, coordination.k8s.io Lease specs (ValidateLeaseSpec, and MicroTime decoding:
+selectors and templates, core/v1 Events' involved object namespace, coordination.k8s.io Lease specs (ValidateLeaseSpec, and MicroTime decoding:
 `acquireTime`/`renewTime` need exactly six fractional digits and are stored as UTC, as
 kube-apiserver re-encodes them). Not covered: everything else kube validates (annotations, volumes,
 probes, affinity...): the sim stores those unchecked.
@@ -30,6 +30,7 @@ from sim.apiserver import errors
 from sim.apiserver.registry import (
     DAEMONSETS,
     DEPLOYMENTS,
+    EVENTS,
     LEASES,
     NAMESPACES,
     PDBS,
@@ -465,6 +466,24 @@ def _lease_causes(obj: Obj) -> list[Cause]:
 # ---------------------------------------------------------------------- entry points
 
 
+def _event_causes(obj: Obj) -> list[Cause]:
+    """core/v1 Events without eventTime (legacyValidateEvent): the involved object's namespace
+    is the event's own; an empty one only in the default namespace (for old clients)."""
+    if obj.get("eventTime"):
+        return []
+    namespace = (obj.get("metadata") or {}).get("namespace") or ""
+    involved = str((obj.get("involvedObject") or {}).get("namespace") or "")
+    if (not involved and namespace not in ("", "default")) or (involved and involved != namespace):
+        return [
+            (
+                "involvedObject.namespace",
+                f'Invalid value: "{involved}": does not match event.namespace',
+                "FieldValueInvalid",
+            )
+        ]
+    return []
+
+
 def _same(new: Any, old: Any) -> bool:
     return new is old or new == old
 
@@ -497,5 +516,7 @@ def check(rt: ResourceType, obj: Obj, old: Obj | None = None, *, pod_update: boo
         causes += _pdb_causes(obj)
     elif key == LEASES.key:
         causes += _lease_causes(obj)
+    elif key == EVENTS.key:
+        causes += _event_causes(obj)
     if causes:
         raise errors.invalid(rt, meta.get("name", ""), causes)
