@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from sim.apiserver import errors, validation
-from sim.apiserver.auth import TokenAuthority
+from sim.apiserver.auth import API_AUDIENCE, TokenAuthority
 from sim.apiserver.fieldvalidation import FieldValidation
 from sim.apiserver.patch import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, apply_patch
 from sim.apiserver.podlogs import ContainerLogs
@@ -1321,14 +1321,15 @@ class ClusterStore:
                 SERVICEACCOUNTS, name,
                 [("spec.expirationSeconds", "Invalid value: may not specify a duration less than 10 minutes", "FieldValueInvalid")],
             )  # fmt: skip
-        audiences = tuple(spec.get("audiences") or ())
+        # No audiences: the API server's own, as kube defaults them.
+        audiences = tuple(spec.get("audiences") or ()) or (API_AUDIENCE,)
         token, expires = self.tokens.issue(
             f"system:serviceaccount:{namespace}:{name}",
             expiration_seconds=seconds,
             audiences=audiences,
         )
         spec["expirationSeconds"] = seconds
-        spec.setdefault("audiences", list(audiences))
+        spec["audiences"] = list(audiences)
         assert expires is not None
         return {
             "kind": "TokenRequest",
@@ -1443,23 +1444,28 @@ def _encode_continue(rv: int, last: tuple[str, str]) -> str:
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
+_BASE64URL = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
 def _decode_continue(token: str) -> tuple[int, tuple[str, str]]:
-    """(rv, last key) of a continue token; 400 BadRequest for anything else, like kube."""
+    """(rv, last key) of a continue token; 400 BadRequest for anything else, worded as
+    kube-apiserver 1.37 words it ("invalid continue token: continue key is not valid: ...")."""
     try:
+        bad = next((i for i, c in enumerate(token) if c not in _BASE64URL), None)
+        if bad is not None:
+            raise ValueError(f"illegal base64 data at input byte {bad}")
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         decoded = json.loads(raw)
         if not isinstance(decoded, dict) or decoded.get("v") != "meta.k8s.io/v1":
-            raise ValueError(
-                "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"
-            )
+            version = decoded.get("v") if isinstance(decoded, dict) else None
+            raise ValueError(f"server does not recognize this encoded version {version or ''}")
         rv, start = decoded.get("rv"), decoded.get("start")
         if not isinstance(rv, int) or not isinstance(start, str) or not start:
-            raise ValueError("continue key is not valid: invalid start or resourceVersion")
+            raise ValueError("invalid start or resourceVersion")
     except (binascii.Error, ValueError, UnicodeDecodeError) as exc:
-        message = (
-            str(exc) if str(exc).startswith("continue key") else f"continue key is not valid: {exc}"
-        )
-        raise errors.bad_request(message) from None
+        raise errors.bad_request(
+            f"invalid continue token: continue key is not valid: {exc}"
+        ) from None
     namespace, _, name = start.rstrip("\x00").rpartition("/")
     return rv, (namespace, name)
 

@@ -131,6 +131,10 @@ class Kube:
         return realcluster.token_client(self.plane, token)
 
 
+NO_SCHEDULER = "colony-test-none"
+"""A scheduler nobody runs: a test's pods that name it stay where the test puts them (a real
+control plane's kube-scheduler would bind them to whatever node other tests left Ready)."""
+
 SIDES = [
     pytest.param("emulator", id="emulator"),
     pytest.param("real", id="real", marks=pytest.mark.real),
