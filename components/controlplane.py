@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import json
 import ssl
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -71,6 +72,14 @@ START_TIMEOUT = 180.0
 POLL = 0.05
 DEFAULT_NODE_CAPACITY = {"cpu": "32", "memory": "256Gi", "pods": "110"}
 ADMIN_USER = "colony-admin"
+AUDIT_LOG = "audit.log"
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [{"level": "Metadata"}],
+}
+"""Who asked for what and what they were answered, for every request (no bodies)."""
 
 
 class ControlPlaneError(RuntimeError):
@@ -237,11 +246,13 @@ class ControlPlane:
         etcd: Etcd | None = None,
         authority: CertificateAuthority | None = None,
         kwok: bool = True,
+        audit: bool = False,
         timeout: float = START_TIMEOUT,
     ) -> ControlPlane:
         """Start a control plane in `directory` (created), on `etcd` (else an etcd of its own, in
         `directory/etcd`, stopped with it), its certificates signed by `authority` (else a CA of
-        its own). Builds the components first where they are not built yet.
+        its own). Builds the components first where they are not built yet. With `audit`, the
+        API server writes an audit log of every request (user, verb, URI, answer; `audit_events`).
 
         Raises:
             ControlPlaneError: a component exited or did not answer within `timeout` seconds
@@ -312,6 +323,16 @@ class ControlPlane:
         admin = httpx.Client(base_url=server, verify=tls, timeout=10)
         try:
             mark = time.monotonic()
+            audit_flags: list[str] = []
+            if audit:
+                policy = directory / "audit-policy.yaml"
+                policy.write_text(yaml.safe_dump(AUDIT_POLICY))
+                audit_flags = [
+                    f"--audit-policy-file={policy}",
+                    f"--audit-log-path={directory / AUDIT_LOG}",
+                    "--audit-log-mode=blocking",  # written before the answer: tests read at once
+                    "--audit-log-maxsize=0",
+                ]
             processes["kube-apiserver"] = GuardedProcess.start(
                 "kube-apiserver",
                 [
@@ -334,6 +355,7 @@ class ControlPlane:
                     f"--service-account-key-file={sa_public}",
                     f"--service-account-signing-key-file={sa_private}",
                     "--profiling=false",
+                    *audit_flags,
                 ],
                 logs / "kube-apiserver.log",
             )
@@ -510,6 +532,19 @@ class ControlPlane:
             "server": self.server,
             "certificate-authority-data": base64.b64encode(self.ca_pem).decode(),
         }
+
+    def audit_events(self) -> list[dict[str, Any]]:
+        """Every request the API server answered so far (needs `audit=True`), as audit.k8s.io/v1
+        Events at level Metadata: `user.username`, `verb`, `requestURI`, `objectRef`,
+        `responseStatus.code`, `annotations` (the authorization decision and its reason)."""
+        path = self.directory / AUDIT_LOG
+        if not path.exists():
+            return []
+        events = []
+        for line in path.read_text().splitlines():
+            if line.strip():
+                events.append(json.loads(line))
+        return events
 
     # --- KWOK nodes --------------------------------------------------------------------------
 

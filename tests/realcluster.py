@@ -18,6 +18,7 @@ import atexit
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from kubernetes import client
@@ -59,11 +60,23 @@ def real_control_plane() -> ControlPlane:
         return _plane
 
 
-def start_control_plane(name: str, *, kwok: bool = True) -> ControlPlane:
+def start_control_plane(name: str, *, kwok: bool = True, audit: bool = False) -> ControlPlane:
     """A control plane of the caller's own on this process's etcd; the caller stops it."""
+    named = unique(name)
     return ControlPlane.start(
-        _directory() / unique(name), name=unique(name), etcd=real_etcd(), kwok=kwok
+        _directory() / named, name=named, etcd=real_etcd(), kwok=kwok, audit=audit
     )
+
+
+def wait_for(
+    ready: Callable[[], bool], *, what: str, timeout: float = 60.0, interval: float = 0.05
+) -> None:
+    """Poll `ready` until it holds (blocking); fail naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout}s")
+        time.sleep(interval)
 
 
 def stop_all() -> None:
