@@ -603,6 +603,8 @@ class ClusterStore:
         self._dependents.pop(uid, None)
         for ref in meta.get("ownerReferences") or []:
             self._release_foreground_owner(ref.get("uid", ""))
+        if rt.namespaced and meta.get("namespace"):
+            self._finish_namespace(meta["namespace"])
 
     def _collect(self, dep_uid: str, owner_uid: str, *, orphan: bool) -> None:
         """Garbage-collect one dependent of a removed owner (or just drop the reference)."""
@@ -640,6 +642,41 @@ class ClusterStore:
         owner = self._tables[rt.key][ns][name]
         if FOREGROUND_FINALIZER in (owner["metadata"].get("finalizers") or []):
             self.mutate(rt, ns or None, name, _drop_finalizer(FOREGROUND_FINALIZER))
+
+    def _terminate_namespace(self, old: Obj, *, dry_run: bool) -> Obj:
+        """A namespace's delete, as kube-apiserver and the namespace controller do it: it turns
+        Terminating (new content refused), its contents are deleted as their own deletes go
+        (finalizers hold, bound pods wait for their kubelet), and it goes once nothing is left."""
+        new = clone(old)
+        new["metadata"]["deletionTimestamp"] = self._now()
+        new["metadata"]["deletionGracePeriodSeconds"] = 0
+        new["status"] = {**(new.get("status") or {}), "phase": "Terminating"}
+        if dry_run:
+            return new
+        name = new["metadata"]["name"]
+        self._write(NAMESPACES, new, old)
+        for rt in self.registry.all():
+            if not rt.namespaced:
+                continue
+            for obj in list(self._tables.get(rt.key, {}).get(name, {}).values()):
+                meta = obj["metadata"]
+                if meta.get("deletionTimestamp") or self._peek(rt, name, meta["name"]) is not obj:
+                    continue
+                with contextlib.suppress(errors.ApiError):
+                    self.delete(rt, name, meta["name"], propagation_policy="Background")
+        self._finish_namespace(name)
+        return clone(self._peek(NAMESPACES, None, name) or new)
+
+    def _finish_namespace(self, namespace: str) -> None:
+        """Remove a Terminating namespace once nothing is left in it (its `kubernetes`
+        finalizer, which the namespace controller clears then)."""
+        found = self._peek(NAMESPACES, None, namespace)
+        if found is None or not found["metadata"].get("deletionTimestamp"):
+            return
+        for rt in self.registry.all():
+            if rt.namespaced and self._tables.get(rt.key, {}).get(namespace):
+                return
+        self._remove(NAMESPACES, found)
 
     def _purge_namespace(self, namespace: str) -> None:
         for rt in self.registry.all():
@@ -685,8 +722,16 @@ class ClusterStore:
                     "the request"
                 )
             ns = namespace or body_ns or "default"
-            if self._peek(NAMESPACES, None, ns) is None:
+            owner_namespace = self._peek(NAMESPACES, None, ns)
+            if owner_namespace is None:
                 raise errors.not_found(NAMESPACES, ns)
+            if owner_namespace["metadata"].get("deletionTimestamp"):
+                raise errors.forbidden_object(
+                    rt,
+                    str(meta.get("name") or ""),
+                    f"unable to create new content in namespace {ns} because it is being "
+                    "terminated",
+                )
             meta["namespace"] = ns
         else:
             meta.pop("namespace", None)
@@ -1063,6 +1108,8 @@ class ClusterStore:
             if rt.key == PODS.key and grace_period_seconds == 0 and not dry_run:
                 self.finalize_pod(meta["namespace"], name)
             return clone(self._peek(rt, namespace, name) or old)
+        if rt.key == NAMESPACES.key:
+            return self._terminate_namespace(old, dry_run=dry_run)
         if policy == "Orphan" and not dry_run:
             for dep_uid in list(self._dependents.get(meta["uid"], ())):
                 self._collect(dep_uid, meta["uid"], orphan=True)

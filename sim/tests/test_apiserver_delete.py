@@ -425,3 +425,32 @@ async def _accepted_evictions_are_counted(
         ("elsewhere", cluster.store.evictions[1].uid, "n2"),
     ]
     assert all(e.namespace == "default" for e in cluster.store.evictions)
+
+
+async def test_a_namespace_terminates_until_its_contents_are_gone(kube: Kube) -> None:
+    """Namespace deletion as the namespace controller does it: the namespace is Terminating
+    (new content refused) while anything in it waits for a finalizer; then it goes."""
+    core = client.CoreV1Api(kube.api)
+    name = kube.name("ending")
+    await call(core.create_namespace, {"metadata": {"name": name}})
+    held = {"metadata": {"name": "held", "finalizers": ["sim.io/hold"]}}
+    await call(core.create_namespaced_config_map, name, held)
+    await call(core.create_namespaced_config_map, name, {"metadata": {"name": "free"}})
+    await call(core.delete_namespace, name)
+    terminating = await call(core.read_namespace, name)
+    assert terminating.status.phase == "Terminating"
+    assert terminating.metadata.deletion_timestamp is not None
+    with pytest.raises(ApiException) as refused:
+        await call(core.create_namespaced_config_map, name, {"metadata": {"name": "late"}})
+    assert refused.value.status == 403
+    assert json.loads(refused.value.body)["message"] == (
+        f'configmaps "late" is forbidden: unable to create new content in namespace {name} '
+        "because it is being terminated"
+    )
+    await gone(core.read_namespaced_config_map, "free", name, what="the free ConfigMap deleted")
+    waiting = await call(core.read_namespaced_config_map, "held", name)
+    assert waiting.metadata.deletion_timestamp is not None
+    assert await exists(core.read_namespace, name)
+    release = {"metadata": {"$deleteFromPrimitiveList/finalizers": ["sim.io/hold"]}}
+    await call(core.patch_namespaced_config_map, "held", name, release)
+    await gone(core.read_namespace, name, what="the namespace finalized")
