@@ -216,6 +216,26 @@ async def test_pod_status_is_set_by_the_server_on_create(kube: Kube) -> None:
     assert created.status.qos_class == "BestEffort"
 
 
+async def test_a_pod_of_a_missing_service_account_is_refused_only_on_real(kube: Kube) -> None:
+    """kube-apiserver's ServiceAccount admission plugin refuses a pod whose ServiceAccount does
+    not exist (in a new namespace, for the instant before kube-controller-manager makes
+    `default`); the emulator has no such admission and no ServiceAccount controller."""
+    core = client.CoreV1Api(kube.api)
+    body = _pod("p")
+    body["spec"]["serviceAccountName"] = "missing"
+    if not kube.real:
+        created = await call(core.create_namespaced_pod, kube.namespace, body)
+        assert created.spec.service_account_name == "missing"
+        return
+    with pytest.raises(ApiException) as refused:
+        await call(core.create_namespaced_pod, kube.namespace, body)
+    assert refused.value.status == 403
+    assert json.loads(refused.value.body)["message"] == (
+        f'pods "p" is forbidden: error looking up service account {kube.namespace}/missing: '
+        'serviceaccount "missing" not found'
+    )
+
+
 async def test_list_field_selector_unschedulable_nodes(kube: Kube) -> None:
     core = client.CoreV1Api(kube.api)
     a, b = kube.name("a"), kube.name("b")
