@@ -602,11 +602,15 @@ async def test_service_set_when_gpus_cannot_be_scheduled(
     entry = await service_state(env, name, release)
     assert entry["state"] == state, entry
     if message is None:
-        # Deployed without --wait: its pod follows, and the scheduler says why it cannot run.
+        # Deployed as soon as the objects exist (no --wait); the scheduler's verdict on the pod
+        # comes an instant later (read at once, it was missing under load).
+        async def judged() -> list[dict[str, Any]]:
+            return store.list(PODS, target)[0]
+
         (pod,) = await eventually(
-            lambda: asyncio.sleep(0, store.list(PODS, target)[0]),
-            until=lambda found: len(found) == 1 and bool(condition(found[0], "PodScheduled")),
-            what="the release's pod looked at by the scheduler",
+            judged,
+            until=lambda pods: len(pods) == 1 and bool(condition(pods[0], "PodScheduled")),
+            what="the pod judged by the scheduler",
         )
         scheduled = condition(pod, "PodScheduled")
         assert (scheduled["status"], scheduled["reason"]) == ("False", "Unschedulable")
