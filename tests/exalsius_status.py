@@ -13,6 +13,7 @@ Used by the end-to-end and API tests; skipped when `../shared` is not beside the
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -23,8 +24,9 @@ import yaml
 from sim.apiserver.schema import unknown_fields, validate
 
 CRD = (
-    Path(__file__).resolve().parents[1].parent
-    / "shared"
+    Path(
+        os.environ.get("COLONY_SHARED_DIR") or Path(__file__).resolve().parents[1].parent / "shared"
+    )
     / "exalsius"
     / "operator-crds"
     / "workspaces.exalsius.ai_workspacedeployments.yaml"

@@ -47,7 +47,12 @@ from sim.world import (
 from worker import build_worker, ensure_catalog, host_provider_client
 
 NAMESPACE = "kcm-system"
-REAL_K0RDENT_CRDS = Path(__file__).resolve().parents[1].parent / "shared" / "k0rdent-crds"
+SHARED = Path(
+    os.environ.get("COLONY_SHARED_DIR") or Path(__file__).resolve().parents[1].parent / "shared"
+)
+"""The shared reference material beside the checkout (`COLONY_SHARED_DIR` names another place: a
+worktree's checkout has none beside it)."""
+REAL_K0RDENT_CRDS = SHARED / "k0rdent-crds"
 """k0rdent's own CRDs, beside the checkout where present (CI has them): every world the tests start
 serves those instead of the sim's, so each object Colony writes is validated against the real
 schemas (an invalid one is a 422 and the test fails)."""

@@ -63,7 +63,15 @@ from tests.access import gateway_get, kubectl_port_forward, local_get, ssh_disco
 from tests.conftest import venv_binary
 from tests.exalsius_status import exalsius_problems
 from tests.helpers import eventually, history_text, shipped_classes_listed, unique
-from tests.simenv import NAMESPACE, call, child_api, close_client, e2e_world, worker_world
+from tests.simenv import (
+    NAMESPACE,
+    SHARED,
+    call,
+    child_api,
+    close_client,
+    e2e_world,
+    worker_world,
+)
 from watching.leader import LeaseTiming
 from watching.mapping import Signal
 from watching.service import Watcher, WatcherConfig
@@ -81,7 +89,7 @@ SSH_KEY = (
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl dev@colony"
 )
 K0RDENT = ("k0rdent.mirantis.com", "v1beta1")
-EXALSIUS_HUB = Path(__file__).resolve().parents[1].parent / "shared" / "exalsius" / "workspace-hub"
+EXALSIUS_HUB = SHARED / "exalsius" / "workspace-hub"
 """The exalsius workspace hub's manifests, beside the checkout where present (skipped otherwise)."""
 
 
