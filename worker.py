@@ -69,6 +69,7 @@ from activities.management.service_sets import ServiceSetActivities
 from activities.temporal import TemporalActivities
 from catalog.workspaces import load_workspace_catalog
 from infra import metrics, tracing
+from infra.compiled import compile_once
 from infra.config import ColonySettings, SettingsError
 from infra.crds import ensure_crds
 from infra.kube import api_client_from_file, close_client
@@ -326,6 +327,8 @@ async def build_worker(
     activities, child = activity_callables(
         management_api, host_provider, temporal, task_queue, unsealer
     )
+    # The sandbox imports each workflow module again per workflow run: compile it once.
+    compile_once(workflows.__name__)
     worker = Worker(
         temporal,
         task_queue=task_queue,

@@ -219,8 +219,10 @@ def private_stack(
     workers: int = 1,
     worker_argv: Sequence[str] = ("worker.py",),
     api: int = 0,
+    server: str = "memory",
 ) -> Iterator[Stack]:
-    """Start a dev server, the sim (instant timing, unless `sim_timing` gives its flags, e.g.
+    """Start a dev server (in memory, or `server="file"`: on a SQLite file in the stack's
+    directory, as `make run` keeps it), the sim (instant timing, unless `sim_timing` gives its flags, e.g.
     `["--time-scale", "1"]`; its default inventory unless `inventory` names one), `workers`
     worker processes (`python worker.py`, or `python <worker_argv>`), the watcher on request and
     `api` HTTP API replicas; stop them all on exit."""
@@ -234,6 +236,10 @@ def private_stack(
                 "--ip", "127.0.0.1", "--port", str(grpc), "--ui-port", str(ui), "--headless",
                 "--log-level", "error",
             ]  # fmt: skip
+            if server == "file":
+                temporal += ["--db-filename", str(workdir / "temporal.db")]
+            elif server != "memory":
+                raise ValueError(f"server: 'memory' or 'file', not {server!r}")
             for key in SEARCH_ATTRIBUTES:
                 temporal += ["--search-attribute", f"{key}=Keyword"]
             base_env = {k: v for k, v in os.environ.items() if not k.startswith("COLONY_")}

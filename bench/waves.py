@@ -115,7 +115,7 @@ def usage_over(
             continue
         cpu = end.cpu_seconds - start.cpu_seconds
         used[name] = {
-            "cpu_seconds": round(cpu, 1),
+            "cpu_seconds": round(cpu, 3),
             "cores": round(cpu / seconds, 2) if seconds else 0.0,
             "rss_mb": round(end.rss_mb, 1),
         }
