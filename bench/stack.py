@@ -79,6 +79,25 @@ def usage_of(pid: int) -> Usage:
     return Usage(cpu_seconds=ticks / CLOCK_TICKS, rss_mb=rss_kb / 1024)
 
 
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds of a Python process by kind of thread, from /proc: `main` (the event loop),
+    `python threads` (the other Python threads: a worker's thread pools, where workflow
+    activations and the Kubernetes client's blocking calls run) and `core` (the threads of the
+    Temporal SDK's Rust core, which Python does not name)."""
+    found: dict[str, float] = {"main": 0.0, "python threads": 0.0, "core": 0.0}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue  # ended meanwhile
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat.rsplit(")", 1)[1].split()
+        seconds = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        kind = "main" if task.name == str(pid) else "python threads" if name == "python" else "core"
+        found[kind] += seconds
+    return found
+
+
 @dataclass
 class Stack:
     """What a benchmark needs: `colonyctl`'s environment and a scratch directory."""

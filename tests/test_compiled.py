@@ -67,4 +67,5 @@ def test_other_modules_are_left_to_the_usual_finders(package: str) -> None:
     finder = next(f for f in sys.meta_path if isinstance(f, compiled.CompiledOnceFinder))
     assert finder.find_spec("json", None) is None
     spec = finder.find_spec(package, None)
-    assert spec is not None and isinstance(spec.loader, compiled._CompiledOnceLoader)
+    assert spec is not None
+    assert isinstance(spec.loader, compiled._CompiledOnceLoader)
