@@ -438,9 +438,13 @@ class NodeActivities(ChildClusterActivities):
                 _drain_finished("forced")
                 return DrainNodeResult(drained=True, progress=drain.progress())
             # The next look comes when every pod that is going has gone (their grace periods,
-            # or sooner), or at the retry's pause, whichever is first.
+            # or sooner), or at the retry's pause, whichever is first; with only refused pods
+            # left, at the retry's pause.
             going = {pod.ref for pod in remaining if pod.ref not in refused}
-            await watch.gone(going, version, min(pause, left))
+            if going:
+                await watch.gone(going, version, min(pause, left))
+            else:
+                await asyncio.sleep(min(pause, left))
             pause = min(pause * 2, EVICTION_RETRY_CAP)
 
     async def _evict(self, core: client.CoreV1Api, pod: PodInfo) -> tuple[EvictionOutcome, str]:
