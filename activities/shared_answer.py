@@ -8,9 +8,10 @@ asks while a look is under way with that look's answer (one request in flight pe
 callers within `fresh_for` after it with the same answer, as if they had asked a moment earlier.
 A look that fails is shared with those waiting on it, never kept.
 
-`fresh_for` is short (a second or two): an answer is only ever as fresh as its request anyway, and
-each use below says why that much older is the same answer (`activities.temporal`,
-`activities.child_cluster.clients`). The cache holds at most `limit` keys, the oldest dropped first.
+`fresh_for` is short (a second or two), or 0 to share only answers under way: an answer is only
+ever as fresh as its request anyway, and each use says why that much older is the same answer
+(`activities.temporal`, `activities.child_cluster.clients`). The cache holds at most `limit`
+keys, the oldest dropped first.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ class SharedAnswers(Generic[T]):
         finally:
             del self._looking[key]
         future.set_result(answer)
-        if keep(answer):
+        if self._fresh_for > 0 and keep(answer):
             self._answers[key] = (self._clock(), answer)
             self._answers.move_to_end(key)
             while len(self._answers) > self._limit:

@@ -116,3 +116,16 @@ async def test_the_oldest_keys_go_beyond_the_limit() -> None:
     for key in ("a", "b", "c", "a"):
         await answers.get(key, look(key))
     assert looked == ["a", "b", "c", "a"]
+
+
+async def test_with_no_freshness_only_answers_under_way_are_shared() -> None:
+    answers: SharedAnswers[int] = SharedAnswers(0.0)
+    looks = 0
+
+    async def look() -> int:
+        nonlocal looks
+        looks += 1
+        return looks
+
+    assert await answers.get("k", look) == 1
+    assert await answers.get("k", look) == 2

@@ -29,11 +29,11 @@ from models.errors import ErrorType, permanent
 
 CLIENT_CACHE_SIZE = 64
 """Child clusters whose clients are kept; the oldest is closed beyond that."""
-KUBECONFIG_FRESH_FOR = 2.0
-"""Seconds one read of a kubeconfig Secret answers the other activities reaching that cluster
-(`activities.shared_answer`): a burst of workspace deploys reads it once a moment, not once per
-activity. A cluster recreated under the same name takes minutes, and a client of the old one
-fails and is retried."""
+KUBECONFIG_SHARED = 0.0
+"""Seconds one read of a kubeconfig Secret answers later reads too: none. Reads of the same Secret
+made while one is under way share its answer (`activities.shared_answer`), so a burst of workspace
+deploys reads it once a moment, not once per activity; a read after that reads again, so a deleted
+cluster's kubeconfig is not found at once."""
 
 
 class ChildClients:
@@ -44,7 +44,7 @@ class ChildClients:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._clients: dict[str, client.ApiClient] = {}
-        self._kubeconfigs: SharedAnswers[bytes] = SharedAnswers(KUBECONFIG_FRESH_FOR)
+        self._kubeconfigs: SharedAnswers[bytes] = SharedAnswers(KUBECONFIG_SHARED)
 
     def get(self, kubeconfig: bytes) -> client.ApiClient:
         digest = hashlib.sha256(kubeconfig).hexdigest()
@@ -67,7 +67,7 @@ class ChildClients:
 
     async def for_ref(self, management: client.CoreV1Api, ref: KubeconfigRef) -> client.ApiClient:
         """The child's client, from the kubeconfig Secret `ref` names (read each time, but for
-        the reads `KUBECONFIG_FRESH_FOR` shares: a recreated cluster of the same name gets a new
+        reads under way at once, which share one (`KUBECONFIG_SHARED`): a recreated cluster of the same name gets a new
         client)."""
         kubeconfig = await self._kubeconfigs.get(
             f"{ref.namespace}/{ref.secret_name}/{ref.key}",

@@ -221,14 +221,16 @@ class NodeActivities(ChildClusterActivities):
     async def list_nodes(self, request: ListNodesRequest) -> ListNodesResult:
         """The nodes matching the selector; with `count_pods`, each with its own pods counted."""
         core = await self._core(request.kubeconfig)
-        nodes = []
-        for node in await self._nodes(core, request.label_selector):
-            pods = (
-                [pod_info(p) for p in await self._pods_on(core, node["metadata"]["name"])]
-                if request.count_pods
-                else []
-            )
-            nodes.append(node_info(node, pods))
+        found = await self._nodes(core, request.label_selector)
+        by_node: dict[str, list[PodInfo]] = {}
+        if request.count_pods and found:
+            # One list of the cluster's pods, not one per node: a scale-down of a 100-node pool
+            # chooses its nodes from this, and 100 lists held its start by seconds.
+            listed = await call_or_none("list pods", core.list_pod_for_all_namespaces)
+            for pod in (listed or {}).get("items") or []:
+                node_name = str((pod.get("spec") or {}).get("nodeName") or "")
+                by_node.setdefault(node_name, []).append(pod_info(pod))
+        nodes = [node_info(node, by_node.get(node["metadata"]["name"], [])) for node in found]
         return ListNodesResult(nodes=sorted(nodes, key=lambda n: n.name))
 
     async def _patch_node(
