@@ -66,9 +66,9 @@ class ChildClients:
         return api
 
     async def for_ref(self, management: client.CoreV1Api, ref: KubeconfigRef) -> client.ApiClient:
-        """The child's client, from the kubeconfig Secret `ref` names (read each time, but for
-        reads under way at once, which share one (`KUBECONFIG_SHARED`): a recreated cluster of the same name gets a new
-        client)."""
+        """The child's client, from the kubeconfig Secret `ref` names, read each time (reads
+        under way at once share one, `KUBECONFIG_SHARED`): a recreated cluster of the same name
+        gets a new client."""
         kubeconfig = await self._kubeconfigs.get(
             f"{ref.namespace}/{ref.secret_name}/{ref.key}",
             lambda: read_kubeconfig(management, ref),
