@@ -14,6 +14,7 @@ Mounted by `api.app.create_app`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from typing import Annotated
 
@@ -70,7 +71,7 @@ from models.rules import unknown_pool
 from starter import credentials
 from starter.clients.base import WorkflowRef, not_found
 from starter.clients.clusters import TemporalClusters, operation_not_found, operations
-from starter.errors import ConflictError, NotFoundError
+from starter.errors import ConflictError, NotFoundError, UnavailableError
 from starter.parsing import validated
 
 router, ROUTERS = entity_router("/v1/kubernetes/clusters", "clusters")
@@ -151,7 +152,10 @@ async def create_cluster(
     started = await clusters.create(spec, request_id=call.idempotency_key)
     status = ClusterStatusName.CREATING
     if started.repeated:
-        status = status_of(await clusters.get(spec.name))
+        # The first request started it: its status now, when it can be read (the answer says
+        # what was started either way, never a failure).
+        with contextlib.suppress(UnavailableError):
+            status = status_of(await clusters.get(spec.name))
     response.headers["Location"] = f"{router.prefix}/{spec.name}"
     return ClusterAccepted(
         id=spec.name,

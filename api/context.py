@@ -47,6 +47,7 @@ from starter.clients.classes import TemporalClasses
 from starter.clients.clusters import TemporalClusters
 from starter.clients.colonies import TemporalColonies
 from starter.clients.provider import DirectCatalog
+from starter.clients.purges import TemporalPurges
 from starter.clients.temporal import TemporalSession
 from starter.clients.workspaces import TemporalWorkspaces
 from starter.errors import NotFoundError, UnavailableError, temporal_unreachable
@@ -68,6 +69,7 @@ PERMISSION_LABELS = {
     Permission.CONNECT: "Kubernetes: Connect",
     Permission.MANAGE: "Kubernetes: Manage",
     Permission.CATALOG_PUBLISH: "Catalog: Publish",
+    Permission.PURGE: "Operator: Purge",
 }
 
 
@@ -128,6 +130,11 @@ class ApiContext:
 
     def colonies(self, principal: Principal) -> TemporalColonies:
         return TemporalColonies(self.session(principal.organization))
+
+    def purges(self) -> TemporalPurges:
+        """Purges of any organization's entities (the operator API's: the target names the
+        organization, not the caller's key)."""
+        return TemporalPurges(self.session(""))
 
     def catalog(self) -> DirectCatalog:
         """The host provider's catalog, asked directly."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Self, TypeVar
+from typing import Annotated, Any, Self, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -31,6 +31,7 @@ from pydantic_core import PydanticCustomError
 
 from models.activity_api import KubeconfigRef
 from models.base import ColonyModel, refusal_at
+from models.bounds import answers_bound_problem, bounded, labels_bound_problem, user_bound
 from models.catalog import LocationStock
 from models.cluster import (
     KUBERNETES_VERSION,
@@ -49,6 +50,7 @@ from models.manifests import (
 from models.names import label_key_problem, label_value_problem, name_problem
 from models.node_pool import NodePoolSpec, NodePoolStatus, NodeStatus
 from models.operations import Operation, OperationKind
+from models.purge import PurgeReport
 from models.workspace import WorkspaceStatus, workspace_name_problem
 from models.workspace_class import (
     WorkspaceClassSpec,
@@ -71,14 +73,18 @@ class ClusterStatusName(StrEnum):
     WAITING = "waiting"
     """A node pool waits for hosts (the request set `waitForCapacity`); see its pools'
     `waitingForHosts` and the cluster's `reason`."""
+    DEGRADED = "degraded"
+    """Ready, but created without node pools it was asked for: see its `reason` and its
+    `NodePoolsReady` condition (the create operation's error type and reason)."""
     DELETING = "deleting"
     FAILED = "failed"
 
 
 def status_of(status: ClusterStatus) -> ClusterStatusName:
     """The documented status of a cluster: its phase, with `updating` for a ready cluster that
-    runs or queues an operation (a pool added, scaled or deleted, a node deleted), and `waiting`
-    while one of its pools waits for hosts (never `ready` then).
+    runs or queues an operation (a pool added, scaled or deleted, a node deleted), `waiting`
+    while one of its pools waits for hosts, and `degraded` while pools its create asked for are
+    missing (never `ready` then).
 
     A deleted cluster is not found (404) before anyone asks its status; its last status, read
     from a finished workflow, is `deleting` until then.
@@ -92,6 +98,8 @@ def status_of(status: ClusterStatus) -> ClusterStatusName:
             return ClusterStatusName.DELETING
         case ClusterPhase.WAITING:
             return ClusterStatusName.WAITING
+        case ClusterPhase.DEGRADED:
+            return ClusterStatusName.DEGRADED
     busy = status.current_operation is not None or bool(status.queued_operations)
     return ClusterStatusName.UPDATING if busy else ClusterStatusName.READY
 
@@ -192,11 +200,16 @@ class WorkspaceDeployRequest(ColonyModel):
     gpu_model: str | None = None
     """GPU model, matched against the node label `exalsius.ai/gpu-model` (`h100-80gb`)."""
     replicas: int | None = None
-    values: dict[str, Any] = Field(default_factory=dict)
-    """Helm values, deep-merged over the class's default values (prompt answers may be here)."""
-    answers: dict[str, Any] = Field(default_factory=dict)
-    """Answers to the class's prompts, by their Helm value path."""
-    secret_values: dict[str, str] = Field(default_factory=dict)
+    values: Annotated[dict[str, Any], bounded()] = Field(default_factory=dict)
+    """Helm values, deep-merged over the class's default values (prompt answers may be here).
+    At most 32 levels deep, 10,000 keys and items, 64 KiB a string, 128 KiB in all."""
+    answers: Annotated[dict[str, Any], user_bound(answers_bound_problem), bounded()] = Field(
+        default_factory=dict
+    )
+    """Answers to the class's prompts, by their Helm value path (at most 100)."""
+    secret_values: Annotated[dict[str, str], user_bound(answers_bound_problem), bounded()] = Field(
+        default_factory=dict
+    )
     """Answers to the class's secret prompts, by Helm value path: sealed by the API with Colony's
     public key before anything starts, so no plaintext reaches a workflow (secrets given in
     `values` or `answers` are sealed the same way)."""
@@ -216,8 +229,10 @@ class ServiceTemplateInput(ColonyModel):
     `{"name": "jupyter-0-3-0", "spec": {"helm": {"chartSpec": {...}}}}`."""
 
     name: str
-    labels: dict[str, str] = Field(default_factory=dict)
-    spec: dict[str, Any]
+    labels: Annotated[dict[str, str], user_bound(labels_bound_problem)] = Field(
+        default_factory=dict
+    )
+    spec: Annotated[dict[str, Any], bounded()]
     """As k0rdent takes it: exactly one of `helm`, `kustomize` or `resources`."""
 
     @field_validator("name")
@@ -380,6 +395,9 @@ class OperationAcceptedView(ColonyModel):
     """Place in the cluster's queue: 1 runs next (or now)."""
     workflow_id: str
     web_ui: str
+    purge_workflow_id: str | None = None
+    """A delete of a cluster whose workflow cannot make progress: the purge that ends it and
+    removes what it made (`operationId` is then `purge`)."""
 
 
 class OperationView(Operation):
@@ -491,6 +509,9 @@ class WorkspaceOperationView(ColonyModel):
     """Place in the workspace's queue: 1 runs next (or now)."""
     workflow_id: str
     web_ui: str
+    purge_workflow_id: str | None = None
+    """A delete of a workspace whose workflow cannot make progress: the purge that ends it and
+    removes what it made (`operationId` is then `purge`)."""
 
 
 class ColonyView(ColonyStatus, EntityView):
@@ -640,3 +661,15 @@ class ErrorBody(BaseModel):
     """Every refusal: `{"error": {"code": ..., "field": ..., "message": ...}}`."""
 
     error: ErrorDetail
+
+
+class PurgeView(PurgeReport):
+    """200 (or 202 while it still runs) to an operator's purge, and its `GET`: what the purge did
+    (`outcome`: purged, swept, deleted or running), what it removed, and the same in one sentence
+    (`summary`, what `colonyctl ... purge` prints)."""
+
+    summary: str = ""
+
+    @classmethod
+    def of(cls, report: PurgeReport) -> PurgeView:
+        return cls.model_validate({**report.model_dump(), "summary": report.describe()})

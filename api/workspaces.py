@@ -53,19 +53,19 @@ from api.views import (
 from infra.keys import Permission
 from models.deploy import resources_from_flags
 from models.names import name_problem
-from models.workspace import WorkspaceSpec, workspace_name_problem
+from models.operations import FIRST_OPERATION_ID
+from models.workspace import WorkspacePhase, WorkspaceSpec, workspace_name_problem
 from models.workspace_api import PublishWorkspaceClassRequest
 from models.workspace_class import WorkspaceClassSpec, dns_label_problem
 from models.workspace_operations import (
     DeleteWorkspaceRequest,
     ResumeWorkspaceRequest,
     SuspendWorkspaceRequest,
-    WorkspaceOperationKind,
 )
 from starter.clients.base import not_found
 from starter.clients.classes import check_class_conflicts, class_not_found
 from starter.clients.workspaces import Deployment, TemporalWorkspaces, WorkspaceRequest
-from starter.errors import InvalidRequestError, NotFoundError
+from starter.errors import InvalidRequestError, NotFoundError, UnavailableError
 from starter.parsing import validated
 
 classes = APIRouter(prefix="/v1/workspace-classes", tags=["workspace classes"])
@@ -208,19 +208,14 @@ def _spec_of(body: WorkspaceDeployRequest, organization: str) -> WorkspaceSpec:
     return validated(WorkspaceSpec, data)
 
 
-async def _deploy_operation(spaces: TemporalWorkspaces, name: str) -> tuple[str, str]:
-    """(phase, the deploy's operation id) of a workspace just deployed; ("Pending", "") when it
-    was deleted at once by someone else (the deploy was accepted all the same)."""
+async def _phase_now(spaces: TemporalWorkspaces, name: str) -> str:
+    """The phase of a workspace whose deploy was started: `Pending` as it starts; for a repeated
+    request (the first one started it), its phase now when it can be read. Never a failure: the
+    answer reports the deploy that was started whatever the workflow answers meanwhile."""
     try:
-        status = await spaces.get(name)
-    except NotFoundError:
-        return "Pending", ""
-    everything = [*status.completed_operations, status.current_operation, *status.queued_operations]
-    deploy = next(
-        (op for op in everything if op is not None and op.kind is WorkspaceOperationKind.DEPLOY),
-        None,
-    )
-    return status.phase.value, deploy.id if deploy else ""
+        return (await spaces.get(name)).phase.value
+    except (NotFoundError, UnavailableError):
+        return WorkspacePhase.PENDING.value
 
 
 @writes(router, "POST", "", WorkspaceAccepted, "Deploy a workspace", body=WorkspaceDeployRequest)
@@ -238,7 +233,10 @@ async def deploy_workspace(
     started = await spaces.deploy(
         Deployment(spec, secret_values=body.secret_values, request_id=call.idempotency_key)
     )
-    phase, operation_id = await _deploy_operation(spaces, spec.name)
+    # The deploy is the workflow's first operation: its id is known without asking the workflow.
+    phase = (
+        await _phase_now(spaces, spec.name) if started.repeated else WorkspacePhase.PENDING.value
+    )
     response.headers["Location"] = f"{router.prefix}/{spec.name}"
     return WorkspaceAccepted.model_validate(
         {
@@ -247,7 +245,7 @@ async def deploy_workspace(
             "class": spec.class_name,
             "cluster": body.cluster,
             "phase": phase,
-            "operation_id": operation_id,
+            "operation_id": FIRST_OPERATION_ID,
             "workflow_id": started.workflow_id,
             "web_ui": call.workflow(started.workflow_id).link,
             "repeated": started.repeated,

@@ -133,6 +133,9 @@ class Permission(StrEnum):
     """Publish workspace classes (and their ServiceTemplates) to the catalog every organization
     shares: an operator's. Without it, a key with Manage publishes its organization's own classes,
     which only that organization sees."""
+    PURGE = "operator:purge"
+    """End any organization's cluster or workspace whose workflow cannot make progress and remove
+    what it made (`/v1/operator/...`): an operator's."""
 
 
 LEGACY_PERMISSIONS: dict[str, frozenset[Permission]] = {

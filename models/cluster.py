@@ -18,9 +18,16 @@ from pydantic_core import PydanticCustomError
 from models import identity
 from models.activity_api import Condition, DrainProgress, Host, KubeconfigRef
 from models.base import ColonyModel, rule
+from models.bounds import annotations_bound_problem, bounded, labels_bound_problem, user_bound
 from models.capacity import GpuHolder
 from models.identity import DERIVED_MARK, Entity, colony_member_entry
-from models.names import ClusterName, OrganizationName, derived_mark_problem, domain_problem
+from models.names import (
+    ClusterName,
+    OrganizationName,
+    derived_mark_problem,
+    domain_problem,
+    labels_problem,
+)
 from models.node_pool import (
     MAX_DRAIN_PARALLELISM,
     MIN_DRAIN_PARALLELISM,
@@ -29,6 +36,7 @@ from models.node_pool import (
 )
 from models.operations import ContinueAsNewPolicy, Operation, OperationBook, OperationKind
 from models.ownership import EntitySpec
+from models.purge import Unresponsive
 
 MAX_CREATE_NODE_POOLS = 10
 """Up to 10 node pools in a create request, as the product documents."""
@@ -153,12 +161,16 @@ class ClusterSpec(EntitySpec):
     deadline) instead of failing with HostsUnavailable."""
     colony: str = ""
     """The colony this cluster belongs to (`colony/<colony>` hears of its phase and GPUs)."""
-    deployment_spec: dict[str, Any] | None = None
+    deployment_spec: Annotated[dict[str, Any] | None, bounded()] = None
     """A k0rdent ClusterDeployment spec given as is (an exalsius Colony entry's
     `clusterDeploymentSpec`: any template, credential and config). Such a cluster is built by its
     template (hosted control planes, cloud workers), not from claimed hosts: it has no node pools."""
-    cluster_labels: dict[str, str] = Field(default_factory=dict)
-    cluster_annotations: dict[str, str] = Field(default_factory=dict)
+    cluster_labels: Annotated[
+        dict[str, str], user_bound(labels_problem), user_bound(labels_bound_problem)
+    ] = Field(default_factory=dict)
+    cluster_annotations: Annotated[dict[str, str], user_bound(annotations_bound_problem)] = Field(
+        default_factory=dict
+    )
     """Labels and annotations put on the ClusterDeployment (exalsius `clusterLabels`/`...Annotations`)."""
     tenant_gateway_domain: Annotated[str, rule(_gateway_domain_problem)] = ""
     """Attach the cluster to the tenant gateway of this domain (`dos-lab.example`): its
@@ -238,9 +250,32 @@ class ClusterPhase(StrEnum):
     WAITING = "waiting"
     """Ready, but a node pool waits for hosts (asked to wait for capacity): shown, never stored
     (`ClusterState.shown`), so every rule that holds for a ready cluster holds for it."""
+    DEGRADED = "degraded"
+    """Ready, but created without node pools it was asked for (their hosts could not be claimed,
+    or their nodes did not join): shown, never stored, as `waiting`, so the pools can be added
+    (or scaled) again; until then the status says what is missing and why."""
     DELETING = "deleting"
     DELETED = "deleted"
     FAILED = "failed"
+
+
+NODE_POOLS_READY = "NodePoolsReady"
+"""The condition Colony adds to a cluster's (the ClusterDeployment's) conditions: False, with the
+create's error type as its reason, while node pools the create asked for are missing."""
+
+
+class PoolShortfall(ColonyModel):
+    """A node pool the cluster's create asked for and did not get (whole or in part)."""
+
+    pool: str
+    asked: int
+    """The count the create asked for."""
+    got: int = 0
+    """The nodes the pool has after the create (0: the pool is not there)."""
+    error_type: str = ""
+    """Why, machine-readable: the create's error type for it (`HostsUnavailable`, ...)."""
+    reason: str = ""
+    """Why, for people: the create operation's reason for this pool."""
 
 
 class ClaimedHost(ColonyModel):
@@ -272,6 +307,8 @@ class ClusterStatus(ColonyModel):
     """Ids of the hosts the cluster holds (claimed, not released), whatever state their nodes are in."""
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    unresponsive: Unresponsive | None = None
+    """Set when its workflow cannot answer (`models.purge`): the rest is what its marks say."""
 
     def pool(self, name: str) -> NodePoolStatus | None:
         return next((pool for pool in self.node_pools if pool.name == name), None)
@@ -354,20 +391,63 @@ class ClusterState(ColonyModel):
     reports only changes, so this is carried): a scale-down chooses other nodes first, and one
     that would take them is refused unless forced."""
     created_at: datetime | None = None
+    shortfall: list[PoolShortfall] = Field(default_factory=list)
+    """The create's node pools it did not get, until a later operation on each pool (added again,
+    scaled or deleted) settles it: the cluster is shown `degraded` meanwhile."""
 
     def pool(self, name: str) -> NodePoolStatus | None:
         return next((pool for pool in self.node_pools if pool.name == name), None)
 
+    def settle_shortfall(self, pool: str) -> None:
+        """A pool the create missed was dealt with (added, scaled or deleted since)."""
+        self.shortfall = [missing for missing in self.shortfall if missing.pool != pool]
+
     def shown(self) -> tuple[ClusterPhase, str]:
         """The phase and reason users see (status, list, the Web UI): `waiting`, and what for,
-        while a ready cluster's pool waits for hosts, never `ready`; else the stored ones."""
-        waiting = [pool for pool in self.node_pools if pool.waiting_for_hosts]
-        if self.phase is not ClusterPhase.READY or not waiting:
+        while a ready cluster's pool waits for hosts; `degraded`, and what is missing, while node
+        pools its create asked for are missing; never `ready` then. Else the stored ones."""
+        if self.phase is not ClusterPhase.READY:
             return self.phase, self.reason
-        return ClusterPhase.WAITING, "; ".join(
-            f"node pool '{pool.name}' waits for {pool.waiting_for_hosts} free host(s) of {pool.sku}"
-            for pool in waiting
-        )
+        waiting = [pool for pool in self.node_pools if pool.waiting_for_hosts]
+        if waiting:
+            return ClusterPhase.WAITING, "; ".join(
+                f"node pool '{pool.name}' waits for {pool.waiting_for_hosts} free host(s) of "
+                f"{pool.sku}"
+                for pool in waiting
+            )
+        if self.shortfall:
+            return ClusterPhase.DEGRADED, shortfall_reason(self.shortfall)
+        return self.phase, self.reason
+
+    def conditions_shown(self) -> list[Condition]:
+        """The ClusterDeployment's conditions, and Colony's `NodePoolsReady` while the create's
+        pools are missing."""
+        if not self.shortfall or self.phase is not ClusterPhase.READY:
+            return self.conditions
+        types = sorted({missing.error_type for missing in self.shortfall if missing.error_type})
+        return [
+            *self.conditions,
+            Condition(
+                type=NODE_POOLS_READY,
+                status="False",
+                reason=types[0] if len(types) == 1 else "NodePoolsFailed",
+                message=shortfall_reason(self.shortfall),
+            ),
+        ]
+
+
+def shortfall_reason(shortfall: list[PoolShortfall]) -> str:
+    """What a degraded cluster misses, and what to do: `created without node pool 'gpu' (0 of 2
+    nodes): <why>; add it again (node-pool create) or delete the cluster`."""
+    missing = "; ".join(
+        f"node pool '{m.pool}' ({m.got} of {m.asked} node{'s' if m.asked != 1 else ''}): "
+        f"{m.reason or m.error_type or 'failed'}"
+        for m in shortfall
+    )
+    return (
+        f"created without {missing}; add or scale the pool again once hosts are free, or delete "
+        "the cluster"
+    )
 
 
 class ClusterWorkflowInput(ColonyModel):

@@ -30,6 +30,7 @@ from models.operations import (
     OperationRecord,
 )
 from models.ownership import Owner
+from models.purge import Unresponsive
 from models.workspace import StatusCondition
 
 
@@ -163,6 +164,8 @@ class ColonyStatus(ColonyModel):
     kubeconfigs_secret: str = ""
     current_operation: ColonyOperation | None = None
     completed_operations: list[ColonyOperation] = Field(default_factory=list)
+    unresponsive: Unresponsive | None = None
+    """Set when its workflow cannot answer (`models.purge`): the rest is what its marks say."""
 
 
 class WriteColonyKubeconfigsRequest(ColonyModel):

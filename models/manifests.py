@@ -34,10 +34,19 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any
 
-import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, model_validator
 
-from models.base import ColonyModel, refusal_at, rule, user_input, user_rule
+from models.base import USER_INPUT, ColonyModel, refusal_at, rule, user_input, user_rule
+from models.bounds import (
+    InputError,
+    annotations_bound_problem,
+    bounded,
+    field_of,
+    labels_bound_problem,
+    load_yaml_documents,
+    user_bound,
+    value_problem,
+)
 from models.cluster import DEFAULT_NAMESPACE, ClusterSpec
 from models.identity import colony_member_name
 from models.names import OrganizationName, derived_mark_problem, labels_problem, name_problem
@@ -201,20 +210,47 @@ def service_template_spec_problem(spec: Any) -> tuple[str, str] | None:
     return None
 
 
+CLAIMED_CLUSTER_DEPLOYMENT_KEYS = ("template", "credential")
+"""What a colony's cluster claimed from a location takes of its `clusterDeploymentSpec`."""
+
+
 class ColonyClusterSpec(ColonyModel):
     """One cluster of a Colony (an exalsius `spec.colonyClusters[]` entry, plus Colony's pools)."""
 
     cluster_name: Annotated[str, rule(_cluster_entry_problem)]
-    cluster_deployment_spec: dict[str, Any] = Field(default_factory=dict)
+    cluster_deployment_spec: Annotated[dict[str, Any], bounded()] = Field(default_factory=dict)
     """A k0rdent ClusterDeployment spec (template, credential, config), as exalsius stores it."""
-    cluster_labels: Annotated[dict[str, str], rule(_cluster_labels_problem)] = Field(
+    cluster_labels: Annotated[
+        dict[str, str], rule(_cluster_labels_problem), user_bound(labels_bound_problem)
+    ] = Field(default_factory=dict)
+    cluster_annotations: Annotated[dict[str, str], user_bound(annotations_bound_problem)] = Field(
         default_factory=dict
     )
-    cluster_annotations: dict[str, str] = Field(default_factory=dict)
     location_id: str | None = None
     """Colony: where its hosts are claimed (with `nodePools`)."""
     node_pools: list[NodePoolSpec] = Field(default_factory=list)
     """Colony: whole hosts per pool, claimed from the host provider."""
+
+    @model_validator(mode="after")
+    def _nothing_ignored(self, info: ValidationInfo) -> ColonyClusterSpec:
+        # A cluster claimed from a location takes only the template and credential of its
+        # clusterDeploymentSpec (`to_cluster_spec`): anything else there would be ignored, so a
+        # user is told (persisted colonies are read as they are).
+        if not (self.location_id and info.context and info.context.get(USER_INPUT)):
+            return self
+        ignored = sorted(set(self.cluster_deployment_spec) - set(CLAIMED_CLUSTER_DEPLOYMENT_KEYS))
+        if ignored:
+            raise refusal_at(
+                type(self),
+                ("clusterDeploymentSpec", ignored[0]),
+                "cluster_deployment_spec",
+                f"a cluster claimed from locationId '{self.location_id}' takes only "
+                f"{' and '.join(CLAIMED_CLUSTER_DEPLOYMENT_KEYS)} from clusterDeploymentSpec; "
+                f"'{ignored[0]}' would be ignored: leave it out, or leave locationId and "
+                "nodePools out to apply the spec as written",
+                self.cluster_deployment_spec[ignored[0]],
+            )
+        return self
 
     @model_validator(mode="after")
     def _something_to_build(self) -> ColonyClusterSpec:
@@ -257,7 +293,7 @@ class ColonyClusterSpec(ColonyModel):
         if self.location_id:
             data["locationId"] = self.location_id
             data["nodePools"] = [pool.model_dump(mode="json") for pool in self.node_pools]
-            for key in ("template", "credential"):
+            for key in CLAIMED_CLUSTER_DEPLOYMENT_KEYS:
                 value = self.cluster_deployment_spec.get(key)
                 if isinstance(value, str):
                     data[key] = value
@@ -504,15 +540,24 @@ def _service_template(document: _Document) -> Manifest | list[ManifestProblem]:
     naming = object_name_problem("ServiceTemplate", document.name)
     if naming:
         return document.refused("metadata.name", naming)
+    bounds = value_problem(document.spec)
+    if bounds:
+        return document.refused("spec", bounds)
     shape = service_template_spec_problem(document.spec)
     if shape:
         return document.refused(*shape)
     labels = document.metadata.get("labels") or {}
+    if not isinstance(labels, Mapping):
+        return document.refused("metadata.labels", "must be a map")
+    labels = {str(k): str(v) for k, v in labels.items()}
+    problem = labels_problem(labels) or labels_bound_problem(labels)
+    if problem:
+        return document.refused("metadata.labels", problem)
     return document.made(
         ServiceTemplateManifest(
             name=document.name,
             namespace=str(document.namespace or DEFAULT_NAMESPACE),
-            labels={str(k): str(v) for k, v in labels.items()},
+            labels=labels,
             spec=dict(document.spec),
         )
     )
@@ -572,6 +617,11 @@ def workspace_namespace_problem(namespace: Any) -> str | None:
     )
 
 
+COLONY_NAMESPACES = (None, "default", DEFAULT_NAMESPACE)
+"""The `metadata.namespace` a Colony document may give: none (`default`, as kubectl reads it), or
+where its clusters' ClusterDeployments go; any other would be ignored."""
+
+
 def _colony(document: _Document) -> Manifest | list[ManifestProblem]:
     if document.api_version == EXALSIUS_INFRA:
         # The CRD's own fields first, so an exalsius manifest cannot use Colony's extensions.
@@ -582,6 +632,14 @@ def _colony(document: _Document) -> Manifest | list[ManifestProblem]:
     naming = dns_label_problem("colony", document.name)
     if naming:
         return document.refused("metadata.name", naming)
+    if document.namespace not in COLONY_NAMESPACES:
+        return document.refused(
+            "metadata.namespace",
+            f"a colony's clusters have their ClusterDeployments in namespace "
+            f"'{DEFAULT_NAMESPACE}', whatever the colony's namespace; '{document.namespace}' "
+            f"would be ignored: leave metadata.namespace out (or give "
+            f"{' or '.join(n for n in COLONY_NAMESPACES if n)})",
+        )
     namespace = str(document.namespace or "default")
     try:
         return document.made(
@@ -612,6 +670,42 @@ def _documents(loaded: list[Any]) -> list[Any]:
     return flat
 
 
+_SPEC_MODELS: dict[tuple[str, str], type[ColonyModel]] = {
+    (EXALSIUS_WORKSPACES, "WorkspaceClass"): WorkspaceClassSpec,
+    (EXALSIUS_WORKSPACES, "WorkspaceDeployment"): _ExalsiusWorkspaceDeploymentSpec,
+    (EXALSIUS_INFRA, "Colony"): ColonySpec,
+    (COLONY, "Cluster"): ClusterSpec,
+    (COLONY, "WorkspaceClass"): WorkspaceClassSpec,
+    (COLONY, "Workspace"): WorkspaceSpec,
+    (COLONY, "Colony"): ColonySpec,
+}
+"""The model each kind's `spec` is read into (a ServiceTemplate's is free-form)."""
+
+
+def _field_in_document(error: InputError) -> str:
+    """The field of a document a refusal made before parsing is about: the path followed through
+    the kind's spec model to the free-form field it is in (`spec.values`); its first two steps
+    when the kind is not known."""
+    path = error.path
+    if not path:
+        return ""
+    model = _SPEC_MODELS.get((error.heads.get("apiVersion", ""), error.heads.get("kind", "")))
+    if path[0] == "spec" and model is not None:
+        return f"spec.{field_of(model, path[1:])}".rstrip(".")
+    return error.where() if len(path) <= 2 else f"{error.where_first(2)}"
+
+
+def unreadable(error: InputError, source: str = "") -> ManifestError:
+    """A text refused while it was read (`models.bounds.load_yaml_documents`), as manifests'
+    refusals read: a syntax error is the file's (document 0); a bound passed or a key given
+    twice, its document's, naming the field."""
+    index = 0 if error.syntax else error.document or 0
+    message = error.detail.removeprefix("not valid YAML: ")
+    field = _field_in_document(error) or ("file" if error.kind in ("size", "tokens") else "yaml")
+    problem = ManifestProblem(index, "", "", field, message)
+    return ManifestError([problem], source)
+
+
 def parse_manifests(text: str, source: str = "") -> list[Manifest]:
     """Every document of a YAML text as a validated Colony request, in order.
 
@@ -623,9 +717,9 @@ def parse_manifests(text: str, source: str = "") -> list[Manifest]:
         ManifestError: any document refused (all refusals are listed, none is returned).
     """
     try:
-        loaded = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as exc:
-        raise ManifestError([ManifestProblem(0, "", "", "yaml", str(exc))], source) from exc
+        loaded = load_yaml_documents(text, what=source or "file")
+    except InputError as exc:
+        raise unreadable(exc, source) from exc
     manifests: list[Manifest] = []
     problems: list[ManifestProblem] = []
     for index, document in enumerate(_documents(loaded), start=1):

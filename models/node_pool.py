@@ -15,6 +15,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from models.base import ColonyModel, rule
+from models.bounds import MAX_LABELS, labels_bound_problem, user_bound
 from models.names import label_problem, labels_problem, name_problem
 
 MIN_POOL_COUNT = 1
@@ -28,6 +29,13 @@ DRAIN_PARALLELISM_DESCRIPTION = (
     "How many of this pool's nodes a scale-down or pool delete drains at once, 1 to 20; "
     "unset: the cluster's setting (2). An operation that names its own parallelism wins."
 )
+
+
+def taints_bound_problem(taints: list[Any]) -> str | None:
+    """Why a pool's taints are too many, or None (as many as labels an object may have)."""
+    if len(taints) > MAX_LABELS:
+        return f"gives {len(taints)} taints; at most {MAX_LABELS} are allowed"
+    return None
 
 
 def count_problem(count: int) -> str | None:
@@ -104,8 +112,10 @@ class NodePoolSpec(ColonyModel):
     name: Annotated[str, rule(partial(name_problem, "node pool"))]
     sku: NodeSku
     count: NodePoolCount
-    labels: Annotated[dict[str, str], rule(labels_problem)] = Field(default_factory=dict)
-    taints: list[Taint] = Field(default_factory=list)
+    labels: Annotated[dict[str, str], rule(labels_problem), user_bound(labels_bound_problem)] = (
+        Field(default_factory=dict)
+    )
+    taints: Annotated[list[Taint], user_bound(taints_bound_problem)] = Field(default_factory=list)
     drain_parallelism: int | None = Field(
         default=None,
         ge=MIN_DRAIN_PARALLELISM,

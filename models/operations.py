@@ -189,6 +189,16 @@ class Operation(OperationRecord[OperationRequest]):
         return self.request.kind
 
 
+def operation_id(number: int) -> str:
+    """The id of an entity's `number`-th operation (1-based): `op-0001`, in the order accepted."""
+    return f"op-{number:04d}"
+
+
+FIRST_OPERATION_ID = operation_id(1)
+"""An entity's first operation (a cluster's create, a workspace's deploy, a colony's first apply),
+queued as its workflow starts: a front door that started one knows the id without asking it."""
+
+
 class OperationBook(ColonyModel):
     """The entity engine's persisted bookkeeping (`workflows.kit.engine`), part of every entity's state."""
 
@@ -235,6 +245,9 @@ class AcceptedOperation(ColonyModel, Generic[KindT]):
     operation_id: str
     kind: KindT
     position: int
+    purge_workflow_id: str | None = None
+    """A delete of an entity whose workflow cannot make progress: the purge that ends it and
+    removes what it made (`models.purge`; its operation id is then `purge`)."""
 
 
 class OperationAccepted(AcceptedOperation[OperationKind]):

@@ -34,6 +34,7 @@ from typing import Any
 from pydantic import Field
 
 from models.base import ColonyModel
+from models.bounds import MAX_VALUE_DEPTH
 from models.capacity import CapacityRequest, GpuSelector
 from models.quantity import canonical_quantity
 from models.sealed import SealedValue
@@ -121,7 +122,8 @@ class _SetParser:
         self.force_string = force_string
 
     def fail(self, message: str) -> SetError:
-        return SetError(f"--set '{self.text}': {message}")
+        shown = self.text if len(self.text) <= 80 else self.text[:77] + "..."
+        return SetError(f"--set '{shown}': {message}")
 
     def parse_into(self, data: dict[str, Any]) -> None:
         if not self.text:
@@ -144,7 +146,16 @@ class _SetParser:
             buffer.append(char)
         return "".join(buffer), None
 
-    def key(self, data: dict[str, Any]) -> None:
+    def deeper(self, depth: int) -> int:
+        # Each '.' or '[' nests one level (and one call): bounded before it could recurse far.
+        if depth >= MAX_VALUE_DEPTH:
+            raise self.fail(
+                f"nests more than {MAX_VALUE_DEPTH} levels deep; at most {MAX_VALUE_DEPTH} are "
+                "allowed"
+            )
+        return depth + 1
+
+    def key(self, data: dict[str, Any], depth: int = 1) -> None:
         key, stop = self.read_until("=[,.")
         if stop is None or stop == ",":
             raise self.fail(f"key '{key}' has no value")
@@ -157,10 +168,12 @@ class _SetParser:
             if not isinstance(child, dict):
                 child = {}
             data[key] = child
-            self.key(child)
+            self.key(child, self.deeper(depth))
         else:
             items = data.get(key)
-            data[key] = self.list_item(items if isinstance(items, list) else [], self.index())
+            data[key] = self.list_item(
+                items if isinstance(items, list) else [], self.index(), self.deeper(depth)
+            )
 
     def index(self) -> int:
         text, stop = self.read_until("]")
@@ -178,7 +191,7 @@ class _SetParser:
             )
         return index
 
-    def list_item(self, items: list[Any], index: int) -> list[Any]:
+    def list_item(self, items: list[Any], index: int, depth: int) -> list[Any]:
         if self.pos >= len(self.text):
             raise self.fail(f"list item [{index}] has no value")
         char = self.text[self.pos]
@@ -188,11 +201,11 @@ class _SetParser:
             items[index] = self.value()
         elif char == ".":
             child = items[index] if isinstance(items[index], dict) else {}
-            self.key(child)
+            self.key(child, self.deeper(depth))
             items[index] = child
         elif char == "[":
             inner = items[index] if isinstance(items[index], list) else []
-            items[index] = self.list_item(inner, self.index())
+            items[index] = self.list_item(inner, self.index(), self.deeper(depth))
         else:
             raise self.fail(f"unexpected '{char}' after index [{index}]")
         return items

@@ -29,11 +29,13 @@ from pydantic_core import PydanticCustomError
 from models import identity
 from models.activity_api import KubeconfigRef
 from models.base import ColonyModel, rule
+from models.bounds import answers_bound_problem, bounded, user_bound
 from models.capacity import CapacityAnswer, ReplicaPlacement
 from models.identity import Entity
 from models.names import ClusterName, OrganizationName
 from models.operations import ContinueAsNewPolicy, OperationBook
 from models.ownership import EntitySpec
+from models.purge import Unresponsive
 from models.sealed import SealedValue
 from models.value_paths import value_path_problem
 from models.workspace_class import (
@@ -98,13 +100,19 @@ class WorkspaceSpec(EntitySpec):
     values: Annotated[
         dict[str, Any],
         rule(partial(reserved_values_problem, "values", advice="; set resources instead")),
+        bounded(),
     ] = Field(default_factory=dict)
-    """Helm values, deep-merged over the class's default values."""
-    answers: Annotated[dict[str, Any], rule(_answer_paths_problem)] = Field(default_factory=dict)
+    """Helm values, deep-merged over the class's default values (bounded: `models.bounds`)."""
+    answers: Annotated[
+        dict[str, Any],
+        rule(_answer_paths_problem),
+        user_bound(answers_bound_problem),
+        bounded(),
+    ] = Field(default_factory=dict)
     """Answers to the class's prompts, by their Helm value path (plain ones)."""
-    sealed_answers: Annotated[dict[str, SealedValue], rule(_answer_paths_problem)] = Field(
-        default_factory=dict
-    )
+    sealed_answers: Annotated[
+        dict[str, SealedValue], rule(_answer_paths_problem), user_bound(answers_bound_problem)
+    ] = Field(default_factory=dict)
     """Answers to secret prompts, sealed with Colony's public key, by Helm value path."""
     suspend: bool = False
     """Deploy suspended: keep the definition, hold no GPUs, install nothing (`spec.suspend`)."""
@@ -475,6 +483,8 @@ class WorkspaceStatus(ColonyModel):
     current_operation: WorkspaceOperation | None = None
     queued_operations: list[WorkspaceOperation] = Field(default_factory=list)
     completed_operations: list[WorkspaceOperation] = Field(default_factory=list)
+    unresponsive: Unresponsive | None = None
+    """Set when its workflow cannot answer (`models.purge`): the rest is what its marks say."""
 
     def operation(self, operation_id: str) -> WorkspaceOperation | None:
         """The operation with this id, wherever it is (running, queued or finished)."""

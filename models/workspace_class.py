@@ -30,7 +30,8 @@ from pydantic import AfterValidator, Field, field_serializer, field_validator, m
 from pydantic_core import PydanticCustomError
 
 from models.base import ColonyModel, rule
-from models.identity import readable
+from models.bounds import bounded, user_bound
+from models.identity import DERIVED_MARK, readable
 from models.names import (
     RESERVED_LABEL_PREFIX,
     label_key_problem,
@@ -294,13 +295,44 @@ class WorkspaceResources(ColonyModel):
         return (self.replicas or 1) * (self.per_replica.gpu_count or 0)
 
 
+TEMPLATE_NAMESPACE = "kcm-system"
+"""k0rdent's system namespace: Colony writes every ServiceSet there, and a ServiceSet finds the
+ServiceTemplates it names in its own namespace (`models.cluster.DEFAULT_NAMESPACE`, the same)."""
+
+
+def template_namespace_problem(namespace: str) -> str | None:
+    """Why a class may not name a ServiceTemplate's namespace, or None: only the one where k0rdent
+    reads templates has an effect; any other would be accepted and ignored."""
+    if namespace == TEMPLATE_NAMESPACE:
+        return None
+    return (
+        f"a ServiceTemplate is read from namespace '{TEMPLATE_NAMESPACE}', where the ServiceSets "
+        f"Colony writes find it; '{namespace}' would be ignored: leave it out or give "
+        f"{TEMPLATE_NAMESPACE}"
+    )
+
+
+def version_constraint_problem(constraint: str) -> str:
+    """Why a class may not give a ServiceTemplate's `versionConstraint`: Colony does not check it
+    (the template's name pins its chart's version), so it would be accepted and ignored."""
+    return (
+        f"'{constraint}' would not be checked: Colony pins a ServiceTemplate by its name (a "
+        "new chart version is a new template name); leave versionConstraint out"
+    )
+
+
 class ServiceTemplateRef(ColonyModel):
-    """A k0rdent ServiceTemplate, by name (and namespace; the system namespace when unset)."""
+    """A k0rdent ServiceTemplate, by name (in k0rdent's system namespace, `TEMPLATE_NAMESPACE`)."""
 
     name: Annotated[str, rule(partial(object_name_problem, "ServiceTemplate"))]
-    namespace: Annotated[str | None, dns_label("namespace")] = None
-    version_constraint: str | None = None
-    """A SemVer constraint (">=1.2.0"); informative, the name pins the chart version."""
+    namespace: Annotated[
+        str | None, dns_label("namespace"), user_bound(template_namespace_problem)
+    ] = None
+    """`kcm-system` or unset: the only namespace k0rdent reads a ServiceSet's templates from
+    (another is refused from users; stored classes are read as they are)."""
+    version_constraint: Annotated[str | None, user_bound(version_constraint_problem)] = None
+    """The exalsius CRD's SemVer constraint (">=1.2.0"): refused from users, since Colony does not
+    check it (the name pins the chart version); stored classes are read as they are."""
 
 
 class PrerequisiteSpec(ColonyModel):
@@ -310,7 +342,7 @@ class PrerequisiteSpec(ColonyModel):
     namespace: Annotated[str | None, dns_label("prerequisite namespace")] = None
     """Where it is installed on the child cluster (`<template>-system` when unset); one per
     cluster."""
-    values: dict[str, Any] | None = None
+    values: Annotated[dict[str, Any] | None, bounded()] = None
     """Helm values for its install; the chart's defaults when unset."""
 
     @property
@@ -386,8 +418,8 @@ class Prompt(ColonyModel):
     description: str = ""
     type: PromptType = PromptType.STRING
     required: bool = False
-    default: Any = None
-    options: list[str] | None = None
+    default: Annotated[Any, bounded()] = None
+    options: Annotated[list[str] | None, bounded()] = None
     """A closed set of allowed answers (string and int prompts)."""
 
     @model_validator(mode="after")
@@ -483,6 +515,36 @@ def _duration(value: Any, field: str) -> Any:
     return value
 
 
+SHIPPED_PREFIX = "colony-"
+"""The names Colony ships its catalog under (`catalog/`: classes such as `colony-jupyter-1-0-0`,
+ServiceTemplates such as `colony-inference-stack-1-0-0`), present and to come."""
+
+
+def class_name_mark_problem(name: str) -> str | None:
+    """Why a class a user publishes may not take `name`: it holds the mark of the names Colony
+    derives (an organization's class is stored as `<organization>-<name>--<hash>`), or None."""
+    if DERIVED_MARK in name:
+        return (
+            f"workspace class name '{name}' must not contain '{DERIVED_MARK}': Colony reserves it "
+            "for the names it derives (an organization's class is stored as "
+            f"<organization>-<name>{DERIVED_MARK}<hash>)"
+        )
+    return None
+
+
+def reserved_class_name_problem(name: str) -> str | None:
+    """Why a class published through `colonyctl` or the API may not take `name`: Colony's shipped
+    catalog (classes and ServiceTemplates alike) is named `colony-...`, and a class named so would
+    pass for Colony's own, or take a name Colony ships next (the worker seeds the shipped classes
+    itself); or it holds the mark of derived names; or None."""
+    if name.startswith(SHIPPED_PREFIX):
+        return (
+            f"workspace class name '{name}' starts with '{SHIPPED_PREFIX}', which Colony reserves "
+            "for the classes and ServiceTemplates it ships: choose another name"
+        )
+    return class_name_mark_problem(name)
+
+
 class WorkspaceClassSpec(ColonyModel):
     """A workspace class: its name and every field of the exalsius WorkspaceClass spec.
 
@@ -490,7 +552,7 @@ class WorkspaceClassSpec(ColonyModel):
     {"name": "colony-jupyter-1-0-0"}, "defaultResources": {"perReplica": {"cpu": "2"}}, ...}`
     """
 
-    name: WorkspaceClassName
+    name: Annotated[WorkspaceClassName, user_bound(class_name_mark_problem)]
     """Versioned by convention (`jupyter-notebook-0-3-0`): a new version is a new name."""
     display_name: Annotated[str, required_text("displayName must not be empty")]
     description: str = ""
@@ -505,7 +567,7 @@ class WorkspaceClassSpec(ColonyModel):
     prerequisite_deploy_timeout: timedelta | None = None
     """The same for prerequisites; `deploy_timeout` when unset."""
     default_values: Annotated[
-        dict[str, Any], rule(partial(reserved_values_problem, "defaultValues"))
+        dict[str, Any], rule(partial(reserved_values_problem, "defaultValues")), bounded()
     ] = Field(default_factory=dict)
     """Helm values always applied, under the user's."""
     resource_injection: ResourceInjection = Field(default_factory=ResourceInjection)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from models.catalog import SkuKind
-from models.cluster import ClusterStatus
+from models.cluster import ClusterPhase, ClusterStatus
 from models.node_pool import NodePoolStatus, Taint
 from models.operations import Operation, OperationState
 from starter.options import OutputFormat
@@ -44,6 +44,7 @@ PHASE_STYLES = {
     "deleting": "yellow",
     "creating": "cyan",
     "waiting": "yellow",
+    "degraded": "red",
 }
 
 
@@ -278,6 +279,9 @@ def print_cluster(status: ClusterStatus) -> None:
     write(cluster_head(status))
     if status.reason:
         write(f"reason: {cell(status.reason)}")
+    for condition in status.conditions:
+        if status.phase is ClusterPhase.DEGRADED and condition.status != "True":
+            write(f"condition: {condition.type}={condition.status} ({condition.reason})")
     write()
     write("NODE POOLS")
     write(plain_table(POOL_COLUMNS, pool_rows(status.node_pools)))

@@ -10,7 +10,6 @@ stays refused. Called by the command modules (`starter/commands/`) and the HTTP 
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from collections.abc import Sequence
@@ -22,6 +21,8 @@ from pydantic import BaseModel, ValidationError
 from pydantic.alias_generators import to_camel
 
 from models.base import user_input, user_rule
+from models.bounds import MAX_DOCUMENT_BYTES, InputError, load_json
+from models.bounds import load_yaml as load_yaml_text
 from starter.errors import InvalidRequestError
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -62,6 +63,20 @@ def validated(model: type[ModelT], data: Any, *, prefix: str = "") -> ModelT:
         raise InvalidRequestError(prefix + validation_message(exc)) from exc
 
 
+def refusal(error: InputError, field: str) -> InvalidRequestError:
+    """A document refused as it was read (`models.bounds`), naming where in `field` it is."""
+    where = error.where()
+    return InvalidRequestError(f"{field}{'.' + where if where else ''}: {error.detail}")
+
+
+def json_flag(text: str, field: str) -> Any:
+    """The JSON a flag (`--node-pool`, `--sku`) holds, read strictly (`models.bounds.load_json`)."""
+    try:
+        return load_json(text, what=field)
+    except InputError as exc:
+        raise refusal(exc, field) from exc
+
+
 def duration(text: str, field: str) -> timedelta:
     """ "90s", "5m", "1h30m", "30d" or plain seconds."""
     if text.isdigit():
@@ -93,10 +108,7 @@ def parse_pool(text: str, field: str = "nodePools") -> dict[str, Any]:
     `name=gpu,count=2,gpuModelId=h100-80gb` (or `cpuSku=...`; `drainParallelism=10`)."""
     text = text.strip()
     if text.startswith("{"):
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise InvalidRequestError(f"{field}: not valid JSON: {exc}") from exc
+        data = json_flag(text, field)
         if not isinstance(data, dict):
             raise InvalidRequestError(f"{field}: a node pool must be a JSON object")
         return data
@@ -153,10 +165,7 @@ def parse_sku(
     """A pool's SKU from `--sku JSON` and/or `--gpu-model-id` / `--cpu-sku`."""
     data: dict[str, Any] = {}
     if sku_json:
-        try:
-            loaded = json.loads(sku_json)
-        except ValueError as exc:
-            raise InvalidRequestError(f"sku: not valid JSON: {exc}") from exc
+        loaded = json_flag(sku_json, "sku")
         if not isinstance(loaded, dict):
             raise InvalidRequestError("sku: must be a JSON object")
         data = loaded
@@ -174,24 +183,37 @@ def read_text(path: Path, field: str = "file", *, stdin: bool = True) -> tuple[s
         field: the flag's field, for a refusal (`file: cannot read x.yaml: ...`).
     """
     if stdin and str(path) == "-":
-        return "stdin", sys.stdin.read()
-    try:
-        return str(path), path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InvalidRequestError(f"{field}: cannot read {path}: {exc.strerror}") from exc
+        source, text = "stdin", sys.stdin.read(MAX_DOCUMENT_BYTES + 1)
+    else:
+        try:
+            with path.open(encoding="utf-8") as opened:
+                # One byte past the limit is enough to refuse it: a huge file is never read whole.
+                source, text = str(path), opened.read(MAX_DOCUMENT_BYTES + 1)
+        except OSError as exc:
+            raise InvalidRequestError(f"{field}: cannot read {path}: {exc.strerror}") from exc
+        except UnicodeDecodeError as exc:
+            raise InvalidRequestError(f"{field}: {path} is not UTF-8 text: {exc.reason}") from exc
+    if len(text.encode()) > MAX_DOCUMENT_BYTES:
+        raise InvalidRequestError(
+            f"{field}: {source} is larger than {MAX_DOCUMENT_BYTES // 1024} KiB, the most a file "
+            "may hold"
+        )
+    return source, text
 
 
 def load_yaml(path: Path, field: str = "file", *, stdin: bool = True) -> Any:
-    """The YAML (or JSON) document of a `-f` file, refused with `field` when it is not one."""
-    import yaml  # only `-f` needs a YAML parser
-
-    _, text = read_text(path, field, stdin=stdin)
+    """The YAML (or JSON) document of a `-f` file, read strictly (`models.bounds.load_yaml`: too
+    deep, too large or a key given twice is refused), refused with `field` when it is not one."""
+    source, text = read_text(path, field, stdin=stdin)
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InvalidRequestError(
-            f"{field}: {path} is not valid YAML: {' '.join(str(exc).split())}"
-        ) from exc
+        return load_yaml_text(text, what=source)
+    except InputError as exc:
+        if exc.syntax:
+            raise InvalidRequestError(f"{field}: {source} is {exc.message}") from exc
+        if exc.kind == "depth":
+            # The file is the field's value: it is what nests too deep.
+            raise InvalidRequestError(f"{field}: {exc.message}") from exc
+        raise refusal(exc, field) from exc
 
 
 def load_file(path: Path) -> dict[str, Any]:

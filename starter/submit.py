@@ -98,11 +98,26 @@ def accepted_output(
         "position": accepted.position,
         "webUi": workflow.link,
     }
+    if accepted.purge_workflow_id:
+        data["purgeWorkflowId"] = accepted.purge_workflow_id
     if not output.emit(data, fmt):
         output.write(
-            f"{accepted.kind.value} accepted as {accepted.operation_id} "
-            f"(queue position {accepted.position})"
+            purged_line(f"cluster {cluster}", accepted.purge_workflow_id)
+            or (
+                f"{accepted.kind.value} accepted as {accepted.operation_id} "
+                f"(queue position {accepted.position})"
+            )
         )
+
+
+def purged_line(entity: str, purge_workflow_id: str | None) -> str:
+    """What a delete that purged says (its workflow could not make progress); "" for any other."""
+    if not purge_workflow_id:
+        return ""
+    return (
+        f"{entity} cannot make progress: {purge_workflow_id} ends its workflow and removes what "
+        "it made"
+    )
 
 
 def submit(

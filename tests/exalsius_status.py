@@ -35,6 +35,7 @@ COLONY_ONLY = re.compile(
     r"|currentOperation|queuedOperations|completedOperations|id|workflowId|webUi"
     r"|access\[\d+\]\.(command|reason)"
     r"|failureContext\.message"
+    r"|unresponsive(\..+)?"
     r")$"
 )
 """Colony's own status fields (the API's view adds id, workflowId and webUi)."""

@@ -624,7 +624,7 @@ spec:
 ---
 apiVersion: colony.dev/v1
 kind: Colony
-metadata: {name: fleet, namespace: teams}
+metadata: {name: fleet, namespace: kcm-system}
 spec:
   colonyClusters:
   - clusterName: west
@@ -658,7 +658,7 @@ items:
     assert isinstance(workspace, WorkspaceSpec)
     assert workspace.answers == {"ui": "lab"}
     assert isinstance(colony, ColonySpec)
-    assert colony.namespace == "teams"
+    assert colony.namespace == "kcm-system"
     west, lab = colony.colony_clusters
     west_spec = west.to_cluster_spec("fleet")
     assert (west_spec.name, west_spec.location_id, west_spec.node_pools[0].name) == (

@@ -19,7 +19,7 @@ from temporalio.testing import WorkflowEnvironment
 from api.views import ClusterStatusName
 from api.views import status_of as api_status_of
 from models.activity_api import ActivityName
-from models.cluster import ClusterPhase
+from models.cluster import NODE_POOLS_READY, ClusterPhase
 from models.errors import ErrorType
 from models.node_pool import NodeState
 from models.operations import (
@@ -381,15 +381,25 @@ async def test_hosts_unavailable_at_create_keeps_its_type_and_leaves_no_empty_po
         create = status.completed_operations[0]
         assert create.state is OperationState.FAILED
         assert create.reason == "node pool 'gpu': claim hosts: only 1 hosts of h100 are free in fra"
-        assert status.phase is ClusterPhase.READY
+        # Never `ready` without what it was asked for: degraded, saying what is missing and why.
+        assert status.phase is ClusterPhase.DEGRADED
+        assert status.reason == (
+            "created without node pool 'gpu' (0 of 2 nodes): claim hosts: only 1 hosts of h100 "
+            "are free in fra; add or scale the pool again once hosts are free, or delete the "
+            "cluster"
+        )
+        assert [(c.status, c.reason) for c in status.conditions if c.type == NODE_POOLS_READY] == [
+            ("False", "HostsUnavailable")
+        ]
         assert [p.name for p in status.node_pools] == ["cpu"]
-        # The same pool can be asked for again, and a smaller one fits.
+        # The same pool can be asked for again, and a smaller one fits: the cluster is ready.
         again = await run.handle.execute_update(
             ClusterWorkflow.add_node_pool, AddNodePoolRequest(pool=pool("gpu", 1))
         )
-        assert op_of(await run.finished(again), again.operation_id).state is (
-            OperationState.SUCCEEDED
-        )
+        finished = await run.finished(again)
+        assert op_of(finished, again.operation_id).state is OperationState.SUCCEEDED
+        assert finished.phase is ClusterPhase.READY
+        assert NODE_POOLS_READY not in [c.type for c in finished.conditions]
 
 
 async def test_waiting_for_capacity_claims_once_hosts_are_freed(

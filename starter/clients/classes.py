@@ -27,11 +27,11 @@ from models.workspace_api import (
     PublishWorkspaceClassRequest,
     PublishWorkspaceClassResult,
 )
-from models.workspace_class import WorkspaceClassSpec, class_conflict
+from models.workspace_class import WorkspaceClassSpec, class_conflict, reserved_class_name_problem
 from starter.clients.base import new_request_id
 from starter.clients.http import RemoteClient, items_of, not_through_the_api, parsed
-from starter.clients.temporal import Refusals, TemporalSession, reported
-from starter.errors import ConflictError, NotFoundError, UnavailableError
+from starter.clients.temporal import Refusals, TemporalSession, check_carried, reported
+from starter.errors import ConflictError, InvalidRequestError, NotFoundError, UnavailableError
 from workflows.catalog import CATALOG
 
 CLASSES_QUERY = CATALOG.classes.name
@@ -59,11 +59,24 @@ def class_not_found(name: str, published: Iterable[str]) -> NotFoundError:
     )
 
 
+def check_class_name(request: PublishWorkspaceClassRequest) -> None:
+    """Refuse a class published under a name Colony reserves (`InvalidRequestError` naming
+    `name`): its shipped catalog's prefix (the worker seeds the shipped classes itself, never
+    through here), or the mark of derived names; for an organization's own class and the shared
+    catalog alike."""
+    problem = reserved_class_name_problem(request.spec.name)
+    if problem:
+        raise InvalidRequestError(f"name: {problem}")
+
+
 def check_class_conflicts(
     requests: list[PublishWorkspaceClassRequest], catalog: CatalogStatus
 ) -> None:
-    """Refuse, before anything is published, a class that exists with another definition
-    (`ConflictError`: classes are immutable, a new version is a new name)."""
+    """Refuse, before anything is published, a class under a reserved name (`check_class_name`),
+    or one that exists with another definition (`ConflictError`: classes are immutable, a new
+    version is a new name)."""
+    for request in requests:
+        check_class_name(request)
     published = {c.name: c for c in catalog.classes}
     for request in requests:
         existing = published.get(request.spec.name)
@@ -128,7 +141,10 @@ class TemporalClasses(WorkspaceClasses):
         refusals: Refusals,
     ) -> Any:
         """Send the catalog an update; `what` names it in messages (`publish jupyter-1-0-0`)."""
-        handle = (await self.session.client()).get_workflow_handle(CATALOG_WORKFLOW_ID)
+        client = await self.session.client()
+        declared = CATALOG.updates()[update]
+        check_carried(client.data_converter.payload_converter, request, declared.input)
+        handle = client.get_workflow_handle(CATALOG_WORKFLOW_ID)
         with reported(f"cannot {what}", NOT_RUNNING, update=what, refusals=refusals):
             return await handle.execute_update(
                 update, request, id=request_id or new_request_id(), result_type=result_type
@@ -139,7 +155,9 @@ class TemporalClasses(WorkspaceClasses):
     ) -> PublishWorkspaceClassResult:
         """A different definition under an existing name is refused (`ConflictError` naming
         the rule); an object of the class the management cluster refuses (its schema) is an
-        `InvalidRequestError` naming the `spec`."""
+        `InvalidRequestError` naming the `spec`; so is a class under a name Colony reserves
+        (`check_class_name`), before anything is sent."""
+        check_class_name(request)
         result: PublishWorkspaceClassResult = await self._update(
             PUBLISH_CLASS_UPDATE,
             request,

@@ -44,6 +44,7 @@ from models.cluster import (
 )
 from models.identity import parse_entity_workflow_id
 from models.operations import (
+    FIRST_OPERATION_ID,
     AddNodePoolRequest,
     CancelOperationRequest,
     DeleteClusterRequest,
@@ -51,9 +52,9 @@ from models.operations import (
     DeleteNodeRequest,
     Operation,
     OperationAccepted,
-    OperationKind,
     ScaleNodePoolRequest,
 )
+from models.purge import Unresponsive
 from starter import checks
 from starter.clients.base import WATCH_SECONDS, Deadline, WorkflowRef, polled
 from starter.clients.http import HttpEntity, RemoteClient, parsed
@@ -288,11 +289,9 @@ class TemporalClusters(TemporalEntity[ClusterStatus], Clusters):
             summary=f"cluster {spec.name} in {spec.location_id}",
             details=cluster_details(spec),
         )
-        status = await self.acting_for(spec.organization).get(spec.name)
-        create = next(
-            (op for op in operations(status) if op.kind is OperationKind.CREATE_CLUSTER), None
-        )
-        return Started(spec.workflow_id, create.id if create else "", repeated)
+        # The create is the workflow's first operation: its id is known without asking the
+        # workflow, so an answer about a started create never depends on reading it back.
+        return Started(spec.workflow_id, FIRST_OPERATION_ID, repeated)
 
     async def _live(
         self, status: ClusterStatus, description: WorkflowExecutionDescription
@@ -326,10 +325,37 @@ class TemporalClusters(TemporalEntity[ClusterStatus], Clusters):
             )
         elif isinstance(request, ScaleNodePoolRequest):
             await checks.check_scale(settings, await self.get(name), request)
+        elif isinstance(request, DeleteClusterRequest):
+            # One whose workflow cannot make progress is purged (`TemporalEntity._delete`).
+            return await self._delete(
+                name,
+                request.kind.value,
+                request,
+                OperationAccepted,
+                request_id,
+                requested_by=self.requested_by,
+            )
         accepted: OperationAccepted = await self._update(
             name, request.kind.value, request, OperationAccepted, request_id
         )
         return accepted
+
+    async def stand_in(
+        self, name: str, description: WorkflowExecutionDescription, unresponsive: Unresponsive
+    ) -> ClusterStatus:
+        """Its last phase from its marks (its location and pools are in the state it cannot
+        give)."""
+        phase = description.typed_search_attributes.get(COLONY_PHASE) or ""
+        known = {p.value for p in ClusterPhase}
+        return ClusterStatus(
+            name=name,
+            location_id="",
+            phase=ClusterPhase(phase) if phase in known else ClusterPhase.CREATING,
+            organization=self.session.organization,
+            reason=unresponsive.reason,
+            created_at=description.start_time,
+            unresponsive=unresponsive,
+        )
 
     async def cancel_operation(
         self, name: str, operation_id: str, *, reason: str = "", request_id: str | None = None

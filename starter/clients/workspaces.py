@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from temporalio.client import Client, WorkflowQueryFailedError
+from temporalio.client import Client, WorkflowExecutionDescription, WorkflowQueryFailedError
 from temporalio.common import SearchAttributePair
 from temporalio.service import RPCError
 
@@ -49,6 +49,7 @@ from models.deploy import (
 )
 from models.identity import capacity_workflow_id, parse_entity_workflow_id
 from models.names import name_problem, natural_key
+from models.purge import Unresponsive
 from models.value_paths import parse_value_path, value_path_problem
 from models.values import (
     ValuesError,
@@ -598,10 +599,40 @@ class TemporalWorkspaces(TemporalEntity[WorkspaceStatus], Workspaces):
     async def send(
         self, name: str, request: WorkspaceRequest, *, request_id: str | None = None
     ) -> WorkspaceOperationAccepted:
+        """A delete of a workspace whose workflow cannot make progress purges it
+        (`TemporalEntity._delete`)."""
+        if isinstance(request, DeleteWorkspaceRequest):
+            return await self._delete(
+                name,
+                request.kind.value,
+                request,
+                WorkspaceOperationAccepted,
+                request_id,
+                requested_by=self.requested_by,
+            )
         accepted: WorkspaceOperationAccepted = await self._update(
             name, request.kind.value, request, WorkspaceOperationAccepted, request_id
         )
         return accepted
+
+    async def stand_in(
+        self, name: str, description: WorkflowExecutionDescription, unresponsive: Unresponsive
+    ) -> WorkspaceStatus:
+        """Its class and cluster from the memo its start wrote, its last phase from its marks."""
+        phase = description.typed_search_attributes.get(COLONY_PHASE) or ""
+        known = {p.value for p in WorkspacePhase}
+        return WorkspaceStatus.model_validate(
+            {
+                "name": name,
+                "organization": self.session.organization,
+                "class": str(await description.memo_value(CLASS_MEMO, "")),
+                "cluster": str(await description.memo_value(CLUSTER_MEMO, "")),
+                "phase": phase if phase in known else WorkspacePhase.PENDING,
+                "message": unresponsive.reason,
+                "created_at": description.start_time,
+                "unresponsive": unresponsive,
+            }
+        )
 
     async def list_all(
         self, *, cluster: str | None = None, organization: str | None = None

@@ -70,9 +70,8 @@ def read_documents(paths: list[Path], wait_for_capacity: bool) -> tuple[list[Man
     Raises:
         InvalidRequestError: unreadable YAML, or any document refused (all refusals, one line).
     """
-    import yaml
-
-    from models.manifests import ManifestError, parse_manifests
+    from models.bounds import InputError, load_yaml_documents
+    from models.manifests import ManifestError, parse_manifests, unreadable
     from starter.errors import InvalidRequestError
     from starter.parsing import read_text
 
@@ -82,11 +81,12 @@ def read_documents(paths: list[Path], wait_for_capacity: bool) -> tuple[list[Man
     for path in paths:
         source, text = read_text(path)
         try:
-            documents = [d for d in yaml.safe_load_all(text) if d is not None]
-        except yaml.YAMLError as exc:
-            raise InvalidRequestError(
-                f"file: {source} is not valid YAML: {' '.join(str(exc).split())}"
-            ) from exc
+            documents = [d for d in load_yaml_documents(text, what=source) if d is not None]
+        except InputError as exc:
+            if exc.syntax:
+                raise InvalidRequestError(f"file: {source} is {exc.message}") from exc
+            problems.extend(str(unreadable(exc, source)).splitlines())
+            continue
         if (
             len(documents) == 1
             and isinstance(documents[0], dict)

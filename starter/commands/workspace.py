@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from starter.commands import Group
+from starter.commands.purge import purge_command
 from starter.options import (
     ListFormat,
     ListOutputOption,
@@ -206,7 +207,12 @@ def deploy(
     ] = None,
     values: Annotated[
         list[Path] | None,
-        typer.Option("--values", "-f", help="Repeatable Helm values YAML file ('-' for stdin)."),
+        typer.Option(
+            "--values",
+            "-f",
+            help="Repeatable Helm values YAML file ('-' for stdin); at most 1 MiB, values nest "
+            "at most 32 levels, 128 KiB in all (docs/api.md#bounds).",
+        ),
     ] = None,
     suspended: Annotated[
         bool, typer.Option("--suspended", help="Keep its definition; install nothing yet.")
@@ -317,6 +323,7 @@ def _operate(name: str, request: WorkspaceRequest, wanted: str, submission: Subm
     from starter import output
     from starter.backend import workspaces
     from starter.session import print_link, run
+    from starter.submit import purged_line
 
     spaces = workspaces()
 
@@ -345,9 +352,12 @@ def _operate(name: str, request: WorkspaceRequest, wanted: str, submission: Subm
         "workflowId": workflow.workflow_id,
         "webUi": workflow.link,
     }
+    if accepted.purge_workflow_id:
+        data["purgeWorkflowId"] = accepted.purge_workflow_id
     if not output.emit(data, submission.fmt):
         output.write(
-            f"{accepted.kind.value} of workspace {name} accepted as {accepted.operation_id} "
+            purged_line(f"workspace {name}", accepted.purge_workflow_id)
+            or f"{accepted.kind.value} of workspace {name} accepted as {accepted.operation_id} "
             f"(queue position {accepted.position})"
         )
 
@@ -394,3 +404,6 @@ def _operation_command(verb: str, wanted: str, summary: str) -> None:
 
 for _verb, (_wanted, _summary) in OPERATIONS.items():
     _operation_command(_verb, _wanted, _summary)
+
+
+app.command("purge")(purge_command("workspace"))

@@ -290,9 +290,10 @@ async def test_an_organizations_own_classes_are_its_own_and_the_shared_catalog_i
         assert (await b.get(f"{CLASSES}/{name}")).json()["displayName"] == "B's notebook"
         assert (await a.get(f"{CLASSES}/{name}")).json()["displayName"] == jupyter["displayName"]
 
-        # An organization's class takes no shared class's name, and publishes no templates.
+        # An organization's class takes no shared class's name (a shipped one's is reserved:
+        # `colony-` is Colony's), and publishes no templates.
         shadow = await a.post(CLASSES, json={"class": {**jupyter, "displayName": "Mine"}})
-        assert shadow.status_code == 409, shadow.text
+        assert (shadow.status_code, shadow.json()["error"]["field"]) == (422, "name"), shadow.text
         template = {
             "name": name,
             "spec": {

@@ -4,7 +4,9 @@ for the control plane, then add the create request's pools in parallel.
 Called by `ClusterWorkflow` for its first operation. A failure before the control plane is Ready
 fails the cluster (its delete removes what was made); a pool that fails after it leaves the
 others, and the cluster, as they are: the operation fails naming each failed pool, with one error
-type when they share it (HostsUnavailable stays that).
+type when they share it (HostsUnavailable stays that), and the cluster records what it misses
+(`ClusterState.shortfall`), so its status reads `degraded`, with the `NodePoolsReady` condition
+and the operation's reason, never `ready` without what it was asked for.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         POD_CIDR,
         SERVICE_CIDR,
         ClusterPhase,
+        PoolShortfall,
         kubeconfig_secret_name,
     )
     from models.errors import ErrorType, permanent
@@ -92,6 +95,17 @@ async def _add_pools(cluster: ClusterContext, operation: Operation) -> None:
     for _, error in failures:
         if not is_failure(error):
             raise error
+    asked = {pool.name: pool.count for pool in cluster.spec.node_pools}
+    cluster.state.shortfall = [
+        PoolShortfall(
+            pool=name,
+            asked=asked.get(name, 0),
+            got=len(found.nodes) if (found := cluster.state.pool(name)) else 0,
+            error_type=error_type_of(error),
+            reason=reason_of(error),
+        )
+        for name, error in failures
+    ]
     if failures:
         types = {error_type_of(error) for _, error in failures}
         only = next(iter(types)) if len(types) == 1 else None

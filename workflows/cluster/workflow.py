@@ -173,8 +173,10 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
                     await ScaleUp(cluster, operation).run(spec.name, wait_for_capacity=wait)
                 finally:
                     cluster.drop_if_empty(spec.name)
+                self._state.settle_shortfall(spec.name)
             case ScaleNodePoolRequest() as request:
                 await self._scale(operation, request)
+                self._state.settle_shortfall(request.pool)
             case DeleteNodePoolRequest(pool=name, force=force, drain_parallelism=limit):
                 pool = cluster.pool(name)
                 pool.count = 0
@@ -185,6 +187,7 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
                     await removal.run(list(pool.nodes))
                 finally:
                     cluster.drop_if_empty(name)
+                self._state.settle_shortfall(name)
             case DeleteNodeOperation(node=node, drain=drain, force=force):
                 pool, status = cluster.find_node(node)
                 pool.count -= 1
@@ -420,7 +423,7 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
             organization=self._spec.organization,
             phase=phase,
             reason=reason,
-            conditions=state.conditions,
+            conditions=state.conditions_shown(),
             node_pools=state.node_pools,
             current_operation=self.engine.running,
             queued_operations=state.queue,

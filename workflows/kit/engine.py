@@ -49,7 +49,7 @@ from workflows.kit.run_limit import RunLimit
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
 
-    from models.operations import OperationBook, OperationState
+    from models.operations import OperationBook, OperationState, operation_id
 
 T = TypeVar("T")
 
@@ -331,7 +331,7 @@ class EntityEngine(Generic[OpT]):
 
     def enqueue(self, make: Callable[[str], OpT], *, front: bool = False) -> OpT:
         """Queue a new operation built by `make(operation_id)`, remembering the update id."""
-        operation = make(f"op-{self.book.next_operation:04d}")
+        operation = make(operation_id(self.book.next_operation))
         self.book.next_operation += 1
         operation.submitted_at = workflow.now()
         info = workflow.current_update_info()
