@@ -140,6 +140,11 @@ workflow, so the sandbox still checks their code (`tests/test_worker_sandbox.py`
 other module defines a workflow). Measured with 300 running workspaces (`python -m bench.footprint`, the same run): the worker grew 83 MB instead of 124 MB
 and spent 56 ms of CPU per deployment instead of 68 ms."""
 
+WORKFLOW_PACKAGE = workflows.__name__
+"""Compiled once per process (`infra.compiled`): the sandbox imports each workflow module again
+for every workflow run, and compiling it each time (where no bytecode is written) took a third of
+creating a workspace's workflow instance."""
+
 GRACEFUL_SHUTDOWN = timedelta(seconds=10)
 """Running activities get this long to finish on SIGTERM; then they are cancelled, and the waits
 among them (which heartbeat) are retried on another worker from where they were."""
@@ -338,8 +343,7 @@ async def build_worker(
     activities, child = activity_callables(
         management_api, host_provider, temporal, task_queue, unsealer
     )
-    # The sandbox imports each workflow module again per workflow run: compile it once.
-    compile_once(workflows.__name__)
+    compile_once(WORKFLOW_PACKAGE)
     worker = Worker(
         temporal,
         task_queue=task_queue,

@@ -380,6 +380,25 @@ async def profile_wave(
     return {"wave": wave.summary(), "worker": hot_spots(path, wave.wall_seconds)}
 
 
+def cpu_table(waves: dict[str, dict[str, Any]]) -> str:
+    """Each process's cores (and CPU seconds) over each wave, as a markdown table (also
+    `bench.scale_out`'s)."""
+    names = sorted({n for wave in waves.values() for n in wave["usage"]})
+    rows = [
+        "| process | " + " | ".join(f"{label}: cores (CPU s)" for label in waves) + " |",
+        "|---|" + "---|" * len(waves),
+    ]
+    for name in names:
+        cells = []
+        for wave in waves.values():
+            used = wave["usage"].get(name)
+            cells.append(f"{used['cores']:.2f} ({used['cpu_seconds']:.0f})" if used else "-")
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    totals = [sum(used["cores"] for used in wave["usage"].values()) for wave in waves.values()]
+    rows.append("| the whole stack | " + " | ".join(f"{t:.2f}" for t in totals) + " |")
+    return "\n".join(rows)
+
+
 def profile_text(profile: dict[str, Any] | None) -> str:
     if not profile:
         return ""
