@@ -16,8 +16,8 @@ from bench.record import conditions_line, headline_table
 
 INTRO = """# Colony's benchmarks: the latest figures
 
-`make bench` runs every benchmark below (30 minutes on a 2-core machine busy with other work) and writes
-this file; `make bench-quick` runs each at a small scale as a smoke check (results in `quick/`,
+`make bench` runs every benchmark below (about an hour on a 2-core machine busy with other
+work) and writes this file; `make bench-quick` runs each at a small scale as a smoke check (results in `quick/`,
 not kept). One benchmark alone: its command below (each prints one JSON line and writes
 `<name>.json`, `<name>.md` and, where a distribution says more than a number, `<name>.png` here).
 How they work and what they compare: `docs/benchmarks.md`.
