@@ -24,6 +24,8 @@ How they work and what they compare: `docs/benchmarks.md`.
 
 The machines these ran on are shared 2-core machines, busy with other work (the load average is
 given with each): absolute figures are noisy, ratios measured within one run are what to compare.
+Where a target is missed, `docs/benchmarks.md` says, with the benchmark's profile, what stands
+between the figure and the target; `<name>-before.md` files keep the figures from before a change.
 """
 
 
@@ -59,7 +61,9 @@ def write(folder: Path, order: list[str], failures: dict[str, str] | None = None
     results = []
     for name in names:
         data = json.loads(found[name].read_text())
-        if "headlines" in data:  # a benchmark's report (not an older file of another shape)
+        # A benchmark's latest report; not an older file of another shape, nor one kept under
+        # another name for comparison (`throughput-before.json`).
+        if "headlines" in data and data.get("name") == name:
             results.append(data)
     lines = [
         INTRO,
