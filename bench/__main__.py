@@ -34,8 +34,9 @@ class Bench:
 
 
 BENCHMARKS = (
-    # The emulator, the CLI and the HTTP API on their own.
+    # The emulator, the CLI and the HTTP API on their own; a real control plane's cost.
     Bench("sim_apiserver", minutes=10),
+    Bench("controlplane", ("--planes", "3"), minutes=10),
     Bench("cli_startup", ("--runs", "20"), minutes=10),
     Bench("kubectl_token", ("--runs", "30"), minutes=10),
     Bench("cli_exit", ("--calls", "300"), minutes=20),

@@ -38,6 +38,7 @@ CACHE = Path(
 """Built binaries, by component and key. Outside the work tree, so a fresh clone reuses them."""
 
 KUBERNETES_VERSION = "v1.37.2"
+KWOK_STAGES = "kwok-stages.yaml"
 _VERSION_PACKAGE = "k8s.io/component-base/version"
 
 
@@ -51,6 +52,9 @@ class Component:
     commands: dict[str, str]
     """Binary name -> the package that is its `main`."""
     ldflags: tuple[str, ...] = field(default=())
+    files: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Data files put beside the binaries: name -> paths inside the upstream module, concatenated
+    as one multi-document YAML (KWOK's stages, which its binary does not embed)."""
 
     @property
     def module(self) -> Path:
@@ -72,6 +76,8 @@ class Component:
         for name in ("go.mod", "go.sum"):
             digest.update((self.module / name).read_bytes())
         digest.update(" ".join(self.ldflags).encode())
+        if self.files:  # (only then: the keys of components without files stay as they were)
+            digest.update(repr(sorted(self.files.items())).encode())
         digest.update(go_version.encode())
         return f"{self.name}-{self.version}-{digest.hexdigest()[:12]}"
 
@@ -100,7 +106,25 @@ COMPONENTS: dict[str, Component] = {
                 f"-X {_VERSION_PACKAGE}.buildDate=2026-01-01T00:00:00Z",
             ),
         ),
-        Component("kwok", "sigs.k8s.io/kwok", {"kwok": "sigs.k8s.io/kwok/cmd/kwok"}),
+        Component(
+            "kwok",
+            "sigs.k8s.io/kwok",
+            {"kwok": "sigs.k8s.io/kwok/cmd/kwok"},
+            # The stages kwokctl gives a cluster of real binaries (pkg/kwokctl/runtime/cluster.go:
+            # node-fast, node heartbeats with Leases, pod-fast); `kwok` alone has none.
+            files={
+                KWOK_STAGES: tuple(
+                    f"kustomize/stage/{path}.yaml"
+                    for path in (
+                        "node/fast/node-initialize",
+                        "node/heartbeat-with-lease/node-heartbeat-with-lease",
+                        "pod/fast/pod-ready",
+                        "pod/fast/pod-complete",
+                        "pod/fast/pod-delete",
+                    )
+                )
+            },
+        ),
         Component(
             "temporal",
             "go.temporal.io/server",
@@ -200,6 +224,20 @@ def _build(component: Component, folder: Path) -> None:
         produced = staging / _go_binary_name(package)
         if binary_name != produced.name:
             produced.rename(staging / binary_name)
+    if component.files:
+        source = Path(
+            subprocess.run(
+                ["go", "list", "-m", "-f", "{{.Dir}}", component.upstream],
+                cwd=component.module,
+                env=go_environment(),
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
+        )
+        for name, paths in component.files.items():
+            documents = [(source / path).read_text().strip() for path in paths]
+            (staging / name).write_text("\n---\n".join(documents) + "\n")
     (staging / ".complete").write_text(component.version + "\n")
     shutil.rmtree(folder, ignore_errors=True)
     staging.rename(folder)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,9 @@ from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from components.controlplane import ControlPlane
 from infra.ports import free_port
+from tests import realcluster
 from tests.helpers import unique
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
 
@@ -70,6 +72,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if "docker" in item.keywords:
                 item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def real_control_plane() -> Iterator[ControlPlane]:
+    """This test process's real control plane (tests/realcluster.py), shared by its tests."""
+    yield realcluster.real_control_plane()
+    realcluster.stop_all()
 
 
 @pytest.fixture(scope="session")

@@ -34,8 +34,9 @@ REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 EXAMPLES = REPO / "examples"
 DOCUMENTS = sorted([README, EXAMPLES / "README.md", *(REPO / "docs").glob("*.md")])
-README_MAX_LINES = 280
-"""The README is the user's guide, task first; internals belong in docs/."""
+README_MAX_LINES = 290
+"""The README is the user's guide, task first; internals belong in docs/. (280 until issue 26's
+table of what runs real and what is simulated.)"""
 
 REPO_ROOTS = (
     "activities|api|bench|catalog|deploy|docs|examples|infra|models|sim|starter|tests|watching|"

@@ -482,14 +482,20 @@ async def test_a_colony_of_two_clusters_through_colonyctl(colony: Colony, tmp_pa
     assert offering["model"] == GPU_MODEL
     assert offering["total"] > 0
     assert offering["nodeSelector"] == {"exalsius.ai/gpu-model": GPU_MODEL}
-    secret = await call(
-        client.CoreV1Api(colony.management).read_namespaced_secret,
-        f"{name}-kubeconfigs",
-        "kcm-system",
-    )
     # The exalsius operator's shape: by ClusterDeployment, each a JSON ObjectReference.
     deployments = sorted(cluster_deployment_name(f"{name}--{entry}") for entry in ("gpu", "lab"))
-    assert sorted(secret.data) == deployments
+    # Ready comes with the last cluster's report; the Secret is rewritten by the chore that
+    # follows it (read at once, it still lacked that cluster under load).
+    secret = await eventually(
+        lambda: call(
+            client.CoreV1Api(colony.management).read_namespaced_secret,
+            f"{name}-kubeconfigs",
+            "kcm-system",
+        ),
+        until=lambda s: sorted(s.data or {}) == deployments,
+        timeout=30,
+        what="the kubeconfigs Secret naming both clusters",
+    )
     assert [json.loads(base64.b64decode(secret.data[d])) for d in deployments] == [
         {"apiVersion": "v1", "kind": "Secret", "namespace": "kcm-system", "name": f"{d}-kubeconfig"}
         for d in deployments

@@ -224,10 +224,20 @@ class Watcher:
         await self.elector.run(self.lead)
 
     async def ensure_namespace(self) -> None:
-        """Colony's namespace holds the Lease and the state; create it if it is missing."""
+        """Colony's namespace holds the Lease and the state; create it if it is missing. Read
+        first: deploy/rbac.yaml creates it and lets the watcher read it, never create one."""
+        namespaces = collection_path("", "v1", "namespaces")
+        try:
+            await self.management.get(f"{namespaces}/{self.config.system_namespace}")
+            return
+        except KubeError as exc:
+            if exc.status == 403:
+                return  # not ours to look at: assumed there (deploy/ creates it)
+            if exc.status != 404:
+                raise
         try:
             await self.management.create(
-                collection_path("", "v1", "namespaces"),
+                namespaces,
                 {
                     "apiVersion": "v1",
                     "kind": "Namespace",
@@ -237,7 +247,7 @@ class Watcher:
         except KubeError as exc:
             if exc.status not in (409, 403):
                 raise
-            # 409: there already; 403: not ours to create (deploy/ creates it), assumed there.
+            # 409: created meanwhile; 403: not ours to create, assumed there.
 
     async def lead(self) -> None:
         """Watch and signal until cancelled (leadership lost or the process stops)."""

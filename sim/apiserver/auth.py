@@ -147,6 +147,12 @@ class CertificateAuthority:
         return context
 
 
+API_AUDIENCE = "https://kubernetes.default.svc.cluster.local"
+"""The API server's own audience (kubeadm's default --service-account-issuer, which
+--api-audiences defaults to): a TokenRequest without audiences gets it, and only a token for it
+authenticates against the API."""
+
+
 @dataclass(frozen=True)
 class TokenInfo:
     """Who a token authenticates and until when (None: never expires)."""
@@ -188,6 +194,8 @@ class TokenAuthority:
         if info.expires_at is not None and self._clock() >= info.expires_at:
             del self._tokens[token]
             return None
+        if info.audiences and API_AUDIENCE not in info.audiences:
+            return None  # a token for something else (kube answers 401 for it too)
         return info
 
     def revoke(self, token: str) -> None:

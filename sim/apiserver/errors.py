@@ -131,6 +131,17 @@ def forbidden(msg: str) -> ApiError:
     return ApiError(403, "Forbidden", msg)
 
 
+def forbidden_object(rt: ResourceType, name: str, why: str) -> ApiError:
+    """403 about one object, worded as kube-apiserver words it (`configmaps "x" is forbidden:
+    <why>`)."""
+    return ApiError(
+        403,
+        "Forbidden",
+        f'{_qualified(rt)} "{name}" is forbidden: {why}',
+        details=_resource_details(rt, name),
+    )
+
+
 def internal(msg: str) -> ApiError:
     return ApiError(500, "InternalError", msg)
 

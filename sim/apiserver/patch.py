@@ -3,8 +3,8 @@
 Pure functions over plain dicts; the store applies them to a copy of the stored object. Strategic
 merge follows the real server where it matters to clients: maps merge, `null` deletes, `$patch:
 delete|replace` directives, lists of known kinds merge by their key (containers by name, conditions
-by type, ...), `finalizers` merges as a set with `$deleteFromPrimitiveList/finalizers`, and every
-other list is replaced.
+by type, ...), `finalizers` merges as a set with `$deleteFromPrimitiveList/finalizers`, merged
+lists take the order kube gives them (`_element_order`), and every other list is replaced.
 """
 
 from __future__ import annotations
@@ -92,17 +92,63 @@ def strategic_merge_patch(target: Any, patch: dict[str, Any]) -> Any:
                 result.pop(key, None)
             else:
                 result[key] = merged
-        elif isinstance(value, list) and not value:
-            # `kubectl patch -p '{"metadata":{"finalizers":[]}}'` clears, even merging lists.
-            result[key] = []
         elif isinstance(value, list) and key in _SET_LISTS:
+            # An empty list merges to what was there: `{"metadata":{"finalizers":[]}}` keeps
+            # every finalizer (kube-apiserver 1.37; null or a merge patch clears them).
             current = list(result.get(key) or [])
-            result[key] = current + [v for v in value if v not in current]
+            merged = current + [v for v in value if v not in current]
+            result[key] = _element_order(merged, value, current, None)
         elif isinstance(value, list) and key in _MERGE_KEYS:
-            result[key] = _merge_list(result.get(key) or [], value, _MERGE_KEYS[key])
+            current = list(result.get(key) or [])
+            merged = _merge_list(current, value, _MERGE_KEYS[key])
+            result[key] = _element_order(merged, value, current, _MERGE_KEYS[key])
         else:
             result[key] = copy.deepcopy(value)
     return result
+
+
+def _element_order(
+    merged: list[Any], patch: list[Any], original: list[Any], merge_key: str | None
+) -> list[Any]:
+    """The order kube gives a merged list (strategicpatch.normalizeElementOrder): the patch's
+    items in the patch's order and the server-only items in the server's order, interleaved by
+    their places in the original list; an item new to the server goes before the server's
+    items it is compared with (`[a, b]` patched with `[c]` is `[c, a, b]`)."""
+
+    def ident(item: Any) -> Any:
+        return item.get(merge_key) if merge_key and isinstance(item, dict) else item
+
+    patch_ids = [ident(p) for p in patch]
+    server_ids = [ident(o) for o in original]
+
+    def place(ids: list[Any], item: Any) -> int:
+        return ids.index(ident(item)) if ident(item) in ids else -1
+
+    from_patch = sorted(
+        (m for m in merged if ident(m) in patch_ids), key=lambda m: place(patch_ids, m)
+    )
+    server_only = sorted(
+        (m for m in merged if ident(m) not in patch_ids), key=lambda m: place(server_ids, m)
+    )
+    ordered: list[Any] = []
+    left, right = 0, 0
+    while left < len(server_only) or right < len(from_patch):
+        if right >= len(from_patch):
+            ordered.append(server_only[left])
+            left += 1
+        elif left >= len(server_only):
+            ordered.append(from_patch[right])
+            right += 1
+        else:
+            here = place(server_ids, server_only[left])
+            there = place(server_ids, from_patch[right])
+            if here >= 0 and there >= 0 and here < there:
+                ordered.append(server_only[left])
+                left += 1
+            else:
+                ordered.append(from_patch[right])
+                right += 1
+    return ordered
 
 
 def _merge_list(current: list[Any], patch: list[Any], merge_key: str) -> list[Any]:

@@ -162,6 +162,23 @@ BUILTINS: tuple[ResourceType, ...] = (
 )  # fmt: skip
 
 
+WITHOUT_GENERATION: frozenset[tuple[str, str]] = frozenset(
+    rt.key
+    for rt in (
+        NAMESPACES, NODES, SECRETS, CONFIGMAPS, SERVICES, SERVICEACCOUNTS, EVENTS, LEASES,
+        CLUSTERROLES, CLUSTERROLEBINDINGS, ROLES, ROLEBINDINGS,
+    )
+)  # fmt: skip
+"""Types whose objects have no metadata.generation on a real API server (their strategies never
+set it; seen on kube-apiserver 1.37); pods, workloads, PodDisruptionBudgets, CRDs and custom
+resources have one."""
+
+
+def tracks_generation(rt: ResourceType) -> bool:
+    """Whether kube-apiserver keeps metadata.generation for objects of `rt`."""
+    return rt.key not in WITHOUT_GENERATION
+
+
 class ResourceRegistry:
     """Mutable set of served types, keyed by (group, plural)."""
 

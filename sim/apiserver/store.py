@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from sim.apiserver import errors, validation
-from sim.apiserver.auth import TokenAuthority
+from sim.apiserver.auth import API_AUDIENCE, TokenAuthority
 from sim.apiserver.fieldvalidation import FieldValidation
 from sim.apiserver.patch import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, apply_patch
 from sim.apiserver.podlogs import ContainerLogs
@@ -45,6 +45,7 @@ from sim.apiserver.registry import (
     ResourceRegistry,
     ResourceType,
     resource_type_from_crd,
+    tracks_generation,
 )
 from sim.apiserver.selectors import LabelSelector, object_filter
 
@@ -602,6 +603,8 @@ class ClusterStore:
         self._dependents.pop(uid, None)
         for ref in meta.get("ownerReferences") or []:
             self._release_foreground_owner(ref.get("uid", ""))
+        if rt.namespaced and meta.get("namespace"):
+            self._finish_namespace(meta["namespace"])
 
     def _collect(self, dep_uid: str, owner_uid: str, *, orphan: bool) -> None:
         """Garbage-collect one dependent of a removed owner (or just drop the reference)."""
@@ -639,6 +642,41 @@ class ClusterStore:
         owner = self._tables[rt.key][ns][name]
         if FOREGROUND_FINALIZER in (owner["metadata"].get("finalizers") or []):
             self.mutate(rt, ns or None, name, _drop_finalizer(FOREGROUND_FINALIZER))
+
+    def _terminate_namespace(self, old: Obj, *, dry_run: bool) -> Obj:
+        """A namespace's delete, as kube-apiserver and the namespace controller do it: it turns
+        Terminating (new content refused), its contents are deleted as their own deletes go
+        (finalizers hold, bound pods wait for their kubelet), and it goes once nothing is left."""
+        new = clone(old)
+        new["metadata"]["deletionTimestamp"] = self._now()
+        new["metadata"]["deletionGracePeriodSeconds"] = 0
+        new["status"] = {**(new.get("status") or {}), "phase": "Terminating"}
+        if dry_run:
+            return new
+        name = new["metadata"]["name"]
+        self._write(NAMESPACES, new, old)
+        for rt in self.registry.all():
+            if not rt.namespaced:
+                continue
+            for obj in list(self._tables.get(rt.key, {}).get(name, {}).values()):
+                meta = obj["metadata"]
+                if meta.get("deletionTimestamp") or self._peek(rt, name, meta["name"]) is not obj:
+                    continue
+                with contextlib.suppress(errors.ApiError):
+                    self.delete(rt, name, meta["name"], propagation_policy="Background")
+        self._finish_namespace(name)
+        return clone(self._peek(NAMESPACES, None, name) or new)
+
+    def _finish_namespace(self, namespace: str) -> None:
+        """Remove a Terminating namespace once nothing is left in it (its `kubernetes`
+        finalizer, which the namespace controller clears then)."""
+        found = self._peek(NAMESPACES, None, namespace)
+        if found is None or not found["metadata"].get("deletionTimestamp"):
+            return
+        for rt in self.registry.all():
+            if rt.namespaced and self._tables.get(rt.key, {}).get(namespace):
+                return
+        self._remove(NAMESPACES, found)
 
     def _purge_namespace(self, namespace: str) -> None:
         for rt in self.registry.all():
@@ -684,8 +722,16 @@ class ClusterStore:
                     "the request"
                 )
             ns = namespace or body_ns or "default"
-            if self._peek(NAMESPACES, None, ns) is None:
+            owner_namespace = self._peek(NAMESPACES, None, ns)
+            if owner_namespace is None:
                 raise errors.not_found(NAMESPACES, ns)
+            if owner_namespace["metadata"].get("deletionTimestamp"):
+                raise errors.forbidden_object(
+                    rt,
+                    str(meta.get("name") or ""),
+                    f"unable to create new content in namespace {ns} because it is being "
+                    "terminated",
+                )
             meta["namespace"] = ns
         else:
             meta.pop("namespace", None)
@@ -718,7 +764,9 @@ class ClusterStore:
             meta.pop(key, None)
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = self._now()
-        meta["generation"] = 1
+        meta.pop("generation", None)
+        if tracks_generation(rt):
+            meta["generation"] = 1
         ip_counter = self._ip_counter
         self._prepare_create(rt, new)
         validation.check(rt, new)
@@ -739,9 +787,8 @@ class ClusterStore:
             if isinstance(spec, dict):
                 _default_pod_resources(spec)
                 _admit_default_tolerations(spec)
-            status = obj.setdefault("status", {})
-            status.setdefault("phase", "Pending")
-            status.setdefault("qosClass", _qos_class(spec))
+            # Whatever the client wrote, a new pod's status is the server's (PrepareForCreate).
+            obj["status"] = {"phase": "Pending", "qosClass": _qos_class(spec)}
         elif key == NAMESPACES.key:
             obj.setdefault("spec", {"finalizers": ["kubernetes"]})
             obj["status"] = {"phase": "Active"}
@@ -998,9 +1045,12 @@ class ClusterStore:
         if rt.key == SECRETS.key:
             _fold_string_data(result)
         meta = result["metadata"]
-        meta["generation"] = old_meta.get("generation", 1)
-        if _spec_changed(rt, old, result):
-            meta["generation"] += 1
+        if tracks_generation(rt):
+            meta["generation"] = old_meta.get("generation", 1)
+            if _spec_changed(rt, old, result):
+                meta["generation"] += 1
+        else:
+            meta.pop("generation", None)
         if rt.key == CRDS.key and subresource != "status":
             spec = result.get("spec") or {}
             old_spec = old.get("spec") or {}
@@ -1058,6 +1108,8 @@ class ClusterStore:
             if rt.key == PODS.key and grace_period_seconds == 0 and not dry_run:
                 self.finalize_pod(meta["namespace"], name)
             return clone(self._peek(rt, namespace, name) or old)
+        if rt.key == NAMESPACES.key:
+            return self._terminate_namespace(old, dry_run=dry_run)
         if policy == "Orphan" and not dry_run:
             for dep_uid in list(self._dependents.get(meta["uid"], ())):
                 self._collect(dep_uid, meta["uid"], orphan=True)
@@ -1087,8 +1139,10 @@ class ClusterStore:
         new_meta["deletionGracePeriodSeconds"] = max(grace, 0)
         if finalizers:
             new_meta["finalizers"] = finalizers
-        # kube bumps the generation when it sets deletionTimestamp (rest.BeforeDelete).
-        new_meta["generation"] = meta.get("generation", 1) + 1
+        # kube bumps the generation when it sets deletionTimestamp (rest.BeforeDelete), where
+        # there is one.
+        if meta.get("generation"):
+            new_meta["generation"] = meta["generation"] + 1
         if dry_run:
             return new
         stored = self._write(rt, new, old)
@@ -1314,14 +1368,15 @@ class ClusterStore:
                 SERVICEACCOUNTS, name,
                 [("spec.expirationSeconds", "Invalid value: may not specify a duration less than 10 minutes", "FieldValueInvalid")],
             )  # fmt: skip
-        audiences = tuple(spec.get("audiences") or ())
+        # No audiences: the API server's own, as kube defaults them.
+        audiences = tuple(spec.get("audiences") or ()) or (API_AUDIENCE,)
         token, expires = self.tokens.issue(
             f"system:serviceaccount:{namespace}:{name}",
             expiration_seconds=seconds,
             audiences=audiences,
         )
         spec["expirationSeconds"] = seconds
-        spec.setdefault("audiences", list(audiences))
+        spec["audiences"] = list(audiences)
         assert expires is not None
         return {
             "kind": "TokenRequest",
@@ -1436,23 +1491,28 @@ def _encode_continue(rv: int, last: tuple[str, str]) -> str:
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
+_BASE64URL = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
 def _decode_continue(token: str) -> tuple[int, tuple[str, str]]:
-    """(rv, last key) of a continue token; 400 BadRequest for anything else, like kube."""
+    """(rv, last key) of a continue token; 400 BadRequest for anything else, worded as
+    kube-apiserver 1.37 words it ("invalid continue token: continue key is not valid: ...")."""
     try:
+        bad = next((i for i, c in enumerate(token) if c not in _BASE64URL), None)
+        if bad is not None:
+            raise ValueError(f"illegal base64 data at input byte {bad}")
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         decoded = json.loads(raw)
         if not isinstance(decoded, dict) or decoded.get("v") != "meta.k8s.io/v1":
-            raise ValueError(
-                "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"
-            )
+            version = decoded.get("v") if isinstance(decoded, dict) else None
+            raise ValueError(f"server does not recognize this encoded version {version or ''}")
         rv, start = decoded.get("rv"), decoded.get("start")
         if not isinstance(rv, int) or not isinstance(start, str) or not start:
-            raise ValueError("continue key is not valid: invalid start or resourceVersion")
+            raise ValueError("invalid start or resourceVersion")
     except (binascii.Error, ValueError, UnicodeDecodeError) as exc:
-        message = (
-            str(exc) if str(exc).startswith("continue key") else f"continue key is not valid: {exc}"
-        )
-        raise errors.bad_request(message) from None
+        raise errors.bad_request(
+            f"invalid continue token: continue key is not valid: {exc}"
+        ) from None
     namespace, _, name = start.rstrip("\x00").rpartition("/")
     return rv, (namespace, name)
 

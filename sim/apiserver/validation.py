@@ -7,11 +7,10 @@ k8s.io/apimachinery/pkg/util/validation and pkg/apis/*/validation). What the rea
 while decoding (a quantity that does not parse, a label value that is not a string) is 400
 BadRequest, as there.
 
-Covered: object names (DNS-1123 subdomain; DNS-1123 label for namespaces, DNS-1035 label for
-services, as `ValidateServiceName` does), label keys and values on every object, Pod specs
+Covered: object names (DNS-1123 subdomain; DNS-1123 label for namespaces and, as of 1.37, services), label keys and values on every object, Pod specs
 (containers, names, images, restartPolicy, resource quantities) and pod update immutability,
 Service ports and type, PodDisruptionBudget minAvailable/maxUnavailable, Deployment and DaemonSet
-selectors and templates, coordination.k8s.io Lease specs (ValidateLeaseSpec, and MicroTime decoding:
+selectors and templates, core/v1 Events' involved object namespace, coordination.k8s.io Lease specs (ValidateLeaseSpec, and MicroTime decoding:
 `acquireTime`/`renewTime` need exactly six fractional digits and are stored as UTC, as
 kube-apiserver re-encodes them). Not covered: everything else kube validates (annotations, volumes,
 probes, affinity...): the sim stores those unchecked.
@@ -30,6 +29,7 @@ from sim.apiserver import errors
 from sim.apiserver.registry import (
     DAEMONSETS,
     DEPLOYMENTS,
+    EVENTS,
     LEASES,
     NAMESPACES,
     PDBS,
@@ -46,7 +46,6 @@ _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 )
-_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
@@ -60,11 +59,6 @@ _LABEL_MSG = (
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
     "must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex "
     "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
-)
-_DNS1035_MSG = (
-    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
-    "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or "
-    "'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
 )
 _QUALIFIED_NAME_MSG = (
     "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
@@ -130,9 +124,11 @@ def parse_quantity(value: Any) -> Decimal | None:
 
 def name_causes(rt: ResourceType, name: str) -> list[Cause]:
     """Problems with an object name: the rule depends on the kind, as in kube."""
-    if rt.key == NAMESPACES.key:
-        return [("metadata.name", f'Invalid value: "{name}": {m}', "FieldValueInvalid") for m in _dns1123_label(name)]  # fmt: skip
-    messages = _dns1035_label(name) if rt.key == SERVICES.key else _dns1123_subdomain(name)
+    if rt.key in (NAMESPACES.key, SERVICES.key):
+        # Services too since 1.37 (no longer DNS-1035: "1svc" is a valid Service name).
+        messages = _dns1123_label(name, dots=True)
+    else:
+        messages = _dns1123_subdomain(name)
     return [("metadata.name", f'Invalid value: "{name}": {m}', "FieldValueInvalid") for m in messages]  # fmt: skip
 
 
@@ -142,12 +138,17 @@ def check_name(rt: ResourceType, name: str) -> None:
         raise errors.invalid(rt, name, causes)
 
 
-def _dns1123_label(value: str) -> list[str]:
+def _dns1123_label(value: str, *, dots: bool = False) -> list[str]:
+    """With `dots`, a name that would be a valid subdomain gets kube 1.37's shorter message for
+    namespace and Service names, "must not contain dots"."""
     out = []
     if len(value) > 63:
         out.append("must be no more than 63 characters")
     if not _DNS1123_LABEL.match(value):
-        out.append(_LABEL_MSG)
+        if dots and "." in value and _DNS1123_SUBDOMAIN.match(value):
+            out.append("must not contain dots")
+        else:
+            out.append(_LABEL_MSG)
     return out
 
 
@@ -157,15 +158,6 @@ def _dns1123_subdomain(value: str) -> list[str]:
         out.append("must be no more than 253 characters")
     if not _DNS1123_SUBDOMAIN.match(value):
         out.append(_SUBDOMAIN_MSG)
-    return out
-
-
-def _dns1035_label(value: str) -> list[str]:
-    out = []
-    if len(value) > 63:
-        out.append("must be no more than 63 characters")
-    if not _DNS1035_LABEL.match(value):
-        out.append(_DNS1035_MSG)
     return out
 
 
@@ -191,7 +183,7 @@ def _qualified_name(key: str) -> list[str]:
         return [*prefix_msgs, "name part must be non-empty"]
     out = list(prefix_msgs)
     if len(name) > 63:
-        out.append("name part must be no more than 63 characters")
+        out.append("name part must be no more than 63 bytes")
     if not _QUALIFIED_NAME.match(name):
         out.append(_QUALIFIED_NAME_MSG)
     return out
@@ -212,7 +204,7 @@ def _label_causes(labels: Any, path: str) -> list[Cause]:
         for message in _qualified_name(key):
             causes.append((path, f'Invalid value: "{key}": {message}', "FieldValueInvalid"))
         if len(value) > 63:
-            causes.append((path, f'Invalid value: "{value}": must be no more than 63 characters', "FieldValueInvalid"))  # fmt: skip
+            causes.append((path, f'Invalid value: "{value}": must be no more than 63 bytes', "FieldValueInvalid"))  # fmt: skip
         if not _LABEL_VALUE.match(value):
             causes.append((path, f'Invalid value: "{value}": {_LABEL_VALUE_MSG}', "FieldValueInvalid"))  # fmt: skip
     return causes
@@ -344,8 +336,8 @@ def _pod_update_causes(new: Obj, old: Obj) -> list[Cause]:
 
 
 def _go_map(labels: Mapping[str, Any]) -> str:
-    inner = ", ".join(f'"{k}":"{v}"' for k, v in sorted(labels.items()))
-    return f"map[string]string{{{inner}}}"
+    """A label map as kube 1.37 prints it in messages: compact JSON, keys sorted."""
+    return json.dumps(dict(labels), separators=(",", ":"), sort_keys=True)
 
 
 def _workload_causes(rt: ResourceType, obj: Obj, old: Obj | None) -> list[Cause]:
@@ -402,7 +394,6 @@ _MICRO_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\.(\d{6})(Z|[+-
 RFC3339_MICRO = "2006-01-02T15:04:05.000000Z07:00"
 """metav1.MicroTime's layout: Go's time.Parse wants exactly six fractional digits."""
 _LEASE_INTS = ("leaseDurationSeconds", "leaseTransitions")
-_LEASE_STRATEGIES = ("OldestEmulationVersion",)
 
 
 def _micro_time(value: str) -> str | None:
@@ -453,16 +444,32 @@ def _lease_causes(obj: Obj) -> list[Cause]:
     transitions = spec.get("leaseTransitions")
     if transitions is not None and transitions < 0:
         causes.append(("spec.leaseTransitions", f"Invalid value: {transitions}: must be greater than or equal to 0", "FieldValueInvalid"))  # fmt: skip
-    strategy = spec.get("strategy")
-    if strategy and strategy not in _LEASE_STRATEGIES:
-        supported = ", ".join(json.dumps(s) for s in _LEASE_STRATEGIES)
-        causes.append(("spec.strategy", f"Unsupported value: {json.dumps(strategy)}: supported values: {supported}", "FieldValueNotSupported"))  # fmt: skip
-    if spec.get("preferredHolder") and not strategy:
-        causes.append(("spec.preferredHolder", "Forbidden: may only be specified if `strategy` is defined", "FieldValueForbidden"))  # fmt: skip
+    # The fields of coordinated leader election are dropped, not validated: its feature gate
+    # (CoordinatedLeaderElection, beta) is off by default in 1.37 (dropDisabledFields).
+    spec.pop("strategy", None)
+    spec.pop("preferredHolder", None)
     return causes
 
 
 # ---------------------------------------------------------------------- entry points
+
+
+def _event_causes(obj: Obj) -> list[Cause]:
+    """core/v1 Events without eventTime (legacyValidateEvent): the involved object's namespace
+    is the event's own; an empty one only in the default namespace (for old clients)."""
+    if obj.get("eventTime"):
+        return []
+    namespace = (obj.get("metadata") or {}).get("namespace") or ""
+    involved = str((obj.get("involvedObject") or {}).get("namespace") or "")
+    if (not involved and namespace not in ("", "default")) or (involved and involved != namespace):
+        return [
+            (
+                "involvedObject.namespace",
+                f'Invalid value: "{involved}": does not match event.namespace',
+                "FieldValueInvalid",
+            )
+        ]
+    return []
 
 
 def _same(new: Any, old: Any) -> bool:
@@ -497,5 +504,7 @@ def check(rt: ResourceType, obj: Obj, old: Obj | None = None, *, pod_update: boo
         causes += _pdb_causes(obj)
     elif key == LEASES.key:
         causes += _lease_causes(obj)
+    elif key == EVENTS.key:
+        causes += _event_causes(obj)
     if causes:
         raise errors.invalid(rt, meta.get("name", ""), causes)

@@ -1,4 +1,8 @@
-"""dryRun=All on every write verb: checked and answered like the real thing, nothing persisted."""
+"""dryRun=All on every write verb: checked and answered like the real thing, nothing persisted.
+
+The `kube` tests run on the emulator and a real control plane; the `cluster` ones also prove, on
+the emulator's store, that a dry run emits no watch event.
+"""
 
 from __future__ import annotations
 
@@ -15,13 +19,17 @@ from kubernetes.client.exceptions import ApiException
 from sim.apiserver.registry import CONFIGMAPS, PODS
 from sim.apiserver.server import ClusterServer
 from sim.apiserver.store import ClusterStore, WatchEvent
+from sim.tests.conftest import NO_SCHEDULER, Kube
 from sim.tests.test_apiserver_kubectl import KUBECTL, kubectl
 
 call = asyncio.to_thread
 
 
 def pod(name: str, node: str | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "busybox"}]}
+    spec: dict[str, Any] = {
+        "schedulerName": NO_SCHEDULER,
+        "containers": [{"name": "c", "image": "busybox"}],
+    }
     if node:
         spec["nodeName"] = node
     return {"metadata": {"name": name, "labels": {"app": name}}, "spec": spec}
@@ -64,11 +72,11 @@ async def test_dry_run_create_answers_what_would_be_stored(
     assert store.try_get(CONFIGMAPS, "default", created.metadata.name) is None
 
 
-async def test_dry_run_create_still_validates(api_client: client.ApiClient) -> None:
-    core = client.CoreV1Api(api_client)
+async def test_dry_run_create_still_validates(kube: Kube) -> None:
+    core = client.CoreV1Api(kube.api)
     with pytest.raises(ApiException) as err:
         await call(
-            core.create_namespaced_config_map, "default", {"metadata": {"name": "Bad_Name"}},
+            core.create_namespaced_config_map, kube.namespace, {"metadata": {"name": "Bad_Name"}},
             dry_run="All",
         )  # fmt: skip
     assert err.value.status == 422
@@ -127,6 +135,81 @@ async def test_dry_run_delete_removes_nothing(
     assert not store.get(PODS, "default", "bound")["metadata"].get("deletionTimestamp")
 
 
+async def exists(read: Callable[..., Any], *args: Any) -> bool:
+    try:
+        await call(read, *args)
+    except ApiException as error:
+        if error.status == 404:
+            return False
+        raise
+    return True
+
+
+async def test_dry_runs_persist_nothing(kube: Kube) -> None:
+    """Every write verb with dryRun=All answers as if done; reading back shows nothing changed."""
+    core = client.CoreV1Api(kube.api)
+    ns = kube.namespace
+    body = {"metadata": {"generateName": "cfg-"}, "data": {"a": "1"}}
+    created = await call(core.create_namespaced_config_map, ns, body, dry_run="All")
+    assert created.metadata.name.startswith("cfg-")
+    assert created.metadata.uid
+    assert created.metadata.creation_timestamp is not None
+    assert created.metadata.resource_version is None
+    assert not await exists(core.read_namespaced_config_map, created.metadata.name, ns)
+
+    stored = await call(core.create_namespaced_pod, ns, pod("web", node="worker-1"))
+    rv = stored.metadata.resource_version
+    stored.metadata.labels = {"app": "changed"}
+    replaced = await call(core.replace_namespaced_pod, "web", ns, stored, dry_run="All")
+    assert replaced.metadata.labels == {"app": "changed"}
+    assert replaced.metadata.resource_version == rv
+    patched = await call(
+        core.patch_namespaced_pod, "web", ns, {"metadata": {"labels": {"tier": "x"}}},
+        dry_run="All",
+    )  # fmt: skip
+    assert patched.metadata.labels == {"app": "web", "tier": "x"}
+    status = await call(
+        core.patch_namespaced_pod_status, "web", ns, {"status": {"phase": "Running"}},
+        dry_run="All",
+    )  # fmt: skip
+    assert status.status.phase == "Running"
+    graceful = await call(core.delete_namespaced_pod, "web", ns, dry_run="All")
+    assert graceful.metadata.deletion_timestamp is not None
+    await call(
+        core.create_namespaced_pod_eviction, "web", ns,
+        {"metadata": {"name": "web"}, "deleteOptions": {"dryRun": ["All"]}},
+    )  # fmt: skip
+    await call(core.create_namespaced_config_map, ns, {"metadata": {"name": "keep"}})
+    deleted = await call(core.delete_namespaced_config_map, "keep", ns, dry_run="All")
+    assert deleted["status"] == "Success"  # a Status (the client does not type it)
+    await call(core.delete_collection_namespaced_config_map, ns, dry_run="All")
+    after = await call(core.read_namespaced_pod, "web", ns)
+    assert after.metadata.resource_version == rv
+    assert after.metadata.labels == {"app": "web"}
+    assert after.metadata.deletion_timestamp is None
+    assert after.status.phase == "Pending"
+    assert await exists(core.read_namespaced_config_map, "keep", ns)
+
+
+@pytest.mark.skipif(not KUBECTL.exists(), reason="kubectl is not installed in the venv")
+async def test_kubectl_server_dry_run(kube: Kube) -> None:
+    manifest = kube.kubeconfig_file.parent / "planned.yaml"
+    manifest.write_text(json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "planned"}, "data": {"a": "1"}}))  # fmt: skip
+    ns = ("-n", kube.namespace)
+    out = await kubectl(
+        kube.kubeconfig_file, *ns, "create", "-f", str(manifest), "--dry-run=server"
+    )
+    assert "configmap/planned created (server dry run)" in out
+    core = client.CoreV1Api(kube.api)
+    assert not await exists(core.read_namespaced_config_map, "planned", kube.namespace)
+    await call(core.create_namespaced_config_map, kube.namespace, {"metadata": {"name": "kept"}})
+    out = await kubectl(
+        kube.kubeconfig_file, *ns, "delete", "configmap", "kept", "--dry-run=server"
+    )
+    assert f'configmap "kept" deleted from {kube.namespace} namespace (server dry run)' in out
+    assert await exists(core.read_namespaced_config_map, "kept", kube.namespace)
+
+
 def _create_with(core: client.CoreV1Api, dry_run: str) -> Any:
     return core.create_namespaced_config_map("default", {"metadata": {"name": "x"}}, dry_run=dry_run)  # fmt: skip
 
@@ -143,9 +226,9 @@ def _delete_with(core: client.CoreV1Api, dry_run: str) -> Any:
     ],
 )
 async def test_unsupported_dry_run_value_is_422(
-    api_client: client.ApiClient, verb: Callable[[client.CoreV1Api, str], Any]
+    kube: Kube, verb: Callable[[client.CoreV1Api, str], Any]
 ) -> None:
-    core = client.CoreV1Api(api_client)
+    core = client.CoreV1Api(kube.api)
     with pytest.raises(ApiException) as err:
         await call(verb, core, "Some")
     assert err.value.status == 422

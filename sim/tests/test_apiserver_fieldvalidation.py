@@ -18,7 +18,7 @@ from sim.apiserver.registry import CONFIGMAPS, CRDS, NAMESPACES, SECRETS
 from sim.apiserver.server import ClusterServer
 from sim.crds import load_colony_crds
 from sim.crds.samples import cluster_deployment_remote
-from sim.tests.conftest import call
+from sim.tests.conftest import Kube, call
 from sim.tests.test_apiserver_kubectl import KUBECTL, kubectl
 
 GROUP, VERSION, PLURAL = "k0rdent.mirantis.com", "v1beta1", "clusterdeployments"
@@ -151,8 +151,8 @@ async def test_strict_refuses_unknown_fields_of_a_custom_resource(
             api.patch_namespaced_custom_object, GROUP, VERSION, NS, PLURAL, "gpu-a",
             {"spec": {"credentail": "x"}, "metadata": {"labelz": {}}}, field_validation="Strict",
         )  # fmt: skip
-    assert caught.value.status == 400
-    assert status_body(caught.value)["message"] == (
+    assert caught.value.status == 422
+    assert status_body(caught.value)["message"].endswith(
         'strict decoding error: unknown field "metadata.labelz", unknown field "spec.credentail"'
     )
     # PUT, like create.
@@ -291,15 +291,27 @@ async def test_kubectl_checks_builtins_top_level_and_metadata(
     assert "dta" not in cluster.store.get(CONFIGMAPS, "default", "c")
 
 
-async def test_strict_patch_of_a_builtin(
-    cluster: ClusterServer, api_client: client.ApiClient
-) -> None:
-    api = client.CoreV1Api(api_client)
-    cluster.store.create(CONFIGMAPS, {"metadata": {"name": "c", "namespace": "default"}})
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        pytest.param("application/merge-patch+json", id="merge"),
+        pytest.param("application/strategic-merge-patch+json", id="strategic"),
+    ],
+)
+async def test_strict_patch_of_a_builtin(kube: Kube, content_type: str) -> None:
+    """A strict PATCH: 422 Invalid of an unnamed object, one cause at field `patch` (its value,
+    the patched object, encoded as each server encodes it)."""
+    api = client.CoreV1Api(kube.api)
+    await call(api.create_namespaced_config_map, kube.namespace, {"metadata": {"name": "c"}})
     with pytest.raises(ApiException) as caught:
         await call(
-            api.patch_namespaced_config_map, "c", "default", {"dta": {"x": "y"}},
-            field_validation="Strict",
+            api.patch_namespaced_config_map, "c", kube.namespace, {"dta": {"x": "y"}},
+            field_validation="Strict", _content_type=content_type,
         )  # fmt: skip
-    assert caught.value.status == 400
-    assert status_body(caught.value)["message"] == 'strict decoding error: unknown field "dta"'
+    assert caught.value.status == 422
+    body = status_body(caught.value)
+    assert body["reason"] == "Invalid"
+    assert body["message"].startswith(' "" is invalid: patch: Invalid value: "')
+    assert body["message"].endswith('": strict decoding error: unknown field "dta"')
+    [cause] = body["details"]["causes"]
+    assert (cause["field"], cause["reason"]) == ("patch", "FieldValueInvalid")

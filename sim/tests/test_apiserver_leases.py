@@ -20,6 +20,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from sim.apiserver.server import ClusterServer
+from sim.tests.conftest import Kube
 from sim.tests.test_apiserver_kubectl import KUBECTL, kubectl
 
 call = asyncio.to_thread
@@ -35,12 +36,12 @@ def lease(name: str, **spec: Any) -> dict[str, Any]:
     }
 
 
-async def test_create_get_update_with_optimistic_concurrency(api_client: client.ApiClient) -> None:
-    api = client.CoordinationV1Api(api_client)
+async def test_create_get_update_with_optimistic_concurrency(kube: Kube) -> None:
+    api = client.CoordinationV1Api(kube.api)
     now = "2026-03-01T10:00:00.123456Z"
     created = await call(
         api.create_namespaced_lease,
-        NS,
+        kube.namespace,
         lease(
             "colony-watcher",
             holderIdentity="a",
@@ -53,7 +54,9 @@ async def test_create_get_update_with_optimistic_concurrency(api_client: client.
     assert created.spec.holder_identity == "a"
     assert created.spec.renew_time == datetime(2026, 3, 1, 10, 0, 0, 123456, tzinfo=UTC)
     with pytest.raises(ApiException) as exists:
-        await call(api.create_namespaced_lease, NS, lease("colony-watcher", holderIdentity="b"))
+        await call(
+            api.create_namespaced_lease, kube.namespace, lease("colony-watcher", holderIdentity="b")
+        )
     assert exists.value.status == 409
     assert json.loads(exists.value.body)["reason"] == "AlreadyExists"
 
@@ -65,7 +68,7 @@ async def test_create_get_update_with_optimistic_concurrency(api_client: client.
     renewed = await call(
         api.replace_namespaced_lease,
         "colony-watcher",
-        NS,
+        kube.namespace,
         {
             **lease(
                 "colony-watcher",
@@ -81,7 +84,7 @@ async def test_create_get_update_with_optimistic_concurrency(api_client: client.
         await call(
             api.replace_namespaced_lease,
             "colony-watcher",
-            NS,
+            kube.namespace,
             {
                 **lease("colony-watcher", holderIdentity="b", leaseDurationSeconds=15),
                 "metadata": {"name": "colony-watcher", "resourceVersion": stale},
@@ -89,14 +92,14 @@ async def test_create_get_update_with_optimistic_concurrency(api_client: client.
         )
     assert conflict.value.status == 409
     assert json.loads(conflict.value.body)["reason"] == "Conflict"
-    read = await call(api.read_namespaced_lease, "colony-watcher", NS)
+    read = await call(api.read_namespaced_lease, "colony-watcher", kube.namespace)
     assert read.spec.holder_identity == "a"
 
 
-async def test_micro_times_come_back_in_utc_with_six_digits(api_client: client.ApiClient) -> None:
+async def test_micro_times_come_back_in_utc_with_six_digits(kube: Kube) -> None:
     created: Any = await call(
-        client.CoordinationV1Api(api_client).create_namespaced_lease,
-        NS,
+        client.CoordinationV1Api(kube.api).create_namespaced_lease,
+        kube.namespace,
         lease("tz", holderIdentity="a", renewTime="2026-03-01T12:00:00.500000+02:00"),
         _preload_content=False,
     )
@@ -119,18 +122,6 @@ async def test_micro_times_come_back_in_utc_with_six_digits(api_client: client.A
             id="negative-transitions",
         ),
         pytest.param(
-            {"preferredHolder": "b"},
-            422,
-            "spec.preferredHolder: Forbidden: may only be specified if `strategy` is defined",
-            id="preferred-without-strategy",
-        ),
-        pytest.param(
-            {"strategy": "Newest"},
-            422,
-            'spec.strategy: Unsupported value: "Newest"',
-            id="unknown-strategy",
-        ),
-        pytest.param(
             {"renewTime": "2026-03-01T10:00:00Z"},
             400,
             'parsing time "2026-03-01T10:00:00+00:00" as "2006-01-02T15:04:05.000000Z07:00"',
@@ -139,14 +130,38 @@ async def test_micro_times_come_back_in_utc_with_six_digits(api_client: client.A
     ],
 )
 async def test_invalid_specs_are_refused_as_kube_does(
-    api_client: client.ApiClient, spec: dict[str, Any], status: int, message: str
+    kube: Kube, spec: dict[str, Any], status: int, message: str
 ) -> None:
     with pytest.raises(ApiException) as refused:
         await call(
-            client.CoordinationV1Api(api_client).create_namespaced_lease, NS, lease("bad", **spec)
+            client.CoordinationV1Api(kube.api).create_namespaced_lease,
+            kube.namespace,
+            lease("bad", **spec),
         )
     assert refused.value.status == status
     assert message in json.loads(refused.value.body)["message"]
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        pytest.param({"preferredHolder": "b"}, id="preferred-without-strategy"),
+        pytest.param({"strategy": "Newest"}, id="unknown-strategy"),
+        pytest.param({"strategy": "OldestEmulationVersion", "preferredHolder": "b"}, id="valid"),
+    ],
+)
+async def test_coordinated_leader_election_fields_are_dropped(
+    kube: Kube, spec: dict[str, Any]
+) -> None:
+    """Its feature gate (CoordinatedLeaderElection, beta) is off by default in 1.37: the fields
+    are dropped as a disabled feature's are, valid or not."""
+    created = await call(
+        client.CoordinationV1Api(kube.api).create_namespaced_lease,
+        kube.namespace,
+        lease("cle", holderIdentity="a", **spec),
+    )
+    assert (created.spec.strategy, created.spec.preferred_holder) == (None, None)
+    assert created.spec.holder_identity == "a"
 
 
 @pytest.mark.skipif(not KUBECTL.exists(), reason="kubectl is not installed in the venv")

@@ -16,7 +16,7 @@ from sim.apiserver.auth import CertificateAuthority
 from sim.apiserver.registry import CONFIGMAPS, NAMESPACES, PODS
 from sim.apiserver.server import ClusterServer
 from sim.apiserver.store import ClusterStore
-from sim.tests.conftest import make_api_client
+from sim.tests.conftest import Kube, make_api_client
 from sim.tests.test_apiserver_kubectl import KUBECTL, kubectl
 from tests.helpers import unique
 
@@ -82,18 +82,23 @@ async def test_selector_pages_omit_remaining_item_count(
 
 
 @pytest.mark.parametrize(
-    "token",
+    ("token", "why"),
     [
-        pytest.param("not-base64!", id="garbage"),
-        pytest.param("eyJ2IjoibWV0YS5rOHMuaW8vdjAifQ", id="wrong-version"),
+        pytest.param("not-base64!", "illegal base64 data at input byte 10", id="garbage"),
+        pytest.param(
+            "eyJ2IjoibWV0YS5rOHMuaW8vdjAifQ",
+            "server does not recognize this encoded version meta.k8s.io/v0",
+            id="wrong-version",
+        ),
     ],
 )
-async def test_invalid_continue_is_400(api_client: client.ApiClient, token: str) -> None:
-    core = client.CoreV1Api(api_client)
+async def test_invalid_continue_is_400(kube: Kube, token: str, why: str) -> None:
+    message = f"invalid continue token: continue key is not valid: {why}"
+    core = client.CoreV1Api(kube.api)
     with pytest.raises(ApiException) as err:
-        await call(core.list_namespaced_pod, "default", limit=1, _continue=token)
+        await call(core.list_namespaced_pod, kube.namespace, limit=1, _continue=token)
     assert err.value.status == 400
-    assert json.loads(err.value.body)["message"].startswith("continue key is not valid")
+    assert json.loads(err.value.body)["message"] == message
 
 
 @pytest.fixture

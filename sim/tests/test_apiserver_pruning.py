@@ -22,6 +22,7 @@ preserve-unknown-fields, an embedded resource and a status subresource added.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -33,8 +34,9 @@ from kubernetes.client.exceptions import ApiException
 from sim.apiserver.registry import CRDS, NAMESPACES
 from sim.apiserver.server import ClusterServer
 from sim.crds import load_colony_crds
-from sim.tests.conftest import call
+from sim.tests.conftest import Kube, call
 from sim.tests.test_apiserver_kubectl import KUBECTL, kubectl
+from tests.helpers import eventually
 
 GROUP, VERSION, PLURAL, NS = "stable.example.com", "v1", "crontabs", "default"
 ARGS = (GROUP, VERSION, NS, PLURAL)
@@ -108,13 +110,13 @@ CRONTAB_SCHEMA: Obj = {
 }
 
 
-def crontab_crd(schema: Obj | None = None) -> Obj:
+def crontab_crd(schema: Obj | None = None, group: str = GROUP) -> Obj:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{PLURAL}.{GROUP}"},
+        "metadata": {"name": f"{PLURAL}.{group}"},
         "spec": {
-            "group": GROUP,
+            "group": group,
             "scope": "Namespaced",
             "names": {
                 "plural": PLURAL,
@@ -144,10 +146,45 @@ def crontab(name: str, **spec: Any) -> Obj:
     }
 
 
-async def install(api_client: client.ApiClient, schema: Obj | None = None) -> None:
-    ext = client.ApiextensionsV1Api(api_client)
+@dataclass(frozen=True)
+class Crontabs:
+    """Where a test's CronTabs are: the emulator's own cluster (GROUP, NS), or on the shared
+    real control plane a group and a namespace of the test's own."""
+
+    api: client.ApiClient
+    group: str = GROUP
+    namespace: str = NS
+
+    @property
+    def args(self) -> tuple[str, str, str, str]:
+        return (self.group, VERSION, self.namespace, PLURAL)
+
+    def crontab(self, name: str, **spec: Any) -> Obj:
+        return {**crontab(name, **spec), "apiVersion": f"{self.group}/{VERSION}"}
+
+    async def stored(self, name: str) -> Obj:
+        return await obj_call(custom(self.api).get_namespaced_custom_object, *self.args, name)
+
+
+async def install(target: Kube | client.ApiClient, schema: Obj | None = None) -> Crontabs:
+    """Install the CronTab CRD and wait until it is served; on a `Kube`, in a group of the test's
+    own (CRDs are cluster-wide and the real control plane is shared)."""
+    if isinstance(target, Kube):
+        where = Crontabs(target.api, f"{target.name('stable')}.example.com", target.namespace)
+    else:
+        where = Crontabs(target)
+    ext = client.ApiextensionsV1Api(where.api)
     # The client's hints ask for a V1CustomResourceDefinition; it sends a dict as it is.
-    await call(ext.create_custom_resource_definition, cast(Any, crontab_crd(schema)))
+    await call(ext.create_custom_resource_definition, cast(Any, crontab_crd(schema, where.group)))
+    name = f"{PLURAL}.{where.group}"
+    await eventually(
+        lambda: call(ext.read_custom_resource_definition, name),
+        until=lambda crd: any(
+            c.type == "Established" and c.status == "True" for c in crd.status.conditions or []
+        ),
+        what=f"CRD {name} established",
+    )
+    return where
 
 
 async def obj_call(fn: Any, *args: Any, **kwargs: Any) -> Obj:
@@ -167,10 +204,10 @@ async def stored(api_client: client.ApiClient, name: str) -> Obj:
 
 
 async def test_create_prunes_what_the_schema_does_not_define(
-    api_client: client.ApiClient,
+    kube: Kube,
 ) -> None:
-    await install(api_client)
-    body = crontab(
+    ct = await install(kube)
+    body = ct.crontab(
         "full",
         someRandomField=42,
         json={"spec": {"foo": "abc", "bar": "def", "something": "x"}, "status": {"something": "x"}},
@@ -190,7 +227,7 @@ async def test_create_prunes_what_the_schema_does_not_define(
     body["metadata"]["annotatons"] = {"typo": "x"}
     body["metadata"]["labels"] = {"app": "cron"}
     created = await obj_call(
-        custom(api_client).create_namespaced_custom_object, *ARGS, body, field_validation="Ignore"
+        custom(kube.api).create_namespaced_custom_object, *ct.args, body, field_validation="Ignore"
     )
     expected_spec = {
         "cronSpec": "* * * * */5",
@@ -209,64 +246,64 @@ async def test_create_prunes_what_the_schema_does_not_define(
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "t"}, "spec": {"image": "busybox"},
         },
     }  # fmt: skip
-    for obj in (created, await stored(api_client, "full")):
+    for obj in (created, await ct.stored("full")):
         assert obj["spec"] == expected_spec
         assert sorted(obj) == ["apiVersion", "kind", "metadata", "spec"]
         assert "annotatons" not in obj["metadata"]
         assert obj["metadata"]["labels"] == {"app": "cron"}
 
 
-async def test_the_default_warns_of_each_pruned_field(api_client: client.ApiClient) -> None:
-    await install(api_client)
-    body = crontab("warned", someRandomField=42, steps=[{"name": "a", "retries": 1}])
+async def test_the_default_warns_of_each_pruned_field(kube: Kube) -> None:
+    ct = await install(kube)
+    body = ct.crontab("warned", someRandomField=42, steps=[{"name": "a", "retries": 1}])
     _, status, headers = await call(
-        custom(api_client).create_namespaced_custom_object_with_http_info, *ARGS, body
+        custom(kube.api).create_namespaced_custom_object_with_http_info, *ct.args, body
     )
     assert status == 201
     assert headers.getlist("Warning") == [
         '299 - "unknown field \\"spec.someRandomField\\""',
         '299 - "unknown field \\"spec.steps[0].retries\\""',
     ]
-    assert "someRandomField" not in (await stored(api_client, "warned"))["spec"]
+    assert "someRandomField" not in (await ct.stored("warned"))["spec"]
 
 
 async def test_a_root_that_preserves_unknown_fields_keeps_them(
-    api_client: client.ApiClient,
+    kube: Kube,
 ) -> None:
-    await install(
-        api_client,
+    ct = await install(
+        kube,
         {"type": "object", "x-kubernetes-preserve-unknown-fields": True, "properties": {}},
     )
-    body = crontab("free", anything={"goes": [1, 2]})
+    body = ct.crontab("free", anything={"goes": [1, 2]})
     body["topLevel"] = {"kept": True}
     body["metadata"]["bogus"] = "still an ObjectMeta"
-    await call(custom(api_client).create_namespaced_custom_object, *ARGS, body)
-    obj = await stored(api_client, "free")
+    await call(custom(kube.api).create_namespaced_custom_object, *ct.args, body)
+    obj = await ct.stored("free")
     assert obj["spec"]["anything"] == {"goes": [1, 2]}
     assert obj["topLevel"] == {"kept": True}
     assert "bogus" not in obj["metadata"]
 
 
-def _replace(api: client.CustomObjectsApi, current: Obj) -> Obj:
+def _replace(api: client.CustomObjectsApi, current: Obj, args: tuple[str, ...]) -> Obj:
     current["spec"]["replicas"] = 2
     current["spec"]["added"] = "by PUT"
-    return cast(Obj, api.replace_namespaced_custom_object(*ARGS, "w", current))
+    return cast(Obj, api.replace_namespaced_custom_object(*args, "w", current))
 
 
-def _merge_patch(api: client.CustomObjectsApi, current: Obj) -> Obj:
+def _merge_patch(api: client.CustomObjectsApi, current: Obj, args: tuple[str, ...]) -> Obj:
     return cast(
         Obj,
         api.patch_namespaced_custom_object(
-            *ARGS, "w", {"spec": {"replicas": 2, "added": "by merge patch"}}
+            *args, "w", {"spec": {"replicas": 2, "added": "by merge patch"}}
         ),
     )
 
 
-def _json_patch(api: client.CustomObjectsApi, current: Obj) -> Obj:
+def _json_patch(api: client.CustomObjectsApi, current: Obj, args: tuple[str, ...]) -> Obj:
     return cast(
         Obj,
         api.patch_namespaced_custom_object(
-            *ARGS, "w",
+            *args, "w",
             [
                 {"op": "add", "path": "/spec/replicas", "value": 2},
                 {"op": "add", "path": "/spec/added", "value": "by JSON patch"},
@@ -284,25 +321,23 @@ def _json_patch(api: client.CustomObjectsApi, current: Obj) -> Obj:
         pytest.param(_json_patch, id="json-patch"),
     ],
 )
-async def test_every_write_of_the_main_resource_prunes(
-    api_client: client.ApiClient, write: Any
-) -> None:
-    await install(api_client)
-    api = custom(api_client)
-    await call(api.create_namespaced_custom_object, *ARGS, crontab("w", replicas=1))
-    current = await stored(api_client, "w")
-    answered = await obj_call(write, api, current)
-    for obj in (answered, await stored(api_client, "w")):
+async def test_every_write_of_the_main_resource_prunes(kube: Kube, write: Any) -> None:
+    ct = await install(kube)
+    api = custom(kube.api)
+    await call(api.create_namespaced_custom_object, *ct.args, ct.crontab("w", replicas=1))
+    current = await ct.stored("w")
+    answered = await obj_call(write, api, current, ct.args)
+    for obj in (answered, await ct.stored("w")):
         assert obj["spec"]["replicas"] == 2
         assert "added" not in obj["spec"]
     assert answered["metadata"]["generation"] == 2
 
 
-async def test_a_dry_run_answers_the_pruned_object(api_client: client.ApiClient) -> None:
-    await install(api_client)
+async def test_a_dry_run_answers_the_pruned_object(kube: Kube) -> None:
+    ct = await install(kube)
     answered = await obj_call(
-        custom(api_client).create_namespaced_custom_object, *ARGS,
-        crontab("dry", someRandomField=42), dry_run="All",
+        custom(kube.api).create_namespaced_custom_object, *ct.args,
+        ct.crontab("dry", someRandomField=42), dry_run="All",
     )  # fmt: skip
     assert "someRandomField" not in answered["spec"]
     assert answered["spec"]["image"] == "my-awesome-cron-image"
@@ -325,20 +360,20 @@ STATUS_STORED: Obj = {
 }
 
 
-def _replace_status(api: client.CustomObjectsApi, current: Obj) -> Any:
+def _replace_status(api: client.CustomObjectsApi, current: Obj, args: tuple[str, ...]) -> Any:
     current["status"] = STATUS_WRITTEN
-    return api.replace_namespaced_custom_object_status_with_http_info(*ARGS, "s", current)
+    return api.replace_namespaced_custom_object_status_with_http_info(*args, "s", current)
 
 
-def _merge_patch_status(api: client.CustomObjectsApi, current: Obj) -> Any:
+def _merge_patch_status(api: client.CustomObjectsApi, current: Obj, args: tuple[str, ...]) -> Any:
     return api.patch_namespaced_custom_object_status_with_http_info(
-        *ARGS, "s", {"status": STATUS_WRITTEN}
+        *args, "s", {"status": STATUS_WRITTEN}
     )
 
 
-def _json_patch_status(api: client.CustomObjectsApi, current: Obj) -> Any:
+def _json_patch_status(api: client.CustomObjectsApi, current: Obj, args: tuple[str, ...]) -> Any:
     return api.patch_namespaced_custom_object_status_with_http_info(
-        *ARGS,
+        *args,
         "s",
         [{"op": "add", "path": "/status", "value": STATUS_WRITTEN}],
         _content_type=JSON_PATCH,
@@ -353,15 +388,15 @@ def _json_patch_status(api: client.CustomObjectsApi, current: Obj) -> Any:
         pytest.param(_json_patch_status, id="json-patch"),
     ],
 )
-async def test_the_status_subresource_prunes(api_client: client.ApiClient, write: Any) -> None:
-    await install(api_client)
-    api = custom(api_client)
-    await call(api.create_namespaced_custom_object, *ARGS, crontab("s"))
-    current = await stored(api_client, "s")
-    answered, status, headers = await call(write, api, current)
+async def test_the_status_subresource_prunes(kube: Kube, write: Any) -> None:
+    ct = await install(kube)
+    api = custom(kube.api)
+    await call(api.create_namespaced_custom_object, *ct.args, ct.crontab("s"))
+    current = await ct.stored("s")
+    answered, status, headers = await call(write, api, current, ct.args)
     assert status == 200
     assert answered["status"] == STATUS_STORED
-    assert (await stored(api_client, "s"))["status"] == STATUS_STORED
+    assert (await ct.stored("s"))["status"] == STATUS_STORED
     warned = headers.getlist("Warning")
     assert '299 - "unknown field \\"status.observedGeneration\\""' in warned
     assert '299 - "unknown field \\"status.conditions[0].reason\\""' in warned
@@ -369,20 +404,20 @@ async def test_the_status_subresource_prunes(api_client: client.ApiClient, write
     assert answered["metadata"]["generation"] == 1
 
 
-async def test_strict_refuses_an_unknown_status_field(api_client: client.ApiClient) -> None:
-    await install(api_client)
-    api = custom(api_client)
-    await call(api.create_namespaced_custom_object, *ARGS, crontab("strict"))
+async def test_strict_refuses_an_unknown_status_field(kube: Kube) -> None:
+    ct = await install(kube)
+    api = custom(kube.api)
+    await call(api.create_namespaced_custom_object, *ct.args, ct.crontab("strict"))
     with pytest.raises(ApiException) as refused:
         await call(
-            api.patch_namespaced_custom_object_status, *ARGS, "strict",
+            api.patch_namespaced_custom_object_status, *ct.args, "strict",
             {"status": {"replicas": 1, "observedGeneration": 1}}, field_validation="Strict",
         )  # fmt: skip
-    assert refused.value.status == 400
-    assert json.loads(refused.value.body or "{}")["message"] == (
+    assert refused.value.status == 422  # a strict PATCH (test_apiserver_fieldvalidation.py)
+    assert json.loads(refused.value.body or "{}")["message"].endswith(
         'strict decoding error: unknown field "status.observedGeneration"'
     )
-    assert "status" not in await stored(api_client, "strict")
+    assert "status" not in await ct.stored("strict")
 
 
 async def test_a_controller_status_write_is_pruned_and_recorded(
@@ -458,19 +493,17 @@ pytestmark_kubectl = pytest.mark.skipif(
 
 
 @pytestmark_kubectl
-async def test_kubectl_create_without_validation_shows_the_pruned_object(
-    api_client: client.ApiClient, kubeconfig_file: Path
-) -> None:
+async def test_kubectl_create_without_validation_shows_the_pruned_object(kube: Kube) -> None:
     """The documentation's walk-through: `kubectl create --validate=false -f my-crontab.yaml -o
     yaml` answers the object without `someRandomField`."""
-    await install(api_client)
-    path = kubeconfig_file.parent / "my-crontab.yaml"
+    ct = await install(kube)
+    path = kube.kubeconfig_file.parent / "my-crontab.yaml"
     path.write_text(
         yaml.safe_dump(
             {
-                "apiVersion": f"{GROUP}/{VERSION}",
+                "apiVersion": f"{ct.group}/{VERSION}",
                 "kind": "CronTab",
-                "metadata": {"name": "my-new-cron-object", "namespace": NS},
+                "metadata": {"name": "my-new-cron-object", "namespace": ct.namespace},
                 "spec": {
                     "cronSpec": "* * * * */5",
                     "image": "my-awesome-cron-image",
@@ -480,29 +513,46 @@ async def test_kubectl_create_without_validation_shows_the_pruned_object(
         )
     )
     out = await kubectl(
-        kubeconfig_file, "create", "--validate=false", "-f", str(path), "-o", "yaml"
+        kube.kubeconfig_file, "create", "--validate=false", "-f", str(path), "-o", "yaml"
     )
     answered = yaml.safe_load(out)
     assert answered["spec"] == {"cronSpec": "* * * * */5", "image": "my-awesome-cron-image"}
     got = yaml.safe_load(
-        await kubectl(kubeconfig_file, "get", "crontab", "my-new-cron-object", "-o", "yaml")
+        await kubectl(
+            kube.kubeconfig_file,
+            "get",
+            f"crontabs.{ct.group}",
+            "my-new-cron-object",
+            "-n",
+            ct.namespace,
+            "-o",
+            "yaml",
+        )
     )
     assert got["spec"] == answered["spec"]
 
 
 @pytestmark_kubectl
-async def test_kubectl_patch_of_the_status_subresource_is_pruned(
-    api_client: client.ApiClient, kubeconfig_file: Path
-) -> None:
-    await install(api_client)
-    await call(custom(api_client).create_namespaced_custom_object, *ARGS, crontab("kc"))
+async def test_kubectl_patch_of_the_status_subresource_is_pruned(kube: Kube) -> None:
+    ct = await install(kube)
+    await call(custom(kube.api).create_namespaced_custom_object, *ct.args, ct.crontab("kc"))
     out = await kubectl(
-        kubeconfig_file, "patch", "crontab", "kc", "--subresource=status", "--type=merge",
+        kube.kubeconfig_file, "patch", f"crontabs.{ct.group}", "kc", "-n", ct.namespace,
+        "--subresource=status", "--type=merge",
         "-p", json.dumps({"status": {"replicas": 3, "observedGeneration": 1}}),
     )  # fmt: skip
     # kubectl patch sends no fieldValidation: the server's default, Warn, prunes and warns.
     assert 'Warning: unknown field "status.observedGeneration"' in out
     got = json.loads(
-        await kubectl(kubeconfig_file, "get", "crontab", "kc", "-o", "jsonpath={.status}")
+        await kubectl(
+            kube.kubeconfig_file,
+            "get",
+            f"crontabs.{ct.group}",
+            "kc",
+            "-n",
+            ct.namespace,
+            "-o",
+            "jsonpath={.status}",
+        )
     )
     assert got == {"replicas": 3}

@@ -19,7 +19,7 @@ from sim.apiserver.registry import NODES, PODS
 from sim.apiserver.server import ClusterServer
 from sim.apiserver.store import ClusterStore
 from sim.faults import FaultInjector
-from sim.tests.conftest import make_api_client
+from sim.tests.conftest import Kube, make_api_client
 from tests.helpers import unique
 
 call = asyncio.to_thread
@@ -103,11 +103,11 @@ async def test_discovery(
     assert body["kind"] == kind
 
 
-async def test_discovery_lists_eviction(api_client: client.ApiClient) -> None:
-    resources = await call(client.CoreV1Api(api_client).get_api_resources)
+async def test_discovery_lists_eviction(kube: Kube) -> None:
+    resources = await call(client.CoreV1Api(kube.api).get_api_resources)
     eviction = next(r for r in resources.resources if r.name == "pods/eviction")
     assert (eviction.group, eviction.version, eviction.kind) == ("policy", "v1", "Eviction")
-    version = await call(client.VersionApi(api_client).get_code)
+    version = await call(client.VersionApi(kube.api).get_code)
     assert version.major == "1"
 
 

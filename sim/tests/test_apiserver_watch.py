@@ -14,7 +14,7 @@ from sim.apiserver.auth import CertificateAuthority
 from sim.apiserver.registry import CONFIGMAPS
 from sim.apiserver.server import ClusterServer
 from sim.apiserver.store import ClusterStore
-from sim.tests.conftest import make_api_client
+from sim.tests.conftest import Kube, make_api_client
 from tests.helpers import unique
 
 call = asyncio.to_thread
@@ -33,24 +33,30 @@ def collect(
     return seen
 
 
-async def test_watch_from_resource_version(api_client: client.ApiClient) -> None:
-    core = client.CoreV1Api(api_client)
-    await call(core.create_namespaced_config_map, "default", {"metadata": {"name": "before"}})
-    listed = await call(core.list_namespaced_config_map, "default")
+async def test_watch_from_resource_version(kube: Kube) -> None:
+    core = client.CoreV1Api(kube.api)
+    await call(core.create_namespaced_config_map, kube.namespace, {"metadata": {"name": "before"}})
+    listed = await call(core.list_namespaced_config_map, kube.namespace)
     rv = listed.metadata.resource_version
     watching = asyncio.create_task(
-        call(collect, core.list_namespaced_config_map, "default", count=3, resource_version=rv)
+        call(collect, core.list_namespaced_config_map, kube.namespace, count=3, resource_version=rv)
     )
-    await call(core.create_namespaced_config_map, "default", {"metadata": {"name": "w"}})
-    await call(core.patch_namespaced_config_map, "w", "default", {"data": {"a": "b"}})
-    await call(core.delete_namespaced_config_map, "w", "default")
+    await call(core.create_namespaced_config_map, kube.namespace, {"metadata": {"name": "w"}})
+    await call(core.patch_namespaced_config_map, "w", kube.namespace, {"data": {"a": "b"}})
+    await call(core.delete_namespaced_config_map, "w", kube.namespace)
     assert await watching == [("ADDED", "w"), ("MODIFIED", "w"), ("DELETED", "w")]
 
 
-async def test_watch_without_version_lists_first(api_client: client.ApiClient) -> None:
-    core = client.CoreV1Api(api_client)
-    await call(core.create_namespaced_config_map, "default", {"metadata": {"name": "old"}})
-    seen = await call(collect, core.list_namespaced_config_map, "default", count=1)
+async def test_watch_without_version_lists_first(kube: Kube) -> None:
+    core = client.CoreV1Api(kube.api)
+    await call(core.create_namespaced_config_map, kube.namespace, {"metadata": {"name": "old"}})
+    seen = await call(
+        collect,
+        core.list_namespaced_config_map,
+        kube.namespace,
+        count=1,
+        field_selector="metadata.name=old",  # (a real namespace holds kube-root-ca.crt too)
+    )
     assert seen == [("ADDED", "old")]
 
 
@@ -66,32 +72,37 @@ async def test_watch_without_version_lists_first(api_client: client.ApiClient) -
     ],
 )
 async def test_watch_honours_selectors(
-    api_client: client.ApiClient, selectors: dict[str, str], expected: list[tuple[str, str]]
+    kube: Kube, selectors: dict[str, str], expected: list[tuple[str, str]]
 ) -> None:
-    core = client.CoreV1Api(api_client)
-    rv = (await call(core.list_namespaced_config_map, "default")).metadata.resource_version
+    core = client.CoreV1Api(kube.api)
+    rv = (await call(core.list_namespaced_config_map, kube.namespace)).metadata.resource_version
     watching = asyncio.create_task(
         call(
             collect,
             core.list_namespaced_config_map,
-            "default",
+            kube.namespace,
             count=len(expected),
             resource_version=rv,
             **selectors,
         )
     )
-    await call(core.create_namespaced_config_map, "default", {"metadata": {"name": "other"}})
-    await call(core.create_namespaced_config_map, "default", {"metadata": {"name": "x1", "labels": {"app": "x"}}})  # fmt: skip
-    await call(core.patch_namespaced_config_map, "x1", "default", {"metadata": {"labels": {"app": "y"}}})  # fmt: skip
-    await call(core.create_namespaced_config_map, "default", {"metadata": {"name": "x2", "labels": {"app": "x"}}})  # fmt: skip
+    await call(core.create_namespaced_config_map, kube.namespace, {"metadata": {"name": "other"}})
+    await call(core.create_namespaced_config_map, kube.namespace, {"metadata": {"name": "x1", "labels": {"app": "x"}}})  # fmt: skip
+    await call(core.patch_namespaced_config_map, "x1", kube.namespace, {"metadata": {"labels": {"app": "y"}}})  # fmt: skip
+    await call(core.create_namespaced_config_map, kube.namespace, {"metadata": {"name": "x2", "labels": {"app": "x"}}})  # fmt: skip
     assert await watching == expected
 
 
-async def test_watch_timeout_ends_stream(api_client: client.ApiClient) -> None:
-    core = client.CoreV1Api(api_client)
-    rv = (await call(core.list_namespaced_config_map, "default")).metadata.resource_version
+async def test_watch_timeout_ends_stream(kube: Kube) -> None:
+    core = client.CoreV1Api(kube.api)
+    rv = (await call(core.list_namespaced_config_map, kube.namespace)).metadata.resource_version
     seen = await call(
-        collect, core.list_namespaced_config_map, "default", count=1, timeout=1, resource_version=rv
+        collect,
+        core.list_namespaced_config_map,
+        kube.namespace,
+        count=1,
+        timeout=1,
+        resource_version=rv,
     )
     assert seen == []
 

@@ -571,9 +571,17 @@ async def test_service_set_when_gpus_cannot_be_scheduled(
     env.create("servicesets", service_set(name, cluster=cluster, services=[service]))
     entry = await service_state(env, name, release)
     assert entry["state"] == state, entry
-    pods, _ = store.list(PODS, target)
     if message is None:
-        (pod,) = pods
+        # Deployed as soon as the objects exist (no --wait); the scheduler's verdict on the pod
+        # comes an instant later (read at once, it was missing under load).
+        async def judged() -> list[dict[str, Any]]:
+            return store.list(PODS, target)[0]
+
+        (pod,) = await eventually(
+            judged,
+            until=lambda pods: len(pods) == 1 and bool(condition(pods[0], "PodScheduled")),
+            what="the pod judged by the scheduler",
+        )
         scheduled = condition(pod, "PodScheduled")
         assert (scheduled["status"], scheduled["reason"]) == ("False", "Unschedulable")
         assert "Insufficient nvidia.com/gpu" in scheduled["message"]
