@@ -57,7 +57,7 @@ unit: $(STAMP)
 reliability: $(STAMP)
 	$(BIN)/pytest -q -p no:cacheprovider --reliability -m reliability tests/reliability $(if $(SEED),--seed $(SEED))
 
-# Every benchmark (30 minutes on a 2-core machine busy with other work), then bench/results/README.md;
+# Every benchmark (about an hour on a 2-core machine busy with other work), then bench/results/README.md;
 # bench-quick runs each at a small scale as a smoke check (results in bench/results/quick/).
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -30,8 +30,9 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.declarations import implements, purge_calls, search_attributes, workspace_calls
 from activities.errors import CONFLICT, UNAVAILABLE
 from activities.heartbeat import previous_details, report
+from activities.shared_answer import SharedAnswers
 from activities.workflow_health import unresponsive_of
-from models.cluster import ClusterStatus
+from models.cluster import ClusterPhase, ClusterStatus
 from models.purge import (
     InspectWorkflowRequest,
     InspectWorkflowResult,
@@ -63,6 +64,15 @@ CLOSED_POLL = 1.0
 """Seconds between looks at workflows being waited for."""
 CLUSTER_POLL = 1.0
 """Seconds between looks at a cluster being created (one query each: cheap for the cluster)."""
+CREATED_FRESH_FOR = 2.0
+"""Seconds a created cluster's status answers the other waits for it (`SharedAnswers`): a burst
+of deploys onto one cluster asks its workflow once, not once per workspace. That much older is
+the same answer: the ClusterDeployment check that follows each wait reads the cluster itself."""
+
+
+def _created(status: ClusterStatus) -> bool:
+    """A status that other waits may share: the cluster is there and created."""
+    return status.phase in (ClusterPhase.READY, ClusterPhase.WAITING) and not status.creating
 
 
 class TemporalActivities:
@@ -71,6 +81,7 @@ class TemporalActivities:
     def __init__(self, client: Client, task_queue: str) -> None:
         self._client = client
         self._task_queue = task_queue
+        self._cluster_statuses: SharedAnswers[ClusterStatus] = SharedAnswers(CREATED_FRESH_FOR)
 
     @implements(workspace_calls.SIGNAL_WITH_START)
     async def signal_with_start(self, request: SignalWithStartRequest) -> SignalWithStartResult:
@@ -242,9 +253,16 @@ class TemporalActivities:
         """
         handle = self._client.get_workflow_handle(request.workflow_id)
         progress = previous_details(ClusterCreateWait) or ClusterCreateWait()
+
+        async def look() -> ClusterStatus:
+            status: ClusterStatus = await handle.query(
+                request.status_query, result_type=ClusterStatus
+            )
+            return status
+
         while True:
             try:
-                status = await handle.query(request.status_query, result_type=ClusterStatus)
+                status = await self._cluster_statuses.get(request.workflow_id, look, keep=_created)
             except RPCError as exc:
                 if exc.status == RPCStatusCode.NOT_FOUND:
                     return AwaitClusterCreatedResult(outcome=ClusterCreatedOutcome.CREATED)

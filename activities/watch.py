@@ -107,3 +107,82 @@ class ObjectWatch:
                 if kind != "BOOKMARK":
                     return True
         return False
+
+
+class GoneWatch:
+    """The deletions of some objects of a collection: `async with GoneWatch(api, collection,
+    field_selector) as watch`, then `await watch.gone(names, since, pause)` after a list.
+
+    A drain waits this way for the pods it evicted: a pod goes when its grace period is over (or
+    sooner, when its containers exit), which no fixed pause matches; the watch follows each
+    deletion as it happens. The fallback is the poll's, as `ObjectWatch`'s.
+
+    Args:
+        api: the client of the cluster the objects are in.
+        collection: the URL path of their collection (`infra.kubeapi.collection_path`).
+        field_selector: which of them the watch follows (`spec.nodeName=<node>`).
+    """
+
+    def __init__(self, api: client.ApiClient, collection: str, field_selector: str) -> None:
+        self._configuration: client.Configuration = api.configuration
+        self._collection = collection
+        self._field_selector = field_selector
+        self._kube: KubeApi | None = None
+
+    async def __aenter__(self) -> GoneWatch:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._kube is not None:
+            await self._kube.aclose()
+            self._kube = None
+
+    async def gone(self, names: set[str], since: str, pause: float) -> bool:
+        """Wait until every object named in `names` ("namespace/name") is deleted after the list
+        at resourceVersion `since` (True), or `pause` seconds pass (False; also when no watch
+        could be made: the pause is then slept, as a poll would)."""
+        if pause <= 0:
+            return False
+        if not names:
+            return True
+        loop = asyncio.get_running_loop()
+        until = loop.time() + pause
+        if since:
+            try:
+                async with asyncio.timeout(pause):
+                    if await self._deleted(set(names), since, pause):
+                        return True
+            except TimeoutError:
+                return False
+            except (KubeError, httpx.HTTPError, ValueError) as exc:
+                log.debug(
+                    "watch of %s (%s) failed: %s", self._collection, self._field_selector, exc
+                )
+        left = until - loop.time()
+        if left > 0:
+            await asyncio.sleep(left)
+        return False
+
+    async def _deleted(self, waiting: set[str], since: str, pause: float) -> bool:
+        if self._kube is None:
+            self._kube = KubeApi(self._configuration)
+        events = self._kube.watch(
+            self._collection,
+            resource_version=since,
+            field_selector=self._field_selector,
+            timeout_seconds=max(1, math.ceil(pause)),
+        )
+        async with contextlib.aclosing(events):
+            async for kind, obj in events:
+                if kind != "DELETED":
+                    continue
+                meta = obj.get("metadata") or {}
+                waiting.discard(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+                if not waiting:
+                    return True
+        return False

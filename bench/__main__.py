@@ -47,7 +47,7 @@ BENCHMARKS = (
     Bench("ledger_depth", ("--depths", "10,100,1000,10000", "--releases", "20"), minutes=30),
     Bench("workspace_admission", minutes=30),
     # Throughput, scale-out, drains and memory at scale.
-    Bench("throughput", minutes=30),
+    Bench("throughput", minutes=60),
     Bench("scale_out", minutes=30),
     Bench("drain_scale", minutes=40),
     Bench("footprint", minutes=40),

@@ -21,6 +21,7 @@ import worker
 from activities.errors import ActivityErrorCounter
 from activities.heartbeat import HEARTBEAT_THROTTLE
 from bench.ceiling_workflow import CeilingWorkflow, noop
+from infra.compiled import compile_once
 from infra.config import ColonySettings, SettingsError
 
 
@@ -33,6 +34,7 @@ async def serve(settings: ColonySettings) -> None:
     client = await Client.connect(
         **settings.temporal_connect, data_converter=pydantic_data_converter
     )
+    compile_once("bench")  # as `worker.build_worker` does for Colony's workflows
     ceiling = Worker(
         client,
         task_queue=ceiling_task_queue(settings.task_queue),

@@ -79,6 +79,25 @@ def usage_of(pid: int) -> Usage:
     return Usage(cpu_seconds=ticks / CLOCK_TICKS, rss_mb=rss_kb / 1024)
 
 
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds of a Python process by kind of thread, from /proc: `main` (the event loop),
+    `python threads` (the other Python threads: a worker's thread pools, where workflow
+    activations and the Kubernetes client's blocking calls run) and `core` (the threads of the
+    Temporal SDK's Rust core, which Python does not name)."""
+    found: dict[str, float] = {"main": 0.0, "python threads": 0.0, "core": 0.0}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue  # ended meanwhile
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat.rsplit(")", 1)[1].split()
+        seconds = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        kind = "main" if task.name == str(pid) else "python threads" if name == "python" else "core"
+        found[kind] += seconds
+    return found
+
+
 @dataclass
 class Stack:
     """What a benchmark needs: `colonyctl`'s environment and a scratch directory."""
@@ -219,8 +238,10 @@ def private_stack(
     workers: int = 1,
     worker_argv: Sequence[str] = ("worker.py",),
     api: int = 0,
+    server: str = "memory",
 ) -> Iterator[Stack]:
-    """Start a dev server, the sim (instant timing, unless `sim_timing` gives its flags, e.g.
+    """Start a dev server (in memory, or `server="file"`: on a SQLite file in the stack's
+    directory, as `make run` keeps it), the sim (instant timing, unless `sim_timing` gives its flags, e.g.
     `["--time-scale", "1"]`; its default inventory unless `inventory` names one), `workers`
     worker processes (`python worker.py`, or `python <worker_argv>`), the watcher on request and
     `api` HTTP API replicas; stop them all on exit."""
@@ -234,6 +255,10 @@ def private_stack(
                 "--ip", "127.0.0.1", "--port", str(grpc), "--ui-port", str(ui), "--headless",
                 "--log-level", "error",
             ]  # fmt: skip
+            if server == "file":
+                temporal += ["--db-filename", str(workdir / "temporal.db")]
+            elif server != "memory":
+                raise ValueError(f"server: 'memory' or 'file', not {server!r}")
             for key in SEARCH_ATTRIBUTES:
                 temporal += ["--search-attribute", f"{key}=Keyword"]
             base_env = {k: v for k, v in os.environ.items() if not k.startswith("COLONY_")}

@@ -16,14 +16,16 @@ from bench.record import conditions_line, headline_table
 
 INTRO = """# Colony's benchmarks: the latest figures
 
-`make bench` runs every benchmark below (30 minutes on a 2-core machine busy with other work) and writes
-this file; `make bench-quick` runs each at a small scale as a smoke check (results in `quick/`,
+`make bench` runs every benchmark below (about an hour on a 2-core machine busy with other
+work) and writes this file; `make bench-quick` runs each at a small scale as a smoke check (results in `quick/`,
 not kept). One benchmark alone: its command below (each prints one JSON line and writes
 `<name>.json`, `<name>.md` and, where a distribution says more than a number, `<name>.png` here).
 How they work and what they compare: `docs/benchmarks.md`.
 
 The machines these ran on are shared 2-core machines, busy with other work (the load average is
 given with each): absolute figures are noisy, ratios measured within one run are what to compare.
+Where a target is missed, `docs/benchmarks.md` says, with the benchmark's profile, what stands
+between the figure and the target; `<name>-before.md` files keep the figures from before a change.
 """
 
 
@@ -59,7 +61,9 @@ def write(folder: Path, order: list[str], failures: dict[str, str] | None = None
     results = []
     for name in names:
         data = json.loads(found[name].read_text())
-        if "headlines" in data:  # a benchmark's report (not an older file of another shape)
+        # A benchmark's latest report; not an older file of another shape, nor one kept under
+        # another name for comparison (`throughput-before.json`).
+        if "headlines" in data and data.get("name") == name:
             results.append(data)
     lines = [
         INTRO,

@@ -1,36 +1,42 @@
 """Throughput against the ceiling: workspaces deployed and deleted per second, beside trivial
 workflows with the same number of activity calls on the same server and worker.
 
-`python -m bench.throughput [--workspaces 200] [--nodes 10] [--profile]` starts a private stack
-(`bench.stack`: dev server, the sim with instant timing and `bench/inventory.yaml`, and as its
-worker `python -m bench.ceiling`: `worker.py` unchanged plus the ceiling's worker in the same
-process), creates one cluster `tput` with a pool of `--nodes` CPU hosts (128 cores each), and then:
+`python -m bench.throughput [--workspaces 40,200] [--servers memory,file] [--rounds 2]
+[--nodes 10] [--profile]` runs, for each Temporal dev server (`memory`: in memory, as the tests
+run it; `file`: on a SQLite file, as `make run` keeps it), a private stack (`bench.stack`: dev
+server, the sim with instant timing and `bench/inventory.yaml`, and as its worker
+`python -m bench.ceiling`: `worker.py` unchanged plus the ceiling's worker in the same process),
+creates one cluster `tput` with a pool of `--nodes` CPU hosts (128 cores each), and then:
 
-1. a warm-up wave of 10 workspaces (not counted: caches, child clients, the first tasks);
-2. Colony: `--workspaces` SSH dev boxes (CPU only, 4 cores each: no GPU ledger) deployed at once
-   through the Temporal client with the models (`starter.clients.workspaces.TemporalWorkspaces.deploy`, the front
-   door `colonyctl` uses), each deleted (`delete` update) as soon as it runs (`bench.waves`);
-3. the activity calls of a workspace's deploy and of its delete, counted from the histories
-   (median);
-4. the ceiling: as many `bench.ceiling_workflow.CeilingWorkflow`s with that many no-op activity
-   calls, before and after a `delete` update, in the same way.
+1. a warm-up wave of 10 workspaces (not counted: caches, child clients, the first tasks), whose
+   histories give the activity calls of a workspace's deploy and of its delete (median), and a
+   warm-up wave of the ceiling with as many;
+2. per size N of `--workspaces`, `--rounds` times: a wave of N SSH dev boxes (CPU only, 4 cores
+   each: no GPU ledger) deployed at once through the Temporal client with the models
+   (`starter.clients.workspaces.TemporalWorkspaces.deploy`, the front door `colonyctl` uses),
+   each deleted (`delete` update) as soon as it runs (`bench.waves`), then a wave of N
+   `bench.ceiling_workflow.CeilingWorkflow`s in the same way, one right after the other, so each
+   ratio compares two waves run under the same load.
 
 Throughput is entities per second over the server timestamps of each wave (first start to last
-close); the ratio Colony / ceiling is the figure (aim: at least 0.5). Beside it: each process's
-CPU over each wave (what was busy), events per history, and the Kubernetes API requests per
-workspace the sim answered. With `--profile`, or when the ratio misses 0.5, one more Colony wave
-runs with py-spy attached to the worker (`bench.profile`) to show where its time goes.
+close); the ratio Colony / ceiling is the figure (aim: at least 0.8 on both servers, at each N).
+Beside it, per life: the worker's CPU (aim: at most 1.3 times the ceiling's), split by thread
+(the event loop, the other Python threads, the SDK's core), the dev server's and the sim's CPU,
+history events and workflow tasks, and the Kubernetes API requests the sim answered. With
+`--profile`, one more Colony wave on the first server runs with py-spy attached to the worker
+(`bench.profile`) to show where its Python time goes.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import statistics
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -46,8 +52,9 @@ from bench.ceiling_workflow import (
 from bench.command import Command, Option
 from bench.profile import hot_spots, profiled
 from bench.record import Headline, Report, progress, publish, pyplot, quick, scale
-from bench.stack import INVENTORY, Stack, private_stack, wait_until
+from bench.stack import INVENTORY, Stack, private_stack, thread_cpu, wait_until
 from bench.waves import (
+    Wave,
     calls_of,
     histories,
     plot_lives,
@@ -71,16 +78,23 @@ CPU_SKU = "cpu-128c-2t"
 CLASS = "colony-devbox-1-0-0"
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl bench"
 WORKSPACE_KIND = "workspace"
-TARGET_RATIO = 0.5
+TARGET_RATIO = 0.8
+"""Colony's lives per second over the ceiling's, at least (issue 30)."""
+TARGET_WORKER_CPU = 1.3
+"""The worker's CPU per life over the ceiling's, at most (issue 30)."""
 WARM_UP = scale(10, 2)
+SERVERS = ("memory", "file")
 
 COMMAND = Command(
     "throughput",
     __doc__,
-    Option("--workspaces", type=int, default=scale(200, 6)),
+    Option("--workspaces", default="6" if quick() else "40,200", help="wave sizes, e.g. 40,200"),
+    Option("--servers", default="memory" if quick() else "memory,file",
+           help="Temporal dev servers: memory, file (SQLite, as make run)"),
+    Option("--rounds", type=int, default=scale(2, 1), help="Colony and ceiling waves per size"),
     Option("--nodes", type=int, default=scale(10, 1), help="128-core CPU nodes"),
     Option("--profile", action="store_true", help="profile one more Colony wave", recorded=False),
-)
+)  # fmt: skip
 
 
 async def phase_ids(temporal: Client, kind: str, phase: str) -> set[str]:
@@ -205,50 +219,141 @@ def median_calls(found: Sequence[Any]) -> CeilingInput:
     )
 
 
-async def measure(stack: Stack, count: int, nodes: int, profile: bool) -> dict[str, Any]:
+def workflow_tasks(history: Any) -> int:
+    return sum(
+        1
+        for event in history.events
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+    )
+
+
+@dataclass
+class Pair:
+    """One Colony wave and the ceiling's wave right after it, with the worker's thread CPU."""
+
+    colony: Wave
+    ceiling: Wave
+    threads: dict[str, dict[str, float]]
+    """Per wave label (`colony`, `ceiling`): CPU seconds per life by kind of worker thread."""
+
+    @property
+    def ratio(self) -> float:
+        return self.colony.rate / self.ceiling.rate
+
+    def per_life(self, wave: Wave, process: str) -> float:
+        """CPU milliseconds of `process` per entity of `wave`."""
+        used = wave.usage.get(process)
+        return 1000 * used["cpu_seconds"] / wave.count if used else 0.0
+
+
+async def threaded_wave(
+    label: str, stack: Stack, temporal: Client, driver: Any, count: int
+) -> tuple[Wave, dict[str, float]]:
+    """A wave, and the worker's CPU milliseconds per life by kind of thread over it."""
+    pid = stack.processes["worker"].pid
+    before = thread_cpu(pid)
+    wave = await run_wave(label, stack, temporal, driver, count)
+    after = thread_cpu(pid)
+    return wave, {k: round(1000 * (after[k] - before[k]) / count, 1) for k in after}
+
+
+async def measure_server(
+    stack: Stack, server: str, sizes: list[int], rounds: int, nodes: int, profile: bool
+) -> dict[str, Any]:
+    """Every size's rounds on one server's stack (see the module docstring)."""
     temporal, settings, devbox = await connect(stack)
-    progress(f"creating cluster {CLUSTER} with {nodes} CPU nodes")
+    progress(f"[{server}] creating cluster {CLUSTER} with {nodes} CPU nodes")
     await asyncio.to_thread(create_cpu_cluster, stack, CLUSTER, nodes)
-    await run_wave(
-        "warm-up", stack, temporal, ColonyDriver(temporal, settings, devbox, "warm"), WARM_UP
-    )
-    colony = await run_wave(
-        "colony", stack, temporal, ColonyDriver(temporal, settings, devbox, "ws"), count
-    )
-    lives = [calls_of(h) for h in await histories(temporal, colony.workflow_ids)]
-    calls = median_calls(lives)
+    warm = await run_wave(
+        f"[{server}] warm-up", stack, temporal, ColonyDriver(temporal, settings, devbox, "warm"),
+        WARM_UP,
+    )  # fmt: skip
+    warm_lives = [calls_of(h) for h in await histories(temporal, warm.workflow_ids)]
+    calls = median_calls(warm_lives)
     progress(f"a workspace's deploy makes {calls.before} activity calls, its delete {calls.after}")
     queue = ceiling_task_queue(settings.task_queue)
     await run_wave(
-        "ceiling warm-up", stack, temporal, CeilingDriver(temporal, queue, calls, "warm"), WARM_UP
-    )
-    ceiling = await run_wave(
-        "ceiling", stack, temporal, CeilingDriver(temporal, queue, calls, "c"), count
-    )
-    trivial = [
-        calls_of(h, CEILING.delete.name)
-        for h in await histories(temporal, ceiling.workflow_ids[:20])
+        f"[{server}] ceiling warm-up", stack, temporal,
+        CeilingDriver(temporal, queue, calls, "warm"), WARM_UP,
+    )  # fmt: skip
+    found: dict[str, Any] = {"server": server, "activity_calls": {"deploy": calls.before,
+                             "delete": calls.after}, "sizes": {}}  # fmt: skip
+    for size in sizes:
+        pairs: list[Pair] = []
+        for round_ in range(rounds):
+            prefix = f"n{size}r{round_}"
+            colony, colony_threads = await threaded_wave(
+                f"[{server}] colony N={size} #{round_ + 1}", stack, temporal,
+                ColonyDriver(temporal, settings, devbox, f"ws{prefix}"), size,
+            )  # fmt: skip
+            ceiling, ceiling_threads = await threaded_wave(
+                f"[{server}] ceiling N={size} #{round_ + 1}", stack, temporal,
+                CeilingDriver(temporal, queue, calls, f"c{prefix}"), size,
+            )  # fmt: skip
+            pairs.append(
+                Pair(colony, ceiling, {"colony": colony_threads, "ceiling": ceiling_threads})
+            )
+        found["sizes"][str(size)] = await size_figures(temporal, pairs)
+    if profile:
+        found["profile"] = await profile_wave(stack, temporal, settings, devbox, max(sizes))
+    return found
+
+
+async def size_figures(temporal: Client, pairs: list[Pair]) -> dict[str, Any]:
+    """One size's figures over its rounds: medians, with every round's value beside them."""
+    last = pairs[-1]
+    colony_histories = await histories(temporal, last.colony.workflow_ids[:40])
+    ceiling_histories = await histories(temporal, last.ceiling.workflow_ids[:40])
+    lives = [calls_of(h) for h in colony_histories]
+    trivial = [calls_of(h, CEILING.delete.name) for h in ceiling_histories]
+
+    def median_of(values: list[float]) -> float:
+        return round(statistics.median(values), 3)
+
+    ratios = [round(p.ratio, 3) for p in pairs]
+    cpu = {
+        kind: {
+            process: median_of([p.per_life(getattr(p, kind), process) for p in pairs])
+            for process in ("worker", "temporal", "sim")
+        }
+        for kind in ("colony", "ceiling")
+    }
+    worker_ratios = [
+        round(p.per_life(p.colony, "worker") / p.per_life(p.ceiling, "worker"), 2)
+        for p in pairs
+        if p.per_life(p.ceiling, "worker")
     ]
-    ratio = colony.rate / ceiling.rate
-    profiled_wave: dict[str, Any] | None = None
-    if profile or (ratio < TARGET_RATIO and not quick()):
-        profiled_wave = await profile_wave(stack, temporal, settings, devbox, count)
+    threads = {
+        kind: {
+            thread: median_of([p.threads[kind][thread] for p in pairs])
+            for thread in pairs[0].threads[kind]
+        }
+        for kind in ("colony", "ceiling")
+    }
     return {
-        "workspaces": count,
-        "nodes": nodes,
-        "colony": colony.summary(),
-        "ceiling": ceiling.summary(),
-        "ratio": round(ratio, 3),
-        "activity_calls": {"deploy": calls.before, "delete": calls.after},
+        "ratio": median_of(ratios),
+        "ratios": ratios,
+        "colony_per_second": median_of([p.colony.rate for p in pairs]),
+        "ceiling_per_second": median_of([p.ceiling.rate for p in pairs]),
+        "worker_cpu_ratio": median_of(worker_ratios) if worker_ratios else None,
+        "worker_cpu_ratios": worker_ratios,
+        "cpu_ms_per_life": cpu,
+        "worker_threads_ms_per_life": threads,
+        "events_per_life": {
+            "colony": statistics.median(c.events for c in lives),
+            "ceiling": statistics.median(c.events for c in trivial),
+        },
+        "workflow_tasks_per_life": {
+            "colony": statistics.median(workflow_tasks(h) for h in colony_histories),
+            "ceiling": statistics.median(workflow_tasks(h) for h in ceiling_histories),
+        },
         "activity_calls_range": [
             min(c.activities for c in lives),
             max(c.activities for c in lives),
         ],
-        "events_per_workspace": statistics.median(c.events for c in lives),
-        "events_per_ceiling_workflow": statistics.median(c.events for c in trivial),
-        "requests_per_workspace": requests_per(colony.requests, count),
-        "lives": {"colony": colony.lives, "ceiling": ceiling.lives},
-        "profile": profiled_wave,
+        "requests_per_workspace": requests_per(last.colony.requests, last.colony.count),
+        "waves": [{"colony": p.colony.summary(), "ceiling": p.ceiling.summary()} for p in pairs],
+        "lives": {"colony": last.colony.lives, "ceiling": last.ceiling.lives},
     }
 
 
@@ -276,6 +381,8 @@ async def profile_wave(
 
 
 def cpu_table(waves: dict[str, dict[str, Any]]) -> str:
+    """Each process's cores (and CPU seconds) over each wave, as a markdown table (also
+    `bench.scale_out`'s)."""
     names = sorted({n for wave in waves.values() for n in wave["usage"]})
     rows = [
         "| process | " + " | ".join(f"{label}: cores (CPU s)" for label in waves) + " |",
@@ -319,73 +426,82 @@ def profile_text(profile: dict[str, Any] | None) -> str:
     return "\n".join(lines)
 
 
+def _size_rows(server: str, size: str, row: dict[str, Any]) -> list[str]:
+    cpu, threads = row["cpu_ms_per_life"], row["worker_threads_ms_per_life"]
+    return [
+        f"| {server} | {size} | {row['colony_per_second']:.2f} | {row['ceiling_per_second']:.2f} "
+        f"| **{row['ratio']:.2f}** ({', '.join(f'{r:.2f}' for r in row['ratios'])}) "
+        f"| {cpu['colony']['worker']:.0f} / {cpu['ceiling']['worker']:.0f} "
+        f"| **{row['worker_cpu_ratio']}** ({', '.join(str(r) for r in row['worker_cpu_ratios'])}) "
+        f"| {threads['colony']['main']:.0f} + {threads['colony']['python threads']:.0f} + "
+        f"{threads['colony']['core']:.0f} / {threads['ceiling']['main']:.0f} + "
+        f"{threads['ceiling']['python threads']:.0f} + {threads['ceiling']['core']:.0f} "
+        f"| {cpu['colony']['temporal']:.0f} / {cpu['ceiling']['temporal']:.0f} "
+        f"| {cpu['colony']['sim']:.0f} "
+        f"| {row['events_per_life']['colony']:.0f} / {row['events_per_life']['ceiling']:.0f} "
+        f"| {row['workflow_tasks_per_life']['colony']:.0f} / "
+        f"{row['workflow_tasks_per_life']['ceiling']:.0f} |"
+    ]
+
+
 def report(found: dict[str, Any], report_: Report) -> Any:
-    colony, ceiling = found["colony"], found["ceiling"]
-    ratio = found["ratio"]
-    calls = found["activity_calls"]
-    requests = found["requests_per_workspace"]
+    servers = found["servers"]
+    for server in servers:
+        for size, row in server["sizes"].items():
+            where = f"{server['server']}, N={size}"
+            report_.add(
+                Headline(f"ratio_{server['server']}_{size}", f"ratio Colony / ceiling ({where})",
+                         row["ratio"], "", f">= {TARGET_RATIO}", row["ratio"] >= TARGET_RATIO),
+                Headline(f"worker_cpu_{server['server']}_{size}",
+                         f"worker CPU per life, Colony / ceiling ({where})",
+                         row["worker_cpu_ratio"], "", f"<= {TARGET_WORKER_CPU}",
+                         row["worker_cpu_ratio"] is not None
+                         and row["worker_cpu_ratio"] <= TARGET_WORKER_CPU),
+            )  # fmt: skip
+    first = servers[0]
+    largest = first["sizes"][max(first["sizes"], key=int)]
+    calls = first["activity_calls"]
     report_.add(
-        Headline("workspaces_per_second", "workspaces deployed and deleted per second",
-                 colony["per_second"], "/s"),
-        Headline("ceiling_per_second", "trivial workflows with as many activity calls, per second",
-                 ceiling["per_second"], "/s"),
-        Headline("ratio", "ratio Colony / ceiling", ratio, "", ">= 0.5", ratio >= TARGET_RATIO),
+        Headline("workspaces_per_second", f"workspaces deployed and deleted per second "
+                 f"({first['server']}, N={max(first['sizes'], key=int)})",
+                 largest["colony_per_second"], "/s"),
         Headline("activity_calls", "activity calls per workspace (deploy + delete)",
                  calls["deploy"] + calls["delete"]),
         Headline("events_per_workspace", "history events per workspace",
-                 found["events_per_workspace"]),
+                 largest["events_per_life"]["colony"]),
         Headline("requests_per_workspace", "Kubernetes API requests per workspace (deploy + delete)",
-                 requests["total"]),
+                 largest["requests_per_workspace"]["total"]),
     )  # fmt: skip
-    report_.figures = {k: v for k, v in found.items() if k != "lives"}
-    report_.figures["lives"] = found["lives"]
-    waves = {"Colony": colony, "ceiling": ceiling}
-    report_.body = "\n".join(
-        [
-            f"{found['workspaces']} dev boxes (CPU only) on one cluster of {found['nodes']} "
-            f"128-core nodes, deployed at once and each deleted as soon as it ran, then as many "
-            f"trivial workflows with the same activity calls ({calls['deploy']} before the delete, "
-            f"{calls['delete']} after; a workspace's history made "
-            f"{found['activity_calls_range'][0]} to {found['activity_calls_range'][1]}), on the "
-            "same dev server and the same worker process.",
-            "",
-            "| | Colony | ceiling |",
-            "|---|---|---|",
-            f"| per second (first start to last close) | {colony['per_second']:.2f} | "
-            f"{ceiling['per_second']:.2f} |",
-            f"| span | {colony['seconds']:.1f} s | {ceiling['seconds']:.1f} s |",
-            f"| one life, p50 / max | {colony['life_p50_seconds']:.1f} / "
-            f"{colony['life_max_seconds']:.1f} s | {ceiling['life_p50_seconds']:.1f} / "
-            f"{ceiling['life_max_seconds']:.1f} s |",
-            f"| history events each | {found['events_per_workspace']:.0f} | "
-            f"{found['events_per_ceiling_workflow']:.0f} |",
-            "",
-            "CPU of each process over each wave (cores = CPU seconds / span; the machine has "
-            f"{os.cpu_count()} cores, shared with other work):",
-            "",
-            cpu_table(waves),
-            "",
-            requests_sentence(requests, "workspace, deploy and delete") + ".",
-            "",
-            profile_text(found.get("profile")),
-        ]
-    )
+    report_.figures = found
+    body = [
+        f"Waves of N dev boxes (CPU only) on one cluster of {found['nodes']} 128-core nodes, "
+        f"deployed at once and each deleted as soon as it ran, each followed by as many trivial "
+        f"workflows with the same activity calls ({calls['deploy']} before the delete, "
+        f"{calls['delete']} after), on the same dev server and the same worker process; "
+        f"{found['rounds']} such pairs per N and server. Medians, each pair's value in brackets.",
+        "",
+        "| server | N | Colony /s | ceiling /s | ratio | worker CPU ms per life, Colony / "
+        "ceiling | ratio | worker threads ms: loop + Python threads + core | Temporal CPU ms "
+        "per life | sim ms | events per life | workflow tasks per life |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for server in servers:
+        for size, row in server["sizes"].items():
+            body += _size_rows(server["server"], size, row)
+    body += [
+        "",
+        "Worker threads: the event loop runs the SDK's activations bookkeeping and the "
+        "activities' async code; the other Python threads run workflow activations (in the "
+        "sandbox) and the Kubernetes client's blocking calls; the core is the SDK's Rust.",
+        "",
+        requests_sentence(largest["requests_per_workspace"], "workspace, deploy and delete") + ".",
+        "",
+        profile_text(first.get("profile")),
+    ]
+    report_.body = "\n".join(body)
     plt = pyplot()
-    figure, (lives, cores) = plt.subplots(1, 2, figsize=(13, 4.5))
-    plot_lives(lives, found["lives"], "entity", "deploy + delete, all started at once")
-    names = sorted({n for wave in waves.values() for n in wave["usage"]})
-    width = 0.38
-    for offset, (label, wave) in enumerate(waves.items()):
-        cores.bar(
-            [i + offset * width for i in range(len(names))],
-            [wave["usage"].get(n, {}).get("cores", 0) for n in names],
-            width,
-            label=label,
-        )
-    cores.set_xticks([i + width / 2 for i in range(len(names))], names)
-    cores.set_ylabel("cores used over the wave")
-    cores.set_title("who was busy")
-    cores.legend()
+    figure, lives = plt.subplots(1, 1, figsize=(7, 4.5))
+    plot_lives(lives, largest["lives"], "entity", "deploy + delete, all started at once")
     figure.tight_layout()
     return figure
 
@@ -393,9 +509,25 @@ def report(found: dict[str, Any], report_: Report) -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     args = COMMAND.parse(argv)
     record = COMMAND.report("Throughput against the Temporal ceiling", args)
-    with private_stack(inventory=INVENTORY, worker_argv=["-m", "bench.ceiling"]) as stack:
-        wait_until("the worker", lambda: "worker" in stack.usage())
-        found = asyncio.run(measure(stack, args.workspaces, args.nodes, args.profile))
+    sizes = [int(n) for n in args.workspaces.split(",")]
+    servers = args.servers.split(",")
+    unknown = set(servers) - set(SERVERS)
+    if unknown:
+        COMMAND.parser().error(f"--servers: {', '.join(sorted(unknown))} (known: memory, file)")
+    measured = []
+    for number, server in enumerate(servers):
+        with private_stack(
+            inventory=INVENTORY, worker_argv=["-m", "bench.ceiling"], server=server
+        ) as stack:
+            wait_until("the worker", lambda: "worker" in stack.usage())
+            measured.append(
+                asyncio.run(
+                    measure_server(
+                        stack, server, sizes, args.rounds, args.nodes, args.profile and number == 0
+                    )
+                )
+            )
+    found = {"nodes": args.nodes, "rounds": args.rounds, "servers": measured}
     figure = report(found, record)
     publish(record, figure)
     return 0

@@ -142,6 +142,11 @@ class WorkspaceSpec(EntitySpec):
         return identity.workspace_service_set_name(self.organization, self.cluster, self.name)
 
     @property
+    def gpu_model(self) -> str:
+        """The GPU model it asks for ("" for none): its `ColonyGpuModel` mark."""
+        return (self.resources.per_replica.gpu_type or "") if self.resources else ""
+
+    @property
     def values_secret_name(self) -> str:
         return identity.workspace_values_secret_name(self.organization, self.cluster, self.name)
 

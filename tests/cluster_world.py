@@ -354,6 +354,7 @@ class FakeColony:
     async def remove_cluster_machines(
         self, request: RemoveClusterMachinesRequest
     ) -> ClusterMachinesResult:
+        await self._pass(ActivityName.REMOVE_CLUSTER_MACHINES)
         machines: list[str] = self.deployments[request.name]["machines"]
         # Entries are `address:port` or a bare `address`; the fake's hosts all have their own address.
         removed = {entry.split(":")[0] for entry in request.addresses}
@@ -493,6 +494,13 @@ class FakeColony:
         )
         self.draining_now.add(request.node_name)
         self.most_draining = max(self.most_draining, len(self.draining_now))
+        try:
+            return await self._drain(request)
+        finally:
+            # The parallelism bounds drains; a drained node's removal runs beside the next.
+            self.draining_now.discard(request.node_name)
+
+    async def _drain(self, request: DrainNodeRequest) -> DrainNodeResult:
         await self._slow()
         if self.gates.get(ActivityName.DRAIN_NODE) and all(
             p.budget_refusals < 0 for p in self.pods.get(request.node_name, []) if p.budget_refusals
@@ -541,7 +549,6 @@ class FakeColony:
     @activity.defn(name=ActivityName.DELETE_NODE)
     async def delete_node(self, request: DeleteNodeRequest) -> DeleteNodeResult:
         self.calls.append(f"delete {request.node_name}")
-        self.draining_now.discard(request.node_name)
         existed = self.nodes.pop(request.node_name, None) is not None
         self.pods.pop(request.node_name, None)
         return DeleteNodeResult(existed=existed, gone=True)

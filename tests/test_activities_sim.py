@@ -20,6 +20,7 @@ from kubernetes import client
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
+from activities.child_cluster import nodes as nodes_module
 from activities.child_cluster.nodes import NodeActivities
 from activities.host_provider import HostProviderActivities
 from activities.management.cluster_deployments import ClusterDeploymentActivities
@@ -498,6 +499,67 @@ async def test_a_resumed_drain_counts_the_evictions_made_after_the_last_heartbea
         final = beats[-1]
         assert isinstance(final, DrainHeartbeat)
         assert set(final.ledger.evicted) == {e.uid for e in seen}
+    finally:
+        close_client(admin)
+        await run(
+            management.delete_cluster_deployment,
+            DeleteClusterDeploymentRequest(namespace=NAMESPACE, name=name, owner=owner),
+        )
+        await run(
+            hosts.release_hosts,
+            ReleaseHostsRequest(host_ids=[h.id for h in claimed.hosts], owner=owner),
+        )
+
+
+async def test_a_drain_goes_on_when_its_pods_are_gone_not_at_its_next_look(
+    world: SimWorld,
+    mgmt: client.ApiClient,
+    management: ClusterDeploymentActivities,
+    child: NodeActivities,
+    hosts: HostProviderActivities,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After its evictions, a drain waits for the evicted pods on a watch of the node's pods: it
+    returns once they are deleted, however long its next look would have been (ten minutes here;
+    a plain pause slept them)."""
+    monkeypatch.setattr(nodes_module, "EVICTION_RETRY_FIRST", 600.0)
+    name = unique("gone")
+    owner = f"cluster/{name}/run"
+    claimed = await run(
+        hosts.claim_hosts,
+        ClaimHostsRequest(
+            location_id="fra1", sku=GPU, count=1, idempotency_key=f"{owner}/k", owner=owner
+        ),
+    )
+    await run(management.create_cluster_deployment, create_request(name, claimed.hosts))
+    ref = KubeconfigRef(namespace=NAMESPACE, secret_name=f"{name}-kubeconfig")
+    admin = await eventually(
+        lambda: _child_with_a_ready_node(mgmt, name), what=f"{name}'s node Ready"
+    )
+    core = client.CoreV1Api(admin)
+    try:
+        node = (await call(core.list_node)).items[0].metadata.name
+        for pod_name in ("a", "b", "c"):
+            await call(
+                core.create_namespaced_pod,
+                "default",
+                {
+                    "metadata": {"name": pod_name},
+                    "spec": {
+                        "nodeName": node,
+                        "containers": [{"name": "c", "image": "busybox"}],
+                        "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+                    },
+                },
+            )
+        await run(child.cordon_node, CordonNodeRequest(kubeconfig=ref, node_name=node))
+        async with asyncio.timeout(120):
+            drained = await run(
+                child.drain_node,
+                DrainNodeRequest(kubeconfig=ref, node_name=node, deadline=soon(1200)),
+            )
+        assert drained.drained
+        assert drained.progress.pods_evicted >= 3
     finally:
         close_client(admin)
         await run(

@@ -445,6 +445,37 @@ async def test_leaving_nodes_are_cordoned_first_and_drained_up_to_the_limit(
         assert fake.most_draining == 2, drain_calls
 
 
+async def test_a_drained_node_gives_its_slot_to_the_next_before_its_removal(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """The parallelism bounds drains, not removals: with one slot, the second node's drain
+    starts while the first node's machine removal is still held (it waited for it before)."""
+    fake = FakeColony()
+    async with worker(env, task_queue, fake):
+        run = await start(env, task_queue, fake, pool("gpu", 3))
+        status = await run.ready()
+        for node in pool_of(status, "gpu").nodes:
+            fake.add_pods(node.name, pod(f"web-{node.name}"))
+        gate = fake.gate(ActivityName.REMOVE_CLUSTER_MACHINES)
+        accepted = await run.handle.execute_update(
+            ClusterWorkflow.scale_node_pool,
+            ScaleNodePoolRequest(pool="gpu", count=1, drain_parallelism=1),
+        )
+        await asyncio.wait_for(gate.entered.wait(), 30)
+        await eventually(
+            lambda: _drains_started(fake, 2), what="the second drain while a removal is held"
+        )
+        assert fake.most_draining == 1
+        gate.opened.set()
+        done = await run.finished(accepted)
+        assert op_of(done, accepted.operation_id).state is OperationState.SUCCEEDED
+        assert len(pool_of(done, "gpu").nodes) == 1
+
+
+async def _drains_started(fake: FakeColony, count: int) -> bool:
+    return len(fake.drain_requests) >= count
+
+
 @pytest.mark.parametrize(
     ("pool_setting", "operation_setting", "most"),
     [

@@ -22,12 +22,18 @@ from kubernetes import client
 
 from activities.kube import call_or_none
 from activities.objects import CLUSTER_DEPLOYMENT
+from activities.shared_answer import SharedAnswers
 from infra.kube import Obj, api_client_from_dict, close_client
 from models.activity_api import KubeconfigRef
 from models.errors import ErrorType, permanent
 
 CLIENT_CACHE_SIZE = 64
 """Child clusters whose clients are kept; the oldest is closed beyond that."""
+KUBECONFIG_SHARED = 0.0
+"""Seconds one read of a kubeconfig Secret answers later reads too: none. Reads of the same Secret
+made while one is under way share its answer (`activities.shared_answer`), so a burst of workspace
+deploys reads it once a moment, not once per activity; a read after that reads again, so a deleted
+cluster's kubeconfig is not found at once."""
 
 
 class ChildClients:
@@ -38,6 +44,7 @@ class ChildClients:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._clients: dict[str, client.ApiClient] = {}
+        self._kubeconfigs: SharedAnswers[bytes] = SharedAnswers(KUBECONFIG_SHARED)
 
     def get(self, kubeconfig: bytes) -> client.ApiClient:
         digest = hashlib.sha256(kubeconfig).hexdigest()
@@ -59,9 +66,14 @@ class ChildClients:
         return api
 
     async def for_ref(self, management: client.CoreV1Api, ref: KubeconfigRef) -> client.ApiClient:
-        """The child's client, from the kubeconfig Secret `ref` names (read each time: a recreated
-        cluster of the same name gets a new client)."""
-        return self.get(await read_kubeconfig(management, ref))
+        """The child's client, from the kubeconfig Secret `ref` names, read each time (reads
+        under way at once share one, `KUBECONFIG_SHARED`): a recreated cluster of the same name
+        gets a new client."""
+        kubeconfig = await self._kubeconfigs.get(
+            f"{ref.namespace}/{ref.secret_name}/{ref.key}",
+            lambda: read_kubeconfig(management, ref),
+        )
+        return self.get(kubeconfig)
 
     def close(self) -> None:
         with self._lock:

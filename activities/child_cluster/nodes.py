@@ -31,8 +31,10 @@ from activities.errors import kube_error, kube_status
 from activities.heartbeat import previous_details, report, write_ahead
 from activities.kube import call, call_or_none, call_or_raise
 from activities.objects import seconds_until
+from activities.watch import GoneWatch
 from infra import metrics
 from infra.kube import MERGE_PATCH, Obj, parse_time
+from infra.kubeapi import collection_path
 from models.activity_api import (
     AwaitNodesRequest,
     AwaitNodesResult,
@@ -70,7 +72,10 @@ answers in seconds, and polls cost the workflow's history nothing."""
 EVICTION_RETRY_FIRST = 1.0
 EVICTION_RETRY_CAP = 5.0
 """Evictions refused by a budget are retried, not failed (the budget may relax): after 1 s,
-backing off to every 5 s, as `kubectl drain` retries every 5 s."""
+backing off to every 5 s, as `kubectl drain` retries every 5 s. The same pauses bound the wait for
+evicted pods to go, which ends as soon as the watch of the node's pods has seen them all deleted
+(a pod's grace period is its own: 30 s by default, a second for one that exits at SIGTERM)."""
+POD_COLLECTION = collection_path("", "v1", "pods")
 
 
 def _labelled(node: Obj, expected: ExpectedNode) -> bool:
@@ -196,12 +201,17 @@ class NodeActivities(ChildClusterActivities):
     """Nodes and pods of child clusters, reached through their kubeconfig Secrets."""
 
     async def _pods_on(self, core: client.CoreV1Api, node_name: str) -> list[Obj]:
+        return (await self._pods_listed(core, node_name))[0]
+
+    async def _pods_listed(self, core: client.CoreV1Api, node_name: str) -> tuple[list[Obj], str]:
+        """The node's pods, and the list's resourceVersion (where a watch of them starts)."""
         listed = await call_or_none(
             f"list pods on node {node_name}",
             core.list_pod_for_all_namespaces,
             field_selector=f"spec.nodeName={node_name}",
         )
-        return list((listed or {}).get("items") or [])
+        version = str(((listed or {}).get("metadata") or {}).get("resourceVersion") or "")
+        return list((listed or {}).get("items") or []), version
 
     async def _nodes(self, core: client.CoreV1Api, selector: str = "") -> list[Obj]:
         listed = await call_or_none("list nodes", core.list_node, label_selector=selector or None)
@@ -211,14 +221,16 @@ class NodeActivities(ChildClusterActivities):
     async def list_nodes(self, request: ListNodesRequest) -> ListNodesResult:
         """The nodes matching the selector; with `count_pods`, each with its own pods counted."""
         core = await self._core(request.kubeconfig)
-        nodes = []
-        for node in await self._nodes(core, request.label_selector):
-            pods = (
-                [pod_info(p) for p in await self._pods_on(core, node["metadata"]["name"])]
-                if request.count_pods
-                else []
-            )
-            nodes.append(node_info(node, pods))
+        found = await self._nodes(core, request.label_selector)
+        by_node: dict[str, list[PodInfo]] = {}
+        if request.count_pods and found:
+            # One list of the cluster's pods, not one per node: a scale-down of a 100-node pool
+            # chooses its nodes from this, and 100 lists held its start by seconds.
+            listed = await call_or_none("list pods", core.list_pod_for_all_namespaces)
+            for pod in (listed or {}).get("items") or []:
+                node_name = str((pod.get("spec") or {}).get("nodeName") or "")
+                by_node.setdefault(node_name, []).append(pod_info(pod))
+        nodes = [node_info(node, by_node.get(node["metadata"]["name"], [])) for node in found]
         return ListNodesResult(nodes=sorted(nodes, key=lambda n: n.name))
 
     async def _patch_node(
@@ -353,6 +365,16 @@ class NodeActivities(ChildClusterActivities):
         a crash resumes the ledger of the last heartbeat (`DrainLedger`), whose requests were
         written ahead of the evictions, and counts those whose pod is gone or terminating."""
         core = await self._core(request.kubeconfig)
+        async with GoneWatch(
+            core.api_client, POD_COLLECTION, f"spec.nodeName={request.node_name}"
+        ) as watch:
+            return await self._drain(core, watch, request)
+
+    async def _drain(
+        self, core: client.CoreV1Api, watch: GoneWatch, request: DrainNodeRequest
+    ) -> DrainNodeResult:
+        """`drain_node`'s loop: look, evict, then wait for the evicted pods to go (a watch of the
+        node's pods, `activities.watch.GoneWatch`), at most until the next retry's pause."""
         before = previous_details(DrainHeartbeat)
         drain = DrainTally.resume(before)
         pause = EVICTION_RETRY_FIRST
@@ -365,7 +387,8 @@ class NodeActivities(ChildClusterActivities):
                 # Gone (removed by someone else): its pods went with it.
                 _drain_finished("node_gone")
                 return DrainNodeResult(drained=True, node_found=False, progress=drain.progress())
-            pods = [pod_info(p) for p in await self._pods_on(core, request.node_name)]
+            listed, version = await self._pods_listed(core, request.node_name)
+            pods = [pod_info(p) for p in listed]
             if not settled:
                 drain.settle(pods)
                 settled = True
@@ -380,15 +403,28 @@ class NodeActivities(ChildClusterActivities):
             if drain.request(to_evict):
                 await write_ahead(drain.heartbeat())
             blocking: list[str] = []
-            for pod in to_evict:
-                outcome, message = await self._evict(core, pod)
-                if outcome is EvictionOutcome.BLOCKED_BY_BUDGET:
+            refused: set[str] = set()
+            # All at once, as `kubectl drain` does: each pod's grace period starts with its own
+            # eviction, so one after the other would add their round trips to the drain.
+            outcomes = await asyncio.gather(
+                *(self._evict(core, pod) for pod in to_evict), return_exceptions=True
+            )
+            failure: BaseException | None = None
+            for pod, outcome in zip(to_evict, outcomes, strict=True):
+                if isinstance(outcome, BaseException):
+                    failure = failure or outcome
+                    continue
+                kind, message = outcome
+                if kind is EvictionOutcome.BLOCKED_BY_BUDGET:
                     metrics.eviction_refused()
                     blocking.append(f"{pod.ref}: {message}" if message else pod.ref)
-                elif outcome is EvictionOutcome.EVICTED:
+                    refused.add(pod.ref)
+                elif kind is EvictionOutcome.EVICTED:
                     drain.evicted(pod)
             drain.blocking_pods = blocking
             report(drain.heartbeat())
+            if failure is not None:
+                raise failure  # the accepted ones are counted (and in the heartbeat) first
             left = seconds_until(request.deadline)
             if left <= 0:
                 if not request.force:
@@ -403,7 +439,14 @@ class NodeActivities(ChildClusterActivities):
                 report(drain.heartbeat())
                 _drain_finished("forced")
                 return DrainNodeResult(drained=True, progress=drain.progress())
-            await asyncio.sleep(min(pause, left))
+            # The next look comes when every pod that is going has gone (their grace periods,
+            # or sooner), or at the retry's pause, whichever is first; with only refused pods
+            # left, at the retry's pause.
+            going = {pod.ref for pod in remaining if pod.ref not in refused}
+            if going:
+                await watch.gone(going, version, min(pause, left))
+            else:
+                await asyncio.sleep(min(pause, left))
             pause = min(pause * 2, EVICTION_RETRY_CAP)
 
     async def _evict(self, core: client.CoreV1Api, pod: PodInfo) -> tuple[EvictionOutcome, str]:

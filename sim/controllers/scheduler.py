@@ -23,7 +23,7 @@ from typing import Any
 
 from sim.apiserver.errors import ApiError
 from sim.apiserver.registry import NODES, PODS
-from sim.apiserver.store import ClusterStore, WatchEvent
+from sim.apiserver.store import ClusterStore, WatchEvent, clone
 from sim.controllers.workqueue import ReconcileLoop
 
 log = logging.getLogger(__name__)
@@ -325,8 +325,11 @@ class Scheduler:
 
     def schedule_pending(self) -> int:
         """One scheduling pass; returns how many pods were bound."""
-        pods, _ = self.store.list(PODS)
-        pending = [pod for pod in pods if self._wants(pod)]
+        # The store's own objects, not copies: this pass only reads them and never awaits, and it
+        # runs on every pod change. Copying every pod of a 1,000-pod cluster per change was
+        # nine tenths of the simulator's time in a drain of 100 nodes (`bench.drain_scale`).
+        pods, _ = self.store.list(PODS, copy_objects=False)
+        pending = [clone(pod) for pod in pods if self._wants(pod)]
         if not pending:
             return 0
         nodes_list, _ = self.store.list(NODES)

@@ -89,7 +89,7 @@ from starter.errors import (
     OperationFailedError,
 )
 from workflows.capacity import CAPACITY
-from workflows.search_attributes import COLONY_CLUSTER, COLONY_KIND, COLONY_PHASE
+from workflows.search_attributes import COLONY_CLUSTER, COLONY_GPU_MODEL, COLONY_KIND, COLONY_PHASE
 from workflows.workspace import WORKSPACE
 
 if TYPE_CHECKING:  # only a request with a secret needs the cryptography
@@ -560,7 +560,11 @@ class TemporalWorkspaces(TemporalEntity[WorkspaceStatus], Workspaces):
             name=spec.name,
             organization=spec.organization,
             argument=WorkspaceWorkflowInput(spec=spec),
-            marks=[SearchAttributePair(COLONY_CLUSTER, spec.cluster_deployment)],
+            # Every mark the workflow shows from the start, so that its first task upserts none.
+            marks=[
+                SearchAttributePair(COLONY_CLUSTER, spec.cluster_deployment),
+                SearchAttributePair(COLONY_GPU_MODEL, spec.gpu_model),
+            ],
             memo=workspace_memo(spec, workspace_class),
             request_id=request_id,
             summary=workspace_summary(spec),

@@ -61,6 +61,9 @@ with workflow.unsafe.imports_passed_through():
 
 NODE_GONE_DEADLINE = timedelta(minutes=5)
 """A deleted Node disappears in seconds; five minutes means something holds it."""
+SLOT_ENDS_WITH_DRAIN = "drain-slot-ends-with-drain"
+"""`workflow.patched` id: a node gives its parallelism slot back when its drain ends, not after
+its removal (histories recorded before hold it through the removal)."""
 
 
 class NodeRemoval:
@@ -82,9 +85,9 @@ class NodeRemoval:
         self._drain = drain
         self._force = force
         # The operation's own parallelism, else the pool's setting, else the cluster's.
-        self._slots = asyncio.Semaphore(
-            parallelism or pool.drain_parallelism or cluster.spec.drain_parallelism
-        )
+        slots = parallelism or pool.drain_parallelism or cluster.spec.drain_parallelism
+        self._slots = asyncio.Semaphore(slots)
+        self._removals = asyncio.Semaphore(slots)
 
     async def choose(self, count: int, held: set[str] | None = None) -> list[NodeStatus]:
         """The `count` nodes a scale-down removes: nodes where no workspace holds GPUs first, then
@@ -168,6 +171,13 @@ class NodeRemoval:
         async with self._slots:
             if self._drain and node.state is not NodeState.REGISTERED:
                 await self._drain_node(node, progress)
+            if not workflow.patched(SLOT_ENDS_WITH_DRAIN):
+                await self._remove(node, progress)  # as histories recorded before the patch did
+                return
+        # The slot bounds the disruption (pods evicted at once); a drained node's removal evicts
+        # nothing, so the next node's drain starts now. Removals have a bound of their own: each
+        # rewrites the ClusterDeployment's machines (read-modify-write, retried on a conflict).
+        async with self._removals:
             await self._remove(node, progress)
 
     async def _drain_node(self, node: NodeStatus, progress: NodeProgress) -> None:

@@ -218,10 +218,13 @@ class EntityWorkflow(ABC, Generic[OpT, RequestT, AcceptedT]):
     # --- Phase and search attributes ----------------------------------------------------------
 
     def show(self, attributes: SearchAttributes) -> None:
-        """Upsert the entity's search attributes when one changed; show the details again."""
+        """Upsert the entity's search attributes that changed (only those: a smaller event);
+        show the details again. A value its start set already (`starter.clients`' marks) needs
+        no upsert at all."""
         current = workflow.info().typed_search_attributes
-        if any(current.get(key) != value for key, value in attributes):
-            workflow.upsert_search_attributes([key.value_set(value) for key, value in attributes])
+        changed = [key.value_set(value) for key, value in attributes if current.get(key) != value]
+        if changed:
+            workflow.upsert_search_attributes(changed)
         self.engine.show_details()
 
 

@@ -77,9 +77,6 @@ with workflow.unsafe.imports_passed_through():
 
 PENDING_DEADLINE = timedelta(minutes=30)
 """How long a workspace waits for its cluster to be created and ready before it fails."""
-AWAITS_CLUSTER_CREATED = "await-cluster-created"
-"""The patch that added the wait for the cluster's creation: histories recorded before it replay
-without it."""
 
 
 async def resolve_class(ws: WorkspaceContext) -> WorkspaceClassSpec:
@@ -119,8 +116,9 @@ async def resolve_cluster(ws: WorkspaceContext) -> None:
     spec = ws.spec
     cluster = spec.cluster
     deadline = workflow.now() + PENDING_DEADLINE
-    if workflow.patched(AWAITS_CLUSTER_CREATED):
-        await _await_cluster_created(ws, deadline)
+    # Once unconditional (the patch `await-cluster-created` cost every workspace a marker and a
+    # search attribute upsert): histories recorded before it are in tests/histories/pre-perf/.
+    await _await_cluster_created(ws, deadline)
     looks = 0
 
     def seen(found: AwaitClusterDeploymentResult) -> None:

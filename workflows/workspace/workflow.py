@@ -341,14 +341,13 @@ class WorkspaceWorkflow(
         return f"workspace '{self._spec.name}'"
 
     def show_phase(self) -> None:
-        resources = self._spec.resources
         self.show(
             [
                 (COLONY_KIND, KIND),
                 # The ClusterDeployment, injective across organizations: its cluster's delete
                 # finds the workspaces it must delete first by it, and no other organization's.
                 (COLONY_CLUSTER, self._spec.cluster_deployment),
-                (COLONY_GPU_MODEL, (resources.per_replica.gpu_type or "") if resources else ""),
+                (COLONY_GPU_MODEL, self._spec.gpu_model),
                 (COLONY_PHASE, self._state.phase.value),
             ]
         )
