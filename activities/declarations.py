@@ -17,7 +17,9 @@ summary. An implementation names its declaration instead of repeating any of it:
 registered in `worker.py`, and every registered activity a declaration.
 
 This module is the activities' one way to the declarations (`cluster_calls`, `workspace_calls`,
-`DECLARATION_MODULES`): where workflows keep them may change; only these imports follow.
+`DECLARATION_MODULES`): where workflows keep them may change; only these imports follow. It also
+hands on the one workflow contract an activity talks to by name, the quota ledger's (`QUOTA`:
+`admit_quota` sends its `admit` update, which no workflow can send itself).
 """
 
 from __future__ import annotations
@@ -35,8 +37,16 @@ from activities.heartbeat import heartbeating
 from workflows import activity_calls as cluster_calls
 from workflows import workspace_calls
 from workflows.kit.activity import ActivityDeclaration
+from workflows.quota import QUOTA
 
-__all__ = ["DECLARATION_MODULES", "cluster_calls", "declarations", "implements", "workspace_calls"]
+__all__ = [
+    "DECLARATION_MODULES",
+    "QUOTA",
+    "cluster_calls",
+    "declarations",
+    "implements",
+    "workspace_calls",
+]
 
 DECLARATION_MODULES: tuple[ModuleType, ...] = (cluster_calls, workspace_calls)
 """Where the activities workflows call are declared."""

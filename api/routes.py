@@ -29,7 +29,8 @@ from starter.clients.workspaces import TemporalWorkspaces
 EndpointT = TypeVar("EndpointT", bound=Callable[..., Any])
 ViewT = TypeVar("ViewT")
 
-ANY_KEY = Depends(requires(None))
+ANY_KEY = Depends(requires(None), scope="function")
+"""Any valid key; the organization's turn is held while the route runs (`api.context.requires`)."""
 
 IdempotencyKey = Annotated[
     str | None,
@@ -85,7 +86,7 @@ class Call:
 
 
 def _reading(permission: Permission) -> Callable[..., Awaitable[Call]]:
-    authenticated = Depends(requires(permission))
+    authenticated = Depends(requires(permission), scope="function")
 
     async def reading(request: Request, principal: Principal = authenticated) -> Call:
         return Call(request, principal)
@@ -94,7 +95,7 @@ def _reading(permission: Permission) -> Callable[..., Awaitable[Call]]:
 
 
 def _writing(permission: Permission) -> Callable[..., Awaitable[Call]]:
-    authenticated = Depends(requires(permission))
+    authenticated = Depends(requires(permission), scope="function")
 
     async def writing(
         request: Request,
@@ -112,6 +113,8 @@ CONNECT = Depends(_reading(Permission.CONNECT))
 """A credential: a key with Kubernetes Connect."""
 MANAGE = Depends(_writing(Permission.MANAGE))
 """A write (with its `Idempotency-Key`): a key with Kubernetes Manage."""
+QUOTA_MANAGE = Depends(_reading(Permission.QUOTA_MANAGE))
+"""An operator's read or change of any organization's quotas: a key with Quota Manage."""
 
 READS = error_responses(401, 403, 404, 422, 429, 503)
 WRITES = error_responses(400, 401, 403, 404, 409, 415, 422, 429, 503)
