@@ -10,12 +10,15 @@ its own process (`python -m api`, one uvicorn worker, **the default rate limits 
 
 1. acme (one key) and evil (`--keys` keys, so that a limit per key would let it in `--keys`
    times) each get a ready cluster through the API;
-2. **idle**: acme reads its cluster (`GET /v1/kubernetes/clusters/{name}`) one request at a time,
-   one every `--interval` seconds (below its own rate limit), for `--seconds`;
-3. **flood**: evil's client, a separate process (it never shares this process's CPU time slices
-   with acme's client), sends `--flooders` requests at once for its own cluster over all its keys,
+2. evil's client, a separate process (it never shares this process's CPU time slices with
+   acme's client), sends `--flooders` requests at once for its own cluster over all its keys,
    each loop sending again as soon as an answer (200 or 429) came back, ignoring `Retry-After`:
-   a hostile client flooding at and past its limit. Meanwhile acme reads as in the idle phase.
+   a hostile client flooding at and past its limit;
+3. `--cycles` times in turn, for `--seconds` each: an **idle** window (evil's process stopped,
+   SIGSTOP) and a **flood** window (SIGCONT), a second after each switch. In both, acme reads its
+   cluster (`GET /v1/kubernetes/clusters/{name}`) one request at a time, one every `--interval`
+   seconds (below its own rate limit). The windows alternate so that the shared machine's other
+   work, which moves acme's latencies by more than the flood on a bad minute, weighs on both.
 
 Reported: acme's p50 and p99 idle and during the flood, the ratio of the two p99s (target <= 3),
 evil's answered (200) and refused (429) requests per second, and the API process's CPU.
@@ -30,8 +33,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import sys
 import time
 from collections import Counter
@@ -48,13 +53,16 @@ from infra.ports import free_port, port_open
 CLUSTERS = "/v1/kubernetes/clusters"
 TARGET_RATIO = 3.0
 """Issue 25: acme's p99 during evil's flood at most 3x its idle p99."""
+SETTLE = 1.0
+"""Seconds between a window's switch and its measure: the flood stops (or starts) in full."""
 KEYS_ENV = "BENCH_FLOOD_KEYS"
 """The flooding process's keys: in its environment, never its arguments (`ps` shows those)."""
 
 COMMAND = Command(
     "tenant_flood",
     __doc__,
-    Option("--seconds", type=float, default=scale(30, 4), help="per phase"),
+    Option("--cycles", type=int, default=scale(6, 1), help="idle and flood windows, in turn"),
+    Option("--seconds", type=float, default=scale(10, 2), help="per window"),
     Option("--interval", type=float, default=0.1, help="seconds between acme's reads"),
     Option("--flooders", type=int, default=16, help="evil's requests in flight"),
     Option("--keys", type=int, default=4, help="evil's API keys"),
@@ -101,25 +109,32 @@ async def paced_reads(
 
 
 async def flood(url: str, cluster: str, keys: list[str], flooders: int, seconds: float) -> None:
-    """The flooding process: `flooders` loops over evil's keys for `seconds`; prints its counts."""
+    """The flooding process: `flooders` loops over evil's keys for `seconds` (or until SIGTERM);
+    prints its counts."""
     statuses: Counter[int] = Counter()
     limits = httpx.Limits(max_connections=flooders, max_keepalive_connections=flooders)
-    deadline = time.monotonic() + seconds
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as http:
 
         async def loop(index: int) -> None:
             headers = {"Authorization": f"Bearer {keys[index % len(keys)]}"}
-            while time.monotonic() < deadline:
+            while not stop.is_set():
                 try:
                     answer = await http.get(f"{CLUSTERS}/{cluster}", headers=headers)
                     statuses[answer.status_code] += 1
                 except httpx.HTTPError:
                     statuses[0] += 1
 
-        started = time.monotonic()
-        await asyncio.gather(*(loop(i) for i in range(flooders)))
-        took = time.monotonic() - started
-    print(json.dumps({"seconds": took, "statuses": {str(k): v for k, v in statuses.items()}}))
+        loops = [asyncio.create_task(loop(i)) for i in range(flooders)]
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await stop.wait()
+        stop.set()
+        for task in loops:
+            task.cancel()
+        await asyncio.gather(*loops, return_exceptions=True)
+    print(json.dumps({"statuses": {str(k): v for k, v in statuses.items()}}), flush=True)
 
 
 def start_api(stack: Stack) -> str:
@@ -153,41 +168,54 @@ async def measure(stack: Stack, url: str, args: argparse.Namespace) -> dict[str,
                 )
                 answer.raise_for_status()
         await paced_reads(acme, "reads", 2.0, args.interval)  # warm-up
-        progress(f"idle: acme reads for {args.seconds:g} s")
-        idle, idle_statuses = await paced_reads(acme, "reads", args.seconds, args.interval)
-        progress(f"flood: evil {args.flooders} in flight over {args.keys} keys")
-        flood_seconds = args.seconds + 4.0
         flooder = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "bench.tenant_flood", "--flood", url, "flood",
-            "--flooders", str(args.flooders), "--seconds", str(flood_seconds),
+            "--flooders", str(args.flooders),
+            "--seconds", str(args.cycles * 2 * (args.seconds + SETTLE) + 30),
             stdout=asyncio.subprocess.PIPE,
             env={**os.environ, KEYS_ENV: ",".join(evil_keys)},
         )  # fmt: skip
-        await asyncio.sleep(2.0)  # the flood is on before acme measures
-        api_before = stack.usage()["api"]
-        during, flood_statuses = await paced_reads(acme, "reads", args.seconds, args.interval)
-        api_after = stack.usage()["api"]
-        out, _ = await flooder.communicate()
-        if flooder.returncode != 0:
-            raise RuntimeError(f"the flooding process exited {flooder.returncode}")
-        flooded = json.loads(out)
+        idle: list[float] = []
+        during: list[float] = []
+        statuses: dict[str, Counter[int]] = {"idle": Counter(), "flood": Counter()}
+        flooding = api_cpu = 0.0
+        try:
+            for cycle in range(args.cycles):
+                # Idle and flood windows alternate, so that the machine's other work (it is
+                # shared) weighs on both alike.
+                flooder.send_signal(signal.SIGSTOP)
+                await asyncio.sleep(SETTLE)  # evil's requests in flight finish
+                progress(f"cycle {cycle + 1}/{args.cycles}: idle")
+                found, seen = await paced_reads(acme, "reads", args.seconds, args.interval)
+                idle += found
+                statuses["idle"] += seen
+                flooder.send_signal(signal.SIGCONT)
+                started = time.monotonic()
+                await asyncio.sleep(SETTLE)  # the flood is on before acme measures
+                progress(f"cycle {cycle + 1}/{args.cycles}: evil floods")
+                before = stack.usage()["api"].cpu_seconds
+                found, seen = await paced_reads(acme, "reads", args.seconds, args.interval)
+                api_cpu += stack.usage()["api"].cpu_seconds - before
+                during += found
+                statuses["flood"] += seen
+                flooding += time.monotonic() - started
+        finally:
+            flooder.send_signal(signal.SIGCONT)
+            flooder.terminate()
+            out, _ = await flooder.communicate()
+        flooded = json.loads(out) if out.strip() else {"statuses": {}}
     evil_statuses = {int(k): v for k, v in flooded["statuses"].items()}
     return {
         "idle": distribution(idle),
         "flood": distribution(during),
-        "acme_statuses": {
-            "idle": dict(idle_statuses),
-            "flood": dict(flood_statuses),
-        },
+        "acme_statuses": {phase: dict(seen) for phase, seen in statuses.items()},
         "evil": {
-            "seconds": round(flooded["seconds"], 1),
+            "seconds": round(flooding, 1),
             "statuses": evil_statuses,
-            "answered_per_second": round(evil_statuses.get(200, 0) / flooded["seconds"], 1),
-            "refused_per_second": round(evil_statuses.get(429, 0) / flooded["seconds"], 1),
+            "answered_per_second": round(evil_statuses.get(200, 0) / flooding, 1),
+            "refused_per_second": round(evil_statuses.get(429, 0) / flooding, 1),
         },
-        "api_cpu_share_during_flood": round(
-            (api_after.cpu_seconds - api_before.cpu_seconds) / args.seconds, 2
-        ),
+        "api_cpu_share_during_flood": round(api_cpu / (args.cycles * args.seconds), 2),
     }
 
 
@@ -260,10 +288,10 @@ def main(argv: list[str] | None = None) -> int:
     record.figures = {"runs": runs_found(args.label) if not quick() else [measured]}
     record.body = "\n".join(
         [
-            f"acme: one read every {args.interval:g} s for {args.seconds:g} s per phase; evil: "
-            f"{args.flooders} requests in flight over {args.keys} keys, from its own process, "
-            "sending again at once after every answer (ignoring `Retry-After`). One uvicorn "
-            "process with the default rate limits.",
+            f"acme: one read every {args.interval:g} s, in {args.cycles} idle and {args.cycles} "
+            f"flood windows of {args.seconds:g} s, in turn; evil: {args.flooders} requests in "
+            f"flight over {args.keys} keys, from its own process, sending again at once after "
+            "every answer (ignoring `Retry-After`). One uvicorn process with the default limits.",
             "",
             table(record.figures["runs"]),
         ]

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -119,7 +118,13 @@ class FairShare:
         return max(0.0, -line.tokens / self.rate)
 
     def _refusal(self, organization: str, line: _Line) -> TurnRefused:
-        seconds = max(1, math.ceil(line.waiting / self.rate)) if self.rate > 0 else 1
+        """The refusal of a request that finds the line full: `Retry-After` is the time until
+        its token would come (after those of the requests waiting)."""
+        seconds = 1.0
+        if self.rate > 0:
+            now = self._clock()
+            tokens = min(self.burst, line.tokens + (now - line.updated) * self.rate)
+            seconds = max(0.0, 1.0 - tokens) / self.rate + line.waiting / self.rate
         limits = [f"{self.in_flight} running", f"{self.queue} waiting"]
         if self.rate > 0:
             limits.insert(0, f"{self.rate:g}/s, bursts of {self.burst:g}")

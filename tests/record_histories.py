@@ -16,7 +16,13 @@ driving it as a user would:
 - `cluster-continue_as_new`: a cluster started with its continue-as-new policy lowered to one
   event, so each run ends after the first thing it handles: create, scale, delete in three runs
   (`-run1` ...), each carrying the state to the next;
-- `catalog`: the class catalog's run so far (`CatalogWorkflow` never ends).
+- `catalog`: the class catalog's run so far (`CatalogWorkflow` never ends);
+- `quota`: an organization's quota ledger (`QuotaWorkflow`): an operator's limit, a cluster of the
+  organization admitted, grown (admitted by its workflow), refused a second create, deleted (its
+  workflow is `cluster-of-organization`).
+
+`python -m tests.record_histories quota` records only the scenarios named (leaving the other files
+as they are): a new workflow type is recorded without re-recording the others.
 
 Regenerate them only on purpose: a change to a workflow that makes a committed history fail to
 replay would break every workflow of that type already running in production, so the old files are
@@ -44,6 +50,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner
 
+from infra.config import ColonySettings
 from infra.crds import ensure_crds
 from infra.ports import free_port
 from infra.sealing import PUBLIC_KEY_ENV, SealingSettings, create_key_pair
@@ -55,8 +62,12 @@ from models.operations import (
     OperationAccepted,
     ScaleNodePoolRequest,
 )
+from models.quota import quota_workflow_id
 from models.workspace_api import CATALOG_WORKFLOW_ID
 from starter.cli import app, normalize_argv
+from starter.clients.clusters import TemporalClusters
+from starter.clients.temporal import TemporalSession
+from starter.errors import QuotaExceededError
 from tests.conftest import venv_binary
 from tests.helpers import eventually, shipped_classes_listed, unique
 from tests.simenv import close_client, colony_env, host_provider, management_api, started_world
@@ -307,6 +318,51 @@ async def continue_as_new(stack: Stack) -> dict[str, str]:
     return {"cluster-continue_as_new": spec.workflow_id}
 
 
+async def quota(stack: Stack) -> dict[str, str]:
+    """An organization's ledger: an operator's limit of one cluster, the organization's cluster
+    admitted (by the client layer), grown by a scale-up (admitted by its workflow), a second
+    create refused, the cluster deleted (it leaves the ledger)."""
+    organization = unique("rec-org")
+    await stack.ctl("quota", "set", "--organization", organization, "--clusters", "1")
+    settings = ColonySettings.from_env(stack.env)
+    clusters = TemporalClusters(TemporalSession.of_client(stack.temporal, settings, organization))
+    spec = ClusterSpec(
+        name="ledgered",
+        location_id=LOCATION,
+        organization=organization,
+        node_pools=[NodePoolSpec(name="cpu", sku=NodeSku(cpu_sku=CPU_SKU), count=1)],
+    )
+    await clusters.create(spec)
+
+    async def status() -> ClusterStatus:
+        return await clusters.get(spec.name)
+
+    def idle(found: ClusterStatus) -> bool:
+        return found.current_operation is None and not found.queued_operations
+
+    await eventually(
+        status, until=lambda s: s.phase.value == "ready" and idle(s), timeout=PATIENCE, what="ready"
+    )
+    try:
+        await clusters.create(spec.model_copy(update={"name": "refused"}))
+    except QuotaExceededError:
+        pass
+    else:
+        raise RuntimeError("a second cluster was admitted past a quota of one")
+    scaled = await clusters.send(spec.name, ScaleNodePoolRequest(pool="cpu", count=2))
+    await eventually(
+        status,
+        until=lambda s: (
+            idle(s) and any(op.id == scaled.operation_id for op in s.completed_operations)
+        ),
+        timeout=PATIENCE,
+        what="scaled",
+    )
+    await clusters.delete(spec.name)
+    await stack.closed(spec.workflow_id)
+    return {"quota": quota_workflow_id(organization), "cluster-of-organization": spec.workflow_id}
+
+
 async def run_histories(client: Client, workflow_id: str) -> list[str]:
     """The JSON history of every run of the workflow, first run first."""
     first = await client.get_workflow_handle(workflow_id).describe()
@@ -322,24 +378,32 @@ async def run_histories(client: Client, workflow_id: str) -> list[str]:
     return histories
 
 
-async def record() -> list[Path]:
+async def record(only: set[str]) -> list[Path]:
+    """Record every scenario's histories, or those of the scenarios `only` names (by function)."""
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         async with running_colony(workdir) as stack:
-            recorded = {
-                **await colony(stack, workdir),
-                **await workspace(stack),
-                **await missing_template(stack),
-                **await continue_as_new(stack),
-                "catalog": CATALOG_WORKFLOW_ID,
+            scenarios: dict[str, Callable[[], Any]] = {
+                "colony": lambda: colony(stack, workdir),
+                "workspace": lambda: workspace(stack),
+                "missing_template": lambda: missing_template(stack),
+                "continue_as_new": lambda: continue_as_new(stack),
+                "quota": lambda: quota(stack),
             }
+            recorded: dict[str, str] = {}
+            for name, scenario in scenarios.items():
+                if not only or name in only:
+                    recorded.update(await scenario())
+            if not only:
+                recorded["catalog"] = CATALOG_WORKFLOW_ID
             histories = {
                 name: await run_histories(stack.temporal, workflow_id)
                 for name, workflow_id in recorded.items()
             }
     HISTORIES.mkdir(exist_ok=True)
     for stale in HISTORIES.glob("*.json"):
-        stale.unlink()
+        if not only:
+            stale.unlink()
     written: list[Path] = []
     for name, runs in histories.items():
         for index, text in enumerate(runs, start=1):
@@ -351,7 +415,7 @@ async def record() -> list[Path]:
 
 
 async def main() -> int:
-    for path in await record():
+    for path in await record(set(sys.argv[1:])):
         print(f"{path.relative_to(Path.cwd())}: {path.stat().st_size // 1024} KiB")
     return 0
 
