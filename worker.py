@@ -57,6 +57,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 import workflows
 from activities.child_cluster.clients import ChildClients
+from activities.child_cluster.marked import MarkedChildObjectActivities
 from activities.child_cluster.namespaces import NamespaceActivities
 from activities.child_cluster.nodes import NodeActivities
 from activities.child_cluster.routes import RouteActivities
@@ -65,6 +66,7 @@ from activities.heartbeat import HEARTBEAT_THROTTLE
 from activities.host_provider import HostProviderActivities
 from activities.management.classes import WorkspaceClassActivities
 from activities.management.cluster_deployments import ClusterDeploymentActivities
+from activities.management.marked import MarkedObjectActivities
 from activities.management.service_sets import ServiceSetActivities
 from activities.quotas import QuotaActivities
 from activities.temporal import TemporalActivities
@@ -260,6 +262,8 @@ def activity_callables(
     namespaces = NamespaceActivities(management_api, clients)
     routes = RouteActivities(management_api, clients)
     hosts = HostProviderActivities(host_provider)
+    marked = MarkedObjectActivities(management_api)
+    marked_child = MarkedChildObjectActivities(management_api, clients)
     activities: list[Callable[..., Any]] = [
         # The management cluster.
         deployments.check_cluster_prerequisites,
@@ -280,6 +284,7 @@ def activity_callables(
         service_sets.find_service_sets,
         service_sets.write_values_secret,
         service_sets.delete_values_secret,
+        marked.find_marked_objects,
         # Child clusters.
         nodes.list_nodes,
         nodes.await_nodes,
@@ -295,6 +300,7 @@ def activity_callables(
         routes.apply_routes,
         routes.await_routes,
         routes.delete_routes,
+        marked_child.find_marked_child_objects,
         # The host provider.
         hosts.claim_hosts,
         hosts.release_hosts,
@@ -309,6 +315,9 @@ def activity_callables(
             workflows_client.await_workflows_closed,
             workflows_client.await_cluster_created,
             QuotaActivities(temporal, task_queue, host_provider, quota_defaults).admit_quota,
+            workflows_client.inspect_workflow,
+            workflows_client.terminate_workflow,
+            workflows_client.read_ledger_holdings,
         ]
     return activities, clients
 
@@ -323,18 +332,20 @@ async def build_worker(
     *,
     interceptors: Sequence[Interceptor] = (),
     quota_defaults: QuotaLimits = DEFAULT_LIMITS,
+    workflows: Sequence[type] = WORKFLOWS,
 ) -> AsyncIterator[Worker]:
     """A `Worker` with every workflow and activity; closes the child clients it created on exit.
 
     Activity errors are always counted (`activities.errors.ActivityErrorCounter`); `interceptors` adds others (the
-    tracing interceptor of a client comes along with the client by itself)."""
+    tracing interceptor of a client comes along with the client by itself). `workflows` replaces
+    the workflow classes (a test's worker with a deliberately broken one)."""
     activities, child = activity_callables(
         management_api, host_provider, temporal, task_queue, unsealer, quota_defaults
     )
     worker = Worker(
         temporal,
         task_queue=task_queue,
-        workflows=list(WORKFLOWS),
+        workflows=list(workflows),
         activities=activities,
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
         # Heartbeats reach the server at least every 2 s (not batched for 80% of the heartbeat

@@ -17,7 +17,8 @@ summary. An implementation names its declaration instead of repeating any of it:
 registered in `worker.py`, and every registered activity a declaration.
 
 This module is the activities' one way to the declarations (`cluster_calls`, `workspace_calls`,
-`DECLARATION_MODULES`): where workflows keep them may change; only these imports follow. It also
+`purge_calls`, `DECLARATION_MODULES`), and to the search attributes workflows carry
+(`search_attributes`): where workflows keep them may change; only these imports follow. It also
 hands on the one workflow contract an activity talks to by name, the quota ledger's (`QUOTA`:
 `admit_quota` sends its `admit` update, which no workflow can send itself).
 """
@@ -35,7 +36,7 @@ from temporalio import activity
 
 from activities.heartbeat import heartbeating
 from workflows import activity_calls as cluster_calls
-from workflows import workspace_calls
+from workflows import purge_calls, search_attributes, workspace_calls
 from workflows.kit.activity import ActivityDeclaration
 from workflows.quota import QUOTA
 
@@ -45,10 +46,12 @@ __all__ = [
     "cluster_calls",
     "declarations",
     "implements",
+    "purge_calls",
+    "search_attributes",
     "workspace_calls",
 ]
 
-DECLARATION_MODULES: tuple[ModuleType, ...] = (cluster_calls, workspace_calls)
+DECLARATION_MODULES: tuple[ModuleType, ...] = (cluster_calls, workspace_calls, purge_calls)
 """Where the activities workflows call are declared."""
 
 DECLARATION_ATTRIBUTE = "__colony_declaration__"

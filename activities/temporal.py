@@ -2,8 +2,11 @@
 
 `TemporalActivities` receives the worker's Temporal client and task queue (`worker.py`). Called by
 `WorkspaceWorkflow` (to reach its cluster's `CapacityLedgerWorkflow` and a `PrerequisiteWorkflow`,
-and to wait until its cluster's `ClusterWorkflow` has finished creating it) and by `ClusterWorkflow` (to tell its workspaces and ledger about changes), through the
-declarations in `workflows.workspace_calls`.
+and to wait until its cluster's `ClusterWorkflow` has finished creating it), by `ClusterWorkflow`
+(to tell its workspaces and ledger about changes, and to wait until its workspaces are gone or
+cannot answer) and by `PurgeWorkflow` (to look at the workflow it ends, terminate it, and ask a
+ledger what a workspace holds), through the declarations in `workflows.workspace_calls` and
+`workflows.purge_calls`.
 
 Why activities: a workflow can signal a running workflow itself, but only Temporal's
 signal-with-start makes "start it unless it runs, then signal it" one atomic step, so that two
@@ -18,24 +21,36 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFailedError
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.declarations import implements, workspace_calls
-from activities.errors import CONFLICT
+from activities.declarations import implements, purge_calls, search_attributes, workspace_calls
+from activities.errors import CONFLICT, UNAVAILABLE
 from activities.heartbeat import previous_details, report
+from activities.workflow_health import unresponsive_of
 from models.cluster import ClusterStatus
+from models.purge import (
+    InspectWorkflowRequest,
+    InspectWorkflowResult,
+    TerminateWorkflowRequest,
+    TerminateWorkflowResult,
+    Unresponsive,
+)
 from models.workspace_api import (
     AwaitClusterCreatedRequest,
     AwaitClusterCreatedResult,
+    AwaitWorkflowsClosedProgress,
     AwaitWorkflowsClosedRequest,
     AwaitWorkflowsClosedResult,
     ClusterCreatedOutcome,
     ClusterCreateWait,
+    LedgerHoldings,
     ListWorkflowsRequest,
     ListWorkflowsResult,
+    ReadLedgerHoldingsRequest,
     SignalWithStartRequest,
     SignalWithStartResult,
     cluster_created_outcome,
@@ -121,9 +136,12 @@ class TemporalActivities:
     async def await_workflows_closed(
         self, request: AwaitWorkflowsClosedRequest
     ) -> AwaitWorkflowsClosedResult:
-        """Wait until none of the workflows runs any more (or the deadline); report those still open."""
+        """Wait until none of the workflows runs any more (or the deadline); report those still
+        open, and (with `stop_when_unresponsive`) return as soon as one of them cannot answer,
+        saying why (`activities.workflow_health`)."""
         while True:
             still: list[str] = []
+            unresponsive: list[Unresponsive] = []
             for workflow_id in request.workflow_ids:
                 try:
                     described = await self._client.get_workflow_handle(workflow_id).describe()
@@ -131,12 +149,86 @@ class TemporalActivities:
                     if exc.status == RPCStatusCode.NOT_FOUND:
                         continue
                     raise
-                if described.status == WorkflowExecutionStatus.RUNNING:
-                    still.append(workflow_id)
+                if described.status != WorkflowExecutionStatus.RUNNING:
+                    continue
+                still.append(workflow_id)
+                if request.stop_when_unresponsive:
+                    trouble = await unresponsive_of(self._client, described)
+                    if trouble is not None and (trouble.stuck or not trouble.failed_tasks):
+                        unresponsive.append(trouble)
+            report(AwaitWorkflowsClosedProgress(open=still))
             left = (request.deadline - datetime.now(UTC)).total_seconds()
-            if not still or left <= 0:
-                return AwaitWorkflowsClosedResult(open=still)
+            if not still or unresponsive or left <= 0:
+                return AwaitWorkflowsClosedResult(open=still, unresponsive=unresponsive)
             await asyncio.sleep(min(CLOSED_POLL, left))
+
+    @implements(purge_calls.INSPECT_WORKFLOW)
+    async def inspect_workflow(self, request: InspectWorkflowRequest) -> InspectWorkflowResult:
+        """The workflow as Temporal describes it: running or how it ended, its runs, its marks,
+        what is wrong with its workflow task, and how many of its activities a worker runs."""
+        try:
+            described = await self._client.get_workflow_handle(request.workflow_id).describe()
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return InspectWorkflowResult(found=False)
+            raise
+        raw = described.raw_description
+        running = described.status == WorkflowExecutionStatus.RUNNING
+        marks = described.typed_search_attributes
+        return InspectWorkflowResult(
+            found=True,
+            running=running,
+            status=described.status.name.lower() if described.status else "",
+            run_id=described.run_id,
+            first_run_id=raw.workflow_execution_info.first_run_id,
+            organization=marks.get(search_attributes.COLONY_ORGANIZATION) or "",
+            cluster_mark=marks.get(search_attributes.COLONY_CLUSTER) or "",
+            trouble=await unresponsive_of(self._client, described) if running else None,
+            activities_running=sum(
+                1
+                for pending in raw.pending_activities
+                if pending.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+            ),
+        )
+
+    @implements(purge_calls.TERMINATE_WORKFLOW)
+    async def terminate_workflow(
+        self, request: TerminateWorkflowRequest
+    ) -> TerminateWorkflowResult:
+        """Terminate that run of the workflow (a later run of the same id is never touched); one
+        that has ended already is the same outcome."""
+        handle = self._client.get_workflow_handle(request.workflow_id, run_id=request.run_id)
+        try:
+            await handle.terminate(reason=request.reason)
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return TerminateWorkflowResult(terminated=False)
+            raise
+        return TerminateWorkflowResult(terminated=True)
+
+    @implements(purge_calls.READ_LEDGER_HOLDINGS)
+    async def read_ledger_holdings(self, request: ReadLedgerHoldingsRequest) -> LedgerHoldings:
+        """What the ledger holds for a workspace (its `holdings` query); nothing when the ledger
+        does not run (never started, or closed with its cluster)."""
+        handle = self._client.get_workflow_handle(request.ledger_workflow_id)
+        try:
+            described = await handle.describe()
+            if described.status != WorkflowExecutionStatus.RUNNING:
+                return LedgerHoldings()
+            held: LedgerHoldings = await handle.query(
+                request.query_name, request.query, result_type=LedgerHoldings
+            )
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return LedgerHoldings()
+            raise
+        except WorkflowQueryFailedError as exc:
+            # The ledger cannot answer now (its task failing, a worker without the query yet):
+            # retried, as any temporary failure.
+            raise ApplicationError(
+                f"ledger {request.ledger_workflow_id} did not answer: {exc}", type=UNAVAILABLE
+            ) from exc
+        return held
 
     @implements(workspace_calls.AWAIT_CLUSTER_CREATED)
     async def await_cluster_created(

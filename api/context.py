@@ -52,6 +52,7 @@ from starter.clients.classes import TemporalClasses
 from starter.clients.clusters import TemporalClusters
 from starter.clients.colonies import TemporalColonies
 from starter.clients.provider import DirectCatalog
+from starter.clients.purges import TemporalPurges
 from starter.clients.quotas import TemporalQuotas
 from starter.clients.temporal import TemporalSession
 from starter.clients.workspaces import TemporalWorkspaces
@@ -75,6 +76,7 @@ PERMISSION_LABELS = {
     Permission.MANAGE: "Kubernetes: Manage",
     Permission.CATALOG_PUBLISH: "Catalog: Publish",
     Permission.QUOTA_MANAGE: "Quota: Manage",
+    Permission.PURGE: "Operator: Purge",
 }
 
 
@@ -139,6 +141,11 @@ class ApiContext:
     def quotas(self, organization: str) -> TemporalQuotas:
         """Organizations' quotas, read (and, for an operator's key, set) through their ledgers."""
         return TemporalQuotas(self.session(organization))
+
+    def purges(self) -> TemporalPurges:
+        """Purges of any organization's entities (the operator API's: the target names the
+        organization, not the caller's key)."""
+        return TemporalPurges(self.session(""))
 
     def catalog(self) -> DirectCatalog:
         """The host provider's catalog, asked directly."""

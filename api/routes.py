@@ -24,6 +24,7 @@ from starter.clients.base import WorkflowRef
 from starter.clients.classes import TemporalClasses
 from starter.clients.clusters import TemporalClusters
 from starter.clients.colonies import TemporalColonies
+from starter.clients.purges import TemporalPurges
 from starter.clients.workspaces import TemporalWorkspaces
 
 EndpointT = TypeVar("EndpointT", bound=Callable[..., Any])
@@ -81,6 +82,9 @@ class Call:
     def colonies(self) -> TemporalColonies:
         return self.context.colonies(self.principal)
 
+    def purges(self) -> TemporalPurges:
+        return self.context.purges()
+
     def workflow(self, workflow_id: str) -> WorkflowRef:
         return self.context.workflow(workflow_id)
 
@@ -115,6 +119,10 @@ MANAGE = Depends(_writing(Permission.MANAGE))
 """A write (with its `Idempotency-Key`): a key with Kubernetes Manage."""
 QUOTA_MANAGE = Depends(_reading(Permission.QUOTA_MANAGE))
 """An operator's read or change of any organization's quotas: a key with Quota Manage."""
+PURGE = Depends(_writing(Permission.PURGE))
+"""An operator's purge of any organization's entity: a key with Operator Purge."""
+OPERATOR_READ = Depends(_reading(Permission.PURGE))
+"""An operator's read of a purge: a key with Operator Purge."""
 
 READS = error_responses(401, 403, 404, 422, 429, 503)
 WRITES = error_responses(400, 401, 403, 404, 409, 415, 422, 429, 503)

@@ -19,7 +19,14 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from models.activity_api import KubeconfigRef
@@ -27,6 +34,7 @@ from models.base import ColonyModel, refusal_at
 from models.catalog import LocationStock
 from models.cluster import (
     KUBERNETES_VERSION,
+    OPERATOR_SETTINGS,
     POD_CIDR,
     SERVICE_CIDR,
     ClusterPhase,
@@ -41,6 +49,7 @@ from models.manifests import (
 from models.names import label_key_problem, label_value_problem, name_problem
 from models.node_pool import NodePoolSpec, NodePoolStatus, NodeStatus
 from models.operations import Operation, OperationKind
+from models.purge import PurgeReport
 from models.quota import QuotaLimits
 from models.workspace import WorkspaceStatus, workspace_name_problem
 from models.workspace_class import (
@@ -112,6 +121,23 @@ class ClusterCreateRequest(ColonyModel):
     """Up to 10, added once the control plane is ready."""
     wait_for_capacity: bool = False
     """When the location has too few free hosts now, queue and wait for them instead of refusing."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_operator_settings(cls, data: Any) -> Any:
+        # Before the unknown-field check: a setting `colonyctl` takes from an operator is refused
+        # saying whose it is, not as a field this API has never heard of.
+        if isinstance(data, dict):
+            for field in OPERATOR_SETTINGS:
+                if field in data:
+                    raise refusal_at(
+                        cls,
+                        (field,),
+                        "operator_setting",
+                        OPERATOR_SETTINGS[field],
+                        data[field],
+                    )
+        return data
 
 
 class NodePoolCreateRequest(NodePoolSpec):
@@ -357,6 +383,9 @@ class OperationAcceptedView(ColonyModel):
     """Place in the cluster's queue: 1 runs next (or now)."""
     workflow_id: str
     web_ui: str
+    purge_workflow_id: str | None = None
+    """A delete of a cluster whose workflow cannot make progress: the purge that ends it and
+    removes what it made (`operationId` is then `purge`)."""
 
 
 class OperationView(Operation):
@@ -468,6 +497,9 @@ class WorkspaceOperationView(ColonyModel):
     """Place in the workspace's queue: 1 runs next (or now)."""
     workflow_id: str
     web_ui: str
+    purge_workflow_id: str | None = None
+    """A delete of a workspace whose workflow cannot make progress: the purge that ends it and
+    removes what it made (`operationId` is then `purge`)."""
 
 
 class ColonyView(ColonyStatus, EntityView):
@@ -617,3 +649,15 @@ class ErrorBody(BaseModel):
     """Every refusal: `{"error": {"code": ..., "field": ..., "message": ...}}`."""
 
     error: ErrorDetail
+
+
+class PurgeView(PurgeReport):
+    """200 (or 202 while it still runs) to an operator's purge, and its `GET`: what the purge did
+    (`outcome`: purged, swept, deleted or running), what it removed, and the same in one sentence
+    (`summary`, what `colonyctl ... purge` prints)."""
+
+    summary: str = ""
+
+    @classmethod
+    def of(cls, report: PurgeReport) -> PurgeView:
+        return cls.model_validate({**report.model_dump(), "summary": report.describe()})

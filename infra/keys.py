@@ -137,6 +137,9 @@ class Permission(StrEnum):
     QUOTA_MANAGE = "quota:manage"
     """Read and set any organization's quotas (`/v1/organizations/{organization}/quota`): an
     operator's. Without it, a key reads its own organization's quotas and use (`/v1/quota`)."""
+    PURGE = "operator:purge"
+    """End any organization's cluster or workspace whose workflow cannot make progress and remove
+    what it made (`/v1/operator/...`): an operator's."""
 
 
 LEGACY_PERMISSIONS: dict[str, frozenset[Permission]] = {

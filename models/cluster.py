@@ -29,6 +29,7 @@ from models.node_pool import (
 )
 from models.operations import ContinueAsNewPolicy, Operation, OperationBook, OperationKind
 from models.ownership import EntitySpec
+from models.purge import Unresponsive
 from models.quota import QuotaHolding, cluster_need
 
 MAX_CREATE_NODE_POOLS = 10
@@ -93,6 +94,34 @@ FREE_NODE_MESSAGE = (
     "cluster '{cluster}' would have no node free of NoSchedule and NoExecute taints; "
     "the GPU operator, MPI operator and cluster DNS need one: keep at least one pool without such taints"
 )
+
+OPERATOR_ONLY = (
+    "an operator's setting, not chosen through the API (an operator sets it through Temporal "
+    "directly: colonyctl without a login)"
+)
+"""Why the HTTP API (and remote `colonyctl`) refuses a cluster setting that is the operator's."""
+OPERATOR_SETTINGS: dict[str, str] = {
+    "template": OPERATOR_ONLY,
+    "credential": OPERATOR_ONLY,
+    "namespace": OPERATOR_ONLY,
+    "readyDeadline": OPERATOR_ONLY,
+    "joinDeadline": OPERATOR_ONLY,
+    "drainDeadline": OPERATOR_ONLY,
+    "drainParallelism": OPERATOR_ONLY,
+    "tenantGatewayDomain": (
+        "an operator's setting, not chosen through the API: tenant gateways and their domains are "
+        "the platform's, and a cluster attached to one gets that domain's names, so an "
+        "organization cannot claim one (an operator creates such a cluster through Temporal "
+        "directly: colonyctl cluster create --tenant-gateway-domain, without a login)"
+    ),
+}
+"""The `ClusterSpec` fields (by their API names) that only an operator chooses, each with the
+refusal the API and remote `colonyctl` give, word for word, when a request sets one."""
+
+
+def operator_setting_problem(field: str) -> str:
+    """The refusal of an operator's cluster setting sent through the API: `<field>: <why>`."""
+    return f"{field}: {OPERATOR_SETTINGS[field]}"
 
 
 def _gateway_domain_problem(domain: str) -> str | None:
@@ -250,6 +279,8 @@ class ClusterStatus(ColonyModel):
     """Ids of the hosts the cluster holds (claimed, not released), whatever state their nodes are in."""
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    unresponsive: Unresponsive | None = None
+    """Set when its workflow cannot answer (`models.purge`): the rest is what its marks say."""
 
     def pool(self, name: str) -> NodePoolStatus | None:
         return next((pool for pool in self.node_pools if pool.name == name), None)

@@ -13,6 +13,7 @@ names are unique within an organization, so its id carries the organization as a
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 from typing import Annotated, Literal
 
@@ -29,6 +30,7 @@ from models.operations import (
     OperationRecord,
 )
 from models.ownership import Owner
+from models.purge import Unresponsive
 from models.workspace import StatusCondition
 
 
@@ -162,18 +164,32 @@ class ColonyStatus(ColonyModel):
     kubeconfigs_secret: str = ""
     current_operation: ColonyOperation | None = None
     completed_operations: list[ColonyOperation] = Field(default_factory=list)
+    unresponsive: Unresponsive | None = None
+    """Set when its workflow cannot answer (`models.purge`): the rest is what its marks say."""
 
 
 class WriteColonyKubeconfigsRequest(ColonyModel):
-    """Write (or, with no clusters, delete) the colony's kubeconfigs Secret: cluster name -> a
-    reference to its kubeconfig Secret (`<namespace>/<ClusterDeployment>-kubeconfig`), as the
-    exalsius operator keeps one. Only the colony's own (its owner's marks) is replaced or deleted."""
+    """Write (or, with no clusters, delete) the colony's kubeconfigs Secret as the exalsius
+    operator keeps one: keyed by ClusterDeployment name, each value a JSON `ObjectReference` to its
+    kubeconfig Secret (`kubeconfig_reference`). Only the colony's own (its owner's marks) is
+    replaced or deleted."""
 
     namespace: str
     name: str
     colony: str
     owner: Owner
     clusters: dict[str, str] = Field(default_factory=dict)
+    """ClusterDeployment name -> its kubeconfig Secret as `<namespace>/<name>`."""
+
+
+def kubeconfig_reference(secret: str) -> str:
+    """The exalsius operator's value for one cluster of a kubeconfigs Secret: a JSON
+    `corev1.ObjectReference` to the kubeconfig Secret `<namespace>/<name>` (`secret`), byte for
+    byte what the operator's Go `json.Marshal` writes (its struct's field order, no spaces), so
+    a reader that compares values sees the same as from the operator."""
+    namespace, _, name = secret.rpartition("/")
+    reference = {"kind": "Secret", "namespace": namespace, "name": name, "apiVersion": "v1"}
+    return json.dumps(reference, separators=(",", ":"))
 
 
 class WriteColonyKubeconfigsResult(ColonyModel):

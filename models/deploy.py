@@ -6,6 +6,8 @@ came through: `colonyctl workspace deploy` and `apply -f` in direct mode or thro
 - `missing_prompt_problem`: every required prompt of the class is answered (asked for first when
   a person can be asked);
 - `cluster_problem`: the cluster can take workspaces (not failed, not being deleted);
+- `gpu_model_problem`: the GPU model asked for (`--gpu-model`, `gpuType`) is one of the cluster's
+  node pools' models, as `cluster create` refuses a SKU the catalog lacks;
 - `resources_from_flags`: the shortcuts `--gpus`, `--gpu-model`, `--replicas` (the API's `gpus`,
   `gpuModel`, `replicas`) as the request's `resources`.
 """
@@ -15,8 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 from models.cluster import ClusterPhase, ClusterStatus
+from models.operations import AddNodePoolRequest
 from models.value_paths import MISSING, get_path, parse_value_path
-from models.values import split_plaintext_secrets
+from models.values import resolve_resources, split_plaintext_secrets
 from models.workspace import WorkspaceSpec
 from models.workspace_class import Prompt, PromptType, WorkspaceClassSpec
 
@@ -75,6 +78,43 @@ def cluster_problem(cluster: str, status: ClusterStatus) -> str | None:
         return None
     reason = f" ({status.reason})" if status.phase is ClusterPhase.FAILED and status.reason else ""
     return f"cluster: cluster '{cluster}' is {status.phase.value}{reason}: it takes no workspaces"
+
+
+def cluster_gpu_models(status: ClusterStatus) -> set[str] | None:
+    """The GPU models of the cluster's node pools, those it has and those it is adding (an
+    add queued or running); None when it has no node pool at all: a cluster of a raw
+    ClusterDeployment spec, whose template makes its workers, has GPUs Colony cannot list (the
+    ledger decides from its nodes' labels)."""
+    pools = [pool.sku for pool in status.node_pools]
+    for operation in [status.current_operation, *status.queued_operations]:
+        if operation is not None and isinstance(operation.request, AddNodePoolRequest):
+            pools.append(operation.request.pool.sku)
+    if not pools:
+        return None
+    return {sku.gpu_model_id for sku in pools if sku.gpu_model_id}
+
+
+def gpu_model_problem(
+    cluster: str, status: ClusterStatus, spec: WorkspaceSpec, workspace_class: WorkspaceClassSpec
+) -> str | None:
+    """Why the GPU model the request asks for (`gpuType`) can never be served on the cluster,
+    listing the models it has; None when it has it, when no model or no GPU is asked for, or
+    when Colony cannot list the cluster's models (`cluster_gpu_models`).
+
+    Its nodes carry their pool's GPU model as the label `exalsius.ai/gpu-model`, which `gpuType`
+    is matched against exactly: a model none of its pools has would fail the deploy at once
+    (`GpuOfferingUnavailable`), so it is refused before anything starts."""
+    per_replica = resolve_resources(workspace_class.default_resources, spec.resources).per_replica
+    if not per_replica.gpu_count or not per_replica.gpu_type:
+        return None
+    models = cluster_gpu_models(status)
+    if models is None or per_replica.gpu_type in models:
+        return None
+    has = f"its GPU models: {', '.join(sorted(models))}" if models else "it has no GPUs"
+    return (
+        f"resources.perReplica.gpuType: cluster '{cluster}' has no GPU model "
+        f"'{per_replica.gpu_type}' ({has})"
+    )
 
 
 def resources_from_flags(

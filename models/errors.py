@@ -56,6 +56,9 @@ class ErrorType(StrEnum):
     FOREIGN_OBJECT = "ForeignObject"
     """An object of the name Colony would create exists and is not its owner's (no Colony marks,
     or another owner's): it is never adopted (`models.ownership`)."""
+    WORKSPACES_UNRESPONSIVE = "WorkspacesUnresponsive"
+    """A cluster's delete met workspaces whose workflows cannot answer it (`models.purge`): the
+    message names them and the command that clears each."""
 
 
 NON_RETRYABLE: list[str] = [
@@ -72,6 +75,7 @@ NON_RETRYABLE: list[str] = [
     ErrorType.NOT_SERVED,
     ErrorType.FOREIGN_OBJECT,
     ErrorType.QUOTA_EXCEEDED,
+    ErrorType.WORKSPACES_UNRESPONSIVE,
 ]
 """Error types no retry policy retries: permanent by nature, whoever raises them."""
 

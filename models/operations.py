@@ -235,6 +235,9 @@ class AcceptedOperation(ColonyModel, Generic[KindT]):
     operation_id: str
     kind: KindT
     position: int
+    purge_workflow_id: str | None = None
+    """A delete of an entity whose workflow cannot make progress: the purge that ends it and
+    removes what it made (`models.purge`; its operation id is then `purge`)."""
 
 
 class OperationAccepted(AcceptedOperation[OperationKind]):

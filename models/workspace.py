@@ -34,6 +34,7 @@ from models.identity import Entity
 from models.names import ClusterName, OrganizationName
 from models.operations import ContinueAsNewPolicy, OperationBook
 from models.ownership import EntitySpec
+from models.purge import Unresponsive
 from models.sealed import SealedValue
 from models.value_paths import value_path_problem
 from models.workspace_class import (
@@ -208,6 +209,8 @@ class ConditionReason(StrEnum):
     GPU_OFFERING_UNAVAILABLE = "GpuOfferingUnavailable"
     GPU_CAPACITY_LOST = "GpuCapacityLost"
     """Its GPUs' node left the cluster (a forced scale-down): back to Waiting."""
+    GPU_CAPACITY_RELEASED = "GpuCapacityReleased"
+    """Its GPUs went back to the ledger (a deploy that did not finish, a delete)."""
     RESOURCES_INJECTED = "ResourcesInjected"
     USER_PATHS_OVERWRITTEN = "UserPathsOverwritten"
     INVALID_VALUES = "InvalidValues"
@@ -449,6 +452,8 @@ class WorkspaceStatus(ColonyModel):
     class_name: str = Field(alias="class")
     cluster: str
     phase: WorkspacePhase
+    organization: str = ""
+    """The organization it belongs to (empty: the operator's, deployed through Temporal)."""
     message: str = ""
     conditions: list[WorkspaceCondition] = Field(default_factory=list)
     resolved_resources: WorkspaceResources | None = None
@@ -466,6 +471,8 @@ class WorkspaceStatus(ColonyModel):
     current_operation: WorkspaceOperation | None = None
     queued_operations: list[WorkspaceOperation] = Field(default_factory=list)
     completed_operations: list[WorkspaceOperation] = Field(default_factory=list)
+    unresponsive: Unresponsive | None = None
+    """Set when its workflow cannot answer (`models.purge`): the rest is what its marks say."""
 
     def operation(self, operation_id: str) -> WorkspaceOperation | None:
         """The operation with this id, wherever it is (running, queued or finished)."""
@@ -521,6 +528,9 @@ class WorkspaceState(ColonyModel):
     routes_look_due: bool = False
     """A look at the gateway was asked for (`gateway_changed`, or the fallback): taken between
     operations."""
+    backend_looks: int = 0
+    """Routings in a row that found an endpoint's Service missing (`BackendNotFound`): the next
+    look waits longer after each (`workflows.workspace.access.routes_look_interval`)."""
     ports_messages: int = 0
     """Messages about pool ports sent to the ledger (each needs an id of its own)."""
     class_spec: WorkspaceClassSpec | None = None

@@ -34,6 +34,7 @@ from models.cluster import ClusterPhase, ClusterStatus
 from models.names import shorten_name
 from models.operations import ContinueAsNewPolicy, Inbox, OperationState
 from models.ownership import Owner
+from models.purge import Unresponsive
 from models.sealed import SealedValue
 from models.workspace import (
     AccessEntry,
@@ -540,9 +541,20 @@ class ListWorkflowsResult(ColonyModel):
 class AwaitWorkflowsClosedRequest(ColonyModel):
     workflow_ids: list[str]
     deadline: datetime
+    stop_when_unresponsive: bool = False
+    """Return as soon as one of them cannot answer (`models.purge.task_trouble`: its workflow
+    task keeps failing, or no worker has taken it for a minute): waiting on cannot help it."""
 
 
 class AwaitWorkflowsClosedResult(ColonyModel):
+    open: list[str] = Field(default_factory=list)
+    unresponsive: list[Unresponsive] = Field(default_factory=list)
+    """Those of `open` that cannot answer (with `stop_when_unresponsive`), and why."""
+
+
+class AwaitWorkflowsClosedProgress(ColonyModel):
+    """What a wait on workflows reports in its heartbeat (the Web UI's pending activity)."""
+
     open: list[str] = Field(default_factory=list)
 
 
@@ -714,6 +726,35 @@ class CapacityAnswers(ColonyModel):
     """Answers, in the order asked (request ids first); ids the ledger does not know are left out."""
 
     answers: list[CapacityAnswer] = Field(default_factory=list)
+
+
+class HoldingsQuery(ColonyModel):
+    """The `holdings` query of a ledger: what one workspace holds there, found by its marks in the
+    ledger: the workflow its GPU request answers (`reply_to`), and the holder of its ports."""
+
+    reply_to: str
+    """The workspace's workflow id."""
+    workspace: str
+    """The workspace's name (its ports' holder in this cluster's ledger)."""
+
+
+class LedgerHoldings(ColonyModel):
+    """What a workspace holds in its cluster's ledger: its live GPU request (admitted or waiting)
+    and its gateway pool ports."""
+
+    requests: list[CapacityAnswer] = Field(default_factory=list)
+    ports: dict[str, int] = Field(default_factory=dict)
+    """Endpoint -> pool port."""
+
+
+class ReadLedgerHoldingsRequest(ColonyModel):
+    """Ask a ledger (`capacity/<ClusterDeployment>`) what a workspace holds (`holdings`); a ledger
+    that does not run holds nothing."""
+
+    ledger_workflow_id: str
+    query_name: str
+    """The ledger's `holdings` query (its contract's name)."""
+    query: HoldingsQuery
 
 
 class PortsAnswer(ColonyModel):

@@ -2,8 +2,8 @@
 of `starter.clients`, the operator's view), or Colony's HTTP API (the `Http*` clients) once
 `colonyctl auth login` stored a URL and key (`starter.login`), until `auth logout`.
 
-The commands call `clusters()`, `workspaces()`, `classes()`, `colonies()`, `quotas()` and
-`catalog()` and use
+The commands call `clusters()`, `workspaces()`, `classes()`, `colonies()`, `quotas()`,
+`catalog()` and `purges()` and use
 what they get through the entity's interface (`starter.clients.clusters.Clusters`, ...), so a
 command reads the same in both modes. `colonyctl apikey` (operator side) and `colonyctl sim` never
 go through the API. Every function reads the settings first, in both modes: an incomplete
@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # importing the clients costs Temporal's import
     from starter.clients.colonies import Colonies
     from starter.clients.http import RemoteClient
     from starter.clients.provider import ProviderCatalog
+    from starter.clients.purges import Purges
     from starter.clients.quotas import Quotas
     from starter.clients.temporal import TemporalSession
     from starter.clients.workspaces import Workspaces
@@ -100,3 +101,11 @@ def catalog() -> ProviderCatalog:
     from starter.clients.provider import DirectCatalog, HttpCatalog
 
     return pick(DirectCatalog, HttpCatalog)
+
+
+def purges() -> Purges:
+    """The purge client of this mode (remote: the operator API, with a key that has Operator
+    Purge)."""
+    from starter.clients.purges import HttpPurges, TemporalPurges
+
+    return pick(lambda conf: TemporalPurges(temporal_session(conf)), HttpPurges)

@@ -451,8 +451,33 @@ def print_location(stock: LocationStock) -> None:
     )
 
 
+def live_head(status: ClusterStatus, operation: Operation | None, elapsed: float) -> str:
+    """The first line of what `--wait` shows: the operation, the cluster, the time waited."""
+    what = f"{operation.id} {operation.kind.value}" if operation else ""
+    state = operation.state.value if operation else "?"
+    return f"{what}  {state}  cluster {status.name} {status.phase.value}  {elapsed:.0f}s"
+
+
+def live_text(status: ClusterStatus, operation: Operation | None, elapsed: float) -> str:
+    """What `--wait` shows, as plain text for a pipe or a file: `live_view`'s lines with the
+    tables' cells whole (`plain_table`), so a drain's blocking pods are never cut."""
+    lines = [live_head(status, operation, elapsed)]
+    if status.reason and status.phase.value != "ready":
+        lines.append(cell(status.reason))
+    if status.node_pools:
+        lines.append(
+            plain_table(
+                ["POOL", "COUNT", "READY"],
+                [(pool.name, pool.count, pool.ready_count) for pool in status.node_pools],
+            )
+        )
+    if operation is not None and operation.progress.nodes:
+        lines.append(plain_table(NODE_PROGRESS_COLUMNS, node_progress_rows(operation)))
+    return "\n".join(lines)
+
+
 def live_view(status: ClusterStatus, operation: Operation | None, elapsed: float) -> RenderableType:
-    """What `--wait` shows while it waits."""
+    """What `--wait` shows while it waits, on a terminal (`live_text` elsewhere)."""
     from rich.console import Group
     from rich.text import Text
 

@@ -7,6 +7,7 @@ the operation until it finishes and exit 1 when it did not succeed. Called by th
 
 from __future__ import annotations
 
+import sys
 import time
 
 from models.cluster import ClusterStatus
@@ -23,7 +24,11 @@ from starter.session import print_link, run
 async def follow(
     colony: Clusters, cluster: str, operation_id: str, give_up_after: float | None
 ) -> Operation | None:
-    """Show the operation live (on stderr) until it finishes; its final state."""
+    """Show the operation live (on stderr) until it finishes; its final state. Off a terminal
+    (a pipe, a file) the last view is written once, at the end, as plain text with whole cells:
+    rich would fit its tables to 80 columns there, cutting a drain's blocking pods."""
+    if not sys.stderr.isatty():
+        return await _follow_plainly(colony, cluster, operation_id, give_up_after)
     from rich.live import Live
 
     err = output.console(stderr=True)
@@ -39,9 +44,24 @@ async def follow(
             )
         finally:
             live.stop()
-            if not err.is_terminal:
-                # Off a terminal the final view is printed once, at stop, without its line end.
-                err.line()
+
+
+async def _follow_plainly(
+    colony: Clusters, cluster: str, operation_id: str, give_up_after: float | None
+) -> Operation | None:
+    started = time.monotonic()
+    last: list[str] = []
+
+    def show(status: ClusterStatus, operation: Operation | None) -> None:
+        last[:] = [output.live_text(status, operation, time.monotonic() - started)]
+
+    try:
+        return await colony.wait_for_operation(
+            cluster, operation_id, show, give_up_after=give_up_after
+        )
+    finally:
+        for view in last:
+            output.info(view)
 
 
 def finish(
@@ -78,11 +98,26 @@ def accepted_output(
         "position": accepted.position,
         "webUi": workflow.link,
     }
+    if accepted.purge_workflow_id:
+        data["purgeWorkflowId"] = accepted.purge_workflow_id
     if not output.emit(data, fmt):
         output.write(
-            f"{accepted.kind.value} accepted as {accepted.operation_id} "
-            f"(queue position {accepted.position})"
+            purged_line(f"cluster {cluster}", accepted.purge_workflow_id)
+            or (
+                f"{accepted.kind.value} accepted as {accepted.operation_id} "
+                f"(queue position {accepted.position})"
+            )
         )
+
+
+def purged_line(entity: str, purge_workflow_id: str | None) -> str:
+    """What a delete that purged says (its workflow could not make progress); "" for any other."""
+    if not purge_workflow_id:
+        return ""
+    return (
+        f"{entity} cannot make progress: {purge_workflow_id} ends its workflow and removes what "
+        "it made"
+    )
 
 
 def submit(

@@ -67,7 +67,11 @@ def admission_text(status: WorkspaceStatus) -> str:
     """Where the workspace stands in its cluster's GPU ledger, on one line."""
     admission = status.admission
     if admission is None:
-        return "no GPUs requested" if status.resolved_resources else "-"
+        if status.resolved_resources is None:
+            return "-"
+        if not status.resolved_resources.gpus:
+            return "no GPUs requested"
+        return "GPUs released (suspended)" if status.suspended else "no GPUs held"
     if admission.state is AdmissionState.WAITING:
         # Said once: the ledger's own message repeats the position and the request, so only what
         # happened before it waited (a node lost) is kept of it.

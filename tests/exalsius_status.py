@@ -31,10 +31,11 @@ CRD = (
 )
 COLONY_ONLY = re.compile(
     r"^("
-    r"name|class|cluster|admission|namespace|serviceSet|suspended|createdAt|updatedAt"
+    r"name|class|cluster|organization|admission|namespace|serviceSet|suspended|createdAt|updatedAt"
     r"|currentOperation|queuedOperations|completedOperations|id|workflowId|webUi"
     r"|access\[\d+\]\.(command|reason)"
     r"|failureContext\.message"
+    r"|unresponsive(\..+)?"
     r")$"
 )
 """Colony's own status fields (the API's view adds id, workflowId and webUi)."""

@@ -17,15 +17,16 @@ driving it as a user would:
   event, so each run ends after the first thing it handles: create, scale, delete in three runs
   (`-run1` ...), each carrying the state to the next;
 - `catalog`: the class catalog's run so far (`CatalogWorkflow` never ends);
+- `purge-stuck`, `purge-swept`, `purge-cluster`: purges (`PurgeWorkflow`) of a workspace whose
+  input its worker cannot decode, of a running GPU workspace and then of its cluster, both
+  terminated by hand first (what they made is swept by its marks).
 - `quota`: an organization's quota ledger (`QuotaWorkflow`): an operator's limit, a cluster of the
   organization admitted, grown (admitted by its workflow), refused a second create, deleted (its
   workflow is `cluster-of-organization`).
 
-`python -m tests.record_histories quota` records only the scenarios named (leaving the other files
-as they are): a new workflow type is recorded without re-recording the others.
-
-Regenerate them only on purpose: a change to a workflow that makes a committed history fail to
-replay would break every workflow of that type already running in production, so the old files are
+`python -m tests.record_histories purge` records only the scenarios named and keeps the others'
+files. Regenerate them only on purpose: a change to a workflow that makes a committed history fail
+to replay would break every workflow of that type already running in production, so the old files are
 the test. When a change is deliberately incompatible (Colony is pre-release: it may be), move the
 old files to a folder of their own that `tests/test_replay.py` pins as knowingly incompatible
 (`histories/pre-kit/`), record new ones, and say so in the commit.
@@ -76,6 +77,7 @@ from workflows.capacity import CAPACITY
 from workflows.cluster import CLUSTER
 from workflows.colony import COLONY
 from workflows.prerequisite import PREREQUISITE
+from workflows.purge import PURGE
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
 from workflows.workspace import WORKSPACE
 
@@ -363,6 +365,80 @@ async def quota(stack: Stack) -> dict[str, str]:
     return {"quota": quota_workflow_id(organization), "cluster-of-organization": spec.workflow_id}
 
 
+async def stuck(stack: Stack, workflow_id: str) -> None:
+    """Wait until the workflow's task has failed twice in a row (`models.purge`)."""
+
+    async def attempt() -> int:
+        described = await stack.temporal.get_workflow_handle(workflow_id).describe()
+        return described.raw_description.pending_workflow_task.attempt
+
+    await eventually(attempt, until=lambda a: a >= 3, timeout=PATIENCE, what=f"{workflow_id} stuck")
+
+
+async def purge(stack: Stack) -> dict[str, str]:
+    """Three purges on a GPU cluster: of a workspace whose input its worker cannot decode (ended,
+    nothing made), of a running workspace whose workflow was terminated by hand (its ServiceSet,
+    values Secret, namespace and GPU request swept), then of the cluster, terminated by hand too
+    (its ClusterDeployment, hosts and ledger swept)."""
+    cluster, deep, name = unique("rec-purge"), unique("rec-deep"), unique("rec-nb")
+    await stack.ctl(
+        "cluster", "create", cluster, "--location-id", LOCATION, "--node-pool", GPU_POOL,
+        "--wait", "--timeout", str(int(PATIENCE)),
+    )  # fmt: skip
+    await stack.ctl(
+        "workspace", "deploy", name, "--class", "colony-jupyter-1-0-0", "--cluster", cluster,
+        "--gpus", "1", "--set", "notebookPassword=recorded-pw",
+    )  # fmt: skip
+    await stack.until(
+        "the workspace running",
+        lambda w: w["phase"] == "Running" and "currentOperation" not in w,
+        "workspace", "get", name,
+    )  # fmt: skip
+    nested: dict[str, Any] = {}
+    node = nested
+    for _ in range(200):
+        node["v"] = {}
+        node = node["v"]
+    deep_id = WORKSPACE.workflow_id(deep, "")
+    await stack.temporal.start_workflow(
+        WORKSPACE.workflow_type,
+        {
+            "spec": {
+                "name": deep,
+                "class": "colony-jupyter-1-0-0",
+                "cluster": cluster,
+                "values": nested,
+            }
+        },
+        id=deep_id,
+        task_queue=stack.task_queue,
+    )
+    await stuck(stack, deep_id)
+    await stack.ctl("workspace", "purge", deep)
+    for entity, target in (("workspace", name), ("cluster", cluster)):
+        workflow_id = f"{entity}/{target}"
+        await stack.temporal.get_workflow_handle(workflow_id).terminate("recording a sweep")
+        await stack.ctl(entity, "purge", target)
+    return {
+        "purge-stuck": PURGE.workflow_id(deep_id),
+        "purge-swept": PURGE.workflow_id(WORKSPACE.workflow_id(name, "")),
+        "purge-cluster": PURGE.workflow_id(CLUSTER.workflow_id(cluster, "")),
+    }
+
+
+SCENARIOS = (
+    "colony",
+    "workspace",
+    "missing_template",
+    "continue_as_new",
+    "purge",
+    "quota",
+    "catalog",
+)
+"""What `record` runs (`python -m tests.record_histories purge` runs only the ones named, and
+keeps every other history as it is)."""
+
+
 async def run_histories(client: Client, workflow_id: str) -> list[str]:
     """The JSON history of every run of the workflow, first run first."""
     first = await client.get_workflow_handle(workflow_id).describe()
@@ -378,8 +454,13 @@ async def run_histories(client: Client, workflow_id: str) -> list[str]:
     return histories
 
 
-async def record(only: set[str]) -> list[Path]:
-    """Record every scenario's histories, or those of the scenarios `only` names (by function)."""
+async def record(only: set[str] | None = None) -> list[Path]:
+    """Run the scenarios (`only` those named) and write their histories; recording all of them
+    replaces every history, recording some replaces theirs only."""
+    wanted = only or set(SCENARIOS)
+    unknown = wanted - set(SCENARIOS)
+    if unknown:
+        raise SystemExit(f"unknown scenarios: {', '.join(sorted(unknown))} (known: {SCENARIOS})")
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         async with running_colony(workdir) as stack:
@@ -388,21 +469,22 @@ async def record(only: set[str]) -> list[Path]:
                 "workspace": lambda: workspace(stack),
                 "missing_template": lambda: missing_template(stack),
                 "continue_as_new": lambda: continue_as_new(stack),
+                "purge": lambda: purge(stack),
                 "quota": lambda: quota(stack),
             }
             recorded: dict[str, str] = {}
-            for name, scenario in scenarios.items():
-                if not only or name in only:
-                    recorded.update(await scenario())
-            if not only:
+            for scenario in SCENARIOS:
+                if scenario in wanted and scenario in scenarios:
+                    recorded.update(await scenarios[scenario]())
+            if "catalog" in wanted:
                 recorded["catalog"] = CATALOG_WORKFLOW_ID
             histories = {
                 name: await run_histories(stack.temporal, workflow_id)
                 for name, workflow_id in recorded.items()
             }
     HISTORIES.mkdir(exist_ok=True)
-    for stale in HISTORIES.glob("*.json"):
-        if not only:
+    if wanted == set(SCENARIOS):
+        for stale in HISTORIES.glob("*.json"):
             stale.unlink()
     written: list[Path] = []
     for name, runs in histories.items():

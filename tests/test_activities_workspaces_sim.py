@@ -1252,7 +1252,17 @@ async def test_the_colony_kubeconfigs_secret_is_only_its_colonys(mgmt: client.Ap
     emptied = write.model_copy(update={"owner": other, "clusters": {}})
     assert not (await run(management.write_colony_kubeconfigs, emptied)).written
     kept = await call(client.CoreV1Api(mgmt).read_namespaced_secret, name, NAMESPACE)
-    assert base64.b64decode(kept.data["a"]) == b"x/y"
+    # The exalsius operator's shape: each value a JSON ObjectReference to the kubeconfig Secret,
+    # byte for byte what its Go json.Marshal writes (field order, no spaces).
+    assert base64.b64decode(kept.data["a"]) == (
+        b'{"kind":"Secret","namespace":"x","name":"y","apiVersion":"v1"}'
+    )
+    assert json.loads(base64.b64decode(kept.data["a"])) == {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "namespace": "x",
+        "name": "y",
+    }
     ours = write.model_copy(update={"clusters": {}})
     await run(management.write_colony_kubeconfigs, ours)
     with pytest.raises(client.ApiException) as gone:

@@ -6,8 +6,10 @@ Under pytest stdout is not a terminal, as in a pipe: nothing may be cut or wrapp
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -178,3 +180,53 @@ def test_a_list_is_a_table_or_records_of_its_fields(capsys: pytest.CaptureFixtur
         },
         {"name": "west", "organization": "", "phase": "Provisioning", "workflowId": "colony//west"},
     ]
+
+
+def test_a_followed_drain_off_a_terminal_prints_whole_cells(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--wait` piped (stderr not a terminal): the drain's table at the end, each cell whole and
+    on its own line, as the other tables off a terminal; nothing cut or wrapped."""
+    from models.operations import NodeProgress, OperationProgress
+
+    node = "training-gpu-h100-80gb-0003"
+    blocking = [
+        f"default/training-job-worker-{i}: Cannot evict pod as it would violate the pod's "
+        "disruption budget"
+        for i in range(3)
+    ]
+    draining = Operation(
+        id="op-0002",
+        request=ScaleNodePoolRequest(pool="gpu", count=1),
+        state=OperationState.RUNNING,
+        started_at=T0,
+        progress=OperationProgress(
+            nodes=[
+                NodeProgress(
+                    node=node,
+                    step="draining",
+                    pods_remaining=3,
+                    drain_deadline=T0 + timedelta(hours=1),
+                    blocking_pods=blocking,
+                )
+            ]
+        ),
+    )
+    status = ClusterStatus(name="training", location_id="fra1", phase=ClusterPhase.READY)
+
+    class Following:
+        async def wait_for_operation(
+            self, cluster: str, operation_id: str, show: Any, give_up_after: float | None
+        ) -> Operation:
+            show(status, draining)
+            return draining
+
+    from starter.submit import follow
+
+    assert asyncio.run(follow(Following(), "training", "op-0002", None)) is draining  # type: ignore[arg-type]
+    printed = capsys.readouterr().err
+    assert "…" not in printed
+    (row,) = [line for line in printed.splitlines() if line.startswith(node)]
+    assert row.split()[:4] == [node, "draining", "0", "3"]
+    assert row.endswith("; ".join(blocking))
+    assert "2026-11-30T13:00:00Z" in row

@@ -25,12 +25,20 @@ from infra.sealing import (
     create_key_pair,
     workspace_scope,
 )
-from models.deploy import missing_prompts
+from models.cluster import ClusterPhase, ClusterStatus
+from models.deploy import gpu_model_problem, missing_prompts
+from models.node_pool import NodePoolSpec, NodePoolStatus, NodeSku
+from models.operations import AddNodePoolRequest, Operation
 from models.workspace import WorkspaceSpec, WorkspaceStatus
 from models.workspace_class import Prompt, PromptType, WorkspaceClassSpec
 from starter import workspace_output
 from starter.cli import app, normalize_argv
-from starter.clients.workspaces import WorkspaceSummary, prepare_workspace, workspace_details
+from starter.clients.workspaces import (
+    WorkspaceSummary,
+    check_gpu_model,
+    prepare_workspace,
+    workspace_details,
+)
 from starter.commands import workspace as workspace_command
 from starter.errors import InvalidRequestError
 from tests.test_manifests import ACCEPT, EXALSIUS, EXPECTED
@@ -150,6 +158,86 @@ def test_a_request_without_secrets_needs_no_key(monkeypatch: pytest.MonkeyPatch)
     sealed = sealer.seal("x", workspace_scope("nb", "notebookPassword"))
     prepared = prepare_workspace(notebook(sealedAnswers={"notebookPassword": sealed}), jupyter())
     assert prepared.sealed_answers == {"notebookPassword": sealed}
+
+
+def gpu_cluster(*pools: NodeSku, adding: NodeSku | None = None) -> ClusterStatus:
+    """Cluster `training` with a pool of each SKU (one add of `adding` queued)."""
+    queued = (
+        [
+            Operation(
+                id="op-0002",
+                request=AddNodePoolRequest(pool=NodePoolSpec(name="more", sku=adding, count=1)),
+            )
+        ]
+        if adding
+        else []
+    )
+    return ClusterStatus(
+        name="training",
+        location_id="fra1",
+        phase=ClusterPhase.READY,
+        node_pools=[NodePoolStatus(name=f"p{i}", sku=sku, count=1) for i, sku in enumerate(pools)],
+        queued_operations=queued,
+    )
+
+
+H100, A100 = NodeSku(gpu_model_id="h100-80gb"), NodeSku(gpu_model_id="a100-80gb")
+CPU = NodeSku(cpu_sku="cpu-32c-256g")
+
+
+@pytest.mark.parametrize(
+    ("cluster", "resources", "problem"),
+    [
+        pytest.param(
+            gpu_cluster(H100, A100, CPU),
+            {"perReplica": {"gpuCount": 1, "gpuType": "h200"}},
+            "resources.perReplica.gpuType: cluster 'training' has no GPU model 'h200' (its GPU "
+            "models: a100-80gb, h100-80gb)",
+            id="unknown-model-lists-the-clusters",
+        ),
+        pytest.param(
+            gpu_cluster(CPU),
+            {"perReplica": {"gpuCount": 1, "gpuType": "h100-80gb"}},
+            "resources.perReplica.gpuType: cluster 'training' has no GPU model 'h100-80gb' (it "
+            "has no GPUs)",
+            id="a-cpu-cluster",
+        ),
+        pytest.param(
+            gpu_cluster(H100),
+            {"perReplica": {"gpuCount": 2, "gpuType": "h100-80gb"}},
+            None,
+            id="its-model",
+        ),
+        pytest.param(
+            gpu_cluster(CPU, adding=A100),
+            {"perReplica": {"gpuCount": 1, "gpuType": "a100-80gb"}},
+            None,
+            id="a-pool-being-added",
+        ),
+        pytest.param(gpu_cluster(CPU), {"perReplica": {"gpuCount": 1}}, None, id="any-model"),
+        pytest.param(
+            gpu_cluster(CPU),
+            {"perReplica": {"gpuCount": 0, "gpuType": "h200"}},
+            None,
+            id="no-gpus-asked",
+        ),
+        pytest.param(
+            gpu_cluster(),
+            {"perReplica": {"gpuCount": 1, "gpuType": "h200"}},
+            None,
+            id="a-raw-clusters-gpus-are-the-ledgers-to-judge",
+        ),
+    ],
+)
+def test_a_gpu_model_the_cluster_lacks_is_refused_naming_its_models(
+    cluster: ClusterStatus, resources: dict[str, Any], problem: str | None
+) -> None:
+    spec = notebook(resources=resources)
+    assert gpu_model_problem("training", cluster, spec, jupyter()) == problem
+    if problem:
+        with pytest.raises(InvalidRequestError) as refused:
+            check_gpu_model(spec, jupyter(), cluster)
+        assert refused.value.message == problem
 
 
 def test_terminal_prompts_hide_secrets(monkeypatch: pytest.MonkeyPatch) -> None:

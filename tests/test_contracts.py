@@ -37,6 +37,8 @@ from workflows.colony.workflow import ColonyWorkflow
 from workflows.kit.contract import Query, Signal, Update, WorkflowContract
 from workflows.prerequisite import PREREQUISITE
 from workflows.prerequisite.workflow import PrerequisiteWorkflow
+from workflows.purge import PURGE
+from workflows.purge.workflow import PurgeWorkflow
 from workflows.workspace import WORKSPACE
 from workflows.workspace.workflow import WorkspaceWorkflow
 
@@ -49,6 +51,7 @@ CONTRACTS: list[tuple[WorkflowContract[Any, Any, Any], type]] = [
     (CAPACITY, CapacityLedgerWorkflow),
     (PREREQUISITE, PrerequisiteWorkflow),
     (CATALOG, CatalogWorkflow),
+    (PURGE, PurgeWorkflow),
 ]
 NAMES = {name for contract, _ in CONTRACTS for name in contract.names()}
 REGISTERED = [*CONTRACTS, (CEILING, CeilingWorkflow)]

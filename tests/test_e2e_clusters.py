@@ -9,6 +9,7 @@ the effects on the simulated infrastructure directly.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -22,6 +23,7 @@ from kubernetes import client
 from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner, Result
 
+from models.cluster import cluster_deployment_name
 from sim.faults import RequestFault
 from sim.world import SimWorld
 from starter.cli import app, normalize_argv
@@ -485,7 +487,13 @@ async def test_a_colony_of_two_clusters_through_colonyctl(colony: Colony, tmp_pa
         f"{name}-kubeconfigs",
         "kcm-system",
     )
-    assert sorted(secret.data) == [f"{name}--gpu", f"{name}--lab"]
+    # The exalsius operator's shape: by ClusterDeployment, each a JSON ObjectReference.
+    deployments = sorted(cluster_deployment_name(f"{name}--{entry}") for entry in ("gpu", "lab"))
+    assert sorted(secret.data) == deployments
+    assert [json.loads(base64.b64decode(secret.data[d])) for d in deployments] == [
+        {"apiVersion": "v1", "kind": "Secret", "namespace": "kcm-system", "name": f"{d}-kubeconfig"}
+        for d in deployments
+    ]
     listed = await colony.ctl("colony", "list", "-o", "json")
     assert [c["organization"] for c in json.loads(listed.stdout) if c["name"] == name] == [""]
     table = (await colony.ctl("colony", "list")).stdout

@@ -9,6 +9,7 @@ temporary directory of its own (its `.colony/` there) on free ports.
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from infra.keys import key_id_of
 from infra.ports import free_port
 from starter.dev.devenv import (
     API_PORT_ENV,
@@ -58,6 +60,35 @@ def make_run(cwd: Path, env: dict[str, str], *args: str) -> subprocess.Completed
         timeout=DEMO_DEADLINE_SECONDS,
         check=False,
     )
+
+
+def dev_key_line(output: str) -> tuple[str, str]:
+    """(key, what the line says of it) from the banner's "Development API key" line."""
+    found = re.search(r"^Development API key\s+(\S+)\s+\((.*)\)$", output, re.MULTILINE)
+    assert found is not None, output
+    return found.group(1), found.group(2)
+
+
+def colonyctl(cwd: Path, env: dict[str, str], *args: str) -> str:
+    """`colonyctl ARGS` as the operator runs it beside `make run` (its management cluster)."""
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "colonyctl"), *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def key_id(key: str) -> str:
+    found = key_id_of(key)
+    assert found is not None, "not a key"
+    return found
+
+
+def dev_keys(cwd: Path, env: dict[str, str]) -> list[str]:
+    """The ids of organization dev's keys, sorted."""
+    listed = colonyctl(cwd, env, "apikey", "list", "--organization", "dev", "-o", "json")
+    return sorted(key["id"] for key in json.loads(listed))
 
 
 def state_line(output: str) -> tuple[str, str]:
@@ -111,6 +142,28 @@ def test_a_second_make_run_reuses_the_first_while_it_serves(tmp_path: Path) -> N
         for server in ("server", "simulator", "API"):
             assert f"reusing this development state's {server}" in second.stdout
         assert state_line(second.stdout)[0] == state_line(log.read_text())[0]
+
+        # One development key per state: the second run serves with the first's, and a key it
+        # cannot reuse (here: read only) is replaced and revoked, never left working beside it.
+        key = (paths.root / "api-key").read_text().strip()
+        first_key, first_says = dev_key_line(log.read_text())
+        second_key, second_says = dev_key_line(second.stdout)
+        assert (first_key, second_key) == (key, key)
+        assert "new, kept in .colony/api-key" in first_says
+        assert "reused from .colony/api-key" in second_says
+        assert dev_keys(tmp_path, env) == [key_id(key)]
+        narrow = colonyctl(
+            tmp_path, env, "apikey", "create", "--organization", "dev", "--permission", "read",
+            "-o", "json",
+        )  # fmt: skip
+        narrow_key = json.loads(narrow)["key"]
+        (paths.root / "api-key").write_text(narrow_key + "\n")
+        third = make_run(tmp_path, env, "--no-scenario", "--exit")
+        assert third.returncode == 0, third.stdout + third.stderr
+        replacement = (paths.root / "api-key").read_text().strip()
+        assert dev_key_line(third.stdout)[0] == replacement != narrow_key
+        assert key_id(narrow_key) not in dev_keys(tmp_path, env), "the replaced key is revoked"
+        assert dev_keys(tmp_path, env) == sorted([key_id(key), key_id(replacement)])
 
         refused = make_run(tmp_path, env, "--reset")
         assert refused.returncode == 2

@@ -500,11 +500,21 @@ async def test_gpu_workspaces_fill_a_cluster_and_the_third_waits_its_turn(colony
     (pod,) = running(await pods(colony, cluster, f"ws-{third}"))
     assert pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "4"
 
-    # A model the cluster does not have fails at once.
+    # A model the cluster does not have is refused before anything starts, naming its models.
     absent = unique("nb")
+    refused = await colony.ctl(
+        "workspace", "deploy", absent, "--class", "colony-jupyter-1-0-0", "--cluster", cluster,
+        "--gpus", "1", "--gpu-model", "l40s-48gb", "--set", "notebookPassword=pw", expect=2,
+    )  # fmt: skip
+    assert refused.stderr == (
+        f"error: resources.perReplica.gpuType: cluster '{cluster}' has no GPU model 'l40s-48gb' "
+        f"(its GPU models: {GPU_MODEL})\n"
+    )
+    await colony.ctl("workspace", "get", absent, expect=3)
+    # More GPUs per replica than any of its nodes has fails at once.
     await colony.ctl(
         "workspace", "deploy", absent, "--class", "colony-jupyter-1-0-0", "--cluster", cluster,
-        "--gpus", "1", "--gpu-model", "l40s-48gb", "--set", "notebookPassword=pw",
+        "--gpus", "64", "--gpu-model", GPU_MODEL, "--set", "notebookPassword=pw",
     )  # fmt: skip
     failed = await colony.phase_of(absent, {"Failed"})
     feasible = next(c for c in failed["conditions"] if c["type"] == "Feasible")

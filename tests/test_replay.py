@@ -36,6 +36,7 @@ from workflows.cluster import CLUSTER
 from workflows.colony import COLONY
 from workflows.kit.contract import WorkflowContract
 from workflows.prerequisite import PREREQUISITE
+from workflows.purge import PURGE
 from workflows.workspace import WORKSPACE
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -50,6 +51,7 @@ CONTRACTS: list[WorkflowContract[Any, Any, Any]] = [
     CAPACITY,
     PREREQUISITE,
     CATALOG,
+    PURGE,
 ]
 
 

@@ -202,9 +202,11 @@ async def test_a_colony_runs_its_clusters_follows_them_and_deletes_them(
         assert (secret == f"{name}-kubeconfigs") is (not organization)
         assert status.kubeconfigs_secret == secret
         assert status.organization == organization
+        # Keyed by ClusterDeployment, as the exalsius operator keys it (its readers find each
+        # cluster by the ClusterDeployment they know).
         assert extra.secrets[secret] == {
-            f"{name}--lab": f"kcm-system/{lab}-kubeconfig",
-            f"{name}--west": f"kcm-system/{west_deployment}-kubeconfig",
+            lab: f"kcm-system/{lab}-kubeconfig",
+            west_deployment: f"kcm-system/{west_deployment}-kubeconfig",
         }
 
         # Re-applied without the failed entry: that cluster is deleted, the others stay.

@@ -45,6 +45,7 @@ from models.workspace_operations import (
     ResumeWorkspaceRequest,
     SuspendWorkspaceRequest,
 )
+from starter import workspace_output
 from starter.clients.workspaces import WorkspaceSummary, fill_positions, with_current_position
 from tests.helpers import eventually, history_text, unique
 from tests.workspace_world import STARTED, FakeWorkspaceWorld, h100_node, workspace_worker
@@ -508,6 +509,12 @@ async def test_suspend_frees_the_gpus_and_resume_waits_for_them_again(
         assert (
             f"ws-{suspended.name}" in fake.namespaces[f"{cluster}-kubeconfig"]
         )  # ... the namespace kept
+        # What it says agrees with itself: nothing reserved, installed or routed any more.
+        assert suspended.admission is None
+        shown = {c.type: (c.status.value, c.reason) for c in suspended.conditions}
+        for kind in ("Ready", "Feasible", "HelmReleaseReady", "RoutesReady"):
+            assert shown[kind] == ("False", "Suspended"), shown
+        assert workspace_output.admission_text(suspended) == "GPUs released (suspended)"
         await until(b, phase_is(WorkspacePhase.RUNNING), "the next one got the GPU")
 
         with pytest.raises(WorkflowUpdateFailedError) as again:
@@ -518,7 +525,11 @@ async def test_suspend_frees_the_gpus_and_resume_waits_for_them_again(
         await a.execute_update(WorkspaceWorkflow.resume, ResumeWorkspaceRequest())
         await until(a, phase_is(WorkspacePhase.WAITING), "resumed, waiting for its GPU")
         await delete(b)
-        await until(a, phase_is(WorkspacePhase.RUNNING), "running again")
+        running = await until(a, routed, "running again")
+        shown = {c.type: (c.status.value, c.reason) for c in running.conditions}
+        for kind in ("Ready", "Feasible", "HelmReleaseReady", "RoutesReady"):
+            assert shown[kind][0] == "True", shown
+        assert workspace_output.admission_text(running).startswith("admitted: GPUs reserved on ")
         await delete(a)
 
 
@@ -929,3 +940,58 @@ async def test_an_endpoint_without_its_service_holds_neither_the_others_nor_the_
             ("http://localhost:8081", "8081:80"),
         ]
         await delete(handle)
+
+
+async def gateway_looks(handle: WorkflowHandle[Any, Any]) -> int:
+    """How many times the workspace looked at its cluster's gateway (`find_tenant_gateway`)."""
+    history = await handle.fetch_history()
+    return sum(
+        1
+        for event in history.events
+        if event.HasField("activity_task_scheduled_event_attributes")
+        and event.activity_task_scheduled_event_attributes.activity_type.name
+        == "find_tenant_gateway"
+    )
+
+
+async def test_a_service_that_appears_late_is_routed_promptly_and_the_looks_back_off(
+    env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """An endpoint refused for its missing Service (`BackendNotFound`) is looked at again soon,
+    then less and less often (as the exalsius operator requeues while routes are not ready):
+    a Service its chart renders seconds late is routed within seconds, not after
+    `ROUTES_FALLBACK`; one that never comes costs a bounded number of looks."""
+    workspace_class = two_endpoints("late-web-1-0-0")
+    fake, cluster = world(gateways={"gpu": GatewayInfo(domain=DOMAIN, https=True)})
+    fake.classes[workspace_class.name] = workspace_class
+    async with workspace_worker(env, task_queue, fake):
+        late, never = unique("nb"), unique("nb")
+        handles = {}
+        for name in (late, never):
+            fake.missing_services.add(f"{workspace_release_name('', cluster, name)}-admin")
+            spec = notebook(name, cluster).model_copy(update={"class_name": workspace_class.name})
+            handles[name] = await deploy(env, task_queue, spec)
+            refused = await until(handles[name], routed, "running")
+            assert refused.access[1].reason == "BackendNotFound"
+
+        # The late one's chart renders the Service now: routed at the next look, seconds away.
+        fake.missing_services.discard(f"{workspace_release_name('', cluster, late)}-admin")
+        await env.sleep(timedelta(seconds=30))
+        routed_late = await status_of(handles[late])
+        assert [(a.ready, a.reason) for a in routed_late.access] == [
+            (True, "Accepted"),
+            (True, "Accepted"),
+        ]
+        assert routes_ready(routed_late) == ("True", "RoutesReady")
+
+        # The other's never comes: its looks back off to the fallback, so two hours cost about
+        # as many looks as the first ten minutes' backoff and the fallback's one per ten minutes.
+        looks_before = await gateway_looks(handles[never])
+        events_before = await history_length(handles[never])
+        await env.sleep(timedelta(hours=2))
+        looks = await gateway_looks(handles[never]) - looks_before
+        assert looks <= 7 + 2 * 6, looks
+        assert await history_length(handles[never]) - events_before <= 25 * looks
+        assert (await status_of(handles[never])).access[1].reason == "BackendNotFound"
+        for handle in handles.values():
+            await delete(handle)

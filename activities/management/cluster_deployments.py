@@ -60,7 +60,11 @@ from models.activity_api import (
     GetClusterDeploymentStatusResult,
     RemoveClusterMachinesRequest,
 )
-from models.colony import WriteColonyKubeconfigsRequest, WriteColonyKubeconfigsResult
+from models.colony import (
+    WriteColonyKubeconfigsRequest,
+    WriteColonyKubeconfigsResult,
+    kubeconfig_reference,
+)
 from models.errors import ErrorType, permanent
 from models.ownership import Owner, Ownership, refusal
 
@@ -423,7 +427,8 @@ class ClusterDeploymentActivities:
     async def write_colony_kubeconfigs(
         self, request: WriteColonyKubeconfigsRequest
     ) -> WriteColonyKubeconfigsResult:
-        """Write the colony's kubeconfigs Secret (cluster -> its kubeconfig Secret), or delete it
+        """Write the colony's kubeconfigs Secret in the exalsius operator's shape (ClusterDeployment
+        -> a JSON ObjectReference to its kubeconfig Secret), or delete it
         when the colony has no cluster left; one of that name that is not the colony's is refused
         (`ForeignObject`) and never deleted."""
         core = client.CoreV1Api(self._custom.api_client)
@@ -451,7 +456,10 @@ class ClusterDeploymentActivities:
                 }
             ),
             "type": "Opaque",
-            "stringData": dict(sorted(request.clusters.items())),
+            "stringData": {
+                deployment: kubeconfig_reference(secret)
+                for deployment, secret in sorted(request.clusters.items())
+            },
         }
         if existing is None:
             try:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pydantic.alias_generators import to_camel
 from temporalio.client import Client, WorkflowExecutionDescription
 from temporalio.common import SearchAttributePair
 
@@ -42,6 +43,7 @@ from models.cluster import (
     ClusterSpec,
     ClusterStatus,
     ClusterWorkflowInput,
+    operator_setting_problem,
 )
 from models.identity import parse_entity_workflow_id
 from models.operations import (
@@ -55,12 +57,19 @@ from models.operations import (
     OperationKind,
     ScaleNodePoolRequest,
 )
+from models.purge import Unresponsive
 from starter import checks
 from starter.clients import quotas
 from starter.clients.base import WATCH_SECONDS, Deadline, WorkflowRef, new_request_id, polled
-from starter.clients.http import HttpEntity, RemoteClient, not_through_the_api, parsed
+from starter.clients.http import HttpEntity, RemoteClient, parsed
 from starter.clients.temporal import TemporalEntity, organization_clause
-from starter.errors import ColonyError, NotFoundError, OperationFailedError, UnavailableError
+from starter.errors import (
+    ColonyError,
+    InvalidRequestError,
+    NotFoundError,
+    OperationFailedError,
+    UnavailableError,
+)
 from workflows.cluster import CLUSTER
 from workflows.search_attributes import COLONY_CLUSTER, COLONY_PHASE
 
@@ -336,10 +345,37 @@ class TemporalClusters(TemporalEntity[ClusterStatus], Clusters):
             )
         elif isinstance(request, ScaleNodePoolRequest):
             await checks.check_scale(settings, await self.get(name), request)
+        elif isinstance(request, DeleteClusterRequest):
+            # One whose workflow cannot make progress is purged (`TemporalEntity._delete`).
+            return await self._delete(
+                name,
+                request.kind.value,
+                request,
+                OperationAccepted,
+                request_id,
+                requested_by=self.requested_by,
+            )
         accepted: OperationAccepted = await self._update(
             name, request.kind.value, request, OperationAccepted, request_id
         )
         return accepted
+
+    async def stand_in(
+        self, name: str, description: WorkflowExecutionDescription, unresponsive: Unresponsive
+    ) -> ClusterStatus:
+        """Its last phase from its marks (its location and pools are in the state it cannot
+        give)."""
+        phase = description.typed_search_attributes.get(COLONY_PHASE) or ""
+        known = {p.value for p in ClusterPhase}
+        return ClusterStatus(
+            name=name,
+            location_id="",
+            phase=ClusterPhase(phase) if phase in known else ClusterPhase.CREATING,
+            organization=self.session.organization,
+            reason=unresponsive.reason,
+            created_at=description.start_time,
+            unresponsive=unresponsive,
+        )
 
     async def cancel_operation(
         self, name: str, operation_id: str, *, reason: str = "", request_id: str | None = None
@@ -394,8 +430,10 @@ OPERATOR_FIELDS = {
     "join_deadline": DEFAULT_JOIN_DEADLINE,
     "drain_deadline": DEFAULT_DRAIN_DEADLINE,
     "drain_parallelism": DEFAULT_DRAIN_PARALLELISM,
+    "tenant_gateway_domain": "",
 }
-"""What an API user cannot choose: the operator's settings stay the operator's."""
+"""What an API user cannot choose, with its default: the operator's settings stay the operator's
+(`models.cluster.OPERATOR_SETTINGS` says why, as the API does)."""
 
 
 class HttpClusters(HttpEntity[ClusterStatus], Clusters):
@@ -408,8 +446,8 @@ class HttpClusters(HttpEntity[ClusterStatus], Clusters):
     async def create(self, spec: ClusterSpec, *, request_id: str | None = None) -> Started:
         for name, default in OPERATOR_FIELDS.items():
             if getattr(spec, name) != default:
-                field_name = spec.model_fields[name].alias or name
-                raise not_through_the_api(field_name, "cannot be chosen through the API")
+                field_name = type(spec).model_fields[name].alias or to_camel(name)
+                raise InvalidRequestError(operator_setting_problem(field_name))
         body = {
             "name": spec.name,
             "locationId": spec.location_id,

@@ -18,6 +18,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
+from temporalio.client import WorkflowExecutionDescription
 from temporalio.common import SearchAttributePair, WorkflowIDConflictPolicy
 
 from models.colony import (
@@ -29,6 +30,7 @@ from models.colony import (
     DeleteColonyRequest,
 )
 from models.manifests import ColonySpec
+from models.purge import Unresponsive
 from starter import checks
 from starter.clients import quotas
 from starter.clients.base import WorkflowRef
@@ -179,6 +181,22 @@ class TemporalColonies(TemporalEntity[ColonyStatus], Colonies):
         if status.phase is ColonyPhase.DELETED:
             raise self.not_found(name)
         return status
+
+    async def stand_in(
+        self, name: str, description: WorkflowExecutionDescription, unresponsive: Unresponsive
+    ) -> ColonyStatus:
+        """Its last phase from its marks (its clusters are in the state it cannot give; each is
+        listed and purged on its own)."""
+        phase = description.typed_search_attributes.get(COLONY_PHASE) or ""
+        known = {p.value for p in ColonyPhase}
+        return ColonyStatus(
+            name=name,
+            organization=self.session.organization,
+            phase=ColonyPhase(phase) if phase in known else ColonyPhase.PROVISIONING,
+            ready_clusters=0,
+            total_clusters=0,
+            unresponsive=unresponsive,
+        )
 
     async def list_all(self, *, organization: str | None = None) -> list[ColonySummary]:
         """From visibility (`ColonyKind = 'colony'`, the ColonyName and ColonyPhase marks)."""

@@ -38,6 +38,7 @@ import copy
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from pydantic import BaseModel
@@ -60,17 +61,35 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.workflow_health import unresponsive_of
 from infra import tracing
 from infra.config import ColonySettings
 from models.errors import REJECTED_FIELD, REJECTED_NOT_FOUND, ErrorType
+from models.identity import Entity
 from models.names import name_problem
+from models.purge import PurgeRequest, PurgeTarget, Unresponsive, with_commands
 from starter import errors
 from starter.clients.base import WorkflowRef, new_request_id, not_found
 from starter.errors import ColonyError, NotFoundError, UnavailableError
 from workflows.kit.contract import STATUS_QUERY, WorkflowContract
+from workflows.purge import PURGE
 from workflows.search_attributes import COLONY_KIND, COLONY_ORGANIZATION, COLONY_PHASE
 
 StatusT = TypeVar("StatusT", bound=BaseModel)
+AcceptedT = TypeVar("AcceptedT", bound=BaseModel)
+
+TROUBLED_QUERY = timedelta(seconds=5)
+"""How long a status query may take when the workflow's task has just failed once: its retry
+answers in milliseconds when it succeeds; otherwise its marks are shown."""
+PURGE_OPERATION = "purge"
+"""The operation id a delete answers with when it purged the entity (`TemporalEntity._delete`)."""
+UNANSWERED_STATUSES = (
+    RPCStatusCode.FAILED_PRECONDITION,
+    RPCStatusCode.DEADLINE_EXCEEDED,
+    RPCStatusCode.CANCELLED,
+)
+"""What Temporal answers a query or an update a workflow cannot take: its workflow task in a failed
+state, or no answer in time (the server's deadline, or the client's: "Timeout expired")."""
 
 REQUEST_ID_MEMO = "requestId"
 """Memo key of the request id an entity was started with (see the module docstring)."""
@@ -238,6 +257,15 @@ def plural(noun: str) -> str:
     return f"{noun[:-1]}ies" if noun.endswith("y") else f"{noun}s"
 
 
+def unanswered(cause: BaseException | None) -> bool:
+    """True when Temporal's error says the workflow itself did not answer (not that Temporal is
+    unreachable): a query that failed, or a query or update refused because its workflow task is
+    failing or no worker took it in time."""
+    if isinstance(cause, WorkflowQueryFailedError):
+        return True
+    return isinstance(cause, RPCError) and cause.status in UNANSWERED_STATUSES
+
+
 def organization_of(description: WorkflowExecutionDescription | WorkflowExecution) -> str:
     """The organization a workflow's entity belongs to, from its mark (empty: an operator's)."""
     return description.typed_search_attributes.get(COLONY_ORGANIZATION) or ""
@@ -279,6 +307,9 @@ class TemporalEntity(Generic[StatusT]):
     owned: ClassVar[bool] = False
     """Lookups check the organization's mark too, and bind to the workflow's first run, so that an
     update cannot reach an entity created again under the name meanwhile (workspaces)."""
+
+    requested_by: str = "its organization's delete"
+    """Who a purge this client starts says asked for it (an operator's client says so)."""
 
     def __init__(self, session: TemporalSession) -> None:
         self.session = session
@@ -341,19 +372,82 @@ class TemporalEntity(Generic[StatusT]):
             )
         return handle, description
 
+    async def _refuse_while_purged(self, name: str) -> None:
+        """An entity whose workflow has ended while its purge still removes what it made is not
+        gone yet: its name is not free until the purge has finished.
+
+        Raises:
+            ConflictError: a purge of the entity's workflow runs.
+        """
+        purge_id = PURGE.workflow_id(self.workflow_id(name, self.session.organization))
+        client = await self.session.client()
+        try:
+            purge = await client.get_workflow_handle(purge_id).describe()
+        except RPCError:
+            return
+        if purge.status == ExecutionStatus.RUNNING:
+            raise errors.ConflictError(
+                f"name: {self.noun} '{name}' is being purged (workflow {purge_id} removes what "
+                "it made); its name is free once that has finished"
+            )
+
     def _belongs(self, description: WorkflowExecutionDescription) -> bool:
         """The workflow id names the organization already; its mark must agree (when checked)."""
         return not self.owned or organization_of(description) == self.session.organization
 
-    async def _query(self, handle: WorkflowHandle[Any, Any], name: str) -> StatusT:
-        with self._reading(name):
-            status: StatusT = await handle.query(STATUS_QUERY, result_type=self.status_type)
+    async def _query(
+        self,
+        handle: WorkflowHandle[Any, Any],
+        name: str,
+        description: WorkflowExecutionDescription | None = None,
+    ) -> StatusT:
+        """The `status` query's answer; when the workflow cannot answer it (its workflow task
+        failing, no worker taking it, the query failing), what its marks say with why
+        (`stand_in`), so that one wedged workflow never fails a list or a read. One whose
+        description shows it cannot answer (`Unresponsive.silent`) is not asked at all, and one
+        whose task failed once only briefly (`TROUBLED_QUERY`): a query to a workflow whose task
+        is failing waits out its RPC's timeout (30 s) before it fails."""
+        trouble = await self._trouble(description) if description is not None else None
+        if description is not None and trouble is not None and trouble.silent:
+            return await self._stand_in(name, description, trouble)
+        try:
+            with self._reading(name):
+                status: StatusT = await handle.query(
+                    STATUS_QUERY,
+                    result_type=self.status_type,
+                    rpc_timeout=TROUBLED_QUERY if trouble is not None else None,
+                )
+        except UnavailableError as error:
+            if description is None or not unanswered(error.__cause__):
+                raise
+            trouble = await self._trouble(description) or Unresponsive(
+                workflow_id=description.id, reason=f"its status query failed: {error.message}"
+            )
+            return await self._stand_in(name, description, trouble)
         return status
 
+    async def _trouble(self, description: WorkflowExecutionDescription) -> Unresponsive | None:
+        """What keeps the workflow from answering (`activities.workflow_health`); None: nothing."""
+        return await unresponsive_of(await self.session.client(), description)
+
+    async def _stand_in(
+        self, name: str, description: WorkflowExecutionDescription, trouble: Unresponsive
+    ) -> StatusT:
+        found = with_commands(trouble, Entity(self.noun), self.session.organization, name)
+        return await self.stand_in(name, description, found)
+
+    async def stand_in(
+        self, name: str, description: WorkflowExecutionDescription, unresponsive: Unresponsive
+    ) -> StatusT:
+        """The status of an entity whose workflow cannot answer: its name, its last phase from
+        its marks, and `unresponsive` (each entity says how its status holds that)."""
+        raise UnavailableError(f"cannot read {self.noun} '{name}': {unresponsive.reason}")
+
     async def _status(self, name: str) -> tuple[StatusT, WorkflowExecutionDescription]:
-        """The running entity's status (its `status` query), and its workflow's description."""
+        """The running entity's status (its `status` query, or `stand_in` when it cannot answer),
+        and its workflow's description."""
         handle, description = await self._running(name)
-        return await self._query(handle, name), description
+        return await self._query(handle, name, description), description
 
     async def _now_or_final(
         self, name: str
@@ -367,7 +461,7 @@ class TemporalEntity(Generic[StatusT]):
             if not self._belongs(description):
                 raise self.not_found(name)
             if description.status == ExecutionStatus.RUNNING:
-                return await self._query(handle, name), description
+                return await self._query(handle, name, description), description
             if description.status != ExecutionStatus.COMPLETED:
                 return None, None
             final = await handle.result()
@@ -382,12 +476,96 @@ class TemporalEntity(Generic[StatusT]):
         result_type: type[Any],
         request_id: str | None,
     ) -> Any:
-        """Send an update to the running entity; the refusal is a typed error (`failure`)."""
-        handle, _ = await self._running(name)
-        with reported(update, self.not_found(name), refusals=self.refusals(name)):
-            return await handle.execute_update(
-                update, request, id=request_id or new_request_id(), result_type=result_type
+        """Send an update to the running entity; the refusal is a typed error (`failure`). One
+        its workflow cannot take (its workflow task failing) is refused saying why, at once."""
+        handle, description = await self._running(name)
+        trouble = await self._trouble(description)
+        if trouble is not None and trouble.silent:
+            raise self.cannot_answer(name, trouble)
+        try:
+            with reported(update, self.not_found(name), refusals=self.refusals(name)):
+                return await handle.execute_update(
+                    update, request, id=request_id or new_request_id(), result_type=result_type
+                )
+        except UnavailableError as error:
+            if not unanswered(error.__cause__):
+                raise
+            _, description = await self._running(name)
+            trouble = await self._trouble(description) or Unresponsive(
+                workflow_id=description.id, reason=f"it did not take the update: {error.message}"
             )
+            raise self.cannot_answer(name, trouble) from error
+
+    def cannot_answer(self, name: str, trouble: Unresponsive) -> ColonyError:
+        """The refusal of an update the entity's workflow cannot take: a conflict when it cannot
+        make progress (the message says what clears it), else unavailable for now (a task that
+        failed once is retried)."""
+        found = with_commands(trouble, Entity(self.noun), self.session.organization, name)
+        message = f"{self.noun}: {self.noun} '{name}' cannot answer now: {found.reason}"
+        if found.stuck:
+            return errors.ConflictError(message)
+        return UnavailableError(f"{message}; try again in a few seconds")
+
+    async def _delete(
+        self,
+        name: str,
+        update: str,
+        request: BaseModel,
+        result_type: type[AcceptedT],
+        request_id: str | None,
+        *,
+        requested_by: str,
+    ) -> AcceptedT:
+        """Send the entity's delete. One whose workflow cannot make progress (`models.purge`:
+        its workflow task failed twice in a row) is purged instead: `PurgeWorkflow` ends it and
+        removes what it made, found by its marks; the answer is the `purge` operation, with the
+        purge's workflow id.
+
+        Args:
+            requested_by: who asked, recorded as the reason of a termination.
+        """
+        _, description = await self._running(name)
+        trouble = await self._trouble(description)
+        if trouble is None or not trouble.stuck:
+            try:
+                accepted: AcceptedT = await self._update(
+                    name, update, request, result_type, request_id
+                )
+                return accepted
+            except (errors.ConflictError, UnavailableError):
+                _, description = await self._running(name)
+                trouble = await self._trouble(description)
+                if trouble is None or not trouble.stuck:
+                    raise
+        purge = await self.start_purge(name, requested_by=requested_by)
+        return result_type.model_validate(
+            {
+                "operation_id": PURGE_OPERATION,
+                "kind": request.model_dump()["kind"],
+                "position": 1,
+                "purge_workflow_id": purge,
+            }
+        )
+
+    async def start_purge(self, name: str, *, requested_by: str) -> str:
+        """Start the purge of the entity's workflow (`PurgeWorkflow`), or find the one running;
+        its workflow id."""
+        target = PurgeTarget(
+            entity=Entity(self.noun), organization=self.session.organization, name=name
+        )
+        purge_id = PURGE.workflow_id(target.workflow_id)
+        client = await self.session.client()
+        with reported(f"cannot purge {self.noun} '{name}'", self.not_found(name)):
+            await client.start_workflow(
+                PURGE.workflow_type,
+                PurgeRequest(target=target, requested_by=requested_by),
+                id=purge_id,
+                task_queue=self.session.settings.task_queue,
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                static_summary=f"purge {target.describe()}",
+            )
+        return purge_id
 
     async def _start(
         self,
@@ -417,6 +595,7 @@ class TemporalEntity(Generic[StatusT]):
         """
         workflow_id = self.workflow_id(name, organization)
         client = await self.session.client()
+        await self.acting_for(organization)._refuse_while_purged(name)
         try:
             await client.start_workflow(
                 self.workflow_type,

@@ -17,7 +17,8 @@ and every lookup checks that mark (`TemporalEntity.owned`).
 request to that route): before anything starts, it checks, in this order, that the cluster
 exists in the caller's organization (`NotFoundError`, exit 3 / 404, naming `cluster`) and can
 take workspaces (`ConflictError` naming its phase, exit 2 / 409, when it failed or is being
-deleted: `models.deploy.cluster_problem`), that the class is published, and, through
+deleted: `models.deploy.cluster_problem`), that the class is published, that the GPU model asked
+for is one of the cluster's (`models.deploy.gpu_model_problem`), and, through
 `prepare_workspace`, that every required prompt is answered (asked for when the caller can ask,
 else refused by name: `models.deploy.missing_prompt_problem`), every prompt is checked against
 the class (`models/values.py`, the same rules the workflow applies) and every plaintext answer to
@@ -36,15 +37,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from temporalio.client import Client, WorkflowQueryFailedError
+from temporalio.client import Client, WorkflowExecutionDescription, WorkflowQueryFailedError
 from temporalio.common import SearchAttributePair
 from temporalio.service import RPCError
 
 from models.capacity import Decision
 from models.cluster import ClusterStatus, cluster_deployment_name
-from models.deploy import cluster_problem, missing_prompt_problem, missing_prompts
+from models.deploy import (
+    cluster_problem,
+    gpu_model_problem,
+    missing_prompt_problem,
+    missing_prompts,
+)
 from models.identity import capacity_workflow_id, parse_entity_workflow_id
 from models.names import name_problem, natural_key
+from models.purge import Unresponsive
 from models.quota import WORKSPACE_NEED
 from models.value_paths import parse_value_path, value_path_problem
 from models.values import (
@@ -255,6 +262,16 @@ def prepare_workspace(
     except ValuesError as exc:
         raise InvalidRequestError(f"values: {'; '.join(exc.problems)}") from exc
     return sealed
+
+
+def check_gpu_model(
+    spec: WorkspaceSpec, workspace_class: WorkspaceClassSpec, cluster: ClusterStatus
+) -> None:
+    """Refuse a GPU model the cluster has no node pool of, listing its models
+    (`models.deploy.gpu_model_problem`), as `cluster create` refuses a SKU the catalog lacks."""
+    problem = gpu_model_problem(spec.cluster, cluster, spec, workspace_class)
+    if problem:
+        raise InvalidRequestError(problem)
 
 
 def with_secret_values(
@@ -518,10 +535,11 @@ class TemporalWorkspaces(TemporalEntity[WorkspaceStatus], Workspaces):
         operator in direct mode)."""
         spec = deployment.spec
         owner = self.acting_for(spec.organization)
-        await owner.check_cluster(spec.cluster)
+        cluster = await owner.check_cluster(spec.cluster)
         pinned = deployment.workspace_class or await TemporalClasses(owner.session).get(
             spec.class_name
         )
+        check_gpu_model(spec, pinned, cluster)
         if deployment.secret_values:
             spec = with_secret_values(spec, deployment.secret_values, pinned)
         prepared = prepare_workspace(
@@ -595,10 +613,40 @@ class TemporalWorkspaces(TemporalEntity[WorkspaceStatus], Workspaces):
     async def send(
         self, name: str, request: WorkspaceRequest, *, request_id: str | None = None
     ) -> WorkspaceOperationAccepted:
+        """A delete of a workspace whose workflow cannot make progress purges it
+        (`TemporalEntity._delete`)."""
+        if isinstance(request, DeleteWorkspaceRequest):
+            return await self._delete(
+                name,
+                request.kind.value,
+                request,
+                WorkspaceOperationAccepted,
+                request_id,
+                requested_by=self.requested_by,
+            )
         accepted: WorkspaceOperationAccepted = await self._update(
             name, request.kind.value, request, WorkspaceOperationAccepted, request_id
         )
         return accepted
+
+    async def stand_in(
+        self, name: str, description: WorkflowExecutionDescription, unresponsive: Unresponsive
+    ) -> WorkspaceStatus:
+        """Its class and cluster from the memo its start wrote, its last phase from its marks."""
+        phase = description.typed_search_attributes.get(COLONY_PHASE) or ""
+        known = {p.value for p in WorkspacePhase}
+        return WorkspaceStatus.model_validate(
+            {
+                "name": name,
+                "organization": self.session.organization,
+                "class": str(await description.memo_value(CLASS_MEMO, "")),
+                "cluster": str(await description.memo_value(CLUSTER_MEMO, "")),
+                "phase": phase if phase in known else WorkspacePhase.PENDING,
+                "message": unresponsive.reason,
+                "created_at": description.start_time,
+                "unresponsive": unresponsive,
+            }
+        )
 
     async def list_all(
         self, *, cluster: str | None = None, organization: str | None = None
@@ -736,6 +784,7 @@ class HttpWorkspaces(HttpEntity[WorkspaceStatus], Workspaces):
                     phase=status.phase.value,
                     workflow_id=str(item.get("workflowId", "")),
                     started=started_at(status.created_at),
+                    organization=status.organization,
                     web_ui=str(item.get("webUi", "")),
                     position=status.admission.position if status.admission is not None else 0,
                     gpus=status.resolved_resources.gpus if status.resolved_resources else None,

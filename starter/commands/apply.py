@@ -31,13 +31,14 @@ import typer
 from starter.options import OutputFormat, Submission, WaitForCapacityOption, submits
 
 if TYPE_CHECKING:
-    from models.cluster import ClusterSpec
+    from models.cluster import ClusterSpec, ClusterStatus
     from models.manifests import ColonySpec, Manifest, ServiceTemplateManifest
     from models.workspace import WorkspaceSpec
     from models.workspace_api import CatalogStatus, PublishWorkspaceClassRequest
     from models.workspace_class import WorkspaceClassSpec
     from starter.clients.classes import TemporalClasses
     from starter.clients.temporal import TemporalSession
+    from starter.clients.workspaces import TemporalWorkspaces
 
 
 @dataclass
@@ -234,28 +235,55 @@ async def _prepared(steps: Plan, session: TemporalSession, catalog: CatalogStatu
     """Every workspace of the apply checked as `workspace deploy` checks it, before anything of
     this apply starts (a cluster this apply creates is there by its deploy), and sealed."""
     from starter.clients.classes import class_not_found
-    from starter.clients.workspaces import TemporalWorkspaces, prepare_workspace
+    from starter.clients.workspaces import (
+        TemporalWorkspaces,
+        check_gpu_model,
+        prepare_workspace,
+    )
     from starter.commands.workspace import terminal_asker
 
     ask = terminal_asker()
     published = {r.spec.name: r.spec for r in steps.classes}
-    created = {(cluster.organization, cluster.name) for cluster in steps.clusters}
+    created = {(cluster.organization, cluster.name): cluster for cluster in steps.clusters}
     deploys: list[_Deploy] = []
     for spec in steps.workspaces:
         spaces = TemporalWorkspaces(session).acting_for(spec.organization)
         if await spaces.exists(spec.name):
             deploys.append(_Deploy(spec, None))
             continue
-        if (spec.organization, spec.cluster) not in created:
+        planned = created.get((spec.organization, spec.cluster))
+        cluster = (
             await spaces.check_cluster(spec.cluster)
+            if planned is None
+            else await _as_applied(spaces, planned)
+        )
         # The classes the workspace's organization sees: the shared ones (and those this apply
         # publishes to them), and its own.
         known = {c.name: c for c in catalog.for_organization(spec.organization).classes}
         pinned = published.get(spec.class_name) or known.get(spec.class_name)
         if pinned is None:
             raise class_not_found(spec.class_name, known)
+        check_gpu_model(spec, pinned, cluster)
         deploys.append(_Deploy(prepare_workspace(spec, pinned, ask=ask), pinned))
     return deploys
+
+
+async def _as_applied(spaces: TemporalWorkspaces, spec: ClusterSpec) -> ClusterStatus:
+    """A cluster this apply creates or brings to its file, as it will be: its pools now (if it
+    exists) and the file's, for the workspaces' checks."""
+    from models.cluster import ClusterPhase, ClusterStatus
+    from models.node_pool import NodePoolStatus
+    from starter.clients.clusters import TemporalClusters
+    from starter.errors import NotFoundError
+
+    try:
+        status = await TemporalClusters(spaces.session).get(spec.name)
+    except NotFoundError:
+        status = ClusterStatus(
+            name=spec.name, location_id=spec.location_id, phase=ClusterPhase.CREATING
+        )
+    pools = [*status.node_pools, *(NodePoolStatus.of(pool) for pool in spec.node_pools)]
+    return status.model_copy(update={"node_pools": pools})
 
 
 async def _publish(steps: Plan, catalog: TemporalClasses, request_id: str | None) -> list[str]:

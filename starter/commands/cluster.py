@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from starter.commands import Group
+from starter.commands.purge import purge_command
 from starter.options import (
     ClusterArgument,
     OrganizationFilterOption,
@@ -266,3 +267,6 @@ def delete(name: ClusterArgument, *, submission: Submission) -> None:
     submit(name, DeleteClusterRequest(), submission, gone_ok=True)
     if submission.wait and submission.fmt is OutputFormat.TABLE:
         output.write(f"cluster {name} deleted")
+
+
+app.command("purge")(purge_command("cluster"))

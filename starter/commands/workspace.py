@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from starter.commands import Group
+from starter.commands.purge import purge_command
 from starter.options import (
     ListFormat,
     ListOutputOption,
@@ -317,6 +318,7 @@ def _operate(name: str, request: WorkspaceRequest, wanted: str, submission: Subm
     from starter import output
     from starter.backend import workspaces
     from starter.session import print_link, run
+    from starter.submit import purged_line
 
     spaces = workspaces()
 
@@ -345,9 +347,12 @@ def _operate(name: str, request: WorkspaceRequest, wanted: str, submission: Subm
         "workflowId": workflow.workflow_id,
         "webUi": workflow.link,
     }
+    if accepted.purge_workflow_id:
+        data["purgeWorkflowId"] = accepted.purge_workflow_id
     if not output.emit(data, submission.fmt):
         output.write(
-            f"{accepted.kind.value} of workspace {name} accepted as {accepted.operation_id} "
+            purged_line(f"workspace {name}", accepted.purge_workflow_id)
+            or f"{accepted.kind.value} of workspace {name} accepted as {accepted.operation_id} "
             f"(queue position {accepted.position})"
         )
 
@@ -394,3 +399,6 @@ def _operation_command(verb: str, wanted: str, summary: str) -> None:
 
 for _verb, (_wanted, _summary) in OPERATIONS.items():
     _operation_command(_verb, _wanted, _summary)
+
+
+app.command("purge")(purge_command("workspace"))

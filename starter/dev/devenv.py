@@ -6,7 +6,8 @@ Starts, as child processes with their logs under `.colony/`:
   3. Colony's worker (`worker.py`), once it exists,
   4. Colony's HTTP API (`python -m api`, port COLONY_API_PORT, default 8080, docs at /docs), with
      one development key (organization `dev`, Manage + Connect + Read) created through
-     `colonyctl apikey create`, printed once and written to `.colony/api-key` (mode 0600),
+     `colonyctl apikey create` and written to `.colony/api-key` (mode 0600), which every later
+     `make run` of the state reuses (a key the API no longer takes is replaced, and revoked),
   5. Colony's watcher (`watcher.py`: Kubernetes watch events become signals to the workflows),
 then runs the demo scenario through `colonyctl` and keeps everything serving until Ctrl-C, so the
 workflows stay browsable in the Web UI.
@@ -41,6 +42,8 @@ import time
 from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import httpx
 
 from infra.config import (
     METRICS_PORT_ENV,
@@ -455,14 +458,83 @@ def api_key_file() -> Path:
     return STATE_DIR / "api-key"
 
 
+DEV_PERMISSIONS = ("manage", "connect", "read")
+"""What the development key may do (`colonyctl apikey create --permission ...`)."""
+DEV_KEY_EFFECTIVE = {"kubernetes:manage", "kubernetes:connect", "kubernetes:read"}
+"""`DEV_PERMISSIONS` as the API names them (`GET /v1/api-key`'s `effectivePermissions`)."""
+
+
+@dataclass(frozen=True)
+class DevKey:
+    """The development key `make run` serves with."""
+
+    key: str
+    reused: bool
+    """True: the key of `.colony/api-key`, which the API still takes; False: made now."""
+
+
+def dev_key(api_url: str) -> DevKey:
+    """The development key: the one in `.colony/api-key` when the API (`api_url`) still takes it
+    as organization `dev`'s with every permission, so every `make run` of a state serves with one
+    key; else a new one (`create_dev_key`), and the one it replaces is revoked, so keys never
+    pile up, each still working."""
+    stored = _stored_dev_key()
+    if stored and _serves_as_dev_key(api_url, stored):
+        return DevKey(stored, reused=True)
+    key = create_dev_key()
+    if stored:
+        _revoke(stored)
+    return DevKey(key, reused=False)
+
+
+def _stored_dev_key() -> str:
+    try:
+        return api_key_file().read_text(encoding="utf-8").strip()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return ""
+
+
+def _serves_as_dev_key(api_url: str, key: str) -> bool:
+    """Whether the API takes `key` as organization `dev`'s with every permission of a new one
+    (an answer other than 200, or none, says no: the key is then replaced and revoked)."""
+    try:
+        answer = httpx.get(
+            f"{api_url}/v1/api-key",
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=devstate.PROBE_SECONDS,
+        )
+        body = answer.json() if answer.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return False
+    if not isinstance(body, dict) or body.get("organization") != DEV_ORGANIZATION:
+        return False
+    return set(body.get("effectivePermissions") or []) >= DEV_KEY_EFFECTIVE
+
+
+def _revoke(key: str) -> None:
+    """Revoke the key `make run` no longer uses (`colonyctl apikey revoke`); one already gone
+    (revoked, or of a store that was reset) is nothing to revoke."""
+    from infra.keys import key_id_of
+
+    key_id = key_id_of(key)
+    if key_id is None:
+        return  # not a key at all: nothing of it is stored
+    done = subprocess.run(
+        [str(VENV_BIN / "colonyctl"), "apikey", "revoke", key_id],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if done.returncode not in (0, 3):  # 3: no such key
+        print(f"colony: could not revoke the replaced API key {key_id}: {done.stderr.strip()}")
+
+
 def create_dev_key() -> str:
     """A development key of organization `dev` with every permission, from `colonyctl apikey
     create` (stored on the management cluster as a hash), written to `.colony/api-key` (0600)."""
+    permissions = [arg for name in DEV_PERMISSIONS for arg in ("--permission", name)]
     done = subprocess.run(
         [
             str(VENV_BIN / "colonyctl"), "apikey", "create", "--organization", DEV_ORGANIZATION,
-            "--permission", "manage", "--permission", "connect", "--permission", "read",
-            "--name", "make run", "-o", "json",
+            *permissions, "--name", "make run", "-o", "json",
         ],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
@@ -558,7 +630,7 @@ def start_everything(processes: Processes, paths: DevPaths) -> Serving:
     return Serving(state, ports, metrics, world, worker, watcher)
 
 
-def print_banner(serving: Serving, paths: DevPaths, dev_key: str) -> None:
+def print_banner(serving: Serving, paths: DevPaths, dev_key: DevKey) -> None:
     """Where everything is, and how to reach it."""
     state, ports, api_url = serving.state, serving.ports, _api_url(serving.ports)
     print()
@@ -572,8 +644,9 @@ def print_banner(serving: Serving, paths: DevPaths, dev_key: str) -> None:
     print(f"SIMULATED host provider                  {_url(serving.world, 'hostProvider') or '?'}")
     print(f"Colony HTTP API      {api_url} (OpenAPI docs: {api_url}/docs)")
     print(
-        f"Development API key  {dev_key}  (organization {DEV_ORGANIZATION}, "
-        f"Manage + Connect + Read; shown once, kept in {api_key_file()})"
+        f"Development API key  {dev_key.key}  (organization {DEV_ORGANIZATION}, "
+        f"Manage + Connect + Read; {'reused from' if dev_key.reused else 'new, kept in'} "
+        f"{api_key_file()}: the next make run reuses it)"
     )
     print(
         f"  remote colonyctl:  colonyctl auth login --url {api_url} --api-key - < {api_key_file()}"
@@ -607,7 +680,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     processes = Processes(record=paths.processes / f"{os.getpid()}.json")
     try:
         serving = start_everything(processes, paths)
-        print_banner(serving, paths, create_dev_key())
+        print_banner(serving, paths, dev_key(_api_url(serving.ports)))
         status = 0 if args.no_scenario else run_scenario()
         if status != 0 and not serving.state.fresh:
             # The demo met what earlier runs left (an interrupted demo's clusters hold hosts).

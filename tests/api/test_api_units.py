@@ -315,3 +315,45 @@ def test_a_name_with_a_line_break_is_refused(name: str) -> None:
     from models.names import name_problem
 
     assert name_problem("cluster", name) is not None
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        pytest.param("tenantGatewayDomain", "dos-lab.example", id="tenant-gateway-domain"),
+        pytest.param("template", "other-cluster-1-0-0", id="template"),
+        pytest.param("drainDeadline", 7200, id="drain-deadline"),
+    ],
+)
+def test_an_operators_cluster_setting_is_refused_saying_whose_it_is(field: str, value: str) -> None:
+    """Through the API and remote `colonyctl`, in the same words: not an unknown field, nor
+    silently dropped, but the operator's (and, for a tenant gateway, why)."""
+    import asyncio
+
+    from api.views import ClusterCreateRequest
+    from models.cluster import ClusterSpec
+    from starter.clients.clusters import HttpClusters
+    from starter.parsing import validated
+
+    body = {"name": "training", "locationId": "fra1", field: value}
+    with pytest.raises(InvalidRequestError) as refused:
+        validated(ClusterCreateRequest, body)
+    assert field_of(refused.value.message) == field
+    assert refused.value.message.startswith(f"{field}: an operator's setting, not chosen through")
+
+    spec = validated(ClusterSpec, body)
+    remote_clusters = HttpClusters(remote.RemoteClient("http://127.0.0.1:1", "colony_x_y"))
+    with pytest.raises(InvalidRequestError) as remotely:
+        asyncio.run(remote_clusters.create(spec))  # refused before anything is sent
+    assert remotely.value.message == refused.value.message
+
+
+def test_a_tenant_gateway_is_refused_with_the_reason() -> None:
+    from models.cluster import operator_setting_problem
+
+    assert operator_setting_problem("tenantGatewayDomain") == (
+        "tenantGatewayDomain: an operator's setting, not chosen through the API: tenant gateways "
+        "and their domains are the platform's, and a cluster attached to one gets that domain's "
+        "names, so an organization cannot claim one (an operator creates such a cluster through "
+        "Temporal directly: colonyctl cluster create --tenant-gateway-domain, without a login)"
+    )

@@ -381,6 +381,12 @@ async def test_a_user_deploys_and_deletes_a_workspace_through_the_api(
         "ORGANIZATION", "NAME", "CLUSTER", "CLASS", "PHASE", "GPUS", "POSITION", "AGE", "STARTED",
     ]  # fmt: skip
     assert [line.split()[1] for line in wide.splitlines()[1:]] == [name, *reversed(extra)]
+    # The key's organization, as the operator's list in direct mode names it (not `-`).
+    assert [line.split()[0] for line in wide.splitlines()[1:]] == [organization] * 3
+    table = (await me.ctl("workspace", "list", "--cluster", cluster)).stdout
+    assert {line.split()[0] for line in table.splitlines()[1:]} == {organization}
+    records = (await me.ctl("workspace", "list", "--cluster", cluster, "-o", "json")).json()
+    assert {w["organization"] for w in records} == {organization}
     for other in extra:
         await me.ctl("workspace", "delete", other, "--wait", "--timeout", "90")
     suspended = await me.ctl("workspace", "suspend", name, "--wait", "--timeout", "90")

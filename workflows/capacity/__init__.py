@@ -21,6 +21,8 @@ with workflow.unsafe.imports_passed_through():
         CapacityLedgerInput,
         CapacityLedgerStatus,
         CapacityMessage,
+        HoldingsQuery,
+        LedgerHoldings,
     )
 
 
@@ -38,6 +40,9 @@ class CapacityContract(WorkflowContract[CapacityLedgerInput, CapacityLedgerStatu
     """Inventory, holders and the head of each queue."""
     answers = Query("answers", CapacityAnswers, input=CapacityAnswersQuery)
     """Where requests stand now, positions worked out from their tickets."""
+    holdings = Query("holdings", LedgerHoldings, input=HoldingsQuery)
+    """What one workspace holds (its live GPU request, its ports), found by the workflow its
+    request answers: what a purge of that workspace gives back."""
 
 
 CAPACITY = CapacityContract(

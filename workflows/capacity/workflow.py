@@ -64,6 +64,8 @@ with workflow.unsafe.imports_passed_through():
         CapacityMessageKind,
         CapacityWorkflowState,
         GpuHoldersMessage,
+        HoldingsQuery,
+        LedgerHoldings,
         PortsAnswer,
         ReadGpuInventoryRequest,
     )
@@ -144,6 +146,25 @@ class CapacityLedgerWorkflow:
         return CapacityAnswers(
             answers=[answer for rid in ids if (answer := ledger.answer(rid)) is not None]
         )
+
+    @workflow.query(name=CAPACITY.holdings.name)
+    def holdings(self, query: HoldingsQuery) -> LedgerHoldings:
+        """What one workspace holds: its live request, only when that request answers the
+        workspace's own workflow (the mark the ledger keeps), and its gateway ports."""
+        ledger = self._ledger
+        request_id = ledger.workspace_request(query.workspace)
+        requests = []
+        if request_id is not None and ledger.reply_to(request_id) == query.reply_to:
+            answer = ledger.answer(request_id)
+            if answer is not None:
+                requests.append(answer)
+        prefix = f"{query.workspace}/"
+        ports = {
+            holder.removeprefix(prefix): int(port)
+            for port, holder in self._state.ports.items()
+            if holder.startswith(prefix)
+        }
+        return LedgerHoldings(requests=requests, ports=ports)
 
     # --- The loop ------------------------------------------------------------------------------
 

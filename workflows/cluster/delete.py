@@ -1,6 +1,9 @@
 """Deleting a cluster: its workspaces first, then its ClusterDeployment (if it is this cluster's),
 waited on until gone, then every host: those recorded and any the provider still lists for this
 cluster's owner key. Final: a delete that could not finish says so, and repeating it finishes it.
+It never waits silently on a workspace that cannot answer (its workflow cannot make progress):
+it fails within a minute, naming the workspace and the commands that clear it
+(`WORKSPACES_DELETE_DEADLINE`).
 
 Called by `ClusterWorkflow` for a delete, which jumps the queue (`workflows.kit.entity`; a delete
 that fails says how to finish it, `final`).
@@ -31,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from models.cluster import ClusterPhase
     from models.errors import ErrorType, permanent
     from models.identity import Entity, parse_entity_workflow_id
+    from models.purge import unanswered_workspaces
     from models.workspace_api import (
         AwaitWorkflowsClosedRequest,
         CapacityMessage,
@@ -42,7 +46,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows.workspace import WORKSPACE
 
 WORKSPACES_DELETE_DEADLINE = timedelta(minutes=30)
-"""How long a cluster's delete waits for its workspaces to be deleted first."""
+"""How long a cluster's delete waits for its workspaces to be deleted first, while they answer. One
+that cannot answer stops the wait at once: its workflow task failing twice in a row (about ten
+seconds after it first fails), or no worker taking it for `models.purge.NOT_TAKEN_AFTER` (one
+minute); the delete then fails naming it and the commands that clear it."""
 DELETE_DEADLINE = timedelta(minutes=30)
 """Tearing down a ClusterDeployment (machines reset over SSH) takes minutes, rarely more."""
 
@@ -113,18 +120,31 @@ async def _tear_down_workspaces(cluster: ClusterContext) -> None:
             ),
         )
     if workspaces:
+        names = [found[2] for w in workspaces if (found := parse_entity_workflow_id(w))]
+        cluster.set_phase(
+            ClusterPhase.DELETING,
+            f"deleting its workspaces first: {', '.join(names)}",
+        )
         left = await AWAIT_WORKFLOWS_CLOSED(
             AwaitWorkflowsClosedRequest(
-                workflow_ids=workspaces, deadline=workflow.now() + WORKSPACES_DELETE_DEADLINE
+                workflow_ids=workspaces,
+                deadline=workflow.now() + WORKSPACES_DELETE_DEADLINE,
+                stop_when_unresponsive=True,
             ),
             wait=WORKSPACES_DELETE_DEADLINE,
         )
+        if left.unresponsive:
+            raise permanent(
+                ErrorType.WORKSPACES_UNRESPONSIVE,
+                unanswered_workspaces(cluster.name, left.unresponsive),
+            )
         if left.open:
             raise permanent(
                 ErrorType.CLUSTER_DEPLOYMENT_FAILED,
                 f"workspaces of cluster '{cluster.name}' were not deleted within "
                 f"{human(WORKSPACES_DELETE_DEADLINE.total_seconds())}: {', '.join(left.open)}",
             )
+        cluster.set_phase(ClusterPhase.DELETING)
     await tell(
         CAPACITY.capacity,
         CAPACITY.workflow_id(cluster.deployment),

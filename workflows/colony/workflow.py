@@ -16,9 +16,9 @@ run one at a time; delete jumps the queue.
   follows node pool changes, not a timer; a deleted cluster leaves the list. Phase: Provisioning until every cluster is ready, Ready, Degraded when one
   failed; condition ClustersReady.
 - The Secret `<colony>-kubeconfigs` (derived, for an organization's colony: `models.identity`) on
-  the management cluster lists, per ready cluster, its kubeconfig Secret (as the exalsius operator
-  keeps one per colony); it carries the colony's ownership marks, and only such a one is replaced
-  or deleted.
+  the management cluster lists, per ready cluster, its kubeconfig Secret in the exalsius operator's
+  shape (keyed by ClusterDeployment, each value a JSON ObjectReference); it carries the colony's
+  ownership marks, and only such a one is replaced or deleted.
 - Delete asks every cluster to delete itself, waits until their workflows have ended, removes the
   kubeconfigs Secret, and ends.
 """
@@ -252,8 +252,13 @@ class ColonyWorkflow(
                 owner=Owner(
                     workflow_id=workflow.info().workflow_id, organization=self._organization
                 ),
+                # Keyed by ClusterDeployment, as the exalsius operator keys it: what reads the
+                # Secret (its training-job controller) knows the clusters by their deployments.
                 clusters={
-                    name: f"{DEFAULT_NAMESPACE}/{self._kubeconfig_secret(name)}" for name in ready
+                    cluster_deployment_name(name, self._organization): (
+                        f"{DEFAULT_NAMESPACE}/{self._kubeconfig_secret(name)}"
+                    )
+                    for name in ready
                 },
             )
         )

@@ -11,7 +11,10 @@ Gateway is missing: RoutingInfraNotReady, until it is there. No tenant gateway: 
 Between operations (the workflow's chore), a running workspace routes again when the gateway may
 have changed: told by the watcher (`gateway_changed`), or by itself (`ROUTES_RETRY` while its
 routes are in progress or its Gateway is missing, `ROUTES_FALLBACK` otherwise). A look that finds
-nothing new costs one activity.
+nothing new costs one activity. An endpoint whose Service is missing (`BackendNotFound`: the
+chart renders it late, or not at all) is looked at again with a backoff, `ROUTES_BACKEND_RETRY`
+doubled after each look that still misses it up to `ROUTES_FALLBACK`: routed seconds after a
+late Service appears, at a bounded cost when it never does.
 """
 
 from __future__ import annotations
@@ -79,6 +82,16 @@ activity). An endpoint refused for good (its chart renders no Service) waits for
 time, so it is looked at no more often."""
 ROUTES_PENDING = {ConditionReason.ROUTING_IN_PROGRESS, ConditionReason.ROUTING_INFRA_NOT_READY}
 """RoutesReady's reasons that time may change: looked at again after `ROUTES_RETRY`."""
+BACKEND_NOT_FOUND = "BackendNotFound"
+"""The Gateway API's reason of a route whose Service does not exist (yet)."""
+ROUTES_BACKEND_RETRY = timedelta(seconds=5)
+"""The first look again after routing found an endpoint's Service missing; each look that still
+misses it doubles the wait, up to `ROUTES_FALLBACK` (7 looks in the first ten minutes, then the
+fallback's one per ten minutes). As the exalsius operator requeues while routes are not ready
+(controller-runtime's exponential backoff): a Service rendered late (a hook, a controller the
+chart installs) appears within seconds, and one that appears after t is routed by about 2t."""
+BACKEND_BACKOFF_PATCH = "routes-backend-backoff"
+"""`workflow.patched` id of the backoff: a history recorded before it waits `ROUTES_FALLBACK`."""
 
 
 async def route(
@@ -164,6 +177,8 @@ async def _route_through_gateway(
         )
         entries = with_route_states(spec, entries, seen.routes)
     state.access = entries
+    missing = any(entry.reason == BACKEND_NOT_FOUND for entry in entries)
+    state.backend_looks = state.backend_looks + 1 if missing else 0
     ok, reason, message = routes_condition(
         entries, expected_domain=found.expected_domain, gateway_domain=gateway.domain
     )
@@ -222,13 +237,19 @@ async def look_at_routes(ws: WorkspaceContext) -> None:
 
 def routes_look_interval(ws: WorkspaceContext) -> timedelta | None:
     """How long a running workspace waits for a `gateway_changed` before it looks anyway:
-    `ROUTES_RETRY` while routes are in progress or the Gateway is missing, `ROUTES_FALLBACK`
+    `ROUTES_RETRY` while routes are in progress or the Gateway is missing, a backoff from
+    `ROUTES_BACKEND_RETRY` while an endpoint's Service is missing, `ROUTES_FALLBACK`
     otherwise."""
     if ws.state.phase is not WorkspacePhase.RUNNING:
         return None
     routes_ready = condition(ws.state.conditions, ConditionType.ROUTES_READY)
     if routes_ready is not None and routes_ready.reason in ROUTES_PENDING:
         return ROUTES_RETRY
+    looks = ws.state.backend_looks
+    if looks and workflow.patched(BACKEND_BACKOFF_PATCH):
+        # The exponent is capped: 2**looks alone would grow without end.
+        backoff: timedelta = ROUTES_BACKEND_RETRY * 2 ** min(looks - 1, 16)
+        return min(backoff, ROUTES_FALLBACK)
     return ROUTES_FALLBACK
 
 

@@ -397,6 +397,14 @@ async def release_capacity(ws: WorkspaceContext, reason: str) -> None:
     )
     ws.state.admission = None
     ws.state.capacity_answer = None
+    if admission.state is AdmissionState.ADMITTED:
+        # Feasible said the GPUs were reserved: it must not say so once they are not.
+        ws.condition(
+            ConditionType.FEASIBLE,
+            False,
+            ConditionReason.GPU_CAPACITY_RELEASED,
+            f"GPUs released: {reason}",
+        )
 
 
 async def tell_ledger(ws: WorkspaceContext, message: CapacityMessage) -> None:

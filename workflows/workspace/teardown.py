@@ -38,6 +38,16 @@ async def uninstall(ws: WorkspaceContext) -> None:
     await _remove_values_secret(ws)
 
 
+SUSPENDED_CONDITIONS = {
+    ConditionType.READY: "suspended",
+    ConditionType.FEASIBLE: "suspended: its GPUs went back to the cluster (resume asks again)",
+    ConditionType.HELM_RELEASE_READY: "suspended: the release is uninstalled (volumes are kept)",
+    ConditionType.ROUTES_READY: "suspended: its routes are removed",
+}
+"""What a suspended workspace's conditions say (none may still say GPUs reserved, a release
+deployed or routes ready), each until a resume sets it again."""
+
+
 async def suspend(ws: WorkspaceContext) -> None:
     await unroute(ws)
     await _remove_release(ws)
@@ -46,7 +56,10 @@ async def suspend(ws: WorkspaceContext) -> None:
     await release_capacity(ws, "suspended")
     await _remove_values_secret(ws)
     ws.state.suspended = True
-    ws.condition(ConditionType.READY, False, ConditionReason.SUSPENDED, "suspended")
+    present = {c.type for c in ws.state.conditions}
+    for kind, message in SUSPENDED_CONDITIONS.items():
+        if kind is ConditionType.READY or kind in present:
+            ws.condition(kind, False, ConditionReason.SUSPENDED, message)
     ws.set_phase(WorkspacePhase.SUSPENDED)
 
 

@@ -321,6 +321,7 @@ class WorkspaceWorkflow(
                 "class": spec.class_name,
                 "cluster": spec.cluster,
                 "phase": state.phase,
+                "organization": spec.organization,
                 "message": state.message,
                 "conditions": state.conditions,
                 "resolved_resources": state.resolved_resources,
