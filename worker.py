@@ -68,6 +68,7 @@ from activities.management.classes import WorkspaceClassActivities
 from activities.management.cluster_deployments import ClusterDeploymentActivities
 from activities.management.marked import MarkedObjectActivities
 from activities.management.service_sets import ServiceSetActivities
+from activities.quotas import QuotaActivities
 from activities.temporal import TemporalActivities
 from catalog.workspaces import load_workspace_catalog
 from infra import metrics, tracing
@@ -78,6 +79,7 @@ from infra.kube import api_client_from_file, close_client
 from infra.kubeapi import KubeApi
 from infra.process import configure_logging, reach_temporal, run_service
 from infra.sealing import SealingSettings, Unsealer, load_private_key
+from models.quota import DEFAULT_LIMITS, QuotaLimits
 from models.workspace_api import CATALOG_WORKFLOW_ID, CatalogInput, PublishWorkspaceClassRequest
 from watching.service import Watcher, WatcherConfig
 from watching.signals import TemporalSignals
@@ -252,6 +254,7 @@ def activity_callables(
     temporal: Client | None = None,
     task_queue: str = "",
     unsealer: Unsealer | None = None,
+    quota_defaults: QuotaLimits = DEFAULT_LIMITS,
 ) -> tuple[list[Callable[..., Any]], ChildClients]:
     """Every activity, bound to its clients (and the child-cluster client cache, to close on exit).
 
@@ -317,6 +320,7 @@ def activity_callables(
             workflows_client.list_workflows,
             workflows_client.await_workflows_closed,
             workflows_client.await_cluster_created,
+            QuotaActivities(temporal, task_queue, host_provider, quota_defaults).admit_quota,
             workflows_client.inspect_workflow,
             workflows_client.terminate_workflow,
             workflows_client.read_ledger_holdings,
@@ -333,6 +337,7 @@ async def build_worker(
     unsealer: Unsealer | None = None,
     *,
     interceptors: Sequence[Interceptor] = (),
+    quota_defaults: QuotaLimits = DEFAULT_LIMITS,
     workflows: Sequence[type] = WORKFLOWS,
 ) -> AsyncIterator[Worker]:
     """A `Worker` with every workflow and activity; closes the child clients it created on exit.
@@ -341,7 +346,7 @@ async def build_worker(
     tracing interceptor of a client comes along with the client by itself). `workflows` replaces
     the workflow classes (a test's worker with a deliberately broken one)."""
     activities, child = activity_callables(
-        management_api, host_provider, temporal, task_queue, unsealer
+        management_api, host_provider, temporal, task_queue, unsealer, quota_defaults
     )
     compile_once(WORKFLOW_PACKAGE)
     worker = Worker(
@@ -467,7 +472,12 @@ async def run(settings: ColonySettings) -> None:
         try:
             async with (
                 build_worker(
-                    temporal, settings.task_queue, management_api, host_provider, unsealer
+                    temporal,
+                    settings.task_queue,
+                    management_api,
+                    host_provider,
+                    unsealer,
+                    quota_defaults=settings.quota_defaults,
                 ) as worker,
                 worker,
             ):

@@ -18,7 +18,9 @@ registered in `worker.py`, and every registered activity a declaration.
 
 This module is the activities' one way to the declarations (`cluster_calls`, `workspace_calls`,
 `purge_calls`, `DECLARATION_MODULES`), and to the search attributes workflows carry
-(`search_attributes`): where workflows keep them may change; only these imports follow.
+(`search_attributes`): where workflows keep them may change; only these imports follow. It also
+hands on the one workflow contract an activity talks to by name, the quota ledger's (`QUOTA`:
+`admit_quota` sends its `admit` update, which no workflow can send itself).
 """
 
 from __future__ import annotations
@@ -36,9 +38,11 @@ from activities.heartbeat import heartbeating
 from workflows import activity_calls as cluster_calls
 from workflows import purge_calls, search_attributes, workspace_calls
 from workflows.kit.activity import ActivityDeclaration
+from workflows.quota import QUOTA
 
 __all__ = [
     "DECLARATION_MODULES",
+    "QUOTA",
     "cluster_calls",
     "declarations",
     "implements",

@@ -1,8 +1,9 @@
 """The HTTP API's application: `create_app(settings, temporal_client_factory, key_store)`.
 
 Wires the routes (`api.clusters`, `api.catalog`, `api.workspaces`, `api.colonies`, the caller's own key), the error bodies
-(`api.errors`), the rate limits per key and per client address (`infra.ratelimit`, charged as
-`api.context` says) and an access log of its own. Called by
+(`api.errors`), each organization's share (`infra.fairshare`: its rate over all its keys, its
+requests in flight and its line) and the rate limit per client address (`infra.ratelimit`),
+charged as `api.context` says, and an access log of its own. Called by
 `python -m api` (`api.__main__`), by `make run` through it, and by the tests, which pass the dev
 server's client and a key store on the simulated management cluster.
 
@@ -36,6 +37,7 @@ from api.errors import ApiError, error_responses, install
 from api.routes import ANY_KEY
 from api.views import KeyView
 from infra.config import ColonySettings
+from infra.fairshare import FairShare
 from infra.keys import KeyStore
 from infra.ratelimit import RateLimiter
 from infra.sealing import SealingSettings
@@ -85,7 +87,7 @@ def create_app(
         api=api,
         keys=key_store,
         connect=temporal_client_factory,
-        limiter=RateLimiter(api.rate, api.burst),
+        share=FairShare(api.rate, api.burst, api.in_flight, api.queue),
         addresses=RateLimiter(api.address_rate, api.address_burst),
         sealing=sealing or SealingSettings.from_env(),
     )

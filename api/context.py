@@ -14,9 +14,13 @@ Authentication runs in this order, so that nobody can spend a key's allowance bu
    from memory when it can (`infra.keys`); work it must do for this key (reading the Secret of an
    id it has not verified, a scrypt) is charged first to the client address's bucket (429 when
    spent), and scrypt has a budget of its own for all callers (429 while it is spent);
-3. only then is the key's own bucket charged (429): a flood with someone's key id and wrong
-   secrets never reaches it;
+3. only then does the request take its turn in its organization's line (`infra.fairshare`:
+   one rate for all the organization's keys, a bound on its requests running at once, a bounded
+   line of waiting ones; 429 when the line is full): a flood with someone's key id and wrong
+   secrets never reaches it, and a flood with an organization's own keys waits in that
+   organization's line, never in another's;
 4. the route's permission is checked (403).
+The turn is held while the route runs (the dependency yields around it).
 Every 401 carries `WWW-Authenticate: Bearer` (RFC 6750). The key itself is never logged, stored,
 echoed or sent on; only its public id is put on the request for the access log. The client address
 is the connection's peer (`python -m api` runs uvicorn without proxy headers): behind a proxy,
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Annotated, TypeVar
 
@@ -38,6 +42,7 @@ from temporalio.service import RPCError
 
 from api.errors import ApiError
 from infra.config import ColonySettings, SettingsError
+from infra.fairshare import FairShare, TurnRefused
 from infra.keys import ApiKey, KeyBusyError, KeyRefusedError, KeyStore, Permission, key_id_of
 from infra.ratelimit import RateLimiter
 from infra.sealing import PUBLIC_KEY_ENV, Sealer, SealingError, SealingSettings
@@ -48,6 +53,7 @@ from starter.clients.clusters import TemporalClusters
 from starter.clients.colonies import TemporalColonies
 from starter.clients.provider import DirectCatalog
 from starter.clients.purges import TemporalPurges
+from starter.clients.quotas import TemporalQuotas
 from starter.clients.temporal import TemporalSession
 from starter.clients.workspaces import TemporalWorkspaces
 from starter.errors import NotFoundError, UnavailableError, temporal_unreachable
@@ -69,6 +75,7 @@ PERMISSION_LABELS = {
     Permission.CONNECT: "Kubernetes: Connect",
     Permission.MANAGE: "Kubernetes: Manage",
     Permission.CATALOG_PUBLISH: "Catalog: Publish",
+    Permission.QUOTA_MANAGE: "Quota: Manage",
     Permission.PURGE: "Operator: Purge",
 }
 
@@ -81,8 +88,8 @@ class ApiContext:
     api: ApiSettings
     keys: KeyStore
     connect: TemporalClientFactory
-    limiter: RateLimiter
-    """Requests per verified key."""
+    share: FairShare
+    """Each organization's turns: its rate (over all its keys), in flight and line."""
     addresses: RateLimiter
     """Verification work per client address (before a key is verified)."""
     sealing: SealingSettings
@@ -130,6 +137,10 @@ class ApiContext:
 
     def colonies(self, principal: Principal) -> TemporalColonies:
         return TemporalColonies(self.session(principal.organization))
+
+    def quotas(self, organization: str) -> TemporalQuotas:
+        """Organizations' quotas, read (and, for an operator's key, set) through their ledgers."""
+        return TemporalQuotas(self.session(organization))
 
     def purges(self) -> TemporalPurges:
         """Purges of any organization's entities (the operator API's: the target names the
@@ -227,14 +238,15 @@ def _charge(limiter: RateLimiter, key: str, what: str, rate: float, burst: int) 
         raise _rate_limited(wait, f"{what} (at most {rate:g}/s, bursts of {burst})")
 
 
-def requires(permission: Permission | None) -> Callable[..., Awaitable[Principal]]:
-    """The dependency that authenticates the caller and checks `permission` (None: any valid key),
-    in the order the module docstring gives."""
+def requires(permission: Permission | None) -> Callable[..., AsyncIterator[Principal]]:
+    """The dependency that authenticates the caller, takes its organization's turn for the
+    route's run and checks `permission` (None: any valid key), in the order the module docstring
+    gives. Declare it with `Depends(..., scope="function")`: the turn ends with the route."""
 
     async def authenticate(
         request: Request,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)],
-    ) -> Principal:
+    ) -> AsyncIterator[Principal]:
         if credentials is None or not credentials.credentials:
             raise _unauthenticated(
                 "no API key: send the header 'Authorization: Bearer colony_<id>_<secret>'", REALM
@@ -264,20 +276,18 @@ def requires(permission: Permission | None) -> Callable[..., Awaitable[Principal
             raise _rate_limited(
                 exc.retry_after, "the API is verifying too many new keys right now"
             ) from None
-        _charge(
-            ctx.limiter,
-            key_id,
-            f"too many requests with API key {key_id}",
-            ctx.api.rate,
-            ctx.api.burst,
-        )
-        if permission is not None and permission not in record.effective:
-            raise ApiError(
-                403,
-                "forbidden",
-                f"API key {key_id} lacks the permission {PERMISSION_LABELS[permission]} "
-                f"({permission.value})",
-            )
-        return Principal(record)
+        try:
+            turn = ctx.share.turn(record.organization)
+            async with turn:
+                if permission is not None and permission not in record.effective:
+                    raise ApiError(
+                        403,
+                        "forbidden",
+                        f"API key {key_id} lacks the permission {PERMISSION_LABELS[permission]} "
+                        f"({permission.value})",
+                    )
+                yield Principal(record)
+        except TurnRefused as exc:
+            raise _rate_limited(exc.retry_after, exc.message) from None
 
     return authenticate

@@ -13,6 +13,7 @@ exists ..."}}`: the message is the line `colonyctl` prints after `error: ` (both
 | no key, unknown, revoked, expired key | 401 | unauthenticated, with `WWW-Authenticate: Bearer` |
 | the key lacks the permission | 403 | forbidden |
 | `NotFoundError`, an unknown route, another organization's cluster, workspace or colony | 404 | not_found |
+| `QuotaExceededError` (the organization would exceed a quota: the message names it, its use and its limit) | 409 | quota_exceeded |
 | `ConflictError` (name taken, the cluster's or workspace's state refuses it, a class published with another definition) | 409 | conflict |
 | `OperationFailedError` | 409 | operation_failed |
 | over the key's rate, or the verification rate of the address or of the API | 429 | rate_limited, with `Retry-After` |
@@ -91,6 +92,7 @@ def field_of(message: str) -> str | None:
 
 
 ANSWERS: list[tuple[type[ColonyError], int, str]] = [
+    (errors.QuotaExceededError, 409, "quota_exceeded"),
     (errors.ConflictError, 409, "conflict"),
     (errors.InvalidRequestError, 422, "invalid"),
     (errors.NotFoundError, 404, "not_found"),
@@ -192,8 +194,9 @@ ERROR_DESCRIPTIONS = {
     403: "The key lacks the permission this needs.",
     404: "Unknown (or deleted) cluster, pool, node, operation, workspace, class or colony; another "
     "organization's cluster, workspace or colony.",
-    409: "The name is taken, the cluster's or workspace's state refuses the operation now, or a "
-    "class of that name exists with another definition.",
+    409: "The name is taken, the cluster's or workspace's state refuses the operation now, a "
+    "class of that name exists with another definition, or the organization would exceed a quota "
+    "(code `quota_exceeded`: the message names the quota, its use and its limit).",
     422: "A field breaks a rule (the message names the field and the rule).",
     429: "Over the key's request rate, or (before a key is verified) the client address's or the "
     "API's rate of key verifications; retry after `Retry-After` seconds.",

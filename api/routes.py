@@ -30,7 +30,8 @@ from starter.clients.workspaces import TemporalWorkspaces
 EndpointT = TypeVar("EndpointT", bound=Callable[..., Any])
 ViewT = TypeVar("ViewT")
 
-ANY_KEY = Depends(requires(None))
+ANY_KEY = Depends(requires(None), scope="function")
+"""Any valid key; the organization's turn is held while the route runs (`api.context.requires`)."""
 
 IdempotencyKey = Annotated[
     str | None,
@@ -89,7 +90,7 @@ class Call:
 
 
 def _reading(permission: Permission) -> Callable[..., Awaitable[Call]]:
-    authenticated = Depends(requires(permission))
+    authenticated = Depends(requires(permission), scope="function")
 
     async def reading(request: Request, principal: Principal = authenticated) -> Call:
         return Call(request, principal)
@@ -98,7 +99,7 @@ def _reading(permission: Permission) -> Callable[..., Awaitable[Call]]:
 
 
 def _writing(permission: Permission) -> Callable[..., Awaitable[Call]]:
-    authenticated = Depends(requires(permission))
+    authenticated = Depends(requires(permission), scope="function")
 
     async def writing(
         request: Request,
@@ -116,6 +117,8 @@ CONNECT = Depends(_reading(Permission.CONNECT))
 """A credential: a key with Kubernetes Connect."""
 MANAGE = Depends(_writing(Permission.MANAGE))
 """A write (with its `Idempotency-Key`): a key with Kubernetes Manage."""
+QUOTA_MANAGE = Depends(_reading(Permission.QUOTA_MANAGE))
+"""An operator's read or change of any organization's quotas: a key with Quota Manage."""
 PURGE = Depends(_writing(Permission.PURGE))
 """An operator's purge of any organization's entity: a key with Operator Purge."""
 OPERATOR_READ = Depends(_reading(Permission.PURGE))

@@ -51,6 +51,7 @@ from models.names import label_key_problem, label_value_problem, name_problem
 from models.node_pool import NodePoolSpec, NodePoolStatus, NodeStatus
 from models.operations import Operation, OperationKind
 from models.purge import PurgeReport
+from models.quota import QuotaLimits
 from models.workspace import WorkspaceStatus, workspace_name_problem
 from models.workspace_class import (
     WorkspaceClassSpec,
@@ -326,6 +327,7 @@ REQUEST_MODELS: tuple[type[BaseModel], ...] = (
     WorkspaceDeployRequest,
     WorkspaceClassPublishRequest,
     ColonyApplyRequest,
+    QuotaLimits,
 )
 """Bodies the API reads itself (strictly), documented in its OpenAPI schema by `api.app`."""
 

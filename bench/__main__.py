@@ -41,6 +41,7 @@ BENCHMARKS = (
     Bench("kubectl_token", ("--runs", "30"), minutes=10),
     Bench("cli_exit", ("--calls", "300"), minutes=20),
     Bench("api_load", ("--seconds", "8"), minutes=10),
+    Bench("tenant_flood", minutes=10),
     # Reactions and the GPU ledger.
     Bench("watcher_reaction", minutes=10),
     Bench("ready_reaction", ("--trials", "5"), minutes=20),

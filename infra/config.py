@@ -26,6 +26,11 @@ Environment:
         picks the first free port after COLONY_METRICS_PORT when it is unset).
     COLONY_TRACE_EXPORT: `otlp` (to OTEL_EXPORTER_OTLP_ENDPOINT, default http://localhost:4318),
         `console`, or empty: no tracing.
+    COLONY_QUOTA_HOSTS, COLONY_QUOTA_GPUS, COLONY_QUOTA_CLUSTERS, COLONY_QUOTA_WORKSPACES,
+    COLONY_QUOTA_LOCATION_SHARE: each organization's quotas where an operator set none
+        (`models.quota`: 32 hosts, 128 GPUs, 20 clusters, 250 workspaces, and at most 0.5 of a
+        location's hosts of one SKU). Read by whoever admits (the HTTP API and `colonyctl` for
+        creates, the worker for a pool's growth): give them the same values.
 """
 
 from __future__ import annotations
@@ -37,8 +42,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from pydantic import BaseModel, ConfigDict, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from temporalio.envconfig import ClientConfig
+
+from models.base import user_rule
+from models.quota import DEFAULT_LIMITS, QuotaLimits
 
 DEFAULT_TEMPORAL_ADDRESS = "127.0.0.1:7233"
 DEFAULT_NAMESPACE = "default"
@@ -51,6 +59,13 @@ TRACE_EXPORTERS = ("", "otlp", "console")
 METRICS_PORT_ENV = "COLONY_METRICS_PORT"
 WATCHER_METRICS_PORT_ENV = "COLONY_WATCHER_METRICS_PORT"
 _TRUE = ("1", "true", "yes", "on")
+QUOTA_ENV = {
+    "hosts": "COLONY_QUOTA_HOSTS",
+    "gpus": "COLONY_QUOTA_GPUS",
+    "clusters": "COLONY_QUOTA_CLUSTERS",
+    "workspaces": "COLONY_QUOTA_WORKSPACES",
+    "location_share": "COLONY_QUOTA_LOCATION_SHARE",
+}
 
 
 class SettingsError(Exception):
@@ -80,6 +95,8 @@ class ColonySettings(BaseModel):
     watcher_metrics_port: int | None = None
     """`watcher.py`'s `/metrics` port (None: no endpoint)."""
     trace_export: str = ""
+    quota_defaults: QuotaLimits = Field(default_factory=lambda: DEFAULT_LIMITS)
+    """Each organization's quotas where an operator set none."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ColonySettings:
@@ -117,6 +134,7 @@ class ColonySettings(BaseModel):
                 WATCHER_METRICS_PORT_ENV, environ.get(WATCHER_METRICS_PORT_ENV, "")
             ),
             trace_export=_trace_export(environ.get("COLONY_TRACE_EXPORT", "")),
+            quota_defaults=_quota_defaults(environ),
         )
 
     @property
@@ -160,6 +178,26 @@ def parse_port(variable: str, value: str) -> int | None:
     if not value.strip().isdigit() or not 0 <= int(value) <= 65535:
         raise SettingsError(f"{variable}: {value!r} is not a port number (0-65535)")
     return int(value)
+
+
+def _quota_defaults(environ: Mapping[str, str]) -> QuotaLimits:
+    """`DEFAULT_LIMITS`, with each one the environment sets instead."""
+    given: dict[str, float] = {}
+    for field, variable in QUOTA_ENV.items():
+        text = environ.get(variable, "").strip()
+        if not text:
+            continue
+        try:
+            given[field] = float(text) if field == "location_share" else int(text)
+        except ValueError:
+            kind = "a number from 0 to 1" if field == "location_share" else "a whole number"
+            raise SettingsError(f"{variable}: {text!r} is not {kind}") from None
+    try:
+        return DEFAULT_LIMITS.changed(QuotaLimits(**given), ())
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        variable = QUOTA_ENV.get(str(first["loc"][0]), str(first["loc"][0]))
+        raise SettingsError(f"{variable}: {user_rule(first)}") from exc
 
 
 def _trace_export(value: str) -> str:

@@ -23,8 +23,9 @@ The Secret (namespace `colony-system` by default, created when missing):
     data                   algorithm (scrypt:n=16384:r=8:p=1), salt (hex), hash (hex)
 
 Permissions are the product's: Kubernetes Read (clusters, pools, nodes, operations), Connect
-(kubeconfig, token) and Manage (create, scale, delete); and Catalog Publish, an operator's, to
-publish workspace classes to the catalog every organization shares. Legacy keys carry `clusters:read`, which
+(kubeconfig, token) and Manage (create, scale, delete); and two of an operator's: Catalog Publish,
+to publish workspace classes to the catalog every organization shares, and Quota Manage, to read
+and set any organization's quotas. Legacy keys carry `clusters:read`, which
 grants Read, or `clusters:write`, which grants "the rest" (Connect and Manage), as the product
 document says; a key stores what it was granted and is mapped on use.
 
@@ -133,6 +134,9 @@ class Permission(StrEnum):
     """Publish workspace classes (and their ServiceTemplates) to the catalog every organization
     shares: an operator's. Without it, a key with Manage publishes its organization's own classes,
     which only that organization sees."""
+    QUOTA_MANAGE = "quota:manage"
+    """Read and set any organization's quotas (`/v1/organizations/{organization}/quota`): an
+    operator's. Without it, a key reads its own organization's quotas and use (`/v1/quota`)."""
     PURGE = "operator:purge"
     """End any organization's cluster or workspace whose workflow cannot make progress and remove
     what it made (`/v1/operator/...`): an operator's."""

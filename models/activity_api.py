@@ -54,6 +54,8 @@ class ActivityName(StrEnum):
     RELEASE_HOSTS = "release_hosts"
     LIST_CLAIMED_HOSTS = "list_claimed_hosts"
     AWAIT_FREE_HOSTS = "await_free_hosts"
+    # An organization's quota ledger (Temporal), counted by the host provider's catalog.
+    ADMIT_QUOTA = "admit_quota"
 
 
 # --- Shared shapes -------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from models.node_pool import (
 from models.operations import ContinueAsNewPolicy, Operation, OperationBook, OperationKind
 from models.ownership import EntitySpec
 from models.purge import Unresponsive
+from models.quota import QuotaHolding, cluster_need
 
 MAX_CREATE_NODE_POOLS = 10
 """Up to 10 node pools in a create request, as the product documents."""
@@ -177,6 +178,11 @@ class ClusterSpec(EntitySpec):
     ClusterDeployment gets the label `colony.dev/tenant-gateway-domain`, and its workspaces
     `https://<workspace>.<domain>` URLs and SSH/TCP ports on `<domain>`. Empty: no gateway, each
     endpoint is reached with `kubectl port-forward`."""
+
+    def quota_need(self) -> QuotaHolding:
+        """What the cluster holds against its organization's quotas once created: itself and its
+        pools' hosts (`models.quota.cluster_need`, as its workflow counts them)."""
+        return cluster_need(self.location_id, [NodePoolStatus.of(pool) for pool in self.node_pools])
 
     @model_validator(mode="after")
     def _derived_mark(self) -> Self:
@@ -394,6 +400,12 @@ class ClusterState(ColonyModel):
     shortfall: list[PoolShortfall] = Field(default_factory=list)
     """The create's node pools it did not get, until a later operation on each pool (added again,
     scaled or deleted) settles it: the cluster is shown `degraded` meanwhile."""
+    quota: QuotaHolding | None = None
+    """What the organization's quota ledger holds for this cluster, as far as it knows: admitted
+    at create (the client) or by its growth's admissions, lowered by its reports (None: no
+    organization, or a cluster older than quotas)."""
+    quota_reports: int = 0
+    """Reports sent to the ledger so far (each one's request id counts them)."""
 
     def pool(self, name: str) -> NodePoolStatus | None:
         return next((pool for pool in self.node_pools if pool.name == name), None)

@@ -50,6 +50,9 @@ class ErrorType(StrEnum):
     """The cluster does not serve the kind of an object (its CRD is not installed)."""
     CLASS_CONFLICT = "ClassConflict"
     """A workspace class of that name exists with another definition (classes are immutable)."""
+    QUOTA_EXCEEDED = "QuotaExceeded"
+    """An admission would take an organization past one of its quotas (`models.quota`): the
+    message names the quota, its use and its limit, the details the field (`quota.hosts`)."""
     FOREIGN_OBJECT = "ForeignObject"
     """An object of the name Colony would create exists and is not its owner's (no Colony marks,
     or another owner's): it is never adopted (`models.ownership`)."""
@@ -71,6 +74,7 @@ NON_RETRYABLE: list[str] = [
     ErrorType.CLASS_CONFLICT,
     ErrorType.NOT_SERVED,
     ErrorType.FOREIGN_OBJECT,
+    ErrorType.QUOTA_EXCEEDED,
     ErrorType.WORKSPACES_UNRESPONSIVE,
 ]
 """Error types no retry policy retries: permanent by nature, whoever raises them."""
@@ -87,6 +91,14 @@ to "not found", exit code 3, without reading the message)."""
 REJECTED_FIELD = "field"
 """The key in a refusal's details of the request field it is about (clients name it, as they name
 the field of any refusal: `pool: node pool 'x' does not exist ...`)."""
+
+
+def over_quota(message: str, field: str) -> ApplicationError:
+    """The refusal of an admission past a quota: the ledger's, and a cluster's update handler
+    passing it on (clients map the type, and name `field`, as for any refusal)."""
+    return ApplicationError(
+        message, {REJECTED_FIELD: field}, type=ErrorType.QUOTA_EXCEEDED, non_retryable=True
+    )
 
 
 def rejected(message: str, *, not_found: bool = False, field: str = "") -> ApplicationError:

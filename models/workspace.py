@@ -525,6 +525,9 @@ class WorkspaceState(ColonyModel):
     incarnation: str = ""
     """The workflow's first run id: part of every id this workspace sends (capacity requests),
     so a workspace created again under the same name never reuses an old one."""
+    quota_held: bool = False
+    """The organization's quota ledger counts this workspace (an organization's, made since
+    quotas): it is told when the workspace is gone."""
     queue: list[WorkspaceOperation] = Field(default_factory=list)
     completed: list[WorkspaceOperation] = Field(default_factory=list)
     book: OperationBook = Field(default_factory=OperationBook)

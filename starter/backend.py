@@ -2,8 +2,8 @@
 of `starter.clients`, the operator's view), or Colony's HTTP API (the `Http*` clients) once
 `colonyctl auth login` stored a URL and key (`starter.login`), until `auth logout`.
 
-The commands call `clusters()`, `workspaces()`, `classes()`, `colonies()`, `catalog()` and
-`purges()` and use
+The commands call `clusters()`, `workspaces()`, `classes()`, `colonies()`, `quotas()`,
+`catalog()` and `purges()` and use
 what they get through the entity's interface (`starter.clients.clusters.Clusters`, ...), so a
 command reads the same in both modes. `colonyctl apikey` (operator side) and `colonyctl sim` never
 go through the API. Every function reads the settings first, in both modes: an incomplete
@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # importing the clients costs Temporal's import
     from starter.clients.http import RemoteClient
     from starter.clients.provider import ProviderCatalog
     from starter.clients.purges import Purges
+    from starter.clients.quotas import Quotas
     from starter.clients.temporal import TemporalSession
     from starter.clients.workspaces import Workspaces
 
@@ -86,6 +87,13 @@ def colonies() -> Colonies:
     from starter.clients.colonies import HttpColonies, TemporalColonies
 
     return pick(lambda conf: TemporalColonies(temporal_session(conf)), HttpColonies)
+
+
+def quotas() -> Quotas:
+    """The quota client of this mode (direct: any organization's, the operator's view)."""
+    from starter.clients.quotas import HttpQuotas, TemporalQuotas
+
+    return pick(lambda conf: TemporalQuotas(temporal_session(conf)), HttpQuotas)
 
 
 def catalog() -> ProviderCatalog:

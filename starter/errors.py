@@ -50,6 +50,11 @@ class ConflictError(InvalidRequestError):
     CLI exits 2 as for any refusal; the API answers 409."""
 
 
+class QuotaExceededError(ConflictError):
+    """Refused because the organization would exceed a quota (`models.quota`): the message names
+    the quota, its use and its limit. The CLI exits 2; the API answers 409 `quota_exceeded`."""
+
+
 class NotFoundError(ColonyError):
     """The cluster (or pool, node, operation, location) the request names does not exist."""
 

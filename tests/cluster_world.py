@@ -96,6 +96,7 @@ from models.operations import (
     Operation,
     OperationAccepted,
 )
+from models.quota import QuotaAdmission, QuotaClaim
 from models.workspace_api import (
     AwaitWorkflowsClosedRequest,
     AwaitWorkflowsClosedResult,
@@ -183,6 +184,8 @@ class FakeColony:
     secrets: dict[str, dict[str, str]] = field(default_factory=dict)
     """Colony kubeconfigs Secrets written, by name."""
     """(workflow id, signal) of every signal the cluster sent through an activity."""
+    quota: Callable[[QuotaClaim], Any] | None = None
+    """What `admit_quota` does (the real activity, in the quota tests); None: admits all."""
 
     def __post_init__(self) -> None:
         for index, sku in enumerate(("h100", "cpu-32")):
@@ -606,6 +609,14 @@ class FakeColony:
         return AwaitFreeHostsResult(free=free, enough=free >= request.count)
 
     # --- Temporal (what the cluster tells its workspaces and GPU ledger) -----------------------
+
+    @activity.defn(name=ActivityName.ADMIT_QUOTA)
+    async def admit_quota(self, claim: QuotaClaim) -> QuotaAdmission:
+        self.calls.append(f"{ActivityName.ADMIT_QUOTA}:{claim.holder}")
+        if self.quota is None:
+            return QuotaAdmission()
+        admitted: QuotaAdmission = await self.quota(claim)
+        return admitted
 
     @activity.defn(name=WorkspaceActivity.LIST_WORKFLOWS)
     async def list_workflows(self, request: ListWorkflowsRequest) -> ListWorkflowsResult:

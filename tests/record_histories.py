@@ -20,6 +20,9 @@ driving it as a user would:
 - `purge-stuck`, `purge-swept`, `purge-cluster`: purges (`PurgeWorkflow`) of a workspace whose
   input its worker cannot decode, of a running GPU workspace and then of its cluster, both
   terminated by hand first (what they made is swept by its marks).
+- `quota`: an organization's quota ledger (`QuotaWorkflow`): an operator's limit, a cluster of the
+  organization admitted, grown (admitted by its workflow), refused a second create, deleted (its
+  workflow is `cluster-of-organization`).
 
 `python -m tests.record_histories purge` records only the scenarios named and keeps the others'
 files. Regenerate them only on purpose: a change to a workflow that makes a committed history fail
@@ -48,6 +51,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner
 
+from infra.config import ColonySettings
 from infra.crds import ensure_crds
 from infra.ports import free_port
 from infra.sealing import PUBLIC_KEY_ENV, SealingSettings, create_key_pair
@@ -59,8 +63,12 @@ from models.operations import (
     OperationAccepted,
     ScaleNodePoolRequest,
 )
+from models.quota import quota_workflow_id
 from models.workspace_api import CATALOG_WORKFLOW_ID
 from starter.cli import app, normalize_argv
+from starter.clients.clusters import TemporalClusters
+from starter.clients.temporal import TemporalSession
+from starter.errors import QuotaExceededError
 from tests.conftest import venv_binary
 from tests.helpers import eventually, shipped_classes_listed, unique
 from tests.simenv import close_client, colony_env, host_provider, management_api, started_world
@@ -312,6 +320,51 @@ async def continue_as_new(stack: Stack) -> dict[str, str]:
     return {"cluster-continue_as_new": spec.workflow_id}
 
 
+async def quota(stack: Stack) -> dict[str, str]:
+    """An organization's ledger: an operator's limit of one cluster, the organization's cluster
+    admitted (by the client layer), grown by a scale-up (admitted by its workflow), a second
+    create refused, the cluster deleted (it leaves the ledger)."""
+    organization = unique("rec-org")
+    await stack.ctl("quota", "set", "--organization", organization, "--clusters", "1")
+    settings = ColonySettings.from_env(stack.env)
+    clusters = TemporalClusters(TemporalSession.of_client(stack.temporal, settings, organization))
+    spec = ClusterSpec(
+        name="ledgered",
+        location_id=LOCATION,
+        organization=organization,
+        node_pools=[NodePoolSpec(name="cpu", sku=NodeSku(cpu_sku=CPU_SKU), count=1)],
+    )
+    await clusters.create(spec)
+
+    async def status() -> ClusterStatus:
+        return await clusters.get(spec.name)
+
+    def idle(found: ClusterStatus) -> bool:
+        return found.current_operation is None and not found.queued_operations
+
+    await eventually(
+        status, until=lambda s: s.phase.value == "ready" and idle(s), timeout=PATIENCE, what="ready"
+    )
+    try:
+        await clusters.create(spec.model_copy(update={"name": "refused"}))
+    except QuotaExceededError:
+        pass
+    else:
+        raise RuntimeError("a second cluster was admitted past a quota of one")
+    scaled = await clusters.send(spec.name, ScaleNodePoolRequest(pool="cpu", count=2))
+    await eventually(
+        status,
+        until=lambda s: (
+            idle(s) and any(op.id == scaled.operation_id for op in s.completed_operations)
+        ),
+        timeout=PATIENCE,
+        what="scaled",
+    )
+    await clusters.delete(spec.name)
+    await stack.closed(spec.workflow_id)
+    return {"quota": quota_workflow_id(organization), "cluster-of-organization": spec.workflow_id}
+
+
 async def stuck(stack: Stack, workflow_id: str) -> None:
     """Wait until the workflow's task has failed twice in a row (`models.purge`)."""
 
@@ -373,7 +426,15 @@ async def purge(stack: Stack) -> dict[str, str]:
     }
 
 
-SCENARIOS = ("colony", "workspace", "missing_template", "continue_as_new", "purge", "catalog")
+SCENARIOS = (
+    "colony",
+    "workspace",
+    "missing_template",
+    "continue_as_new",
+    "purge",
+    "quota",
+    "catalog",
+)
 """What `record` runs (`python -m tests.record_histories purge` runs only the ones named, and
 keeps every other history as it is)."""
 
@@ -409,6 +470,7 @@ async def record(only: set[str] | None = None) -> list[Path]:
                 "missing_template": lambda: missing_template(stack),
                 "continue_as_new": lambda: continue_as_new(stack),
                 "purge": lambda: purge(stack),
+                "quota": lambda: quota(stack),
             }
             recorded: dict[str, str] = {}
             for scenario in SCENARIOS:

@@ -184,3 +184,28 @@ def test_the_api_benchmarks_client_takes_any_token(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_the_tenant_flood_benchmark_runs_in_quick_mode(tmp_path: Path) -> None:
+    """`bench.tenant_flood` at its small scale: a private stack, the API with its default limits,
+    acme's reads idle and under evil's flood from another process, one JSON line and its report
+    (figures are what it is for, not what this holds it to)."""
+    env = {**os.environ, "BENCH_QUICK": "1", "BENCH_RESULTS": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.tenant_flood", "--flooders", "4"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    line = json.loads(done.stdout.strip().splitlines()[-1])
+    assert line["bench"] == "tenant_flood"
+    assert line["figures"]["idle_p99_ms"] > 0
+    assert line["figures"]["evil_answered_per_second"] > 0
+    report = (tmp_path / "tenant_flood.md").read_text()
+    assert "p99 flood / idle" in report

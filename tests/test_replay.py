@@ -40,6 +40,7 @@ from workflows.colony import COLONY
 from workflows.kit.contract import WorkflowContract
 from workflows.prerequisite import PREREQUISITE
 from workflows.purge import PURGE
+from workflows.quota import QUOTA
 from workflows.workspace import WORKSPACE
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -59,6 +60,7 @@ CONTRACTS: list[WorkflowContract[Any, Any, Any]] = [
     PREREQUISITE,
     CATALOG,
     PURGE,
+    QUOTA,
 ]
 
 

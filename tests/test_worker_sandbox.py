@@ -48,4 +48,4 @@ def test_the_worker_runs_the_workflow_of_every_entity_package() -> None:
     defining = {_module(path) for path in WORKFLOWS_DIR.rglob("*.py") if _defines_a_workflow(path)}
     assert defining == {f"{package}.workflow" for package in entity_packages()}
     assert {cls.__module__ for cls in WORKFLOWS} == defining
-    assert len(WORKFLOWS) == 7
+    assert len(WORKFLOWS) == 8

@@ -49,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         UncordonNodeResult,
     )
     from models.colony import WriteColonyKubeconfigsRequest, WriteColonyKubeconfigsResult
+    from models.quota import QuotaAdmission, QuotaClaim
 
 
 # --- Management cluster (k0rdent) ---------------------------------------------------------------
@@ -171,6 +172,17 @@ AWAIT_FREE_HOSTS = WaitCall(
     AwaitFreeHostsResult,
     lambda r: f"wait for {r.count} free host(s) of {r.sku} in {r.location_id}",
 )
+
+
+# --- The organization's quota ledger ------------------------------------------------------------
+
+ADMIT_QUOTA = ActivityCall(
+    ActivityName.ADMIT_QUOTA,
+    QuotaClaim,
+    QuotaAdmission,
+    lambda r: f"admit {r.holder}'s growth with organization {r.organization}'s quotas",
+)
+"""Refused (not retried) with `QuotaExceeded`, the ledger's words."""
 
 
 async def await_cluster_deployment(

@@ -11,7 +11,10 @@ A cluster is `(organization, name)`; its workflow id is
 before a client gets them; before the Temporal transport sends a create or a node pool's add or
 scale, it checks them against the host provider's catalog (`starter.checks`: the location, the
 SKUs, the stock), as the API does for its callers through this same client; through the API,
-the server runs them.
+the server runs them. A create of an organization's cluster is then admitted by the
+organization's quotas (`starter.clients.quotas.admit`) before its workflow starts; a pool's add
+or scale-up is admitted by the cluster's workflow before it queues it. Either refusal is a
+`QuotaExceededError` naming the quota, its use and its limit.
 """
 
 from __future__ import annotations
@@ -56,10 +59,12 @@ from models.operations import (
 )
 from models.purge import Unresponsive
 from starter import checks
-from starter.clients.base import WATCH_SECONDS, Deadline, WorkflowRef, polled
+from starter.clients import quotas
+from starter.clients.base import WATCH_SECONDS, Deadline, WorkflowRef, new_request_id, polled
 from starter.clients.http import HttpEntity, RemoteClient, parsed
 from starter.clients.temporal import TemporalEntity, organization_clause
 from starter.errors import (
+    ColonyError,
     InvalidRequestError,
     NotFoundError,
     OperationFailedError,
@@ -280,15 +285,28 @@ class TemporalClusters(TemporalEntity[ClusterStatus], Clusters):
 
     async def create(self, spec: ClusterSpec, *, request_id: str | None = None) -> Started:
         await checks.check_cluster(self.session.settings, spec)
-        repeated = await self._start(
-            name=spec.name,
-            organization=spec.organization,
-            argument=ClusterWorkflowInput(spec=spec),
-            marks=[SearchAttributePair(COLONY_CLUSTER, spec.name)],
+        request_id = request_id or new_request_id()
+        admitted = await quotas.admit(
+            self.session,
+            spec.organization,
+            holder=spec.workflow_id,
             request_id=request_id,
-            summary=f"cluster {spec.name} in {spec.location_id}",
-            details=cluster_details(spec),
+            need=spec.quota_need(),
+            subject=f"cluster '{spec.name}'",
         )
+        try:
+            repeated = await self._start(
+                name=spec.name,
+                organization=spec.organization,
+                argument=ClusterWorkflowInput(spec=spec),
+                marks=[SearchAttributePair(COLONY_CLUSTER, spec.name)],
+                request_id=request_id,
+                summary=f"cluster {spec.name} in {spec.location_id}",
+                details=cluster_details(spec),
+            )
+        except ColonyError:
+            await admitted.release()
+            raise
         # The create is the workflow's first operation: its id is known without asking the
         # workflow, so an answer about a started create never depends on reading it back.
         return Started(spec.workflow_id, FIRST_OPERATION_ID, repeated)

@@ -8,7 +8,9 @@ A colony is `(organization, name)`, as a cluster is: its workflow id is
 workflow's `ColonyOrganization` search attribute at start for the lists. Another organization's
 colony is simply not found. A manifest is read and validated by the models as in direct mode,
 then sent in Colony's form through the API; the catalog checks of a colony's new clusters run
-where the Temporal transport runs (`starter.checks.check_colony`).
+where the Temporal transport runs (`starter.checks.check_colony`), and so does their admission by
+the organization's quotas (`starter.clients.quotas.admit`, each new cluster as its own holder, as a
+cluster's create is), before the colony starts or hears of them.
 """
 
 from __future__ import annotations
@@ -30,10 +32,11 @@ from models.colony import (
 from models.manifests import ColonySpec
 from models.purge import Unresponsive
 from starter import checks
+from starter.clients import quotas
 from starter.clients.base import WorkflowRef
 from starter.clients.http import HttpEntity, parsed
 from starter.clients.temporal import Refusals, TemporalEntity, organization_clause
-from starter.errors import InvalidRequestError, NotFoundError
+from starter.errors import ColonyError, InvalidRequestError, NotFoundError
 from workflows.colony import COLONY
 from workflows.search_attributes import COLONY_KIND, COLONY_NAME, COLONY_PHASE
 
@@ -114,23 +117,59 @@ class TemporalColonies(TemporalEntity[ColonyStatus], Colonies):
         else:
             running = await owner.get(spec.name)  # not found once it was deleted
         existing = frozenset(c.entry for c in running.clusters) if running else frozenset()
-        # Before anything starts, as for a cluster: the catalog serves every new cluster.
+        # Before anything starts, as for a cluster: the catalog serves every new cluster, and the
+        # organization's quotas admit them.
         await checks.check_colony(self.session.settings, spec, existing=existing)
-        if running is not None:
-            apply = ApplyColonyRequest(spec=spec)
-            accepted: ColonyOperationAccepted = await owner._update(
-                spec.name, apply.kind, apply, ColonyOperationAccepted, request_id
+        admitted = await self._admit(spec, existing)
+        try:
+            if running is not None:
+                apply = ApplyColonyRequest(spec=spec)
+                accepted: ColonyOperationAccepted = await owner._update(
+                    spec.name, apply.kind, apply, ColonyOperationAccepted, request_id
+                )
+                return AppliedColony(workflow_id, created=False, operation_id=accepted.operation_id)
+            await owner._start(
+                name=spec.name,
+                organization=spec.organization,
+                argument=ColonyWorkflowInput(spec=spec),
+                marks=[SearchAttributePair(COLONY_NAME, spec.name)],
+                summary=f"colony {spec.name}: {len(spec.colony_clusters)} cluster(s)",
+                if_running=WorkflowIDConflictPolicy.USE_EXISTING,
             )
-            return AppliedColony(workflow_id, created=False, operation_id=accepted.operation_id)
-        await owner._start(
-            name=spec.name,
-            organization=spec.organization,
-            argument=ColonyWorkflowInput(spec=spec),
-            marks=[SearchAttributePair(COLONY_NAME, spec.name)],
-            summary=f"colony {spec.name}: {len(spec.colony_clusters)} cluster(s)",
-            if_running=WorkflowIDConflictPolicy.USE_EXISTING,
-        )
+        except ColonyError:
+            for one in admitted:
+                await one.release()
+            raise
         return AppliedColony(workflow_id, created=True)
+
+    async def _admit(self, spec: ColonySpec, existing: frozenset[str]) -> list[quotas.Admitted]:
+        """Admit each new cluster of the colony by its organization's quotas (none admitted when
+        one is refused). A member's admission is named after its colony and entry, so applying
+        the manifest again while the member is still to start is the same admission."""
+        admitted: list[quotas.Admitted] = []
+        try:
+            for index, entry in enumerate(spec.colony_clusters):
+                if entry.cluster_name in existing:
+                    continue
+                member = entry.to_cluster_spec(spec.name, spec.organization)
+                try:
+                    admitted.append(
+                        await quotas.admit(
+                            self.session,
+                            spec.organization,
+                            holder=member.workflow_id,
+                            request_id=f"colony/{spec.name}/{entry.cluster_name}",
+                            need=member.quota_need(),
+                            subject=f"cluster '{member.name}'",
+                        )
+                    )
+                except ColonyError as exc:
+                    raise type(exc)(f"colonyClusters[{index}].{exc.message}") from exc
+        except ColonyError:
+            for one in admitted:
+                await one.release()
+            raise
+        return admitted
 
     def refusals(self, name: str) -> Refusals:
         # Refusals the workflow gives no field are about the colony itself (being deleted), as a

@@ -12,7 +12,7 @@ which is the one `colonyctl` prints in direct mode, so the lines and exit codes 
 | API status | error | exit |
 | --- | --- | --- |
 | 400, 422, 401, 403 | `InvalidRequestError` | 2 |
-| 409 | `ConflictError` (`OperationFailedError` for code `operation_failed`) | 2 (1) |
+| 409 | `ConflictError` (`OperationFailedError` for code `operation_failed`, `QuotaExceededError` for `quota_exceeded`) | 2 (1) |
 | 404 | `NotFoundError` | 3 |
 | 429 (after `Retry-After`, 3 times), 5xx, unreachable | `UnavailableError` | 1 |
 
@@ -56,7 +56,10 @@ REFUSED_AS: dict[int, type[ColonyError]] = {
     409: errors.ConflictError,
 }
 """A refusal's error by its status; any other status is `UnavailableError`."""
-REFUSED_AS_BY_CODE: dict[str, type[ColonyError]] = {"operation_failed": errors.OperationFailedError}
+REFUSED_AS_BY_CODE: dict[str, type[ColonyError]] = {
+    "operation_failed": errors.OperationFailedError,
+    "quota_exceeded": errors.QuotaExceededError,
+}
 """Codes that say more than their status (a 409 that is a failure, not the state refusing)."""
 
 

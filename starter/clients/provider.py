@@ -78,6 +78,10 @@ class DirectCatalog(ProviderCatalog):
     async def fetch(self, kind: str) -> list[dict[str, Any]]:
         return items_of(await self._get(CATALOG_PATHS[kind]))
 
+    async def hosts(self, location_id: str) -> list[dict[str, Any]]:
+        """Every host of a location, as the provider lists them (for stock and quota facts)."""
+        return items_of(await self._get(HOSTS_PATH, {"location": location_id}))
+
     async def catalog_ids(self) -> dict[str, set[str]]:
         """The ids of every kind, for validation."""
         return {
@@ -96,8 +100,7 @@ class DirectCatalog(ProviderCatalog):
         if location is None:
             known = ", ".join(sorted(str(loc.get("id")) for loc in locations))
             raise NotFoundError(f"location: unknown location '{location_id}' (catalog: {known})")
-        hosts = items_of(await self._get(HOSTS_PATH, {"location": location_id}))
-        return stock_of(location, hosts)
+        return stock_of(location, await self.hosts(location_id))
 
 
 class HttpCatalog(ProviderCatalog):

@@ -19,6 +19,7 @@ not imported, only their contracts (`models/`).
 | an update refused with `{"reason": "NotFound"}` (or of type `NotFound`) | `NotFoundError` |
 | an update refused as `OperationRejected` or `ClassConflict` | `ConflictError` (the state refuses it) |
 | an update refused as `InvalidSpec` | `InvalidRequestError` |
+| an update refused as `QuotaExceeded` (the ledger's, or a cluster's passing it on) | `QuotaExceededError` |
 | any other update failure | `OperationFailedError` |
 
 A refusal's message starts with the request field its details name (`{"field": "pool"}`), else
@@ -129,6 +130,7 @@ REFUSED_AS: dict[str, type[ColonyError]] = {
     ErrorType.OPERATION_REJECTED: errors.ConflictError,
     ErrorType.CLASS_CONFLICT: errors.ConflictError,
     ErrorType.INVALID_SPEC: errors.InvalidRequestError,
+    ErrorType.QUOTA_EXCEEDED: errors.QuotaExceededError,
 }
 """An update refusal's error by its type (a refusal of another type failed the operation)."""
 

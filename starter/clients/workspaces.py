@@ -25,7 +25,9 @@ the class (`models/values.py`, the same rules the workflow applies) and every pl
 a secret prompt is sealed with Colony's public key (`activities/sealing.py`): a secret never
 leaves the client in plaintext. Through the API, the missing prompts are handled here first (a
 person is asked before the request leaves), and the API seals what it receives: the client needs
-no key file, and sends secrets to the API only (over the login's URL: use https).
+no key file, and sends secrets to the API only (over the login's URL: use https). Last, the
+organization's quotas admit one more workspace (`starter.clients.quotas.admit`:
+`QuotaExceededError` naming the quota, its use and its limit) before the workflow starts.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from models.deploy import (
 from models.identity import capacity_workflow_id, parse_entity_workflow_id
 from models.names import name_problem, natural_key
 from models.purge import Unresponsive
+from models.quota import WORKSPACE_NEED
 from models.value_paths import parse_value_path, value_path_problem
 from models.values import (
     ValuesError,
@@ -72,7 +75,8 @@ from models.workspace_operations import (
     SuspendWorkspaceRequest,
     WorkspaceOperationAccepted,
 )
-from starter.clients.base import Deadline, WorkflowRef, polled
+from starter.clients import quotas
+from starter.clients.base import Deadline, WorkflowRef, new_request_id, polled
 from starter.clients.classes import HttpClasses, TemporalClasses
 from starter.clients.clusters import TemporalClusters, started_at
 from starter.clients.http import HttpEntity, RemoteClient, parsed
@@ -83,6 +87,7 @@ from starter.clients.temporal import (
     organization_clause,
 )
 from starter.errors import (
+    ColonyError,
     ConflictError,
     InvalidRequestError,
     NotFoundError,
@@ -556,20 +561,33 @@ class TemporalWorkspaces(TemporalEntity[WorkspaceStatus], Workspaces):
             spec: the prepared request (`prepare_workspace`): secrets sealed.
             workspace_class: its class, for the Web UI's details.
         """
-        repeated = await self._start(
-            name=spec.name,
-            organization=spec.organization,
-            argument=WorkspaceWorkflowInput(spec=spec),
-            # Every mark the workflow shows from the start, so that its first task upserts none.
-            marks=[
-                SearchAttributePair(COLONY_CLUSTER, spec.cluster_deployment),
-                SearchAttributePair(COLONY_GPU_MODEL, spec.gpu_model),
-            ],
-            memo=workspace_memo(spec, workspace_class),
+        request_id = request_id or new_request_id()
+        admitted = await quotas.admit(
+            self.session,
+            spec.organization,
+            holder=spec.workflow_id,
             request_id=request_id,
-            summary=workspace_summary(spec),
-            details=workspace_details(spec, workspace_class),
+            need=WORKSPACE_NEED,
+            subject=f"workspace '{spec.name}'",
         )
+        try:
+            repeated = await self._start(
+                name=spec.name,
+                organization=spec.organization,
+                argument=WorkspaceWorkflowInput(spec=spec),
+                # Every mark the workflow shows from the start, so that its first task upserts none.
+                marks=[
+                    SearchAttributePair(COLONY_CLUSTER, spec.cluster_deployment),
+                    SearchAttributePair(COLONY_GPU_MODEL, spec.gpu_model),
+                ],
+                memo=workspace_memo(spec, workspace_class),
+                request_id=request_id,
+                summary=workspace_summary(spec),
+                details=workspace_details(spec, workspace_class),
+            )
+        except ColonyError:
+            await admitted.release()
+            raise
         return StartedWorkspace(spec.workflow_id, repeated=repeated)
 
     async def exists(self, name: str) -> bool:

@@ -32,7 +32,8 @@ T = TypeVar("T")
 PERMISSIONS_HELP = (
     "Repeatable: read (kubernetes:read), connect (kubernetes:connect), manage "
     "(kubernetes:manage), catalog_publish (catalog:publish: publish classes to the catalog "
-    "every organization shares, an operator's), purge (operator:purge: end any organization's "
+    "every organization shares, an operator's), quota_manage (quota:manage: read and set any "
+    "organization's quotas, an operator's), purge (operator:purge: end any organization's "
     "cluster or workspace whose workflow cannot make progress, an operator's), or the legacy "
     "clusters:read / clusters:write."
 )

@@ -489,10 +489,12 @@ async def test_a_missing_permission_is_403(api_stack: ApiStack) -> None:
     )
 
 
-async def test_over_its_rate_a_key_gets_429_with_retry_after(api_stack: ApiStack) -> None:
+async def test_over_its_rate_an_organization_gets_429_with_retry_after(
+    api_stack: ApiStack,
+) -> None:
     org = unique("org")
     key, other = await api_stack.key(org), await api_stack.key(org)
-    app = api_stack.app(rate=0.5, burst=2)
+    app = api_stack.app(rate=0.5, burst=2, queue=0)
     async with api_stack.http(app, key) as http:
         statuses = [(await http.get("/v1/api-key")).status_code for _ in range(3)]
         limited = await http.get("/v1/api-key")
@@ -500,8 +502,12 @@ async def test_over_its_rate_a_key_gets_429_with_retry_after(api_stack: ApiStack
         assert limited.status_code == 429
         assert limited.headers["Retry-After"] == "2"
         assert error_of(limited)["code"] == "rate_limited"
-        elsewhere = await http.get("/v1/api-key", headers={"Authorization": f"Bearer {other}"})
-        assert elsewhere.status_code == 200, "each key has its own bucket"
+        same = await http.get("/v1/api-key", headers={"Authorization": f"Bearer {other}"})
+        assert same.status_code == 429, "an organization's keys share its rate"
+        elsewhere = await http.get(
+            "/v1/api-key", headers={"Authorization": f"Bearer {await api_stack.key(unique('o'))}"}
+        )
+        assert elsewhere.status_code == 200, "each organization has its own"
 
 
 async def test_temporal_out_of_reach_is_503(api_stack: ApiStack) -> None:

@@ -21,6 +21,13 @@ cancel`) interrupts the running operation the same way and drops the queue, but 
 and can still be managed: only a delete removes it. A delete cannot be cancelled, and a second
 delete joins the first.
 
+Quotas (its organization's, `models.quota`): the client admitted the cluster's create; a pool's
+add or scale-up is admitted here, in its update's handler, before the operation is queued
+(`admitted_update`, the `admit_quota` activity), with the need worked out from the state and the
+queue as they are then; refused, nothing is queued and the caller reads the ledger's words. After
+every operation the cluster tells its ledger what it holds if that went down (a failed create's
+hosts, a scale-down), and once deleted that it is gone.
+
 Signals: `refresh` looks at the nodes now (between operations; an idle ready cluster also looks
 every `FALLBACK_REFRESH` by itself); `node_event` records a Node's change reported by a watcher;
 `delete_requested` is its colony's delete; `gpu_holders` is its ledger's report of which
@@ -33,15 +40,24 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
 
-from workflows.activity_calls import LIST_NODES
+from workflows.activity_calls import ADMIT_QUOTA, LIST_NODES
 from workflows.cluster.context import ClusterContext
 from workflows.cluster.create import create
 from workflows.cluster.delete import delete
 from workflows.cluster.drain import NodeRemoval
 from workflows.cluster.scale_up import ScaleUp
-from workflows.kit.engine import Chore, Interrupted, Refresh, is_failure, reason_of, settle
-from workflows.kit.entity import EntityWorkflow, final, queued_update
+from workflows.kit.engine import (
+    Chore,
+    Interrupted,
+    Refresh,
+    error_type_of,
+    is_failure,
+    reason_of,
+    settle,
+)
+from workflows.kit.entity import EntityWorkflow, admitted_update, final, queued_update
 from workflows.kit.service import tell
 from workflows.search_attributes import (
     COLONY_CLUSTER,
@@ -61,7 +77,7 @@ with workflow.unsafe.imports_passed_through():
         ClusterWorkflowInput,
     )
     from models.colony import ClusterReport
-    from models.errors import rejected
+    from models.errors import REJECTED_FIELD, ErrorType, over_quota, rejected
     from models.identity import owner_key
     from models.node_pool import NodePoolStatus, NodeState
     from models.operations import (
@@ -77,6 +93,7 @@ with workflow.unsafe.imports_passed_through():
         ScaleNodePoolRequest,
     )
     from models.operations import DeleteNodeRequest as DeleteNodeOperation
+    from models.quota import HoldingReport, QuotaClaim, QuotaHolding, cluster_need
     from models.rules import gpu_holders_problem, operation_problem
     from models.signals import NodeEvent, NodeEventType, RefreshRequest
     from models.workspace_api import (
@@ -88,12 +105,16 @@ with workflow.unsafe.imports_passed_through():
     from workflows.capacity import CAPACITY
     from workflows.cluster import CLUSTER
     from workflows.colony import COLONY
+    from workflows.quota import QUOTA
 
 FALLBACK_REFRESH = timedelta(minutes=10)
 """An idle cluster looks at its nodes this often when nothing told it of a change: the watcher
 reports changes within a second; this only bounds how stale status gets without one."""
 KIND = "cluster"
 """The `ColonyKind` search attribute of cluster workflows."""
+QUOTA_PATCH = "quota-ledger"
+"""`workflow.patched` id of the quota reports and admissions: clusters that ran before them
+replay without them."""
 
 
 @workflow.defn(name=CLUSTER.workflow_type)
@@ -105,6 +126,10 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
         self._spec: ClusterSpec = input.spec
         self._state = input.state or self._fresh_state()
         self._cluster = ClusterContext(self._spec, self._state, shown_changed=self.show_phase)
+        self._quotas = self._state.quota is not None and workflow.patched(QUOTA_PATCH)
+        """Its organization's quotas are kept (`_admit_growth`, `_report_quota`)."""
+        self._admitting_need: QuotaHolding | None = None
+        """What an admission on its way asks for (a report meanwhile reports no less)."""
         super().__init__(
             input, self._state, Operation, CLUSTER.delete_cluster, CreateClusterRequest()
         )
@@ -117,12 +142,14 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
         """A look at the nodes, when a signal asks, and every `FALLBACK_REFRESH` while ready."""
 
     def _fresh_state(self) -> ClusterState:
-        """A new cluster: its pools are known from the start (so validators see them)."""
+        """A new cluster: its pools are known from the start (so validators see them), and so is
+        what its create was admitted with (an organization's)."""
         info = workflow.info()
         return ClusterState(
             owner=owner_key(info.workflow_id, info.run_id),
             created_at=workflow.now(),
             node_pools=[NodePoolStatus.of(pool) for pool in self._spec.node_pools],
+            quota=self._spec.quota_need() if self._spec.organization else None,
         )
 
     # --- The main loop -------------------------------------------------------------------------
@@ -130,6 +157,10 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
     @workflow.run
     async def run(self, input: ClusterWorkflowInput) -> ClusterStatus:
         """Run queued operations one at a time until the cluster is deleted."""
+        if self._quotas and input.state is None:
+            # The ledger hears from the cluster itself: its holder is confirmed (never dropped
+            # as a create that did not start).
+            await self._report_quota(force=True)
         await self.live()
         return self.status()
 
@@ -146,6 +177,7 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
                 )
             finally:
                 await settle(self._report_to_colony())
+                await settle(self._report_quota(closed=self._state.phase is ClusterPhase.DELETED))
             return
         try:
             await self._plan(operation)
@@ -161,6 +193,7 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
                 # The cluster's GPUs may have changed: its ledger (if any) reads them again.
                 await settle(self._tell_ledger(operation))
             await settle(self._report_to_colony())
+            await settle(self._report_quota())
 
     async def _plan(self, operation: Operation) -> None:
         cluster = self._cluster
@@ -262,6 +295,77 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
             ),
         )
 
+    # --- Quotas --------------------------------------------------------------------------------
+
+    def _quota_need(self, *more: OperationRequest) -> QuotaHolding:
+        """What the cluster holds, or will once the running and queued operations (and `more`)
+        have run (`models.quota.cluster_need`)."""
+        running = [self.engine.running.request] if self.engine.running else []
+        queued = [*running, *(op.request for op in self._state.queue), *more]
+        return cluster_need(self._spec.location_id, self._state.node_pools, queued)
+
+    async def _admit_growth(self, request: OperationRequest) -> None:
+        """Before a pool's add or scale is queued: the ledger admits what the cluster would then
+        hold, unless it holds that much already; refused, the caller reads the ledger's words."""
+        known = self._state.quota
+        if not self._quotas or known is None:
+            return
+        need = self._quota_need(request)
+        if need.within(known):
+            return
+        info = workflow.current_update_info()
+        self._admitting_need = need
+        try:
+            await ADMIT_QUOTA(
+                QuotaClaim(
+                    organization=self._spec.organization,
+                    holder=workflow.info().workflow_id,
+                    request_id=info.id if info else f"{self._state.owner}/growth",
+                    need=need,
+                )
+            )
+        except Exception as error:
+            if not is_failure(error):
+                raise
+            raise _passed_on(error) from error
+        finally:
+            self._admitting_need = None
+        # A report sent meanwhile counted this need too (`_report_quota`): merge into the latest.
+        self._state.quota = (self._state.quota or known).merged(need)
+        try:
+            self._check(request)  # the state may have moved while the ledger answered
+        except Exception:
+            await self._report_quota()
+            raise
+
+    async def _report_quota(self, *, closed: bool = False, force: bool = False) -> None:
+        """Tell the ledger what the cluster holds, when that went down (or `force`), or that it
+        is gone (`closed`, once no admission is on its way: it would come after)."""
+        known = self._state.quota
+        if not self._quotas or known is None:
+            return
+        if closed:
+            await workflow.wait_condition(lambda: not self.admitting.locked())
+            holding = QuotaHolding()
+        else:
+            holding = self._quota_need()
+            if self._admitting_need is not None:
+                holding = holding.merged(self._admitting_need)
+            if holding == known and not force:
+                return
+        self._state.quota_reports += 1
+        self._state.quota = holding
+        await tell(
+            QUOTA.holding,
+            QUOTA.workflow_id(self._spec.organization),
+            HoldingReport(
+                request_id=f"{self._state.owner}/quota/{self._state.quota_reports}",
+                holder=workflow.info().workflow_id,
+                holding=holding,
+                closed=closed,
+            ),
+        )
+
     # --- Observing the world -------------------------------------------------------------------
 
     async def _observe_nodes(self) -> None:
@@ -300,10 +404,10 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
         if problem:
             raise rejected(problem.message, not_found=problem.not_found, field=problem.field)
 
-    add_node_pool = queued_update(CLUSTER.add_node_pool, _check)
-    """Queue a new node pool."""
-    scale_node_pool = queued_update(CLUSTER.scale_node_pool, _check)
-    """Queue a change of a pool's count."""
+    add_node_pool = admitted_update(CLUSTER.add_node_pool, _check, _admit_growth)
+    """Queue a new node pool, once the organization's quotas admit its hosts."""
+    scale_node_pool = admitted_update(CLUSTER.scale_node_pool, _check, _admit_growth)
+    """Queue a change of a pool's count, once the organization's quotas admit a scale-up."""
     delete_node_pool = queued_update(CLUSTER.delete_node_pool, _check)
     """Queue the deletion of a pool and its nodes."""
     delete_node = queued_update(CLUSTER.delete_node, _check)
@@ -462,6 +566,17 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
                 (COLONY_PHASE, self._state.shown()[0].value),
             ]
         )
+
+
+def _passed_on(error: BaseException) -> Exception:
+    """The admission's failure as the update's: the ledger's refusal in its own words (and field),
+    anything else as why it could not be asked."""
+    cause = error.cause if isinstance(error, ActivityError) else None
+    if error_type_of(error) == ErrorType.QUOTA_EXCEEDED and isinstance(cause, ApplicationError):
+        first = cause.details[0] if cause.details else {}
+        field = first.get(REJECTED_FIELD, "") if isinstance(first, dict) else ""
+        return over_quota(cause.message, str(field))
+    return rejected(f"the organization's quotas could not be asked: {reason_of(error)}")
 
 
 def _older(version: str, than: str) -> bool:

@@ -15,6 +15,10 @@ with the whole state and the policy now.
   interrupted, and a delete already queued or running is the answer to another.
 - **A final delete**: a delete that fails says it did not finish and that repeating it finishes
   it (`final`).
+- **Admission before the queue**: an update whose operation makes the entity hold more asks
+  first (`admitted_update`: the organization's quota ledger, through an activity), one such update
+  at a time (`admitting`), with the entity's rule checked again against the state once it is its
+  turn; refused there, nothing is queued.
 - **Phase and search attributes on change**: what the Web UI and `list` filter on (`ColonyKind`,
   `ColonyPhase`, ...) is upserted only when a value changed, since each upsert is an event in the
   history; the Web UI's details follow every change.
@@ -22,6 +26,7 @@ with the whole state and the policy now.
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from enum import Enum
@@ -111,6 +116,8 @@ class EntityWorkflow(ABC, Generic[OpT, RequestT, AcceptedT]):
             state.book, state.queue, state.completed, limit=self.limit, headline=self.headline
         )
         self._operation = operation
+        self.admitting = asyncio.Lock()
+        """Held by the update being admitted (`admitted_update`): one at a time."""
         self._accepted = delete.output
         self._delete_request = delete.input
         if input.state is None:
@@ -247,6 +254,33 @@ def queued_update(
         self: EntityWorkflow[Any, RequestT, AcceptedT], request: RequestT
     ) -> AcceptedT:
         return self.accept(request)
+
+    def validator(self: EntityWorkflow[Any, RequestT, AcceptedT], request: RequestT) -> None:
+        self.validate(lambda: check(self, request))
+
+    return _registered(update, handler, validator)
+
+
+def admitted_update(
+    update: Update[RequestT, AcceptedT],
+    check: Callable[[Any, RequestT], None],
+    admit: Callable[[Any, RequestT], Awaitable[None]],
+) -> workflow.UpdateMethodMultiParam[[Any, RequestT], Coroutine[Any, Any, AcceptedT]]:
+    """An update handler like `queued_update`'s, whose operation is queued only once
+    `admit(workflow, request)` let it (raising refuses it, and nothing is queued). Admissions run
+    one at a time (`EntityWorkflow.admitting`); when it is an update's turn, `check` runs again
+    against the state then (the queue may have moved while it waited)."""
+
+    async def handler(
+        self: EntityWorkflow[Any, RequestT, AcceptedT], request: RequestT
+    ) -> AcceptedT:
+        known = self.engine.known_update()
+        if known is not None:
+            return self.accepted(known)
+        async with self.admitting:
+            check(self, request)
+            await admit(self, request)
+            return self.accept(request)
 
     def validator(self: EntityWorkflow[Any, RequestT, AcceptedT], request: RequestT) -> None:
         self.validate(lambda: check(self, request))

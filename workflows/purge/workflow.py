@@ -20,7 +20,10 @@ is that one):
      for: its release is uninstalled), its GPU request and gateway ports in the cluster's ledger
      (those answering its workflow), its values Secret, then its namespaces;
    - a cluster: its ClusterDeployment (waited for until gone), the hosts claimed under its owner
-     key, and its GPU ledger (closed).
+     key, and its GPU ledger (closed);
+   - an organization's entity, once nothing was left: its holding in the organization's quota
+     ledger (`workflows.quota`), which the ended workflow can no longer give back itself (the
+     ledger's audit would drop it too, at its next refusal).
 5. **Report** everything removed, and what was left and why.
 
 Idempotent: run again, it finds the workflow ended and sweeps what is left (`swept`). Its history
@@ -84,6 +87,7 @@ with workflow.unsafe.imports_passed_through():
         TerminateWorkflowRequest,
         operator_command,
     )
+    from models.quota import HoldingReport
     from models.workspace_api import (
         CapacityMessage,
         CapacityMessageKind,
@@ -100,6 +104,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.capacity import CAPACITY
     from workflows.cluster import CLUSTER
     from workflows.purge import PURGE
+    from workflows.quota import QUOTA
     from workflows.workspace import WORKSPACE
 
 RECHECK = timedelta(seconds=15)
@@ -174,8 +179,23 @@ class PurgeWorkflow:
             await self._sweep_workspace(found)
         else:
             await self._sweep_cluster(found)
+        if target.organization and not report.left:
+            await self._release_quota()
         report.outcome = PurgeOutcome.PURGED if report.terminated else PurgeOutcome.SWEPT
         return report
+
+    async def _release_quota(self) -> None:
+        """The ended entity holds nothing any more: its organization's quota ledger hears so."""
+        target, info = self._request.target, workflow.info()
+        await tell(
+            QUOTA.holding,
+            QUOTA.workflow_id(target.organization),
+            HoldingReport(
+                request_id=f"{info.workflow_id}/{info.run_id}/quota",
+                holder=target.workflow_id,
+                closed=True,
+            ),
+        )
 
     # --- Looking ---------------------------------------------------------------------------------
 

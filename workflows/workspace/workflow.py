@@ -38,6 +38,7 @@ from temporalio import workflow
 
 from workflows.kit.engine import Chore, Interrupted, error_type_of, is_failure, reason_of, settle
 from workflows.kit.entity import EntityWorkflow, delete_update, final, queued_update
+from workflows.kit.service import tell
 from workflows.search_attributes import (
     COLONY_CLUSTER,
     COLONY_GPU_MODEL,
@@ -52,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
     from models.capacity import CapacityAnswer, Decision
     from models.errors import rejected
     from models.ownership import Owner
+    from models.quota import WORKSPACE_NEED, HoldingReport, QuotaHolding
     from models.signals import GatewayChanged
     from models.workspace import (
         AdmissionState,
@@ -75,9 +77,12 @@ with workflow.unsafe.imports_passed_through():
         WorkspaceOperationAccepted,
         WorkspaceOperationRequest,
     )
+    from workflows.quota import QUOTA
     from workflows.workspace import WORKSPACE
 
 KIND = "workspace"
+QUOTA_PATCH = "quota-ledger"
+"""`workflow.patched` id of the quota reports: workspaces that ran before them replay without."""
 
 
 @workflow.defn(name=WORKSPACE.workflow_type)
@@ -91,7 +96,9 @@ class WorkspaceWorkflow(
         self._spec = input.spec
         info = workflow.info()
         self._state = input.state or WorkspaceState(
-            created_at=workflow.now(), incarnation=info.run_id
+            created_at=workflow.now(),
+            incarnation=info.run_id,
+            quota_held=bool(self._spec.organization) and workflow.patched(QUOTA_PATCH),
         )
         self._ws = WorkspaceContext(
             self._spec,
@@ -107,8 +114,25 @@ class WorkspaceWorkflow(
     async def run(self, input: WorkspaceWorkflowInput) -> WorkspaceStatus:
         """Run the workspace's operations until it is deleted; between them, look at the routes
         whenever the gateway may have changed (a `gateway_changed` signal, or the fallback)."""
+        if self._state.quota_held and input.state is None:
+            # Its organization's ledger hears from the workspace itself that it runs.
+            await self._report_quota(WORKSPACE_NEED)
         await self.live()
         return self.status()
+
+    async def _report_quota(self, holding: QuotaHolding, *, closed: bool = False) -> None:
+        """Tell the organization's quota ledger what the workspace holds, or that it is gone."""
+        info = workflow.info()
+        await tell(
+            QUOTA.holding,
+            QUOTA.workflow_id(self._spec.organization),
+            HoldingReport(
+                request_id=f"{info.workflow_id}/{self._state.incarnation}/quota/{int(closed)}",
+                holder=info.workflow_id,
+                holding=holding,
+                closed=closed,
+            ),
+        )
 
     def chore(self) -> Chore:
         """A look at the routes, when the watcher says the gateway changed, or by itself."""
@@ -125,6 +149,8 @@ class WorkspaceWorkflow(
                 teardown.delete(ws),
                 failed=lambda reason: ws.set_phase(WorkspacePhase.FAILED, reason),
             )
+            if self._state.quota_held:
+                await settle(self._report_quota(QuotaHolding(), closed=True))
             return
         if isinstance(request, SuspendWorkspaceRequest):
             await teardown.suspend(ws)
