@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run reset test lint typecheck unit reliability bench bench-quick sim clean
+.PHONY: run stack reset test lint typecheck unit reliability bench bench-quick sim clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,6 +18,13 @@ $(STAMP): pyproject.toml
 
 run: $(STAMP)
 	$(BIN)/python -m starter.dev.devenv
+
+# The production shape on this machine, without Docker, from docker-compose.yml: PostgreSQL (installed
+# with apt-get when missing), Temporal as four processes of the pinned server (built once with Go),
+# its Web UI, 2 workers, 2 watchers, 2 API replicas and the simulated world; plays the demo, then
+# serves until Ctrl-C (logs in .colony/stack/logs/). `.venv/bin/python -m starter.dev.stack --help`.
+stack: $(STAMP)
+	$(BIN)/python -m starter.dev.stack
 
 reset: $(STAMP)
 	$(BIN)/python -m starter.dev.devenv --reset

@@ -51,6 +51,9 @@ class Component:
     commands: dict[str, str]
     """Binary name -> the package that is its `main`."""
     ldflags: tuple[str, ...] = field(default=())
+    files: tuple[str, ...] = field(default=())
+    """Files of the upstream module copied beside the binaries, at the same relative paths (a
+    server's default configuration, which it reads from disk)."""
 
     @property
     def module(self) -> Path:
@@ -72,6 +75,8 @@ class Component:
         for name in ("go.mod", "go.sum"):
             digest.update((self.module / name).read_bytes())
         digest.update(" ".join(self.ldflags).encode())
+        if self.files:  # only when there are some: the keys of the others stay as they were
+            digest.update(" ".join(self.files).encode())
         digest.update(go_version.encode())
         return f"{self.name}-{self.version}-{digest.hexdigest()[:12]}"
 
@@ -108,6 +113,14 @@ COMPONENTS: dict[str, Component] = {
                 "temporal-server": "go.temporal.io/server/cmd/server",
                 "temporal-sql-tool": "go.temporal.io/server/cmd/tools/sql",
             },
+        ),
+        Component(
+            "temporal-ui",
+            "github.com/temporalio/ui-server/v2",
+            {"temporal-ui-server": "github.com/temporalio/ui-server/v2/cmd/server"},
+            # The UI server reads its configuration from <root>/config/<env>.yaml; docker.yaml is
+            # the one the temporalio/ui image runs, a template of TEMPORAL_* variables.
+            files=("config/docker.yaml",),
         ),
     )
 }
@@ -200,9 +213,28 @@ def _build(component: Component, folder: Path) -> None:
         produced = staging / _go_binary_name(package)
         if binary_name != produced.name:
             produced.rename(staging / binary_name)
+    if component.files:
+        upstream = _module_dir(component)
+        for name in component.files:
+            (staging / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(upstream / name, staging / name)
     (staging / ".complete").write_text(component.version + "\n")
     shutil.rmtree(folder, ignore_errors=True)
     staging.rename(folder)
+
+
+def _module_dir(component: Component) -> Path:
+    """Where the module cache holds the upstream module the wrapper requires."""
+    listed = subprocess.run(
+        ["go", "list", "-m", "-f", "{{.Dir}}", component.upstream],
+        cwd=component.module,
+        env=go_environment(),
+        capture_output=True,
+        text=True,
+    )
+    if listed.returncode != 0 or not listed.stdout.strip():
+        raise BuildError(f"cannot find {component.upstream} in the module cache: {listed.stderr}")
+    return Path(listed.stdout.strip())
 
 
 def _go_binary_name(package: str) -> str:
