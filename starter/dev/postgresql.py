@@ -151,7 +151,9 @@ def data_directory_for(preferred: Path, user: ServerUser) -> tuple[Path, bool]:
     temporary directory; and whether that folder is a temporary one (the caller removes it)."""
     if user.can_reach(preferred.parent):
         return preferred, False
-    return Path(tempfile.mkdtemp(prefix="colony-postgresql-")) / "data", True
+    folder = Path(tempfile.mkdtemp(prefix="colony-postgresql-"))
+    os.chown(folder, user.uid, user.gid)  # made 0700 for us: the server's user must enter it
+    return folder / "data", True
 
 
 @dataclass(frozen=True)

@@ -155,6 +155,9 @@ class LocalStack:
     postgres: LocalPostgres
     binaries: dict[str, Path]
     children: dict[str, Child] = field(default_factory=dict)
+    overrides: dict[str, str] = field(default_factory=dict)
+    """Settings given to every Colony process and client beyond the plan's (a test's own task
+    queue, its API without a rate limit)."""
     temporary_data: bool = False
     """The PostgreSQL data directory is a temporary folder, removed with the stack."""
     timings: dict[str, float] = field(default_factory=dict)
@@ -207,12 +210,14 @@ class LocalStack:
             settings=compose.postgres_settings,
             user=server_user,
         )
-        stack = cls(plan, postgres, binaries, temporary_data=temporary)
+        stack = cls(
+            plan, postgres, binaries, overrides=dict(colony_env or {}), temporary_data=temporary
+        )
         stack.timings.update(builds=built, postgresql_install=installed)
-        stack._children(sim_args, colony_env or {})
+        stack._children(sim_args)
         return stack
 
-    def _children(self, sim_args: Sequence[str], colony_env: Mapping[str, str]) -> None:
+    def _children(self, sim_args: Sequence[str]) -> None:
         plan, ports = self.plan, self.plan.ports
         postgres = ProcessPlan(
             POSTGRESQL, self.postgres.argv(), {}, plan.state / "logs" / f"{POSTGRESQL}.log"
@@ -226,7 +231,7 @@ class LocalStack:
         self._add(sim, self._sim_ready)
         for kind, replicas in plan.colony.items():
             for replica in replicas:
-                env = {**replica.env, **colony_env}
+                env = {**replica.env, **self.overrides}
                 if kind == "api":
                     env["COLONY_API_PORT"] = replica.env["COLONY_API_PORT"]
                 process = ProcessPlan(replica.name, replica.argv, env, replica.log, replica.replica)
@@ -282,7 +287,7 @@ class LocalStack:
 
     def env(self) -> dict[str, str]:
         """Colony's environment for a client of this stack (colonyctl, a test, a benchmark)."""
-        return dict(self.plan.colony_env)
+        return {**self.plan.colony_env, **self.overrides}
 
     # --- starting and stopping -------------------------------------------------------------------
 
