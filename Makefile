@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run stack reset test lint typecheck unit reliability bench bench-quick sim clean
+.PHONY: run stack stack-prepare reset test lint typecheck unit reliability bench bench-quick sim clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,12 @@ run: $(STAMP)
 stack: $(STAMP)
 	$(BIN)/python -m starter.dev.stack
 
+# What the production-shaped stacks (make stack, the reliability suite's, the benchmarks') need
+# beyond .venv: the pinned Temporal server and UI, built once into ~/.cache/colony/components (about
+# ten minutes cold on two busy cores), and PostgreSQL, installed with apt-get when missing (root).
+stack-prepare: $(STAMP)
+	$(BIN)/python -m starter.dev.stack --prepare
+
 reset: $(STAMP)
 	$(BIN)/python -m starter.dev.devenv --reset
 
@@ -35,7 +41,7 @@ reset: $(STAMP)
 # `make test TEST_PROCESSES=0` runs in one.
 TEST_PROCESSES ?= 3
 
-test: $(STAMP) lint typecheck
+test: $(STAMP) lint typecheck stack-prepare
 	$(BIN)/pytest -q $(if $(filter 0,$(TEST_PROCESSES)),,-n $(TEST_PROCESSES) --dist loadfile)
 
 lint: $(STAMP)
@@ -52,12 +58,12 @@ unit: $(STAMP)
 # The reliability suite's full scenarios (tests/reliability; about 20 minutes): worker kills,
 # Temporal restarts, faults, a GPU burst, the secrets scan. `make reliability SEED=N` repeats a run.
 # Their fast versions run in `make test`.
-reliability: $(STAMP)
+reliability: $(STAMP) stack-prepare
 	$(BIN)/pytest -q -p no:cacheprovider --reliability -m reliability tests/reliability $(if $(SEED),--seed $(SEED))
 
 # Every benchmark (30 minutes on a 2-core machine busy with other work), then bench/results/README.md;
 # bench-quick runs each at a small scale as a smoke check (results in bench/results/quick/).
-bench: $(STAMP)
+bench: $(STAMP) stack-prepare
 	$(BIN)/python -m bench
 
 bench-quick: $(STAMP)

@@ -46,7 +46,7 @@ from bench.ceiling_workflow import (
 from bench.command import Command, Option
 from bench.profile import hot_spots, profiled
 from bench.record import Headline, Report, progress, publish, pyplot, quick, scale
-from bench.stack import INVENTORY, Stack, private_stack, wait_until
+from bench.stack import INVENTORY, TEMPORAL, Stack, private_stack, wait_until
 from bench.waves import (
     calls_of,
     histories,
@@ -80,6 +80,7 @@ COMMAND = Command(
     Option("--workspaces", type=int, default=scale(200, 6)),
     Option("--nodes", type=int, default=scale(10, 1), help="128-core CPU nodes"),
     Option("--profile", action="store_true", help="profile one more Colony wave", recorded=False),
+    TEMPORAL,
 )
 
 
@@ -319,6 +320,13 @@ def profile_text(profile: dict[str, Any] | None) -> str:
     return "\n".join(lines)
 
 
+def temporal_of(report_: Report) -> str:
+    """What ran Temporal in this run, in words."""
+    if report_.name.endswith("-cluster"):
+        return "Temporal cluster (PostgreSQL, frontend, history, matching and worker processes)"
+    return "dev server"
+
+
 def report(found: dict[str, Any], report_: Report) -> Any:
     colony, ceiling = found["colony"], found["ceiling"]
     ratio = found["ratio"]
@@ -347,7 +355,7 @@ def report(found: dict[str, Any], report_: Report) -> Any:
             f"trivial workflows with the same activity calls ({calls['deploy']} before the delete, "
             f"{calls['delete']} after; a workspace's history made "
             f"{found['activity_calls_range'][0]} to {found['activity_calls_range'][1]}), on the "
-            "same dev server and the same worker process.",
+            f"same {temporal_of(report_)} and the same worker process.",
             "",
             "| | Colony | ceiling |",
             "|---|---|---|",
@@ -393,7 +401,9 @@ def report(found: dict[str, Any], report_: Report) -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     args = COMMAND.parse(argv)
     record = COMMAND.report("Throughput against the Temporal ceiling", args)
-    with private_stack(inventory=INVENTORY, worker_argv=["-m", "bench.ceiling"]) as stack:
+    with private_stack(
+        inventory=INVENTORY, worker_argv=["-m", "bench.ceiling"], temporal=args.temporal
+    ) as stack:
         wait_until("the worker", lambda: "worker" in stack.usage())
         found = asyncio.run(measure(stack, args.workspaces, args.nodes, args.profile))
     figure = report(found, record)

@@ -41,6 +41,7 @@ from pathlib import Path
 
 import httpx
 
+from components.build import BuildError
 from components.build import ensure as ensure_component
 from infra.ports import free_port, port_free, port_open
 from infra.sealing import PRIVATE_KEY_ENV, PUBLIC_KEY_ENV, create_key_pair
@@ -293,10 +294,13 @@ class LocalStack:
 
     def up(self, *, report: Callable[[str], None] = lambda line: None) -> None:
         """Start everything in order, each part once the one before serves."""
-        self.plan.state.mkdir(parents=True, exist_ok=True)
-        keys = Path(self.plan.colony_env[PUBLIC_KEY_ENV]).parent
-        create_key_pair(keys / "private.pem", keys / "public.pem")
+        self.up_temporal(report=report)
+        self.up_colony(report=report)
 
+    def up_temporal(self, *, report: Callable[[str], None] = lambda line: None) -> None:
+        """PostgreSQL with Temporal's schema, Temporal's four services, the namespace and search
+        attributes: what a benchmark's own processes (`bench.stack`) need below them."""
+        self.plan.state.mkdir(parents=True, exist_ok=True)
         with self._phase("postgresql", report):
             if not self.postgres.initialized:
                 self.postgres.initdb()
@@ -315,6 +319,11 @@ class LocalStack:
                 self.wait_ready(f"temporal-{name}")
         with self._phase("setup", report):
             self.run_script("temporal-setup", self.plan.setup_script, self.plan.setup_env)
+
+    def up_colony(self, *, report: Callable[[str], None] = lambda line: None) -> None:
+        """The Web UI, the sim and Colony's processes, on a Temporal `up_temporal` started."""
+        keys = Path(self.plan.colony_env[PUBLIC_KEY_ENV]).parent
+        create_key_pair(keys / "private.pem", keys / "public.pem")
         with self._phase("ui+sim", report):
             self.children["temporal-ui"].start()
             self.children["sim"].start()
@@ -510,6 +519,22 @@ def run_scenario(stack: LocalStack) -> int:
     )
 
 
+def prepare() -> int:
+    """Build the pinned binaries and install PostgreSQL when missing; say how long each took."""
+    try:
+        for name in ("temporal", "temporal-ui"):
+            began = time.monotonic()
+            folder = ensure_component(name)
+            print(f"{name}: {folder} ({time.monotonic() - began:.0f} s)")
+        major = ComposeStack.read().postgres_major
+        began = time.monotonic()
+        print(f"postgresql {major}: {ensure_installed(major)} ({time.monotonic() - began:.0f} s)")
+    except (BuildError, ComposeError, PostgresError) as exc:
+        print(f"colony: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -518,7 +543,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make stack", description=__doc__)
     parser.add_argument("--no-scenario", action="store_true", help="start everything, run nothing")
     parser.add_argument("--exit", action="store_true", help="stop everything after the scenario")
+    parser.add_argument(
+        "--prepare",
+        action="store_true",
+        help="only build the pinned Temporal server and UI and install PostgreSQL when missing "
+        "(what make test, make reliability and make bench need first), then exit",
+    )
     args = parser.parse_args(argv)
+    if args.prepare:
+        return prepare()
     signal.signal(signal.SIGTERM, _interrupt)
     began = time.monotonic()
     state = (REPO / STATE_DIR).resolve()
@@ -547,7 +580,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             time.sleep(1)
     except KeyboardInterrupt:
         return 0
-    except (StackError, ComposeError, PostgresError) as exc:
+    except (StackError, ComposeError, PostgresError, BuildError) as exc:
         print(f"colony: {exc}", file=sys.stderr)
         return 1
     finally:

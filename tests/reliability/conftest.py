@@ -121,6 +121,7 @@ async def cluster(
         tmp_path_factory.mktemp("cluster"), sim_time_scale=SIM_TIME_SCALE
     ) as running:
         planted.add_stack(running)
+        await planted.add_catalog_control(running)
         yield running
 
 

@@ -21,6 +21,8 @@ invariants and reported with the same figures.
   replica waits for cannot come), the replica is killed, the caller sees its connection drop and
   sends the request again to the other replica with the same Idempotency-Key: the first
   request's workflow is answered (`repeated`), one workflow run, everything created once.
+- **Last, the secrets scan** of every history and log of this stack, as `test_secrets.py` scans
+  the dev server's.
 
 Fast versions (one disruption each, small operations) run in `make test`; full ones in
 `make reliability`.
@@ -33,6 +35,7 @@ import signal
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -52,6 +55,7 @@ from tests.reliability.invariants import check_creates, check_evictions, check_h
 from tests.reliability.paths import CPU, place_pods
 from tests.reliability.scenario import (
     Action,
+    Planted,
     Scenario,
     Size,
     child_nodes,
@@ -62,6 +66,7 @@ from tests.reliability.scenario import (
     leftovers,
     pod_refs,
     ready_cluster,
+    scan_for_secrets,
     workspace_gone,
     workspace_in,
 )
@@ -168,47 +173,61 @@ async def test_operations_survive_postgresql_restarts(
 # --- One of two workers ---------------------------------------------------------------------------
 
 
-async def busy_worker(stack: ClusterStack, workflow_id: str) -> tuple[str, str] | None:
-    """(the worker process running one of the workflow's activities, the activity), if one is
-    running now."""
+@dataclass(frozen=True)
+class Busy:
+    """A worker process running one of a workflow's activities."""
+
+    worker: str
+    activity: str
+
+
+FINISHED = "finished"
+"""What `busy_worker` answers once the operation has finished (nothing more to kill)."""
+
+
+async def busy_worker(
+    stack: ClusterStack, cluster: str, operation_id: str, *, other_than: str = ""
+) -> Busy | str | None:
+    """The worker process (other than `other_than`) running one of the cluster workflow's
+    activities now; `FINISHED` once the operation has finished; None meanwhile."""
     try:
-        described = await stack.client.get_workflow_handle(workflow_id).describe(
-            rpc_timeout=timedelta(seconds=5)
-        )
+        described = await stack.client.get_workflow_handle(
+            f"cluster/{ORGANIZATION}/{cluster}"
+        ).describe(rpc_timeout=timedelta(seconds=5))
     except RPCError:
         return None
     for pending in described.raw_description.pending_activities:
         if pending.state != PendingActivityState.PENDING_ACTIVITY_STATE_STARTED:
             continue
         name = stack.worker_named(pending.last_worker_identity)
-        if name is not None and stack.running(name):
-            return name, pending.activity_type.name
-    return None
+        if name is not None and name != other_than and stack.running(name):
+            return Busy(name, pending.activity_type.name)
+    status = await stack.api.cluster(cluster)
+    done = {op["id"] for op in (status or {}).get("completedOperations", [])}
+    return FINISHED if operation_id in done else None
 
 
-async def activities_moved_to(stack: ClusterStack, workflow_id: str, worker: str) -> None:
-    """Until `worker` runs one of the workflow's activities (the other one's, retried once its
-    heartbeat timed out)."""
+async def taken_over(stack: ClusterStack, cluster: str, operation_id: str, killed: str) -> None:
+    """Until a worker other than `killed` runs the drain's activities (the survivor takes the
+    killed one's over once its heartbeat timed out), or the drain is over."""
     await poll(
-        lambda: busy_worker(stack, workflow_id),
-        lambda busy: busy is not None and busy[0] == worker,
-        what=f"{worker} taking the activities of {workflow_id} over",
+        lambda: busy_worker(stack, cluster, operation_id, other_than=killed),
+        lambda busy: busy is not None,
+        what=f"the other worker taking {cluster}'s drain over",
         timeout=180,
         interval=0.2,
     )
 
 
-@pytest.mark.parametrize("size", SIZES)
-async def test_one_of_two_workers_killed_mid_activity(
-    cluster_scenario: Scenario, size: Size
-) -> None:
-    """A drain whose pods take their time to go (a 30 s grace period: 6 s at the suite's pace):
-    whichever worker runs one of its activities is killed (SIGKILL) and stays down until the
-    drain finished on the other; the full size kills again after each takeover."""
-    scenario = cluster_scenario
+async def drain_with_worker_kills(
+    scenario: Scenario, cluster: str, *, drained_nodes: int, kills: int
+) -> list[dict[str, Any]]:
+    """One round: a drain of `drained_nodes` nodes whose pods take their time to go (a 30 s
+    grace period: 6 s at the suite's pace), during which whichever worker runs one of its
+    activities is killed (SIGKILL); after each kill but the round's last, once the other worker
+    runs the drain's activities, the killed one starts again. Checked as every drain is; the
+    kills it made (fewer than `kills` when the drain finished first)."""
     stack = cluster_of(scenario)
-    drained_nodes, kills = (6, 3) if scenario.full else (2, 1)
-    cluster = f"wkill-{size.value}"
     window = await scenario.records_mark()
     await ready_cluster(
         scenario, cluster, [{"name": "cpu", "sku": CPU, "count": drained_nodes + 1}]
@@ -218,32 +237,30 @@ async def test_one_of_two_workers_killed_mid_activity(
     before_nodes = {node.metadata.name for node in await child_nodes(stack, cluster)}
     drain_window = await scenario.records_mark()
     accepted = await stack.api.scale(cluster, "cpu", 1)
-    workflow_id = accepted.get("workflowId") or f"cluster/{ORGANIZATION}/{cluster}"
+    operation_id = accepted["operationId"]
     killed: list[dict[str, Any]] = []
     began = time.monotonic()
-    for _ in range(kills):
+    while len(killed) < kills:
         found = await poll(
-            lambda: busy_worker(stack, workflow_id),
+            lambda: busy_worker(stack, cluster, operation_id),
             lambda busy: busy is not None,
-            what="a worker running one of the drain's activities",
+            what=f"a worker running one of {cluster}'s drain activities",
             interval=0.1,
         )
-        assert found is not None
-        worker, activity = found
-        await stack.kill(worker)
+        if not isinstance(found, Busy):
+            break  # the drain is over
+        await stack.kill(found.worker)
         killed.append(
-            {"worker": worker, "activity": activity, "at": round(time.monotonic() - began, 1)}
+            {
+                "cluster": cluster,
+                "worker": found.worker,
+                "activity": found.activity,
+                "at": round(time.monotonic() - began, 1),
+            }
         )
-        if len(killed) < kills:
-            # The survivor takes the activity over (its heartbeat timed out); then the killed
-            # one starts again and the next kill may hit either.
-            other = next(name for name in stack.local.names("worker") if name != worker)
-            await activities_moved_to(stack, workflow_id, other)
-            await stack.start(worker)
-    operation = await finished_operation(scenario, cluster, accepted["operationId"], timeout=600)
-    for name in stack.local.names("worker"):
-        if not stack.running(name):
-            await stack.start(name)
+        await taken_over(stack, cluster, operation_id, found.worker)
+        await stack.start(found.worker)
+    operation = await finished_operation(scenario, cluster, operation_id, timeout=600)
     assert operation["state"] == "succeeded", scenario.failure(repr(operation))
     drained = before_nodes - {node.metadata.name for node in await child_nodes(stack, cluster)}
     assert len(drained) == drained_nodes, scenario.failure(f"drained {sorted(drained)}")
@@ -256,12 +273,28 @@ async def test_one_of_two_workers_killed_mid_activity(
     scenario.check(check_hosts(records["hosts"], owners=owners(cluster)))
     scenario.check(check_creates(records["objectsCreated"]))
     assert await leftovers(scenario) == []
-    scenario.report(
-        kills=len(killed),
-        killed=killed,
-        drain_seconds=round(time.monotonic() - began, 1),
-        nodes_drained=len(drained),
-    )
+    return killed
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_one_of_two_workers_killed_mid_activity(
+    cluster_scenario: Scenario, size: Size
+) -> None:
+    """Drains during which the worker running one of their activities is killed and its
+    activity is retried on the other; rounds on fresh clusters until the kills are spent."""
+    scenario = cluster_scenario
+    drained_nodes, kills = (6, 3) if scenario.full else (2, 1)
+    killed: list[dict[str, Any]] = []
+    rounds = 0
+    while len(killed) < kills:
+        killed += await drain_with_worker_kills(
+            scenario,
+            f"wkill-{size.value}-{rounds}",
+            drained_nodes=drained_nodes,
+            kills=kills - len(killed),
+        )
+        rounds += 1
+    scenario.report(kills=len(killed), killed=killed, rounds=rounds)
 
 
 # --- The leading watcher --------------------------------------------------------------------------
@@ -553,3 +586,16 @@ def devbox(name: str, cluster: str) -> dict[str, Any]:
         "cluster": cluster,
         "values": {"ssh": {"authorizedKeys": DEMO_KEY}},
     }
+
+
+# --- Last: the secrets scan -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_no_cluster_history_holds_a_secret(
+    cluster_scenario: Scenario, planted: Planted, size: Size
+) -> None:
+    """After the scenarios above (a file's tests run in order): every history on the production
+    shape and every log of its processes (PostgreSQL's and Temporal's too), as the dev server's
+    are scanned (`test_secrets.py`)."""
+    await scan_for_secrets(cluster_scenario, planted)
