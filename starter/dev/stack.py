@@ -463,6 +463,25 @@ def _port(setting: str, text: str) -> int:
     return int(text)
 
 
+def still_running(data: Path) -> None:
+    """Stop `make stack` when the last one's PostgreSQL still runs on the state it would empty
+    (a `make stack` in another terminal, or one killed so hard it could not stop its children)."""
+    try:
+        pid = int((data / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return
+    except PermissionError:
+        pass  # alive, another user's (the `postgres` system user's, when we are root)
+    raise SystemExit(
+        f"colony: a make stack still runs on {data.parent} (its PostgreSQL, pid {pid}): "
+        "stop it first (Ctrl-C in its terminal, or kill that pid)"
+    )
+
+
 def create_key(stack: LocalStack, key_file: Path) -> str:
     """A development key of organization `dev` with every permission (`colonyctl apikey
     create`), written to `key_file` (0600)."""
@@ -559,6 +578,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         compose = ComposeStack.read()
         ports = published_ports(os.environ, compose)
+        still_running(state / POSTGRESQL)
         shutil.rmtree(state, ignore_errors=True)
         print("building the pinned Temporal server and UI (once), PostgreSQL if missing ...")
         stack = LocalStack.create(state, ports)
