@@ -22,9 +22,9 @@ from starter.dev.compose import (
     TEMPORAL_SERVICES,
     ComposeError,
     ComposeStack,
+    LocalMachine,
     LocalPlan,
     LocalPorts,
-    LocalRules,
     TemporalPorts,
     load_compose_file,
     local_plan,
@@ -71,7 +71,7 @@ DROPPED = {"OTEL_EXPORTER_OTLP_ENDPOINT"}
 def plan_of(compose: ComposeStack) -> LocalPlan:
     return local_plan(
         compose,
-        LocalRules(PORTS, STATE, SERVER, UI_SERVER, volumes={"sim-state": STATE}),
+        LocalMachine(PORTS, STATE, SERVER, UI_SERVER, volumes={"sim-state": STATE}),
     )
 
 

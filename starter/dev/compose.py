@@ -5,7 +5,7 @@ docker compose reads, so the two cannot drift.
 with compose's rules for what this needs (`${VAR}` and `${VAR:-default}` from the environment,
 `$$`, YAML merge keys, the overlay's environment and mounts added to the base's). `local_plan`
 then turns each service into a local process, changing only what a single machine without
-containers must change, each by one rule of `LocalRules`:
+containers must change, each by one rule:
 
 - an address of another service (`temporal-frontend:7233`, `postgresql`) becomes 127.0.0.1 and
   that service's local port; a wildcard bind address (`0.0.0.0`) becomes 127.0.0.1 (a developer's
@@ -358,24 +358,14 @@ class LocalPlan:
     """By compose service (worker, watcher, api): one plan per replica."""
     colony_env: dict[str, str]
     """The Colony environment as compose's `colonyctl` service gets it, made local."""
-    notes: list[str] = field(default_factory=list)
 
     @property
     def sim_dir(self) -> Path:
         return Path(self.sim.argv[self.sim.argv.index("--state-dir") + 1])
 
-    def processes(self) -> list[ProcessPlan]:
-        """Every long-running process, in the order they start."""
-        return [
-            *self.temporal.values(),
-            self.ui,
-            self.sim,
-            *(plan for plans in self.colony.values() for plan in plans),
-        ]
-
 
 @dataclass(frozen=True)
-class LocalRules:
+class LocalMachine:
     """What `local_plan` needs to know of this machine."""
 
     ports: LocalPorts
@@ -396,15 +386,15 @@ DROPPED_WITH_TRACING = ("OTEL_EXPORTER_OTLP_ENDPOINT",)
 """Settings of what `make stack` does not run (the collector, Jaeger): dropped, tracing off."""
 
 
-def local_plan(compose: ComposeStack, rules: LocalRules) -> LocalPlan:
+def local_plan(compose: ComposeStack, machine: LocalMachine) -> LocalPlan:
     """Every process of the production shape, made local by the rules of the module docstring.
 
     Raises:
         ComposeError: a setting no rule can make local (it names the service and the setting).
     """
-    ports, state = rules.ports, rules.state
+    ports, state = machine.ports, machine.state
     volumes = {
-        name: rules.volumes.get(name, state / name)
+        name: machine.volumes.get(name, state / name)
         for name in {m.source for s in compose.services.values() for m in s.mounts if m.named}
     }
     logs = state / "logs"
@@ -423,7 +413,7 @@ def local_plan(compose: ComposeStack, rules: LocalRules) -> LocalPlan:
     temporal = {
         name: ProcessPlan(
             f"temporal-{name}",
-            [str(rules.temporal_server), "start", *service.command],
+            [str(machine.temporal_server), "start", *service.command],
             temporal_env,
             logs / f"temporal-{name}.log",
         )
@@ -444,14 +434,21 @@ def local_plan(compose: ComposeStack, rules: LocalRules) -> LocalPlan:
     ui_env.setdefault("TEMPORAL_CORS_ORIGINS", f"http://{LOOPBACK}:{ports.ui}")
     ui = ProcessPlan(
         "temporal-ui",
-        [str(rules.ui_server), "--root", str(rules.ui_server.parent), "--env", "docker", "start"],
+        [
+            str(machine.ui_server),
+            "--root",
+            str(machine.ui_server.parent),
+            "--env",
+            "docker",
+            "start",
+        ],
         ui_env,
         logs / "temporal-ui.log",
     )
 
     sim_service = compose.service("sim")
     sim_argv = _python(
-        [_host_argument(compose, "sim", word, volumes) for word in sim_service.command], rules
+        [_host_argument(compose, "sim", word, volumes) for word in sim_service.command], machine
     )
     sim = ProcessPlan("sim", sim_argv, _base_env(), logs / "sim.log")
 
@@ -465,7 +462,7 @@ def local_plan(compose: ComposeStack, rules: LocalRules) -> LocalPlan:
             label = name if service.replicas == 1 else f"{name}-{replica}"
             plans.append(
                 ProcessPlan(
-                    label, _python(service.command, rules), env, logs / f"{label}.log", replica
+                    label, _python(service.command, machine), env, logs / f"{label}.log", replica
                 )
             )
         colony[name] = plans
@@ -494,8 +491,8 @@ def _base_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("COLONY_", "TEMPORAL_"))}
 
 
-def _python(command: list[str], rules: LocalRules) -> list[str]:
-    return [rules.python, *command[1:]] if command[:1] == ["python"] else command
+def _python(command: list[str], machine: LocalMachine) -> list[str]:
+    return [machine.python, *command[1:]] if command[:1] == ["python"] else command
 
 
 def _service_ports(compose: ComposeStack, ports: LocalPorts) -> dict[tuple[str, int], int]:

@@ -51,9 +51,9 @@ from starter.dev.compose import (
     TEMPORAL_SERVICES,
     ComposeError,
     ComposeStack,
+    LocalMachine,
     LocalPlan,
     LocalPorts,
-    LocalRules,
     ProcessPlan,
     TemporalPorts,
     local_plan,
@@ -191,7 +191,7 @@ class LocalStack:
         data, temporary = data_directory_for(state / POSTGRESQL, server_user)
         plan = local_plan(
             compose,
-            LocalRules(
+            LocalMachine(
                 ports=ports,
                 state=state,
                 temporal_server=binaries["temporal"] / "temporal-server",
