@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run reset test lint typecheck unit reliability bench bench-quick sim clean components
+.PHONY: run stack stack-prepare reset test lint typecheck unit reliability bench bench-quick sim clean components
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,19 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/python -m starter.dev.devenv
 
+# The production shape on this machine, without Docker, from docker-compose.yml: PostgreSQL (installed
+# with apt-get when missing), Temporal as four processes of the pinned server (built once with Go),
+# its Web UI, 2 workers, 2 watchers, 2 API replicas and the simulated world; plays the demo, then
+# serves until Ctrl-C (logs in .colony/stack/logs/). `.venv/bin/python -m starter.dev.stack --help`.
+stack: $(STAMP)
+	$(BIN)/python -m starter.dev.stack
+
+# What the production-shaped stacks (make stack, the reliability suite's, the benchmarks') need
+# beyond .venv: the pinned Temporal server and UI, built once into ~/.cache/colony/components (about
+# ten minutes cold on two busy cores), and PostgreSQL, installed with apt-get when missing (root).
+stack-prepare: $(STAMP)
+	$(BIN)/python -m starter.dev.stack --prepare
+
 reset: $(STAMP)
 	$(BIN)/python -m starter.dev.devenv --reset
 
@@ -28,7 +41,7 @@ reset: $(STAMP)
 # `make test TEST_PROCESSES=0` runs in one.
 TEST_PROCESSES ?= 3
 
-test: $(STAMP) lint typecheck components
+test: $(STAMP) lint typecheck components stack-prepare
 	$(BIN)/pytest -q $(if $(filter 0,$(TEST_PROCESSES)),,-n $(TEST_PROCESSES) --dist loadfile)
 
 # The real Kubernetes components the real tier of `make test` runs (etcd, kube-apiserver,
@@ -54,12 +67,12 @@ unit: $(STAMP)
 # The reliability suite's full scenarios (tests/reliability; about 20 minutes): worker kills,
 # Temporal restarts, faults, a GPU burst, the secrets scan. `make reliability SEED=N` repeats a run.
 # Their fast versions run in `make test`.
-reliability: $(STAMP)
+reliability: $(STAMP) stack-prepare
 	$(BIN)/pytest -q -p no:cacheprovider --reliability -m reliability tests/reliability $(if $(SEED),--seed $(SEED))
 
 # Every benchmark (about an hour on a 2-core machine busy with other work), then bench/results/README.md;
 # bench-quick runs each at a small scale as a smoke check (results in bench/results/quick/).
-bench: $(STAMP)
+bench: $(STAMP) stack-prepare
 	$(BIN)/python -m bench
 
 bench-quick: $(STAMP)

@@ -31,7 +31,7 @@ import httpx
 
 from bench.command import Command, Option
 from bench.record import Headline, progress, publish, scale
-from bench.stack import Stack, create_key, private_stack
+from bench.stack import TEMPORAL, Stack, create_key, private_stack
 from infra.config import ColonySettings
 from models.cluster import ClusterSpec
 from starter.clients.clusters import TemporalClusters
@@ -45,6 +45,7 @@ COMMAND = Command(
     __doc__,
     Option("--seconds", type=float, default=scale(10, 1), help="per measurement"),
     Option("--concurrency", type=int, default=8, help="requests in flight"),
+    TEMPORAL,
 )
 
 
@@ -150,7 +151,7 @@ async def measure(
 def main(argv: Sequence[str] | None = None) -> int:
     args = COMMAND.parse(argv)
     record = COMMAND.report("The HTTP API beside the same work straight through Temporal", args)
-    with private_stack(api=1) as stack:
+    with private_stack(api=1, temporal=args.temporal) as stack:
         key = create_key(stack, ORGANIZATION)
         results = asyncio.run(
             measure(stack, stack.api_urls[0], key, args.seconds, args.concurrency)

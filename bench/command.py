@@ -72,5 +72,8 @@ class Command:
         return " ".join(words)
 
     def report(self, title: str, args: argparse.Namespace) -> Report:
-        """The benchmark's report, recording the command that ran (`line`)."""
+        """The benchmark's report, recording the command that ran (`line`). Run on the production
+        shape (`--temporal cluster`), its results are `<name>-cluster`, beside the dev server's."""
+        if getattr(args, "temporal", "dev") == "cluster":
+            return Report(f"{self.name}-cluster", f"{title} (production shape)", self.line(args))
         return Report(self.name, title, self.line(args))

@@ -32,7 +32,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from bench.command import Command, Option
 from bench.record import Headline, Report, progress, publish, pyplot, scale
-from bench.stack import INVENTORY, Stack, create_key, private_stack, start_api
+from bench.stack import INVENTORY, TEMPORAL, Stack, create_key, private_stack, start_api
 from bench.throughput import CLASS, CPU_SKU, LOCATION, SSH_KEY, cpu_table
 from bench.waves import Wave, plot_lives, run_wave
 
@@ -45,6 +45,7 @@ COMMAND = Command(
     __doc__,
     Option("--workspaces", type=int, default=scale(200, 6)),
     Option("--nodes", type=int, default=scale(10, 1)),
+    TEMPORAL,
 )
 
 
@@ -171,7 +172,7 @@ def report(found: dict[str, Any], record: Report) -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     args = COMMAND.parse(argv)
     record = COMMAND.report("Two workers and two API replicas against one of each", args)
-    with private_stack(inventory=INVENTORY, api=1) as stack:
+    with private_stack(inventory=INVENTORY, api=1, temporal=args.temporal) as stack:
         found = asyncio.run(measure(stack, args.workspaces, args.nodes))
     publish(record, report(found, record))
     return 0

@@ -34,7 +34,9 @@ from pathlib import Path
 import httpx
 
 from bench.command import Option
+from bench.record import progress
 from infra.ports import free_port, port_open
+from starter.dev.stack import LocalStack, free_ports
 from workflows.search_attributes import ALL as COLONY_SEARCH_ATTRIBUTES
 
 VENV_BIN = Path(sys.executable).parent
@@ -42,6 +44,9 @@ ROOT = Path(__file__).resolve().parents[1]
 INVENTORY = Path(__file__).parent / "inventory.yaml"
 """200 CPU hosts of 128 cores in location `bench1` (and 8 H100 hosts in `fra1`)."""
 STARTUP_DEADLINE_SECONDS = 60.0
+DEV = "dev"
+CLUSTER = "cluster"
+"""The two Temporals a private stack runs on (`--temporal`)."""
 SEARCH_ATTRIBUTES = tuple(key.name for key in COLONY_SEARCH_ATTRIBUTES)
 """Registered on the dev server as Keyword, as `make run` does (workflows/search_attributes.py)."""
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -253,31 +258,47 @@ def private_stack(
     workers: int = 1,
     worker_argv: Sequence[str] = ("worker.py",),
     api: int = 0,
+    temporal: str = DEV,
     server: str = "memory",
 ) -> Iterator[Stack]:
-    """Start a dev server (in memory, or `server="file"`: on a SQLite file in the stack's
-    directory, as `make run` keeps it), the sim (instant timing, unless `sim_timing` gives its flags, e.g.
-    `["--time-scale", "1"]`; its default inventory unless `inventory` names one), `workers`
-    worker processes (`python worker.py`, or `python <worker_argv>`), the watcher on request and
-    `api` HTTP API replicas; stop them all on exit."""
+    """Start Temporal (the dev server, in memory or with `server="file"` on a SQLite file in the
+    stack's directory as `make run` keeps it; or with `temporal=CLUSTER` the production shape: `make
+    stack`'s PostgreSQL and four Temporal services), the sim (instant timing, unless
+    `sim_timing` gives its flags, e.g. `["--time-scale", "1"]`; its default inventory unless
+    `inventory` names one), `workers` worker processes (`python worker.py`, or `python
+    <worker_argv>`), the watcher on request and `api` HTTP API replicas; stop them all on exit."""
     with tempfile.TemporaryDirectory(prefix="colony-bench-") as scratch:
         workdir = Path(scratch)
         children = _Children(workdir)
+        cluster: LocalStack | None = None
         try:
-            grpc, ui = free_port(), free_port()
-            temporal = [
-                str(VENV_BIN / "temporal"), "server", "start-dev",
-                "--ip", "127.0.0.1", "--port", str(grpc), "--ui-port", str(ui), "--headless",
-                "--log-level", "error",
-            ]  # fmt: skip
-            if server == "file":
-                temporal += ["--db-filename", str(workdir / "temporal.db")]
-            elif server != "memory":
-                raise ValueError(f"server: 'memory' or 'file', not {server!r}")
-            for key in SEARCH_ATTRIBUTES:
-                temporal += ["--search-attribute", f"{key}=Keyword"]
             base_env = {k: v for k, v in os.environ.items() if not k.startswith("COLONY_")}
-            processes = {"temporal": children.start("temporal", temporal, base_env)}
+            ui = free_port()
+            dev_port: int | None = None
+            if temporal == CLUSTER:
+                cluster = LocalStack.create(workdir / "cluster", free_ports())
+                cluster.up_temporal(report=progress)
+                address = cluster.temporal_address
+                processes = {
+                    name: child.process
+                    for name, child in cluster.children.items()
+                    if child.process is not None
+                }
+            else:
+                grpc = free_port()
+                argv = [
+                    str(VENV_BIN / "temporal"), "server", "start-dev",
+                    "--ip", "127.0.0.1", "--port", str(grpc), "--ui-port", str(ui), "--headless",
+                    "--log-level", "error",
+                ]  # fmt: skip
+                if server == "file":
+                    argv += ["--db-filename", str(workdir / "temporal.db")]
+                elif server != "memory":
+                    raise ValueError(f"server: 'memory' or 'file', not {server!r}")
+                for key in SEARCH_ATTRIBUTES:
+                    argv += ["--search-attribute", f"{key}=Keyword"]
+                processes = {"temporal": children.start("temporal", argv, base_env)}
+                address, dev_port = f"127.0.0.1:{grpc}", grpc
             sim_dir = workdir / "sim"
             processes["sim"] = children.start(
                 "sim",
@@ -287,11 +308,12 @@ def private_stack(
                  "--log-level", "WARNING", "--world", "emulated"],
                 base_env,
             )  # fmt: skip
-            wait_until("the Temporal dev server", lambda: port_open(grpc))
+            if dev_port is not None:
+                wait_until("the Temporal dev server", lambda: port_open(dev_port))
             wait_until("the simulator", (sim_dir / "world.json").exists)
             env = {
                 **base_env,
-                "TEMPORAL_ADDRESS": f"127.0.0.1:{grpc}",
+                "TEMPORAL_ADDRESS": address,
                 "TEMPORAL_NAMESPACE": "default",
                 "COLONY_TASK_QUEUE": "bench",
                 "COLONY_MANAGEMENT_KUBECONFIG": str(sim_dir / "management.kubeconfig"),
@@ -316,6 +338,8 @@ def private_stack(
             yield stack
         finally:
             children.stop()
+            if cluster is not None:
+                cluster.stop()
 
 
 @contextlib.contextmanager
@@ -337,6 +361,16 @@ def stack(existing: bool, cluster: str) -> Iterator[Stack]:
         started.create_cluster(cluster)
         yield started
 
+
+TEMPORAL = Option(
+    "--temporal",
+    choices=(DEV, CLUSTER),
+    default=DEV,
+    help="the Temporal under the stack: the dev server (one process on SQLite) or the production "
+    "shape (`make stack`'s: PostgreSQL and frontend, history, matching and worker as four "
+    "processes); the latter's results are written as <name>-cluster",
+)
+"""`--temporal`: which Temporal `private_stack` starts (`Command.report` names the results)."""
 
 EXISTING = Option(
     "--existing",

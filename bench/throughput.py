@@ -52,7 +52,8 @@ from bench.ceiling_workflow import (
 from bench.command import Command, Option
 from bench.profile import hot_spots, profiled
 from bench.record import Headline, Report, progress, publish, pyplot, quick, scale
-from bench.stack import INVENTORY, Stack, private_stack, thread_cpu, wait_until
+from bench.stack import CLUSTER as TEMPORAL_CLUSTER
+from bench.stack import INVENTORY, TEMPORAL, Stack, private_stack, thread_cpu, wait_until
 from bench.waves import (
     Wave,
     calls_of,
@@ -94,6 +95,7 @@ COMMAND = Command(
     Option("--rounds", type=int, default=scale(2, 1), help="Colony and ceiling waves per size"),
     Option("--nodes", type=int, default=scale(10, 1), help="128-core CPU nodes"),
     Option("--profile", action="store_true", help="profile one more Colony wave", recorded=False),
+    TEMPORAL,
 )  # fmt: skip
 
 
@@ -444,6 +446,13 @@ def _size_rows(server: str, size: str, row: dict[str, Any]) -> list[str]:
     ]
 
 
+def temporal_of(report_: Report) -> str:
+    """What ran Temporal in this run, in words."""
+    if report_.name.endswith("-cluster"):
+        return "Temporal cluster (PostgreSQL, frontend, history, matching and worker processes)"
+    return "dev server"
+
+
 def report(found: dict[str, Any], report_: Report) -> Any:
     servers = found["servers"]
     for server in servers:
@@ -465,6 +474,9 @@ def report(found: dict[str, Any], report_: Report) -> Any:
         Headline("workspaces_per_second", f"workspaces deployed and deleted per second "
                  f"({first['server']}, N={max(first['sizes'], key=int)})",
                  largest["colony_per_second"], "/s"),
+        Headline("ceiling_per_second", "trivial workflows with as many calls per second (same N)",
+                 largest["ceiling_per_second"], "/s"),
+        Headline("ratio", "ratio Colony / ceiling (same N)", largest["ratio"]),
         Headline("activity_calls", "activity calls per workspace (deploy + delete)",
                  calls["deploy"] + calls["delete"]),
         Headline("events_per_workspace", "history events per workspace",
@@ -477,7 +489,8 @@ def report(found: dict[str, Any], report_: Report) -> Any:
         f"Waves of N dev boxes (CPU only) on one cluster of {found['nodes']} 128-core nodes, "
         f"deployed at once and each deleted as soon as it ran, each followed by as many trivial "
         f"workflows with the same activity calls ({calls['deploy']} before the delete, "
-        f"{calls['delete']} after), on the same dev server and the same worker process; "
+        f"{calls['delete']} after), on the same {temporal_of(report_)} and the same worker "
+        f"process; "
         f"{found['rounds']} such pairs per N and server. Medians, each pair's value in brackets.",
         "",
         "| server | N | Colony /s | ceiling /s | ratio | worker CPU ms per life, Colony / "
@@ -514,10 +527,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = set(servers) - set(SERVERS)
     if unknown:
         COMMAND.parser().error(f"--servers: {', '.join(sorted(unknown))} (known: memory, file)")
+    if args.temporal == TEMPORAL_CLUSTER:
+        # The production shape has one Temporal: its PostgreSQL (the dev server's kinds are moot).
+        servers = [TEMPORAL_CLUSTER]
     measured = []
     for number, server in enumerate(servers):
         with private_stack(
-            inventory=INVENTORY, worker_argv=["-m", "bench.ceiling"], server=server
+            inventory=INVENTORY,
+            worker_argv=["-m", "bench.ceiling"],
+            temporal=args.temporal,
+            server="memory" if server == TEMPORAL_CLUSTER else server,
         ) as stack:
             wait_until("the worker", lambda: "worker" in stack.usage())
             measured.append(

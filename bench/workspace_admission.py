@@ -48,7 +48,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from bench.command import Command, Option
 from bench.history import event_counts, event_time
 from bench.record import Headline, Report, distribution, progress, publish, pyplot, scale
-from bench.stack import Stack, describe, private_stack
+from bench.stack import TEMPORAL, Stack, describe, private_stack
 from infra.config import ColonySettings
 from models.identity import capacity_workflow_id
 from models.operations import ContinueAsNewPolicy
@@ -86,6 +86,13 @@ COMMAND = Command(
         help="the simulator's delays: none (instant), or its defaults (an uninstall takes 0.3 s, "
         "a pod's termination 0.5 s: sim/timing.py)",
     ),
+    Option(
+        "--watcher",
+        choices=("both", "with", "without"),
+        default="both",
+        help="the stacks to measure on: with the watcher, without (the fallback alone), or both",
+    ),
+    TEMPORAL,
 )
 
 
@@ -351,8 +358,13 @@ def report(found: dict[str, dict[str, Any]], record: Report) -> Any:
         [
             f"One 8-GPU node, dev boxes asking for all 8: one runs, {first['queue_depth']} wait; "
             f"{first['releases']} releases by delete, each followed by one more deploy at the "
-            "back. The same run twice: with `watcher.py`, and without (the workflows' own "
-            "fallback alone).",
+            "back. "
+            + (
+                "The same run twice: with `watcher.py`, and without (the workflows' own "
+                "fallback alone)."
+                if len(found) == 2
+                else f"One run: {next(iter(found))}."
+            ),
             "",
             *rows,
             "",
@@ -396,10 +408,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--releases must be at least 2 and --depth at least 1")
     record = COMMAND.report("Wake-up under a deep queue: a GPU release to the next admission", args)
     found: dict[str, dict[str, Any]] = {}
-    for watcher in (True, False):
+    chosen = {"both": (True, False), "with": (True,), "without": (False,)}[args.watcher]
+    for watcher in chosen:
         label = "with the watcher" if watcher else "fallback alone"
         progress(f"--- {label}")
-        with private_stack(watcher=watcher, sim_timing=SIM_TIMINGS[args.sim_timing]) as stack:
+        with private_stack(
+            watcher=watcher, sim_timing=SIM_TIMINGS[args.sim_timing], temporal=args.temporal
+        ) as stack:
             found[label] = asyncio.run(
                 measure(stack, args.releases, args.depth, args.ledger_run_events)
             )

@@ -53,8 +53,9 @@ class Component:
     """Binary name -> the package that is its `main`."""
     ldflags: tuple[str, ...] = field(default=())
     files: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    """Data files put beside the binaries: name -> paths inside the upstream module, concatenated
-    as one multi-document YAML (KWOK's stages, which its binary does not embed)."""
+    """Data files put beside the binaries: name (a relative path) -> paths inside the upstream
+    module; one path is copied as it is (a server's default configuration, read from disk), more
+    are concatenated as one multi-document YAML (KWOK's stages, which its binary does not embed)."""
 
     @property
     def module(self) -> Path:
@@ -132,6 +133,14 @@ COMPONENTS: dict[str, Component] = {
                 "temporal-server": "go.temporal.io/server/cmd/server",
                 "temporal-sql-tool": "go.temporal.io/server/cmd/tools/sql",
             },
+        ),
+        Component(
+            "temporal-ui",
+            "github.com/temporalio/ui-server/v2",
+            {"temporal-ui-server": "github.com/temporalio/ui-server/v2/cmd/server"},
+            # The UI server reads its configuration from <root>/config/<env>.yaml; docker.yaml is
+            # the one the temporalio/ui image runs, a template of TEMPORAL_* variables.
+            files={"config/docker.yaml": ("config/docker.yaml",)},
         ),
     )
 }
@@ -225,22 +234,32 @@ def _build(component: Component, folder: Path) -> None:
         if binary_name != produced.name:
             produced.rename(staging / binary_name)
     if component.files:
-        source = Path(
-            subprocess.run(
-                ["go", "list", "-m", "-f", "{{.Dir}}", component.upstream],
-                cwd=component.module,
-                env=go_environment(),
-                check=True,
-                capture_output=True,
-                text=True,
-            ).stdout.strip()
-        )
+        upstream = _module_dir(component)
         for name, paths in component.files.items():
-            documents = [(source / path).read_text().strip() for path in paths]
-            (staging / name).write_text("\n---\n".join(documents) + "\n")
+            target = staging / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if len(paths) == 1:
+                shutil.copyfile(upstream / paths[0], target)
+            else:
+                documents = [(upstream / path).read_text().strip() for path in paths]
+                target.write_text("\n---\n".join(documents) + "\n")
     (staging / ".complete").write_text(component.version + "\n")
     shutil.rmtree(folder, ignore_errors=True)
     staging.rename(folder)
+
+
+def _module_dir(component: Component) -> Path:
+    """Where the module cache holds the upstream module the wrapper requires."""
+    listed = subprocess.run(
+        ["go", "list", "-m", "-f", "{{.Dir}}", component.upstream],
+        cwd=component.module,
+        env=go_environment(),
+        capture_output=True,
+        text=True,
+    )
+    if listed.returncode != 0 or not listed.stdout.strip():
+        raise BuildError(f"cannot find {component.upstream} in the module cache: {listed.stderr}")
+    return Path(listed.stdout.strip())
 
 
 def _go_binary_name(package: str) -> str:

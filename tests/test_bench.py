@@ -209,3 +209,45 @@ def test_the_tenant_flood_benchmark_runs_in_quick_mode(tmp_path: Path) -> None:
     assert line["figures"]["evil_answered_per_second"] > 0
     report = (tmp_path / "tenant_flood.md").read_text()
     assert "p99 flood / idle" in report
+
+
+def test_a_run_on_the_production_shape_is_written_beside_the_dev_servers() -> None:
+    """`--temporal cluster` names the results `<name>-cluster`: the dev server's stay."""
+    command: Command = importlib.import_module("bench.throughput").COMMAND
+    dev = command.report("Throughput", command.parse([]))
+    cluster = command.report("Throughput", command.parse(["--temporal", "cluster"]))
+    assert (dev.name, cluster.name) == ("throughput", "throughput-cluster")
+    assert cluster.command.endswith("--temporal cluster")
+    assert "production shape" in cluster.title
+
+
+def test_the_production_shape_comparison_answers_help(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench import production_shape
+
+    with pytest.raises(SystemExit) as exited:
+        production_shape.main(["--help"])
+    assert exited.value.code == 0
+    assert "python -m bench.production_shape" in capsys.readouterr().out
+
+
+def test_the_production_shape_comparison_sets_figures_side_by_side() -> None:
+    from bench import production_shape
+
+    def ran(**values: float) -> dict[str, object]:
+        return {"headlines": [{"key": k, "value": v} for k, v in values.items()], "figures": {}}
+
+    rows = production_shape.table(
+        {
+            "throughput": {
+                "dev": ran(workspaces_per_second=2.0, ceiling_per_second=4.0, ratio=0.5),
+                "cluster": ran(workspaces_per_second=3.0, ceiling_per_second=4.0, ratio=0.75),
+            },
+            "api_load": {"dev": ran(read_ratio=0.5), "cluster": "exit 1"},
+        }
+    )
+    assert (
+        "| `throughput` | ratio Colony / ceiling (same Temporal, same run) | 0.5 | 0.75 | 1.50 |"
+        in rows
+    )
+    assert "| `throughput` | Colony: workspaces deployed and deleted | 2 /s | 3 /s | 1.50 |" in rows
+    assert "| `api_load` | reads: API / Temporal client | 0.5 | - | - |" in rows

@@ -82,16 +82,21 @@ def service_env(compose: dict[str, Any], name: str) -> dict[str, str]:
 def test_the_stack_has_every_service(compose: dict[str, Any]) -> None:
     services = compose["services"]
     assert {
-        "postgresql", "temporal", "temporal-setup", "temporal-ui", "worker", "watcher", "api",
-        "otel-collector", "jaeger", "sim",
+        "postgresql", "temporal-schema", "temporal-frontend", "temporal-history",
+        "temporal-matching", "temporal-worker", "temporal-setup", "temporal-ui", "worker",
+        "watcher", "api", "otel-collector", "jaeger", "sim",
     } <= set(services)  # fmt: skip
-    assert services["temporal"]["image"].startswith("temporalio/auto-setup:")
-    assert services["temporal"]["environment"]["DB"] == "postgres12"
-    assert services["temporal"]["environment"]["POSTGRES_SEEDS"] == "postgresql"
+    for service in ("frontend", "history", "matching", "worker"):
+        temporal = services[f"temporal-{service}"]
+        assert temporal["build"]["dockerfile"] == "deploy/temporal/Dockerfile"
+        assert temporal["command"] == ["--service", service]
+        assert temporal["environment"]["DB"] == "postgres12"
+        assert temporal["environment"]["POSTGRES_SEEDS"] == "postgresql"
     assert services["sim"]["profiles"] == ["sim"], "the simulator is opt-in"
-    # Scaling is shown: more than one worker and watcher.
+    # Scaling is shown: more than one worker, watcher and API replica.
     assert services["worker"]["deploy"]["replicas"] > 1
     assert services["watcher"]["deploy"]["replicas"] > 1
+    assert services["api"]["deploy"]["replicas"] > 1
 
 
 @pytest.mark.parametrize("service", [pytest.param(s, id=s) for s in PROGRAMS])
@@ -144,10 +149,10 @@ def test_every_variable_set_is_read_by_the_code(compose: dict[str, Any], service
 def test_what_the_programs_need_is_set(compose: dict[str, Any], service: str) -> None:
     env = service_env(compose, service)
     services = compose["services"]
-    # Temporal: the temporal service, on the port it serves.
+    # Temporal: its frontend service, on the port it serves.
     host, port = env["TEMPORAL_ADDRESS"].split(":")
-    assert host == "temporal"
-    assert f"{port}:{port}" in services["temporal"]["ports"]
+    assert host == "temporal-frontend"
+    assert f"{port}:{port}" in services["temporal-frontend"]["ports"]
     settings = ColonySettings.from_env({**env, "COLONY_HOST_PROVIDER_CONFIG": "/nonexistent"})
     assert settings.task_queue == "colony"
     assert settings.system_namespace == "colony-system"
@@ -171,14 +176,19 @@ def test_what_the_programs_need_is_set(compose: dict[str, Any], service: str) ->
 def test_the_api_listens_where_it_is_published(compose: dict[str, Any]) -> None:
     env = service_env(compose, "api")
     assert env["COLONY_API_HOST"] == "0.0.0.0"
-    assert (
-        f"{env['COLONY_API_PORT']}:{env['COLONY_API_PORT']}" in compose["services"]["api"]["ports"]
-    )
+    # One host port per replica, each to the port the replica listens on.
+    port = env["COLONY_API_PORT"]
+    replicas = compose["services"]["api"]["deploy"]["replicas"]
+    last = int(port) + replicas - 1
+    assert f"{port}-{last}:{port}" in compose["services"]["api"]["ports"]
 
 
 def test_every_search_attribute_is_registered(compose: dict[str, Any]) -> None:
-    script = compose["services"]["temporal-setup"]["command"][0]
-    listed = re.search(r"for key in ([A-Za-z ]+);", script)
+    setup = compose["services"]["temporal-setup"]
+    assert setup["entrypoint"] == ["sh", "/etc/temporal/colony/setup.sh"]
+    assert "./deploy/temporal/setup.sh:/etc/temporal/colony/setup.sh:ro" in setup["volumes"]
+    script = (ROOT / "deploy" / "temporal" / "setup.sh").read_text()
+    listed = re.search(r'SEARCH_ATTRIBUTES="([A-Za-z ]+)"', script)
     assert listed is not None
     assert set(listed.group(1).split()) == {key.name for key in SEARCH_ATTRIBUTES}
     assert (

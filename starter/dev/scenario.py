@@ -18,6 +18,7 @@ Run it with the dev environment up (`make run` does it all): `python -m starter.
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import secrets
@@ -41,13 +42,16 @@ console = Console(highlight=False)
 WORKLOAD_REPLICAS = 3
 GPUS_PER_POD = 4
 """Half an 8-GPU host per pod, with a CPU request so the least-allocated scheduler spreads them."""
-KUBECONFIG = Path(".colony/demo.kubeconfig")
+STATE_DIR = Path(".colony")
+"""Where the stack that the demo plays on keeps its files: `make run`'s; `make stack` gives
+`--state-dir .colony/stack`."""
+KUBECONFIG = STATE_DIR / "demo.kubeconfig"
 GATEWAY_DOMAIN = "demo.colony.example"
 """The simulated tenant gateway's domain: workspaces get https://<name>.<domain>:<port>, served by
 the simulator on 127.0.0.1 (no DNS: the demo connects to the Gateway's address by name, as
 `curl --resolve` does)."""
-SIM_WORLD = Path(".colony/sim/world.json")
-"""Where `make run`'s simulator says where its CA is (the CA that signs the gateway's certificate)."""
+SIM_WORLD = STATE_DIR / "sim" / "world.json"
+"""Where the simulator says where its CA is (the CA that signs the gateway's certificate)."""
 OPEN_TIMEOUT_SECONDS = 30.0
 NOTEBOOK_CLASS = "colony-jupyter-1-0-0"
 DEVBOX_CLASS = "colony-devbox-1-0-0"
@@ -320,7 +324,7 @@ def apply_colony(demo: Demo, places: list[str]) -> None:
     """A colony of two clusters, applied from a manifest, until both are Ready."""
     fleet = demo.fleet
     with demo.scenario.step(f"apply colony {fleet}: two clusters ({', '.join(places)})") as step:
-        manifest = Path(f".colony/{fleet}.yaml")
+        manifest = STATE_DIR / f"{fleet}.yaml"
         manifest.write_text(colony_manifest(fleet, demo.gpu, places))
         ctl("apply", "-f", str(manifest))
         colony = poll(
@@ -477,7 +481,14 @@ def run() -> Scenario:
     return scenario
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    global STATE_DIR, KUBECONFIG, SIM_WORLD
+    parser = argparse.ArgumentParser(prog="python -m starter.dev.scenario", description=__doc__)
+    parser.add_argument(
+        "--state-dir", type=Path, default=STATE_DIR, help="the stack's files (default .colony)"
+    )
+    STATE_DIR = parser.parse_args(argv).state_dir
+    KUBECONFIG, SIM_WORLD = STATE_DIR / "demo.kubeconfig", STATE_DIR / "sim" / "world.json"
     try:
         scenario = run()
     except StepFailed as exc:

@@ -8,7 +8,8 @@
   `random.Random(f"{seed}/{scenario}")` (kill moments, fault rates' generator, pods refused), so
   its choices do not depend on which scenarios ran before it; the seed is printed in the summary
   and in every failure, with the command that repeats the run.
-- **The stack** (`stack.py`): started once, on first use, in the session's temporary directory
+- **The stacks**: the dev server's (`stack.py`) and the production shape's (`cluster.py`: `make
+  stack`'s processes), each started once, on first use, in the session's temporary directory
   (its processes' logs under `logs/`), stopped after the package's last test.
 - **Figures.** Each scenario reports what it did and what it checked; they are printed at the end
   of the session and written to `.colony/reliability/figures.json`.
@@ -27,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from tests.reliability.cluster import ClusterStack, running_cluster
 from tests.reliability.scenario import FIGURES, Planted, Scenario, Size
 from tests.reliability.stack import Stack, running_stack
 
@@ -110,10 +112,35 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 OUTCOME = pytest.StashKey[str]()
 
 
+@pytest.fixture(scope="package")
+async def cluster(
+    tmp_path_factory: pytest.TempPathFactory, planted: Planted
+) -> AsyncIterator[ClusterStack]:
+    """The production shape (`tests/reliability/cluster.py`), started on first use."""
+    async with running_cluster(
+        tmp_path_factory.mktemp("cluster"), sim_time_scale=SIM_TIME_SCALE
+    ) as running:
+        planted.add_stack(running)
+        await planted.add_catalog_control(running)
+        yield running
+
+
 @pytest.fixture
 def scenario(request: pytest.FixtureRequest, stack: Stack, planted: Planted) -> Iterator[Scenario]:
     """The scenario of the running test: its seed, its random generator, its report (added to
     the session's figures when it ends, with its outcome)."""
+    yield from _scenario(request, stack, planted)
+
+
+@pytest.fixture
+def cluster_scenario(
+    request: pytest.FixtureRequest, cluster: ClusterStack, planted: Planted
+) -> Iterator[Scenario]:
+    """A scenario on the production shape (`cluster`), reported as `scenario` reports."""
+    yield from _scenario(request, cluster, planted)
+
+
+def _scenario(request: pytest.FixtureRequest, stack: Stack, planted: Planted) -> Iterator[Scenario]:
     seed = session_seed(request.config)
     size = request.node.callspec.params.get("size", Size.FAST)
     name = f"{request.node.originalname}[{size.value}]"

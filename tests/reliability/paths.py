@@ -5,7 +5,7 @@ a drain, delete) and the workspaces' (deploy with a prerequisite, suspend, resum
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kubernetes import client as kube
@@ -32,9 +32,11 @@ from tests.reliability.stack import ORGANIZATION, call, poll
 CPU = {"cpuSku": "cpu-32c-256g"}
 
 
-async def place_pods(scenario: Scenario, cluster: str, per_node: int) -> list[str]:
-    """`per_node` bare pods on every node (some refused eviction a few times, as a budget would);
-    their names."""
+async def place_pods(
+    scenario: Scenario, cluster: str, per_node: int, *, grace_seconds: Sequence[int] = (1, 10, 30)
+) -> list[str]:
+    """`per_node` bare pods on every node (some refused eviction a few times, as a budget would),
+    each with a termination grace period drawn from `grace_seconds`; their names."""
     stack = scenario.stack
     admin = await stack.child_admin(deployment(cluster))
     core = kube.CoreV1Api(admin)
@@ -52,7 +54,7 @@ async def place_pods(scenario: Scenario, cluster: str, per_node: int) -> list[st
                         "metadata": {"name": name, "labels": {"app": "train"}},
                         "spec": {
                             "nodeName": node,
-                            "terminationGracePeriodSeconds": scenario.rng.choice([1, 10, 30]),
+                            "terminationGracePeriodSeconds": scenario.rng.choice(grace_seconds),
                             "containers": [{"name": "c", "image": "busybox"}],
                         },
                     }

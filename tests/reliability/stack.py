@@ -251,17 +251,16 @@ class Api:
         return answer
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Stack:
-    """The running stack (see the module docstring)."""
+    """A running stack as the scenarios see it: its surfaces (the API, a Temporal client, the
+    sim's records and Kubernetes APIs) and the disruptions every stack offers. Two kinds:
+    `DevServerStack` (the module docstring's) and the production shape's
+    (`tests.reliability.cluster.ClusterStack`)."""
 
     workdir: Path
+    """Where the stack keeps its files: the sim's in `sim/`, the processes' logs in `logs/`."""
     env: dict[str, str]
-    temporal_port: int
-    temporal: Process
-    sim: Process
-    worker: Process
-    api_process: Process
     client: Client
     api: Api
     api_key: str
@@ -358,6 +357,42 @@ class Stack:
     # --- processes -------------------------------------------------------------------------------
 
     async def kill_worker(self) -> None:
+        """SIGKILL a worker; another (or the same, started again) takes over."""
+        raise NotImplementedError
+
+    async def restart_temporal(self, sig: signal.Signals, down_for: float = 0.0) -> float:
+        """Stop Temporal with `sig` and start it again; the seconds it was unreachable."""
+        raise NotImplementedError
+
+    async def ctl(self, *args: str, timeout: float = 180.0) -> tuple[int, str, str]:
+        """`colonyctl ARGS` in local mode (organization ""), as a separate process."""
+        process = await asyncio.create_subprocess_exec(
+            str(VENV_BIN / "colonyctl"),
+            *args,
+            cwd=REPO,
+            env=self.env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        stdout, stderr = await asyncio.wait_for(process.communicate(), timeout)
+        return process.returncode or 0, stdout.decode(), stderr.decode()
+
+    def describe_failure(self) -> str:
+        """The processes' last lines, for a failure's message."""
+        raise NotImplementedError
+
+
+@dataclass(kw_only=True)
+class DevServerStack(Stack):
+    """The dev server's stack: one Temporal process on SQLite, one worker, one API."""
+
+    temporal_port: int
+    temporal: Process
+    sim: Process
+    worker: Process
+    api_process: Process
+
+    async def kill_worker(self) -> None:
         """SIGKILL the worker (no goodbye to the server, no graceful drain) and start another."""
         await self.worker.signal(signal.SIGKILL)
         self.worker_kills += 1
@@ -386,19 +421,6 @@ class Stack:
         self.temporal_restarts += 1
         await wait_for_temporal(self.temporal, self.temporal_port)
         return time.monotonic() - began
-
-    async def ctl(self, *args: str, timeout: float = 180.0) -> tuple[int, str, str]:
-        """`colonyctl ARGS` in local mode (organization ""), as a separate process."""
-        process = await asyncio.create_subprocess_exec(
-            str(VENV_BIN / "colonyctl"),
-            *args,
-            cwd=REPO,
-            env=self.env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        stdout, stderr = await asyncio.wait_for(process.communicate(), timeout)
-        return process.returncode or 0, stdout.decode(), stderr.decode()
 
     def describe_failure(self) -> str:
         return "\n".join(
@@ -433,7 +455,7 @@ async def connect_temporal(process: Process, port: int) -> Client:
 
 
 @contextlib.asynccontextmanager
-async def running_stack(workdir: Path, *, sim_time_scale: float) -> AsyncIterator[Stack]:
+async def running_stack(workdir: Path, *, sim_time_scale: float) -> AsyncIterator[DevServerStack]:
     """Start every process of the stack in `workdir`; stop them all on the way out."""
     logs = workdir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -502,7 +524,7 @@ async def running_stack(workdir: Path, *, sim_time_scale: float) -> AsyncIterato
         api_process = process("api", [sys.executable, "-m", "api"], env)
         temporal_client = await connect_temporal(temporal, grpc)
         management = api_client_from_file(sim_dir / "management.kubeconfig")
-        stack = Stack(
+        stack = DevServerStack(
             workdir=workdir,
             env=env,
             temporal_port=grpc,

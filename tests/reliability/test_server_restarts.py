@@ -12,23 +12,10 @@ client sends the request again with the same Idempotency-Key).
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
-from tests.reliability.invariants import check_creates, check_hosts
-from tests.reliability.paths import cluster_path, reinstalled, workspace_path
-from tests.reliability.scenario import (
-    Disruptor,
-    Scenario,
-    Size,
-    combined,
-    history_progress,
-    leftovers,
-    records_progress,
-    restart_temporal,
-)
-from tests.reliability.stack import ORGANIZATION
+from tests.reliability.disrupted import disrupted_paths
+from tests.reliability.scenario import Scenario, Size, restart_temporal
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -40,34 +27,12 @@ SIZES = [
 
 @pytest.mark.parametrize("size", SIZES)
 async def test_operations_finish_across_temporal_restarts(scenario: Scenario, size: Size) -> None:
-    restarts = 6 if scenario.full else 2
-    stack = scenario.stack
-    window = await scenario.records_mark()
-    workflows: list[str] = []
-    progress = combined(records_progress(stack), history_progress(stack.client, workflows))
-    clusters = (f"restart-{size.value}-c", f"restart-{size.value}-w")
-    async with Disruptor(
+    paths = await disrupted_paths(
         scenario,
-        progress,
-        times=restarts,
+        f"restart-{size.value}",
+        times=6 if scenario.full else 2,
         units=400 if scenario.full else 120,
         action=restart_temporal,
-        jitter=1.0,
-    ) as restarter:
-        paths = await asyncio.gather(
-            cluster_path(scenario, clusters[0], workflows, beside=clusters[1]),
-            workspace_path(scenario, clusters[1], workflows),
-        )
-    scenario.report(**restarter.figures("restarts"), sent_again=stack.api.sent_again)
-    scenario.report(restarted_with=[d.what for d in restarter.done])
-    assert len(restarter.done) >= restarts, scenario.failure(
-        f"the operations finished after {len(restarter.done)} of {restarts} restarts"
+        figures="restarts",
     )
-    records = await scenario.records_since(window)
-    scenario.check(
-        check_hosts(records["hosts"], owners=[f"cluster/{ORGANIZATION}/{c}/" for c in clusters])
-    )
-    resumed = f"{clusters[1]}-nb" if scenario.full else ""
-    scenario.check(check_creates(records["objectsCreated"], reinstalled(resumed)))
-    assert await leftovers(scenario) == []
-    scenario.report(cluster_path=paths[0], workspace_path=paths[1])
+    scenario.report(**paths)

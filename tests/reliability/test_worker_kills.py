@@ -11,44 +11,31 @@ at once; the killed one's activities are retried once their heartbeats stop (10 
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
-
 import pytest
 
+from tests.reliability.disrupted import disrupted_drain, disrupted_installs, owners
 from tests.reliability.invariants import (
     check_creates,
-    check_evictions,
     check_first_come,
     check_gpu_samples,
     check_hosts,
 )
-from tests.reliability.paths import CPU, place_pods
 from tests.reliability.scenario import (
     Burst,
     Disruptor,
     GpuSampler,
     Scenario,
     Size,
-    child_nodes,
-    child_pods,
     cluster_gone,
     combined,
-    deployment,
-    finished_operation,
     history_progress,
+    kill_worker,
     ledger_order,
     leftovers,
-    llm_server,
-    notebook,
-    pod_refs,
     ready_cluster,
     records_progress,
     the_ledger,
-    workspace_gone,
-    workspace_in,
 )
-from tests.reliability.stack import ORGANIZATION
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -61,10 +48,6 @@ FULL_ONLY = [FULL]
 kill scenario (the installs), within its two minutes."""
 
 
-def owners(*clusters: str) -> list[str]:
-    return [f"cluster/{ORGANIZATION}/{cluster}/" for cluster in clusters]
-
-
 # --- A drain -------------------------------------------------------------------------------------
 
 
@@ -74,53 +57,10 @@ async def test_drain_survives_worker_kills(scenario: Scenario, size: Size) -> No
     1 while the worker is killed: every pod of the N drained nodes evicted once (the DaemonSet's
     left), none of the kept node's; the drain's own count of evictions is the sim's; every host
     claimed once and released once (by the drain or the delete); nothing created twice."""
-    drained_nodes, per_node, kills = 20, 3, 10
-    stack = scenario.stack
-    cluster = f"drain-{size.value}"
-    window = await scenario.records_mark()
-    await ready_cluster(
-        scenario, cluster, [{"name": "cpu", "sku": CPU, "count": drained_nodes + 1}]
+    drained = await disrupted_drain(
+        scenario, f"drain-{size.value}", drained_nodes=20, per_node=3, times=10, action=kill_worker
     )
-    await place_pods(scenario, cluster, per_node)
-    before_pods = pod_refs(deployment(cluster), await child_pods(stack, cluster))
-    before_nodes = {node.metadata.name for node in await child_nodes(stack, cluster)}
-    drain_window = await scenario.records_mark()
-    accepted = await stack.api.scale(cluster, "cpu", 1)
-    workflow_id = accepted.get("workflowId") or f"cluster/{ORGANIZATION}/{cluster}"
-    progress = combined(records_progress(stack), history_progress(stack.client, [workflow_id]))
-    async with Disruptor(
-        scenario, progress, times=kills, units=drained_nodes * (per_node + 4)
-    ) as killer:
-        operation = await finished_operation(
-            scenario, cluster, accepted["operationId"], timeout=900
-        )
-    scenario.report(**killer.figures())
-    assert operation["state"] == "succeeded", scenario.failure(repr(operation))
-    assert len(killer.done) >= kills, scenario.failure(
-        f"the drain finished after {len(killer.done)} of {kills} kills"
-    )
-    after_nodes = {node.metadata.name for node in await child_nodes(stack, cluster)}
-    drained = before_nodes - after_nodes
-    assert len(drained) == drained_nodes, scenario.failure(f"drained {sorted(drained)}")
-
-    records = await scenario.records_since(drain_window)
-    evictions = [e for e in records["evictions"] if e["cluster"] == deployment(cluster)]
-    evicted_check = check_evictions(evictions, before_pods, drained)
-    scenario.check(evicted_check)
-    # The drain's own count, across every crash, is what the cluster saw.
-    reported = {n["node"]: n["podsEvicted"] for n in operation["progress"]["nodes"]}
-    seen = {
-        node: sum(1 for e in evictions if e["node"] == node and not e["repeat"]) for node in drained
-    }
-    assert reported == seen, scenario.failure(f"the drain reports {reported}, the sim saw {seen}")
-    assert await leftovers(scenario, clusters_alive=[cluster]) == []
-
-    await cluster_gone(scenario, cluster)
-    records = await scenario.records_since(window)
-    scenario.check(check_hosts(records["hosts"], owners=owners(cluster)))
-    scenario.check(check_creates(records["objectsCreated"]))
-    assert await leftovers(scenario) == []
-    scenario.report(nodes_drained=len(drained), sent_again=stack.api.sent_again)
+    scenario.report(**drained, sent_again=scenario.stack.api.sent_again)
 
 
 # --- Workspace installs sharing a prerequisite ----------------------------------------------------
@@ -136,56 +76,10 @@ async def test_installs_with_a_prerequisite_survive_worker_kills(
     and the cluster leaves nothing. A round whose installs finish before the kills are spent is
     followed by another, on another fresh cluster."""
     servers, kills = (3, 10) if scenario.full else (1, 1)
-    stack = scenario.stack
-    rounds: list[dict[str, Any]] = []
-    killed = 0
-    while killed < kills:
-        cluster = f"install-{size.value}-{len(rounds)}"
-        window = await scenario.records_mark()
-        await ready_cluster(
-            scenario, cluster, [{"name": "gpu", "sku": {"gpuModelId": "h100-80gb"}, "count": 1}]
-        )
-        bodies = [
-            llm_server(scenario, f"{cluster}-llm{index}", cluster) for index in range(servers)
-        ]
-        bodies.append(notebook(scenario, f"{cluster}-nb", cluster, "h100-80gb"))
-        names = [body["name"] for body in bodies]
-        workflows: list[str] = []
-        progress = combined(records_progress(stack), history_progress(stack.client, workflows))
-        async with (
-            GpuSampler(scenario, cluster) as sampler,
-            Disruptor(scenario, progress, times=kills - killed, units=40 * len(bodies)) as killer,
-        ):
-            accepted = await asyncio.gather(*(stack.api.deploy(body) for body in bodies))
-            workflows.extend(answer["workflowId"] for answer in accepted)
-            for name in names:
-                status = await workspace_in(scenario, name, {"Running", "Failed"}, timeout=600)
-                assert status["phase"] == "Running", scenario.failure(repr(status))
-        killed += len(killer.done)
-        for name in names[:-1]:
-            status = await workspace_in(scenario, name, {"Running"})
-            assert [(p["name"], p["phase"]) for p in status["prerequisites"]] == [
-                ("colony-inference-stack-1-0-0", "Satisfied")
-            ], scenario.failure(repr(status["prerequisites"]))
-        records = await scenario.records_since(window)
-        prerequisite_sets = [
-            created
-            for created in records["objectsCreated"]
-            if created["resource"] == "servicesets"
-            and "colony.dev/prerequisite" in created["labels"]
-        ]
-        assert len(prerequisite_sets) == 1, scenario.failure(repr(prerequisite_sets))
-        scenario.check(check_creates(records["objectsCreated"]))
-        scenario.check(check_gpu_samples(sampler.samples, capacity=8))
-        for name in names:
-            await workspace_gone(scenario, name)
-        assert await leftovers(scenario, clusters_alive=[cluster]) == []
-        await cluster_gone(scenario, cluster)
-        records = await scenario.records_since(window)
-        scenario.check(check_hosts(records["hosts"], owners=owners(cluster)))
-        assert await leftovers(scenario) == []
-        rounds.append({"cluster": cluster, "workspaces": len(names), **killer.figures()})
-    scenario.report(rounds=rounds, kills=killed, sent_again=stack.api.sent_again)
+    installed = await disrupted_installs(
+        scenario, f"install-{size.value}", servers=servers, times=kills, action=kill_worker
+    )
+    scenario.report(**installed, sent_again=scenario.stack.api.sent_again)
 
 
 # --- A burst of GPU admissions --------------------------------------------------------------------
