@@ -74,7 +74,7 @@ def test_the_tree_keeps_every_contract() -> None:
             "import workflows.capacity.workflow",
             "Entity packages are independent",
         ),
-        ("activities/planted.py", "import workflows.activity_calls", "Activities reach"),
+        ("activities/planted.py", "import workflows.cluster_calls", "Activities reach"),
         ("api/planted.py", "import components.build", "never imports the real components"),
         ("api/planted.py", "import starter.output", "never the command line"),
         ("starter/planted.py", "import api.app", "Layers"),

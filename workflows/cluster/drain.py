@@ -24,7 +24,8 @@ from datetime import timedelta
 
 from temporalio import workflow
 
-from workflows.activity_calls import (
+from workflows.cluster.context import ClusterContext, human
+from workflows.cluster_calls import (
     CORDON_NODE,
     DELETE_NODE,
     DRAIN_NODE,
@@ -32,7 +33,6 @@ from workflows.activity_calls import (
     REMOVE_CLUSTER_MACHINES,
     UNCORDON_NODE,
 )
-from workflows.cluster.context import ClusterContext, human
 from workflows.kit.engine import (
     Interrupted,
     error_type_of,
