@@ -48,6 +48,7 @@ from sim.apiserver.registry import (
     tracks_generation,
 )
 from sim.apiserver.selectors import LabelSelector, object_filter
+from sim.pods import pod_serving
 
 try:  # schema.py is written in parallel; without it CRD objects are stored unvalidated.
     from sim.apiserver import schema as _schema
@@ -1294,7 +1295,7 @@ class ClusterStore:
             if not selector.empty and selector.matches(p["metadata"].get("labels"))
         ]
         expected = self._expected_pods(pods)
-        healthy = sum(1 for p in pods if _pod_healthy(p))
+        healthy = sum(1 for p in pods if pod_serving(p))
         if spec.get("minAvailable") is not None:
             desired = _scaled(spec["minAvailable"], expected)
         elif spec.get("maxUnavailable") is not None:
@@ -1550,18 +1551,6 @@ def _ready_to_remove(rt: ResourceType, obj: Obj) -> bool:
         return False
     # A bound pod inside its grace period waits for the kubelet (finalize_pod).
     return not (rt.key == PODS.key and meta.get("deletionGracePeriodSeconds", 0) > 0)
-
-
-def _pod_healthy(pod: Obj) -> bool:
-    if pod["metadata"].get("deletionTimestamp"):
-        return False
-    status = pod.get("status") or {}
-    if status.get("phase") != "Running":
-        return False
-    return any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or []
-    )
 
 
 def _pod_counts_for_budget(pod: Obj) -> bool:

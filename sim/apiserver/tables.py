@@ -39,6 +39,7 @@ from sim.apiserver.registry import (
     SERVICES,
     ResourceType,
 )
+from sim.pods import condition_true
 
 Obj = dict[str, Any]
 
@@ -151,10 +152,7 @@ def _pod_summary(pod: Obj, now: dt.datetime) -> tuple[str, str, str]:
                 running = True
                 ready += 1
         if reason == "Completed" and running:
-            pod_ready = any(
-                c.get("type") == "Ready" and c.get("status") == "True"
-                for c in status.get("conditions") or []
-            )
+            pod_ready = condition_true(status, "Ready")
             reason = "Running" if pod_ready else "NotReady"
     if pod["metadata"].get("deletionTimestamp"):
         if status.get("reason") == "NodeLost":

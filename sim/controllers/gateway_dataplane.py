@@ -51,6 +51,7 @@ from sim.clusterapi import ClusterApi, cluster_api
 from sim.controllers.gateway import CONTROLLER_NAME, TRAFFIC_CONDITION
 from sim.podnet.network import Backends, NoEndpoints, PortRefused, connect_pod
 from sim.podnet.pipe import PipeEnd
+from sim.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -522,9 +523,5 @@ async def splice(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, con
         if pending:
             await asyncio.wait(pending, timeout=1.0)
     finally:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(tasks)
         conn.close()

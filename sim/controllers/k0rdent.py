@@ -50,6 +50,7 @@ from sim.controllers.tenant_gateway import GATEWAY as TENANT_GATEWAY
 from sim.controllers.tenant_gateway import NAMESPACE as TENANT_GATEWAY_NAMESPACE
 from sim.faults import FaultInjector
 from sim.records import WorldRecords
+from sim.tasks import cancel_and_wait
 from sim.timing import SimTiming
 
 log = logging.getLogger(__name__)
@@ -243,11 +244,7 @@ class SimChildCluster:
     async def stop(self) -> None:
         """Stop the controllers and the server (idempotent)."""
         tasks, self._tasks = self._tasks, []
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(tasks)
         await self._data_plane.stop()
         await self.server.stop()
 
@@ -402,11 +399,7 @@ class K0rdentControllers:
         try:
             await asyncio.gather(*tasks)
         finally:
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            await cancel_and_wait(tasks)
             for key, child in self.children.items():
                 self.children.pop(*key)
                 with contextlib.suppress(Exception):

@@ -55,6 +55,7 @@ from sim.controllers.containers import (
 from sim.controllers.gpus import GPU_RESOURCE, PRODUCTS, gpu_uuid, smi_name
 from sim.controllers.scheduler import node_allocatable, parse_quantity, pod_requests
 from sim.faults import FaultInjector
+from sim.tasks import cancel_and_wait
 from sim.timing import SimTiming
 
 log = logging.getLogger(__name__)
@@ -191,11 +192,7 @@ class Kubelet:
             self.store.unsubscribe(queue)
             tasks = [w.task for w in self._workers.values() if w.task is not None]
             tasks += list(self._terminations.values())
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            await cancel_and_wait(tasks)
 
     def _faults_changed(self) -> None:
         self._fault_change.set()

@@ -35,6 +35,7 @@ from sim.apiserver.store import ClusterStore, parse_time
 from sim.clusterapi import ClusterReader, cluster_reader
 from sim.podnet.apps import APP_KINDS, PodIdentity, ServedApp, serve
 from sim.podnet.pipe import PipeEnd, pipe
+from sim.pods import pod_serving
 
 log = logging.getLogger(__name__)
 
@@ -173,18 +174,6 @@ def connect_pod(pod: Mapping[str, Any], port: int) -> PipeEnd:
     return client
 
 
-def _ready(pod: Mapping[str, Any]) -> bool:
-    if (pod.get("metadata") or {}).get("deletionTimestamp"):
-        return False
-    status = pod.get("status") or {}
-    if status.get("phase") != "Running":
-        return False
-    return any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or []
-    )
-
-
 def _target_port(pod: Mapping[str, Any], target: Any) -> int | None:
     """The container port a Service's targetPort means in this pod (None: the pod lacks the name)."""
     if isinstance(target, int) or (isinstance(target, str) and target.isdigit()):
@@ -228,7 +217,7 @@ class Backends:
         endpoints: list[tuple[dict[str, Any], int]] = []
         for pod in sorted(pods, key=lambda p: str(p["metadata"]["name"])):
             labels = pod["metadata"].get("labels") or {}
-            if not _ready(pod) or any(labels.get(k) != v for k, v in selector.items()):
+            if not pod_serving(pod) or any(labels.get(k) != v for k, v in selector.items()):
                 continue
             target_port = _target_port(pod, target)
             if target_port is not None:

@@ -48,6 +48,7 @@ from sim.real.bootstrap import blocking, ensure_crds
 from sim.real.kubeapi import KubeApi
 from sim.real.kwok import JOINED_ANNOTATION, KUBELET_HOST, Kwok
 from sim.real.podforward import PodPortForwards
+from sim.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -154,11 +155,7 @@ class RealChildCluster:
     async def stop(self) -> None:
         """Stop its controllers, listeners and processes, and drop its objects from etcd."""
         tasks, self._tasks = self._tasks, []
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(tasks)
         await self._data_plane.stop()
         await self._api.close()
         await asyncio.get_running_loop().run_in_executor(
