@@ -265,49 +265,12 @@ class ControlPlane:
         kwok_folder = build.ensure("kwok") if kwok else None
         steps: dict[str, float] = {}
         directory.mkdir(parents=True, exist_ok=True)
-        pki = directory / "pki"
 
         mark = time.monotonic()
         authority = authority or CertificateAuthority(f"{name}-ca")
-        ca_file, ca_key_file = authority.pem.write(pki, "ca")
         port = free_port()
         server = f"https://{HOST}:{port}"
-        serving_cert, serving_key = authority.serving(
-            "kube-apiserver",
-            [
-                HOST,
-                "localhost",
-                "10.0.0.1",  # the `kubernetes` Service's address in SERVICE_CLUSTER_IP_RANGE
-                "kubernetes",
-                "kubernetes.default",
-                "kubernetes.default.svc",
-                "kubernetes.default.svc.cluster.local",
-            ],
-        ).write(pki, "apiserver")
-        sa = service_account_keys()
-        sa_public, sa_private = directory / "pki" / "sa.pub", directory / "pki" / "sa.key"
-        sa_public.write_bytes(sa.cert)
-        sa_private.touch(mode=0o600)
-        sa_private.write_bytes(sa.key)
-        users = {
-            "admin": authority.client(ADMIN_USER, ("system:masters",)),
-            # One identity for every controller (not --use-service-account-credentials, which
-            # makes a ServiceAccount and token per controller and triples the start-up), so
-            # it needs every controller's rights.
-            "kube-controller-manager": authority.client(
-                "system:kube-controller-manager", ("system:masters",)
-            ),
-            "kube-scheduler": authority.client("system:kube-scheduler"),
-            # KWOK stands in for every kubelet: it writes Node and Pod status and Leases.
-            "kwok": authority.client("kwok", ("system:masters",)),
-        }
-        kubeconfigs = {
-            user: _write_kubeconfig(
-                directory / f"{user}.kubeconfig",
-                _certificate_kubeconfig(name, server, authority.cert_pem, user, pair),
-            )
-            for user, pair in users.items()
-        }
+        files = _Files.write(directory, name, server, authority)
         steps["certificates"] = time.monotonic() - mark
 
         owns_etcd = etcd is None
@@ -316,46 +279,18 @@ class ControlPlane:
             steps["etcd"] = etcd.start_seconds
         processes: dict[str, GuardedProcess] = {}
         logs = directory / "logs"
-        users["admin"].write(pki, "admin")
-        tls = ssl.create_default_context(cafile=str(ca_file))
+        tls = ssl.create_default_context(cafile=str(files.ca))
         # (httpx's own `cert=` is ignored when `verify` names a file: a context holds both.)
-        tls.load_cert_chain(pki / "admin.crt", pki / "admin.key")
+        tls.load_cert_chain(files.pki / "admin.crt", files.pki / "admin.key")
         admin = httpx.Client(base_url=server, verify=tls, timeout=10)
         try:
             mark = time.monotonic()
-            audit_flags: list[str] = []
-            if audit:
-                policy = directory / "audit-policy.yaml"
-                policy.write_text(yaml.safe_dump(AUDIT_POLICY))
-                audit_flags = [
-                    f"--audit-policy-file={policy}",
-                    f"--audit-log-path={directory / AUDIT_LOG}",
-                    "--audit-log-mode=blocking",  # written before the answer: tests read at once
-                    "--audit-log-maxsize=0",
-                ]
             processes["kube-apiserver"] = GuardedProcess.start(
                 "kube-apiserver",
                 [
                     kubernetes / "kube-apiserver",
-                    f"--etcd-servers={etcd.url}",
-                    f"--etcd-prefix=/colony/{name}",
-                    f"--bind-address={HOST}",
-                    # Endpoints may not name a loopback address, and nothing in these clusters
-                    # reaches the API through the `kubernetes` Service.
-                    "--endpoint-reconciler-type=none",
-                    f"--secure-port={port}",
-                    f"--tls-cert-file={serving_cert}",
-                    f"--tls-private-key-file={serving_key}",
-                    f"--cert-dir={pki}",
-                    f"--client-ca-file={ca_file}",
-                    "--authorization-mode=RBAC",
-                    f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
-                    "--allow-privileged=true",
-                    f"--service-account-issuer={server}",
-                    f"--service-account-key-file={sa_public}",
-                    f"--service-account-signing-key-file={sa_private}",
-                    "--profiling=false",
-                    *audit_flags,
+                    *_apiserver_flags(files, name, etcd, port, server),
+                    *(_audit_flags(directory) if audit else []),
                 ],
                 logs / "kube-apiserver.log",
             )
@@ -368,59 +303,7 @@ class ControlPlane:
             steps["kube-apiserver"] = time.monotonic() - mark
 
             mark = time.monotonic()
-            health: dict[str, str] = {}
-            kcm_port = free_port()
-            processes["kube-controller-manager"] = GuardedProcess.start(
-                "kube-controller-manager",
-                [
-                    kubernetes / "kube-controller-manager",
-                    *_component_access(kubeconfigs["kube-controller-manager"]),
-                    f"--bind-address={HOST}",
-                    f"--secure-port={kcm_port}",
-                    f"--root-ca-file={ca_file}",
-                    f"--service-account-private-key-file={sa_private}",
-                    f"--cluster-signing-cert-file={ca_file}",
-                    f"--cluster-signing-key-file={ca_key_file}",
-                    f"--cluster-name={name}",
-                    "--leader-elect=false",
-                    "--profiling=false",
-                ],
-                logs / "kube-controller-manager.log",
-            )
-            health["kube-controller-manager"] = f"https://{HOST}:{kcm_port}/healthz"
-            scheduler_port = free_port()
-            processes["kube-scheduler"] = GuardedProcess.start(
-                "kube-scheduler",
-                [
-                    kubernetes / "kube-scheduler",
-                    *_component_access(kubeconfigs["kube-scheduler"]),
-                    f"--bind-address={HOST}",
-                    f"--secure-port={scheduler_port}",
-                    "--leader-elect=false",
-                    "--profiling=false",
-                ],
-                logs / "kube-scheduler.log",
-            )
-            health["kube-scheduler"] = f"https://{HOST}:{scheduler_port}/healthz"
-            if kwok_folder is not None:
-                kwok_port = free_port()
-                processes["kwok"] = GuardedProcess.start(
-                    "kwok",
-                    [
-                        kwok_folder / "kwok",
-                        f"--kubeconfig={kubeconfigs['kwok']}",
-                        f"--config={kwok_folder / build.KWOK_STAGES}",
-                        "--manage-all-nodes=false",
-                        f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
-                        f"--node-lease-duration-seconds={KWOK_NODE_LEASE_SECONDS}",
-                        f"--cidr={POD_CIDR}",
-                        f"--server-address={HOST}:{kwok_port}",
-                    ],
-                    logs / "kwok.log",
-                    # KWOK reads ~/.kwok/kwok.yaml when it exists: a HOME of its own.
-                    env={"HOME": str(directory), "PATH": "/usr/bin:/bin"},
-                )
-                health["kwok"] = f"http://{HOST}:{kwok_port}/healthz"
+            health = _start_controllers(files, name, kubernetes, kwok_folder, processes, logs)
             with httpx.Client(verify=False, timeout=2) as probe:  # self-signed serving certs
                 checks: dict[str, Callable[[], bool]] = {
                     f"{component} {url}": functools.partial(_get_ok, probe, url)
@@ -439,14 +322,13 @@ class ControlPlane:
                 etcd.stop()
             raise
         steps["total"] = time.monotonic() - began
-        admin_kubeconfig = yaml.safe_load(kubeconfigs["admin"].read_text())
         return cls(
             name=name,
             server=server,
             directory=directory,
             authority=authority,
-            admin_kubeconfig=admin_kubeconfig,
-            admin_kubeconfig_path=kubeconfigs["admin"],
+            admin_kubeconfig=yaml.safe_load(files.kubeconfigs["admin"].read_text()),
+            admin_kubeconfig_path=files.kubeconfigs["admin"],
             etcd=etcd,
             owns_etcd=owns_etcd,
             processes=processes,
@@ -637,6 +519,167 @@ def node_ready(node: Mapping[str, Any]) -> bool:
     """Whether a Node's Ready condition is True."""
     conditions = (node.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+@dataclass(frozen=True)
+class _Files:
+    """A control plane's certificates, keys and its components' kubeconfigs, on disk."""
+
+    pki: Path
+    ca: Path
+    ca_key: Path
+    serving_cert: Path
+    serving_key: Path
+    sa_public: Path
+    sa_private: Path
+    kubeconfigs: dict[str, Path]
+    """admin, kube-controller-manager, kube-scheduler, kwok."""
+
+    @classmethod
+    def write(
+        cls, directory: Path, name: str, server: str, authority: CertificateAuthority
+    ) -> _Files:
+        pki = directory / "pki"
+        ca, ca_key = authority.pem.write(pki, "ca")
+        serving_cert, serving_key = authority.serving(
+            "kube-apiserver",
+            [
+                HOST,
+                "localhost",
+                "10.0.0.1",  # the `kubernetes` Service's address in SERVICE_CLUSTER_IP_RANGE
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local",
+            ],
+        ).write(pki, "apiserver")
+        sa = service_account_keys()
+        sa_public, sa_private = pki / "sa.pub", pki / "sa.key"
+        sa_public.write_bytes(sa.cert)
+        sa_private.touch(mode=0o600)
+        sa_private.write_bytes(sa.key)
+        users = {
+            "admin": authority.client(ADMIN_USER, ("system:masters",)),
+            # One identity for every controller (not --use-service-account-credentials, which
+            # makes a ServiceAccount and token per controller and triples the start-up), so
+            # it needs every controller's rights.
+            "kube-controller-manager": authority.client(
+                "system:kube-controller-manager", ("system:masters",)
+            ),
+            "kube-scheduler": authority.client("system:kube-scheduler"),
+            # KWOK stands in for every kubelet: it writes Node and Pod status and Leases.
+            "kwok": authority.client("kwok", ("system:masters",)),
+        }
+        kubeconfigs = {
+            user: _write_kubeconfig(
+                directory / f"{user}.kubeconfig",
+                _certificate_kubeconfig(name, server, authority.cert_pem, user, pair),
+            )
+            for user, pair in users.items()
+        }
+        users["admin"].write(pki, "admin")
+        return cls(pki, ca, ca_key, serving_cert, serving_key, sa_public, sa_private, kubeconfigs)
+
+
+def _apiserver_flags(files: _Files, name: str, etcd: Etcd, port: int, server: str) -> list[str]:
+    return [
+        f"--etcd-servers={etcd.url}",
+        f"--etcd-prefix=/colony/{name}",
+        f"--bind-address={HOST}",
+        # Endpoints may not name a loopback address, and nothing in these clusters reaches the
+        # API through the `kubernetes` Service.
+        "--endpoint-reconciler-type=none",
+        f"--secure-port={port}",
+        f"--tls-cert-file={files.serving_cert}",
+        f"--tls-private-key-file={files.serving_key}",
+        f"--cert-dir={files.pki}",
+        f"--client-ca-file={files.ca}",
+        "--authorization-mode=RBAC",
+        f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+        "--allow-privileged=true",
+        f"--service-account-issuer={server}",
+        f"--service-account-key-file={files.sa_public}",
+        f"--service-account-signing-key-file={files.sa_private}",
+        "--profiling=false",
+    ]
+
+
+def _audit_flags(directory: Path) -> list[str]:
+    """An audit log of every request (`ControlPlane.audit_events`)."""
+    policy = directory / "audit-policy.yaml"
+    policy.write_text(yaml.safe_dump(AUDIT_POLICY))
+    return [
+        f"--audit-policy-file={policy}",
+        f"--audit-log-path={directory / AUDIT_LOG}",
+        "--audit-log-mode=blocking",  # written before the answer: tests read at once
+        "--audit-log-maxsize=0",
+    ]
+
+
+def _start_controllers(
+    files: _Files,
+    name: str,
+    kubernetes: Path,
+    kwok_folder: Path | None,
+    processes: dict[str, GuardedProcess],
+    logs: Path,
+) -> dict[str, str]:
+    """Start kube-controller-manager, kube-scheduler and KWOK (into `processes`); their health
+    URLs."""
+    health: dict[str, str] = {}
+    kcm_port = free_port()
+    processes["kube-controller-manager"] = GuardedProcess.start(
+        "kube-controller-manager",
+        [
+            kubernetes / "kube-controller-manager",
+            *_component_access(files.kubeconfigs["kube-controller-manager"]),
+            f"--bind-address={HOST}",
+            f"--secure-port={kcm_port}",
+            f"--root-ca-file={files.ca}",
+            f"--service-account-private-key-file={files.sa_private}",
+            f"--cluster-signing-cert-file={files.ca}",
+            f"--cluster-signing-key-file={files.ca_key}",
+            f"--cluster-name={name}",
+            "--leader-elect=false",
+            "--profiling=false",
+        ],
+        logs / "kube-controller-manager.log",
+    )
+    health["kube-controller-manager"] = f"https://{HOST}:{kcm_port}/healthz"
+    scheduler_port = free_port()
+    processes["kube-scheduler"] = GuardedProcess.start(
+        "kube-scheduler",
+        [
+            kubernetes / "kube-scheduler",
+            *_component_access(files.kubeconfigs["kube-scheduler"]),
+            f"--bind-address={HOST}",
+            f"--secure-port={scheduler_port}",
+            "--leader-elect=false",
+            "--profiling=false",
+        ],
+        logs / "kube-scheduler.log",
+    )
+    health["kube-scheduler"] = f"https://{HOST}:{scheduler_port}/healthz"
+    if kwok_folder is not None:
+        kwok_port = free_port()
+        processes["kwok"] = GuardedProcess.start(
+            "kwok",
+            [
+                kwok_folder / "kwok",
+                f"--kubeconfig={files.kubeconfigs['kwok']}",
+                f"--config={kwok_folder / build.KWOK_STAGES}",
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
+                f"--node-lease-duration-seconds={KWOK_NODE_LEASE_SECONDS}",
+                f"--cidr={POD_CIDR}",
+                f"--server-address={HOST}:{kwok_port}",
+            ],
+            logs / "kwok.log",
+            # KWOK reads ~/.kwok/kwok.yaml when it exists: a HOME of its own.
+            env={"HOME": str(logs.parent), "PATH": "/usr/bin:/bin"},
+        )
+        health["kwok"] = f"http://{HOST}:{kwok_port}/healthz"
+    return health
 
 
 def _certificate_kubeconfig(
