@@ -52,6 +52,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import hashlib
 import hmac
 import json
@@ -463,6 +464,8 @@ class KubernetesKeyStore:
         )
         self._touched: dict[str, datetime] = {}
         self._background: set[asyncio.Task[None]] = set()
+        # Key id -> its last-use write in flight, which a revocation lets finish first.
+        self._writing: dict[str, asyncio.Task[None]] = {}
 
     async def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """One client call; None for a 404, `KeyStoreUnavailableError` for anything but
@@ -592,6 +595,11 @@ class KubernetesKeyStore:
         stored = await self._read(key_id)
         if stored is None:
             return False
+        writing = self._writing.get(key_id)
+        if writing is not None:
+            # Its last use, being written, lands on the Secret rather than on nothing: a patch
+            # after the delete would be a 404 every audit log shows as a refusal.
+            await asyncio.wait({writing}, timeout=5)
         deleted = await self._call(
             f"delete Secret {secret_name(key_id)}",
             self._core.delete_namespaced_secret,
@@ -688,7 +696,13 @@ class KubernetesKeyStore:
         self._touched[key_id] = now
         task = asyncio.create_task(self._write_last_use(key_id, now))
         self._background.add(task)
+        self._writing[key_id] = task
         task.add_done_callback(self._background.discard)
+        task.add_done_callback(functools.partial(self._written, key_id))
+
+    def _written(self, key_id: str, task: asyncio.Task[None]) -> None:
+        if self._writing.get(key_id) is task:
+            del self._writing[key_id]
 
     async def _write_last_use(self, key_id: str, now: datetime) -> None:
         patch = {"metadata": {"annotations": {ANNOTATION_LAST_USED: _timestamp(now)}}}

@@ -67,6 +67,9 @@ class FakeSecrets:
 
     secrets: dict[str, dict[str, Any]] = field(default_factory=dict)
     reads: Counter[str] = field(default_factory=Counter)
+    patch_seconds: float = 0.0
+    """How long a patch takes (in the client's thread), as a slow server's would."""
+    patched_missing: list[str] = field(default_factory=list)
 
     def read_namespace(self, name: str, **_: Any) -> Response:
         return Response(json.dumps({"metadata": {"name": name}}).encode())
@@ -86,6 +89,10 @@ class FakeSecrets:
         return Response(b"{}")
 
     def patch_namespaced_secret(self, name: str, namespace: str, body: Any, **_: Any) -> Response:
+        time.sleep(self.patch_seconds)
+        if name not in self.secrets:
+            self.patched_missing.append(name)
+            raise ApiException(status=404, reason="Not Found")
         return Response(b"{}")
 
 
@@ -232,6 +239,18 @@ async def test_a_revocation_applies_once_the_secret_is_read_again(faked: Faked) 
     await faked.store.authenticate(key)
     faked.clock.advance(5.0)
     assert await refused(faked.store, key) is KeyRefusedError
+
+
+async def test_a_revocation_lets_the_keys_last_use_land_first(faked: Faked) -> None:
+    """A key used and revoked at once: its last use, written in the background, is not a patch of
+    a deleted Secret (a 404 the management cluster's audit log shows as a refusal)."""
+    faked.secrets.patch_seconds = 0.2
+    created, key = await faked.store.create(ORGANIZATION, ["read"])
+    await faked.store.authenticate(key)
+    assert await faked.store.revoke(created.id)
+    await faked.store.close()
+    assert faked.secrets.patched_missing == []
+    assert faked.secrets.secrets == {}
 
 
 # --- through the ASGI app ---------------------------------------------------------------------

@@ -17,10 +17,11 @@ invariants and reported with the same figures.
   a node going NotReady reaches the cluster's status through it (without a watcher it never
   does), an operation in flight finishes.
 - **An API replica killed in the middle of a request**: the request is held inside the replica
-  after it started its workflow (both workers stopped with SIGSTOP, so the workflow's status the
-  replica waits for cannot come), the replica is killed, the caller sees its connection drop and
-  sends the request again to the other replica with the same Idempotency-Key: the first
-  request's workflow is answered (`repeated`), one workflow run, everything created once.
+  once it reached Temporal (both workers stopped with SIGSTOP, so the answer the replica waits
+  for cannot come: a create's quota admission, an update's outcome), the replica is killed, the
+  caller sees its connection drop and sends the request again to the other replica with the same
+  Idempotency-Key: the first request's workflow is answered (`repeated`), one workflow run,
+  everything created once.
 - **Last, the secrets scan** of every history and log of this stack, as `test_secrets.py` scans
   the dev server's.
 
@@ -42,8 +43,10 @@ from typing import Any
 import httpx
 import pytest
 from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
+from models.quota import QuotaLedgerInput, quota_workflow_id
 from tests.reliability.cluster import ClusterStack
 from tests.reliability.disrupted import (
     disrupted_drain,
@@ -70,7 +73,8 @@ from tests.reliability.scenario import (
     workspace_gone,
     workspace_in,
 )
-from tests.reliability.stack import LOCATION, ORGANIZATION, poll
+from tests.reliability.stack import LOCATION, ORGANIZATION, TASK_QUEUE, poll
+from workflows.quota import QUOTA
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -403,17 +407,6 @@ async def workers_paused(stack: ClusterStack, paused: bool) -> None:
         await asyncio.to_thread(process.send_signal, signal.SIGSTOP if paused else signal.SIGCONT)
 
 
-async def started(stack: ClusterStack, workflow_id: str) -> bool:
-    """True once the workflow exists (a create's start reached Temporal)."""
-    try:
-        await stack.client.get_workflow_handle(workflow_id).describe(
-            rpc_timeout=timedelta(seconds=5)
-        )
-    except RPCError:
-        return False
-    return True
-
-
 async def task_waiting(stack: ClusterStack, workflow_id: str) -> bool:
     """True once the (idle) workflow has a workflow task waiting for a worker: an update that
     reached Temporal schedules one."""
@@ -424,6 +417,20 @@ async def task_waiting(stack: ClusterStack, workflow_id: str) -> bool:
     except RPCError:
         return False
     return described.raw_description.HasField("pending_workflow_task")
+
+
+async def ledger_idle(stack: ClusterStack) -> None:
+    """The organization's quota ledger running, with no workflow task waiting: from then on, a
+    task waiting on it is a request that reached it (a create's admission)."""
+    await stack.client.start_workflow(
+        QUOTA.workflow_type,
+        QuotaLedgerInput(organization=ORGANIZATION),
+        id=quota_workflow_id(ORGANIZATION),
+        task_queue=TASK_QUEUE,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+    ledger = quota_workflow_id(ORGANIZATION)
+    await poll(lambda: task_waiting(stack, ledger), lambda waiting: not waiting, what="ledger idle")
 
 
 Reached = Callable[[ClusterStack, str], Awaitable[bool]]
@@ -444,7 +451,7 @@ async def killed_mid_request(
 ) -> dict[str, Any]:
     """Send a request to API replica `replica` and kill that replica once the request reached
     Temporal (`reached`) and before the replica answers: both workers are paused meanwhile, so
-    the workflow's answer the replica waits for (a create's first status, an update's outcome)
+    the answer the replica waits for (a create's quota admission, an update's outcome)
     cannot come. The caller's view of it."""
     stack = cluster_of(scenario)
     name = stack.local.names("api")[replica]
@@ -508,13 +515,25 @@ async def test_an_api_replica_killed_mid_request(cluster_scenario: Scenario, siz
         "locationId": LOCATION,
         "nodePools": [{"name": "cpu", "sku": CPU, "count": 1}],
     }
+    # A create is admitted by the organization's quota ledger (an update) before its workflow
+    # starts: killed while the admission waits on the paused workers, the replica has reached
+    # Temporal and not answered; sent again, the admission and the start are the first's.
+    await ledger_idle(stack)
     seen = await killed_mid_request(
-        scenario, 0, sending("POST", "/v1/kubernetes/clusters", key, body), started, workflow_id
+        scenario,
+        0,
+        sending("POST", "/v1/kubernetes/clusters", key, body),
+        task_waiting,
+        quota_workflow_id(ORGANIZATION),
     )
     again = await stack.api.request(
         "POST", "/v1/kubernetes/clusters", json=body, idempotency_key=key
     )
-    assert again["repeated"], scenario.failure(repr(again))
+    # The first request died before its start (`repeated` false): the admission it left on the
+    # ledger is the second's, held once.
+    quota = await stack.api.request("GET", "/v1/quota")
+    held = [h for h in quota["holders"] if h["holder"] == workflow_id]
+    assert len(held) == 1 and held[0]["holding"]["clusters"] == 1, scenario.failure(repr(quota))
     requests.append({"request": "create cluster", **seen, "repeated": again["repeated"]})
     status = await poll(
         lambda: stack.api.cluster(cluster),
