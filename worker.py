@@ -66,6 +66,7 @@ from activities.heartbeat import HEARTBEAT_THROTTLE
 from activities.host_provider import HostProviderActivities
 from activities.management.classes import WorkspaceClassActivities
 from activities.management.cluster_deployments import ClusterDeploymentActivities
+from activities.management.machines import MachineActivities
 from activities.management.marked import MarkedObjectActivities
 from activities.management.service_sets import ServiceSetActivities
 from activities.quotas import QuotaActivities
@@ -262,6 +263,7 @@ def activity_callables(
     `tests/test_activity_declarations.py`), grouped by the system it talks to."""
     clients = ChildClients()
     deployments = ClusterDeploymentActivities(management_api)
+    machines = MachineActivities(management_api)
     classes = WorkspaceClassActivities(management_api)
     service_sets = ServiceSetActivities(management_api, unsealer)
     nodes = NodeActivities(management_api, clients)
@@ -279,6 +281,9 @@ def activity_callables(
         deployments.remove_cluster_machines,
         deployments.delete_cluster_deployment,
         deployments.write_colony_kubeconfigs,
+        machines.scale_machine_deployment,
+        machines.mark_machines,
+        machines.await_machines,
         classes.get_workspace_class,
         classes.list_workspace_classes,
         classes.publish_workspace_class,

@@ -88,7 +88,7 @@ def schema_problem(schema: Any) -> str | None:
     if not isinstance(schema, Mapping):
         return "the template's values schema is not a JSON object"
     try:
-        validator_for(schema, default=Draft202012Validator).check_schema(schema)
+        validator_for(schema, default=Draft202012Validator).check_schema(dict(schema))
     except Exception as error:  # jsonschema's SchemaError and friends: reported, never raised
         return f"the template's values schema is not a valid JSON schema: {error}"
     return None
