@@ -89,7 +89,8 @@ class NodeSku(ColonyModel):
 
     gpu_model_id: str | None = None
     cpu_sku: str | None = None
-    instance_type: str | None = None
+    # Left out when unset, so a host pool's SKU reads as it always has.
+    instance_type: str | None = Field(default=None, exclude_if=lambda value: value is None)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Self:
@@ -213,6 +214,9 @@ class NodePoolStatus(ColonyModel):
     sku: NodeSku
     count: int
     supply: PoolSupply = PoolSupply.HOSTS
+    workers_number: int | None = None
+    """A machine-deployment pool's `workersNumber` as Colony last set it (or found it at create):
+    a different value found later was changed outside Colony, and is reported, never fought."""
     ready_count: int = 0
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[Taint] = Field(default_factory=list)
