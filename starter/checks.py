@@ -147,6 +147,8 @@ async def check_scale(
     pool = status.pool(request.pool)
     if pool is None or request.count <= pool.count:
         return  # an unknown pool is the workflow's to refuse (not found)
+    if pool.sku.instance_type is not None:
+        return  # a template's workers pool: its cloud's instances, not the provider's hosts
     found = await _stock(conf, status.location_id, "locationId")
     if found is None:
         return

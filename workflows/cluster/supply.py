@@ -156,7 +156,9 @@ class MachineDeploymentSupply:
         """Both marks off: the Machines stay (a failed or cancelled removal)."""
         await self._mark(nodes, mark=False)
 
-    async def _mark(self, nodes: Sequence[NodeStatus], *, mark: bool, hook_only: bool = False) -> None:
+    async def _mark(
+        self, nodes: Sequence[NodeStatus], *, mark: bool, hook_only: bool = False
+    ) -> None:
         if not nodes:
             return
         await MARK_MACHINES(

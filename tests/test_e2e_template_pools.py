@@ -1,0 +1,218 @@
+"""End to end: a cluster from k0rdent's `aws-standalone-cp` template, its workers pool scaled up
+and down through Cluster API's MachineDeployment (`workflows/cluster/supply.py`).
+
+`colonyctl apply -f` an exalsius Colony whose entry is the cloud template -> Temporal dev server ->
+the real worker and activities -> the sim, whose Cluster API controller
+(`sim.controllers.capi`) makes the MachineDeployment's Machines and Nodes and counts its own drain.
+The template's values schema is k0rdent's (`../shared/k0rdent-templates/`; skipped when absent).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+from temporalio.testing import WorkflowEnvironment
+
+from models.cluster import cluster_deployment_name
+from sim.cloud import load_cloud_templates
+from sim.records import EvictionRecord
+from sim.world import SimWorld
+from tests.helpers import eventually, unique
+from tests.simenv import NAMESPACE, call, child_api, close_client
+from tests.test_e2e_clusters import Colony, colony_in, pool
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+AWS = "aws-standalone-cp-1-0-43"
+
+
+@pytest.fixture(scope="module")
+async def colony(
+    dev_env: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Colony]:
+    async with colony_in(dev_env, tmp_path_factory, world="emulated") as running:
+        world = running.world
+        assert isinstance(world, SimWorld)
+        if not load_cloud_templates(world.config.k0rdent_templates):
+            pytest.skip("k0rdent's template values not found (COLONY_K0RDENT_TEMPLATES)")
+        yield running
+
+
+def aws_entry(entry: str, workers: int, **config: Any) -> dict[str, Any]:
+    return {
+        "clusterName": entry,
+        "clusterDeploymentSpec": {
+            "template": AWS,
+            "credential": "aws-credential",
+            "config": {
+                "controlPlaneNumber": 1,
+                "workersNumber": workers,
+                "region": "eu-central-1",
+                "clusterIdentity": {"name": "aws-cluster-identity", "namespace": NAMESPACE},
+                "worker": {"instanceType": "g6e.xlarge", "iamInstanceProfile": "nodes"},
+                **config,
+            },
+        },
+    }
+
+
+def manifest(path: Path, name: str, *entries: dict[str, Any]) -> Path:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "infra.exalsius.ai/v1",
+                "kind": "Colony",
+                "metadata": {"name": name},
+                "spec": {"colonyClusters": list(entries)},
+            }
+        )
+    )
+    return path
+
+
+def machines_of(world: SimWorld, cluster: str) -> dict[str, str]:
+    """Machine -> Node of a cluster's Machines (not being deleted)."""
+    rt = world.store.registry.get("cluster.x-k8s.io", "machines")
+    items, _ = world.store.list(
+        rt, NAMESPACE, label_selector=f"cluster.x-k8s.io/cluster-name={cluster}"
+    )
+    return {
+        m["metadata"]["name"]: ((m.get("status") or {}).get("nodeRef") or {}).get("name", "")
+        for m in items
+        if not m["metadata"].get("deletionTimestamp")
+    }
+
+
+async def test_a_cloud_template_pool_scales_and_drains_through_its_machine_deployment(
+    colony: Colony, tmp_path: Path
+) -> None:
+    world = colony.world
+    assert isinstance(world, SimWorld)
+    name = unique("cloud")
+    cluster = f"{name}--aws"
+    deployment = cluster_deployment_name(cluster)
+    await colony.ctl("apply", "-f", str(manifest(tmp_path / "c.yaml", name, aws_entry("aws", 2))))
+
+    async def status() -> dict[str, Any]:
+        result = await colony.ctl("cluster", "get", cluster, "-o", "json", expect=None)
+        return json.loads(result.stdout) if result.exit_code == 0 else {}
+
+    ready = await eventually(
+        status,
+        until=lambda s: bool(s.get("nodePools")) and pool(s, "workers")["readyCount"] == 2,
+        timeout=120,
+        interval=0.5,
+        what="the workers pool Ready with 2 nodes",
+    )
+    workers = pool(ready, "workers")
+    assert workers["supply"] == "machine-deployment"
+    assert workers["sku"]["instanceType"] == "g6e.xlarge"
+    assert workers["count"] == 2
+
+    # Scale up: workersNumber 4, each new Machine's Node labelled and Ready.
+    await colony.ctl(
+        "node-pool", "scale", cluster, "workers", "--count", "4", "--wait", "--timeout", "90"
+    )
+    grown = await status()
+    assert pool(grown, "workers")["readyCount"] == 4
+    by_machine = machines_of(world, deployment)
+    assert len(by_machine) == 4
+    api = await child_api(colony.management, deployment)
+    core = client.CoreV1Api(api)
+    nodes = await call(core.list_node)
+    for node in nodes.items:
+        labels = node.metadata.labels
+        assert labels["colony.dev/node-pool"] == "workers"
+        assert labels["nvidia.com/gpu.product"] == "NVIDIA-L40S"
+        assert node.status.allocatable["nvidia.com/gpu"] == "1"
+
+    # A GPU notebook on one node (its GPU and a second pod make it the most loaded), a job on each
+    # of the others.
+    node_names = sorted(by_machine.values())
+    kept = node_names[0]
+    for pod_name, node in [("notebook", kept), ("notebook-proxy", kept)] + [
+        (f"job-{i}", node) for i, node in enumerate(node_names[1:])
+    ]:
+        container: dict[str, Any] = {"name": "c", "image": "busybox"}
+        if pod_name == "notebook":
+            container["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
+        await call(
+            core.create_namespaced_pod,
+            "default",
+            {"metadata": {"name": pod_name}, "spec": {"nodeName": node, "containers": [container]}},
+        )
+    since = world.records.last_seq
+
+    # Scale down to 1: Colony picks the three least loaded, marks their Machines, drains them.
+    await colony.ctl(
+        "node-pool", "scale", cluster, "workers", "--count", "1", "--wait", "--timeout", "90"
+    )
+    shrunk = await status()
+    assert pool(shrunk, "workers")["count"] == 1
+    assert [n["name"] for n in pool(shrunk, "workers")["nodes"]] == [kept]
+    left = await eventually(
+        lambda: _now(machines_of(world, deployment)),
+        until=lambda m: len(m) == 1,
+        timeout=60,
+        what="one Machine left",
+    )
+    assert list(left.values()) == [kept], "exactly the drained nodes' Machines were deleted"
+    evicted = {
+        r.name
+        for r in world.records.since(since)
+        if isinstance(r, EvictionRecord) and r.namespace == "default"
+    }
+    assert evicted == {"job-0", "job-1", "job-2"}, "Colony drained the three leaving nodes"
+    capi = world.k0rdent.cluster_api
+    removed = [m for m, node in by_machine.items() if node != kept]
+    for machine in removed:
+        drain = capi.drain_of(machine)
+        assert drain is not None, f"CAPI deleted {machine}"
+        assert drain.evicted == [], f"CAPI's own drain found {drain.evicted} left on {machine}"
+    assert capi.drain_of(next(m for m, n in by_machine.items() if n == kept)) is None
+    notebook = await call(core.read_namespaced_pod, "notebook", "default")
+    assert notebook.metadata.deletion_timestamp is None
+    close_client(api)
+
+    await colony.ctl("colony", "delete", name)
+    await eventually(
+        lambda: colony.ctl("cluster", "get", cluster, expect=None),
+        until=lambda r: r.exit_code == 3,
+        timeout=120,
+        interval=0.5,
+        what="the cluster deleted",
+    )
+    assert machines_of(world, deployment) == {}
+
+
+async def test_a_config_the_templates_schema_refuses_fails_before_anything_is_made(
+    colony: Colony, tmp_path: Path
+) -> None:
+    world = colony.world
+    assert isinstance(world, SimWorld)
+    name = unique("bad")
+    cluster = f"{name}--aws"
+    entry = aws_entry("aws", 2, workersNumber=-1)
+    await colony.ctl("apply", "-f", str(manifest(tmp_path / "c.yaml", name, entry)))
+
+    async def status() -> dict[str, Any]:
+        result = await colony.ctl("cluster", "get", cluster, "-o", "json", expect=None)
+        return json.loads(result.stdout) if result.exit_code == 0 else {}
+
+    failed = await eventually(
+        status, until=lambda s: s.get("phase") == "failed", timeout=60, what="refused"
+    )
+    assert "config.workersNumber: -1 is less than the minimum of 0" in failed["reason"]
+    rt = world.store.registry.get("k0rdent.mirantis.com", "clusterdeployments")
+    assert world.store.try_get(rt, NAMESPACE, cluster_deployment_name(cluster)) is None
+    await colony.ctl("colony", "delete", name)
+
+
+async def _now(value: Any) -> Any:
+    return value
