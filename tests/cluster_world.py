@@ -43,6 +43,8 @@ from models.activity_api import (
     AwaitClusterDeploymentResult,
     AwaitFreeHostsRequest,
     AwaitFreeHostsResult,
+    AwaitMachinesRequest,
+    AwaitMachinesResult,
     AwaitNodesRequest,
     AwaitNodesResult,
     CheckClusterPrerequisitesRequest,
@@ -70,12 +72,16 @@ from models.activity_api import (
     ListClaimedHostsResult,
     ListNodesRequest,
     ListNodesResult,
+    MarkMachinesRequest,
+    MarkMachinesResult,
     NodeInfo,
     ObservedNode,
     PodInfo,
     ReleaseHostsRequest,
     ReleaseHostsResult,
     RemoveClusterMachinesRequest,
+    ScaleMachineDeploymentRequest,
+    ScaleMachineDeploymentResult,
     UncordonNodeRequest,
     UncordonNodeResult,
 )
@@ -617,6 +623,24 @@ class FakeColony:
             return QuotaAdmission()
         admitted: QuotaAdmission = await self.quota(claim)
         return admitted
+
+    # A template pool's Cluster API machines: these fakes serve clusters of host pools only
+    # (template pools run against the sim: tests/test_e2e_template_pools.py).
+    @activity.defn(name=ActivityName.SCALE_MACHINE_DEPLOYMENT)
+    async def scale_machine_deployment(
+        self, request: ScaleMachineDeploymentRequest
+    ) -> ScaleMachineDeploymentResult:
+        self.calls.append(f"{ActivityName.SCALE_MACHINE_DEPLOYMENT}:{request.count}")
+        return ScaleMachineDeploymentResult(found=request.expected, written=True)
+
+    @activity.defn(name=ActivityName.MARK_MACHINES)
+    async def mark_machines(self, request: MarkMachinesRequest) -> MarkMachinesResult:
+        self.calls.append(f"{ActivityName.MARK_MACHINES}:{','.join(request.machines)}")
+        return MarkMachinesResult(changed=list(request.machines))
+
+    @activity.defn(name=ActivityName.AWAIT_MACHINES)
+    async def await_machines(self, request: AwaitMachinesRequest) -> AwaitMachinesResult:
+        return AwaitMachinesResult(machines=[], settled=request.count == 0)
 
     @activity.defn(name=WorkspaceActivity.LIST_WORKFLOWS)
     async def list_workflows(self, request: ListWorkflowsRequest) -> ListWorkflowsResult:
