@@ -216,3 +216,52 @@ async def test_a_config_the_templates_schema_refuses_fails_before_anything_is_ma
 
 async def _now(value: Any) -> Any:
     return value
+
+
+async def test_a_colony_reapplied_with_another_workers_number_scales_its_cluster(
+    colony: Colony, tmp_path: Path
+) -> None:
+    world = colony.world
+    assert isinstance(world, SimWorld)
+    name = unique("grow")
+    cluster = f"{name}--aws"
+    deployment = cluster_deployment_name(cluster)
+    path = tmp_path / "c.yaml"
+
+    async def workers() -> dict[str, Any]:
+        result = await colony.ctl("cluster", "get", cluster, "-o", "json", expect=None)
+        status = json.loads(result.stdout) if result.exit_code == 0 else {}
+        found = [p for p in status.get("nodePools") or [] if p["name"] == "workers"]
+        return found[0] if found else {}
+
+    def settled(count: int) -> Any:
+        return lambda p: p.get("count") == count and p.get("readyCount") == count
+
+    await colony.ctl("apply", "-f", str(manifest(path, name, aws_entry("aws", 1))))
+    await eventually(workers, until=settled(1), timeout=120, interval=0.5, what="1 worker")
+    # `colony apply` with workersNumber 3: the cluster's workers pool scales up ...
+    await colony.ctl("colony", "apply", "-f", str(manifest(path, name, aws_entry("aws", 3))))
+    await eventually(workers, until=settled(3), timeout=120, interval=0.5, what="3 workers")
+    assert len(machines_of(world, deployment)) == 3
+    # ... and down again, through Colony's drain: CAPI's own drain finds nothing to evict.
+    before = machines_of(world, deployment)
+    await colony.ctl("colony", "apply", "-f", str(manifest(path, name, aws_entry("aws", 2))))
+    await eventually(workers, until=settled(2), timeout=120, interval=0.5, what="2 workers")
+    left = await eventually(
+        lambda: _now(machines_of(world, deployment)),
+        until=lambda m: len(m) == 2,
+        timeout=60,
+        what="two Machines left",
+    )
+    (gone,) = set(before) - set(left)
+    drain = world.k0rdent.cluster_api.drain_of(gone)
+    assert drain is not None
+    assert drain.evicted == [], drain
+    await colony.ctl("colony", "delete", name)
+    await eventually(
+        lambda: colony.ctl("cluster", "get", cluster, expect=None),
+        until=lambda r: r.exit_code == 3,
+        timeout=120,
+        interval=0.5,
+        what="the cluster deleted",
+    )
