@@ -76,6 +76,8 @@ async def check_cluster(conf: ColonySettings, spec: ClusterSpec, *, can_wait: bo
         can_wait: the request can wait for capacity (a colony's clusters cannot): a refusal for
             too few free hosts then advises it.
     """
+    if spec.deployment_spec is not None:
+        return  # built by its template (a cloud's instances): no host of the provider's
     found = await _stock(conf, spec.location_id, "locationId")
     if found is None:
         return

@@ -265,3 +265,26 @@ async def test_a_colony_reapplied_with_another_workers_number_scales_its_cluster
         interval=0.5,
         what="the cluster deleted",
     )
+
+
+async def test_colonyctl_creates_a_cluster_from_a_cloud_template_spec_file(
+    colony: Colony, tmp_path: Path
+) -> None:
+    name = unique("file")
+    spec = tmp_path / "cluster.yaml"
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": name,
+                "locationId": "",
+                "deploymentSpec": aws_entry("x", 1)["clusterDeploymentSpec"],
+            }
+        )
+    )
+    await colony.ctl("cluster", "create", "-f", str(spec), "--wait", "--timeout", "90")
+    status = json.loads((await colony.ctl("cluster", "get", name, "-o", "json")).stdout)
+    workers = pool(status, "workers")
+    assert (workers["count"], workers["readyCount"], workers["supply"]) == (
+        1, 1, "machine-deployment"
+    )  # fmt: skip
+    await colony.ctl("cluster", "delete", name, "--wait", "--timeout", "90")
