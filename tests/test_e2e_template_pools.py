@@ -24,8 +24,8 @@ from sim.cloud import load_cloud_templates
 from sim.records import EvictionRecord
 from sim.world import SimWorld
 from tests.helpers import eventually, unique
-from tests.simenv import NAMESPACE, call, child_api, close_client
-from tests.test_e2e_clusters import Colony, colony_in, pool
+from tests.simenv import NAMESPACE, call, child_api, close_client, worker_world
+from tests.test_e2e_clusters import Colony, pool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -36,12 +36,20 @@ AWS = "aws-standalone-cp-1-0-43"
 async def colony(
     dev_env: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Colony]:
-    async with colony_in(dev_env, tmp_path_factory, world="emulated") as running:
+    """A world, a worker (sealing keys, the class catalog) and `colonyctl`'s environment."""
+    async with worker_world(
+        dev_env.client,
+        tmp_path_factory.mktemp("sim"),
+        tmp_path_factory.mktemp("keys"),
+        unique("e2e-template"),
+        world="emulated",
+    ) as running:
         world = running.world
         assert isinstance(world, SimWorld)
         if not load_cloud_templates(world.config.k0rdent_templates):
             pytest.skip("k0rdent's template values not found (COLONY_K0RDENT_TEMPLATES)")
-        yield running
+        yield Colony(world, running.env, running.management)
+        assert not world.rejected_writes(), world.rejected_writes()
 
 
 def aws_entry(entry: str, workers: int, **config: Any) -> dict[str, Any]:
@@ -132,20 +140,24 @@ async def test_a_cloud_template_pool_scales_and_drains_through_its_machine_deplo
         assert labels["nvidia.com/gpu.product"] == "NVIDIA-L40S"
         assert node.status.allocatable["nvidia.com/gpu"] == "1"
 
-    # A GPU notebook on one node (its GPU and a second pod make it the most loaded), a job on each
-    # of the others.
+    # A GPU notebook through the cluster's GPU ledger (the nodes' GPUs as GFD labels them), and a
+    # job on each other node.
+    notebook = unique("nb")
+    await colony.ctl(
+        "workspace", "deploy", notebook, "--class", "colony-jupyter-1-0-0", "--cluster", cluster,
+        "--gpus", "1", "--set", "notebookPassword=pw", "--wait", "--timeout", "90",
+    )  # fmt: skip
+    notebook_pods = await call(core.list_namespaced_pod, f"ws-{notebook}")
+    kept = {p.spec.node_name for p in notebook_pods.items if p.spec.node_name}.pop()
     node_names = sorted(by_machine.values())
-    kept = node_names[0]
-    for pod_name, node in [("notebook", kept), ("notebook-proxy", kept)] + [
-        (f"job-{i}", node) for i, node in enumerate(node_names[1:])
-    ]:
-        container: dict[str, Any] = {"name": "c", "image": "busybox"}
-        if pod_name == "notebook":
-            container["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
+    for i, node in enumerate(n for n in node_names if n != kept):
         await call(
             core.create_namespaced_pod,
             "default",
-            {"metadata": {"name": pod_name}, "spec": {"nodeName": node, "containers": [container]}},
+            {
+                "metadata": {"name": f"job-{i}"},
+                "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]},
+            },
         )
     since = world.records.last_seq
 
@@ -176,9 +188,11 @@ async def test_a_cloud_template_pool_scales_and_drains_through_its_machine_deplo
         assert drain is not None, f"CAPI deleted {machine}"
         assert drain.evicted == [], f"CAPI's own drain found {drain.evicted} left on {machine}"
     assert capi.drain_of(next(m for m, n in by_machine.items() if n == kept)) is None
-    notebook = await call(core.read_namespaced_pod, "notebook", "default")
-    assert notebook.metadata.deletion_timestamp is None
+    still = await call(core.list_namespaced_pod, f"ws-{notebook}")
+    assert still.items
+    assert all(p.metadata.deletion_timestamp is None for p in still.items)
     close_client(api)
+    await colony.ctl("workspace", "delete", notebook, "--wait", "--timeout", "60")
 
     await colony.ctl("colony", "delete", name)
     await eventually(
