@@ -533,7 +533,8 @@ async def test_an_api_replica_killed_mid_request(cluster_scenario: Scenario, siz
     # ledger is the second's, held once.
     quota = await stack.api.request("GET", "/v1/quota")
     held = [h for h in quota["holders"] if h["holder"] == workflow_id]
-    assert len(held) == 1 and held[0]["holding"]["clusters"] == 1, scenario.failure(repr(quota))
+    assert len(held) == 1, scenario.failure(repr(quota))
+    assert held[0]["holding"]["clusters"] == 1, scenario.failure(repr(quota))
     requests.append({"request": "create cluster", **seen, "repeated": again["repeated"]})
     status = await poll(
         lambda: stack.api.cluster(cluster),
