@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from models.cluster import cluster_deployment_name
 from sim.cloud import load_cloud_templates
+from sim.controllers.capi import ClusterApiControllers
 from sim.records import EvictionRecord
-from sim.world import SimWorld
+from sim.world import EMULATED, SimWorld
 from tests.helpers import eventually, unique
 from tests.simenv import NAMESPACE, call, child_api, close_client, worker_world
 from tests.test_e2e_clusters import Colony, pool
@@ -32,24 +34,32 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 AWS = "aws-standalone-cp-1-0-43"
 
 
-@pytest.fixture(scope="module")
-async def colony(
-    dev_env: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFactory
+@asynccontextmanager
+async def template_colony(
+    dev_env: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFactory, world: str
 ) -> AsyncIterator[Colony]:
-    """A world, a worker (sealing keys, the class catalog) and `colonyctl`'s environment."""
+    """A world of the kind named, a worker (sealing keys, the class catalog) and `colonyctl`'s
+    environment."""
     async with worker_world(
         dev_env.client,
         tmp_path_factory.mktemp("sim"),
         tmp_path_factory.mktemp("keys"),
         unique("e2e-template"),
-        world="emulated",
+        world=world,
     ) as running:
-        world = running.world
-        assert isinstance(world, SimWorld)
-        if not load_cloud_templates(world.config.k0rdent_templates):
+        started = running.world
+        if not load_cloud_templates(started.config.k0rdent_templates):
             pytest.skip("k0rdent's template values not found (COLONY_K0RDENT_TEMPLATES)")
-        yield Colony(world, running.env, running.management)
-        assert not world.rejected_writes(), world.rejected_writes()
+        yield Colony(started, running.env, running.management)
+        assert not started.rejected_writes(), started.rejected_writes()
+
+
+@pytest.fixture(scope="module")
+async def colony(
+    dev_env: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Colony]:
+    async with template_colony(dev_env, tmp_path_factory, EMULATED) as running:
+        yield running
 
 
 def aws_entry(entry: str, workers: int, **config: Any) -> dict[str, Any]:
@@ -84,24 +94,32 @@ def manifest(path: Path, name: str, *entries: dict[str, Any]) -> Path:
     return path
 
 
-def machines_of(world: SimWorld, cluster: str) -> dict[str, str]:
-    """Machine -> Node of a cluster's Machines (not being deleted)."""
-    rt = world.store.registry.get("cluster.x-k8s.io", "machines")
-    items, _ = world.store.list(
-        rt, NAMESPACE, label_selector=f"cluster.x-k8s.io/cluster-name={cluster}"
-    )
+async def machines_of(colony: Colony, cluster: str) -> dict[str, str]:
+    """Machine -> Node of a cluster's Machines (not being deleted), read from the management
+    cluster's API (the emulator's or a real one)."""
+    listed = await call(
+        client.CustomObjectsApi(colony.management).list_namespaced_custom_object,
+        "cluster.x-k8s.io", "v1beta2", NAMESPACE, "machines",
+        label_selector=f"cluster.x-k8s.io/cluster-name={cluster}",
+    )  # fmt: skip
     return {
         m["metadata"]["name"]: ((m.get("status") or {}).get("nodeRef") or {}).get("name", "")
-        for m in items
+        for m in listed["items"]
         if not m["metadata"].get("deletionTimestamp")
     }
+
+
+def capi(colony: Colony) -> ClusterApiControllers:
+    """The sim's Cluster API controller (both worlds run it), which counts its own drains."""
+    controllers = colony.world.k0rdent.cluster_api  # type: ignore[attr-defined]
+    assert isinstance(controllers, ClusterApiControllers)
+    return controllers
 
 
 async def test_a_cloud_template_pool_scales_and_drains_through_its_machine_deployment(
     colony: Colony, tmp_path: Path
 ) -> None:
     world = colony.world
-    assert isinstance(world, SimWorld)
     name = unique("cloud")
     cluster = f"{name}--aws"
     deployment = cluster_deployment_name(cluster)
@@ -129,7 +147,7 @@ async def test_a_cloud_template_pool_scales_and_drains_through_its_machine_deplo
     )
     grown = await status()
     assert pool(grown, "workers")["readyCount"] == 4
-    by_machine = machines_of(world, deployment)
+    by_machine = await machines_of(colony, deployment)
     assert len(by_machine) == 4
     api = await child_api(colony.management, deployment)
     core = client.CoreV1Api(api)
@@ -169,25 +187,35 @@ async def test_a_cloud_template_pool_scales_and_drains_through_its_machine_deplo
     assert pool(shrunk, "workers")["count"] == 1
     assert [n["name"] for n in pool(shrunk, "workers")["nodes"]] == [kept]
     left = await eventually(
-        lambda: _now(machines_of(world, deployment)),
+        lambda: machines_of(colony, deployment),
         until=lambda m: len(m) == 1,
         timeout=60,
         what="one Machine left",
     )
     assert list(left.values()) == [kept], "exactly the drained nodes' Machines were deleted"
-    evicted = {
-        r.name
-        for r in world.records.since(since)
-        if isinstance(r, EvictionRecord) and r.namespace == "default"
-    }
-    assert evicted == {"job-0", "job-1", "job-2"}, "Colony drained the three leaving nodes"
-    capi = world.k0rdent.cluster_api
+    # Colony's drain evicted the jobs: its own counts, per node, and (the emulator's API server
+    # records every eviction it accepted) exactly those pods of the user's.
+    scale_down = next(
+        o
+        for o in reversed(shrunk["completedOperations"])
+        if o["request"]["kind"] == "scale_node_pool"
+    )
+    drained = {n["node"]: n for n in scale_down["progress"]["nodes"]}
+    assert sorted(drained) == sorted(n for n in node_names if n != kept)
+    assert all(n["podsEvicted"] >= 1 and n["step"] == "removed" for n in drained.values())
+    if isinstance(world, SimWorld):
+        evicted = {
+            r.name
+            for r in world.records.since(since)
+            if isinstance(r, EvictionRecord) and r.namespace == "default"
+        }
+        assert evicted == {"job-0", "job-1", "job-2"}, "Colony drained the three leaving nodes"
     removed = [m for m, node in by_machine.items() if node != kept]
     for machine in removed:
-        drain = capi.drain_of(machine)
+        drain = capi(colony).drain_of(machine)
         assert drain is not None, f"CAPI deleted {machine}"
         assert drain.evicted == [], f"CAPI's own drain found {drain.evicted} left on {machine}"
-    assert capi.drain_of(next(m for m, n in by_machine.items() if n == kept)) is None
+    assert capi(colony).drain_of(next(m for m, n in by_machine.items() if n == kept)) is None
     still = await call(core.list_namespaced_pod, f"ws-{notebook}")
     assert still.items
     assert all(p.metadata.deletion_timestamp is None for p in still.items)
@@ -202,14 +230,12 @@ async def test_a_cloud_template_pool_scales_and_drains_through_its_machine_deplo
         interval=0.5,
         what="the cluster deleted",
     )
-    assert machines_of(world, deployment) == {}
+    assert await machines_of(colony, deployment) == {}
 
 
 async def test_a_config_the_templates_schema_refuses_fails_before_anything_is_made(
     colony: Colony, tmp_path: Path
 ) -> None:
-    world = colony.world
-    assert isinstance(world, SimWorld)
     name = unique("bad")
     cluster = f"{name}--aws"
     entry = aws_entry("aws", 2, workersNumber=-1)
@@ -223,20 +249,18 @@ async def test_a_config_the_templates_schema_refuses_fails_before_anything_is_ma
         status, until=lambda s: s.get("phase") == "failed", timeout=60, what="refused"
     )
     assert "config.workersNumber: -1 is less than the minimum of 0" in failed["reason"]
-    rt = world.store.registry.get("k0rdent.mirantis.com", "clusterdeployments")
-    assert world.store.try_get(rt, NAMESPACE, cluster_deployment_name(cluster)) is None
+    listed = await call(
+        client.CustomObjectsApi(colony.management).list_namespaced_custom_object,
+        "k0rdent.mirantis.com", "v1beta1", NAMESPACE, "clusterdeployments",
+    )  # fmt: skip
+    names = [d["metadata"]["name"] for d in listed["items"]]
+    assert cluster_deployment_name(cluster) not in names, "nothing was made"
     await colony.ctl("colony", "delete", name)
-
-
-async def _now(value: Any) -> Any:
-    return value
 
 
 async def test_a_colony_reapplied_with_another_workers_number_scales_its_cluster(
     colony: Colony, tmp_path: Path
 ) -> None:
-    world = colony.world
-    assert isinstance(world, SimWorld)
     name = unique("grow")
     cluster = f"{name}--aws"
     deployment = cluster_deployment_name(cluster)
@@ -256,19 +280,19 @@ async def test_a_colony_reapplied_with_another_workers_number_scales_its_cluster
     # `colony apply` with workersNumber 3: the cluster's workers pool scales up ...
     await colony.ctl("colony", "apply", "-f", str(manifest(path, name, aws_entry("aws", 3))))
     await eventually(workers, until=settled(3), timeout=120, interval=0.5, what="3 workers")
-    assert len(machines_of(world, deployment)) == 3
+    assert len(await machines_of(colony, deployment)) == 3
     # ... and down again, through Colony's drain: CAPI's own drain finds nothing to evict.
-    before = machines_of(world, deployment)
+    before = await machines_of(colony, deployment)
     await colony.ctl("colony", "apply", "-f", str(manifest(path, name, aws_entry("aws", 2))))
     await eventually(workers, until=settled(2), timeout=120, interval=0.5, what="2 workers")
     left = await eventually(
-        lambda: _now(machines_of(world, deployment)),
+        lambda: machines_of(colony, deployment),
         until=lambda m: len(m) == 2,
         timeout=60,
         what="two Machines left",
     )
     (gone,) = set(before) - set(left)
-    drain = world.k0rdent.cluster_api.drain_of(gone)
+    drain = capi(colony).drain_of(gone)
     assert drain is not None
     assert drain.evicted == [], drain
     await colony.ctl("colony", "delete", name)
