@@ -20,6 +20,7 @@ import yaml
 from kubernetes import client
 from temporalio.testing import WorkflowEnvironment
 
+from models.activity_api import DELETE_MACHINE_ANNOTATION, PRE_DRAIN_HOOK
 from models.cluster import cluster_deployment_name
 from sim.cloud import load_cloud_templates
 from sim.controllers.capi import ClusterApiControllers
@@ -325,4 +326,110 @@ async def test_colonyctl_creates_a_cluster_from_a_cloud_template_spec_file(
     assert (workers["count"], workers["readyCount"], workers["supply"]) == (
         1, 1, "machine-deployment"
     )  # fmt: skip
+    await colony.ctl("cluster", "delete", name, "--wait", "--timeout", "90")
+
+
+async def create_from_file(colony: Colony, tmp_path: Path, workers: int, **spec: Any) -> str:
+    """A cluster of `aws-standalone-cp` through `colonyctl cluster create -f` (operator settings
+    such as `drainDeadline` included), once Ready."""
+    name = unique("edge")
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": name,
+                "locationId": "",
+                "deploymentSpec": aws_entry("x", workers)["clusterDeploymentSpec"],
+                **spec,
+            }
+        )
+    )
+    await colony.ctl("cluster", "create", "-f", str(path), "--wait", "--timeout", "90")
+    return name
+
+
+async def marks_and_cordons(colony: Colony, cluster: str) -> tuple[list[str], list[str]]:
+    """(Machines carrying any of Colony's marks, Nodes cordoned) of a cluster."""
+    listed = await call(
+        client.CustomObjectsApi(colony.management).list_namespaced_custom_object,
+        "cluster.x-k8s.io", "v1beta2", NAMESPACE, "machines",
+        label_selector=f"cluster.x-k8s.io/cluster-name={cluster}",
+    )  # fmt: skip
+    marked = [
+        m["metadata"]["name"]
+        for m in listed["items"]
+        if {PRE_DRAIN_HOOK, DELETE_MACHINE_ANNOTATION} & set(m["metadata"].get("annotations") or {})
+    ]
+    api = await child_api(colony.management, cluster)
+    try:
+        nodes = await call(client.CoreV1Api(api).list_node)
+    finally:
+        close_client(api)
+    return marked, [n.metadata.name for n in nodes.items if n.spec.unschedulable]
+
+
+async def test_a_drain_past_its_deadline_leaves_every_machine_and_nothing_cordoned(
+    colony: Colony, tmp_path: Path
+) -> None:
+    name = await create_from_file(colony, tmp_path, 2, drainDeadline="PT3S")
+    before = await machines_of(colony, name)
+    api = await child_api(colony.management, name)
+    core, policy = client.CoreV1Api(api), client.PolicyV1Api(api)
+    for i, node in enumerate(sorted(before.values())):
+        await call(
+            core.create_namespaced_pod, "default",
+            {"metadata": {"name": f"db-{i}", "labels": {"app": "db"}},
+             "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]}},
+        )  # fmt: skip
+    await call(
+        policy.create_namespaced_pod_disruption_budget, "default",
+        {"metadata": {"name": "db"},
+         "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "db"}}}},
+    )  # fmt: skip
+    close_client(api)
+    failed = await colony.ctl(
+        "node-pool", "scale", name, "workers", "--count", "1", "--wait", "--timeout", "60",
+        expect=None,
+    )  # fmt: skip
+    assert failed.exit_code != 0
+    status = json.loads((await colony.ctl("cluster", "get", name, "-o", "json")).stdout)
+    op = status["completedOperations"][-1]
+    assert op["state"] == "failed"
+    assert "drain did not finish within 3s" in op["reason"], op
+    assert pool(status, "workers")["count"] == 2
+    assert await machines_of(colony, name) == before, "no Machine deleted"
+    assert await marks_and_cordons(colony, name) == ([], [])
+    await colony.ctl("cluster", "delete", name, "--wait", "--timeout", "90")
+
+
+async def test_workers_changed_outside_colony_are_reported_and_left_alone(
+    colony: Colony, tmp_path: Path
+) -> None:
+    name = await create_from_file(colony, tmp_path, 2)
+    before = await machines_of(colony, name)
+    custom = client.CustomObjectsApi(colony.management)
+    await call(
+        custom.patch_namespaced_custom_object,
+        "k0rdent.mirantis.com", "v1beta1", NAMESPACE, "clusterdeployments", name,
+        {"spec": {"config": {"workersNumber": 3}}},
+    )  # fmt: skip
+    failed = await colony.ctl(
+        "node-pool", "scale", name, "workers", "--count", "1", "--wait", "--timeout", "60",
+        expect=None,
+    )  # fmt: skip
+    assert failed.exit_code != 0
+    status = json.loads((await colony.ctl("cluster", "get", name, "-o", "json")).stdout)
+    op = status["completedOperations"][-1]
+    assert op["state"] == "failed"
+    assert "is 3, not the 2 Colony set: it was changed outside Colony" in op["reason"], op
+    deployment = await call(
+        custom.get_namespaced_custom_object,
+        "k0rdent.mirantis.com", "v1beta1", NAMESPACE, "clusterdeployments", name,
+    )  # fmt: skip
+    assert deployment["spec"]["config"]["workersNumber"] == 3, "never fought"
+    now = await eventually(
+        lambda: machines_of(colony, name), until=lambda m: len(m) == 3, what="CAPI's 3rd Machine"
+    )
+    assert set(before) <= set(now), "none of the Machines there before was deleted"
+    assert await marks_and_cordons(colony, name) == ([], [])
     await colony.ctl("cluster", "delete", name, "--wait", "--timeout", "90")

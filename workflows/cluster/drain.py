@@ -195,7 +195,14 @@ class NodeRemoval:
                 node.state = NodeState.REMOVING
                 entry.step = "removing"
             await self._machines.remove(self._pool, [node for node, _ in leaving])
-        except Interrupted:
+        except Interrupted as error:
+            if is_failure(error) and error_type_of(error) == ErrorType.WORKERS_CHANGED_OUTSIDE:
+                # Refused before anything was written (someone else set workersNumber): the
+                # nodes stay, unmarked and uncordoned. Any other interruption may have come after
+                # the count was lowered: the removal is finished (only marked Machines can go).
+                for node, entry in leaving:
+                    node.state = NodeState.DRAINING
+                    entry.step = "failed"
             await settle(self._undo([n for n, _ in leaving], [e for _, e in leaving]))
             raise
         for _, entry in leaving:
