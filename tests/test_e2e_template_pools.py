@@ -433,3 +433,55 @@ async def test_workers_changed_outside_colony_are_reported_and_left_alone(
     assert set(before) <= set(now), "none of the Machines there before was deleted"
     assert await marks_and_cordons(colony, name) == ([], [])
     await colony.ctl("cluster", "delete", name, "--wait", "--timeout", "90")
+
+
+async def test_a_cancelled_scale_down_keeps_its_machines_and_a_named_node_goes_alone(
+    colony: Colony, tmp_path: Path
+) -> None:
+    name = await create_from_file(colony, tmp_path, 3)
+    before = await machines_of(colony, name)
+    api = await child_api(colony.management, name)
+    core, policy = client.CoreV1Api(api), client.PolicyV1Api(api)
+    for i, node in enumerate(sorted(before.values())):
+        await call(
+            core.create_namespaced_pod, "default",
+            {"metadata": {"name": f"db-{i}", "labels": {"app": "db"}},
+             "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]}},
+        )  # fmt: skip
+    await call(
+        policy.create_namespaced_pod_disruption_budget, "default",
+        {"metadata": {"name": "db"},
+         "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "db"}}}},
+    )  # fmt: skip
+    accepted = json.loads(
+        (
+            await colony.ctl("node-pool", "scale", name, "workers", "--count", "1", "-o", "json")
+        ).stdout
+    )
+
+    async def blocked() -> bool:
+        current = json.loads((await colony.ctl("cluster", "get", name, "-o", "json")).stdout).get(
+            "currentOperation"
+        )
+        return bool(current and any(n["blockingPods"] for n in current["progress"]["nodes"]))
+
+    await eventually(blocked, timeout=60, interval=0.3, what="the drain held by the budget")
+    marked, cordoned = await marks_and_cordons(colony, name)
+    assert len(marked) == 2
+    assert len(cordoned) == 2
+    await colony.ctl("operation", "cancel", name, accepted["operationId"], "--reason", "e2e")
+    assert await marks_and_cordons(colony, name) == ([], [])
+    assert await machines_of(colony, name) == before, "a cancelled scale-down deletes nothing"
+
+    # `node delete` names the node: its Machine, and only it, goes.
+    await call(policy.delete_namespaced_pod_disruption_budget, "db", "default")
+    close_client(api)
+    victim_machine, victim = sorted(before.items())[1]
+    await colony.ctl("node", "delete", name, victim, "--wait", "--timeout", "60")
+    left = await eventually(
+        lambda: machines_of(colony, name), until=lambda m: len(m) == 2, what="2 Machines"
+    )
+    assert victim_machine not in left
+    assert set(left) == set(before) - {victim_machine}
+    assert await marks_and_cordons(colony, name) == ([], [])
+    await colony.ctl("cluster", "delete", name, "--wait", "--timeout", "90")
