@@ -61,6 +61,7 @@ from activities.child_cluster.marked import MarkedChildObjectActivities
 from activities.child_cluster.namespaces import NamespaceActivities
 from activities.child_cluster.nodes import NodeActivities
 from activities.child_cluster.routes import RouteActivities
+from activities.declarations import implementations
 from activities.errors import ActivityErrorCounter
 from activities.heartbeat import HEARTBEAT_THROTTLE
 from activities.host_provider import HostProviderActivities
@@ -262,74 +263,24 @@ def activity_callables(
     One implementation per declaration (`activities.declarations`; checked by
     `tests/test_activity_declarations.py`), grouped by the system it talks to."""
     clients = ChildClients()
-    deployments = ClusterDeploymentActivities(management_api)
-    machines = MachineActivities(management_api)
-    classes = WorkspaceClassActivities(management_api)
-    service_sets = ServiceSetActivities(management_api, unsealer)
-    nodes = NodeActivities(management_api, clients)
-    namespaces = NamespaceActivities(management_api, clients)
-    routes = RouteActivities(management_api, clients)
-    hosts = HostProviderActivities(host_provider)
-    marked = MarkedObjectActivities(management_api)
-    marked_child = MarkedChildObjectActivities(management_api, clients)
-    activities: list[Callable[..., Any]] = [
-        # The management cluster.
-        deployments.check_cluster_prerequisites,
-        deployments.create_cluster_deployment,
-        deployments.await_cluster_deployment,
-        deployments.add_cluster_machines,
-        deployments.remove_cluster_machines,
-        deployments.delete_cluster_deployment,
-        deployments.write_colony_kubeconfigs,
-        machines.scale_machine_deployment,
-        machines.mark_machines,
-        machines.await_machines,
-        classes.get_workspace_class,
-        classes.list_workspace_classes,
-        classes.publish_workspace_class,
-        classes.publish_objects,
-        classes.check_service_template,
-        service_sets.apply_service_set,
-        service_sets.await_service_set,
-        service_sets.delete_service_set,
-        service_sets.find_service_sets,
-        service_sets.write_values_secret,
-        service_sets.delete_values_secret,
-        marked.find_marked_objects,
-        # Child clusters.
-        nodes.list_nodes,
-        nodes.await_nodes,
-        nodes.cordon_node,
-        nodes.uncordon_node,
-        nodes.drain_node,
-        nodes.delete_node,
-        nodes.read_gpu_inventory,
-        namespaces.ensure_namespace,
-        namespaces.delete_namespace,
-        namespaces.recent_events,
-        routes.find_tenant_gateway,
-        routes.apply_routes,
-        routes.await_routes,
-        routes.delete_routes,
-        marked_child.find_marked_child_objects,
-        # The host provider.
-        hosts.claim_hosts,
-        hosts.release_hosts,
-        hosts.list_claimed_hosts,
-        hosts.await_free_hosts,
-    ]
+    # Each provider's activities are its methods made with `implements`: found, not listed.
+    activities = implementations(
+        ClusterDeploymentActivities(management_api),
+        MachineActivities(management_api),
+        WorkspaceClassActivities(management_api),
+        ServiceSetActivities(management_api, unsealer),
+        MarkedObjectActivities(management_api),
+        NodeActivities(management_api, clients),
+        NamespaceActivities(management_api, clients),
+        RouteActivities(management_api, clients),
+        MarkedChildObjectActivities(management_api, clients),
+        HostProviderActivities(host_provider),
+    )
     if temporal is not None:
-        workflows_client = TemporalActivities(temporal, task_queue)
-        activities += [
-            workflows_client.signal_with_start,
-            workflows_client.list_workflows,
-            workflows_client.await_workflows_closed,
-            workflows_client.await_cluster_created,
-            QuotaActivities(temporal, task_queue, host_provider, quota_defaults).admit_quota,
-            workflows_client.inspect_workflow,
-            workflows_client.terminate_workflow,
-            workflows_client.read_ledger_holdings,
-        ]
+        activities += implementations(
+            TemporalActivities(temporal, task_queue),
+            QuotaActivities(temporal, task_queue, host_provider, quota_defaults),
+        )
     return activities, clients
 
 

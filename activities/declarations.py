@@ -1,6 +1,6 @@
 """The link from each activity's implementation to its declaration, so that they cannot drift apart.
 
-Workflows declare every activity once, in sandbox-safe modules (`workflows.activity_calls`,
+Workflows declare every activity once, in sandbox-safe modules (`workflows.cluster_calls`,
 `workflows.workspace_calls`): its name, request and result types, timeouts, retry policy and
 summary. An implementation names its declaration instead of repeating any of it:
 
@@ -35,8 +35,7 @@ from pydantic import BaseModel
 from temporalio import activity
 
 from activities.heartbeat import heartbeating
-from workflows import activity_calls as cluster_calls
-from workflows import purge_calls, search_attributes, workspace_calls
+from workflows import cluster_calls, purge_calls, search_attributes, workspace_calls
 from workflows.kit.activity import ActivityDeclaration
 from workflows.quota import QUOTA
 
@@ -45,6 +44,7 @@ __all__ = [
     "QUOTA",
     "cluster_calls",
     "declarations",
+    "implementations",
     "implements",
     "purge_calls",
     "search_attributes",
@@ -70,6 +70,17 @@ def declarations() -> list[ActivityDeclaration[Any, Any]]:
         for value in vars(module).values()
         if isinstance(value, ActivityDeclaration)
     ]
+
+
+def implementations(*providers: object) -> list[Callable[..., Any]]:
+    """Every activity the providers implement (their methods made with `implements`), bound to
+    them: what the worker registers, found rather than listed."""
+    found: list[Callable[..., Any]] = []
+    for provider in providers:
+        for name, member in inspect.getmembers(type(provider)):
+            if declaration_of(member) is not None:
+                found.append(getattr(provider, name))
+    return found
 
 
 def declaration_of(implementation: Callable[..., Any]) -> ActivityDeclaration[Any, Any] | None:

@@ -29,6 +29,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
 from infra import metrics
+from infra.provider_errors import http_error_body
 from models.errors import ErrorType, permanent
 
 CONFLICT = "Conflict"
@@ -141,16 +142,6 @@ def kube_error(exc: ApiException, what: str) -> ApplicationError:
 def transport_error(exc: BaseException, what: str) -> ApplicationError:
     """A temporary error for a request that got no answer (refused, reset, timed out)."""
     return _temporary(f"{what}: {type(exc).__name__}: {exc}", UNAVAILABLE)
-
-
-def http_error_body(response: httpx.Response) -> dict[str, Any]:
-    """The `error` object of a host-provider error body ({} when it has none)."""
-    try:
-        body = response.json()
-    except ValueError:
-        return {}
-    error = body.get("error") if isinstance(body, dict) else None
-    return error if isinstance(error, dict) else {}
 
 
 def http_error(exc: httpx.HTTPStatusError, what: str) -> ApplicationError:

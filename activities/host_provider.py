@@ -2,7 +2,7 @@
 
 `HostProviderActivities` receives an `httpx.AsyncClient` whose base URL and API key `worker.py`
 set from the settings (the key lives in the client's headers, never in a request or a log line).
-Called by `ClusterWorkflow` (through the declarations in `workflows.activity_calls`) when pools grow, shrink, fail to join and when a cluster is deleted.
+Called by `ClusterWorkflow` (through the declarations in `workflows.cluster_calls`) when pools grow, shrink, fail to join and when a cluster is deleted.
 
 Every activity heartbeats (`activities.heartbeat`, through `activities.declarations.implements`), and a request already sent is never abandoned:
 when the workflow cancels an activity, the request in flight is allowed to finish before the

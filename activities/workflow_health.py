@@ -1,7 +1,7 @@
 """Whether a workflow can answer: what Temporal says of its pending workflow task (how many times
 in a row it failed, whether a worker has it) and the last failure its history records.
 
-Read by the clients (`starter.clients.temporal`: a list or a read of an entity whose workflow does
+Read by the clients (`clients.temporal`: a list or a read of an entity whose workflow does
 not answer shows why, and a delete of one that cannot make progress purges it) and by the
 activities that wait on other workflows or end them (`activities.temporal`). The decision itself
 is `models.purge.task_trouble`; this module only reads what it decides on.

@@ -1,7 +1,7 @@
 """Colony's HTTP API: the managed-Kubernetes REST interface, with API keys and permissions.
 
 A thin, strict front door to the same workflows `colonyctl` drives: every endpoint is a shell over
-the entity clients `colonyctl` uses in direct mode (`starter.clients`, through Temporal), acting
+the entity clients `colonyctl` uses in direct mode (`clients`, through Temporal), acting
 for the organization of the caller's key, so the CLI and the API cannot drift apart.
 
 - `app.py`: `create_app(settings, temporal_client_factory, key_store)`, the access log, OpenAPI;

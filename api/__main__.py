@@ -17,11 +17,11 @@ import sys
 import uvicorn
 
 from api.app import create_app
+from clients.temporal import connect
 from infra.config import ColonySettings, SettingsError
 from infra.keys import KubernetesKeyStore
 from infra.kube import api_client_from_file, close_client
 from infra.settings import ApiSettings
-from starter.clients.temporal import connect
 
 log = logging.getLogger("colony.api")
 

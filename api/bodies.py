@@ -6,7 +6,7 @@ keys taken) and word its own messages. Colony's rule is stricter and its message
 not `application/json`; 422 for one past the bounds of `models.bounds` (larger than 1 MiB, nested
 deeper than a field may be, more tokens than a request has), checked while it is received and
 before the JSON parser (which recurses) sees it, or holding a key twice, naming the field; 400 for
-what is not JSON or not an object; then `starter.parsing.validated`, which is
+what is not JSON or not an object; then `clients.parsing.validated`, which is
 `models.base.user_input`: 422 naming the field and the rule (the free-form fields' bounds among
 them), unknown fields and integers or booleans of another type refused. Routes declare their body
 with `body_spec(Model)`; `openapi_components()` adds the models' schemas (with
@@ -23,9 +23,9 @@ from pydantic.json_schema import models_json_schema
 
 from api.errors import ApiError
 from api.views import REQUEST_MODELS
+from clients.errors import InvalidRequestError
+from clients.parsing import validated
 from models.bounds import MAX_DOCUMENT_BYTES, InputError, field_of, load_json
-from starter.errors import InvalidRequestError
-from starter.parsing import validated
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 

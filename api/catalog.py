@@ -1,6 +1,6 @@
 """`/v1/locations`, `/v1/gpu-models`, `/v1/cpu-skus`: the host provider's catalog with what each
 location stocks (hosts per SKU, free now), from the host provider through
-`starter.clients.provider.DirectCatalog`, as `colonyctl catalog` shows it in direct mode.
+`clients.provider.DirectCatalog`, as `colonyctl catalog` shows it in direct mode.
 
 Any valid key may read the catalog (it names no organization's resources). Mounted by
 `api.app.create_app`.
@@ -25,8 +25,8 @@ from api.views import (
     LocationList,
     SkuLocationStock,
 )
+from clients.errors import UnavailableError
 from models.catalog import LocationStock, SkuKind
-from starter.errors import UnavailableError
 
 router, ROUTERS = entity_router("/v1", "catalog")
 """The routes this module adds to the API (`api.app.entity_routers`)."""

@@ -1,6 +1,6 @@
 """`/v1/kubernetes/clusters`: clusters, their node pools, nodes, operations and credentials.
 
-Every route is a thin shell over `starter.clients.clusters.TemporalClusters`, the client
+Every route is a thin shell over `clients.clusters.TemporalClusters`, the client
 `colonyctl` uses in direct mode, acting for the caller's organization: another organization's
 cluster is simply not found (404, never 403, so names do not leak). A cluster's id is its name,
 unique within the organization until its deletion completes. Long operations answer 202 with what
@@ -56,6 +56,11 @@ from api.views import (
     status_after,
     status_of,
 )
+from clients import credentials
+from clients.base import WorkflowRef, not_found
+from clients.clusters import TemporalClusters, operation_not_found, operations
+from clients.errors import ConflictError, NotFoundError, UnavailableError
+from clients.parsing import validated
 from models.cluster import ClusterSpec, ClusterStatus
 from models.names import name_problem
 from models.node_pool import NodePoolSpec, NodePoolStatus
@@ -68,11 +73,6 @@ from models.operations import (
     ScaleNodePoolRequest,
 )
 from models.rules import unknown_pool
-from starter import credentials
-from starter.clients.base import WorkflowRef, not_found
-from starter.clients.clusters import TemporalClusters, operation_not_found, operations
-from starter.errors import ConflictError, NotFoundError, UnavailableError
-from starter.parsing import validated
 
 router, ROUTERS = entity_router("/v1/kubernetes/clusters", "clusters")
 """The routes this module adds to the API (`api.app.entity_routers`)."""

@@ -1,5 +1,5 @@
 """`/v1/colonies`: groups of clusters (the exalsius Colony), run by `ColonyWorkflow`: thin shells
-over `starter.clients.colonies.TemporalColonies`, the client `colonyctl colony` uses in direct
+over `clients.colonies.TemporalColonies`, the client `colonyctl colony` uses in direct
 mode.
 
 A colony belongs to the caller's organization, and so do its clusters (`<colony>--<clusterName>`,
@@ -30,10 +30,10 @@ from api.views import (
     ColonyView,
     accepted_view,
 )
+from clients.base import not_found
+from clients.parsing import validated
 from models.manifests import ColonySpec
 from models.workspace_class import dns_label_problem
-from starter.clients.base import not_found
-from starter.parsing import validated
 
 router, ROUTERS = entity_router("/v1/colonies", "colonies")
 """The routes this module adds to the API (`api.app.entity_routers`)."""

@@ -1,6 +1,6 @@
 """What every request of the HTTP API shares: settings, the Temporal client, the key store, the
 rate limiters, Colony's public sealing key; the entity clients the routes are shells over
-(`starter.clients`, through Temporal, acting for the caller's organization); and the dependencies
+(`clients`, through Temporal, acting for the caller's organization); and the dependencies
 that hand them to the routes (who calls, with which key).
 
 `api.app.create_app` builds one `ApiContext` per app and keeps it on `app.state`; the routes
@@ -41,22 +41,22 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from api.errors import ApiError
+from clients.base import WorkflowRef
+from clients.classes import TemporalClasses
+from clients.clusters import TemporalClusters
+from clients.colonies import TemporalColonies
+from clients.errors import NotFoundError, UnavailableError, temporal_unreachable
+from clients.provider import DirectCatalog
+from clients.purges import TemporalPurges
+from clients.quotas import TemporalQuotas
+from clients.temporal import TemporalSession
+from clients.workspaces import TemporalWorkspaces
 from infra.config import ColonySettings, SettingsError
 from infra.fairshare import FairShare, TurnRefused
 from infra.keys import ApiKey, KeyBusyError, KeyRefusedError, KeyStore, Permission, key_id_of
 from infra.ratelimit import RateLimiter
 from infra.sealing import PUBLIC_KEY_ENV, Sealer, SealingError, SealingSettings
 from infra.settings import ApiSettings
-from starter.clients.base import WorkflowRef
-from starter.clients.classes import TemporalClasses
-from starter.clients.clusters import TemporalClusters
-from starter.clients.colonies import TemporalColonies
-from starter.clients.provider import DirectCatalog
-from starter.clients.purges import TemporalPurges
-from starter.clients.quotas import TemporalQuotas
-from starter.clients.temporal import TemporalSession
-from starter.clients.workspaces import TemporalWorkspaces
-from starter.errors import NotFoundError, UnavailableError, temporal_unreachable
 
 TemporalClientFactory = Callable[[], Awaitable[Client]]
 S = TypeVar("S")

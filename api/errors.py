@@ -2,7 +2,7 @@
 
 `{"error": {"code": "conflict", "field": "name", "message": "name: cluster 'training' already
 exists ..."}}`: the message is the line `colonyctl` prints after `error: ` (both get it from the same
-`starter.errors` types), the code is stable, the field is named when the refusal is about one.
+`clients.errors` types), the code is stable, the field is named when the refusal is about one.
 
 | raised | status | code |
 | --- | --- | --- |
@@ -20,7 +20,7 @@ exists ..."}}`: the message is the line `colonyctl` prints after `error: ` (both
 | `UnavailableError` (Temporal, the management cluster or the provider down), `SettingsError`, the key store unreachable (`infra.keys.KeyStoreUnavailableError`) | 503 | unavailable |
 
 Installed on the app by `api.app.create_app`; `api.context` and the routes raise `ApiError` or the
-`starter.errors` types.
+`clients.errors` types.
 """
 
 from __future__ import annotations
@@ -34,12 +34,12 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.views import ErrorBody, ErrorDetail
+from clients import errors
+from clients.errors import ColonyError
 from infra.config import SettingsError
 from infra.keys import KeyRequestError, KeyStoreError
 from models.base import user_rule
 from models.operations import OperationKind
-from starter import errors
-from starter.errors import ColonyError
 from workflows.cluster import CLUSTER
 
 UNAVAILABLE_RETRY_SECONDS = 5
@@ -99,7 +99,7 @@ ANSWERS: list[tuple[type[ColonyError], int, str]] = [
     (errors.OperationFailedError, 409, "operation_failed"),
 ]
 """The status and code of each domain error, subclasses first (a conflict is a refusal too);
-`starter.clients.http` reads them back. Any other (`UnavailableError`, and a bare `ColonyError`:
+`clients.http` reads them back. Any other (`UnavailableError`, and a bare `ColonyError`:
 an answer Colony could not use, e.g. an empty kubeconfig Secret) is a 503: the platform could
 not serve this now."""
 

@@ -1,7 +1,7 @@
 """`/v1/operator/...`: what an operator does for any organization, with a key that has Operator
 Purge (`operator:purge`; made with `colonyctl apikey create --permission purge`): end a cluster or
 workspace whose workflow cannot make progress and remove what it made, found by its ownership
-marks (`starter.clients.purges.TemporalPurges`, the client `colonyctl ... purge` uses in local
+marks (`clients.purges.TemporalPurges`, the client `colonyctl ... purge` uses in local
 mode; `models.purge` says what a purge does).
 
 The organization is the path's, never the key's: these routes are the one place a key acts
@@ -21,9 +21,9 @@ from fastapi import Response
 from api.errors import error_responses
 from api.routes import OPERATOR_READ, PURGE, Call, entity_router, reads, writes
 from api.views import PurgeView
+from clients.purges import checked_target
 from models.identity import Entity
 from models.purge import PurgeOutcome
-from starter.clients.purges import checked_target
 
 router, ROUTERS = entity_router("/v1/operator/organizations", "operator")
 """The routes this module adds to the API (`api.app.entity_routers`)."""

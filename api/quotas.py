@@ -1,13 +1,13 @@
 """`/v1/quota` and `/v1/organizations/{organization}/quota`: an organization's quotas (hosts, GPUs,
 clusters, workspaces, its share of a location's hosts of a SKU) with what it uses of each, through
-`starter.clients.quotas.TemporalQuotas`, as `colonyctl quota get|set` shows and changes them in
+`clients.quotas.TemporalQuotas`, as `colonyctl quota get|set` shows and changes them in
 direct mode.
 
 Any key with Read reads its own organization's (`GET /v1/quota`); a key with Quota Manage (an
 operator's) reads and sets any organization's. A change is a JSON merge patch of the limits: a
 number sets one, `null` gives it back to the default (`COLONY_QUOTA_*`), an absent one stays.
 Admission itself is not here: every create, deploy and scale-up is admitted by the same client
-code the routes of its entity use (`starter.clients.quotas.admit`, the cluster's workflow).
+code the routes of its entity use (`clients.quotas.admit`, the cluster's workflow).
 Mounted by `api.app.create_app`.
 """
 
@@ -16,8 +16,8 @@ from __future__ import annotations
 from api.bodies import read_body
 from api.errors import error_responses
 from api.routes import QUOTA_MANAGE, READ, Call, entity_router, reads, writes
+from clients.quotas import organization_checked
 from models.quota import OrganizationQuota, QuotaLimits
-from starter.clients.quotas import organization_checked
 
 router, ROUTERS = entity_router("/v1", "quotas")
 """The routes this module adds to the API (`api.app.entity_routers`)."""

@@ -19,13 +19,13 @@ from pydantic import BaseModel
 from api.bodies import body_spec
 from api.context import ApiContext, Principal, context, each_found, requires
 from api.errors import error_responses
+from clients.base import WorkflowRef
+from clients.classes import TemporalClasses
+from clients.clusters import TemporalClusters
+from clients.colonies import TemporalColonies
+from clients.purges import TemporalPurges
+from clients.workspaces import TemporalWorkspaces
 from infra.keys import Permission
-from starter.clients.base import WorkflowRef
-from starter.clients.classes import TemporalClasses
-from starter.clients.clusters import TemporalClusters
-from starter.clients.colonies import TemporalColonies
-from starter.clients.purges import TemporalPurges
-from starter.clients.workspaces import TemporalWorkspaces
 
 EndpointT = TypeVar("EndpointT", bound=Callable[..., Any])
 ViewT = TypeVar("ViewT")

@@ -4,7 +4,7 @@ waits for hosts), in the document's field names.
 
 Responses are Colony's own models with a few fields added (the cluster's `id` and `status`; a
 workspace's or colony's `id`; and for each, the `workflowId` of the workflow that owns it and its
-Web UI link), so `colonyctl` in remote mode (the `Http*` clients of `starter.clients`) reads
+Web UI link), so `colonyctl` in remote mode (the `Http*` clients of `clients`) reads
 them back into the same `ClusterStatus`, `Operation`,
 `WorkspaceStatus`, `ColonyStatus` and `WorkspaceClassSpec` it gets from Temporal, prints the same
 thing, and takes workflow ids from the answers, never from a link.
@@ -29,6 +29,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from clients.base import WorkflowRef
 from models.activity_api import KubeconfigRef
 from models.base import ColonyModel, refusal_at
 from models.bounds import answers_bound_problem, bounded, labels_bound_problem, user_bound
@@ -60,7 +61,6 @@ from models.workspace_class import (
     object_name_problem,
 )
 from models.workspace_operations import WorkspaceOperationKind
-from starter.clients.base import WorkflowRef
 
 ViewT = TypeVar("ViewT", bound=BaseModel)
 

@@ -1,6 +1,6 @@
 """`/v1/workspace-classes` and `/v1/workspaces`: the class catalog, and workspaces on the caller's
 clusters: thin shells over the clients `colonyctl class` and `colonyctl workspace` use in direct
-mode (`starter.clients.classes.TemporalClasses`, `starter.clients.workspaces.TemporalWorkspaces`).
+mode (`clients.classes.TemporalClasses`, `clients.workspaces.TemporalWorkspaces`).
 
 Classes: the catalog every organization shares, and each organization's own classes, which only it
 sees (and which shadow nothing of anyone else's: a class name the shared catalog has is not free
@@ -50,6 +50,11 @@ from api.views import (
     WorkspaceView,
     accepted_view,
 )
+from clients.base import not_found
+from clients.classes import check_class_conflicts, class_not_found
+from clients.errors import InvalidRequestError, NotFoundError, UnavailableError
+from clients.parsing import validated
+from clients.workspaces import Deployment, TemporalWorkspaces, WorkspaceRequest
 from infra.keys import Permission
 from models.deploy import resources_from_flags
 from models.names import name_problem
@@ -62,11 +67,6 @@ from models.workspace_operations import (
     ResumeWorkspaceRequest,
     SuspendWorkspaceRequest,
 )
-from starter.clients.base import not_found
-from starter.clients.classes import check_class_conflicts, class_not_found
-from starter.clients.workspaces import Deployment, TemporalWorkspaces, WorkspaceRequest
-from starter.errors import InvalidRequestError, NotFoundError, UnavailableError
-from starter.parsing import validated
 
 classes = APIRouter(prefix="/v1/workspace-classes", tags=["workspace classes"])
 router = APIRouter(prefix="/v1/workspaces", tags=["workspaces"])

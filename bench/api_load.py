@@ -5,7 +5,7 @@ the API as its own process (`python -m api`, one uvicorn worker, rate limit off)
 
 - reads: `GET /v1/kubernetes/clusters/{id}` of a ready cluster, with `--concurrency` requests in
   flight from one httpx client (keep-alive), for `--seconds`; then the same reads straight through
-  the Temporal client (`starter.clients.clusters.TemporalClusters.get`, a describe and a query each), from this
+  the Temporal client (`clients.clusters.TemporalClusters.get`, a describe and a query each), from this
   process, with the same concurrency;
 - create+delete pairs: `POST /v1/kubernetes/clusters` (no pools) then `DELETE` of the same
   cluster, answered 202 each; then the same pair straight through `TemporalClusters`
@@ -32,10 +32,10 @@ import httpx
 from bench.command import Command, Option
 from bench.record import Headline, progress, publish, scale
 from bench.stack import TEMPORAL, Stack, create_key, private_stack
+from clients.clusters import TemporalClusters
+from clients.temporal import TemporalSession, connect
 from infra.config import ColonySettings
 from models.cluster import ClusterSpec
-from starter.clients.clusters import TemporalClusters
-from starter.clients.temporal import TemporalSession, connect
 
 ORGANIZATION = "bench"
 CLUSTERS = "/v1/kubernetes/clusters"

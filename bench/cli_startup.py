@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from bench.command import Command, Option
 from bench.record import Headline, progress, publish, scale
 from bench.stack import VENV_BIN, colonyctl
+from clients.credentials import token_plugin
 from starter import token_cache
-from starter.credentials import token_plugin
 
 TARGET_SECONDS = 0.3
 

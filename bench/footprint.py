@@ -5,7 +5,7 @@ API requests a workspace deployment costs, counted at the emulator.
 (`bench.stack`: dev server, the sim with instant timing and `bench/inventory.yaml`, `worker.py` as
 its own process), creates `--clusters` clusters of two 128-core CPU nodes (through `colonyctl`,
 four at a time), then deploys `--workspaces` SSH dev boxes spread evenly over them (CPU only,
-through `starter.clients.workspaces.TemporalWorkspaces.deploy`, 50 in flight) and waits until every one runs. Every
+through `clients.workspaces.TemporalWorkspaces.deploy`, 50 in flight) and waits until every one runs. Every
 two seconds it samples the resident memory of the worker, the sim and the dev server against the
 number of running workspaces (the PNG); the headline is the worker's RSS once all run and its
 peak (aim: under 500 MB). The sim's request counter (`GET /sim/v1/requests`) gives the Kubernetes

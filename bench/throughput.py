@@ -13,7 +13,7 @@ creates one cluster `tput` with a pool of `--nodes` CPU hosts (128 cores each), 
    warm-up wave of the ceiling with as many;
 2. per size N of `--workspaces`, `--rounds` times: a wave of N SSH dev boxes (CPU only, 4 cores
    each: no GPU ledger) deployed at once through the Temporal client with the models
-   (`starter.clients.workspaces.TemporalWorkspaces.deploy`, the front door `colonyctl` uses),
+   (`clients.workspaces.TemporalWorkspaces.deploy`, the front door `colonyctl` uses),
    each deleted (`delete` update) as soon as it runs (`bench.waves`), then a wave of N
    `bench.ceiling_workflow.CeilingWorkflow`s in the same way, one right after the other, so each
    ratio compares two waves run under the same load.
@@ -63,14 +63,14 @@ from bench.waves import (
     requests_sentence,
     run_wave,
 )
+from clients.classes import TemporalClasses
+from clients.errors import NotFoundError, UnavailableError
+from clients.temporal import TemporalSession
+from clients.workspaces import Deployment, TemporalWorkspaces
 from infra.config import ColonySettings
 from models.workspace import WorkspacePhase, WorkspaceSpec
 from models.workspace_class import WorkspaceClassSpec
 from models.workspace_operations import DeleteWorkspaceRequest
-from starter.clients.classes import TemporalClasses
-from starter.clients.temporal import TemporalSession
-from starter.clients.workspaces import Deployment, TemporalWorkspaces
-from starter.errors import NotFoundError, UnavailableError
 from workflows.search_attributes import COLONY_KIND, COLONY_PHASE
 
 CLUSTER = "tput"
@@ -105,7 +105,7 @@ async def phase_ids(temporal: Client, kind: str, phase: str) -> set[str]:
 
 
 class ColonyDriver:
-    """Dev boxes through `starter.clients.workspaces`, as `colonyctl workspace deploy` sends them."""
+    """Dev boxes through `clients.workspaces`, as `colonyctl workspace deploy` sends them."""
 
     kind = WORKSPACE_KIND
 

@@ -7,7 +7,7 @@ as its own process; the first time with `watcher.py` too, the second without), c
 with one H100 node (8 GPUs), and deploys SSH dev boxes that each ask for all 8 GPUs: one runs (the
 cluster is full), the next K wait in line. Then N times: delete the running one (`delete`
 update), wait until the first in line runs, deploy one more at the back, so the line stays K
-deep. Workspaces are driven through `starter.clients.workspaces`, the functions `colonyctl` calls.
+deep. Workspaces are driven through `clients.workspaces`, the functions `colonyctl` calls.
 
 The cluster's ledger (`capacity/<cluster>`) is started by the benchmark before the first
 workspace, with its continue-as-new threshold at `--ledger-run-events` (default 1,000, where
@@ -49,6 +49,10 @@ from bench.command import Command, Option
 from bench.history import event_counts, event_time
 from bench.record import Headline, Report, distribution, progress, publish, pyplot, scale
 from bench.stack import TEMPORAL, Stack, describe, private_stack
+from clients.classes import TemporalClasses
+from clients.errors import NotFoundError, UnavailableError
+from clients.temporal import TemporalSession
+from clients.workspaces import TemporalWorkspaces, prepare_workspace
 from infra.config import ColonySettings
 from models.identity import capacity_workflow_id
 from models.operations import ContinueAsNewPolicy
@@ -56,10 +60,6 @@ from models.workspace import WorkspacePhase, WorkspaceSpec
 from models.workspace_api import CapacityLedgerInput
 from models.workspace_class import WorkspaceClassSpec
 from models.workspace_operations import DeleteWorkspaceRequest
-from starter.clients.classes import TemporalClasses
-from starter.clients.temporal import TemporalSession
-from starter.clients.workspaces import TemporalWorkspaces, prepare_workspace
-from starter.errors import NotFoundError, UnavailableError
 from workflows.capacity import CAPACITY
 from workflows.workspace import WORKSPACE
 

@@ -1,7 +1,7 @@
 """How Colony says that Temporal is out of reach, in one line, wherever it is found: `colonyctl`
-(`starter.errors`), the HTTP API, the worker and the watcher (`infra.process`).
+(`clients.errors`), the HTTP API, the worker and the watcher (`infra.process`).
 
-Standard library only: the CLI's entry module imports it (through `starter.errors`) at start-up.
+Standard library only: the CLI's entry module imports it (through `clients.errors`) at start-up.
 """
 
 from __future__ import annotations

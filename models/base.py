@@ -12,7 +12,7 @@ default, and strictness is applied where users send data: `user_input(Model, dat
 Types, too, are strict for users only: an integer field takes an integer and a boolean field a
 boolean, never `"3"`, `true` or `3.0` for a count nor `"yes"` for a flag (pydantic's lax mode would
 convert them; the OpenAPI document says integer and boolean). The command line converts what it
-parses from text itself (`starter.parsing`) before a model sees it, so a YAML file's `count: "3"`
+parses from text itself (`clients.parsing`) before a model sees it, so a YAML file's `count: "3"`
 and an HTTP body's are refused alike. Pydantic's own strict mode is not used: it would refuse an
 enum's or a duration's text too, which users rightly send.
 """

@@ -24,7 +24,7 @@ Depth is counted with an explicit stack, and text is measured before any parser 
 `NaN` and `Infinity` are refused; YAML timestamps stay text, as Helm and Kubernetes read them.
 
 Pure: no IO. Used by `models/` rules (`bounded`, `labels_bound_problem`), `api.bodies`,
-`starter.parsing`, `models.manifests` and `starter.commands.apply`.
+`clients.parsing`, `models.manifests` and `starter.commands.apply`.
 """
 
 from __future__ import annotations

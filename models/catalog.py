@@ -1,7 +1,7 @@
 """What a location stocks: per SKU (GPU model or CPU SKU), how many hosts it has and how many are
 free now; and the rule that refuses a pool the location cannot serve.
 
-Computed by `starter.clients.provider` from the host provider's `GET /v1/hosts` (the provider has
+Computed by `clients.provider` from the host provider's `GET /v1/hosts` (the provider has
 no stock endpoint) for `colonyctl catalog location list/get` and for the checks `cluster create`,
 `node-pool create` and `node-pool scale` run before anything starts; the HTTP API reuses both.
 Pure: no IO here.

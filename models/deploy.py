@@ -1,7 +1,7 @@
 """The rules a workspace deploy request must pass before anything is sent, whichever front door it
 came through: `colonyctl workspace deploy` and `apply -f` in direct mode or through the API, and
 `POST /v1/workspaces`. Pure: they answer a problem (`<field>: <rule>`), and the caller
-(`starter.clients.workspaces`, the one deploy path of both transports) refuses with it.
+(`clients.workspaces`, the one deploy path of both transports) refuses with it.
 
 - `missing_prompt_problem`: every required prompt of the class is answered (asked for first when
   a person can be asked);

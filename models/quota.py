@@ -7,7 +7,7 @@ writer of its `QuotaLedgerState`. Everything that makes an organization hold mor
 before anything starts:
 
 - a cluster's create, a colony's new clusters, a workspace's deploy: the client layer
-  (`starter.clients.quotas.admit`), before it starts the entity's workflow;
+  (`clients.quotas.admit`), before it starts the entity's workflow;
 - a node pool's add or scale-up: the cluster's workflow, in the update's handler, before the
   operation is queued (`ADMIT_QUOTA`), so the need is worked out from the cluster's exact
   state and queue, and two updates racing cannot both fit in the same room.

@@ -452,7 +452,7 @@ class AdmissionStatus(ColonyModel):
     position: int = 0
     """1 = next in its GPU selector's queue; 0 once admitted. The workflow knows the one of the
     ledger's first answer only (waiters are not told as the line moves): `workspace get`, `list`
-    and the API put in the ledger's current one (`starter.clients.workspaces`)."""
+    and the API put in the ledger's current one (`clients.workspaces`)."""
     placements: list[ReplicaPlacement] = Field(default_factory=list)
     message: str = ""
 

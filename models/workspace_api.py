@@ -2,8 +2,9 @@
 workspace, capacity-ledger, prerequisite, catalog and cluster workflows send each other.
 
 Workflows call activities through the declarations in `workflows/workspace_calls.py`; the
-implementations are in `activities/workspaces.py` (management and child clusters) and
-`activities/temporal.py` (signal-with-start). As everywhere, secrets never cross this boundary in
+implementations are in `activities/management/` (classes, ServiceSets and their values Secrets),
+`activities/child_cluster/` (namespaces, routes, the GPU inventory, events) and
+`activities/temporal.py` (signal-with-start, waits on other workflows). As everywhere, secrets never cross this boundary in
 plaintext: secret prompt answers travel sealed (`SealedValue`) and are unsealed only inside the
 activity that writes them into a Secret on the management cluster.
 

@@ -4,7 +4,7 @@ becomes its line on stderr and its exit code.
 Every refusal is exactly one line, `error: <field>: <rule>`, exit 2 (a `--help` hint follows on a
 second line only when stderr is a terminal): the parser's own usage errors (a bad `--count`, a
 missing `--name`) included, which `ColonyGroup` formats instead of Typer's boxed panel. Errors the
-commands raise are `starter.errors` types, whose class decides the exit code. Help is plain text
+commands raise are `clients.errors` types, whose class decides the exit code. Help is plain text
 (no rich): it is what `colonyctl --help` prints fastest.
 """
 
@@ -29,12 +29,12 @@ try:
 except ImportError:  # pragma: no cover - an older Typer that depends on click itself
     import click.exceptions as click_exceptions  # type: ignore[no-redef]
 
+from clients.errors import ColonyError, ExitCode
 from infra import tracing
 from models.advice import for_command_line
 from starter import commands
-from starter.cli import version_text
 from starter.commands import apply, credentials
-from starter.errors import ColonyError, ExitCode
+from starter.version import version_text
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 success; 1 the operation failed (or Temporal/the API could not be reached); "

@@ -26,6 +26,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from starter.version import version_text
+
 _BOOL_FLAG = re.compile(r"^--(drain|force)=(.*)$")
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
@@ -43,20 +45,6 @@ def normalize_argv(argv: Sequence[str]) -> list[str]:
         else:
             result.append(arg)
     return result
-
-
-def version_text() -> str:
-    """`colonyctl --version`: Colony's version and the Temporal SDK's, from the installed packages'
-    metadata (importing temporalio for its version would cost the start-up a second)."""
-    from importlib import metadata
-
-    def of(package: str) -> str:
-        try:
-            return metadata.version(package)
-        except metadata.PackageNotFoundError:
-            return "unknown"
-
-    return f"Colony {of('colony')} (Temporal Python SDK {of('temporalio')})"
 
 
 def run(argv: Sequence[str]) -> int:

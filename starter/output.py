@@ -27,10 +27,10 @@ from starter.options import OutputFormat
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
+    from clients.clusters import ClusterSummary
+    from clients.colonies import ColonySummary
     from models.catalog import LocationStock
     from models.colony import ColonyStatus
-    from starter.clients.clusters import ClusterSummary
-    from starter.clients.colonies import ColonySummary
 
 COLUMN_GAP = "   "
 """Three spaces between columns, as kubectl's printers use."""

@@ -12,13 +12,13 @@ import asyncio
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from clients.errors import InvalidRequestError
 from infra.config import ColonySettings, SettingsError
 from starter import output
-from starter.errors import InvalidRequestError
 from starter.options import OutputFormat
 
 if TYPE_CHECKING:
-    from starter.clients.base import WorkflowRef
+    from clients.base import WorkflowRef
 
 T = TypeVar("T")
 

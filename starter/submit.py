@@ -10,13 +10,13 @@ from __future__ import annotations
 import sys
 import time
 
+from clients.base import WorkflowRef
+from clients.clusters import ClusterRequest, Clusters
+from clients.errors import OperationFailedError
 from models.cluster import ClusterStatus
 from models.operations import Operation, OperationAccepted, OperationState
 from starter import output
 from starter.backend import clusters
-from starter.clients.base import WorkflowRef
-from starter.clients.clusters import ClusterRequest, Clusters
-from starter.errors import OperationFailedError
 from starter.options import OutputFormat, Submission
 from starter.session import print_link, run
 

@@ -2,9 +2,9 @@
 only when needed.
 
 kubectl runs its exec plugin once per kubectl process, so every `kubectl get` used to pay for a new
-TokenRequest (2.5-3.2 s). Tokens come from the cluster itself (`starter.credentials`, through the
+TokenRequest (2.5-3.2 s). Tokens come from the cluster itself (`clients.credentials`, through the
 management cluster) or, in remote mode (`colonyctl auth login`), from Colony's HTTP API
-(`starter.clients.clusters.HttpClusters.token`); the cache is keyed by where they came from (`source`). Tokens are now cached per cluster in a file of mode 0600 under
+(`clients.clusters.HttpClusters.token`); the cache is keyed by where they came from (`source`). Tokens are now cached per cluster in a file of mode 0600 under
 `$COLONY_CACHE_DIR`, else `$XDG_CACHE_HOME/colony`, else `~/.cache/colony`, and handed out until
 `RENEW_BEFORE` before they expire, with their real `expirationTimestamp`.
 
@@ -24,7 +24,7 @@ client; not even json, datetime, pathlib or tempfile), and the kubeconfig
 `starter` lives): importing `site` and the installed packages' .pth hooks alone costs more than
 the rest. A miss needs the
 Kubernetes client, so without `site` it re-executes itself through the full `colonyctl`
-(`starter.cli`), which issues the token (`starter.credentials`) and caches it.
+(`starter.cli`), which issues the token (`clients.credentials`) and caches it.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import os
 import sys
 import time
 
-from starter.login import read_login, user_dir
+from clients.login import read_login, user_dir
 
 # Not `typing.TYPE_CHECKING`: importing typing is one of the costs this module avoids.
 TYPE_CHECKING = False
@@ -219,11 +219,11 @@ def issued_credential(env: Mapping[str, str], cluster: str, namespace: str) -> s
 
     stored = read_login(env)
     if stored is not None:
-        from starter.clients.clusters import issue_token as issue_through_api
+        from clients.clusters import issue_token as issue_through_api
 
         token, expiry = issue_through_api(*stored, cluster)
     else:
-        from starter.credentials import issue_token
+        from clients.credentials import issue_token
 
         token, expiry = issue_token(management_kubeconfig(env), cluster, namespace)
     entry = {
@@ -279,7 +279,7 @@ def token_command(argv: Sequence[str], env: Mapping[str, str]) -> int | None:
     if cached is not None:
         sys.stdout.write(cached + "\n")
         return 0
-    from starter.errors import ColonyError
+    from clients.errors import ColonyError
 
     try:
         sys.stdout.write(issued_credential(env, cluster, namespace) + "\n")

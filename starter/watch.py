@@ -11,8 +11,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from clients.clusters import Clusters
 from starter import output
-from starter.clients.clusters import Clusters
 from starter.options import OutputFormat
 from starter.session import run
 

@@ -17,7 +17,7 @@ from models.workspace_class import WorkspaceClassSpec
 from starter import output
 
 if TYPE_CHECKING:
-    from starter.clients.workspaces import WorkspaceSummary
+    from clients.workspaces import WorkspaceSummary
 
 LIST_COLUMNS = ("ORGANIZATION", "NAME", "CLUSTER", "CLASS", "PHASE", "STARTED")
 WIDE_COLUMNS = (

@@ -51,6 +51,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner
 
+from clients.clusters import TemporalClusters
+from clients.errors import QuotaExceededError
+from clients.temporal import TemporalSession
 from infra.config import ColonySettings
 from infra.crds import ensure_crds
 from infra.ports import free_port
@@ -66,9 +69,6 @@ from models.operations import (
 from models.quota import quota_workflow_id
 from models.workspace_api import CATALOG_WORKFLOW_ID
 from starter.cli import app, normalize_argv
-from starter.clients.clusters import TemporalClusters
-from starter.clients.temporal import TemporalSession
-from starter.errors import QuotaExceededError
 from tests.conftest import venv_binary
 from tests.helpers import eventually, shipped_classes_listed, unique
 from tests.simenv import close_client, colony_env, host_provider, management_api, started_world

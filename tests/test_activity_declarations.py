@@ -1,6 +1,7 @@
 """Every activity workflows declare is implemented once, by a method linked to its declaration.
 
-- The worker registers exactly one implementation per declaration (`workflows.activity_calls`,
+- The worker registers exactly one implementation per declaration, found on its providers
+  (`activities.declarations.implementations`) (`workflows.cluster_calls`,
   `workflows.workspace_calls`), and nothing undeclared; each under the declared name, made with
   `activities.declarations.implements`.
 - `implements` refuses, at import, a method whose result is not the declared one or whose
@@ -24,10 +25,10 @@ import pytest
 from kubernetes import client
 from temporalio import activity
 
-from activities.declarations import declaration_of, declarations, implements
-from models.activity_api import AwaitNodesResult, ListNodesRequest, ListNodesResult
+from activities.declarations import declaration_of, declarations, implementations, implements
+from models.activity_api import AwaitNodesResult, KubeconfigRef, ListNodesRequest, ListNodesResult
 from worker import activity_callables
-from workflows.activity_calls import LIST_NODES
+from workflows.cluster_calls import LIST_NODES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -103,6 +104,29 @@ def test_a_right_implementation_is_an_activity_of_the_declared_name() -> None:
     assert declaration_of(Right.list_nodes) is LIST_NODES
 
 
+async def test_a_providers_activities_are_found_bound_and_nothing_else() -> None:
+    """`implementations` is what the worker registers: each provider's methods made with
+    `implements`, bound to that provider; its other methods are not activities."""
+
+    class Provider:
+        def __init__(self) -> None:
+            self.asked = 0
+
+        @implements(LIST_NODES)
+        async def list_nodes(self, request: ListNodesRequest) -> ListNodesResult:
+            self.asked += 1
+            return ListNodesResult(nodes=[])
+
+        async def helper(self, request: ListNodesRequest) -> ListNodesResult:
+            return ListNodesResult(nodes=[])
+
+    provider = Provider()
+    found = implementations(provider)
+    assert [declaration_of(f) for f in found] == [LIST_NODES]
+    await found[0](ListNodesRequest(kubeconfig=KubeconfigRef(namespace="n", secret_name="s")))
+    assert provider.asked == 1
+
+
 def mypy_refuses(folder: Path, modules: Iterable[str]) -> set[str]:
     """The modules (`<folder>/<name>.py`) that `mypy --strict` refuses, run as `make lint` runs it."""
     checked = subprocess.run(
@@ -153,7 +177,7 @@ def test_mypy_refuses_a_wait_without_its_length_and_a_call_with_one(tmp_path: Pa
         (tmp_path / f"{name}.py").write_text(
             "from datetime import timedelta\n\n"
             "from models.activity_api import AwaitNodesRequest, ListNodesRequest\n"
-            "from workflows.activity_calls import AWAIT_NODES, LIST_NODES\n\n"
+            "from workflows.cluster_calls import AWAIT_NODES, LIST_NODES\n\n"
             "LENGTH = timedelta(minutes=1)\n\n\n"
             "async def calls(waiting: AwaitNodesRequest, listing: ListNodesRequest) -> None:\n"
             f"    await {wait}\n"

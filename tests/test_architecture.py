@@ -24,7 +24,7 @@ STANDARD_LIBRARY_IO = {"socket", "subprocess", "ssl", "urllib"}
 
 
 def imported_names(path: Path) -> set[str]:
-    """Every module imported, in full (`starter.clients.clusters`, not `starter`), a deferred
+    """Every module imported, in full (`clients.clusters`, not `starter`), a deferred
     import inside a function too."""
     tree = ast.parse(path.read_text(), filename=str(path))
     found: set[str] = set()
@@ -61,10 +61,10 @@ def test_the_scripts_never_import_the_simulator(path: Path) -> None:
 
 
 API_MAY_USE_FROM_STARTER = {
-    "starter.clients",
-    "starter.errors",
-    "starter.parsing",
-    "starter.credentials",
+    "clients",
+    "clients.errors",
+    "clients.parsing",
+    "clients.credentials",
 }
 """Framework-free parts of `starter/`: the entity clients and what they share with the CLI."""
 

@@ -19,10 +19,7 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from typer.testing import CliRunner
 
-from infra.config import ColonySettings
-from starter.cli import app, normalize_argv
-from starter.clients.temporal import update_error
-from starter.errors import (
+from clients.errors import (
     ConflictError,
     ExitCode,
     InvalidRequestError,
@@ -30,6 +27,9 @@ from starter.errors import (
     OperationFailedError,
     temporal_unreachable,
 )
+from clients.temporal import update_error
+from infra.config import ColonySettings
+from starter.cli import app, normalize_argv
 
 COLONYCTL = str(Path(sys.executable).parent / "colonyctl")
 

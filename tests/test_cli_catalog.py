@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
+from clients.provider import stock_of
 from models.advice import for_command_line, set_option
 from models.catalog import LocationStock, SkuKind, SkuStock, stock_problem
 from models.node_pool import NodeSku
 from sim.world import SimWorld
 from starter.cli import app, normalize_argv
-from starter.clients.provider import stock_of
 from tests.helpers import unique
 from tests.simenv import colony_env, started_world
 

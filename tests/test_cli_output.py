@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from clients.colonies import ColonySummary
 from models.cluster import ClusterPhase, ClusterStatus
 from models.node_pool import NodePoolStatus, NodeSku, Taint, TaintEffect
 from models.operations import (
@@ -21,7 +22,6 @@ from models.operations import (
     ScaleNodePoolRequest,
 )
 from starter import output, session
-from starter.clients.colonies import ColonySummary
 from starter.options import OutputFormat
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

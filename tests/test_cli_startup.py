@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from clients.credentials import PLUGIN_CODE, token_plugin
 from starter import token_cache
-from starter.credentials import PLUGIN_CODE, token_plugin
 
 ROOT = Path(__file__).resolve().parents[1]
 CLIENT_LIBRARIES = (

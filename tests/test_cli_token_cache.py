@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from clients.errors import NotFoundError
 from infra.config import DEFAULT_MANAGEMENT_KUBECONFIG
 from models.cluster import DEFAULT_NAMESPACE
 from starter import token_cache
 from starter.commands import credentials as credential_commands
-from starter.errors import NotFoundError
 
 NOW = 1_800_000_000.0
 
@@ -141,7 +141,7 @@ def issued(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         calls.append(cluster)
         return f"token-{len(calls)}", datetime.now(UTC) + timedelta(hours=1)
 
-    monkeypatch.setattr("starter.credentials.issue_token", issue_token)
+    monkeypatch.setattr("clients.credentials.issue_token", issue_token)
     return calls
 
 
@@ -198,7 +198,7 @@ def test_a_failed_issue_is_one_line_with_its_exit_code(
     def issue_token(*_: object) -> tuple[str, datetime]:
         raise NotFoundError("cluster: cluster 'training' has no kubeconfig")
 
-    monkeypatch.setattr("starter.credentials.issue_token", issue_token)
+    monkeypatch.setattr("clients.credentials.issue_token", issue_token)
     assert token_cache.token_command(["token", "--cluster", "training"], env) == 3
     captured = capsys.readouterr()
     assert captured.out == ""

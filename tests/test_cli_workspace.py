@@ -18,6 +18,13 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from typer.testing import CliRunner
 
 from catalog.workspaces import load_workspace_catalog
+from clients.errors import InvalidRequestError
+from clients.workspaces import (
+    WorkspaceSummary,
+    check_gpu_model,
+    prepare_workspace,
+    workspace_details,
+)
 from infra.sealing import (
     PUBLIC_KEY_ENV,
     Sealer,
@@ -33,14 +40,7 @@ from models.workspace import WorkspaceSpec, WorkspaceStatus
 from models.workspace_class import Prompt, PromptType, WorkspaceClassSpec
 from starter import workspace_output
 from starter.cli import app, normalize_argv
-from starter.clients.workspaces import (
-    WorkspaceSummary,
-    check_gpu_model,
-    prepare_workspace,
-    workspace_details,
-)
 from starter.commands import workspace as workspace_command
-from starter.errors import InvalidRequestError
 from tests.test_manifests import ACCEPT, EXALSIUS, EXPECTED
 
 CATALOG = load_workspace_catalog()

@@ -1,4 +1,4 @@
-"""The pieces every entity client shares (`starter.clients`), without any server: the table that
+"""The pieces every entity client shares (`clients`), without any server: the table that
 types what Temporal reports, the one that types the API's refusals, the transport
 `starter.backend` picks, and the loop that follows a status.
 """
@@ -15,18 +15,12 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from api.errors import field_of
-from infra.config import ColonySettings
-from models.errors import ErrorType, rejected
-from starter import backend, login
-from starter.clients.base import Deadline, polled
-from starter.clients.classes import HttpClasses, TemporalClasses
-from starter.clients.clusters import HttpClusters, TemporalClusters
-from starter.clients.colonies import HttpColonies, TemporalColonies
-from starter.clients.http import error_of
-from starter.clients.provider import DirectCatalog, HttpCatalog
-from starter.clients.temporal import Refusals, TemporalSession, failure, plural
-from starter.clients.workspaces import HttpWorkspaces, TemporalWorkspaces
-from starter.errors import (
+from clients import login
+from clients.base import Deadline, polled
+from clients.classes import HttpClasses, TemporalClasses
+from clients.clusters import HttpClusters, TemporalClusters
+from clients.colonies import HttpColonies, TemporalColonies
+from clients.errors import (
     ColonyError,
     ConflictError,
     InvalidRequestError,
@@ -34,6 +28,13 @@ from starter.errors import (
     OperationFailedError,
     UnavailableError,
 )
+from clients.http import error_of
+from clients.provider import DirectCatalog, HttpCatalog
+from clients.temporal import Refusals, TemporalSession, failure, plural
+from clients.workspaces import HttpWorkspaces, TemporalWorkspaces
+from infra.config import ColonySettings
+from models.errors import ErrorType, rejected
+from starter import backend
 
 MISSING = NotFoundError("cluster: cluster 'c' not found")
 WORKSPACE_GONE = NotFoundError("workspace: workspace 'nb' not found")

@@ -31,6 +31,7 @@ from temporalio.testing import ActivityEnvironment
 from typer.testing import CliRunner
 
 from activities.child_cluster.nodes import NodeActivities
+from clients.credentials import issue_token
 from infra.kube import api_client_from_dict, close_client
 from models.activity_api import (
     AwaitNodesRequest,
@@ -42,7 +43,6 @@ from models.activity_api import (
     UncordonNodeRequest,
 )
 from starter.cli import app, normalize_argv
-from starter.credentials import issue_token
 from tests.helpers import eventually_sync, unique
 from tests.simenv import colony_env, host_provider, management_api, started_world
 from worker import build_worker, ensure_search_attributes

@@ -370,7 +370,7 @@ def test_the_readme_shows_a_signal_and_names_the_page_for_them() -> None:
     of that workflow's contract, a payload its model takes), and the page with all of them."""
     from temporalio.contrib.pydantic import pydantic_data_converter
 
-    from starter.parsing import validated
+    from clients.parsing import validated
     from workflows.cluster import CLUSTER
     from workflows.workspace import WORKSPACE
 

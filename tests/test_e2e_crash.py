@@ -35,6 +35,7 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
+from clients.clusters import live_drains
 from models.cluster import ClusterPhase, ClusterSpec, ClusterStatus, ClusterWorkflowInput
 from models.node_pool import NodePoolSpec, NodePoolStatus, NodeSku
 from models.operations import (
@@ -43,7 +44,6 @@ from models.operations import (
     ScaleNodePoolRequest,
 )
 from sim.world import SimWorld
-from starter.clients.clusters import live_drains
 from tests.helpers import eventually, unique
 from tests.simenv import (
     NAMESPACE,

@@ -18,6 +18,7 @@ PACKAGES = (
     "workflows",
     "activities",
     "infra",
+    "clients",
     "starter",
     "api",
     "watching",
@@ -62,7 +63,7 @@ def test_the_tree_keeps_every_contract() -> None:
     [
         ("models/planted.py", "import sim.hostprovider", "The product never imports the simulator"),
         ("workflows/planted.py", "import httpx", "Workflows and models are deterministic"),
-        ("infra/planted.py", "import starter.clients.base", "Layers"),
+        ("infra/planted.py", "import clients.base", "Layers"),
         (
             "api/planted.py",
             "import workflows.cluster.workflow",
@@ -73,8 +74,12 @@ def test_the_tree_keeps_every_contract() -> None:
             "import workflows.capacity.workflow",
             "Entity packages are independent",
         ),
-        ("activities/planted.py", "import workflows.activity_calls", "Activities reach"),
+        ("activities/planted.py", "import workflows.cluster_calls", "Activities reach"),
         ("api/planted.py", "import components.build", "never imports the real components"),
+        ("api/planted.py", "import starter.output", "never the command line"),
+        ("starter/planted.py", "import api.app", "Layers"),
+        ("clients/planted.py", "import starter.output", "The clients know no front door"),
+        ("clients/planted.py", "import fastapi", "The clients know no front door"),
     ],
 )
 def test_a_deliberate_bad_import_breaks_its_contract(

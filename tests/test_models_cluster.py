@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from clients.errors import InvalidRequestError
+from clients.parsing import parse_pool, validated
 from models.cluster import ClusterSpec, ClusterStatus, cluster_workflow_id
 from models.node_pool import NodePoolSpec, NodePoolStatus, NodeSku, Taint
 from models.operations import AddNodePoolRequest, Operation, ScaleNodePoolRequest
 from models.workspace_api import cluster_created_outcome
-from starter.errors import InvalidRequestError
-from starter.parsing import parse_pool, validated
 
 
 def gpu_pool(name: str = "gpu", **extra: Any) -> dict[str, Any]:

@@ -12,11 +12,11 @@ import pytest
 from pydantic import ValidationError
 
 from api.views import ClusterCreateRequest, NodePoolScaleRequest, WorkspaceDeployRequest
+from clients.errors import InvalidRequestError
+from clients.parsing import validated
 from models.base import user_input
 from models.cluster import ClusterSpec
 from models.operations import ScaleNodePoolRequest
-from starter.errors import InvalidRequestError
-from starter.parsing import validated
 
 POOL = {"name": "gpu", "sku": {"gpuModelId": "h100-80gb"}, "count": 2}
 

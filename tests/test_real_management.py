@@ -44,6 +44,7 @@ from temporalio.testing import ActivityEnvironment
 from activities.management.classes import WorkspaceClassActivities
 from activities.management.cluster_deployments import ClusterDeploymentActivities
 from activities.management.service_sets import ServiceSetActivities
+from clients import credentials
 from components.controlplane import ControlPlane
 from infra.crds import CRD_DIR, ensure_crds
 from infra.keys import KubernetesKeyStore
@@ -79,7 +80,6 @@ from models.workspace_api import (
     WriteValuesSecretRequest,
 )
 from sim.world import preload_objects
-from starter import credentials
 from tests import realcluster
 from tests.helpers import eventually, unique
 from watching.leader import LeaseTiming

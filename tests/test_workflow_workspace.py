@@ -24,6 +24,7 @@ from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 from temporalio.testing import WorkflowEnvironment
 
 from catalog.workspaces import load_workspace_catalog
+from clients.workspaces import WorkspaceSummary, fill_positions, with_current_position
 from infra.sealing import Unsealer, workspace_scope
 from models.capacity import GpuHolder
 from models.cluster import cluster_deployment_name, cluster_workflow_id
@@ -46,7 +47,6 @@ from models.workspace_operations import (
     SuspendWorkspaceRequest,
 )
 from starter import workspace_output
-from starter.clients.workspaces import WorkspaceSummary, fill_positions, with_current_position
 from tests.helpers import eventually, history_text, unique
 from tests.workspace_world import STARTED, FakeWorkspaceWorld, h100_node, workspace_worker
 from workflows.capacity import CAPACITY

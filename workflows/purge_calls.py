@@ -1,7 +1,7 @@
 """The activities only a purge calls (`workflows.purge`), declared once (`workflows.kit.activity`):
 a look at the workflow it ends, the termination, the ledger's holdings of a workspace, and the
 searches by ownership marks on the management cluster and a workspace's cluster. The deletes it
-runs are the entities' own declarations (`workflows.workspace_calls`, `workflows.activity_calls`).
+runs are the entities' own declarations (`workflows.workspace_calls`, `workflows.cluster_calls`).
 """
 
 from __future__ import annotations

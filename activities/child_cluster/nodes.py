@@ -3,7 +3,7 @@ their evictions), deletes, and the GPU inventory.
 
 `NodeActivities` reaches the child through its kubeconfig Secret (`activities.child_cluster.clients`).
 Called by `ClusterWorkflow` (create, scale, drain, delete) through the declarations in
-`workflows.activity_calls`, and by `CapacityLedgerWorkflow` (`read_gpu_inventory`, declared in
+`workflows.cluster_calls`, and by `CapacityLedgerWorkflow` (`read_gpu_inventory`, declared in
 `workflows.workspace_calls`). Each method is idempotent: patches are
 declarative, deletes tolerate absence, and an eviction of a pod already gone is a result.
 

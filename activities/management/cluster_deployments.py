@@ -3,7 +3,7 @@ ClusterDeployments, and a colony's kubeconfigs Secret.
 
 `ClusterDeploymentActivities` receives an `ApiClient` for the management cluster (built by
 `worker.py` from the kubeconfig named in the settings) and is called by `ClusterWorkflow` and
-`ColonyWorkflow` through the declarations in `workflows.activity_calls`. Every method is idempotent: creates tolerate an existing object
+`ColonyWorkflow` through the declarations in `workflows.cluster_calls`. Every method is idempotent: creates tolerate an existing object
 that is ours, deletes tolerate absence, and machine changes are read-modify-write with the
 object's resourceVersion, so a lost answer or a concurrent writer never applies a change twice.
 

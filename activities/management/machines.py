@@ -4,7 +4,7 @@ Machines.
 
 `MachineActivities` receives the management cluster's `ApiClient` (built by `worker.py`) and is
 called by `ClusterWorkflow`'s machine-deployment supply (`workflows.cluster.supply`) through the
-declarations in `workflows.activity_calls`. Every method is idempotent:
+declarations in `workflows.cluster_calls`. Every method is idempotent:
 - `scale_machine_deployment` is a read-modify-write guarded by the object's resourceVersion, and
   compares what it finds with what Colony last set: a value changed outside Colony is reported
   (`WorkersChangedOutside`), never written over; a scale-down's write never raises the value;

@@ -41,11 +41,11 @@ PERMISSIONS_HELP = (
 
 def _with_store(step: Callable[[KubernetesKeyStore], Awaitable[T]]) -> T:
     """Run `step` with the key store on the management cluster, and close its client after."""
+    from clients.errors import InvalidRequestError, UnavailableError
     from infra.config import SettingsError
     from infra.keys import KeyRequestError, KeyStoreUnavailableError, KubernetesKeyStore
     from infra.kube import api_client_from_file, close_client
     from infra.settings import ApiSettings
-    from starter.errors import InvalidRequestError, UnavailableError
     from starter.session import run, settings
 
     conf = settings()
@@ -103,8 +103,8 @@ def create(
     """Create a key and print it, once: it is stored only as a salted hash."""
     from datetime import UTC, datetime
 
+    from clients.parsing import duration
     from starter import output
-    from starter.parsing import duration
 
     expires_at = datetime.now(UTC) + duration(expires_in, "expiresIn") if expires_in else None
 
@@ -148,8 +148,8 @@ def revoke(
 ) -> None:
     """Revoke a key: refused from then on (at most COLONY_API_KEY_CACHE_SECONDS later by an API
     that verified it just before). Exit 3 when there is no such key."""
+    from clients.errors import NotFoundError
     from starter import output
-    from starter.errors import NotFoundError
 
     async def go(store: KubernetesKeyStore) -> bool:
         return await store.revoke(key_id)

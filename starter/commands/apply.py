@@ -31,14 +31,14 @@ import typer
 from starter.options import OutputFormat, Submission, WaitForCapacityOption, submits
 
 if TYPE_CHECKING:
+    from clients.classes import TemporalClasses
+    from clients.temporal import TemporalSession
+    from clients.workspaces import TemporalWorkspaces
     from models.cluster import ClusterSpec, ClusterStatus
     from models.manifests import ColonySpec, Manifest, ServiceTemplateManifest
     from models.workspace import WorkspaceSpec
     from models.workspace_api import CatalogStatus, PublishWorkspaceClassRequest
     from models.workspace_class import WorkspaceClassSpec
-    from starter.clients.classes import TemporalClasses
-    from starter.clients.temporal import TemporalSession
-    from starter.clients.workspaces import TemporalWorkspaces
 
 
 @dataclass
@@ -55,8 +55,8 @@ class Plan:
 
 def _bare_cluster(document: dict[str, Any], wait_for_capacity: bool) -> ClusterSpec:
     """A file written before manifests: one cluster spec, bare or as `{kind, metadata, spec}`."""
+    from clients.parsing import spec_of, validated
     from models.cluster import ClusterSpec
-    from starter.parsing import spec_of, validated
 
     data = spec_of(document)
     if wait_for_capacity:
@@ -70,10 +70,10 @@ def read_documents(paths: list[Path], wait_for_capacity: bool) -> tuple[list[Man
     Raises:
         InvalidRequestError: unreadable YAML, or any document refused (all refusals, one line).
     """
+    from clients.errors import InvalidRequestError
+    from clients.parsing import read_text
     from models.bounds import InputError, load_yaml_documents
     from models.manifests import ManifestError, parse_manifests, unreadable
-    from starter.errors import InvalidRequestError
-    from starter.parsing import read_text
 
     manifests: list[Manifest] = []
     bare = Plan()
@@ -198,15 +198,15 @@ class _Deploy:
 def _prepare_and_publish(steps: Plan, *, request_id: str | None) -> list[_Deploy]:
     """Check every workspace against its class and every class against the catalog, then publish
     the templates and classes; the workspaces ready to deploy (sealed)."""
+    from clients.classes import TemporalClasses, check_class_conflicts
     from starter import output
     from starter.backend import remote, temporal_session
-    from starter.clients.classes import TemporalClasses, check_class_conflicts
     from starter.session import run
 
     if not (steps.templates or steps.classes or steps.workspaces):
         return []  # clusters only: the catalog has nothing to do with them
     if remote():
-        from starter.errors import InvalidRequestError
+        from clients.errors import InvalidRequestError
 
         raise InvalidRequestError(
             "kind: classes, ServiceTemplates and workspaces are not applied through the HTTP API "
@@ -234,8 +234,8 @@ def _prepare_and_publish(steps: Plan, *, request_id: str | None) -> list[_Deploy
 async def _prepared(steps: Plan, session: TemporalSession, catalog: CatalogStatus) -> list[_Deploy]:
     """Every workspace of the apply checked as `workspace deploy` checks it, before anything of
     this apply starts (a cluster this apply creates is there by its deploy), and sealed."""
-    from starter.clients.classes import class_not_found
-    from starter.clients.workspaces import (
+    from clients.classes import class_not_found
+    from clients.workspaces import (
         TemporalWorkspaces,
         check_gpu_model,
         prepare_workspace,
@@ -271,10 +271,10 @@ async def _prepared(steps: Plan, session: TemporalSession, catalog: CatalogStatu
 async def _as_applied(spaces: TemporalWorkspaces, spec: ClusterSpec) -> ClusterStatus:
     """A cluster this apply creates or brings to its file, as it will be: its pools now (if it
     exists) and the file's, for the workspaces' checks."""
+    from clients.clusters import TemporalClusters
+    from clients.errors import NotFoundError
     from models.cluster import ClusterPhase, ClusterStatus
     from models.node_pool import NodePoolStatus
-    from starter.clients.clusters import TemporalClusters
-    from starter.errors import NotFoundError
 
     try:
         status = await TemporalClusters(spaces.session).get(spec.name)

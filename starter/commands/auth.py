@@ -1,8 +1,8 @@
 """`colonyctl auth login|logout|status`: remote mode, through Colony's HTTP API with an API key.
 
 After `auth login --url URL --api-key KEY` (the key is checked against the API first, then stored
-by `starter.login`, mode 0600), every cluster, node-pool, node, operation and catalog command, and
-the exec plugin behind `colonyctl kubeconfig`, goes through the API (`starter.clients`' HTTP transport) with the
+by `clients.login`, mode 0600), every cluster, node-pool, node, operation and catalog command, and
+the exec plugin behind `colonyctl kubeconfig`, goes through the API (`clients`' HTTP transport) with the
 same exit codes and messages; `auth logout` forgets the key and returns to Temporal.
 Imports beyond Typer happen inside each command (see `starter/commands/__init__.py`).
 """
@@ -17,7 +17,7 @@ from starter.commands import Group
 from starter.options import OutputFormat, OutputOption
 
 if TYPE_CHECKING:
-    from starter.clients.http import RemoteClient
+    from clients.http import RemoteClient
 
 app = typer.Typer(
     help="Log in to Colony's HTTP API with an API key (remote mode), or out.", no_args_is_help=True
@@ -63,10 +63,10 @@ def login(
     import os
     import sys
 
-    from starter import login as stored_login
+    from clients import login as stored_login
+    from clients.errors import InvalidRequestError
+    from clients.http import RemoteClient
     from starter import output
-    from starter.clients.http import RemoteClient
-    from starter.errors import InvalidRequestError
 
     if api_key == "-":
         api_key = sys.stdin.readline().strip()
@@ -87,7 +87,7 @@ def logout() -> None:
     """Forget the stored key: commands talk to Temporal directly again."""
     import os
 
-    from starter import login as stored_login
+    from clients import login as stored_login
     from starter import output
 
     if stored_login.remove_login(os.environ):
@@ -101,9 +101,9 @@ def status(fmt: OutputOption = OutputFormat.TABLE) -> None:
     """Where commands go: the API (and as which key), or Temporal."""
     import os
 
-    from starter import login as stored_login
+    from clients import login as stored_login
+    from clients.http import RemoteClient
     from starter import output
-    from starter.clients.http import RemoteClient
 
     stored = stored_login.read_login(os.environ)
     if stored is None:

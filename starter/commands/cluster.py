@@ -42,9 +42,9 @@ def build_spec(
     tenant_gateway_domain: str | None = None,
 ) -> ClusterSpec:
     """The create request from `-f` and the flags (flags win), validated strictly."""
+    from clients.errors import InvalidRequestError
+    from clients.parsing import duration, load_file, parse_pool, validated
     from models.cluster import ClusterSpec
-    from starter.errors import InvalidRequestError
-    from starter.parsing import duration, load_file, parse_pool, validated
 
     data: dict[str, Any] = load_file(file) if file else {}
     if name:
@@ -72,10 +72,10 @@ def build_spec(
 def create_cluster(spec: ClusterSpec, submission: Submission) -> None:
     """Start the cluster's workflow (once the catalog says it can be served) and report (or
     follow) its creation."""
+    from clients.clusters import Started
     from models.operations import Operation
     from starter import output
     from starter.backend import clusters
-    from starter.clients.clusters import Started
     from starter.session import print_link, run
     from starter.submit import finish, follow
 
@@ -175,12 +175,12 @@ def create(
 
 def apply_cluster(spec: ClusterSpec, submission: Submission) -> None:
     """Create the cluster, or bring an existing one's pools to the spec (add and scale)."""
+    from clients.clusters import ClusterRequest
+    from clients.errors import NotFoundError
     from models.cluster import ClusterStatus
     from models.operations import AddNodePoolRequest, ScaleNodePoolRequest
     from starter import output
     from starter.backend import clusters
-    from starter.clients.clusters import ClusterRequest
-    from starter.errors import NotFoundError
     from starter.session import run
     from starter.submit import submit
 

@@ -32,9 +32,9 @@ def apply(
     request_id: RequestIdOption = None,
 ) -> None:
     """Create the colony, or bring it to a changed manifest (clusters added and removed)."""
+    from clients.errors import InvalidRequestError
+    from clients.parsing import read_text
     from models.manifests import ColonySpec, ManifestError, parse_manifests
-    from starter.errors import InvalidRequestError
-    from starter.parsing import read_text
 
     _, text = read_text(file)
     try:
@@ -49,9 +49,9 @@ def apply(
 
 def apply_colonies(colonies: list[ColonySpec], *, request_id: str | None) -> None:
     """Start each colony's workflow or send it the changed manifest (also `colonyctl apply -f`)."""
+    from clients.colonies import AppliedColony
     from starter import output
     from starter.backend import colonies as backend
-    from starter.clients.colonies import AppliedColony
     from starter.session import print_link, run
 
     through = backend()

@@ -32,7 +32,8 @@ def kubeconfig(
     """Write a kubeconfig without credentials: kubectl runs `colonyctl token` for a token."""
     import os
 
-    from starter import credentials, output, token_cache
+    from clients import credentials
+    from starter import output, token_cache
     from starter.backend import remote
 
     cluster = _one_cluster(cluster_argument, cluster_option)
@@ -52,7 +53,7 @@ def kubeconfig(
 def _one_cluster(argument: str | None, option: str | None) -> str:
     """The cluster, as every command takes it (an argument); `--cluster`, this command's former
     spelling, still works (scripts and kubeconfigs written with it)."""
-    from starter.errors import InvalidRequestError
+    from clients.errors import InvalidRequestError
 
     if argument and option and argument != option:
         raise InvalidRequestError(
@@ -70,9 +71,9 @@ def _remote_kubeconfig(cluster: str, namespace: str) -> dict[str, Any]:
     API and caches)."""
     import os
 
-    from starter import credentials, login
-    from starter.clients.clusters import HttpClusters
-    from starter.clients.http import RemoteClient
+    from clients import credentials, login
+    from clients.clusters import HttpClusters
+    from clients.http import RemoteClient
     from starter.session import run, settings
 
     settings()

@@ -26,9 +26,9 @@ def reset(
 ) -> None:
     """Remove the development state (Temporal's database, the simulated world, keys, logs); the
     next `make run` starts fresh. Keeps .venv."""
+    from clients.errors import InvalidRequestError
     from starter.dev.devstate import DevPaths, DevStateError
     from starter.dev.devstate import reset as reset_state
-    from starter.errors import InvalidRequestError
 
     try:
         removed = reset_state(DevPaths.under(state_dir))

@@ -46,8 +46,8 @@ def delete(
     submission: Submission,
 ) -> None:
     """Delete one node (its pool's count drops by one, so it is not replaced)."""
+    from clients.parsing import validated
     from models.operations import DeleteNodeRequest
-    from starter.parsing import validated
     from starter.submit import submit
 
     request = validated(DeleteNodeRequest, {"node": node, "drain": drain, "force": force})

@@ -49,9 +49,9 @@ def create(
     submission: Submission,
 ) -> None:
     """Add a node pool to a ready cluster."""
+    from clients.parsing import parse_labels, parse_sku, parse_taints, validated
     from models.node_pool import NodePoolSpec
     from models.operations import AddNodePoolRequest
-    from starter.parsing import parse_labels, parse_sku, parse_taints, validated
     from starter.submit import submit
 
     pool = {
@@ -85,8 +85,8 @@ def scale(
     submission: Submission,
 ) -> None:
     """Set a pool's count; scaling down drains the nodes it removes."""
+    from clients.parsing import validated
     from models.operations import ScaleNodePoolRequest
-    from starter.parsing import validated
     from starter.submit import submit
 
     request = validated(
@@ -108,8 +108,8 @@ def delete(
     submission: Submission,
 ) -> None:
     """Drain and remove every node of a pool, then the pool."""
+    from clients.parsing import validated
     from models.operations import DeleteNodePoolRequest
-    from starter.parsing import validated
     from starter.submit import submit
 
     request = validated(DeleteNodePoolRequest, {"pool": pool, "force": force})

@@ -30,9 +30,9 @@ OperationArgument = Annotated[
 @app.command("list")
 def list_(cluster: ClusterArgument, fmt: OutputOption = OutputFormat.TABLE) -> None:
     """Running, queued and finished operations, oldest first, with durations."""
+    from clients.clusters import operations as operations_of
     from starter import output
     from starter.backend import clusters
-    from starter.clients.clusters import operations as operations_of
     from starter.session import print_link, run
 
     colony = clusters()

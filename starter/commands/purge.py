@@ -1,5 +1,5 @@
 """`colonyctl workspace purge` and `colonyctl cluster purge`: the operator's way to end an entity
-whose workflow cannot make progress and remove what it made (`starter.clients.purges`), for any
+whose workflow cannot make progress and remove what it made (`clients.purges`), for any
 organization (`--organization`). In local mode through Temporal; in remote mode through the
 operator API, with a key that has Operator Purge.
 
@@ -41,10 +41,10 @@ def purge_command(entity: str) -> Callable[..., None]:
         timeout: PurgeTimeoutOption = None,
         fmt: OutputOption = OutputFormat.TABLE,
     ) -> None:
+        from clients.purges import checked_target
         from models.identity import Entity
         from starter import output
         from starter.backend import purges
-        from starter.clients.purges import checked_target
         from starter.session import run
 
         target = checked_target(Entity(entity), organization, name)

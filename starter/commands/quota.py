@@ -123,10 +123,10 @@ def set_(
 ) -> None:
     """Set an organization's quotas (only those named; `default` gives one back to the
     default). Admissions from then on count against them; what is held already stays."""
+    from clients.errors import InvalidRequestError
+    from clients.parsing import validated
     from models.quota import QuotaLimits
     from starter.backend import quotas
-    from starter.errors import InvalidRequestError
-    from starter.parsing import validated
     from starter.session import show
 
     given = {

@@ -32,9 +32,9 @@ from starter.options import (
 )
 
 if TYPE_CHECKING:
+    from clients.workspaces import Asker, WorkspaceRequest
     from models.workspace import WorkspaceSpec, WorkspaceStatus
     from models.workspace_class import Prompt, WorkspaceClassSpec
-    from starter.clients.workspaces import Asker, WorkspaceRequest
 
 app = typer.Typer(
     help="Deploy, inspect, suspend, resume and delete workspaces.", no_args_is_help=True
@@ -46,8 +46,8 @@ WorkspaceArgument = Annotated[str, typer.Argument(help="Workspace name.", show_d
 
 def load_values_file(path: Path) -> dict[str, Any]:
     """A Helm values file (`-f`): a YAML mapping; `-` reads stdin."""
-    from starter.errors import InvalidRequestError
-    from starter.parsing import load_yaml
+    from clients.errors import InvalidRequestError
+    from clients.parsing import load_yaml
 
     data = load_yaml(path, "values")
     if data is None:
@@ -71,11 +71,11 @@ def build_workspace_spec(
     suspended: bool,
 ) -> WorkspaceSpec:
     """The deploy request from the flags, validated strictly (nothing is started)."""
+    from clients.errors import InvalidRequestError
+    from clients.parsing import validated
     from models.deploy import resources_from_flags
     from models.values import SetError, user_values
     from models.workspace import WorkspaceSpec
-    from starter.errors import InvalidRequestError
-    from starter.parsing import validated
 
     try:
         values = user_values([load_values_file(p) for p in values_files], sets, string_sets)
@@ -155,8 +155,8 @@ def deploy_finished(status: WorkspaceStatus) -> bool:
 
 def _finished(status: WorkspaceStatus | None, name: str, wanted: str, fmt: OutputFormat) -> None:
     """Report a followed workspace; `OperationFailedError` unless it reached `wanted`."""
+    from clients.errors import OperationFailedError
     from starter import output
-    from starter.errors import OperationFailedError
     from starter.workspace_output import access_lines
 
     if status is None:
@@ -242,9 +242,9 @@ def deploy_workspace(
     workspace_class: WorkspaceClassSpec | None = None,
 ) -> None:
     """Check the request against its class, seal its secrets, start its workflow, report."""
+    from clients.workspaces import Deployment, StartedWorkspace
     from starter import output
     from starter.backend import workspaces
-    from starter.clients.workspaces import Deployment, StartedWorkspace
     from starter.session import print_link, run
 
     spaces = workspaces()

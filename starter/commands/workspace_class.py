@@ -32,9 +32,9 @@ GROUP = Group("class", rank=70, operations=True)
 def read_manifests(path: Path) -> list[Manifest]:
     """Every document of a manifest file ('-' for stdin), validated; the refusals of all
     documents on one line (`error: <file>: document 2 (WorkspaceClass x): <field>: <rule>`)."""
+    from clients.errors import InvalidRequestError
+    from clients.parsing import read_text
     from models.manifests import ManifestError, parse_manifests
-    from starter.errors import InvalidRequestError
-    from starter.parsing import read_text
 
     source, text = read_text(path)
     try:
@@ -75,13 +75,13 @@ def publish(
     fmt: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """Publish the workspace classes of FILE (and the ServiceTemplates they need from it)."""
+    from clients.classes import check_class_conflicts
+    from clients.errors import InvalidRequestError
     from models.manifests import ServiceTemplateManifest
     from models.workspace_api import PublishWorkspaceClassResult
     from models.workspace_class import WorkspaceClassSpec
     from starter import output
     from starter.backend import classes as catalog_client
-    from starter.clients.classes import check_class_conflicts
-    from starter.errors import InvalidRequestError
     from starter.session import run
 
     manifests = read_manifests(file)

@@ -30,12 +30,12 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from api.app import create_app
+from clients.errors import UnavailableError
 from infra.config import ColonySettings
 from infra.keys import KubernetesKeyStore
 from infra.sealing import SealingSettings
 from infra.settings import ApiSettings
 from sim.world import SimWorld
-from starter.errors import UnavailableError
 from tests.helpers import eventually, shipped_classes_listed, unique
 from tests.simenv import worker_world
 from worker import ensure_catalog
@@ -221,8 +221,8 @@ async def api_stack(
 @pytest.fixture(scope="module")
 async def catalog(api_stack: ApiStack) -> ApiStack:
     """The stack, with the class catalog workflow on its worker and the shipped classes in it."""
-    from starter.clients.classes import TemporalClasses
-    from starter.clients.temporal import TemporalSession
+    from clients.classes import TemporalClasses
+    from clients.temporal import TemporalSession
 
     await ensure_catalog(api_stack.temporal, api_stack.task_queue)
 

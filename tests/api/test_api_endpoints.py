@@ -15,9 +15,9 @@ import httpx
 import pytest
 import yaml
 
+from clients.errors import UnavailableError
 from infra.config import ColonySettings
 from sim.hostprovider.inventory import Sku
-from starter.errors import UnavailableError
 from tests.api.conftest import GPU, ApiStack
 from tests.conftest import venv_binary
 from tests.helpers import eventually, unique
@@ -529,7 +529,7 @@ async def test_temporal_out_of_reach_is_503(api_stack: ApiStack) -> None:
 
 
 async def test_a_temporal_client_that_cannot_connect_is_503(api_stack: ApiStack) -> None:
-    from starter.clients.temporal import connect
+    from clients.temporal import connect
 
     settings = ColonySettings.from_env({**api_stack.env, "TEMPORAL_ADDRESS": "127.0.0.1:9"})
     key = await api_stack.key(unique("org"))

@@ -22,15 +22,15 @@ from kubernetes import client as kube_client
 from temporalio.client import WorkflowExecutionStatus
 from typer.testing import CliRunner
 
+from clients.colonies import TemporalColonies
+from clients.errors import NotFoundError
+from clients.temporal import TemporalSession
+from clients.workspaces import TemporalWorkspaces
 from models.cluster import cluster_deployment_name, cluster_workflow_id
 from models.manifests import ColonySpec
 from models.workspace import WorkspaceSpec
 from models.workspace_operations import DeleteWorkspaceRequest
 from starter.cli import app, normalize_argv
-from starter.clients.colonies import TemporalColonies
-from starter.clients.temporal import TemporalSession
-from starter.clients.workspaces import TemporalWorkspaces
-from starter.errors import NotFoundError
 from tests.api.conftest import JUPYTER, WORKSPACES, ApiStack
 from tests.helpers import eventually, unique
 from tests.simenv import call, child_api, close_client

@@ -15,6 +15,17 @@ import pytest
 from api.bodies import openapi_components
 from api.errors import field_of
 from api.views import ClusterStatusName, status_of
+from clients import http as remote
+from clients import login
+from clients.base import WorkflowRef
+from clients.errors import (
+    ConflictError,
+    ExitCode,
+    InvalidRequestError,
+    NotFoundError,
+    OperationFailedError,
+    UnavailableError,
+)
 from infra.config import SettingsError
 from infra.keys import (
     KeyRequestError,
@@ -30,17 +41,7 @@ from infra.ratelimit import RateLimiter
 from infra.settings import ApiSettings
 from models.cluster import ClusterPhase, ClusterStatus
 from models.operations import Operation, ScaleNodePoolRequest
-from starter import login, token_cache
-from starter.clients import http as remote
-from starter.clients.base import WorkflowRef
-from starter.errors import (
-    ConflictError,
-    ExitCode,
-    InvalidRequestError,
-    NotFoundError,
-    OperationFailedError,
-    UnavailableError,
-)
+from starter import token_cache
 
 KEY_ID = "0123456789ab"
 SECRET = "f" * 48
@@ -331,9 +332,9 @@ def test_an_operators_cluster_setting_is_refused_saying_whose_it_is(field: str, 
     import asyncio
 
     from api.views import ClusterCreateRequest
+    from clients.clusters import HttpClusters
+    from clients.parsing import validated
     from models.cluster import ClusterSpec
-    from starter.clients.clusters import HttpClusters
-    from starter.parsing import validated
 
     body = {"name": "training", "locationId": "fra1", field: value}
     with pytest.raises(InvalidRequestError) as refused:

@@ -33,6 +33,9 @@ import yaml
 from temporalio.client import Client
 from typer.testing import CliRunner
 
+from clients.clusters import TemporalClusters
+from clients.errors import NotFoundError
+from clients.temporal import TemporalSession
 from models.cluster import ClusterPhase, ClusterSpec, cluster_deployment_name
 from models.manifests import COLONY
 from models.node_pool import NodePoolSpec
@@ -40,9 +43,6 @@ from sim.faults import RequestFault
 from sim.world import SimWorld
 from starter.cli import app as colonyctl
 from starter.cli import normalize_argv
-from starter.clients.clusters import TemporalClusters
-from starter.clients.temporal import TemporalSession
-from starter.errors import NotFoundError
 from tests.api.conftest import CPU_SKU, JUPYTER, ApiStack
 from tests.helpers import eventually, unique
 from tests.simenv import NAMESPACE

@@ -74,8 +74,8 @@ def a_class(**changes: Any) -> dict[str, Any]:
 def test_a_class_field_that_would_be_ignored_is_refused(
     changes: dict[str, Any], message: str
 ) -> None:
-    from starter.errors import InvalidRequestError
-    from starter.parsing import validated
+    from clients.errors import InvalidRequestError
+    from clients.parsing import validated
 
     with pytest.raises(InvalidRequestError) as caught:
         validated(WorkspaceClassSpec, a_class(**changes))

@@ -18,6 +18,8 @@ import pytest
 from pydantic import ValidationError
 
 from api.views import ColonyApplyRequest, WorkspaceDeployRequest
+from clients.errors import InvalidRequestError
+from clients.parsing import validated
 from models.base import user_input
 from models.bounds import (
     MAX_DOCUMENT_BYTES,
@@ -35,8 +37,6 @@ from models.bounds import (
 from models.cluster import ClusterSpec
 from models.values import SetError, parse_set
 from models.workspace import WorkspaceSpec
-from starter.errors import InvalidRequestError
-from starter.parsing import validated
 from tests.api.conftest import ALL_PERMISSIONS, CPU_SKU, JUPYTER, WORKSPACES, ApiStack
 from tests.api.test_api_endpoints import error_of
 from tests.api.test_api_workspaces import cpu_cluster, notebook, workflow_exists

@@ -1,6 +1,6 @@
 """A workflow is started only with input its worker can read: what a start (or an update) sends is
 encoded with the worker's data converter, decoded back into the contract's model and compared
-before anything is sent (`starter.clients.temporal.check_carried`).
+before anything is sent (`clients.temporal.check_carried`).
 
 The reported wedge: `values` 200 deep passed every check of the time, the workflow started, and
 its worker failed every workflow task (`ValidationError for WorkspaceWorkflowInput ...
@@ -18,14 +18,14 @@ import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 
+from clients.clusters import TemporalClusters
+from clients.errors import InvalidRequestError
+from clients.temporal import TemporalSession, check_carried
+from clients.workspaces import TemporalWorkspaces
 from models.cluster import ClusterSpec, ClusterWorkflowInput
 from models.colony import ApplyColonyRequest
 from models.manifests import ColonySpec
 from models.workspace import WorkspaceSpec, WorkspaceWorkflowInput
-from starter.clients.clusters import TemporalClusters
-from starter.clients.temporal import TemporalSession, check_carried
-from starter.clients.workspaces import TemporalWorkspaces
-from starter.errors import InvalidRequestError
 from tests.api.conftest import JUPYTER, ApiStack
 from tests.helpers import unique
 from workflows.colony import COLONY

@@ -25,6 +25,9 @@ from temporalio.worker import Worker
 
 from activities.quotas import QuotaActivities
 from activities.temporal import TemporalActivities
+from clients import quotas
+from clients.errors import QuotaExceededError
+from clients.temporal import TemporalSession
 from infra.config import ColonySettings
 from models.cluster import ClusterPhase
 from models.errors import ErrorType
@@ -43,9 +46,6 @@ from models.workspace_api import (
     AwaitWorkflowsClosedResult,
     WorkspaceActivity,
 )
-from starter.clients import quotas
-from starter.clients.temporal import TemporalSession
-from starter.errors import QuotaExceededError
 from tests.cluster_world import FakeColony, pool, start, worker
 from tests.helpers import eventually, unique
 from workflows.cluster import CLUSTER

@@ -1,5 +1,5 @@
 """The pure rules about workflows that cannot make progress (`models.purge`) and the clients'
-reading of Temporal's answers (`starter.clients.temporal.unanswered`): when a workflow is stuck,
+reading of Temporal's answers (`clients.temporal.unanswered`): when a workflow is stuck,
 what a person is told, and which targets a purge takes."""
 
 from __future__ import annotations
@@ -9,6 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from temporalio.service import RPCError, RPCStatusCode
 
+from clients.errors import InvalidRequestError
+from clients.purges import checked_target
+from clients.temporal import unanswered
 from models.identity import Entity
 from models.purge import (
     NOT_TAKEN_AFTER,
@@ -21,9 +24,6 @@ from models.purge import (
     unanswered_workspaces,
     with_commands,
 )
-from starter.clients.purges import checked_target
-from starter.clients.temporal import unanswered
-from starter.errors import InvalidRequestError
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 ID = "workspace/evil/deep200"

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from temporalio import workflow
 
-from workflows.activity_calls import LIST_CLAIMED_HOSTS, RELEASE_HOSTS
+from workflows.cluster_calls import LIST_CLAIMED_HOSTS, RELEASE_HOSTS
 
 with workflow.unsafe.imports_passed_through():
     from models.activity_api import (

@@ -15,13 +15,13 @@ import asyncio
 
 from temporalio import workflow
 
-from workflows.activity_calls import (
+from workflows.cluster.context import ClusterContext, human
+from workflows.cluster.scale_up import ScaleUp
+from workflows.cluster_calls import (
     CHECK_CLUSTER_PREREQUISITES,
     CREATE_CLUSTER_DEPLOYMENT,
     await_cluster_deployment,
 )
-from workflows.cluster.context import ClusterContext, human
-from workflows.cluster.scale_up import ScaleUp
 from workflows.kit.engine import Interrupted, error_type_of, is_failure, reason_of
 
 with workflow.unsafe.imports_passed_through():

@@ -18,8 +18,8 @@ from datetime import timedelta
 
 from temporalio import workflow
 
-from workflows.activity_calls import DELETE_CLUSTER_DEPLOYMENT, await_cluster_deployment
 from workflows.cluster.context import ClusterContext, human
+from workflows.cluster_calls import DELETE_CLUSTER_DEPLOYMENT, await_cluster_deployment
 from workflows.kit.service import tell
 from workflows.workspace_calls import AWAIT_WORKFLOWS_CLOSED, LIST_WORKFLOWS
 

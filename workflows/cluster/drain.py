@@ -24,7 +24,9 @@ from datetime import timedelta
 
 from temporalio import workflow
 
-from workflows.activity_calls import (
+from workflows.cluster.context import ClusterContext, human
+from workflows.cluster.supply import MachineDeploymentSupply, is_machine_deployment
+from workflows.cluster_calls import (
     CORDON_NODE,
     DELETE_NODE,
     DRAIN_NODE,
@@ -32,8 +34,6 @@ from workflows.activity_calls import (
     REMOVE_CLUSTER_MACHINES,
     UNCORDON_NODE,
 )
-from workflows.cluster.context import ClusterContext, human
-from workflows.cluster.supply import MachineDeploymentSupply, is_machine_deployment
 from workflows.kit.engine import (
     Interrupted,
     error_type_of,

@@ -22,7 +22,9 @@ from datetime import timedelta
 
 from temporalio import workflow
 
-from workflows.activity_calls import (
+from workflows.cluster.context import ClusterContext, human
+from workflows.cluster.supply import MachineDeploymentSupply, is_machine_deployment
+from workflows.cluster_calls import (
     ADD_CLUSTER_MACHINES,
     AWAIT_FREE_HOSTS,
     AWAIT_NODES,
@@ -30,8 +32,6 @@ from workflows.activity_calls import (
     DELETE_NODE,
     REMOVE_CLUSTER_MACHINES,
 )
-from workflows.cluster.context import ClusterContext, human
-from workflows.cluster.supply import MachineDeploymentSupply, is_machine_deployment
 from workflows.kit.engine import Interrupted, error_type_of, is_failure, settle
 from workflows.kit.until import until
 

@@ -31,8 +31,8 @@ from datetime import timedelta
 
 from temporalio import workflow
 
-from workflows.activity_calls import AWAIT_MACHINES, MARK_MACHINES, SCALE_MACHINE_DEPLOYMENT
 from workflows.cluster.context import ClusterContext, human
+from workflows.cluster_calls import AWAIT_MACHINES, MARK_MACHINES, SCALE_MACHINE_DEPLOYMENT
 from workflows.kit.until import until
 
 with workflow.unsafe.imports_passed_through():

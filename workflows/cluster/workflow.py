@@ -11,7 +11,7 @@ continue-as-new; the `status` query shows the running operation, the queue and r
 Plans, by concern: creating is `create.py`, deleting `delete.py`, growing a pool `scale_up.py`,
 draining and removing nodes `drain.py`; this module says which plan each operation runs and what
 follows every operation (the GPU ledger reads the cluster's GPUs again, the colony hears where the
-cluster stands). All IO is in activities (`workflows.activity_calls`); every wait is a heartbeating
+cluster stands). All IO is in activities (`workflows.cluster_calls`); every wait is a heartbeating
 activity, so the history grows with what happens, not with how long anything takes.
 
 Stopping: `delete_cluster` jumps the queue: the queue is cancelled, the running operation is
@@ -42,12 +42,12 @@ from datetime import timedelta
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from workflows.activity_calls import ADMIT_QUOTA, LIST_NODES
 from workflows.cluster.context import ClusterContext
 from workflows.cluster.create import create
 from workflows.cluster.delete import delete
 from workflows.cluster.drain import NodeRemoval
 from workflows.cluster.scale_up import ScaleUp
+from workflows.cluster_calls import ADMIT_QUOTA, LIST_NODES
 from workflows.kit.engine import (
     Chore,
     Interrupted,

@@ -33,7 +33,7 @@ from temporalio import workflow
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
-from workflows.activity_calls import WRITE_COLONY_KUBECONFIGS
+from workflows.cluster_calls import WRITE_COLONY_KUBECONFIGS
 from workflows.kit.engine import Chore, is_failure, reason_of
 from workflows.kit.entity import EntityWorkflow, delete_update, queued_update
 from workflows.kit.service import tell

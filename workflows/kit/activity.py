@@ -3,7 +3,7 @@ the summary the Web UI shows) that is either a call (`ActivityCall`, with its at
 wait (`WaitCall`, whose every call says how long it may last), and the one retry policy.
 
 Call sites name the declaration (`await CLAIM_HOSTS(request)`, declared in
-`workflows/activity_calls.py` and `workflows/workspace_calls.py`), never a string, a result type or a
+`workflows/cluster_calls.py` and `workflows/workspace_calls.py`), never a string, a result type or a
 timeout, so the timeouts of one kind of call cannot drift apart between workflows.
 
 Timeouts, and why:

@@ -226,7 +226,7 @@ class EntityWorkflow(ABC, Generic[OpT, RequestT, AcceptedT]):
 
     def show(self, attributes: SearchAttributes) -> None:
         """Upsert the entity's search attributes that changed (only those: a smaller event);
-        show the details again. A value its start set already (`starter.clients`' marks) needs
+        show the details again. A value its start set already (`clients`' marks) needs
         no upsert at all."""
         current = workflow.info().typed_search_attributes
         changed = [key.value_set(value) for key, value in attributes if current.get(key) != value]

@@ -1,6 +1,6 @@
 """The contract of `PurgeWorkflow` (`workflows.kit.contract`): one purge of an entity's workflow
 that cannot make progress, id `purge/<the entity's workflow id>`, started by the clients
-(`starter.clients.purges`: an operator's purge, or an organization's delete of its own stuck
+(`clients.purges`: an operator's purge, or an organization's delete of its own stuck
 entity); `status` shows its report so far."""
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 
-from workflows.activity_calls import (
+from workflows.cluster_calls import (
     DELETE_CLUSTER_DEPLOYMENT,
     LIST_CLAIMED_HOSTS,
     RELEASE_HOSTS,

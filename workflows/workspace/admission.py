@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from temporalio import workflow
 
 from workflows import metrics
-from workflows.activity_calls import await_cluster_deployment
+from workflows.cluster_calls import await_cluster_deployment
 from workflows.kit.service import tell
 from workflows.kit.until import SHORTEST_WAIT
 from workflows.workspace.context import WorkspaceContext, WorkspaceFailed

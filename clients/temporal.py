@@ -1,9 +1,9 @@
 """The Temporal transport every entity client shares: the connection, the session (the settings
 and the organization a client acts for), what an entity's workflows have in common (started with
 their marks, found running, queried, sent updates, listed), and the one table that turns what
-Temporal reports into `starter.errors`.
+Temporal reports into `clients.errors`.
 
-The entity clients (`starter.clients.clusters`, `.workspaces`, `.classes`, `.colonies`) build on
+The entity clients (`clients.clusters`, `.workspaces`, `.classes`, `.colonies`) build on
 `TemporalEntity`; `colonyctl` in direct mode and the HTTP API (`api/`, with the caller's
 organization) use them. Workflows are addressed by their registered names and ids: their code is
 not imported, only their contracts (`models/`).
@@ -70,6 +70,9 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.workflow_health import unresponsive_of
+from clients import errors
+from clients.base import WorkflowRef, new_request_id, not_found
+from clients.errors import ColonyError, NotFoundError, UnavailableError
 from infra import tracing
 from infra.config import ColonySettings
 from models.bounds import MAX_WORKFLOW_PAYLOAD_BYTES
@@ -77,9 +80,6 @@ from models.errors import REJECTED_FIELD, REJECTED_NOT_FOUND, ErrorType
 from models.identity import Entity
 from models.names import name_problem
 from models.purge import PurgeRequest, PurgeTarget, Unresponsive, with_commands
-from starter import errors
-from starter.clients.base import WorkflowRef, new_request_id, not_found
-from starter.errors import ColonyError, NotFoundError, UnavailableError
 from workflows.kit.contract import STATUS_QUERY, WorkflowContract
 from workflows.purge import PURGE
 from workflows.search_attributes import COLONY_KIND, COLONY_ORGANIZATION, COLONY_PHASE

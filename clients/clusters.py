@@ -9,10 +9,10 @@ mode, and the HTTP API with its caller's organization), `HttpClusters` through t
 A cluster is `(organization, name)`; its workflow id is
 `models.cluster.cluster_workflow_id(name, organization)`. Requests are validated by the models
 before a client gets them; before the Temporal transport sends a create or a node pool's add or
-scale, it checks them against the host provider's catalog (`starter.checks`: the location, the
+scale, it checks them against the host provider's catalog (`clients.checks`: the location, the
 SKUs, the stock), as the API does for its callers through this same client; through the API,
 the server runs them. A create of an organization's cluster is then admitted by the
-organization's quotas (`starter.clients.quotas.admit`) before its workflow starts; a pool's add
+organization's quotas (`clients.quotas.admit`) before its workflow starts; a pool's add
 or scale-up is admitted by the cluster's workflow before it queues it. Either refusal is a
 `QuotaExceededError` naming the quota, its use and its limit.
 """
@@ -30,6 +30,17 @@ from pydantic.alias_generators import to_camel
 from temporalio.client import Client, WorkflowExecutionDescription
 from temporalio.common import SearchAttributePair
 
+from clients import checks, quotas
+from clients.base import WATCH_SECONDS, Deadline, WorkflowRef, new_request_id, polled
+from clients.errors import (
+    ColonyError,
+    InvalidRequestError,
+    NotFoundError,
+    OperationFailedError,
+    UnavailableError,
+)
+from clients.http import HttpEntity, RemoteClient, parsed
+from clients.temporal import TemporalEntity, organization_clause
 from models.activity_api import DrainProgress, parse_drain_activity_id
 from models.cluster import (
     DEFAULT_CREDENTIAL,
@@ -58,18 +69,6 @@ from models.operations import (
     ScaleNodePoolRequest,
 )
 from models.purge import Unresponsive
-from starter import checks
-from starter.clients import quotas
-from starter.clients.base import WATCH_SECONDS, Deadline, WorkflowRef, new_request_id, polled
-from starter.clients.http import HttpEntity, RemoteClient, parsed
-from starter.clients.temporal import TemporalEntity, organization_clause
-from starter.errors import (
-    ColonyError,
-    InvalidRequestError,
-    NotFoundError,
-    OperationFailedError,
-    UnavailableError,
-)
 from workflows.cluster import CLUSTER
 from workflows.search_attributes import COLONY_CLUSTER, COLONY_PHASE
 

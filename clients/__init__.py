@@ -10,7 +10,7 @@ and the HTTP API itself) and Colony's HTTP API (`colonyctl`'s remote mode).
 Each entity module declares its operations once, in an abstract class whose shared steps
 (following an operation, watching a status) are written once too, and implements them twice:
 `Temporal<Entities>` on `temporal.TemporalEntity`, `Http<Entities>` on `http.HttpEntity`. What a
-transport reports is mapped to `starter.errors` once per transport: `temporal.failure` (RPC
+transport reports is mapped to `clients.errors` once per transport: `temporal.failure` (RPC
 statuses, query and update failures), `http.error_of` (HTTP statuses). Requests are validated by
 the same functions (`models/` for the pure rules) before either transport sends anything.
 `starter.backend` picks the transport; the commands (`starter/commands/`) and the API's routers

@@ -31,6 +31,10 @@ from temporalio.client import WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
+from clients.errors import ConflictError, InvalidRequestError, UnavailableError
+from clients.http import RemoteClient, parsed
+from clients.provider import DirectCatalog
+from clients.temporal import TemporalSession, reported
 from infra.config import ColonySettings, SettingsError
 from models.names import name_problem
 from models.quota import (
@@ -49,10 +53,6 @@ from models.quota import (
     gpu_model_of,
     quota_workflow_id,
 )
-from starter.clients.http import RemoteClient, parsed
-from starter.clients.provider import DirectCatalog
-from starter.clients.temporal import TemporalSession, reported
-from starter.errors import ConflictError, InvalidRequestError, UnavailableError
 from workflows.quota import QUOTA
 
 OWN_QUOTA = "/v1/quota"

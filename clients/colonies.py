@@ -8,8 +8,8 @@ A colony is `(organization, name)`, as a cluster is: its workflow id is
 workflow's `ColonyOrganization` search attribute at start for the lists. Another organization's
 colony is simply not found. A manifest is read and validated by the models as in direct mode,
 then sent in Colony's form through the API; the catalog checks of a colony's new clusters run
-where the Temporal transport runs (`starter.checks.check_colony`), and so does their admission by
-the organization's quotas (`starter.clients.quotas.admit`, each new cluster as its own holder, as a
+where the Temporal transport runs (`clients.checks.check_colony`), and so does their admission by
+the organization's quotas (`clients.quotas.admit`, each new cluster as its own holder, as a
 cluster's create is), before the colony starts or hears of them.
 """
 
@@ -21,6 +21,11 @@ from dataclasses import dataclass
 from temporalio.client import WorkflowExecutionDescription
 from temporalio.common import SearchAttributePair, WorkflowIDConflictPolicy
 
+from clients import checks, quotas
+from clients.base import WorkflowRef
+from clients.errors import ColonyError, InvalidRequestError, NotFoundError
+from clients.http import HttpEntity, parsed
+from clients.temporal import Refusals, TemporalEntity, organization_clause
 from models.colony import (
     ApplyColonyRequest,
     ColonyOperationAccepted,
@@ -31,12 +36,6 @@ from models.colony import (
 )
 from models.manifests import ColonySpec
 from models.purge import Unresponsive
-from starter import checks
-from starter.clients import quotas
-from starter.clients.base import WorkflowRef
-from starter.clients.http import HttpEntity, parsed
-from starter.clients.temporal import Refusals, TemporalEntity, organization_clause
-from starter.errors import ColonyError, InvalidRequestError, NotFoundError
 from workflows.colony import COLONY
 from workflows.search_attributes import COLONY_KIND, COLONY_NAME, COLONY_PHASE
 

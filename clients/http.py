@@ -1,8 +1,8 @@
 """The HTTP transport every entity client shares in remote mode: Colony's HTTP API (`api/`),
-reached with the login `colonyctl auth login` stored (`starter.login`), and the one table that
-turns the API's refusals back into `starter.errors`.
+reached with the login `colonyctl auth login` stored (`clients.login`), and the one table that
+turns the API's refusals back into `clients.errors`.
 
-`starter.backend` hands the commands the `Http*` entity clients (`starter.clients.clusters`,
+`starter.backend` hands the commands the `Http*` entity clients (`clients.clusters`,
 `.workspaces`, `.classes`, `.colonies`, `.provider`) once a login exists. Answers are read back
 into the same models the Temporal transport gives (`ClusterStatus`, `Operation`,
 `WorkspaceStatus`, ...), so `-o json` prints the same shapes; workflow ids are the API's
@@ -32,9 +32,9 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from starter import errors, login
-from starter.clients.base import WorkflowRef
-from starter.errors import ColonyError, InvalidRequestError, UnavailableError
+from clients import errors, login
+from clients.base import WorkflowRef
+from clients.errors import ColonyError, InvalidRequestError, UnavailableError
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 

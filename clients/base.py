@@ -1,7 +1,7 @@
 """What every entity client has, whichever transport it goes through: the workflow it names, the
 idempotency key of one request, and following a status until it settles.
 
-Imported by both transports (`starter.clients.temporal`, `starter.clients.http`) and the entity
+Imported by both transports (`clients.temporal`, `clients.http`) and the entity
 modules; no Temporal, no httpx here.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from starter.errors import NotFoundError
+from clients.errors import NotFoundError
 
 POLL_SECONDS = 0.5
 """How often a follower (`--wait`) asks for a status: cheap (a query, or a GET), and fast enough

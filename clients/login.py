@@ -4,7 +4,7 @@ remote mode (a login exists) or talks to Temporal directly (none).
 The file is `$COLONY_CONFIG_DIR/login`, else `$XDG_CONFIG_HOME/colony/login`, else
 `~/.config/colony/login`: `url=...` and `key=...` lines, mode 0600 in a 0700 directory, written
 atomically. Read by `starter.backend` (which client the commands use), `starter.token_cache` (the
-exec plugin's fast path keys its cache by the API URL) and `starter.clients.http`.
+exec plugin's fast path keys its cache by the API URL) and `clients.http`.
 
 Standard library only, and only `os`: the exec plugin's cache hit imports this (see
 `starter.token_cache` for why every import there counts), so the format is not JSON.

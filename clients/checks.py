@@ -6,8 +6,8 @@ capacity).
 The catalog is only advice here (the workflow's claim is what counts), so when the host provider
 is not configured or cannot be reached the checks are skipped with a warning rather than blocking
 the request. Called by the Temporal transport before it sends a create, a node pool's add or
-scale (`starter.clients.clusters.TemporalClusters`) or a colony's new clusters
-(`starter.clients.colonies`), for `colonyctl` in direct mode and for the HTTP API alike. Raises
+scale (`clients.clusters.TemporalClusters`) or a colony's new clusters
+(`clients.colonies`), for `colonyctl` in direct mode and for the HTTP API alike. Raises
 `InvalidRequestError` with the field named.
 No printing: the warning is logged (`colony.checks`), which without a logging configuration (the
 CLI's case) Python writes to stderr as the bare line.
@@ -19,14 +19,14 @@ import logging
 from collections import Counter
 from collections.abc import Iterable
 
+from clients.errors import InvalidRequestError, NotFoundError, UnavailableError
+from clients.provider import DirectCatalog
 from infra.config import ColonySettings
 from models.catalog import LocationStock, stock_problem
 from models.cluster import ClusterSpec, ClusterStatus
 from models.manifests import ColonySpec
 from models.node_pool import NodePoolSpec, NodePoolStatus, NodeSku
 from models.operations import ScaleNodePoolRequest
-from starter.clients.provider import DirectCatalog
-from starter.errors import InvalidRequestError, NotFoundError, UnavailableError
 
 log = logging.getLogger("colony.checks")
 

@@ -20,10 +20,10 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic.alias_generators import to_camel
 
+from clients.errors import InvalidRequestError
 from models.base import user_input, user_rule
 from models.bounds import MAX_DOCUMENT_BYTES, InputError, load_json
 from models.bounds import load_yaml as load_yaml_text
-from starter.errors import InvalidRequestError
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 

@@ -27,9 +27,9 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from clients.errors import ColonyError, InvalidRequestError, NotFoundError, UnavailableError
 from infra.kube import api_client_from_dict, api_client_from_file, close_client
 from models.cluster import DEFAULT_NAMESPACE, cluster_deployment_name, kubeconfig_secret_name
-from starter.errors import ColonyError, InvalidRequestError, NotFoundError, UnavailableError
 
 SERVICE_ACCOUNT = "colony-admin"
 SERVICE_ACCOUNT_NAMESPACE = "kube-system"
@@ -187,9 +187,8 @@ def token_plugin(cluster: str, namespace: str) -> tuple[str, list[str], dict[str
     package's start-up hooks before its first line (see `starter.token_cache`). A miss re-executes
     the full `colonyctl` with `site`.
     """
-    import starter
-
-    package_parent = Path(starter.__file__).resolve().parent.parent
+    # `starter` sits beside `clients` (the same installed tree), so this file's tree is its.
+    package_parent = Path(__file__).resolve().parent.parent
     args = ["-S", "-P", "-c", PLUGIN_CODE, "token", "--cluster", cluster]
     if namespace != DEFAULT_NAMESPACE:
         args += ["--namespace", namespace]

@@ -6,8 +6,8 @@ a `DirectCatalog` of its own.
 Direct is plain HTTP with httpx, straight to the provider (the catalog is neither Kubernetes nor
 a workflow). Stock is computed from the provider's `GET /v1/hosts?location=...`, which lists every
 host with its state; the provider has no stock endpoint. Used by `colonyctl catalog`, by the checks
-the Temporal transport runs before a create, an add or a scale (`starter.checks`), and by the HTTP
-API's catalog routes. Raises `starter.errors` types; no Typer or rich here.
+the Temporal transport runs before a create, an add or a scale (`clients.checks`), and by the HTTP
+API's catalog routes. Raises `clients.errors` types; no Typer or rich here.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from urllib.parse import quote
 
 import httpx
 
-from activities.errors import http_error_body
+from clients.errors import NotFoundError, UnavailableError
+from clients.http import RemoteClient, items_of, parsed
 from infra.config import ColonySettings
+from infra.provider_errors import http_error_body
 from models.catalog import LocationStock, SkuKind, SkuStock
-from starter.clients.http import RemoteClient, items_of, parsed
-from starter.errors import NotFoundError, UnavailableError
 
 CATALOG_PATHS = {
     "location": "/v1/locations",

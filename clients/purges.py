@@ -24,6 +24,18 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from clients.base import Deadline, polled
+from clients.clusters import TemporalClusters
+from clients.errors import (
+    ConflictError,
+    InvalidRequestError,
+    NotFoundError,
+    OperationFailedError,
+    UnavailableError,
+)
+from clients.http import RemoteClient, parsed
+from clients.temporal import TemporalSession, reported
+from clients.workspaces import TemporalWorkspaces
 from models.errors import ErrorType
 from models.identity import Entity
 from models.names import name_problem
@@ -31,18 +43,6 @@ from models.operations import DeleteClusterRequest
 from models.purge import PURGEABLE, PurgeOutcome, PurgeReport, PurgeTarget
 from models.workspace import workspace_name_problem
 from models.workspace_operations import DeleteWorkspaceRequest
-from starter.clients.base import Deadline, polled
-from starter.clients.clusters import TemporalClusters
-from starter.clients.http import RemoteClient, parsed
-from starter.clients.temporal import TemporalSession, reported
-from starter.clients.workspaces import TemporalWorkspaces
-from starter.errors import (
-    ConflictError,
-    InvalidRequestError,
-    NotFoundError,
-    OperationFailedError,
-    UnavailableError,
-)
 from workflows.purge import PURGE
 
 PURGE_WAIT = 30.0

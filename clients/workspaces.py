@@ -26,7 +26,7 @@ a secret prompt is sealed with Colony's public key (`activities/sealing.py`): a 
 leaves the client in plaintext. Through the API, the missing prompts are handled here first (a
 person is asked before the request leaves), and the API seals what it receives: the client needs
 no key file, and sends secrets to the API only (over the login's URL: use https). Last, the
-organization's quotas admit one more workspace (`starter.clients.quotas.admit`:
+organization's quotas admit one more workspace (`clients.quotas.admit`:
 `QuotaExceededError` naming the quota, its use and its limit) before the workflow starts.
 """
 
@@ -41,6 +41,24 @@ from temporalio.client import Client, WorkflowExecutionDescription, WorkflowQuer
 from temporalio.common import SearchAttributePair
 from temporalio.service import RPCError
 
+from clients import quotas
+from clients.base import Deadline, WorkflowRef, new_request_id, polled
+from clients.classes import HttpClasses, TemporalClasses
+from clients.clusters import TemporalClusters, started_at
+from clients.errors import (
+    ColonyError,
+    ConflictError,
+    InvalidRequestError,
+    NotFoundError,
+    OperationFailedError,
+)
+from clients.http import HttpEntity, RemoteClient, parsed
+from clients.temporal import (
+    Refusals,
+    TemporalEntity,
+    TemporalSession,
+    organization_clause,
+)
 from models.capacity import Decision
 from models.cluster import ClusterStatus, cluster_deployment_name
 from models.deploy import (
@@ -74,24 +92,6 @@ from models.workspace_operations import (
     ResumeWorkspaceRequest,
     SuspendWorkspaceRequest,
     WorkspaceOperationAccepted,
-)
-from starter.clients import quotas
-from starter.clients.base import Deadline, WorkflowRef, new_request_id, polled
-from starter.clients.classes import HttpClasses, TemporalClasses
-from starter.clients.clusters import TemporalClusters, started_at
-from starter.clients.http import HttpEntity, RemoteClient, parsed
-from starter.clients.temporal import (
-    Refusals,
-    TemporalEntity,
-    TemporalSession,
-    organization_clause,
-)
-from starter.errors import (
-    ColonyError,
-    ConflictError,
-    InvalidRequestError,
-    NotFoundError,
-    OperationFailedError,
 )
 from workflows.capacity import CAPACITY
 from workflows.search_attributes import COLONY_CLUSTER, COLONY_GPU_MODEL, COLONY_KIND, COLONY_PHASE

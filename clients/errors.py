@@ -1,7 +1,7 @@
 """The errors `colonyctl` and the HTTP API report, and the exit code each one means.
 
-The entity clients (`starter.clients`) raise these typed domain errors, each transport mapping
-what it meets once (`starter.clients.temporal.failure`, `starter.clients.http.error_of`); the CLI
+The entity clients (`clients`) raise these typed domain errors, each transport mapping
+what it meets once (`clients.temporal.failure`, `clients.http.error_of`); the CLI
 prints one line (`error: <message>`) and exits with the error's `exit_code`, and the HTTP API
 (`api.errors`) maps the same classes to HTTP statuses (which the HTTP transport maps back). The
 exit code and the status are decided by the error's type, never by its text.
@@ -77,7 +77,7 @@ def temporal_unreachable(address: str, cause: BaseException, *, hint: str = "") 
     """Temporal could not be reached, as one line: `temporal: cannot reach <address>: <why>
     (<hint>)` (`infra.unreachable.temporal_unreachable`, which the worker and the watcher say too;
     the SDK's error stays the exception's cause). Mapped here once, for `colonyctl`
-    (`starter.clients.temporal.connect`, with `TEMPORAL_HINT`) and the HTTP API (`api.context`,
+    (`clients.temporal.connect`, with `TEMPORAL_HINT`) and the HTTP API (`api.context`,
     whose callers cannot change its settings: no hint).
     """
     line = unreachable.temporal_unreachable(address, cause)

@@ -17,6 +17,10 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote
 
+from clients.base import new_request_id
+from clients.errors import ConflictError, InvalidRequestError, NotFoundError, UnavailableError
+from clients.http import RemoteClient, items_of, not_through_the_api, parsed
+from clients.temporal import Refusals, TemporalSession, check_carried, reported
 from models.cluster import DEFAULT_NAMESPACE
 from models.errors import ErrorType
 from models.workspace_api import (
@@ -28,10 +32,6 @@ from models.workspace_api import (
     PublishWorkspaceClassResult,
 )
 from models.workspace_class import WorkspaceClassSpec, class_conflict, reserved_class_name_problem
-from starter.clients.base import new_request_id
-from starter.clients.http import RemoteClient, items_of, not_through_the_api, parsed
-from starter.clients.temporal import Refusals, TemporalSession, check_carried, reported
-from starter.errors import ConflictError, InvalidRequestError, NotFoundError, UnavailableError
 from workflows.catalog import CATALOG
 
 CLASSES_QUERY = CATALOG.classes.name
