@@ -67,6 +67,7 @@ from activities.heartbeat import HEARTBEAT_THROTTLE
 from activities.host_provider import HostProviderActivities
 from activities.management.classes import WorkspaceClassActivities
 from activities.management.cluster_deployments import ClusterDeploymentActivities
+from activities.management.machines import MachineActivities
 from activities.management.marked import MarkedObjectActivities
 from activities.management.service_sets import ServiceSetActivities
 from activities.quotas import QuotaActivities
@@ -265,6 +266,7 @@ def activity_callables(
     # Each provider's activities are its methods made with `implements`: found, not listed.
     activities = implementations(
         ClusterDeploymentActivities(management_api),
+        MachineActivities(management_api),
         WorkspaceClassActivities(management_api),
         ServiceSetActivities(management_api, unsealer),
         MarkedObjectActivities(management_api),

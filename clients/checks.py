@@ -76,6 +76,8 @@ async def check_cluster(conf: ColonySettings, spec: ClusterSpec, *, can_wait: bo
         can_wait: the request can wait for capacity (a colony's clusters cannot): a refusal for
             too few free hosts then advises it.
     """
+    if spec.deployment_spec is not None:
+        return  # built by its template (a cloud's instances): no host of the provider's
     found = await _stock(conf, spec.location_id, "locationId")
     if found is None:
         return
@@ -147,6 +149,8 @@ async def check_scale(
     pool = status.pool(request.pool)
     if pool is None or request.count <= pool.count:
         return  # an unknown pool is the workflow's to refuse (not found)
+    if pool.sku.instance_type is not None:
+        return  # a template's workers pool: its cloud's instances, not the provider's hosts
     found = await _stock(conf, status.location_id, "locationId")
     if found is None:
         return

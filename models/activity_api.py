@@ -29,6 +29,7 @@ from pydantic import Field
 from models.base import ColonyModel
 from models.node_pool import NodeSku
 from models.ownership import Owner
+from models.templates import TemplatePool
 
 
 class ActivityName(StrEnum):
@@ -42,6 +43,9 @@ class ActivityName(StrEnum):
     REMOVE_CLUSTER_MACHINES = "remove_cluster_machines"
     DELETE_CLUSTER_DEPLOYMENT = "delete_cluster_deployment"
     WRITE_COLONY_KUBECONFIGS = "write_colony_kubeconfigs"
+    SCALE_MACHINE_DEPLOYMENT = "scale_machine_deployment"
+    MARK_MACHINES = "mark_machines"
+    AWAIT_MACHINES = "await_machines"
     # Child cluster (through the `<name>-kubeconfig` Secret, read inside the activity).
     LIST_NODES = "list_nodes"
     CORDON_NODE = "cordon_node"
@@ -194,11 +198,14 @@ class EvictionOutcome(StrEnum):
 
 
 class CheckClusterPrerequisitesRequest(ColonyModel):
-    """Is the ClusterTemplate valid and the Credential ready, in the namespace?"""
+    """Is the ClusterTemplate valid and the Credential ready, in the namespace? With `config`:
+    does it satisfy the template's own values schema, and which pool is the template's
+    MachineDeployment (`models.templates`)?"""
 
     namespace: str
     template: str
     credential: str
+    config: dict[str, Any] | None = None
 
 
 class CheckClusterPrerequisitesResult(ColonyModel):
@@ -211,6 +218,10 @@ class CheckClusterPrerequisitesResult(ColonyModel):
     credential_found: bool
     credential_ready: bool
     credential_message: str = ""
+    config_problems: list[str] = Field(default_factory=list)
+    """Why the config does not satisfy the template's values schema, a line per field."""
+    template_pool: TemplatePool | None = None
+    """The pool the template's MachineDeployment is, for this config (None: it has none)."""
 
 
 class CreateClusterDeploymentRequest(ColonyModel):
@@ -304,6 +315,90 @@ class DeleteClusterDeploymentResult(ColonyModel):
     existed: bool
     foreign: bool = False
     """It exists but belongs to another owner; it was not touched."""
+
+
+# --- Cluster API machines of a template pool (`workflows.cluster.supply`) ------------------------
+
+PRE_DRAIN_HOOK = "pre-drain.delete.hook.machine.cluster.x-k8s.io/colony"
+"""Colony's pre-drain hook on a Machine it drains itself: Cluster API waits for it to go before it
+drains (and deletes) the Machine (cluster-api: `pre-drain.delete.hook.machine.cluster.x-k8s.io`)."""
+DELETE_MACHINE_ANNOTATION = "cluster.x-k8s.io/delete-machine"
+"""Cluster API deletes Machines carrying it first when their MachineSet scales down."""
+MACHINE_CLUSTER_LABEL = "cluster.x-k8s.io/cluster-name"
+"""Label on every Cluster API object of a cluster: the Cluster's (the ClusterDeployment's) name."""
+
+
+class ScaleMachineDeploymentRequest(ColonyModel):
+    """Set a template pool's size: the ClusterDeployment's `spec.config.workersNumber`.
+
+    `expected` is what Colony last set: a value found that is neither it nor `count` was changed
+    outside Colony, and is reported (WorkersChangedOutside), never written over. `only_lower`:
+    a scale-down's write never raises the value (a later, larger one must not undo it).
+    """
+
+    namespace: str
+    name: str
+    owner: str
+    count: int
+    expected: int
+    only_lower: bool = False
+
+
+class ScaleMachineDeploymentResult(ColonyModel):
+    found: int
+    """`workersNumber` before the write."""
+    written: bool
+
+
+class MarkMachinesRequest(ColonyModel):
+    """Put (or take off) Colony's marks on a cluster's Machines: its pre-drain hook and
+    `cluster.x-k8s.io/delete-machine` (`hook_only`: only the hook is taken off, so the Machine
+    stays first to go). Machines of another cluster are never touched; missing ones are skipped."""
+
+    namespace: str
+    cluster: str
+    machines: list[str]
+    mark: bool
+    hook_only: bool = False
+
+
+class MarkMachinesResult(ColonyModel):
+    changed: list[str] = Field(default_factory=list)
+    missing: list[str] = Field(default_factory=list)
+
+
+class MachineInfo(ColonyModel):
+    """One Machine of a cluster as Colony reads it."""
+
+    name: str
+    node_name: str = ""
+    phase: str = ""
+    ready: bool = False
+    deleting: bool = False
+    marked: bool = False
+    """Colony's pre-drain hook is on it."""
+    problem: str = ""
+    """What its conditions say holds it back (empty: nothing)."""
+
+
+class AwaitMachinesRequest(ColonyModel):
+    """Wait until the cluster has `count` Machines not being deleted, each with a Node, and none
+    of `gone` exists any more; return early, with what was seen, when that changed from `known`
+    (batched: no sooner than `min_interval_seconds`), or at `deadline`."""
+
+    namespace: str
+    cluster: str
+    count: int
+    gone: list[str] = Field(default_factory=list)
+    known: list[MachineInfo] = Field(default_factory=list)
+    deadline: datetime
+    min_interval_seconds: float = 0.0
+
+
+class AwaitMachinesResult(ColonyModel):
+    machines: list[MachineInfo]
+    settled: bool
+    deadline_passed: bool = False
 
 
 class DeploymentWait(StrEnum):

@@ -64,6 +64,9 @@ cluster and about 70 kB of carried state as rows (measured with real ids), besid
 10,000 waiting: well inside Temporal's 2 MB payload limit for the continue-as-new input."""
 
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
+GFD_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GFD_COUNT_LABEL = "nvidia.com/gpu.count"
+"""GPU Feature Discovery's labels of a GPU node: its GPUs' product name and their count."""
 
 
 class GpuNode(ColonyModel):
@@ -132,11 +135,16 @@ def gpu_node(
         ((r, allocatable[r]) for r in GPU_RESOURCES if allocatable.get(r, 0) > 0),
         (DEFAULT_GPU_RESOURCE, 0),
     )
+    if not count and labels.get(GFD_COUNT_LABEL, "").isdigit():
+        # A node whose device plugin has not advertised yet: GPU Feature Discovery's count.
+        count = int(labels[GFD_COUNT_LABEL])
     vendor_label = labels.get(GPU_VENDOR_LABEL, "")
     vendor = GpuVendor(vendor_label) if vendor_label in {v.value for v in GpuVendor} else None
     return GpuNode(
         name=name,
-        model=labels.get(GPU_MODEL_LABEL, ""),
+        # Colony labels the nodes of host pools with the model; a template pool's nodes (cloud
+        # instances) carry what GPU Feature Discovery read from the GPUs themselves.
+        model=labels.get(GPU_MODEL_LABEL) or labels.get(GFD_PRODUCT_LABEL, ""),
         vendor=vendor or (GPU_RESOURCES[resource] if count else None),
         resource_name=resource,
         allocatable=count,

@@ -56,6 +56,12 @@ class ErrorType(StrEnum):
     FOREIGN_OBJECT = "ForeignObject"
     """An object of the name Colony would create exists and is not its owner's (no Colony marks,
     or another owner's): it is never adopted (`models.ownership`)."""
+    TEMPLATE_CONFIG_INVALID = "TemplateConfigInvalid"
+    """A cluster's config does not satisfy its template's own values schema: the message names
+    each field and rule (`config.workersNumber: -1 is less than the minimum of 0`)."""
+    WORKERS_CHANGED_OUTSIDE = "WorkersChangedOutside"
+    """A template pool's `workersNumber` is not what Colony last set: someone changed it outside
+    Colony. Colony reports it and does not write over it."""
     WORKSPACES_UNRESPONSIVE = "WorkspacesUnresponsive"
     """A cluster's delete met workspaces whose workflows cannot answer it (`models.purge`): the
     message names them and the command that clears each."""
@@ -65,6 +71,8 @@ NON_RETRYABLE: list[str] = [
     ErrorType.INVALID_SPEC,
     ErrorType.TEMPLATE_NOT_FOUND,
     ErrorType.TEMPLATE_INVALID,
+    ErrorType.TEMPLATE_CONFIG_INVALID,
+    ErrorType.WORKERS_CHANGED_OUTSIDE,
     ErrorType.CREDENTIAL_NOT_FOUND,
     ErrorType.CREDENTIAL_NOT_READY,
     ErrorType.FORBIDDEN,

@@ -83,14 +83,22 @@ class Taint(ColonyModel):
 
 
 class NodeSku(ColonyModel):
-    """What every node of a pool is: one GPU model or one whole-host CPU SKU, exactly one of them."""
+    """What every node of a pool is: one GPU model or one whole-host CPU SKU of the host provider,
+    exactly one of them; or, for a cluster template's workers pool, the template's instance type
+    (VM size, VM template), whose GPUs the nodes' labels say."""
 
     gpu_model_id: str | None = None
     cpu_sku: str | None = None
+    # Left out when unset, so a host pool's SKU reads as it always has.
+    instance_type: str | None = Field(default=None, exclude_if=lambda value: value is None)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Self:
-        given = [value for value in (self.gpu_model_id, self.cpu_sku) if value is not None]
+        given = [
+            value
+            for value in (self.gpu_model_id, self.cpu_sku, self.instance_type)
+            if value is not None
+        ]
         if len(given) != 1:
             raise _fail("sku", "a node pool's sku needs exactly one of gpuModelId or cpuSku")
         if not given[0].strip():
@@ -100,9 +108,11 @@ class NodeSku(ColonyModel):
     @property
     def id(self) -> str:
         """The SKU id as the host provider knows it."""
-        return self.gpu_model_id or self.cpu_sku or ""
+        return self.gpu_model_id or self.cpu_sku or self.instance_type or ""
 
     def __str__(self) -> str:
+        if self.instance_type is not None:
+            return f"instance:{self.instance_type}"
         return f"gpu:{self.gpu_model_id}" if self.gpu_model_id else f"cpu:{self.cpu_sku}"
 
 
@@ -131,6 +141,17 @@ class NodePoolSpec(ColonyModel):
         if isinstance(data, dict) and "sku" not in data:
             return {**data, "sku": {}}
         return data
+
+    @field_validator("sku")
+    @classmethod
+    def _hosts_sku(cls, sku: NodeSku) -> NodeSku:
+        if sku.instance_type is not None:
+            raise _fail(
+                "sku",
+                "sku.instanceType: only a cluster template's workers pool has an instance type "
+                "(its template's config sizes it); a node pool of hosts needs gpuModelId or cpuSku",
+            )
+        return sku
 
     @field_validator("taints")
     @classmethod
@@ -175,12 +196,27 @@ class NodeStatus(ColonyModel):
     """The id of the operation draining or removing this node; empty otherwise."""
 
 
+class PoolSupply(StrEnum):
+    """Where a pool's nodes come from (`workflows.cluster.supply`)."""
+
+    HOSTS = "hosts"
+    """Whole hosts claimed from the host provider, added as the ClusterDeployment's machines
+    (the remote-cluster template)."""
+    MACHINE_DEPLOYMENT = "machine-deployment"
+    """The Cluster API MachineDeployment the cluster's template renders, sized by the
+    ClusterDeployment's `config.workersNumber` (the cloud templates)."""
+
+
 class NodePoolStatus(ColonyModel):
     """A pool as it is: its asked-for count, how many nodes are ready, and its nodes."""
 
     name: str
     sku: NodeSku
     count: int
+    supply: PoolSupply = PoolSupply.HOSTS
+    workers_number: int | None = None
+    """A machine-deployment pool's `workersNumber` as Colony last set it (or found it at create):
+    a different value found later was changed outside Colony, and is reported, never fought."""
     ready_count: int = 0
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[Taint] = Field(default_factory=list)

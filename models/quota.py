@@ -187,9 +187,11 @@ def cluster_need(
     in order (an add or a scale sets a pool's count, a pool's delete ends it; a node's delete is
     not counted down: erring high is safe). Peaks are per key, so their sum may exceed the peak
     of the sum: also safe."""
+    # A template's machine-deployment pool holds no host of the provider: its cloud bills it.
     counts: dict[str, tuple[str, int]] = {
         pool.name: (host_key(location_id, pool.sku), max(pool.count, len(pool.nodes)))
         for pool in pools
+        if pool.sku.instance_type is None
     }
     peak: dict[str, int] = {}
 

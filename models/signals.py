@@ -71,3 +71,15 @@ class GatewayChanged(ColonyModel):
     """`<namespace>/<name>` of the Gateway."""
     type: NodeEventType = NodeEventType.MODIFIED
     """ADDED, MODIFIED or DELETED, as the watch reported it."""
+
+
+class ScaleRequested(ColonyModel):
+    """To a cluster (signal `scale_requested`): set a pool's count, as the `scale_node_pool`
+    update does, from a sender that cannot send updates (its colony's workflow, when a re-applied
+    manifest changes a template entry's `workersNumber`). Checked by the same rules; a refusal is
+    logged on the cluster, nothing is queued."""
+
+    request_id: str
+    pool: str
+    count: int
+    reason: str = ""

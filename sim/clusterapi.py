@@ -103,6 +103,10 @@ class ClusterApi(Protocol):
         propagation_policy: str | None = None,
     ) -> None: ...
 
+    async def evict(self, namespace: str, name: str) -> None:
+        """The pods/eviction subresource: ApiError 429 while a PodDisruptionBudget refuses."""
+        ...
+
     async def subscribe(self, watched: Collection[Key]) -> asyncio.Queue[WatchEvent]:
         """A queue of the changes of the `watched` types from now on, their cache filled (an
         implementation may deliver other types' changes too: filter by `event.rt.key`)."""
@@ -193,6 +197,9 @@ class StoreApi:
             grace_period_seconds=grace_period_seconds,
             propagation_policy=propagation_policy,
         )
+
+    async def evict(self, namespace: str, name: str) -> None:
+        self.store.evict(namespace, name)
 
     async def subscribe(self, watched: Collection[Key]) -> asyncio.Queue[WatchEvent]:
         return self.store.subscribe()

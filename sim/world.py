@@ -71,6 +71,14 @@ from sim.apiserver.registry import CRDS, NAMESPACES
 from sim.apiserver.server import ClusterServer
 from sim.apiserver.store import ClusterStore
 from sim.charts import HUB_REPOSITORY, default_catalog
+from sim.cloud import (
+    CLOUD_IDENTITY_KINDS,
+    IDENTITY_API_VERSIONS,
+    CloudTemplate,
+    credential_name,
+    default_values_dir,
+    load_cloud_templates,
+)
 from sim.clusterapi import ClusterApi, StoreApi
 from sim.controllers.gateway_dataplane import LISTEN_ADDRESS
 from sim.controllers.k0rdent import K0rdentControllers, SimChildCluster
@@ -132,6 +140,9 @@ class WorldConfig:
             refused (`persistence.StateMismatch`). None: the saved world's, or a new one.
         world: "emulated" (`SimWorld`, the default) or "real" (`sim.real.world.RealWorld`:
             real control planes); `make_world` starts the one named.
+        k0rdent_templates: k0rdent's cluster template charts' values (`sim.cloud`): the cloud
+            templates (`aws-standalone-cp-1-0-43`, ...) are preloaded with their values schemas.
+            None: no cloud templates. Default: the folder `sim.cloud.default_values_dir` finds.
     """
 
     state_dir: Path = DEFAULT_STATE_DIR
@@ -146,6 +157,7 @@ class WorldConfig:
     persist: bool = False
     state_id: str | None = None
     world: str = EMULATED
+    k0rdent_templates: Path | None = field(default_factory=default_values_dir)
 
 
 def world_kind(text: str | None) -> str:
@@ -198,13 +210,20 @@ def _meta(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
     return meta
 
 
-def preload_objects() -> list[tuple[str, dict[str, Any]]]:
-    """(plural, object) of everything a fresh k0rdent management cluster has, in creation order."""
+def preload_objects(
+    cloud_templates: Sequence[CloudTemplate] = (),
+) -> list[tuple[str, dict[str, Any]]]:
+    """(plural, object) of everything a fresh k0rdent management cluster has, in creation order;
+    with `cloud_templates` (`sim.cloud`), their ClusterTemplates and a Credential per cloud."""
     objects: list[tuple[str, dict[str, Any]]] = []
-    for name, chart_name, description in (
-        (REMOTE_TEMPLATE, "remote-cluster", "SSH-reachable machines (k0smotron RemoteMachine)"),
-        (HOSTED_TEMPLATE, "docker-hosted-cp", "hosted control plane, workersNumber workers"),
-    ):
+    charts = [
+        (REMOTE_TEMPLATE, "remote-cluster", "1.0.0", "SSH-reachable machines (k0smotron RemoteMachine)"),
+        (HOSTED_TEMPLATE, "docker-hosted-cp", "1.0.0", "hosted control plane, workersNumber workers"),
+    ] + [
+        (t.name, t.chart, t.version, "Cluster API MachineDeployment of workersNumber workers")
+        for t in cloud_templates
+    ]  # fmt: skip
+    for name, chart_name, version, description in charts:
         objects.append(
             (
                 "clustertemplates",
@@ -216,7 +235,7 @@ def preload_objects() -> list[tuple[str, dict[str, Any]]]:
                         "helm": {
                             "chartSpec": {
                                 "chart": chart_name,
-                                "version": "1.0.0",
+                                "version": version,
                                 "interval": "10m",
                                 "sourceRef": {"kind": "HelmRepository", "name": "kcm-templates"},
                             }
@@ -226,7 +245,11 @@ def preload_objects() -> list[tuple[str, dict[str, Any]]]:
             )
         )
         log.debug("preloading %s: %s", name, description)
-    for name, kind in ((REMOTE_CREDENTIAL, "Secret"), (DOCKER_CREDENTIAL, "Secret")):
+    credentials = [(REMOTE_CREDENTIAL, "Secret"), (DOCKER_CREDENTIAL, "Secret")]
+    credentials += [
+        (credential_name(t.chart), CLOUD_IDENTITY_KINDS[t.chart]) for t in cloud_templates
+    ]
+    for name, kind in credentials:
         objects.append(
             (
                 "credentials",
@@ -237,7 +260,7 @@ def preload_objects() -> list[tuple[str, dict[str, Any]]]:
                     "spec": {
                         "description": "SIMULATOR credential",
                         "identityRef": {
-                            "apiVersion": "v1",
+                            "apiVersion": "v1" if kind == "Secret" else IDENTITY_API_VERSIONS[kind],
                             "kind": kind,
                             "name": f"{name}-identity",
                             "namespace": KCM_NAMESPACE,
@@ -485,6 +508,7 @@ class SimWorld(World):
             self.faults,
             routes=self._identity_routes("hostProvider"),
         )
+        self.cloud_templates = load_cloud_templates(self.config.k0rdent_templates)
         self.k0rdent = K0rdentControllers(
             self.store,
             self.ca,
@@ -492,6 +516,7 @@ class SimWorld(World):
             self.faults,
             self.inventory,
             records=self.records,
+            cloud_templates=self.cloud_templates,
             on_child_store=self._reservations.attach if self._reservations else None,
         )
         self._task: asyncio.Task[None] | None = None
@@ -623,7 +648,7 @@ class SimWorld(World):
                 self.store.create(CRDS, crd)
 
     def _preload_objects(self) -> None:
-        for plural, obj in preload_objects():
+        for plural, obj in preload_objects(self.cloud_templates):
             rt = self.store.registry.get("k0rdent.mirantis.com", plural)
             with contextlib.suppress(ApiError):
                 self.store.create(rt, obj)

@@ -37,12 +37,16 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from models.activity_api import (
+    DELETE_MACHINE_ANNOTATION,
+    PRE_DRAIN_HOOK,
     ActivityName,
     AddClusterMachinesRequest,
     AwaitClusterDeploymentRequest,
     AwaitClusterDeploymentResult,
     AwaitFreeHostsRequest,
     AwaitFreeHostsResult,
+    AwaitMachinesRequest,
+    AwaitMachinesResult,
     AwaitNodesRequest,
     AwaitNodesResult,
     CheckClusterPrerequisitesRequest,
@@ -70,12 +74,17 @@ from models.activity_api import (
     ListClaimedHostsResult,
     ListNodesRequest,
     ListNodesResult,
+    MachineInfo,
+    MarkMachinesRequest,
+    MarkMachinesResult,
     NodeInfo,
     ObservedNode,
     PodInfo,
     ReleaseHostsRequest,
     ReleaseHostsResult,
     RemoveClusterMachinesRequest,
+    ScaleMachineDeploymentRequest,
+    ScaleMachineDeploymentResult,
     UncordonNodeRequest,
     UncordonNodeResult,
 )
@@ -88,7 +97,7 @@ from models.cluster import (
 )
 from models.colony import WriteColonyKubeconfigsRequest, WriteColonyKubeconfigsResult
 from models.drain import PodDrainClass, classify_pod, pods_to_evict
-from models.errors import ErrorType
+from models.errors import ErrorType, permanent
 from models.node_pool import NodePoolSpec, NodePoolStatus, NodeSku
 from models.operations import (
     ContinueAsNewPolicy,
@@ -97,6 +106,7 @@ from models.operations import (
     OperationAccepted,
 )
 from models.quota import QuotaAdmission, QuotaClaim
+from models.templates import TemplatePool
 from models.workspace_api import (
     AwaitWorkflowsClosedRequest,
     AwaitWorkflowsClosedResult,
@@ -120,6 +130,15 @@ class FakeNode:
     polls_until_visible: int
     polls_until_ready: int
     host_id: str = ""
+
+
+@dataclass
+class FakeMachine:
+    """A Cluster API Machine of a template pool (its Node has its name)."""
+
+    name: str
+    annotations: set[str] = field(default_factory=set)
+    deleting: bool = False
 
 
 @dataclass
@@ -186,6 +205,15 @@ class FakeColony:
     """(workflow id, signal) of every signal the cluster sent through an activity."""
     quota: Callable[[QuotaClaim], Any] | None = None
     """What `admit_quota` does (the real activity, in the quota tests); None: admits all."""
+    template_pool: TemplatePool | None = None
+    """The pool a cluster given a config gets from its template (None: the template has none)."""
+    workers: int = 0
+    """The template pool's `workersNumber` (one template cluster per fake)."""
+    machines: dict[str, FakeMachine] = field(default_factory=dict)
+    gone_machines: list[str] = field(default_factory=list)
+    """Machines Cluster API deleted, in order."""
+    capi_drained: list[str] = field(default_factory=list)
+    """Pods Cluster API's own drain found on a Machine's node (Colony drained none of them)."""
 
     def __post_init__(self) -> None:
         for index, sku in enumerate(("h100", "cpu-32")):
@@ -244,6 +272,13 @@ class FakeColony:
         self, request: CheckClusterPrerequisitesRequest
     ) -> CheckClusterPrerequisitesResult:
         found = self.template_found and request.template not in self.missing_templates
+        if request.config is not None and self.template_pool is not None:
+            self.workers = self.template_pool.count
+            self._reconcile_machines()
+            return CheckClusterPrerequisitesResult(
+                template_found=True, template_valid=True, credential_found=True,
+                credential_ready=True, template_pool=self.template_pool,
+            )  # fmt: skip
         return CheckClusterPrerequisitesResult(
             template_found=found,
             template_valid=found,
@@ -617,6 +652,92 @@ class FakeColony:
             return QuotaAdmission()
         admitted: QuotaAdmission = await self.quota(claim)
         return admitted
+
+    # --- A template pool: Cluster API's MachineDeployment, in memory ------------------------
+
+    def _reconcile_machines(self) -> None:
+        """What Cluster API does with `workers`: Machines (each with a Node) up to it; over it,
+        the surplus deleted by priority (delete-machine first), each held while Colony's
+        pre-drain hook is on it; a deleted Machine's pods are what Cluster API's drain finds."""
+        alive = [m for m in self.machines.values() if not m.deleting]
+        for _ in range(self.workers - len(alive)):
+            name = f"md-{len(self.machines) + len(self.gone_machines):03d}"
+            self.machines[name] = FakeMachine(name=name)
+            self.nodes[name] = FakeNode(
+                info=NodeInfo(
+                    name=name,
+                    created_at=datetime(2025, 1, 1, tzinfo=UTC)
+                    + timedelta(minutes=len(self.nodes)),
+                ),
+                polls_until_visible=0,
+                polls_until_ready=0,
+                host_id=name,
+            )
+        surplus = len(alive) - self.workers
+        if surplus > 0:
+            ordered = sorted(
+                alive, key=lambda m: (DELETE_MACHINE_ANNOTATION not in m.annotations, m.name)
+            )
+            for machine in ordered[:surplus]:
+                machine.deleting = True
+        for machine in [m for m in self.machines.values() if m.deleting]:
+            if PRE_DRAIN_HOOK in machine.annotations:
+                continue
+            self.capi_drained.extend(p.pod.name for p in self.pods.pop(machine.name, []))
+            del self.machines[machine.name]
+            self.nodes.pop(machine.name, None)
+            self.gone_machines.append(machine.name)
+
+    @activity.defn(name=ActivityName.SCALE_MACHINE_DEPLOYMENT)
+    async def scale_machine_deployment(
+        self, request: ScaleMachineDeploymentRequest
+    ) -> ScaleMachineDeploymentResult:
+        self.calls.append(f"{ActivityName.SCALE_MACHINE_DEPLOYMENT}:{request.count}")
+        found = self.workers
+        if found == request.count or (request.only_lower and found < request.count):
+            return ScaleMachineDeploymentResult(found=found, written=False)
+        if found != request.expected:
+            raise permanent(ErrorType.WORKERS_CHANGED_OUTSIDE, f"workersNumber is {found}")
+        self.workers = request.count
+        self._reconcile_machines()
+        return ScaleMachineDeploymentResult(found=found, written=True)
+
+    @activity.defn(name=ActivityName.MARK_MACHINES)
+    async def mark_machines(self, request: MarkMachinesRequest) -> MarkMachinesResult:
+        what = "hook-off" if request.hook_only else ("mark" if request.mark else "unmark")
+        names = ",".join(sorted(request.machines))
+        self.calls.append(f"{ActivityName.MARK_MACHINES}:{what}:{names}")
+        keys = (
+            [PRE_DRAIN_HOOK] if request.hook_only else [PRE_DRAIN_HOOK, DELETE_MACHINE_ANNOTATION]
+        )
+        for name in request.machines:
+            machine = self.machines.get(name)
+            if machine is None:
+                continue
+            for key in keys:
+                if request.mark:
+                    machine.annotations.add(key)
+                else:
+                    machine.annotations.discard(key)
+        self._reconcile_machines()
+        return MarkMachinesResult(changed=list(request.machines))
+
+    @activity.defn(name=ActivityName.AWAIT_MACHINES)
+    async def await_machines(self, request: AwaitMachinesRequest) -> AwaitMachinesResult:
+        self._reconcile_machines()
+        infos = [
+            MachineInfo(
+                name=m.name,
+                node_name=m.name,
+                ready=True,
+                deleting=m.deleting,
+                marked=PRE_DRAIN_HOOK in m.annotations,
+            )
+            for m in sorted(self.machines.values(), key=lambda m: m.name)
+        ]
+        alive = [m for m in infos if not m.deleting]
+        settled = len(alive) == request.count and not set(request.gone) & set(self.machines)
+        return AwaitMachinesResult(machines=infos, settled=settled, deadline_passed=not settled)
 
     @activity.defn(name=WorkspaceActivity.LIST_WORKFLOWS)
     async def list_workflows(self, request: ListWorkflowsRequest) -> ListWorkflowsResult:

@@ -21,6 +21,8 @@ with workflow.unsafe.imports_passed_through():
         AwaitClusterDeploymentResult,
         AwaitFreeHostsRequest,
         AwaitFreeHostsResult,
+        AwaitMachinesRequest,
+        AwaitMachinesResult,
         AwaitNodesRequest,
         AwaitNodesResult,
         CheckClusterPrerequisitesRequest,
@@ -42,9 +44,13 @@ with workflow.unsafe.imports_passed_through():
         ListClaimedHostsResult,
         ListNodesRequest,
         ListNodesResult,
+        MarkMachinesRequest,
+        MarkMachinesResult,
         ReleaseHostsRequest,
         ReleaseHostsResult,
         RemoveClusterMachinesRequest,
+        ScaleMachineDeploymentRequest,
+        ScaleMachineDeploymentResult,
         UncordonNodeRequest,
         UncordonNodeResult,
     )
@@ -86,6 +92,30 @@ REMOVE_CLUSTER_MACHINES = ActivityCall(
     RemoveClusterMachinesRequest,
     ClusterMachinesResult,
     lambda r: f"remove machine(s) {', '.join(r.addresses)} from ClusterDeployment {r.name}",
+)
+SCALE_MACHINE_DEPLOYMENT = ActivityCall(
+    ActivityName.SCALE_MACHINE_DEPLOYMENT,
+    ScaleMachineDeploymentRequest,
+    ScaleMachineDeploymentResult,
+    lambda r: f"set workersNumber of ClusterDeployment {r.name} to {r.count} (was {r.expected})",
+)
+MARK_MACHINES = ActivityCall(
+    ActivityName.MARK_MACHINES,
+    MarkMachinesRequest,
+    MarkMachinesResult,
+    lambda r: (
+        f"{'mark' if r.mark else 'unmark'} Machine(s) {', '.join(r.machines)} of {r.cluster}"
+        + (" (pre-drain hook)" if r.hook_only else "")
+    ),
+)
+AWAIT_MACHINES = WaitCall(
+    ActivityName.AWAIT_MACHINES,
+    AwaitMachinesRequest,
+    AwaitMachinesResult,
+    lambda r: (
+        f"wait for {r.count} Machine(s) of {r.cluster} with a Node"
+        + (f", {len(r.gone)} gone" if r.gone else "")
+    ),
 )
 DELETE_CLUSTER_DEPLOYMENT = ActivityCall(
     ActivityName.DELETE_CLUSTER_DEPLOYMENT,

@@ -18,6 +18,7 @@ returns when the conditions change, the deployment is ready, failed or gone, or 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -29,7 +30,7 @@ from activities.addresses import SecretAddress
 from activities.declarations import cluster_calls, implements
 from activities.errors import kube_error
 from activities.heartbeat import report
-from activities.kube import call, call_or_raise
+from activities.kube import call, call_or_none, call_or_raise
 from activities.objects import (
     CLUSTER_DEPLOYMENT,
     CLUSTER_TEMPLATE,
@@ -67,6 +68,13 @@ from models.colony import (
 )
 from models.errors import ErrorType, permanent
 from models.ownership import Owner, Ownership, refusal
+from models.templates import (
+    TemplatePool,
+    config_problems,
+    merged_values,
+    schema_problem,
+    template_pool,
+)
 
 GROUP, VERSION = K0RDENT
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -83,6 +91,8 @@ POLL_CAP = 1.0
 """Seconds between looks at a ClusterDeployment while waiting: every second, so the workflow goes
 on within a second of it turning Ready. Polls cost the workflow's history nothing (they happen
 inside the activity), and one GET a second per cluster being created is nothing to an API server."""
+SCHEMA_KEY = "schema"
+"""The key of a template's values schema in its ConfigMap (KCM's)."""
 FAILED_REASON = "Failed"
 """KCM's reason on the Ready condition when a step failed (a missing credential, a failed release)."""
 
@@ -149,10 +159,18 @@ class ClusterDeploymentActivities:
     async def check_cluster_prerequisites(
         self, request: CheckClusterPrerequisitesRequest
     ) -> CheckClusterPrerequisitesResult:
-        """Facts about the ClusterTemplate and the Credential; the workflow decides what they mean."""
+        """Facts about the ClusterTemplate and the Credential, and (given a config) whether the
+        config satisfies the template's own values schema and which pool its MachineDeployment is;
+        the workflow decides what they mean."""
         template = await CLUSTER_TEMPLATE.at(
             self._custom, request.namespace, request.template
         ).read()
+        config_problems: list[str] = []
+        pool = None
+        if template is not None and request.config is not None:
+            config_problems, pool = await self._check_config(
+                request.namespace, template, request.config
+            )
         credential = await CREDENTIAL.at(self._custom, request.namespace, request.credential).read()
         template_status = (template or {}).get("status") or {}
         credential_status = (credential or {}).get("status") or {}
@@ -171,7 +189,40 @@ class ClusterDeploymentActivities:
             credential_message=str(ready_condition.get("message") or "")
             if credential is not None and not credential_status.get("ready")
             else "",
+            config_problems=config_problems,
+            template_pool=pool,
         )
+
+    async def _check_config(
+        self, namespace: str, template: Obj, config: dict[str, Any]
+    ) -> tuple[list[str], TemplatePool | None]:
+        """The config against the template's values schema (KCM's ConfigMap
+        `status.schemaConfigMapName`, key `schema`, over the template's default `status.config`);
+        a template without one has no schema to satisfy and no pool Colony can size."""
+        status = template.get("status") or {}
+        schema_name = str(status.get("schemaConfigMapName") or "")
+        if not schema_name:
+            return [], None
+        core = client.CoreV1Api(self._custom.api_client)
+        what = f"read the values schema ConfigMap {namespace}/{schema_name}"
+        config_map = await call_or_none(
+            what, core.read_namespaced_config_map, schema_name, namespace
+        )
+        text = ((config_map or {}).get("data") or {}).get(SCHEMA_KEY)
+        if not text:
+            return [
+                f"config: the template's values schema ({namespace}/{schema_name}) is missing"
+            ], None
+        try:
+            schema = json.loads(text)
+        except ValueError as error:
+            return [f"config: the template's values schema is not JSON: {error}"], None
+        problem = schema_problem(schema)
+        if problem:
+            return [f"config: {problem}"], None
+        defaults = status.get("config") if isinstance(status.get("config"), dict) else {}
+        problems = config_problems(schema, config, defaults)
+        return problems, template_pool(schema, merged_values(defaults or {}, config))
 
     async def _status(
         self, namespace: str, name: str, owner: Owner | None = None

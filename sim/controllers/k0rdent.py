@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import yaml
@@ -28,7 +28,9 @@ from sim.apiserver.registry import CLUSTERROLES, DAEMONSETS, DEPLOYMENTS, NODES
 from sim.apiserver.server import ClusterServer
 from sim.apiserver.store import ClusterStore
 from sim.charts import ChartCatalog
+from sim.cloud import CloudTemplate
 from sim.clusterapi import ClusterApi, StoreApi, cluster_api
+from sim.controllers.capi import ClusterApiControllers
 from sim.controllers.daemonset import DaemonSetController, DeploymentController
 from sim.controllers.gateway import GatewayController
 from sim.controllers.gateway_dataplane import TenantGatewayDataPlane
@@ -264,6 +266,8 @@ class K0rdentControllers:
         child_factory: replaces `SimChildCluster` (tests of the controllers alone).
         on_child_store: called with "<namespace>/<name>" and the store of each `SimChildCluster`
             started (new or restored), before it serves (a persisted world's bookkeeping).
+        cloud_templates: the cloud charts' values schemas and defaults (`sim.cloud`): their
+            ClusterTemplates get `status.schemaConfigMapName` and `config`.
     """
 
     def __init__(
@@ -278,6 +282,7 @@ class K0rdentControllers:
         catalog: ChartCatalog | None = None,
         child_factory: ChildFactory | None = None,
         on_child_store: Callable[[str, ClusterStore], None] | None = None,
+        cloud_templates: Sequence[CloudTemplate] = (),
     ) -> None:
         self.api = cluster_api(management)
         self.ca = ca
@@ -299,8 +304,16 @@ class K0rdentControllers:
         self._service_sets = ServiceSetController(
             self.api, timing, self.faults, self.children, catalog
         )
+        self.cluster_api = ClusterApiControllers(
+            self.api,
+            timing,
+            self.faults,
+            self.children,
+            getattr(inventory, "gpu_models", None),
+        )
         self._controllers = (
-            TemplateCredentialController(self.api),
+            TemplateCredentialController(self.api, {t.chart: t for t in cloud_templates}),
+            self.cluster_api,
             ServiceTemplateController(self.api, catalog),
             self._cluster_deployments,
             self._service_sets,

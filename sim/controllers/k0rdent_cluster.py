@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import json
 import logging
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Mapping
@@ -43,6 +44,7 @@ from typing import Any, Protocol
 
 from sim.apiserver.errors import ApiError
 from sim.apiserver.registry import (
+    CONFIGMAPS,
     CRDS,
     EVENTS,
     NODES,
@@ -52,6 +54,16 @@ from sim.apiserver.registry import (
     ResourceType,
 )
 from sim.apiserver.store import ClusterStore, WatchEvent
+from sim.cloud import (
+    CLUSTER_NAME_LABEL,
+    INFRASTRUCTURE_KINDS,
+    MACHINE_DEPLOYMENTS,
+    MACHINES,
+    CloudTemplate,
+    is_machine_deployment_chart,
+    machine_deployment,
+    schema_config_map_name,
+)
 from sim.clusterapi import ClusterApi, cluster_api
 from sim.controllers.gateway_dataplane import TenantGatewayDataPlane
 from sim.controllers.gpus import GPU_RESOURCE, gfd_labels
@@ -319,10 +331,23 @@ def _dns_name(text: str) -> str:
 
 
 class TemplateCredentialController:
-    """ClusterTemplate `status.valid` (+ providers, k8sVersion) and Credential `status.ready`."""
+    """ClusterTemplate `status.valid` (+ providers, k8sVersion; for a chart whose values schema
+    the sim knows, `schemaConfigMapName` and `config`, its default values) and Credential
+    `status.ready`.
 
-    def __init__(self, management: ClusterStore | ClusterApi) -> None:
+    Args:
+        management: the management cluster's store or API.
+        charts: chart name -> its values schema and defaults (`sim.cloud`), what KCM reads from
+            the chart itself.
+    """
+
+    def __init__(
+        self,
+        management: ClusterStore | ClusterApi,
+        charts: Mapping[str, CloudTemplate] | None = None,
+    ) -> None:
         self.api = cluster_api(management)
+        self.charts = dict(charts or {})
         self._loop: ReconcileLoop[tuple[str, str, str]] = ReconcileLoop(
             self.api, "k0rdent-templates", self._keys_for, self._reconcile, self._all_keys,
             watched=(CLUSTER_TEMPLATES, CREDENTIALS, CRDS.key),
@@ -350,6 +375,9 @@ class TemplateCredentialController:
             return await self._all_keys()
         return []
 
+    async def _ensure_schema(self, template: Mapping[str, Any], values: CloudTemplate) -> str:
+        return await _ensure_schema_config_map(self.api, template, values)
+
     async def _reconcile(self, key: tuple[str, str, str]) -> float | None:
         plural, namespace, name = key
         rt = rt_for(self.api, (GROUP, plural))
@@ -371,6 +399,10 @@ class TemplateCredentialController:
                 version = (helm.get("chartSpec") or {}).get("version")
                 if version:
                     status["chartVersion"] = str(version)
+                values = self.charts.get(str(chart))
+                if values is not None:
+                    status["schemaConfigMapName"] = await self._ensure_schema(obj, values)
+                    status["config"] = dict(values.defaults)
             else:
                 status.update(
                     valid=False, validationError="spec.helm: chartSpec or chartRef must be set"
@@ -403,6 +435,46 @@ class TemplateCredentialController:
             status["conditions"] = conditions
         await write_status_if_changed(self.api, rt, obj, status)
         return None
+
+
+async def _ensure_schema_config_map(
+    api: ClusterApi, template: Mapping[str, Any], values: CloudTemplate
+) -> str:
+    """The ConfigMap KCM keeps a template's values schema in (key `schema`), owned by it."""
+    meta = template["metadata"]
+    name = schema_config_map_name(meta["name"])
+    data = {"schema": json.dumps(values.schema, indent=2, sort_keys=True)}
+    existing = await api.try_get(CONFIGMAPS, meta["namespace"], name)
+    if existing is None:
+        await api.create(
+            CONFIGMAPS,
+            {
+                "metadata": {
+                    "name": name,
+                    "namespace": meta["namespace"],
+                    "labels": {"k0rdent.mirantis.com/component": "kcm"},
+                    "ownerReferences": [
+                        {
+                            "apiVersion": template.get("apiVersion") or API_VERSION,
+                            "kind": "ClusterTemplate",
+                            "name": meta["name"],
+                            "uid": meta["uid"],
+                        }
+                    ],
+                },
+                "data": data,
+            },
+        )
+    elif existing.get("data") != data:
+        await api.mutate(CONFIGMAPS, meta["namespace"], name, lambda cm: cm.update(data=data))
+    return name
+
+
+def _chart(template: Mapping[str, Any] | None) -> str:
+    helm = ((template or {}).get("spec") or {}).get("helm") or {}
+    return str(
+        (helm.get("chartSpec") or {}).get("chart") or (helm.get("chartRef") or {}).get("name") or ""
+    )
 
 
 def _providers(chart: str) -> list[str]:
@@ -448,6 +520,8 @@ class _ClusterState:
     machines: dict[str, _Machine] = field(default_factory=dict)
     deleting_since: float | None = None
     gateway_problem: str | None = None
+    chart: str = ""
+    """The chart of the cluster's template, once its template was read."""
 
 
 class ClusterDeploymentController:
@@ -474,7 +548,8 @@ class ClusterDeploymentController:
         self._starting: dict[Key, asyncio.Task[ChildCluster]] = {}
         self._loop: ReconcileLoop[Key] = ReconcileLoop(
             self.api, "k0rdent-clusterdeployments", self._keys_for, self._reconcile,
-            self._all_keys, watched=(CLUSTER_DEPLOYMENTS, CREDENTIALS, CLUSTER_TEMPLATES, SERVICE_SETS),
+            self._all_keys,
+            watched=(CLUSTER_DEPLOYMENTS, CREDENTIALS, CLUSTER_TEMPLATES, SERVICE_SETS, MACHINE_DEPLOYMENTS, MACHINES),
         )  # fmt: skip
 
     async def run(self) -> None:
@@ -548,6 +623,10 @@ class ClusterDeploymentController:
         if key in (CREDENTIALS, CLUSTER_TEMPLATES):
             namespace = meta.get("namespace", "")
             return [k for k in await self._all_keys() if k[0] == namespace]
+        if key in (MACHINE_DEPLOYMENTS, MACHINES):
+            # The cluster's readiness and deletion wait for its workers (`_reconcile_machine_deployment`).
+            cluster = (meta.get("labels") or {}).get(CLUSTER_NAME_LABEL)
+            return [(meta["namespace"], cluster)] if cluster else []
         if key == SERVICE_SETS and event.type == "DELETED":
             cluster = (event.object.get("spec") or {}).get("cluster")
             return [(meta["namespace"], cluster)] if cluster else []
@@ -655,6 +734,7 @@ class ClusterDeploymentController:
         set_condition(
             conditions, TEMPLATE_READY, "True", SUCCEEDED, "Template is valid", generation
         )
+        state.chart = _chart(template)
         k8s_version = _requested_k8s_version(spec) or ((template or {}).get("status") or {}).get(
             "k8sVersion"
         )
@@ -738,6 +818,8 @@ class ClusterDeploymentController:
             await record_event(self.api, obj, "InvalidTenantGateway", gateway_problem, type_="Warning")  # fmt: skip
         state.gateway_problem = gateway_problem
         problems = await self._reconcile_machines(obj, state, child, now, waits)
+        if is_machine_deployment_chart(state.chart):
+            problems += await self._reconcile_machine_deployment(obj, state.chart)
         gateway_pending = await tenant_gateway_pending(child.api, obj)
         if gateway_pending is not None:
             problems.append(gateway_pending)
@@ -804,7 +886,46 @@ class ClusterDeploymentController:
 
     # ------------------------------------------------------------------ machines -> nodes
 
-    def _desired_machines(self, obj: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    async def _reconcile_machine_deployment(self, obj: Mapping[str, Any], chart: str) -> list[str]:
+        """What the cloud template's chart renders: the MachineDeployment `<cluster>-md` of
+        `workersNumber` replicas (none for 0), set to the ClusterDeployment's value on every
+        reconcile, as a Helm upgrade does; what holds the cluster back while it scales."""
+        md_rt = rt_for(self.api, MACHINE_DEPLOYMENTS)
+        if md_rt is None:
+            return ["MachineDeployment: Cluster API's CRDs are not installed"]
+        meta = obj["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        workers = ((obj.get("spec") or {}).get("config") or {}).get("workersNumber")
+        replicas = int(workers) if isinstance(workers, int | float) else 0
+        wanted = machine_deployment(
+            namespace,
+            name,
+            replicas,
+            INFRASTRUCTURE_KINDS.get(chart.split("-")[0], ""),
+            _requested_k8s_version(obj.get("spec") or {}) or K8S_VERSION,
+        )
+        md_name = wanted["metadata"]["name"]
+        existing = await self.api.try_get(md_rt, namespace, md_name)
+        if replicas <= 0:
+            if existing is not None and not existing["metadata"].get("deletionTimestamp"):
+                with contextlib.suppress(ApiError):
+                    await self.api.delete(md_rt, namespace, md_name)
+            return []
+        if existing is None:
+            existing = await self.api.create(md_rt, wanted)
+        elif (existing.get("spec") or {}).get("replicas") != replicas:
+            existing = await self.api.mutate(
+                md_rt, namespace, md_name, lambda md: md["spec"].update(replicas=replicas)
+            )
+        status = existing.get("status") or {}
+        ready, current = int(status.get("readyReplicas") or 0), int(status.get("replicas") or 0)
+        if ready < replicas or current != replicas:
+            return [f"MachineDeployment {md_name}: {ready} of {replicas} replicas ready"]
+        return []
+
+    def _desired_machines(
+        self, obj: Mapping[str, Any], chart: str = ""
+    ) -> dict[str, dict[str, Any]]:
         name = obj["metadata"]["name"]
         config = (obj.get("spec") or {}).get("config") or {}
         desired: dict[str, dict[str, Any]] = {}
@@ -815,6 +936,8 @@ class ClusterDeploymentController:
             port = int(machine.get("port") or 22)
             desired[f"{address}:{port}"] = {"address": address, "port": port, "index": index}
         workers = config.get("workersNumber")
+        if is_machine_deployment_chart(chart):
+            workers = None  # Cluster API's machines (`sim.controllers.capi`)
         if isinstance(workers, int) and not isinstance(workers, bool):
             for index in range(workers):
                 desired[f"worker-{index}"] = {"node": f"{name}-md-{index}"}
@@ -830,7 +953,7 @@ class ClusterDeploymentController:
     ) -> list[str]:
         """Create, ready and remove nodes; the problems holding the cluster back (empty: done)."""
         name = obj["metadata"]["name"]
-        desired = self._desired_machines(obj)
+        desired = self._desired_machines(obj, state.chart)
         for key in [k for k in state.machines if k not in desired]:
             removed = state.machines.pop(key)
             if removed.node_name:
@@ -1132,6 +1255,7 @@ class ClusterDeploymentController:
         await write_status_if_changed(self.api, rt, obj, status)
 
         remaining = await self._delete_service_sets(namespace, name)
+        remaining += await self._delete_machines(namespace, name)
         done_at = state.deleting_since + self.timing.delay("cluster.delete")
         if remaining or now < done_at:
             return max(done_at - now, 0.05) if not remaining else 0.1
@@ -1153,6 +1277,24 @@ class ClusterDeploymentController:
             )
         self._states.pop(key, None)
         return None
+
+    async def _delete_machines(self, namespace: str, cluster: str) -> int:
+        """Delete the cluster's MachineDeployments and Machines (as CAPI's Cluster deletion does);
+        how many Machines still exist."""
+        remaining = 0
+        for key in (MACHINE_DEPLOYMENTS, MACHINES):
+            rt = rt_for(self.api, key)
+            if rt is None:
+                continue
+            for item in await self.api.list(
+                rt, namespace, label_selector=f"{CLUSTER_NAME_LABEL}={cluster}"
+            ):
+                if key == MACHINES:
+                    remaining += 1
+                if not item["metadata"].get("deletionTimestamp"):
+                    with contextlib.suppress(ApiError):
+                        await self.api.delete(rt, namespace, item["metadata"]["name"])
+        return remaining
 
     async def _delete_service_sets(self, namespace: str, cluster: str) -> int:
         """Delete the cluster's ServiceSets; how many still exist."""

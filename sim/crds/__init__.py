@@ -1,4 +1,5 @@
-"""The CRDs Colony's sim installs for k0rdent's resources (group k0rdent.mirantis.com, v1beta1).
+"""The CRDs Colony's sim installs for k0rdent's resources (group k0rdent.mirantis.com, v1beta1) and
+Cluster API's MachineDeployments, MachineSets and Machines (cluster.x-k8s.io, v1beta2).
 
 Smaller versions of k0rdent's own CRDs, written for the sim: only the fields Colony and the sim use,
 with the same names, types, constraints and scopes, so an object valid here is valid for k0rdent
@@ -24,6 +25,10 @@ CRD_FILES = (
     "clusterdeployments.yaml",
     "servicesets.yaml",
     "multiclusterservices.yaml",
+    # Cluster API's worker objects, which the cloud templates render (`sim.controllers.capi`).
+    "machinedeployments.yaml",
+    "machinesets.yaml",
+    "machines.yaml",
 )
 
 

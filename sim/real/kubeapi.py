@@ -263,6 +263,14 @@ class KubeApi:
             options["propagationPolicy"] = propagation_policy
         await self._call("DELETE", object_path(rt, namespace, name), body=options)
 
+    async def evict(self, namespace: str, name: str) -> None:
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        await self._call("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/eviction", body=body)
+
     # ------------------------------------------------------------------ watches
 
     async def subscribe(self, watched: Collection[Key]) -> asyncio.Queue[WatchEvent]:

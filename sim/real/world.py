@@ -47,6 +47,7 @@ from components.controlplane import ControlPlane, Etcd
 from sim.apiserver.auth import CertificateAuthority
 from sim.apiserver.errors import ApiError
 from sim.apiserver.registry import NAMESPACES
+from sim.cloud import load_cloud_templates
 from sim.clusterapi import ClusterApi
 from sim.controllers.k0rdent import K0rdentControllers
 from sim.crds.samples import state_management_provider
@@ -94,6 +95,7 @@ class RealWorld(World):
         self.state_id = self.config.state_id or uuid.uuid4().hex
         self.ca = CertificateAuthority()
         self.inventory: Inventory = load_inventory(self.config.inventory_path, self.records)
+        self.cloud_templates = load_cloud_templates(self.config.k0rdent_templates)
         self.hostprovider_api_key = self.config.hostprovider_api_key or secrets.token_urlsafe(24)
         self.hostprovider = HostProviderServer(
             self.inventory,
@@ -212,6 +214,7 @@ class RealWorld(World):
             self.inventory,
             records=self.records,
             child_factory=self._start_child,
+            cloud_templates=self.cloud_templates,
         )
         self._task = asyncio.create_task(self.k0rdent.run(), name="sim-real-k0rdent")
         await self._preload()
@@ -235,7 +238,7 @@ class RealWorld(World):
         once its templates are validated."""
         api = self.api
         assert api is not None
-        for plural, obj in preload_objects():
+        for plural, obj in preload_objects(self.cloud_templates):
             with contextlib.suppress(ApiError):
                 await api.create(api.registry.get(K0RDENT, plural), obj)
         provider = state_management_provider()

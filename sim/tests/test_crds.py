@@ -16,7 +16,18 @@ from sim.crds import crd_schema, load_colony_crds, samples
 REAL_CRDS = Path(__file__).resolve().parents[2].parent / "shared" / "k0rdent-crds"
 HUB = Path(__file__).resolve().parents[2].parent / "shared" / "exalsius" / "workspace-hub"
 
-COLONY = {crd["spec"]["names"]["kind"]: crd for crd in load_colony_crds()}
+REAL_CAPI_CRDS = Path(__file__).resolve().parents[2].parent / "shared" / "capi-crds"
+
+COLONY = {
+    crd["spec"]["names"]["kind"]: crd
+    for crd in load_colony_crds()
+    if crd["spec"]["group"] == "k0rdent.mirantis.com"
+}
+CAPI = {
+    crd["spec"]["names"]["kind"]: crd
+    for crd in load_colony_crds()
+    if crd["spec"]["group"] == "cluster.x-k8s.io"
+}
 
 
 def _with_status(obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
@@ -228,11 +239,44 @@ def _walk(schema: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, An
 @pytest.mark.parametrize("kind", sorted(set(COLONY) - {"StateManagementProvider"}))
 def test_fields_and_types_match_real(kind: str) -> None:
     """Every field of Colony's CRD exists in k0rdent's with the same type and constraints."""
-    real = dict(_walk(crd_schema(_load_real()[kind]), ""))
+    assert _schema_problems(crd_schema(COLONY[kind]), crd_schema(_load_real()[kind])) == []
+
+
+def test_capi_kinds_present() -> None:
+    assert set(CAPI) == {"MachineDeployment", "MachineSet", "Machine"}
+
+
+@pytest.mark.parametrize("kind", sorted(CAPI))
+def test_capi_crd_matches_cluster_api(kind: str) -> None:
+    """The sim's Cluster API CRDs: structural, named and scoped as Cluster API's (read from
+    `../shared/capi-crds/`), every field there with the same type and constraints (v1beta2)."""
+    if not REAL_CAPI_CRDS.is_dir():
+        pytest.skip(f"Cluster API's CRDs not found at {REAL_CAPI_CRDS}")
+    ours = CAPI[kind]
+    assert structural_errors(crd_schema(ours, "v1beta2")) == []
+    real = next(
+        crd
+        for path in sorted(REAL_CAPI_CRDS.glob("*.yaml"))
+        if (crd := yaml.safe_load(path.read_text()))["spec"]["names"]["kind"] == kind
+    )
+    assert ours["metadata"]["name"] == real["metadata"]["name"]
+    assert ours["spec"]["scope"] == real["spec"]["scope"]
+    for key in ("plural", "singular", "listKind"):
+        assert ours["spec"]["names"][key] == real["spec"]["names"][key]
+    (version,) = ours["spec"]["versions"]
+    theirs = next(v for v in real["spec"]["versions"] if v["name"] == version["name"])
+    assert theirs["storage"]
+    assert version["storage"]
+    assert set(version["subresources"]) == set(theirs["subresources"])
+    assert _schema_problems(crd_schema(ours, "v1beta2"), crd_schema(real, "v1beta2")) == []
+
+
+def _schema_problems(ours: dict[str, Any], reference: dict[str, Any]) -> list[str]:
+    real = dict(_walk(reference, ""))
     problems: list[str] = []
-    for path, node in _walk(crd_schema(COLONY[kind]), ""):
+    for path, node in _walk(ours, ""):
         if path not in real:
-            problems.append(f"{path}: not in k0rdent's CRD")
+            problems.append(f"{path}: not in the reference CRD")
             continue
         theirs = real[path]
         # Where k0rdent leaves a preserve-unknown-fields node untyped, ours may say "object".
@@ -255,5 +299,5 @@ def test_fields_and_types_match_real(kind: str) -> None:
                 problems.append(f"{path}: requires {name}, k0rdent does not")
         for name in theirs.get("required", ()):
             if name not in node.get("required", ()) and name in (node.get("properties") or {}):
-                problems.append(f"{path}: k0rdent requires {name}, ours does not")
-    assert problems == []
+                problems.append(f"{path}: the reference requires {name}, ours does not")
+    return problems

@@ -15,7 +15,7 @@ from workflows.kit.contract import STATUS_QUERY, Query, Signal, Update, Workflow
 with workflow.unsafe.imports_passed_through():
     from models import operations as op
     from models.cluster import ClusterStatus, ClusterWorkflowInput, cluster_workflow_id
-    from models.signals import NodeEvent, RefreshRequest
+    from models.signals import NodeEvent, RefreshRequest, ScaleRequested
     from models.workspace_api import DeleteRequested, GpuHoldersMessage
 
 
@@ -37,6 +37,8 @@ class ClusterContract(WorkflowContract[ClusterWorkflowInput, ClusterStatus, [str
     """A Node's change, from the watcher."""
     delete_requested = Signal("delete_requested", DeleteRequested)
     """`delete_cluster` for senders that cannot send updates (its colony's workflow)."""
+    scale_requested = Signal("scale_requested", ScaleRequested)
+    """`scale_node_pool` for senders that cannot send updates (its colony's workflow)."""
     gpu_holders = Signal("gpu_holders", GpuHoldersMessage)
     """Which workspaces hold GPUs on which nodes, from the cluster's GPU ledger."""
 

@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
         kubeconfig_secret_name,
     )
     from models.errors import ErrorType, permanent
+    from models.node_pool import NodePoolStatus, NodeSku, PoolSupply
     from models.operations import Operation
 
 
@@ -119,9 +120,13 @@ async def _add_pools(cluster: ClusterContext, operation: Operation) -> None:
 
 async def _check_prerequisites(cluster: ClusterContext) -> None:
     spec = cluster.spec
+    config = (spec.deployment_spec or {}).get("config") if spec.deployment_spec else None
     found = await CHECK_CLUSTER_PREREQUISITES(
         CheckClusterPrerequisitesRequest(
-            namespace=spec.namespace, template=spec.template, credential=spec.credential
+            namespace=spec.namespace,
+            template=spec.template,
+            credential=spec.credential,
+            config=config if isinstance(config, dict) else None,
         )
     )
     where = f"in namespace '{spec.namespace}'"
@@ -143,6 +148,24 @@ async def _check_prerequisites(cluster: ClusterContext) -> None:
     for holds, error_type, message in checks:
         if not holds:
             raise permanent(error_type, message)
+    if found.config_problems:
+        # Before anything is created: the template's own schema refuses the config.
+        raise permanent(
+            ErrorType.TEMPLATE_CONFIG_INVALID,
+            f"{template} refuses the config: " + "; ".join(found.config_problems),
+        )
+    pool = found.template_pool
+    if pool is not None and pool.count > 0 and cluster.state.pool(pool.name) is None:
+        # The template's MachineDeployment is the cluster's one pool (`workflows.cluster.supply`).
+        cluster.state.node_pools.append(
+            NodePoolStatus(
+                name=pool.name,
+                sku=NodeSku(instance_type=pool.instance_type or "default"),
+                count=pool.count,
+                supply=PoolSupply.MACHINE_DEPLOYMENT,
+                workers_number=pool.count,
+            )
+        )
 
 
 async def _create_deployment(cluster: ClusterContext) -> None:

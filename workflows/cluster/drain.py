@@ -25,6 +25,7 @@ from datetime import timedelta
 from temporalio import workflow
 
 from workflows.cluster.context import ClusterContext, human
+from workflows.cluster.supply import MachineDeploymentSupply, is_machine_deployment
 from workflows.cluster_calls import (
     CORDON_NODE,
     DELETE_NODE,
@@ -88,6 +89,11 @@ class NodeRemoval:
         slots = parallelism or pool.drain_parallelism or cluster.spec.drain_parallelism
         self._slots = asyncio.Semaphore(slots)
         self._removals = asyncio.Semaphore(slots)
+        self._machines = (
+            MachineDeploymentSupply(cluster, operation) if is_machine_deployment(pool) else None
+        )
+        """The template's MachineDeployment supplies the pool: its Machines are marked before the
+        cordon and removed together once drained (`workflows.cluster.supply`)."""
 
     async def choose(self, count: int, held: set[str] | None = None) -> list[NodeStatus]:
         """The `count` nodes a scale-down removes: nodes where no workspace holds GPUs first, then
@@ -122,6 +128,8 @@ class NodeRemoval:
         for node in nodes:
             node.removed_by = self._operation.id
         try:
+            if self._machines is not None:
+                await self._machines.mark(nodes)
             if self._drain:
                 await asyncio.gather(
                     *(
@@ -147,6 +155,9 @@ class NodeRemoval:
                 # Interrupted (or a bug): undo everything not removed, then let it propagate.
                 await settle(self._undo(nodes, progress))
                 raise result
+        if self._machines is not None:
+            await self._remove_machines(nodes, progress, failed)
+            return
         if not failed:
             return
         for _, entry, _ in failed:
@@ -159,6 +170,51 @@ class NodeRemoval:
             "; ".join(f"node '{node.name}': {reason_of(result)}" for node, _, result in failed),
         )
 
+    async def _remove_machines(
+        self,
+        nodes: list[NodeStatus],
+        progress: list[NodeProgress],
+        failed: list[tuple[NodeStatus, NodeProgress, BaseException]],
+    ) -> None:
+        """A machine-deployment pool's nodes leave together once their drains are over: those
+        whose drain failed are unmarked and uncordoned first (nothing is lowered for them), then
+        the count is lowered by the drained ones, which CAPI deletes (`supply.remove`)."""
+        assert self._machines is not None
+        failed_nodes = [node for node, _, _ in failed]
+        for _, entry, _ in failed:
+            entry.step = "failed"
+        if failed:
+            await settle(self._undo(failed_nodes, [e for _, e, _ in failed]))
+        leaving = [
+            (node, entry)
+            for node, entry in zip(nodes, progress, strict=True)
+            if node not in failed_nodes and node in self._pool.nodes
+        ]
+        try:
+            for node, entry in leaving:
+                node.state = NodeState.REMOVING
+                entry.step = "removing"
+            await self._machines.remove(self._pool, [node for node, _ in leaving])
+        except Interrupted as error:
+            if is_failure(error) and error_type_of(error) == ErrorType.WORKERS_CHANGED_OUTSIDE:
+                # Refused before anything was written (someone else set workersNumber): the
+                # nodes stay, unmarked and uncordoned. Any other interruption may have come after
+                # the count was lowered: the removal is finished (only marked Machines can go).
+                for node, entry in leaving:
+                    node.state = NodeState.DRAINING
+                    entry.step = "failed"
+            await settle(self._undo([n for n, _ in leaving], [e for _, e in leaving]))
+            raise
+        for _, entry in leaving:
+            entry.step = "removed"
+        if failed:
+            types = {error_type_of(result) for _, _, result in failed}
+            error_type = ErrorType.DRAIN_TIMEOUT if types == {ErrorType.DRAIN_TIMEOUT} else None
+            raise permanent(
+                error_type or ErrorType.NODE_REMOVAL_FAILED,
+                "; ".join(f"node '{node.name}': {reason_of(result)}" for node, _, result in failed),
+            )
+
     async def _cordon(self, node: NodeStatus, progress: NodeProgress) -> None:
         await CORDON_NODE(
             CordonNodeRequest(kubeconfig=self._cluster.kubeconfig(), node_name=node.name)
@@ -168,6 +224,12 @@ class NodeRemoval:
         progress.step = "cordoned"
 
     async def _one(self, node: NodeStatus, progress: NodeProgress) -> None:
+        if self._machines is not None:
+            # Removed together once every drain is over (`_remove_machines`).
+            async with self._slots:
+                if self._drain and node.state is not NodeState.REGISTERED:
+                    await self._drain_node(node, progress)
+            return
         async with self._slots:
             if self._drain and node.state is not NodeState.REGISTERED:
                 await self._drain_node(node, progress)
@@ -269,7 +331,10 @@ class NodeRemoval:
         self._cluster.count_ready(self._pool)
 
     async def _keep(self, node: NodeStatus) -> None:
-        """Make a node whose removal failed or was cancelled schedulable again, in its pool."""
+        """Make a node whose removal failed or was cancelled schedulable again, in its pool (its
+        Machine unmarked first, so CAPI never takes it for another's removal)."""
+        if self._machines is not None:
+            await self._machines.unmark([node])
         node.removed_by = ""
         if node.state is NodeState.REGISTERED:
             return  # still booting: never cordoned, nothing to undo
@@ -286,6 +351,10 @@ class NodeRemoval:
 
     async def _finish_or_report(self, node: NodeStatus, progress: NodeProgress) -> None:
         try:
+            if self._machines is not None:
+                await self._machines.finish(self._pool, [node])
+                progress.step = "removed"
+                return
             await self._finish_removal(node, progress)
         except Interrupted as error:
             self._note(

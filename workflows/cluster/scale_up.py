@@ -23,6 +23,7 @@ from datetime import timedelta
 from temporalio import workflow
 
 from workflows.cluster.context import ClusterContext, human
+from workflows.cluster.supply import MachineDeploymentSupply, is_machine_deployment
 from workflows.cluster_calls import (
     ADD_CLUSTER_MACHINES,
     AWAIT_FREE_HOSTS,
@@ -74,6 +75,9 @@ class ScaleUp:
         missing = pool.count - len(pool.nodes)
         if missing <= 0:
             return
+        if is_machine_deployment(pool):
+            await self._grow_machine_deployment(pool)
+            return
         new: list[NodeStatus] = []
         try:
             hosts = await self._claim(pool, missing, wait_for_capacity=wait_for_capacity)
@@ -92,6 +96,24 @@ class ScaleUp:
             if not is_failure(error) or error_type_of(error) != ErrorType.NODES_DID_NOT_JOIN:
                 not_ready = [n for n in new if n.kubernetes_status != "Ready"]
                 await settle(self.give_back(pool, not_ready))
+            pool.count = len(pool.nodes)
+            raise
+
+    async def _grow_machine_deployment(self, pool: NodePoolStatus) -> None:
+        """The template's MachineDeployment grows (`workflows.cluster.supply`); its new nodes are
+        labelled and waited on as claimed hosts' are; those not Ready are given back."""
+        supply = MachineDeploymentSupply(self._cluster, self._operation)
+        new: list[NodeStatus] = []
+        try:
+            new = await supply.grow(pool)
+            await self._await_joined(pool, new)
+        except Interrupted as error:
+            if not is_failure(error) or error_type_of(error) != ErrorType.NODES_DID_NOT_JOIN:
+                not_ready = [n for n in new if n.kubernetes_status != "Ready"]
+                await settle(self.give_back(pool, not_ready))
+            # Machines that never got a Node go first when the count is lowered (CAPI's deletion
+            # priority): the MachineDeployment ends as big as the pool really is.
+            await settle(supply.set_workers(pool, len(pool.nodes), only_lower=True))
             pool.count = len(pool.nodes)
             raise
 
@@ -167,9 +189,11 @@ class ScaleUp:
     async def _await_joined(self, pool: NodePoolStatus, nodes: list[NodeStatus]) -> None:
         cluster, operation = self._cluster, self._operation
         deadline = workflow.now() + cluster.spec.join_deadline
+        # A Machine's Node is known by its name (from `status.nodeRef`); a host's by the host's id.
+        machines = is_machine_deployment(pool)
         expected = [
             ExpectedNode(
-                host_id=node.host_id,
+                host_id=node.name if machines else node.host_id,
                 address=node.address,
                 labels=cluster.node_labels(pool, node.host_id),
                 taints=[
@@ -178,7 +202,7 @@ class ScaleUp:
             )
             for node in nodes
         ]
-        by_host = {node.host_id: node for node in nodes}
+        by_host = {(node.name if machines else node.host_id): node for node in nodes}
 
         def seen(found: AwaitNodesResult) -> None:
             for observed in found.observed:
@@ -218,6 +242,14 @@ class ScaleUp:
             return
         late = [node for node in nodes if node.kubernetes_status != "Ready"]
         await settle(self.give_back(pool, late))
+        if machines:
+            raise permanent(
+                ErrorType.NODES_DID_NOT_JOIN,
+                f"{len(late)} of {len(nodes)} new nodes of node pool '{pool.name}' were not Ready "
+                f"within {human(cluster.spec.join_deadline.total_seconds())}: "
+                + ", ".join(f"{node.name} (Machine {node.host_id})" for node in late)
+                + "; their Machines were deleted",
+            )
         hosts = ", ".join(f"{node.host_id} ({node.address})" for node in late)
         raise permanent(
             ErrorType.NODES_DID_NOT_JOIN,
@@ -232,6 +264,15 @@ class ScaleUp:
         if not nodes:
             return
         cluster = self._cluster
+        if is_machine_deployment(pool):
+            # Nothing of the user's runs there: no drain. Marked first, so CAPI deletes exactly
+            # these when the count is lowered.
+            supply = MachineDeploymentSupply(cluster, self._operation)
+            await supply.mark(nodes)
+            await supply.remove(pool, nodes)
+            pool.count = len(pool.nodes)
+            cluster.count_ready(pool)
+            return
         await REMOVE_CLUSTER_MACHINES(
             RemoveClusterMachinesRequest(
                 namespace=cluster.spec.namespace,

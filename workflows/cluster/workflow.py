@@ -95,7 +95,7 @@ with workflow.unsafe.imports_passed_through():
     from models.operations import DeleteNodeRequest as DeleteNodeOperation
     from models.quota import HoldingReport, QuotaClaim, QuotaHolding, cluster_need
     from models.rules import gpu_holders_problem, operation_problem
-    from models.signals import NodeEvent, NodeEventType, RefreshRequest
+    from models.signals import NodeEvent, NodeEventType, RefreshRequest, ScaleRequested
     from models.workspace_api import (
         CapacityMessage,
         CapacityMessageKind,
@@ -506,6 +506,24 @@ class ClusterWorkflow(EntityWorkflow[Operation, OperationRequest, OperationAccep
             return
         if self._state.phase is not ClusterPhase.DELETED:
             self._delete_first(DeleteClusterRequest(), why=request.reason)
+
+    @workflow.signal(name=CLUSTER.scale_requested.name)
+    def scale_requested(self, request: ScaleRequested) -> None:
+        """Queue a pool's scale, checked by the rules `scale_node_pool` is (its colony re-applied
+        a template entry with another `workersNumber`); refused, it is logged and dropped."""
+        if not self.engine.request_ids.first_time(request.request_id):
+            return
+        pool = self._state.pool(request.pool)
+        if pool is not None and pool.count == request.count:
+            return  # nothing to change
+        problem = None if 1 <= request.count <= 100 else "a node pool's count must be from 1 to 100"
+        scale = ScaleNodePoolRequest(pool=request.pool, count=max(min(request.count, 100), 1))
+        found = operation_problem(self._spec.name, self._state, self.engine.running, scale)
+        problem = problem or (found.message if found else None)
+        if problem is not None:
+            workflow.logger.warning("scale of %s refused: %s", request.pool, problem)
+            return
+        self.engine.enqueue(lambda op_id: self._operation(id=op_id, request=scale))
 
     @workflow.signal(name=CLUSTER.gpu_holders.name)
     def gpu_holders(self, message: GpuHoldersMessage) -> None:

@@ -72,7 +72,10 @@ with workflow.unsafe.imports_passed_through():
         colony_kubeconfigs_secret,
     )
     from models.errors import rejected
+    from models.manifests import ColonyClusterSpec
     from models.ownership import Owner
+    from models.signals import ScaleRequested
+    from models.templates import MACHINE_DEPLOYMENT_POOL, WORKERS_FIELD
     from models.workspace_api import (
         AwaitWorkflowsClosedRequest,
         DeleteRequested,
@@ -146,11 +149,13 @@ class ColonyWorkflow(
         state = self._state
         if request.spec.name != self._name:
             raise rejected(f"this is colony '{self._name}', not '{request.spec.name}'")
+        before = {entry.cluster_name: entry for entry in state.spec.colony_clusters}
         state.spec = request.spec
         wanted = {entry.cluster_name: entry for entry in request.spec.colony_clusters}
         known = {cluster.entry: cluster for cluster in state.clusters}
         for entry_name, entry in wanted.items():
             if entry_name in known:
+                await self._rescale(known[entry_name].cluster, before.get(entry_name), entry)
                 continue
             spec = entry.to_cluster_spec(self._name, self._organization)
             # Running already (a re-applied colony): adopted. Only this colony's entry can run
@@ -170,6 +175,28 @@ class ColonyWorkflow(
                 await self._ask_delete(cluster.cluster, "it left the colony's manifest")
                 cluster.phase = "deleting"
         self._update_phase()
+
+    async def _rescale(
+        self, cluster: str, before: ColonyClusterSpec | None, entry: ColonyClusterSpec
+    ) -> None:
+        """A template entry re-applied with another `workersNumber`: its cluster scales its
+        `workers` pool through the same path as `node-pool scale` (drain included)."""
+        workers = _workers_number(entry)
+        if before is None or workers is None or workers == _workers_number(before):
+            return
+        if not workflow.patched(RESCALE_PATCH):
+            return  # colonies that ran before this: a changed entry was not acted on
+        info = workflow.info()
+        await tell(
+            CLUSTER.scale_requested,
+            CLUSTER.workflow_id(cluster, self._organization),
+            ScaleRequested(
+                request_id=f"{info.workflow_id}/scale/{cluster}/{info.get_current_history_length()}",
+                pool=MACHINE_DEPLOYMENT_POOL,
+                count=workers,
+                reason=f"colony '{self._name}' re-applied with workersNumber {workers}",
+            ),
+        )
 
     async def _ask_delete(self, cluster: str, reason: str) -> None:
         await tell(
@@ -417,3 +444,15 @@ def _offerings(nodes: list[GpuNode]) -> list[GpuOffering]:
         offering.total += node.allocatable
         offering.nodes += 1
     return sorted(offerings.values(), key=lambda o: o.model)
+
+
+RESCALE_PATCH = "colony-rescales-template-entries"
+"""`workflow.patched` id: a re-applied manifest whose template entry changed `workersNumber`
+scales that cluster (histories recorded before never sent it)."""
+
+
+def _workers_number(entry: ColonyClusterSpec) -> int | None:
+    """A template entry's `config.workersNumber` (None: it has none, or it claims hosts)."""
+    config = (entry.cluster_deployment_spec or {}).get("config") or {}
+    value = config.get(WORKERS_FIELD) if isinstance(config, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
