@@ -138,7 +138,9 @@ async def a_cluster_deployment_fails(scenario: Scenario) -> dict[str, Any]:
     await stack.api.create_cluster(cluster, [{"name": "cpu", "sku": CPU, "count": 2}])
     status = await poll(
         lambda: stack.api.cluster(cluster),
-        lambda c: c is not None and c["status"] in ("ready", "failed"),
+        # The phase turns failed inside the create; the operation is recorded as completed only
+        # after its reports to the colony and the quota ledger, so wait for the record itself.
+        lambda c: c is not None and c["status"] in ("ready", "failed") and c["completedOperations"],
         what=f"{cluster} settled",
     )
     assert status is not None
